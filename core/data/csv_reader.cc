@@ -1,0 +1,86 @@
+#include "core/data/csv_reader.h"
+
+#include <cmath>
+#include <cstdlib>
+#include <fstream>
+
+#include "core/util/error.h"
+
+namespace dtrain::core {
+
+std::vector<std::string> split_csv_line(const std::string& line) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (true) {
+    size_t comma = line.find(',', start);
+    std::string cell = line.substr(start, comma == std::string::npos ? std::string::npos
+                                                                     : comma - start);
+    while (!cell.empty() && (cell.back() == '\r' || cell.back() == ' ')) cell.pop_back();
+    size_t lead = cell.find_first_not_of(' ');
+    out.push_back(lead == std::string::npos ? "" : cell.substr(lead));
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return out;
+}
+
+Dataset read_csv_dataset(const std::string& path, const CsvOptions& options) {
+  std::ifstream in(path);
+  if (!in) throw UserError("cannot open CSV file '" + path + "'", "check the path");
+  std::vector<float> values;
+  std::vector<int32_t> labels;
+  int64_t columns = -1, line_no = 0, rows = 0;
+  std::string line;
+  while (std::getline(in, line)) {
+    ++line_no;
+    if (line_no == 1 && options.header) continue;
+    if (line.find_first_not_of(" \r\t") == std::string::npos) continue;
+    auto cells = split_csv_line(line);
+    const int64_t n = static_cast<int64_t>(cells.size());
+    if (columns < 0) {
+      columns = n;
+      if (columns < 2)
+        throw UserError(path + ":" + std::to_string(line_no) + ": need at least 2 columns "
+                        "(features and a label), got " + std::to_string(n),
+                        "separate values with commas");
+    } else if (n != columns) {
+      throw UserError(path + ":" + std::to_string(line_no) + ": " + std::to_string(n) +
+                          " columns, earlier rows have " + std::to_string(columns),
+                      "make every row the same width");
+    }
+    const int64_t label_col = options.label_column < 0 ? columns - 1 : options.label_column;
+    if (label_col >= columns)
+      throw UserError(path + ": label_column " + std::to_string(label_col) + " but rows have " +
+                          std::to_string(columns) + " columns",
+                      "label_column counts from 0; -1 means the last column");
+    for (int64_t c = 0; c < columns; ++c) {
+      char* end = nullptr;
+      const std::string& cell = cells[c];
+      double v = std::strtod(cell.c_str(), &end);
+      if (cell.empty() || *end != '\0' || !std::isfinite(v))
+        throw UserError(path + ":" + std::to_string(line_no) + ": column " + std::to_string(c) +
+                            " is '" + cell + "', not a finite number",
+                        options.header || line_no != 1
+                            ? "fix or remove the row"
+                            : "if the first line is a header, set 'header: true'");
+      if (c == label_col) {
+        if (v != std::floor(v))
+          throw UserError(path + ":" + std::to_string(line_no) + ": label '" + cell +
+                              "' is not a class number",
+                          "labels must be integers 0..classes-1");
+        labels.push_back(static_cast<int32_t>(v));
+      } else {
+        values.push_back(static_cast<float>(v));
+      }
+    }
+    ++rows;
+  }
+  if (rows == 0) throw UserError("'" + path + "' has no data rows", "check the file");
+  Dataset d;
+  d.features.resize({rows, columns - 1});
+  std::copy(values.begin(), values.end(), d.features.data());
+  set_class_labels(d, std::move(labels), options.num_classes, path);
+  return d;
+}
+
+}  // namespace dtrain::core

@@ -1,0 +1,21 @@
+#pragma once
+// CSV datasets: numeric columns, one of them the class label.
+#include <string>
+
+#include "core/data/dataset.h"
+
+namespace dtrain::core {
+
+struct CsvOptions {
+  int64_t label_column = -1;  // -1 = last column
+  bool header = false;        // skip the first line
+  int64_t num_classes = 0;    // > 0: classification with one-hot targets
+};
+
+// Throws UserError naming the file, line and column of the first bad value.
+Dataset read_csv_dataset(const std::string& path, const CsvOptions& options);
+
+// Splits one CSV line on commas (no quoting: the data is numeric).
+std::vector<std::string> split_csv_line(const std::string& line);
+
+}  // namespace dtrain::core

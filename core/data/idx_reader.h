@@ -1,0 +1,23 @@
+#pragma once
+// IDX files (the MNIST / Fashion-MNIST format), gzip-compressed or raw.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/data/dataset.h"
+
+namespace dtrain::core {
+
+struct IdxArray {
+  std::vector<int64_t> dims;
+  std::vector<uint8_t> values;  // unsigned-byte payload (type 0x08)
+};
+
+// Throws UserError for a missing, truncated or non-IDX file.
+IdxArray read_idx(const std::string& path);
+
+// images [N, rows, cols] + labels [N] -> features [N, rows*cols] (raw 0..255), one-hot targets.
+Dataset load_idx_dataset(const std::string& images_path, const std::string& labels_path,
+                         int64_t num_classes);
+
+}  // namespace dtrain::core

@@ -1,0 +1,47 @@
+#include "core/data/minibatch_iterator.h"
+
+#include <algorithm>
+#include <cstring>
+#include <numeric>
+
+#include "core/layers/layer.h"
+#include "core/util/check.h"
+#include "core/util/rng.h"
+
+namespace dtrain::core {
+
+MinibatchIterator::MinibatchIterator(const Dataset& data, int64_t batch_size, uint64_t seed,
+                                     int64_t shard, int64_t num_shards)
+    : data_(data), batch_(batch_size), seed_(seed) {
+  DTRAIN_CHECK(batch_size > 0 && num_shards > 0 && shard >= 0 && shard < num_shards)
+      << "batch " << batch_size << " shard " << shard << "/" << num_shards;
+  const int64_t n = data.size();
+  begin_ = n * shard / num_shards;
+  end_ = n * (shard + 1) / num_shards;
+  cursor_ = end_;
+  order_.resize(static_cast<size_t>(n));
+}
+
+void MinibatchIterator::start_epoch(int64_t epoch) {
+  std::iota(order_.begin(), order_.end(), 0);
+  Rng rng = Rng::derive(seed_, 0x5eed0000ULL + static_cast<uint64_t>(epoch));
+  std::shuffle(order_.begin(), order_.end(), rng.engine());
+  cursor_ = begin_;
+}
+
+bool MinibatchIterator::next(Tensor& features, Tensor& targets) {
+  if (cursor_ >= end_) return false;
+  const int64_t count = std::min(batch_, end_ - cursor_);
+  const int64_t fx = data_.features.row_size(), ty = data_.targets.row_size();
+  features.resize(with_batch(count, data_.example_shape()));
+  targets.resize({count, ty});
+  for (int64_t i = 0; i < count; ++i) {
+    const int64_t src = order_[cursor_ + i];
+    std::memcpy(features.row(i), data_.features.row(src), sizeof(float) * fx);
+    std::memcpy(targets.row(i), data_.targets.row(src), sizeof(float) * ty);
+  }
+  cursor_ += count;
+  return true;
+}
+
+}  // namespace dtrain::core

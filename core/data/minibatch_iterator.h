@@ -1,0 +1,33 @@
+#pragma once
+// Shuffled minibatches over shard k of K. Every shard permutes the whole dataset with the same
+// seed-derived permutation per epoch and takes its own contiguous slice, so the shards of one
+// epoch are disjoint and together cover every example exactly once.
+#include <cstdint>
+#include <vector>
+
+#include "core/data/dataset.h"
+
+namespace dtrain::core {
+
+class MinibatchIterator {
+ public:
+  MinibatchIterator(const Dataset& data, int64_t batch_size, uint64_t seed, int64_t shard = 0,
+                    int64_t num_shards = 1);
+
+  // Reshuffles for `epoch` (0-based) and rewinds.
+  void start_epoch(int64_t epoch);
+  // Fills the next minibatch (the last one of an epoch may be smaller); false at epoch end.
+  bool next(Tensor& features, Tensor& targets);
+
+  int64_t examples_per_epoch() const { return end_ - begin_; }
+  int64_t batches_per_epoch() const { return (examples_per_epoch() + batch_ - 1) / batch_; }
+
+ private:
+  const Dataset& data_;
+  int64_t batch_;
+  uint64_t seed_;
+  int64_t begin_, end_, cursor_;
+  std::vector<int64_t> order_;
+};
+
+}  // namespace dtrain::core

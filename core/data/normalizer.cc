@@ -1,0 +1,77 @@
+#include "core/data/normalizer.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "core/util/error.h"
+
+namespace dtrain::core {
+
+Normalizer Normalizer::of(const std::string& name) {
+  Normalizer n;
+  if (name == "scale") n.kind_ = Kind::kScale;
+  else if (name == "standardize") n.kind_ = Kind::kStandardize;
+  else if (name != "none")
+    throw UserError("unknown normalizer '" + name + "'", "use none, scale or standardize");
+  return n;
+}
+
+std::string Normalizer::name() const {
+  switch (kind_) {
+    case Kind::kScale: return "scale";
+    case Kind::kStandardize: return "standardize";
+    default: return "none";
+  }
+}
+
+Normalizer Normalizer::restore(Kind kind, std::vector<float> values) {
+  Normalizer n;
+  n.kind_ = kind;
+  n.values_ = std::move(values);
+  return n;
+}
+
+void Normalizer::fit(const Tensor& x) {
+  const int64_t rows = x.dim(0), cols = x.row_size();
+  if (kind_ == Kind::kScale) {
+    auto [lo, hi] = std::minmax_element(x.data(), x.data() + x.size());
+    values_ = {*lo, *hi};
+  } else if (kind_ == Kind::kStandardize) {
+    std::vector<double> sum(cols, 0.0), sq(cols, 0.0);
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t c = 0; c < cols; ++c) {
+        double v = x[r * cols + c];
+        sum[c] += v;
+        sq[c] += v * v;
+      }
+    values_.assign(2 * cols, 0.0f);
+    for (int64_t c = 0; c < cols; ++c) {
+      double mean = sum[c] / rows;
+      double var = std::max(0.0, sq[c] / rows - mean * mean);
+      values_[c] = static_cast<float>(mean);
+      values_[cols + c] = static_cast<float>(std::sqrt(var));
+    }
+  }
+}
+
+void Normalizer::apply(Tensor& x) const {
+  const int64_t cols = x.row_size();
+  if (kind_ == Kind::kScale) {
+    const float lo = values_.at(0), range = values_.at(1) - values_.at(0);
+    const float inv = range > 0.0f ? 1.0f / range : 1.0f;
+    for (int64_t i = 0; i < x.size(); ++i) x[i] = (x[i] - lo) * inv;
+  } else if (kind_ == Kind::kStandardize) {
+    if (static_cast<int64_t>(values_.size()) != 2 * cols)
+      throw UserError("the standardize normalizer was fitted on " +
+                          std::to_string(values_.size() / 2) + " features, the data has " +
+                          std::to_string(cols),
+                      "use data with the same columns as the training data");
+    for (int64_t i = 0; i < x.size(); ++i) {
+      const int64_t c = i % cols;
+      const float sd = values_[cols + c];
+      x[i] = (x[i] - values_[c]) / (sd > 1e-8f ? sd : 1.0f);
+    }
+  }
+}
+
+}  // namespace dtrain::core

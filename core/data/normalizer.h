@@ -1,0 +1,34 @@
+#pragma once
+// Feature normalisers, fitted on the training data and stored in the model file so evaluation
+// and inference see inputs the way training did.
+//  scale:       (x - min) / (max - min) with one min/max over all features (pixels -> [0, 1])
+//  standardize: per-feature (x - mean) / std
+#include <string>
+#include <vector>
+
+#include "core/tensor/tensor.h"
+
+namespace dtrain::core {
+
+class Normalizer {
+ public:
+  enum class Kind { kNone = 0, kScale = 1, kStandardize = 2 };
+
+  Normalizer() = default;
+  static Normalizer of(const std::string& name);  // none | scale | standardize
+  Kind kind() const { return kind_; }
+  std::string name() const;
+
+  void fit(const Tensor& features);
+  void apply(Tensor& features) const;
+
+  // Fitted values, for model files.
+  const std::vector<float>& values() const { return values_; }
+  static Normalizer restore(Kind kind, std::vector<float> values);
+
+ private:
+  Kind kind_ = Kind::kNone;
+  std::vector<float> values_;  // scale: {min, max}; standardize: means then stds
+};
+
+}  // namespace dtrain::core

@@ -1,0 +1,27 @@
+#include "core/eval/evaluate.h"
+
+#include <algorithm>
+#include <cstring>
+
+namespace dtrain::core {
+
+Evaluation evaluate(Model& model, const Dataset& data, int64_t top_n, int64_t batch_size,
+                    int64_t begin, int64_t end) {
+  if (end < 0) end = data.size();
+  Evaluation eval(model.num_outputs(), top_n);
+  Tensor x, y;
+  const int64_t fx = data.features.row_size(), ty = data.targets.row_size();
+  for (int64_t start = begin; start < end; start += batch_size) {
+    const int64_t count = std::min(batch_size, end - start);
+    x.resize(with_batch(count, data.example_shape()));
+    y.resize({count, ty});
+    std::memcpy(x.data(), data.features.row(start), sizeof(float) * fx * count);
+    std::memcpy(y.data(), data.targets.row(start), sizeof(float) * ty * count);
+    const Tensor& p = model.predict(x);
+    eval.add(p, data.labels.data() + start);
+    eval.add_loss(loss_value(model.loss(), p, y), count);
+  }
+  return eval;
+}
+
+}  // namespace dtrain::core

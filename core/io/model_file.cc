@@ -1,0 +1,226 @@
+#include "core/io/model_file.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include "core/util/error.h"
+
+namespace dtrain::core {
+namespace {
+
+static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "model files are little-endian");
+
+constexpr char kMagic[8] = {'D', 'T', 'R', 'A', 'I', 'N', 'M', '\0'};
+constexpr size_t kHeaderBytes = 8 + 4 + 4 + 8;
+enum Tag : uint32_t { kSpec = 1, kParams = 2, kState = 3, kUpdater = 4, kNormalizer = 5,
+                      kProgress = 6 };
+
+class Writer {
+ public:
+  template <typename T>
+  void put(const T& v) { bytes_.append(reinterpret_cast<const char*>(&v), sizeof(T)); }
+  void put_bytes(const void* p, size_t n) { bytes_.append(static_cast<const char*>(p), n); }
+  void put_floats(const std::vector<float>& v) {
+    put<uint64_t>(v.size());
+    put_bytes(v.data(), v.size() * sizeof(float));
+  }
+  void put_string(const std::string& s) {
+    put<uint64_t>(s.size());
+    put_bytes(s.data(), s.size());
+  }
+  std::string& bytes() { return bytes_; }
+
+ private:
+  std::string bytes_;
+};
+
+class Reader {
+ public:
+  Reader(const char* p, size_t n, const std::string& path) : p_(p), n_(n), path_(path) {}
+  template <typename T>
+  T get() {
+    T v;
+    need(sizeof(T));
+    std::memcpy(&v, p_ + pos_, sizeof(T));
+    pos_ += sizeof(T);
+    return v;
+  }
+  std::vector<float> get_floats() {
+    uint64_t count = get<uint64_t>();
+    if (count > (n_ - pos_) / sizeof(float)) corrupt("a float array runs past its section");
+    std::vector<float> v(count);
+    std::memcpy(v.data(), p_ + pos_, count * sizeof(float));
+    pos_ += count * sizeof(float);
+    return v;
+  }
+  std::string get_string() {
+    uint64_t count = get<uint64_t>();
+    need(count);
+    std::string s(p_ + pos_, count);
+    pos_ += count;
+    return s;
+  }
+  [[noreturn]] void corrupt(const std::string& why) const {
+    throw UserError("model file '" + path_ + "' is corrupt: " + why,
+                    "use an intact copy or retrain; files are written atomically, so a partial "
+                    "copy or disk damage is the likely cause");
+  }
+
+ private:
+  void need(size_t k) const {
+    if (k > n_ - pos_) corrupt("a section is shorter than its contents");
+  }
+  const char* p_;
+  size_t n_, pos_ = 0;
+  const std::string& path_;
+};
+
+void add_section(Writer& out, uint32_t tag, Writer& body) {
+  out.put<uint32_t>(tag);
+  out.put<uint32_t>(0);
+  out.put<uint64_t>(body.bytes().size());
+  out.put_bytes(body.bytes().data(), body.bytes().size());
+}
+
+void fail_io(const std::string& what, const std::string& path) {
+  throw UserError(what + " '" + path + "': " + std::strerror(errno),
+                  "check that the directory exists, is writable and has free space");
+}
+
+}  // namespace
+
+void write_model_file(const std::string& path, const ModelFile& m) {
+  Writer out;
+  out.put_bytes(kMagic, sizeof kMagic);
+  out.put<uint32_t>(kModelFileVersion);
+  out.put<uint32_t>(m.has_updater ? 6 : 5);
+  out.put<uint64_t>(0);  // total size, patched below
+  Writer spec, params, state, normalizer, progress;
+  spec.put_string(m.spec_yaml);
+  params.put_floats(m.params);
+  state.put_floats(m.state);
+  normalizer.put<uint32_t>(static_cast<uint32_t>(m.normalizer.kind()));
+  normalizer.put_floats(m.normalizer.values());
+  progress.put<int64_t>(m.iteration);
+  progress.put<int64_t>(m.epoch);
+  add_section(out, kSpec, spec);
+  add_section(out, kParams, params);
+  add_section(out, kState, state);
+  add_section(out, kNormalizer, normalizer);
+  add_section(out, kProgress, progress);
+  if (m.has_updater) {
+    Writer updater;
+    updater.put_string(m.updater_type);
+    updater.put_floats(m.updater_state);
+    add_section(out, kUpdater, updater);
+  }
+  std::string& bytes = out.bytes();
+  const uint64_t total = bytes.size() + sizeof(uint32_t);
+  std::memcpy(&bytes[16], &total, sizeof total);
+  const uint32_t crc = static_cast<uint32_t>(
+      crc32(0L, reinterpret_cast<const Bytef*>(bytes.data()), static_cast<uInt>(bytes.size())));
+  out.put<uint32_t>(crc);
+
+  // Atomic: readers see the old file or the complete new one, never a partial write.
+  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) fail_io("cannot create model file", tmp);
+  size_t done = 0;
+  while (done < bytes.size()) {
+    ssize_t w = ::write(fd, bytes.data() + done, bytes.size() - done);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) {
+      ::close(fd);
+      ::unlink(tmp.c_str());
+      fail_io("cannot write model file", tmp);
+    }
+    done += static_cast<size_t>(w);
+  }
+  if (::fsync(fd) != 0 || ::close(fd) != 0) {
+    ::unlink(tmp.c_str());
+    fail_io("cannot flush model file", tmp);
+  }
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    ::unlink(tmp.c_str());
+    fail_io("cannot move model file into place at", path);
+  }
+  const auto slash = path.rfind('/');
+  const std::string dir = slash == std::string::npos ? "." : path.substr(0, slash + 1);
+  int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd >= 0) {
+    ::fsync(dfd);  // make the rename itself durable
+    ::close(dfd);
+  }
+}
+
+ModelFile read_model_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in)
+    throw UserError("cannot open model file '" + path + "'",
+                    "check the path; dtrain-submit writes it to output.model of the job spec");
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  const std::string bytes = buffer.str();
+  Reader header(bytes.data(), bytes.size(), path);
+  if (bytes.size() < kHeaderBytes + 4 || std::memcmp(bytes.data(), kMagic, sizeof kMagic) != 0)
+    throw UserError("'" + path + "' is not a dtrain model file (.dtm)",
+                    "pass a file written by dtrain-submit");
+  for (size_t i = 0; i < sizeof kMagic; ++i) header.get<char>();
+  const uint32_t version = header.get<uint32_t>();
+  const uint32_t sections = header.get<uint32_t>();
+  const uint64_t total = header.get<uint64_t>();
+  if (version > kModelFileVersion)
+    throw UserError("model file '" + path + "' has format version " + std::to_string(version) +
+                        "; this dtrain reads up to " + std::to_string(kModelFileVersion),
+                    "upgrade dtrain");
+  if (total != bytes.size())
+    header.corrupt("it is " + std::to_string(bytes.size()) + " bytes but should be " +
+                   std::to_string(total) + " (truncated or padded)");
+  uint32_t stored_crc;
+  std::memcpy(&stored_crc, bytes.data() + bytes.size() - 4, 4);
+  const uint32_t crc = static_cast<uint32_t>(
+      crc32(0L, reinterpret_cast<const Bytef*>(bytes.data()), static_cast<uInt>(bytes.size() - 4)));
+  if (crc != stored_crc) header.corrupt("checksum mismatch");
+
+  ModelFile m;
+  bool have_spec = false, have_params = false;
+  size_t pos = kHeaderBytes;
+  for (uint32_t s = 0; s < sections; ++s) {
+    Reader sec(bytes.data() + pos, bytes.size() - 4 - pos, path);
+    const uint32_t tag = sec.get<uint32_t>();
+    sec.get<uint32_t>();
+    const uint64_t length = sec.get<uint64_t>();
+    pos += 16;
+    if (length > bytes.size() - 4 - pos) sec.corrupt("a section runs past the end");
+    Reader body(bytes.data() + pos, length, path);
+    switch (tag) {
+      case kSpec: m.spec_yaml = body.get_string(); have_spec = true; break;
+      case kParams: m.params = body.get_floats(); have_params = true; break;
+      case kState: m.state = body.get_floats(); break;
+      case kNormalizer: {
+        const uint32_t kind = body.get<uint32_t>();
+        if (kind > 2) body.corrupt("unknown normalizer kind");
+        m.normalizer = Normalizer::restore(static_cast<Normalizer::Kind>(kind), body.get_floats());
+        break;
+      }
+      case kProgress: m.iteration = body.get<int64_t>(); m.epoch = body.get<int64_t>(); break;
+      case kUpdater:
+        m.has_updater = true;
+        m.updater_type = body.get_string();
+        m.updater_state = body.get_floats();
+        break;
+      default: break;  // a newer writer's section: skip it
+    }
+    pos += length;
+  }
+  if (!have_spec || !have_params) header.corrupt("the spec or parameter section is missing");
+  return m;
+}
+
+}  // namespace dtrain::core

@@ -1,0 +1,35 @@
+#pragma once
+// The .dtm model file (DESIGN.md §9): versioned, checksummed, little-endian, written
+// atomically (temp file + fsync + rename).
+//
+// Layout: "DTRAINM\0" | u32 version | u32 sections | u64 total bytes |
+//         sections: (u32 tag, u32 0, u64 length, payload)... | u32 CRC-32 of all bytes before it.
+// Unknown section tags are skipped, so newer writers stay readable where possible.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/data/normalizer.h"
+
+namespace dtrain::core {
+
+constexpr uint32_t kModelFileVersion = 1;
+
+struct ModelFile {
+  std::string spec_yaml;             // the job spec the model was trained with
+  std::vector<float> params;
+  std::vector<float> state;          // batch norm running statistics
+  bool has_updater = false;
+  std::string updater_type;
+  std::vector<float> updater_state;
+  Normalizer normalizer;
+  int64_t iteration = 0;             // training progress when written
+  int64_t epoch = 0;
+};
+
+// Throws UserError when the directory is not writable or the disk is full.
+void write_model_file(const std::string& path, const ModelFile& model);
+// Throws UserError for a missing, truncated, corrupt or newer-version file.
+ModelFile read_model_file(const std::string& path);
+
+}  // namespace dtrain::core

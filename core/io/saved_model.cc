@@ -1,0 +1,30 @@
+#include "core/io/saved_model.h"
+
+#include <cstring>
+
+#include "core/spec/job_spec_parser.h"
+#include "core/util/error.h"
+
+namespace dtrain::core {
+
+SavedModel load_saved_model(const std::string& path) {
+  SavedModel s;
+  s.file = read_model_file(path);
+  SpecParseOptions options;
+  options.check_files = false;  // the training data need not exist where the model is used
+  s.spec = parse_job_spec_text(s.file.spec_yaml, path + " (embedded spec)", options);
+  s.model = std::make_unique<Model>(s.spec.model);
+  if (static_cast<int64_t>(s.file.params.size()) != s.model->num_params() ||
+      static_cast<int64_t>(s.file.state.size()) != s.model->num_state())
+    throw UserError("model file '" + path + "' holds " + std::to_string(s.file.params.size()) +
+                        " parameters but its spec needs " +
+                        std::to_string(s.model->num_params()),
+                    "the file is inconsistent; retrain the model");
+  std::memcpy(s.model->params(), s.file.params.data(), sizeof(float) * s.file.params.size());
+  if (!s.file.state.empty())
+    std::memcpy(s.model->state(), s.file.state.data(), sizeof(float) * s.file.state.size());
+  s.normalizer = s.file.normalizer;
+  return s;
+}
+
+}  // namespace dtrain::core

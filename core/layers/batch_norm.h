@@ -1,0 +1,32 @@
+#pragma once
+// Batch normalisation per feature ([d] input) or per channel ([c, h, w] input). Training uses
+// the batch's statistics and updates running averages (model state, not trained parameters);
+// inference uses the running averages.
+#include "core/layers/layer.h"
+
+namespace dtrain::core {
+
+class BatchNormLayer : public Layer {
+ public:
+  explicit BatchNormLayer(const Shape& input_shape, float decay = 0.9f, float eps = 1e-5f);
+  std::string kind() const override { return "batch_norm"; }
+
+  // gamma[c], beta[c]; state: running mean[c], running variance[c].
+  int64_t num_params() const override { return 2 * channels_; }
+  int64_t num_state() const override { return 2 * channels_; }
+  std::vector<ParamSegment> param_segments() const override { return {{0, 2 * channels_, false}}; }
+  void init_params(float* params, float* state, Rng& rng) const override;
+
+  void forward(const Tensor& in, Tensor& out, const ForwardMode& mode) override;
+  void backward(const Tensor& in, const Tensor& out, const Tensor& dout, Tensor* din) override;
+
+ private:
+  // Element (example b, channel c, position j) lives at b*channels_*plane_ + c*plane_ + j.
+  int64_t channels_, plane_;
+  float decay_, eps_;
+  Tensor xhat_;
+  std::vector<float> inv_std_;
+  bool last_training_ = false;
+};
+
+}  // namespace dtrain::core

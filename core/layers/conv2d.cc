@@ -1,0 +1,83 @@
+#include "core/layers/conv2d.h"
+
+#include <cstring>
+
+#include "core/util/error.h"
+
+namespace dtrain::core {
+
+Conv2dLayer::Conv2dLayer(const Shape& input_shape, const Conv2dOptions& options, WeightInit init)
+    : options_(options), init_(init) {
+  if (input_shape.size() != 3)
+    throw UserError("convolution needs [channels, height, width] input, got " +
+                        shape_string(input_shape),
+                    "set model.input to [channels, height, width], e.g. [1, 28, 28]");
+  input_shape_ = input_shape;
+  kernels::ConvGeometry g;
+  g.in_h = input_shape[1];
+  g.in_w = input_shape[2];
+  g.kernel_h = options.kernel_h;
+  g.kernel_w = options.kernel_w;
+  g.stride_h = options.stride_h;
+  g.stride_w = options.stride_w;
+  g.pad_h = options.pad_h;
+  g.pad_w = options.pad_w;
+  if (g.out_h() < 1 || g.out_w() < 1)
+    throw UserError("convolution kernel " + std::to_string(options.kernel_h) + "x" +
+                        std::to_string(options.kernel_w) + " does not fit input " +
+                        shape_string(input_shape),
+                    "use a smaller kernel, add padding, or remove a pooling layer before it");
+  output_shape_ = {options.filters, g.out_h(), g.out_w()};
+}
+
+std::vector<ParamSegment> Conv2dLayer::param_segments() const {
+  return {{0, weight_count(), true}, {weight_count(), options_.filters, false}};
+}
+
+void Conv2dLayer::init_params(float* params, float*, Rng& rng) const {
+  const int64_t receptive = options_.kernel_h * options_.kernel_w;
+  init_weights(init_, params, weight_count(), input_shape_[0] * receptive,
+               options_.filters * receptive, rng);
+  std::memset(params + weight_count(), 0, sizeof(float) * options_.filters);
+}
+
+kernels::Conv2dKernel& Conv2dLayer::kernel_for(int64_t batch) {
+  auto& slot = kernels_[batch];
+  if (!slot) {
+    kernels::ConvGeometry g;
+    g.batch = batch;
+    g.in_channels = input_shape_[0];
+    g.in_h = input_shape_[1];
+    g.in_w = input_shape_[2];
+    g.out_channels = options_.filters;
+    g.kernel_h = options_.kernel_h;
+    g.kernel_w = options_.kernel_w;
+    g.stride_h = options_.stride_h;
+    g.stride_w = options_.stride_w;
+    g.pad_h = options_.pad_h;
+    g.pad_w = options_.pad_w;
+    slot = kernels::backend().make_conv2d(g);
+  }
+  return *slot;
+}
+
+void Conv2dLayer::forward(const Tensor& in, Tensor& out, const ForwardMode&) {
+  const int64_t batch = in.dim(0);
+  out.resize(with_batch(batch, output_shape_));
+  kernel_for(batch).forward(in.data(), params_, params_ + weight_count(), out.data());
+  activation_forward(options_.activation, out.data(), batch, out.row_size());
+}
+
+void Conv2dLayer::backward(const Tensor& in, const Tensor& out, const Tensor& dout, Tensor* din) {
+  const int64_t batch = in.dim(0);
+  dz_ = dout;
+  activation_backward(options_.activation, out.data(), dz_.data(), batch, out.row_size());
+  auto& kernel = kernel_for(batch);
+  kernel.backward_weights(in.data(), dz_.data(), grads_, grads_ + weight_count());
+  if (din) {
+    din->resize(in.shape());
+    kernel.backward_data(dz_.data(), params_, din->data());
+  }
+}
+
+}  // namespace dtrain::core

@@ -1,0 +1,60 @@
+#include "core/layers/dense.h"
+
+#include <cstring>
+
+#include "kernels/backend.h"
+
+namespace dtrain::core {
+
+DenseLayer::DenseLayer(const Shape& input_shape, int64_t units, Activation activation,
+                       WeightInit init)
+    : in_(shape_size(input_shape)), out_(units), activation_(activation), init_(init) {
+  input_shape_ = input_shape;
+  output_shape_ = {units};
+}
+
+std::vector<ParamSegment> DenseLayer::param_segments() const {
+  return {{0, in_ * out_, true}, {in_ * out_, out_, false}};
+}
+
+void DenseLayer::init_params(float* params, float*, Rng& rng) const {
+  init_weights(init_, params, in_ * out_, in_, out_, rng);
+  std::memset(params + in_ * out_, 0, sizeof(float) * out_);
+}
+
+void DenseLayer::forward(const Tensor& in, Tensor& out, const ForwardMode&) {
+  const int64_t batch = in.dim(0);
+  out.resize({batch, out_});
+  const float* bias = params_ + in_ * out_;
+  for (int64_t r = 0; r < batch; ++r) std::memcpy(out.row(r), bias, sizeof(float) * out_);
+  kernels::backend().gemm(false, false, batch, out_, in_, 1.0f, in.data(), in_, params_, out_,
+                          1.0f, out.data(), out_);
+  activation_forward(activation_, out.data(), batch, out_);
+}
+
+void DenseLayer::backward(const Tensor& in, const Tensor& out, const Tensor& dout, Tensor* din) {
+  dz_ = dout;
+  activation_backward(activation_, out.data(), dz_.data(), out.dim(0), out_);
+  backward_from_preactivation(in, dz_, din);
+}
+
+void DenseLayer::backward_from_preactivation(const Tensor& in, const Tensor& dz, Tensor* din) {
+  const int64_t batch = in.dim(0);
+  auto& be = kernels::backend();
+  // dW = in^T · dz ; db = column sums of dz ; din = dz · W^T
+  be.gemm(true, false, in_, out_, batch, 1.0f, in.data(), in_, dz.data(), out_, 0.0f, grads_,
+          out_);
+  float* db = grads_ + in_ * out_;
+  std::memset(db, 0, sizeof(float) * out_);
+  for (int64_t r = 0; r < batch; ++r) {
+    const float* row = dz.row(r);
+    for (int64_t c = 0; c < out_; ++c) db[c] += row[c];
+  }
+  if (din) {
+    din->resize(in.shape());
+    be.gemm(false, true, batch, in_, out_, 1.0f, dz.data(), out_, params_, out_, 0.0f,
+            din->data(), in_);
+  }
+}
+
+}  // namespace dtrain::core

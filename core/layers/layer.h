@@ -1,0 +1,66 @@
+#pragma once
+// A layer of a sequential model. Parameters, their gradients and non-trained state (batch norm
+// running statistics) live in the model's flat buffers; a layer gets views into them with bind().
+// Keeping the parameters flat is what lets gradient sharing treat the model as one vector.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/tensor/tensor.h"
+#include "core/util/rng.h"
+
+namespace dtrain::core {
+
+// A run of a layer's parameters; `regularized` says whether L2 applies (weights yes, biases no).
+struct ParamSegment {
+  int64_t offset = 0;
+  int64_t size = 0;
+  bool regularized = false;
+};
+
+struct ForwardMode {
+  bool training = false;
+  Rng* rng = nullptr;  // dropout masks; required when training a model with dropout
+};
+
+class Layer {
+ public:
+  virtual ~Layer() = default;
+  virtual std::string kind() const = 0;
+
+  // Per-example shapes (no batch dimension).
+  const Shape& input_shape() const { return input_shape_; }
+  const Shape& output_shape() const { return output_shape_; }
+
+  virtual int64_t num_params() const { return 0; }
+  virtual int64_t num_state() const { return 0; }
+  virtual std::vector<ParamSegment> param_segments() const { return {}; }
+  virtual void init_params(float* params, float* state, Rng& rng) const {}
+
+  void bind(float* params, float* grads, float* state) {
+    params_ = params;
+    grads_ = grads;
+    state_ = state;
+  }
+
+  // in: [batch, input_shape...]; resizes out to [batch, output_shape...].
+  virtual void forward(const Tensor& in, Tensor& out, const ForwardMode& mode) = 0;
+  // From d(loss)/d(out): overwrites this layer's parameter gradients and, when din is given,
+  // writes d(loss)/d(in). `in` and `out` are the tensors of the last forward pass.
+  virtual void backward(const Tensor& in, const Tensor& out, const Tensor& dout, Tensor* din) = 0;
+
+ protected:
+  Shape input_shape_;
+  Shape output_shape_;
+  float* params_ = nullptr;
+  float* grads_ = nullptr;
+  float* state_ = nullptr;
+};
+
+inline Shape with_batch(int64_t batch, const Shape& example_shape) {
+  Shape s{batch};
+  s.insert(s.end(), example_shape.begin(), example_shape.end());
+  return s;
+}
+
+}  // namespace dtrain::core

@@ -1,0 +1,29 @@
+#pragma once
+// The output layer: a dense layer whose activation feeds a loss. The model starts backward
+// here with the loss's delta instead of an upstream gradient.
+#include "core/layers/dense.h"
+#include "core/layers/loss.h"
+
+namespace dtrain::core {
+
+class OutputLayer : public DenseLayer {
+ public:
+  OutputLayer(const Shape& input_shape, int64_t units, Activation activation, Loss loss,
+              WeightInit init)
+      : DenseLayer(input_shape, units, activation, init), loss_(loss) {}
+  std::string kind() const override { return "output"; }
+  Loss loss() const { return loss_; }
+
+  // Mean loss of the last forward's outputs against targets; runs the layer's backward and
+  // writes d(loss)/d(in) into din when given.
+  double loss_backward(const Tensor& in, const Tensor& out, const Tensor& targets, Tensor* din) {
+    double value = loss_and_delta(loss_, activation_, out, targets, dz_);
+    backward_from_preactivation(in, dz_, din);
+    return value;
+  }
+
+ private:
+  Loss loss_;
+};
+
+}  // namespace dtrain::core

@@ -1,0 +1,123 @@
+#pragma once
+// The job spec of DESIGN.md §4, parsed and validated (job_spec_parser.h). Defaults here are
+// the documented defaults.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/layers/activation.h"
+#include "core/layers/conv2d.h"
+#include "core/layers/loss.h"
+#include "core/layers/subsampling.h"
+#include "core/layers/weight_init.h"
+#include "core/tensor/tensor.h"
+
+namespace dtrain::core {
+
+struct LayerSpec {
+  enum class Kind { kDense, kConvolution, kSubsampling, kGlobalPooling, kBatchNorm, kDropout,
+                    kOutput };
+  Kind kind = Kind::kDense;
+  int64_t units = 0;                            // dense, output
+  Activation activation = Activation::kRelu;    // dense, output
+  Loss loss = Loss::kMcxent;                    // output
+  Conv2dOptions conv;                           // convolution
+  PoolOptions pool;                             // subsampling
+  bool global_max = false;                      // global_pooling
+  float dropout_rate = 0.5f;                    // dropout
+  float bn_decay = 0.9f;                        // batch_norm
+  float bn_eps = 1e-5f;                         // batch_norm
+  std::string location;                         // "file:line:col" for errors found later
+};
+
+struct ScheduleSpec {
+  enum class Type { kNone, kStep, kExponential };
+  Type type = Type::kNone;
+  double decay_rate = 0.5;  // step: lr * decay_rate^floor(iteration / step)
+  int64_t step = 1000;
+  double gamma = 0.999;     // exponential: lr * gamma^iteration
+};
+
+struct UpdaterSpec {
+  std::string type = "nesterovs";  // sgd | nesterovs | adam | amsgrad | rmsprop
+  double learning_rate = 0.1;
+  double momentum = 0.9;     // nesterovs
+  double beta1 = 0.9;        // adam, amsgrad
+  double beta2 = 0.999;      // adam, amsgrad
+  double epsilon = 1e-8;     // adam, amsgrad, rmsprop
+  double rms_decay = 0.95;   // rmsprop
+  ScheduleSpec schedule;
+};
+
+struct ModelSpec {
+  Shape input;
+  std::vector<LayerSpec> layers;
+  UpdaterSpec updater;
+  WeightInit weight_init = WeightInit::kXavier;
+  double l2 = 0.0;
+};
+
+struct DataSourceSpec {
+  std::string format;        // idx | csv
+  std::string images;        // idx
+  std::string labels;        // idx
+  std::string path;          // csv
+  int64_t label_column = -1; // csv: class label column, -1 = last
+  bool header = false;       // csv: skip the first line
+  bool present() const { return !format.empty(); }
+};
+
+struct DataSpec {
+  DataSourceSpec train;
+  DataSourceSpec test;
+  std::string normalize = "none";  // none | scale | standardize
+};
+
+struct ThresholdSpec {
+  std::string algorithm = "adaptive";  // adaptive | target_sparsity | fixed
+  double initial = 1e-3;
+  double min_sparsity = 1e-4;
+  double max_sparsity = 1e-2;
+  double target_sparsity = 1e-3;
+};
+
+struct ResidualSpec {
+  bool clip = true;          // false: "residual: none"
+  double clip_multiple = 5;
+  int64_t every = 5;
+};
+
+struct TrainingSpec {
+  std::string mode = "gradient_sharing";  // gradient_sharing | parameter_averaging
+  int64_t epochs = 1;
+  int64_t batch_size_per_worker = 32;
+  int64_t nodes = 0;             // 0 = all
+  int64_t workers_per_node = 0;  // 0 = auto
+  ThresholdSpec threshold;
+  ResidualSpec residual;
+  std::string mesh = "plain";    // plain | mesh
+  int64_t averaging_frequency = 5;
+};
+
+struct EvaluationSpec {
+  int64_t top_n = 1;
+};
+
+struct OutputSpec {
+  std::string model;             // path of the .dtm written at the end
+  int64_t checkpoint_every = 0;  // iterations; 0 = no checkpoints
+};
+
+struct JobSpec {
+  std::string name;
+  uint64_t seed = 12345;
+  ModelSpec model;
+  DataSpec data;
+  TrainingSpec training;
+  EvaluationSpec evaluation;
+  OutputSpec output;
+  std::string source_text;  // the YAML as given (stored in model files)
+  std::string source_name;  // file name used in error messages
+};
+
+}  // namespace dtrain::core

@@ -1,0 +1,342 @@
+#include "core/spec/job_spec_parser.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <fstream>
+#include <limits>
+#include <sstream>
+
+#include "core/model/model_builder.h"
+
+namespace dtrain::core {
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+const std::vector<std::string> kLayerTypes = {"dense",          "convolution", "subsampling",
+                                              "global_pooling", "batch_norm",  "dropout",
+                                              "output"};
+
+std::string resolve(const std::string& base_dir, const std::string& path) {
+  if (path.empty() || path[0] == '/' || base_dir.empty() || base_dir == ".") return path;
+  return base_dir + "/" + path;
+}
+
+class JobSpecParser {
+ public:
+  JobSpecParser(const std::string& source_name, const SpecParseOptions& options)
+      : r_(source_name), options_(options) {}
+
+  JobSpec parse(const YAML::Node& root) {
+    JobSpec job;
+    r_.expect_map(root, "", {"name", "seed", "model", "data", "training", "evaluation", "output"});
+    job.name = r_.text(root, "name", "", std::nullopt);
+    for (char c : job.name)
+      if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_' && c != '.')
+        r_.fail(root["name"], "name", "'" + job.name + "' contains '" + std::string(1, c) + "'",
+                "use letters, digits, '-', '_' and '.' only");
+    job.seed = static_cast<uint64_t>(r_.integer(root, "seed", "", 12345, 0, INT64_MAX));
+    if (!root["model"]) r_.fail(root, "model", "missing required section", "add a model: section");
+    job.model = parse_model(root["model"]);
+    if (!root["data"]) r_.fail(root, "data", "missing required section", "add a data: section");
+    job.data = parse_data(root["data"]);
+    job.training = parse_training(root["training"]);
+    job.evaluation = parse_evaluation(root["evaluation"], job.model);
+    job.output = parse_output(root["output"], job.name);
+    return job;
+  }
+
+ private:
+  ModelSpec parse_model(const YAML::Node& node) {
+    ModelSpec m;
+    r_.expect_map(node, "model", {"input", "layers", "updater", "weight_init", "l2"});
+    const YAML::Node input = node["input"];
+    if (!input || !input.IsSequence() || (input.size() != 1 && input.size() != 3))
+      r_.fail(input ? input : node, "model.input",
+              "expected [features] or [channels, height, width]",
+              "write e.g. 'input: [784]' or 'input: [1, 28, 28]'");
+    m.input = r_.int_list(node, "input", "model", {}, input.size(), 1);
+    m.weight_init = parse_weight_init(
+        r_.choice(node, "weight_init", "model", std::string("xavier"), weight_init_names()));
+    m.l2 = r_.number(node, "l2", "model", 0.0, 0.0, 1.0, false);
+    m.updater = parse_updater(node["updater"]);
+
+    const YAML::Node layers = node["layers"];
+    if (!layers || !layers.IsSequence() || layers.size() == 0)
+      r_.fail(layers ? layers : node, "model.layers", "expected a non-empty list of layers",
+              "list layers under 'layers:', ending with '- output: {units: 10}'");
+    for (size_t i = 0; i < layers.size(); ++i) {
+      const std::string path = "model.layers[" + std::to_string(i) + "]";
+      m.layers.push_back(parse_layer(layers[i], path));
+      const bool last = i + 1 == layers.size();
+      if (m.layers.back().kind == LayerSpec::Kind::kOutput && !last)
+        r_.fail(layers[i], path, "the output layer must be the last layer",
+                "move '- output: ...' to the end of model.layers");
+      if (last && m.layers.back().kind != LayerSpec::Kind::kOutput)
+        r_.fail(layers[i], path, "the last layer must be an output layer",
+                "end model.layers with e.g. '- output: {units: 10, activation: softmax, loss: "
+                "mcxent}'");
+    }
+    try {
+      infer_layer_shapes(m);  // shapes must chain: a kernel that does not fit is found here
+    } catch (const LayerShapeError& e) {
+      r_.fail(layers[e.layer_index()], "model.layers[" + std::to_string(e.layer_index()) + "]",
+              e.what_happened(), e.fix());
+    }
+    return m;
+  }
+
+  LayerSpec parse_layer(const YAML::Node& item, const std::string& path) {
+    const std::string type = r_.single_key(item, path, kLayerTypes);
+    const YAML::Node raw = item[type];
+    YAML::Node body = raw;
+    const std::string p = path + "." + type;
+    if (!raw || raw.IsNull()) body = YAML::Node(YAML::NodeType::Map);
+    LayerSpec l;
+    l.location = r_.location(item);
+    if (type == "dense" || type == "output") {
+      const bool out = type == "output";
+      r_.expect_map(body, p,
+                    out ? std::vector<std::string>{"units", "activation", "loss"}
+                        : std::vector<std::string>{"units", "activation"});
+      l.kind = out ? LayerSpec::Kind::kOutput : LayerSpec::Kind::kDense;
+      l.units = r_.integer(body, "units", p, std::nullopt, 1, 1 << 24);
+      l.activation = parse_activation(r_.choice(body, "activation", p,
+                                                std::string(out ? "softmax" : "relu"),
+                                                activation_names()));
+      if (out) {
+        l.loss = parse_loss(r_.choice(body, "loss", p, std::string("mcxent"), loss_names()));
+        if (l.loss == Loss::kMcxent && l.activation != Activation::kSoftmax)
+          r_.fail(body, p, "loss mcxent needs activation softmax (outputs must sum to 1)",
+                  "set 'activation: softmax', or use loss xent with sigmoid, or mse");
+        if (l.loss == Loss::kXent && l.activation != Activation::kSigmoid)
+          r_.fail(body, p, "loss xent needs activation sigmoid (outputs must lie in (0, 1))",
+                  "set 'activation: sigmoid', or use loss mse");
+      }
+    } else if (type == "convolution") {
+      r_.expect_map(body, p, {"filters", "kernel", "stride", "padding", "activation"});
+      l.kind = LayerSpec::Kind::kConvolution;
+      l.conv.filters = r_.integer(body, "filters", p, std::nullopt, 1, 1 << 16);
+      auto k = r_.int_list(body, "kernel", p, {3, 3}, 2, 1);
+      auto s = r_.int_list(body, "stride", p, {1, 1}, 2, 1);
+      auto pad = r_.int_list(body, "padding", p, {0, 0}, 2, 0);
+      l.conv.kernel_h = k[0], l.conv.kernel_w = k[1];
+      l.conv.stride_h = s[0], l.conv.stride_w = s[1];
+      l.conv.pad_h = pad[0], l.conv.pad_w = pad[1];
+      l.conv.activation = parse_activation(
+          r_.choice(body, "activation", p, std::string("identity"), activation_names()));
+    } else if (type == "subsampling") {
+      r_.expect_map(body, p, {"type", "kernel", "stride", "padding"});
+      l.kind = LayerSpec::Kind::kSubsampling;
+      l.pool.max = r_.choice(body, "type", p, std::string("max"), {"max", "avg"}) == "max";
+      auto k = r_.int_list(body, "kernel", p, {2, 2}, 2, 1);
+      auto s = r_.int_list(body, "stride", p, k, 2, 1);
+      auto pad = r_.int_list(body, "padding", p, {0, 0}, 2, 0);
+      l.pool.kernel_h = k[0], l.pool.kernel_w = k[1];
+      l.pool.stride_h = s[0], l.pool.stride_w = s[1];
+      l.pool.pad_h = pad[0], l.pool.pad_w = pad[1];
+    } else if (type == "global_pooling") {
+      r_.expect_map(body, p, {"type"});
+      l.kind = LayerSpec::Kind::kGlobalPooling;
+      l.global_max = r_.choice(body, "type", p, std::string("avg"), {"avg", "max"}) == "max";
+    } else if (type == "batch_norm") {
+      r_.expect_map(body, p, {"decay", "eps"});
+      l.kind = LayerSpec::Kind::kBatchNorm;
+      l.bn_decay = static_cast<float>(r_.number(body, "decay", p, 0.9, 0.0, 1.0, false));
+      l.bn_eps = static_cast<float>(r_.number(body, "eps", p, 1e-5, 0.0, 1.0, true));
+    } else {
+      r_.expect_map(body, p, {"rate"});
+      l.kind = LayerSpec::Kind::kDropout;
+      l.dropout_rate = static_cast<float>(r_.number(body, "rate", p, std::nullopt, 0.0, 0.95,
+                                                    false));
+    }
+    return l;
+  }
+
+  UpdaterSpec parse_updater(const YAML::Node& node) {
+    UpdaterSpec u;
+    if (!node) return u;
+    const std::string p = "model.updater";
+    r_.expect_map(node, p, {"type", "learning_rate", "momentum", "beta1", "beta2", "epsilon",
+                            "rms_decay", "schedule"});
+    u.type = r_.choice(node, "type", p, u.type, {"sgd", "nesterovs", "adam", "amsgrad", "rmsprop"});
+    const double default_lr = (u.type == "adam" || u.type == "amsgrad" || u.type == "rmsprop")
+                                  ? 1e-3 : 0.1;
+    u.learning_rate = r_.number(node, "learning_rate", p, default_lr, 0.0, 100.0, true);
+    u.momentum = r_.number(node, "momentum", p, 0.9, 0.0, 1.0, false);
+    u.beta1 = r_.number(node, "beta1", p, 0.9, 0.0, 1.0, false);
+    u.beta2 = r_.number(node, "beta2", p, 0.999, 0.0, 1.0, false);
+    u.epsilon = r_.number(node, "epsilon", p, 1e-8, 0.0, 1.0, true);
+    u.rms_decay = r_.number(node, "rms_decay", p, 0.95, 0.0, 1.0, false);
+    const YAML::Node s = node["schedule"];
+    if (s) {
+      const std::string sp = p + ".schedule";
+      r_.expect_map(s, sp, {"type", "decay_rate", "step", "gamma"});
+      const std::string t = r_.choice(s, "type", sp, std::nullopt, {"none", "step", "exponential"});
+      u.schedule.type = t == "step" ? ScheduleSpec::Type::kStep
+                        : t == "exponential" ? ScheduleSpec::Type::kExponential
+                                             : ScheduleSpec::Type::kNone;
+      u.schedule.decay_rate = r_.number(s, "decay_rate", sp, 0.5, 0.0, 1.0, true);
+      u.schedule.step = r_.integer(s, "step", sp, 1000, 1, INT64_MAX);
+      u.schedule.gamma = r_.number(s, "gamma", sp, 0.999, 0.0, 1.0, true);
+    }
+    return u;
+  }
+
+  DataSourceSpec parse_source(const YAML::Node& node, const std::string& p) {
+    DataSourceSpec d;
+    r_.expect_map(node, p, {"format", "images", "labels", "path", "label_column", "header"});
+    d.format = r_.choice(node, "format", p, std::nullopt, {"idx", "csv"});
+    if (d.format == "idx") {
+      d.images = existing_file(node, "images", p);
+      d.labels = existing_file(node, "labels", p);
+    } else {
+      d.path = existing_file(node, "path", p);
+      d.label_column = r_.integer(node, "label_column", p, -1, -1, 1 << 20);
+      d.header = r_.boolean(node, "header", p, false);
+    }
+    return d;
+  }
+
+  std::string existing_file(const YAML::Node& map, const std::string& key, const std::string& p) {
+    const std::string path = resolve(options_.base_dir, r_.text(map, key, p, std::nullopt));
+    if (!options_.check_files) return path;
+    struct stat st;
+    if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode) || ::access(path.c_str(), R_OK))
+      r_.fail(map[key], p + "." + key, "cannot read file '" + path + "'",
+              path.find("fashion-mnist") != std::string::npos
+                  ? "install Debian's dataset-fashion-mnist (tools/setup.sh does) or fix the path"
+                  : "fix the path (relative paths are resolved against the spec's directory)");
+    return path;
+  }
+
+  DataSpec parse_data(const YAML::Node& node) {
+    DataSpec d;
+    r_.expect_map(node, "data", {"train", "test", "normalize"});
+    if (!node["train"])
+      r_.fail(node, "data.train", "missing required setting",
+              "add 'train: {format: idx, images: ..., labels: ...}'");
+    d.train = parse_source(node["train"], "data.train");
+    if (node["test"]) d.test = parse_source(node["test"], "data.test");
+    d.normalize = r_.choice(node, "normalize", "data", std::string("none"),
+                            {"none", "scale", "standardize"});
+    return d;
+  }
+
+  TrainingSpec parse_training(const YAML::Node& node) {
+    TrainingSpec t;
+    if (!node) return t;
+    const std::string p = "training";
+    r_.expect_map(node, p, {"mode", "epochs", "batch_size_per_worker", "nodes",
+                            "workers_per_node", "threshold", "residual", "mesh",
+                            "averaging_frequency"});
+    t.mode = r_.choice(node, "mode", p, t.mode, {"gradient_sharing", "parameter_averaging"});
+    t.epochs = r_.integer(node, "epochs", p, 1, 1, 100000);
+    t.batch_size_per_worker = r_.integer(node, "batch_size_per_worker", p, 32, 1, 1 << 20);
+    t.nodes = all_or_count(node, "nodes", "all", 1 << 16);
+    t.workers_per_node = all_or_count(node, "workers_per_node", "auto", 256);
+    t.mesh = r_.choice(node, "mesh", p, t.mesh, {"plain", "mesh"});
+    t.averaging_frequency = r_.integer(node, "averaging_frequency", p, 5, 1, 1 << 20);
+
+    const YAML::Node th = node["threshold"];
+    if (th) {
+      const std::string tp = p + ".threshold";
+      r_.expect_map(th, tp, {"algorithm", "initial", "min_sparsity", "max_sparsity",
+                             "target_sparsity"});
+      t.threshold.algorithm = r_.choice(th, "algorithm", tp, std::string("adaptive"),
+                                        {"adaptive", "target_sparsity", "fixed"});
+      const double tau0 = t.threshold.algorithm == "target_sparsity" ? 1e-4 : 1e-3;
+      t.threshold.initial = r_.number(th, "initial", tp, tau0, 0.0, 1e6, true);
+      t.threshold.min_sparsity = r_.number(th, "min_sparsity", tp, 1e-4, 0.0, 1.0, true);
+      t.threshold.max_sparsity = r_.number(th, "max_sparsity", tp, 1e-2, 0.0, 1.0, true);
+      t.threshold.target_sparsity = r_.number(th, "target_sparsity", tp, 1e-3, 0.0, 1.0, true);
+      if (t.threshold.min_sparsity > t.threshold.max_sparsity)
+        r_.fail(th, tp, "min_sparsity is larger than max_sparsity",
+                "make min_sparsity <= max_sparsity (defaults 1.0e-4 and 1.0e-2)");
+    }
+    const YAML::Node res = node["residual"];
+    if (res) {
+      const std::string rp = p + ".residual";
+      if (res.IsScalar() && res.Scalar() == "none") {
+        t.residual.clip = false;
+      } else {
+        r_.expect_map(res, rp, {"clip_multiple", "every"});
+        t.residual.clip_multiple = r_.number(res, "clip_multiple", rp, 5.0, 1.0, 1e6, false);
+        t.residual.every = r_.integer(res, "every", rp, 5, 1, 1 << 20);
+      }
+    }
+    return t;
+  }
+
+  // `key: all|auto` -> 0, or a positive count.
+  int64_t all_or_count(const YAML::Node& node, const std::string& key, const std::string& word,
+                       int64_t max) {
+    const YAML::Node v = node[key];
+    if (!v || (v.IsScalar() && v.Scalar() == word)) return 0;
+    if (v.IsScalar() && !v.Scalar().empty() && std::isalpha(static_cast<unsigned char>(
+                                                   v.Scalar()[0])))
+      r_.fail(v, "training." + key, "expected '" + word + "' or a positive integer, got '" +
+                                        v.Scalar() + "'",
+              "write '" + key + ": " + word + "' or a count such as 2");
+    return r_.integer(node, key, "training", std::nullopt, 1, max);
+  }
+
+  EvaluationSpec parse_evaluation(const YAML::Node& node, const ModelSpec& model) {
+    EvaluationSpec e;
+    if (!node) return e;
+    r_.expect_map(node, "evaluation", {"top_n"});
+    e.top_n = r_.integer(node, "top_n", "evaluation", 1, 1, model.layers.back().units);
+    return e;
+  }
+
+  OutputSpec parse_output(const YAML::Node& node, const std::string& name) {
+    OutputSpec o;
+    o.model = name + ".dtm";
+    if (!node) return o;
+    r_.expect_map(node, "output", {"model", "checkpoint_every"});
+    o.model = r_.text(node, "model", "output", o.model);
+    o.checkpoint_every = r_.integer(node, "checkpoint_every", "output", 0, 0, INT64_MAX);
+    return o;
+  }
+
+  SpecReader r_;
+  SpecParseOptions options_;
+};
+
+}  // namespace
+
+JobSpec parse_job_spec_text(const std::string& text, const std::string& source_name,
+                            const SpecParseOptions& options) {
+  YAML::Node root;
+  try {
+    root = YAML::Load(text);
+  } catch (const YAML::ParserException& e) {
+    throw SpecError(source_name + ":" + std::to_string(e.mark.line + 1) + ":" +
+                        std::to_string(e.mark.column + 1),
+                    "malformed YAML: " + e.msg,
+                    "check the indentation and that each 'key: value' has a space after ':'");
+  }
+  if (!root.IsMap())
+    throw SpecError(source_name, "the job spec must be a YAML map (name:, model:, data:, ...)",
+                    "see configs/fashion-mnist-mlp.yaml for a complete example");
+  JobSpec job = JobSpecParser(source_name, options).parse(root);
+  job.source_text = text;
+  job.source_name = source_name;
+  return job;
+}
+
+JobSpec parse_job_spec_file(const std::string& path) {
+  std::ifstream in(path);
+  if (!in)
+    throw UserError("cannot read job spec '" + path + "'",
+                    "check the path; example specs are in configs/");
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  SpecParseOptions options;
+  auto slash = path.rfind('/');
+  options.base_dir = slash == std::string::npos ? "." : path.substr(0, slash);
+  return parse_job_spec_text(buffer.str(), path, options);
+}
+
+}  // namespace dtrain::core

@@ -1,0 +1,22 @@
+#pragma once
+// Parses and validates a job spec (DESIGN.md §4). Every problem throws SpecError naming the file,
+// line, column, the key and the fix; nothing is started for an invalid spec.
+#include <string>
+
+#include "core/spec/job_spec.h"
+#include "core/spec/spec_reader.h"
+
+namespace dtrain::core {
+
+struct SpecParseOptions {
+  // Require data files to exist (off when reading the spec stored inside a model file).
+  bool check_files = true;
+  // Relative data paths are resolved against this directory (the spec file's directory).
+  std::string base_dir = ".";
+};
+
+JobSpec parse_job_spec_file(const std::string& path);
+JobSpec parse_job_spec_text(const std::string& text, const std::string& source_name,
+                            const SpecParseOptions& options);
+
+}  // namespace dtrain::core

@@ -1,0 +1,42 @@
+#include "core/train/worker.h"
+
+#include <cmath>
+#include <cstring>
+
+#include "core/util/error.h"
+
+namespace dtrain::core {
+
+Worker::Worker(const JobSpec& job, const Dataset& train, const Model& initial, int64_t shard,
+               int64_t num_shards)
+    : model_(std::make_unique<Model>(job.model)),
+      iterator_(train, job.training.batch_size_per_worker, job.seed, shard, num_shards),
+      rng_(Rng::derive(job.seed, 0xd0d0ULL + static_cast<uint64_t>(shard))) {
+  std::memcpy(model_->params(), initial.params(), sizeof(float) * initial.num_params());
+  std::memcpy(model_->state(), initial.state(), sizeof(float) * initial.num_state());
+  updater_ = Updater::create(job.model.updater, job.model.l2, model_->segments(),
+                             model_->num_params());
+  step_.resize({model_->num_params()});
+}
+
+bool Worker::compute_step(int64_t iteration) {
+  if (!iterator_.next(x_, y_)) return false;
+  last_batch_ = x_.dim(0);
+  last_loss_ = model_->compute_gradients(x_, y_, rng_);
+  if (!std::isfinite(last_loss_))
+    throw UserError("training diverged: the loss became " + std::to_string(last_loss_) +
+                        " at iteration " + std::to_string(iteration),
+                    "lower model.updater.learning_rate or normalise the data "
+                    "(data.normalize: scale)");
+  updater_->compute_step(model_->params(), model_->grads(), step_.data(), iteration);
+  return true;
+}
+
+void Worker::apply_own_step() {
+  float* p = model_->params();
+  const float* u = step_.data();
+  const int64_t n = model_->num_params();
+  for (int64_t i = 0; i < n; ++i) p[i] -= u[i];
+}
+
+}  // namespace dtrain::core

@@ -1,0 +1,46 @@
+#pragma once
+// One training worker: its own model replica, updater, data shard and random stream. Each step
+// computes the update u for the next minibatch (DESIGN.md §5 step 1); who applies u, and how
+// it is shared, is the trainer's business.
+#include <memory>
+
+#include "core/data/minibatch_iterator.h"
+#include "core/model/model.h"
+#include "core/spec/job_spec.h"
+#include "core/updaters/updater.h"
+
+namespace dtrain::core {
+
+class Worker {
+ public:
+  // Shard `shard` of `num_shards` of `train`; parameters copied from `initial`.
+  Worker(const JobSpec& job, const Dataset& train, const Model& initial, int64_t shard,
+         int64_t num_shards);
+
+  void start_epoch(int64_t epoch) { iterator_.start_epoch(epoch); }
+  // Computes u for the next minibatch into step(); false at the end of the epoch.
+  bool compute_step(int64_t iteration);
+
+  // params -= u
+  void apply_own_step();
+
+  Model& model() { return *model_; }
+  Updater& updater() { return *updater_; }
+  const float* step() const { return step_.data(); }
+  float* mutable_step() { return step_.data(); }
+  double last_loss() const { return last_loss_; }
+  int64_t last_batch_size() const { return last_batch_; }
+  int64_t batches_per_epoch() const { return iterator_.batches_per_epoch(); }
+  int64_t examples_per_epoch() const { return iterator_.examples_per_epoch(); }
+
+ private:
+  std::unique_ptr<Model> model_;
+  std::unique_ptr<Updater> updater_;
+  MinibatchIterator iterator_;
+  Rng rng_;
+  Tensor x_, y_, step_;
+  double last_loss_ = 0.0;
+  int64_t last_batch_ = 0;
+};
+
+}  // namespace dtrain::core

@@ -1,0 +1,32 @@
+#pragma once
+// The oneDNN engine and a per-thread stream: every CPU kernel executes through these.
+#include <oneapi/dnnl/dnnl.hpp>
+
+namespace dtrain::kernels::cpu {
+
+dnnl::engine& engine();
+// One stream per thread: worker threads run kernels concurrently.
+dnnl::stream& stream();
+
+// A memory object whose layout a primitive chose ("any"), next to the plain user layout.
+// When they differ, to_internal/to_user reorder through an owned buffer; otherwise the user's
+// pointer is used directly.
+class LayoutBridge {
+ public:
+  LayoutBridge() = default;
+  LayoutBridge(const dnnl::memory::desc& user, const dnnl::memory::desc& internal);
+  // Memory holding `user_data` in the internal layout (reordered if needed).
+  dnnl::memory& to_internal(const float* user_data);
+  // Memory the primitive should write into; call to_user afterwards to get the plain layout.
+  dnnl::memory& output_target(float* user_data);
+  void to_user(float* user_data);
+
+ private:
+  bool same_ = true;
+  dnnl::memory user_;
+  dnnl::memory internal_;
+  dnnl::reorder to_internal_;
+  dnnl::reorder to_user_;
+};
+
+}  // namespace dtrain::kernels::cpu

@@ -1,0 +1,37 @@
+#pragma once
+// The dtrain-submit subcommands. Each returns the process exit code (see exit_codes.h).
+#include <string>
+
+namespace dtrain::submit {
+
+struct LocalTrainArgs {
+  std::string job_path;
+  int threads = 0;
+  std::string output;
+  bool quiet = false;
+};
+int run_local_training(const LocalTrainArgs& args);
+
+struct EvalArgs {
+  std::string model_path;
+  std::string data;          // IDX images or CSV; empty = the test set named in the model's spec
+  std::string labels;        // IDX labels, with an IDX --data
+  long label_column = -1;    // CSV
+  bool header = false;       // CSV
+  long top_n = 0;            // 0 = the spec's evaluation.top_n
+  bool json = false;
+};
+int run_eval(const EvalArgs& args);
+
+struct InferArgs {
+  std::string model_path;
+  std::string input;         // CSV rows of features, or an IDX images file
+  std::string output;        // CSV; "-" = standard output
+  long key_column = -1;      // CSV column holding a key; -1 = use the row number
+  bool header = false;
+};
+int run_infer(const InferArgs& args);
+
+int run_validate(const std::string& job_path);
+
+}  // namespace dtrain::submit

@@ -1,0 +1,61 @@
+// dtrain-submit --local job.yaml: validate, train in this process, evaluate, write the model.
+#include <unistd.h>
+
+#include <cstdio>
+
+#include "core/spec/job_spec_parser.h"
+#include "core/train/local_trainer.h"
+#include "core/util/error.h"
+#include "submit/commands.h"
+#include "submit/exit_codes.h"
+#include "submit/progress_printer.h"
+
+namespace dtrain::submit {
+
+int run_local_training(const LocalTrainArgs& args) {
+  core::JobSpec job;
+  try {
+    job = core::parse_job_spec_file(args.job_path);
+  } catch (const core::UserError& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return kExitBadInput;
+  }
+  std::printf("job %s: %s, %lld epochs, batch %lld, training in this process\n",
+              job.name.c_str(), job.training.mode.c_str(), (long long)job.training.epochs,
+              (long long)job.training.batch_size_per_worker);
+  std::fflush(stdout);
+  ProgressPrinter printer(stdout, !args.quiet && ::isatty(STDOUT_FILENO));
+  core::TrainingListener silent;
+  core::LocalTrainingOptions options;
+  options.threads = args.threads;
+  options.output_path = args.output;
+  core::TrainingResult result;
+  try {
+    result = core::train_local(job, args.quiet ? silent : printer, options);
+  } catch (const core::UserError& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return kExitJobFailed;
+  }
+  if (result.evaluated) {
+    std::printf("\nfinal evaluation on the test set\n%s", result.final_eval.report().c_str());
+  }
+  std::printf("trained %lld iterations in %s (%.0f samples/s)\n", (long long)result.iterations,
+              format_duration(result.train_seconds).c_str(),
+              result.train_seconds > 0 ? result.samples / result.train_seconds : 0.0);
+  if (!result.model_path.empty()) std::printf("model written to %s\n", result.model_path.c_str());
+  return kExitSuccess;
+}
+
+int run_validate(const std::string& job_path) {
+  try {
+    core::JobSpec job = core::parse_job_spec_file(job_path);
+    std::printf("%s: valid job '%s' (%zu layers, mode %s)\n", job_path.c_str(), job.name.c_str(),
+                job.model.layers.size(), job.training.mode.c_str());
+    return kExitSuccess;
+  } catch (const core::UserError& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return kExitBadInput;
+  }
+}
+
+}  // namespace dtrain::submit
