@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# dtrain-submit as a user runs it: train --local on a small CSV problem, eval, infer, and the
+# documented exit codes for bad input (2) and no controller (3).
+set -u
+SUBMIT="$(cd "$(dirname "$1")" && pwd)/$(basename "$1")"  # absolute: the test changes directory
+WORK="${TEST_TMPDIR:-$(mktemp -d)}/cli"
+mkdir -p "$WORK"
+cd "$WORK"
+failures=0
+fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+expect_rc() {  # expect_rc CODE DESCRIPTION -- command...
+  local want=$1 what=$2; shift 3
+  "$@" > out.txt 2> err.txt
+  local rc=$?
+  if [[ $rc -ne $want ]]; then fail "$what: exit $rc, wanted $want"; cat out.txt err.txt; fi
+}
+
+# Two well separated classes in 4 features; label in the last column.
+awk 'BEGIN { srand(7); for (i = 0; i < 400; i++) { c = i % 2; s = c ? 1 : -1;
+  printf "%.3f,%.3f,%.3f,%.3f,%d\n", s + rand() - 0.5, s * 0.5 + rand() - 0.5, rand(), rand(), c } }' > train.csv
+head -n 100 train.csv > test.csv
+cat > job.yaml <<YAML
+name: csv-demo
+seed: 3
+model:
+  input: [4]
+  layers:
+    - dense: {units: 8, activation: tanh}
+    - output: {units: 2, activation: softmax, loss: mcxent}
+  updater: {type: adam, learning_rate: 0.01}
+data:
+  train: {format: csv, path: train.csv}
+  test: {format: csv, path: test.csv}
+training: {epochs: 3, batch_size_per_worker: 16}
+output: {model: demo.dtm}
+YAML
+
+expect_rc 0 "train --local" -- "$SUBMIT" --local job.yaml
+grep -q "epoch 3 done" out.txt || fail "no per-epoch progress line"
+grep -q "final evaluation" out.txt || fail "no final evaluation"
+[[ -s demo.dtm ]] || fail "model file not written"
+
+expect_rc 0 "eval --json" -- "$SUBMIT" eval demo.dtm --json
+acc=$(sed -n 's/.*"accuracy": \([0-9.]*\).*/\1/p' out.txt)
+awk -v a="$acc" 'BEGIN { exit !(a >= 0.95) }' || fail "eval accuracy '$acc' below 0.95"
+
+expect_rc 0 "eval on an explicit CSV" -- "$SUBMIT" eval demo.dtm --data test.csv
+grep -q "confusion matrix" out.txt || fail "eval report lacks the confusion matrix"
+
+cut -d, -f1-4 test.csv | awk '{ print "row" NR "," $0 }' > keyed.csv
+expect_rc 0 "infer with keys" -- "$SUBMIT" infer demo.dtm --input keyed.csv --key-column 0 --output preds.csv
+[[ $(wc -l < preds.csv) -eq 101 ]] || fail "infer wrote $(wc -l < preds.csv) lines, wanted 101"
+head -n 2 preds.csv | tail -n 1 | grep -q "^row1," || fail "first prediction is not keyed row1"
+
+expect_rc 2 "malformed spec" -- "$SUBMIT" --local <(echo "name: [oops")
+grep -q "malformed YAML" err.txt || fail "malformed spec message"
+expect_rc 2 "missing spec" -- "$SUBMIT" --local nowhere.yaml
+grep -q "cannot read job spec" err.txt || fail "missing spec message"
+expect_rc 2 "unknown option" -- "$SUBMIT" --frobnicate
+expect_rc 2 "corrupt model" -- "$SUBMIT" eval job.yaml
+grep -q "not a dtrain model file" err.txt || fail "corrupt model message"
+expect_rc 2 "infer with the wrong width" -- "$SUBMIT" infer demo.dtm --input train.csv --output x.csv
+grep -q "columns, the model needs 4" err.txt || fail "width mismatch message"
+expect_rc 3 "no controller" -- "$SUBMIT" job.yaml
+expect_rc 0 "help" -- "$SUBMIT" --help
+grep -q "Exit codes" out.txt || fail "--help does not document exit codes"
+
+if [[ $failures -ne 0 ]]; then echo "$failures check(s) failed"; exit 1; fi
+echo "all CLI checks passed"

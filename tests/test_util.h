@@ -1,0 +1,35 @@
+#pragma once
+// Helpers shared by the unit tests: temporary directories and spec snippets.
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <string>
+
+#include "core/spec/job_spec_parser.h"
+
+namespace dtrain::testing {
+
+// A fresh directory under TEST_TMPDIR (Bazel) or /tmp, removed by the OS/Bazel afterwards.
+inline std::string temp_dir() {
+  const char* base = std::getenv("TEST_TMPDIR");
+  std::string templ = std::string(base ? base : "/tmp") + "/dtrain-test-XXXXXX";
+  char* made = mkdtemp(templ.data());
+  if (!made) std::abort();
+  return made;
+}
+
+inline void write_text(const std::string& path, const std::string& text) {
+  std::ofstream(path) << text;
+}
+
+// Parses a model section (YAML) wrapped into a minimal job; data files are not checked.
+inline core::JobSpec job_with_model(const std::string& model_yaml, const std::string& extra = "") {
+  std::string text = "name: t\nmodel:\n" + model_yaml +
+                     "data:\n  train: {format: csv, path: none.csv}\n" + extra;
+  core::SpecParseOptions options;
+  options.check_files = false;
+  return core::parse_job_spec_text(text, "test.yaml", options);
+}
+
+}  // namespace dtrain::testing

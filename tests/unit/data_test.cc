@@ -1,0 +1,164 @@
+// IDX and CSV readers on small files the test writes; normalizers; shard iteration.
+#include <catch2/catch.hpp>
+#include <zlib.h>
+
+#include <fstream>
+#include <set>
+
+#include "core/data/csv_reader.h"
+#include "core/data/idx_reader.h"
+#include "core/data/minibatch_iterator.h"
+#include "core/data/normalizer.h"
+#include "tests/test_util.h"
+
+namespace dtrain {
+namespace {
+
+std::string idx_bytes(const std::vector<int>& dims, const std::vector<uint8_t>& values) {
+  std::string b = {0, 0, 0x08, static_cast<char>(dims.size())};
+  for (int d : dims) {
+    b.push_back(static_cast<char>((d >> 24) & 0xff));
+    b.push_back(static_cast<char>((d >> 16) & 0xff));
+    b.push_back(static_cast<char>((d >> 8) & 0xff));
+    b.push_back(static_cast<char>(d & 0xff));
+  }
+  b.append(values.begin(), values.end());
+  return b;
+}
+
+void write_raw(const std::string& path, const std::string& bytes) {
+  std::ofstream(path, std::ios::binary) << bytes;
+}
+
+void write_gz(const std::string& path, const std::string& bytes) {
+  gzFile f = gzopen(path.c_str(), "wb");
+  gzwrite(f, bytes.data(), static_cast<unsigned>(bytes.size()));
+  gzclose(f);
+}
+
+}  // namespace
+
+TEST_CASE("IDX images and labels, raw and gzip") {
+  const std::string dir = testing::temp_dir();
+  std::vector<uint8_t> pixels;
+  for (int i = 0; i < 3 * 2 * 2; ++i) pixels.push_back(static_cast<uint8_t>(i * 10));
+  const std::string images = idx_bytes({3, 2, 2}, pixels);
+  const std::string labels = idx_bytes({3}, {2, 0, 1});
+  write_raw(dir + "/img", images);
+  write_raw(dir + "/lab", labels);
+  write_gz(dir + "/img.gz", images);
+  write_gz(dir + "/lab.gz", labels);
+  for (auto suffix : {"", ".gz"}) {
+    core::Dataset d = core::load_idx_dataset(dir + "/img" + suffix, dir + "/lab" + suffix, 3);
+    REQUIRE(d.size() == 3);
+    CHECK(d.features.row_size() == 4);
+    CHECK(d.features[5] == 50.0f);
+    CHECK(d.labels == std::vector<int32_t>{2, 0, 1});
+    CHECK(d.targets[0 * 3 + 2] == 1.0f);
+    CHECK(d.targets[1 * 3 + 0] == 1.0f);
+    CHECK(d.targets[1 * 3 + 1] == 0.0f);
+  }
+}
+
+TEST_CASE("IDX errors name the problem") {
+  const std::string dir = testing::temp_dir();
+  write_raw(dir + "/trunc", idx_bytes({3, 2, 2}, {1, 2, 3}));
+  CHECK_THROWS_WITH(core::read_idx(dir + "/trunc"), Catch::Contains("truncated"));
+  write_raw(dir + "/text", "hello world, not idx");
+  CHECK_THROWS_WITH(core::read_idx(dir + "/text"), Catch::Contains("not an IDX file"));
+  CHECK_THROWS_WITH(core::read_idx(dir + "/missing"), Catch::Contains("cannot open"));
+  write_raw(dir + "/img", idx_bytes({2, 1, 1}, {1, 2}));
+  write_raw(dir + "/lab", idx_bytes({3}, {0, 1, 1}));
+  CHECK_THROWS_WITH(core::load_idx_dataset(dir + "/img", dir + "/lab", 2),
+                    Catch::Contains("2 images") && Catch::Contains("3 labels"));
+  write_raw(dir + "/lab9", idx_bytes({2}, {0, 9}));
+  CHECK_THROWS_WITH(core::load_idx_dataset(dir + "/img", dir + "/lab9", 2),
+                    Catch::Contains("label 9 in row 1"));
+}
+
+TEST_CASE("CSV datasets with a label column, header and errors") {
+  const std::string dir = testing::temp_dir();
+  testing::write_text(dir + "/a.csv", "f1,f2,label\n1.5,2,1\n-3,4e-1,0\n\n");
+  core::CsvOptions options;
+  options.header = true;
+  options.num_classes = 2;
+  core::Dataset d = core::read_csv_dataset(dir + "/a.csv", options);
+  REQUIRE(d.size() == 2);
+  CHECK(d.features[0] == 1.5f);
+  CHECK(d.features[3] == Approx(0.4f));
+  CHECK(d.labels == std::vector<int32_t>{1, 0});
+
+  options.label_column = 0;
+  testing::write_text(dir + "/b.csv", "2,0.5,0.25\n");
+  options.header = false;
+  options.num_classes = 3;
+  d = core::read_csv_dataset(dir + "/b.csv", options);
+  CHECK(d.labels[0] == 2);
+  CHECK(d.features[0] == 0.5f);
+
+  testing::write_text(dir + "/ragged.csv", "1,2,0\n1,0\n");
+  options.label_column = -1;
+  CHECK_THROWS_WITH(core::read_csv_dataset(dir + "/ragged.csv", options),
+                    Catch::Contains("ragged.csv:2") && Catch::Contains("columns"));
+  testing::write_text(dir + "/bad.csv", "x,y,label\n1,2,0\n");
+  CHECK_THROWS_WITH(core::read_csv_dataset(dir + "/bad.csv", options),
+                    Catch::Contains("header: true"));
+}
+
+TEST_CASE("scale and standardize normalizers") {
+  core::Tensor x({2, 2});
+  x[0] = 0;
+  x[1] = 255;
+  x[2] = 51;
+  x[3] = 102;
+  core::Normalizer scale = core::Normalizer::of("scale");
+  scale.fit(x);
+  core::Tensor y = x;
+  scale.apply(y);
+  CHECK(y[1] == 1.0f);
+  CHECK(y[2] == Approx(0.2f));
+  core::Normalizer st = core::Normalizer::of("standardize");
+  st.fit(x);
+  y = x;
+  st.apply(y);
+  CHECK(y[0] == Approx(-1.0f));  // column 0: values 0 and 51
+  CHECK(y[2] == Approx(1.0f));
+  CHECK_THROWS_WITH(core::Normalizer::of("minmax"), Catch::Contains("none, scale or standardize"));
+}
+
+TEST_CASE("shards of one epoch are disjoint and cover the data; epochs reshuffle") {
+  core::Dataset d;
+  d.features.resize({103, 1});
+  for (int i = 0; i < 103; ++i) d.features[i] = static_cast<float>(i);
+  std::vector<int32_t> labels(103, 0);
+  core::set_class_labels(d, labels, 1, "test");
+  std::multiset<int> seen;
+  std::vector<int> first_order;
+  for (int shard = 0; shard < 3; ++shard) {
+    core::MinibatchIterator it(d, 8, 42, shard, 3);
+    it.start_epoch(0);
+    core::Tensor x, y;
+    while (it.next(x, y))
+      for (int64_t i = 0; i < x.dim(0); ++i) {
+        seen.insert(static_cast<int>(x[i]));
+        if (shard == 0) first_order.push_back(static_cast<int>(x[i]));
+      }
+  }
+  REQUIRE(seen.size() == 103);
+  CHECK(std::set<int>(seen.begin(), seen.end()).size() == 103);
+  core::MinibatchIterator it(d, 8, 42, 0, 3);
+  it.start_epoch(1);
+  core::Tensor x, y;
+  std::vector<int> second_order;
+  while (it.next(x, y))
+    for (int64_t i = 0; i < x.dim(0); ++i) second_order.push_back(static_cast<int>(x[i]));
+  CHECK(second_order.size() == first_order.size());
+  CHECK(second_order != first_order);
+  it.start_epoch(0);  // same epoch, same seed: same order
+  std::vector<int> again;
+  while (it.next(x, y))
+    for (int64_t i = 0; i < x.dim(0); ++i) again.push_back(static_cast<int>(x[i]));
+  CHECK(again == first_order);
+}
+
+}  // namespace dtrain

@@ -1,0 +1,189 @@
+// Finite-difference gradient checks: every layer, activation and loss. The analytic gradient
+// from Model::compute_gradients must match central differences of the loss.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <string>
+
+#include "core/model/model.h"
+#include "tests/test_util.h"
+
+namespace dtrain {
+namespace {
+
+struct CheckResult {
+  int checked = 0;
+  int bad = 0;
+  std::string first_bad;
+};
+
+// Checks up to `samples` parameters spread over the whole vector.
+CheckResult check_gradients(const std::string& model_yaml, int64_t batch, bool one_hot,
+                            float relative_eps, int samples = 60) {
+  core::JobSpec job = testing::job_with_model(model_yaml);
+  core::Model model(job.model);
+  model.init(7);
+  core::Rng data_rng(99);
+  core::Tensor x(core::with_batch(batch, job.model.input));
+  for (int64_t i = 0; i < x.size(); ++i) x[i] = data_rng.uniform(-1.0f, 1.0f);
+  const int64_t k = model.num_outputs();
+  core::Tensor y({batch, k});
+  for (int64_t r = 0; r < batch; ++r)
+    for (int64_t c = 0; c < k; ++c)
+      y[r * k + c] = one_hot ? (c == r % k ? 1.0f : 0.0f) : data_rng.uniform(0.05f, 0.95f);
+
+  // Same dropout mask for every evaluation: a fresh generator with a fixed seed.
+  auto loss_at = [&] {
+    core::Rng rng(5);
+    return model.compute_gradients(x, y, rng);
+  };
+  loss_at();
+  std::vector<float> analytic(model.grads(), model.grads() + model.num_params());
+  CheckResult result;
+  const int64_t n = model.num_params();
+  const int64_t stride = std::max<int64_t>(1, n / samples);
+  for (int64_t i = 0; i < n; i += stride) {
+    float* p = model.params() + i;
+    const float saved = *p;
+    const float eps = relative_eps * std::max(1.0f, std::fabs(saved));
+    *p = saved + eps;
+    const double up = loss_at();
+    *p = saved - eps;
+    const double down = loss_at();
+    *p = saved;
+    const double numeric = (up - down) / (2.0 * eps);
+    const double a = analytic[i];
+    const double tolerance = 3e-2 * std::max(std::fabs(numeric), std::fabs(a)) + 2e-4;
+    ++result.checked;
+    if (std::fabs(numeric - a) > tolerance) {
+      if (!result.bad)
+        result.first_bad = "param " + std::to_string(i) + ": analytic " + std::to_string(a) +
+                           " numeric " + std::to_string(numeric);
+      ++result.bad;
+    }
+  }
+  return result;
+}
+
+// Max pooling and ReLU-like kinks need a small step: a large one can move an argmax.
+void expect_gradients_match(const std::string& model_yaml, int64_t batch = 4,
+                            bool one_hot = true, float relative_eps = 1e-2f) {
+  CheckResult r = check_gradients(model_yaml, batch, one_hot, relative_eps);
+  INFO(model_yaml << "\n" << r.first_bad);
+  REQUIRE(r.checked > 5);
+  CHECK(r.bad == 0);
+}
+
+}  // namespace
+
+TEST_CASE("dense layer gradients for every activation", "[gradcheck]") {
+  for (const char* act : {"identity", "relu", "leakyrelu", "tanh", "sigmoid", "softmax"}) {
+    SECTION(act) {
+      expect_gradients_match(std::string("  input: [6]\n  layers:\n") +
+                             "    - dense: {units: 5, activation: " + act + "}\n" +
+                             "    - output: {units: 3, activation: softmax, loss: mcxent}\n");
+    }
+  }
+}
+
+TEST_CASE("output layer gradients for every loss", "[gradcheck]") {
+  SECTION("softmax + mcxent") {
+    expect_gradients_match("  input: [5]\n  layers:\n"
+                           "    - output: {units: 4, activation: softmax, loss: mcxent}\n");
+  }
+  SECTION("sigmoid + xent") {
+    expect_gradients_match("  input: [5]\n  layers:\n"
+                           "    - dense: {units: 4, activation: tanh}\n"
+                           "    - output: {units: 3, activation: sigmoid, loss: xent}\n",
+                           4, false);
+  }
+  SECTION("identity + mse") {
+    expect_gradients_match("  input: [5]\n  layers:\n"
+                           "    - dense: {units: 4, activation: sigmoid}\n"
+                           "    - output: {units: 3, activation: identity, loss: mse}\n",
+                           4, false);
+  }
+  SECTION("tanh + mse (non-fused path)") {
+    expect_gradients_match("  input: [5]\n  layers:\n"
+                           "    - output: {units: 3, activation: tanh, loss: mse}\n",
+                           4, false);
+  }
+}
+
+TEST_CASE("convolution and max subsampling gradients", "[gradcheck]") {
+  expect_gradients_match("  input: [2, 9, 9]\n  layers:\n"
+                         "    - convolution: {filters: 3, kernel: [3, 3], stride: [1, 1], "
+                         "padding: [1, 1], activation: tanh}\n"
+                         "    - subsampling: {type: max, kernel: [2, 2], stride: [2, 2]}\n"
+                         "    - convolution: {filters: 2, kernel: [2, 2], stride: [2, 2], "
+                         "activation: leakyrelu}\n"
+                         "    - output: {units: 3, activation: softmax, loss: mcxent}\n",
+                         4, true, 1e-3f);
+}
+
+TEST_CASE("average subsampling and global pooling gradients", "[gradcheck]") {
+  SECTION("avg subsampling + global avg") {
+    expect_gradients_match("  input: [2, 8, 8]\n  layers:\n"
+                           "    - convolution: {filters: 3, kernel: 3, activation: sigmoid}\n"
+                           "    - subsampling: {type: avg, kernel: 2, stride: 2}\n"
+                           "    - global_pooling: {type: avg}\n"
+                           "    - output: {units: 3, activation: softmax, loss: mcxent}\n");
+  }
+  SECTION("global max") {
+    expect_gradients_match("  input: [2, 6, 6]\n  layers:\n"
+                           "    - convolution: {filters: 4, kernel: 3, activation: tanh}\n"
+                           "    - global_pooling: {type: max}\n"
+                           "    - output: {units: 3, activation: softmax, loss: mcxent}\n");
+  }
+}
+
+TEST_CASE("batch norm gradients (dense and convolutional)", "[gradcheck]") {
+  SECTION("after dense") {
+    expect_gradients_match("  input: [6]\n  layers:\n"
+                           "    - dense: {units: 5, activation: identity}\n"
+                           "    - batch_norm: {}\n"
+                           "    - dense: {units: 4, activation: tanh}\n"
+                           "    - output: {units: 3, activation: softmax, loss: mcxent}\n",
+                           6);
+  }
+  SECTION("after convolution") {
+    expect_gradients_match("  input: [1, 6, 6]\n  layers:\n"
+                           "    - convolution: {filters: 2, kernel: 3}\n"
+                           "    - batch_norm:\n"
+                           "    - output: {units: 3, activation: softmax, loss: mcxent}\n",
+                           4);
+  }
+}
+
+TEST_CASE("dropout gradients with a fixed mask", "[gradcheck]") {
+  expect_gradients_match("  input: [6]\n  layers:\n"
+                         "    - dense: {units: 8, activation: tanh}\n"
+                         "    - dropout: {rate: 0.3}\n"
+                         "    - output: {units: 3, activation: softmax, loss: mcxent}\n");
+}
+
+TEST_CASE("a wrong gradient is caught by the check", "[gradcheck]") {
+  // Guards the checker itself: corrupting one analytic gradient must be reported.
+  core::JobSpec job = testing::job_with_model(
+      "  input: [3]\n  layers:\n    - output: {units: 2, activation: softmax, loss: mcxent}\n");
+  core::Model model(job.model);
+  model.init(1);
+  core::Tensor x({2, 3}), y({2, 2});
+  for (int i = 0; i < 6; ++i) x[i] = 0.1f * (i + 1);
+  y.zero();
+  y[0] = y[3] = 1.0f;
+  core::Rng rng(1);
+  model.compute_gradients(x, y, rng);
+  const float g0 = model.grads()[0];
+  float* p = model.params();
+  const float eps = 1e-2f, saved = p[0];
+  p[0] = saved + eps;
+  const double up = model.compute_gradients(x, y, rng);
+  p[0] = saved - eps;
+  const double down = model.compute_gradients(x, y, rng);
+  const double numeric = (up - down) / (2 * eps);
+  CHECK(numeric == Approx(g0).epsilon(0.03));
+  CHECK_FALSE(numeric == Approx(g0 + 0.5).epsilon(0.03));
+}
+
+}  // namespace dtrain

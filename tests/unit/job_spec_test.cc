@@ -1,0 +1,143 @@
+// Job spec parsing: the shipped examples parse; bad specs are refused with the file, line,
+// column, the key and a fix.
+#include <catch2/catch.hpp>
+
+#include <regex>
+
+#include "core/spec/job_spec_parser.h"
+#include "tests/test_util.h"
+
+namespace dtrain {
+namespace {
+
+struct Fixture {
+  std::string dir = testing::temp_dir();
+  Fixture() { testing::write_text(dir + "/train.csv", "1,2,0\n3,4,1\n"); }
+
+  // Parses `text` from a file in the fixture directory; returns the error message or "".
+  std::string error_of(const std::string& text) {
+    testing::write_text(dir + "/job.yaml", text);
+    try {
+      core::parse_job_spec_file(dir + "/job.yaml");
+      return "";
+    } catch (const core::UserError& e) {
+      return e.what();
+    }
+  }
+};
+
+const std::string kGood =
+    "name: ok\n"
+    "model:\n"
+    "  input: [2]\n"
+    "  layers:\n"
+    "    - dense: {units: 4, activation: relu}\n"
+    "    - output: {units: 2, activation: softmax, loss: mcxent}\n"
+    "data:\n"
+    "  train: {format: csv, path: train.csv}\n"
+    "training:\n"
+    "  epochs: 2\n"
+    "  batch_size_per_worker: 8\n";
+
+std::string replace(std::string s, const std::string& from, const std::string& to) {
+  auto pos = s.find(from);
+  REQUIRE(pos != std::string::npos);
+  return s.replace(pos, from.size(), to);
+}
+
+}  // namespace
+
+TEST_CASE("the shipped example specs parse with their documented values") {
+  core::JobSpec job = core::parse_job_spec_file("configs/fashion-mnist-mlp.yaml");
+  CHECK(job.name == "fashion-mnist-mlp");
+  CHECK(job.model.input == core::Shape{784});
+  REQUIRE(job.model.layers.size() == 3);
+  CHECK(job.model.layers[0].units == 256);
+  CHECK(job.model.updater.type == "nesterovs");
+  CHECK(job.model.updater.learning_rate == Approx(0.05));
+  CHECK(job.model.l2 == Approx(1e-4));
+  CHECK(job.training.batch_size_per_worker == 64);
+  CHECK(job.training.workers_per_node == 0);  // auto
+  CHECK(job.training.threshold.algorithm == "adaptive");
+  CHECK(job.training.residual.clip_multiple == 5);
+  CHECK(job.evaluation.top_n == 5);
+  CHECK(job.output.checkpoint_every == 1000);
+  core::JobSpec cnn = core::parse_job_spec_file("configs/fashion-mnist-lenet.yaml");
+  CHECK(cnn.model.input == core::Shape{1, 28, 28});
+  CHECK(cnn.model.layers[0].kind == core::LayerSpec::Kind::kConvolution);
+}
+
+TEST_CASE("a good spec parses and relative data paths resolve against the spec's folder") {
+  Fixture f;
+  CHECK(f.error_of(kGood) == "");
+  core::JobSpec job = core::parse_job_spec_file(f.dir + "/job.yaml");
+  CHECK(job.data.train.path == f.dir + "/train.csv");
+  CHECK(job.output.model == "ok.dtm");
+}
+
+TEST_CASE("bad specs are refused with location, key and fix") {
+  Fixture f;
+  struct Case {
+    const char* what;
+    std::string text;
+    std::vector<std::string> expected;  // substrings of the message
+  };
+  const std::vector<Case> cases = {
+      {"wrong type", replace(kGood, "epochs: 2", "epochs: two"),
+       {"job.yaml:10:11", "training.epochs", "expected an integer", "'two'"}},
+      {"negative size", replace(kGood, "batch_size_per_worker: 8", "batch_size_per_worker: -8"),
+       {"job.yaml:11:26", "training.batch_size_per_worker", "out of range"}},
+      {"unknown key with suggestion", replace(kGood, "epochs: 2", "epoch: 2"),
+       {"job.yaml:10:3", "unknown key 'epoch'", "did you mean 'epochs'"}},
+      {"missing file", replace(kGood, "path: train.csv", "path: nowhere.csv"),
+       {"job.yaml:8:", "data.train.path", "cannot read file", "nowhere.csv"}},
+      {"malformed YAML", replace(kGood, "  input: [2]", "  input: [2"),
+       {"job.yaml:", "malformed YAML", "indentation"}},
+      {"unknown layer type", replace(kGood, "- dense:", "- densse:"),
+       {"job.yaml:5:", "unknown layer type 'densse'", "did you mean 'dense'"}},
+      {"unknown activation", replace(kGood, "activation: relu", "activation: rellu"),
+       {"model.layers[0].dense.activation", "did you mean 'relu'"}},
+      {"output not last",
+       replace(kGood, "    - output: {units: 2, activation: softmax, loss: mcxent}\n", "") +
+           "",
+       {"model.layers[0]", "last layer must be an output layer"}},
+      {"loss/activation mismatch", replace(kGood, "loss: mcxent", "loss: xent"),
+       {"model.layers[1].output", "xent needs activation sigmoid"}},
+      {"missing units", replace(kGood, "{units: 4, activation: relu}", "{activation: relu}"),
+       {"model.layers[0].dense.units", "missing required setting", "add 'units:"}},
+      {"convolution on flat input",
+       replace(kGood, "- dense: {units: 4, activation: relu}", "- convolution: {filters: 2}"),
+       {"model.layers[0]", "needs [channels, height, width] input", "model.input"}},
+      {"kernel larger than image",
+       replace(replace(kGood, "input: [2]", "input: [1, 4, 4]"),
+               "- dense: {units: 4, activation: relu}", "- convolution: {filters: 2, kernel: 5}"),
+       {"model.layers[0]", "does not fit input"}},
+      {"bad enum value", replace(kGood, "training:\n", "training:\n  mode: async\n"),
+       {"training.mode", "unknown value 'async'", "gradient_sharing"}},
+      {"sparsity bounds reversed",
+       kGood + "  threshold: {min_sparsity: 0.1, max_sparsity: 0.01}\n",
+       {"training.threshold", "min_sparsity is larger than max_sparsity"}},
+      {"not a map", "just a string\n", {"must be a YAML map"}},
+      {"bad name", replace(kGood, "name: ok", "name: a/b"), {"name", "contains '/'"}},
+      {"learning rate zero", kGood.substr(0, kGood.find("data:")) +
+                                 "  updater: {type: adam, learning_rate: 0}\n" +
+                                 kGood.substr(kGood.find("data:")),
+       {"model.updater.learning_rate", "out of range", "> 0"}},
+  };
+  REQUIRE(cases.size() >= 10);
+  for (const auto& c : cases) {
+    INFO(c.what);
+    const std::string message = f.error_of(c.text);
+    INFO(message);
+    REQUIRE_FALSE(message.empty());
+    for (const auto& part : c.expected) CHECK_THAT(message, Catch::Contains(part));
+  }
+}
+
+TEST_CASE("every refusal names a file location") {
+  Fixture f;
+  const std::string message = f.error_of(replace(kGood, "epochs: 2", "epochs: [1]"));
+  CHECK(std::regex_search(message, std::regex("job\\.yaml:[0-9]+:[0-9]+: training\\.epochs")));
+}
+
+}  // namespace dtrain

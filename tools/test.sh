@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# Sets up, builds and runs every test; ends with `tests: N passed, M failed` counted from
+# Bazel's real results (Catch2 test cases inside each test binary; one per other test target).
+# Exits non-zero on any failure.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+
+bash tools/setup.sh || { echo "tests: 0 passed, 1 failed"; exit 1; }
+
+echo "== build (all targets)"
+if ! bazel build //...; then
+  echo "build failed"
+  echo "tests: 0 passed, 1 failed"
+  exit 1
+fi
+
+echo "== test"
+bazel test //... 2>&1 | tee /tmp/dtrain-bazel-test.log
+bazel_rc=${PIPESTATUS[0]}
+
+# Count from the per-target logs Bazel wrote.
+passed=0
+failed=0
+testlogs=$(bazel info bazel-testlogs 2>/dev/null)
+while read -r target status; do
+  pkg=${target#//}
+  log="$testlogs/${pkg/://}/test.log"
+  cases=""
+  if [[ -f "$log" ]]; then
+    # Catch2: "All tests passed (A assertions in C test cases)" or
+    #         "test cases: T | P passed | F failed"
+    if line=$(grep -E "^All tests passed \([0-9]+ assertions? in [0-9]+ test cases?\)" "$log" | tail -n1) && [[ -n "$line" ]]; then
+      cases=$(sed -E 's/.* in ([0-9]+) test case.*/\1/' <<< "$line")
+      passed=$((passed + cases))
+      continue
+    fi
+    if line=$(grep -E "^test cases: *[0-9]+ \|" "$log" | tail -n1) && [[ -n "$line" ]]; then
+      p=$(sed -nE 's/.*\| *([0-9]+) passed.*/\1/p' <<< "$line")
+      f=$(sed -nE 's/.*\| *([0-9]+) failed.*/\1/p' <<< "$line")
+      passed=$((passed + ${p:-0}))
+      failed=$((failed + ${f:-0}))
+      [[ "$status" != "PASSED" && ${f:-0} -eq 0 ]] && failed=$((failed + 1))
+      continue
+    fi
+  fi
+  if [[ "$status" == "PASSED" ]]; then passed=$((passed + 1)); else failed=$((failed + 1)); fi
+done < <(grep -E "^//[^ ]+ +(\(cached\) )?(PASSED|FAILED|TIMEOUT|FLAKY|NO STATUS|INCOMPLETE|REMOTE FAILURE|FAILED TO BUILD)" /tmp/dtrain-bazel-test.log |
+         sed -E 's/^(\/\/[^ ]+) +(\(cached\) )?([A-Z ]+[A-Z]).*/\1 \3/')
+
+if [[ $bazel_rc -ne 0 && $failed -eq 0 ]]; then
+  echo "bazel test exited $bazel_rc without a failing target (build or setup problem)"
+  failed=1
+fi
+echo "tests: $passed passed, $failed failed"
+[[ $failed -eq 0 ]]
