@@ -13,15 +13,7 @@ Conv2dLayer::Conv2dLayer(const Shape& input_shape, const Conv2dOptions& options,
                         shape_string(input_shape),
                     "set model.input to [channels, height, width], e.g. [1, 28, 28]");
   input_shape_ = input_shape;
-  kernels::ConvGeometry g;
-  g.in_h = input_shape[1];
-  g.in_w = input_shape[2];
-  g.kernel_h = options.kernel_h;
-  g.kernel_w = options.kernel_w;
-  g.stride_h = options.stride_h;
-  g.stride_w = options.stride_w;
-  g.pad_h = options.pad_h;
-  g.pad_w = options.pad_w;
+  const kernels::ConvGeometry g = geometry(1);
   if (g.out_h() < 1 || g.out_w() < 1)
     throw UserError("convolution kernel " + std::to_string(options.kernel_h) + "x" +
                         std::to_string(options.kernel_w) + " does not fit input " +
@@ -41,23 +33,25 @@ void Conv2dLayer::init_params(float* params, float*, Rng& rng) const {
   std::memset(params + weight_count(), 0, sizeof(float) * options_.filters);
 }
 
+kernels::ConvGeometry Conv2dLayer::geometry(int64_t batch) const {
+  kernels::ConvGeometry g;
+  g.batch = batch;
+  g.in_channels = input_shape_[0];
+  g.in_h = input_shape_[1];
+  g.in_w = input_shape_[2];
+  g.out_channels = options_.filters;
+  g.kernel_h = options_.kernel_h;
+  g.kernel_w = options_.kernel_w;
+  g.stride_h = options_.stride_h;
+  g.stride_w = options_.stride_w;
+  g.pad_h = options_.pad_h;
+  g.pad_w = options_.pad_w;
+  return g;
+}
+
 kernels::Conv2dKernel& Conv2dLayer::kernel_for(int64_t batch) {
   auto& slot = kernels_[batch];
-  if (!slot) {
-    kernels::ConvGeometry g;
-    g.batch = batch;
-    g.in_channels = input_shape_[0];
-    g.in_h = input_shape_[1];
-    g.in_w = input_shape_[2];
-    g.out_channels = options_.filters;
-    g.kernel_h = options_.kernel_h;
-    g.kernel_w = options_.kernel_w;
-    g.stride_h = options_.stride_h;
-    g.stride_w = options_.stride_w;
-    g.pad_h = options_.pad_h;
-    g.pad_w = options_.pad_w;
-    slot = kernels::backend().make_conv2d(g);
-  }
+  if (!slot) slot = kernels::backend().make_conv2d(geometry(batch));
   return *slot;
 }
 

@@ -36,6 +36,7 @@ class Conv2dLayer : public Layer {
   int64_t weight_count() const {
     return options_.filters * input_shape_[0] * options_.kernel_h * options_.kernel_w;
   }
+  kernels::ConvGeometry geometry(int64_t batch) const;
   kernels::Conv2dKernel& kernel_for(int64_t batch);
 
   Conv2dOptions options_;

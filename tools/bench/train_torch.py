@@ -1,0 +1,86 @@
+"""PyTorch baseline for tools/bench/train: the same models, batch and data as dtrain's specs.
+
+Run with Debian's /usr/bin/python3 (python3-torch, OpenBLAS). Prints one line per repeat:
+"samples_per_sec <value>", or with --epochs, per-epoch test accuracy.
+"""
+import argparse
+import gzip
+import struct
+import time
+
+import numpy as np
+import torch
+import torch.nn as nn
+
+DATA = "/usr/share/datasets/fashion-mnist/"
+
+
+def read_idx(path):
+    with gzip.open(path, "rb") as f:
+        raw = f.read()
+    ndim = raw[3]
+    dims = struct.unpack(">" + "I" * ndim, raw[4:4 + 4 * ndim])
+    return np.frombuffer(raw, dtype=np.uint8, offset=4 + 4 * ndim).reshape(dims)
+
+
+def load(split):
+    x = read_idx(DATA + f"{split}-images-idx3-ubyte.gz").astype(np.float32) / 255.0
+    y = read_idx(DATA + f"{split}-labels-idx1-ubyte.gz").astype(np.int64)
+    return torch.from_numpy(x), torch.from_numpy(y)
+
+
+def make_model(name):
+    if name == "mlp":
+        return nn.Sequential(nn.Flatten(), nn.Linear(784, 256), nn.ReLU(), nn.Linear(256, 128),
+                             nn.ReLU(), nn.Linear(128, 10))
+    return nn.Sequential(nn.Conv2d(1, 20, 5), nn.MaxPool2d(2), nn.Conv2d(20, 50, 5),
+                         nn.MaxPool2d(2), nn.Flatten(), nn.Linear(800, 500), nn.ReLU(),
+                         nn.Linear(500, 10))
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("model", choices=["mlp", "lenet"])
+    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--iterations", type=int, default=300)
+    p.add_argument("--warmup", type=int, default=20)
+    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--batch", type=int, default=64)
+    args = p.parse_args()
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(12345)
+    x, y = load("train")
+    if args.model == "lenet":
+        x = x.reshape(-1, 1, 28, 28)
+    model = make_model(args.model)
+    lr = 0.05 if args.model == "mlp" else 0.04
+    opt = torch.optim.SGD(model.parameters(), lr=lr, momentum=0.9, nesterov=True,
+                          weight_decay=1e-4)
+    loss_fn = nn.CrossEntropyLoss()
+    perm = torch.randperm(x.shape[0])
+    cursor = 0
+
+    def step():
+        nonlocal cursor, perm
+        if cursor + args.batch > x.shape[0]:
+            perm, cursor = torch.randperm(x.shape[0]), 0
+        idx = perm[cursor:cursor + args.batch]
+        cursor += args.batch
+        xb, yb = x[idx], y[idx]
+        opt.zero_grad()
+        loss = loss_fn(model(xb), yb)
+        loss.backward()
+        opt.step()
+        return xb.shape[0]
+
+    for _ in range(args.warmup):
+        step()
+    for _ in range(args.repeats):
+        start, samples = time.perf_counter(), 0
+        for _ in range(args.iterations):
+            samples += step()
+        print(f"samples_per_sec {samples / (time.perf_counter() - start):.1f}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
