@@ -9,20 +9,28 @@
 
 namespace dtrain::kernels {
 
+// The sliding window of a convolution or a pooling: size, step and zero padding per side.
+struct Window2d {
+  int64_t kernel_h = 1, kernel_w = 1;
+  int64_t stride_h = 1, stride_w = 1;
+  int64_t pad_h = 0, pad_w = 0;
+  int64_t out_h(int64_t in_h) const { return (in_h + 2 * pad_h - kernel_h) / stride_h + 1; }
+  int64_t out_w(int64_t in_w) const { return (in_w + 2 * pad_w - kernel_w) / stride_w + 1; }
+};
+
 struct ConvGeometry {
-  int64_t batch = 0, in_channels = 0, in_h = 0, in_w = 0;
-  int64_t out_channels = 0, kernel_h = 0, kernel_w = 0;
-  int64_t stride_h = 1, stride_w = 1, pad_h = 0, pad_w = 0;
-  int64_t out_h() const { return (in_h + 2 * pad_h - kernel_h) / stride_h + 1; }
-  int64_t out_w() const { return (in_w + 2 * pad_w - kernel_w) / stride_w + 1; }
+  int64_t batch = 0, in_channels = 0, in_h = 0, in_w = 0, out_channels = 0;
+  Window2d window;
+  int64_t out_h() const { return window.out_h(in_h); }
+  int64_t out_w() const { return window.out_w(in_w); }
 };
 
 struct PoolGeometry {
   int64_t batch = 0, channels = 0, in_h = 0, in_w = 0;
-  int64_t kernel_h = 2, kernel_w = 2, stride_h = 2, stride_w = 2, pad_h = 0, pad_w = 0;
+  Window2d window;
   bool max = true;  // false: average (padding excluded from the count)
-  int64_t out_h() const { return (in_h + 2 * pad_h - kernel_h) / stride_h + 1; }
-  int64_t out_w() const { return (in_w + 2 * pad_w - kernel_w) / stride_w + 1; }
+  int64_t out_h() const { return window.out_h(in_h); }
+  int64_t out_w() const { return window.out_w(in_w); }
 };
 
 // Convolution for one geometry (batch size included). Tensors are NCHW, weights OIHW, bias O.

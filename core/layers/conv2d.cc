@@ -15,8 +15,8 @@ Conv2dLayer::Conv2dLayer(const Shape& input_shape, const Conv2dOptions& options,
   input_shape_ = input_shape;
   const kernels::ConvGeometry g = geometry(1);
   if (g.out_h() < 1 || g.out_w() < 1)
-    throw UserError("convolution kernel " + std::to_string(options.kernel_h) + "x" +
-                        std::to_string(options.kernel_w) + " does not fit input " +
+    throw UserError("convolution kernel " + std::to_string(options.window.kernel_h) + "x" +
+                        std::to_string(options.window.kernel_w) + " does not fit input " +
                         shape_string(input_shape),
                     "use a smaller kernel, add padding, or remove a pooling layer before it");
   output_shape_ = {options.filters, g.out_h(), g.out_w()};
@@ -27,7 +27,7 @@ std::vector<ParamSegment> Conv2dLayer::param_segments() const {
 }
 
 void Conv2dLayer::init_params(float* params, float*, Rng& rng) const {
-  const int64_t receptive = options_.kernel_h * options_.kernel_w;
+  const int64_t receptive = options_.window.kernel_h * options_.window.kernel_w;
   init_weights(init_, params, weight_count(), input_shape_[0] * receptive,
                options_.filters * receptive, rng);
   std::memset(params + weight_count(), 0, sizeof(float) * options_.filters);
@@ -40,12 +40,7 @@ kernels::ConvGeometry Conv2dLayer::geometry(int64_t batch) const {
   g.in_h = input_shape_[1];
   g.in_w = input_shape_[2];
   g.out_channels = options_.filters;
-  g.kernel_h = options_.kernel_h;
-  g.kernel_w = options_.kernel_w;
-  g.stride_h = options_.stride_h;
-  g.stride_w = options_.stride_w;
-  g.pad_h = options_.pad_h;
-  g.pad_w = options_.pad_w;
+  g.window = options_.window;
   return g;
 }
 

@@ -14,9 +14,7 @@ namespace dtrain::core {
 
 struct Conv2dOptions {
   int64_t filters = 0;
-  int64_t kernel_h = 3, kernel_w = 3;
-  int64_t stride_h = 1, stride_w = 1;
-  int64_t pad_h = 0, pad_w = 0;
+  kernels::Window2d window;
   Activation activation = Activation::kIdentity;
 };
 
@@ -34,7 +32,8 @@ class Conv2dLayer : public Layer {
 
  private:
   int64_t weight_count() const {
-    return options_.filters * input_shape_[0] * options_.kernel_h * options_.kernel_w;
+    return options_.filters * input_shape_[0] * options_.window.kernel_h *
+           options_.window.kernel_w;
   }
   kernels::ConvGeometry geometry(int64_t batch) const;
   kernels::Conv2dKernel& kernel_for(int64_t batch);

@@ -24,12 +24,7 @@ kernels::PoolGeometry SubsamplingLayer::geometry(int64_t batch) const {
   g.channels = input_shape_[0];
   g.in_h = input_shape_[1];
   g.in_w = input_shape_[2];
-  g.kernel_h = options_.kernel_h;
-  g.kernel_w = options_.kernel_w;
-  g.stride_h = options_.stride_h;
-  g.stride_w = options_.stride_w;
-  g.pad_h = options_.pad_h;
-  g.pad_w = options_.pad_w;
+  g.window = options_.window;
   g.max = options_.max;
   return g;
 }

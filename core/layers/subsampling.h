@@ -10,9 +10,7 @@ namespace dtrain::core {
 
 struct PoolOptions {
   bool max = true;
-  int64_t kernel_h = 2, kernel_w = 2;
-  int64_t stride_h = 2, stride_w = 2;
-  int64_t pad_h = 0, pad_w = 0;
+  kernels::Window2d window;
 };
 
 class SubsamplingLayer : public Layer {

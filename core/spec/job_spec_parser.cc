@@ -118,24 +118,14 @@ class JobSpecParser {
       r_.expect_map(body, p, {"filters", "kernel", "stride", "padding", "activation"});
       l.kind = LayerSpec::Kind::kConvolution;
       l.conv.filters = r_.integer(body, "filters", p, std::nullopt, 1, 1 << 16);
-      auto k = r_.int_list(body, "kernel", p, {3, 3}, 2, 1);
-      auto s = r_.int_list(body, "stride", p, {1, 1}, 2, 1);
-      auto pad = r_.int_list(body, "padding", p, {0, 0}, 2, 0);
-      l.conv.kernel_h = k[0], l.conv.kernel_w = k[1];
-      l.conv.stride_h = s[0], l.conv.stride_w = s[1];
-      l.conv.pad_h = pad[0], l.conv.pad_w = pad[1];
+      l.conv.window = parse_window(body, p, 3, false);
       l.conv.activation = parse_activation(
           r_.choice(body, "activation", p, std::string("identity"), activation_names()));
     } else if (type == "subsampling") {
       r_.expect_map(body, p, {"type", "kernel", "stride", "padding"});
       l.kind = LayerSpec::Kind::kSubsampling;
       l.pool.max = r_.choice(body, "type", p, std::string("max"), {"max", "avg"}) == "max";
-      auto k = r_.int_list(body, "kernel", p, {2, 2}, 2, 1);
-      auto s = r_.int_list(body, "stride", p, k, 2, 1);
-      auto pad = r_.int_list(body, "padding", p, {0, 0}, 2, 0);
-      l.pool.kernel_h = k[0], l.pool.kernel_w = k[1];
-      l.pool.stride_h = s[0], l.pool.stride_w = s[1];
-      l.pool.pad_h = pad[0], l.pool.pad_w = pad[1];
+      l.pool.window = parse_window(body, p, 2, true);
     } else if (type == "global_pooling") {
       r_.expect_map(body, p, {"type"});
       l.kind = LayerSpec::Kind::kGlobalPooling;
@@ -152,6 +142,21 @@ class JobSpecParser {
                                                     false));
     }
     return l;
+  }
+
+  // kernel / stride / padding of a convolution or subsampling layer. The stride defaults to 1,
+  // or to the kernel size (non-overlapping windows) when `stride_follows_kernel`.
+  kernels::Window2d parse_window(const YAML::Node& body, const std::string& p,
+                                 int64_t default_kernel, bool stride_follows_kernel) {
+    auto k = r_.int_list(body, "kernel", p, {default_kernel, default_kernel}, 2, 1);
+    auto s = r_.int_list(body, "stride", p, stride_follows_kernel ? k : std::vector<int64_t>{1, 1},
+                         2, 1);
+    auto pad = r_.int_list(body, "padding", p, {0, 0}, 2, 0);
+    kernels::Window2d w;
+    w.kernel_h = k[0], w.kernel_w = k[1];
+    w.stride_h = s[0], w.stride_w = s[1];
+    w.pad_h = pad[0], w.pad_w = pad[1];
+    return w;
   }
 
   UpdaterSpec parse_updater(const YAML::Node& node) {

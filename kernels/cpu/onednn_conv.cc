@@ -15,11 +15,12 @@ class OneDnnConv2d : public Conv2dKernel {
  public:
   explicit OneDnnConv2d(const ConvGeometry& g) {
     memory::dims src_dims = {g.batch, g.in_channels, g.in_h, g.in_w};
-    memory::dims wei_dims = {g.out_channels, g.in_channels, g.kernel_h, g.kernel_w};
+    const Window2d& w = g.window;
+    memory::dims wei_dims = {g.out_channels, g.in_channels, w.kernel_h, w.kernel_w};
     memory::dims bias_dims = {g.out_channels};
     memory::dims dst_dims = {g.batch, g.out_channels, g.out_h(), g.out_w()};
-    memory::dims strides = {g.stride_h, g.stride_w};
-    memory::dims padding = {g.pad_h, g.pad_w};
+    memory::dims strides = {w.stride_h, w.stride_w};
+    memory::dims padding = {w.pad_h, w.pad_w};
 
     memory::desc src_user(src_dims, dt::f32, tag::nchw);
     memory::desc wei_user(wei_dims, dt::f32, tag::oihw);

@@ -14,9 +14,10 @@ class OneDnnPool2d : public Pool2dKernel {
   explicit OneDnnPool2d(const PoolGeometry& g) {
     memory::desc src_md({g.batch, g.channels, g.in_h, g.in_w}, dt::f32, tag::nchw);
     memory::desc dst_md({g.batch, g.channels, g.out_h(), g.out_w()}, dt::f32, tag::nchw);
-    memory::dims kernel = {g.kernel_h, g.kernel_w};
-    memory::dims strides = {g.stride_h, g.stride_w};
-    memory::dims padding = {g.pad_h, g.pad_w};
+    const Window2d& w = g.window;
+    memory::dims kernel = {w.kernel_h, w.kernel_w};
+    memory::dims strides = {w.stride_h, w.stride_w};
+    memory::dims padding = {w.pad_h, w.pad_w};
     auto algorithm =
         g.max ? dnnl::algorithm::pooling_max : dnnl::algorithm::pooling_avg_exclude_padding;
     dnnl::pooling_forward::primitive_desc fwd_pd(
