@@ -1,0 +1,55 @@
+#pragma once
+// A worker's side of gradient sharing (DESIGN.md §5 steps 2-5): its residual, its threshold
+// algorithm and its message numbering. encode() turns the step u into messages, one per
+// parameter segment, and records the figures the progress output and /metrics show.
+#include <cstdint>
+#include <vector>
+
+#include "core/codec/codec_engine.h"
+#include "core/codec/message.h"
+#include "core/codec/threshold.h"
+#include "core/spec/job_spec.h"
+
+namespace dtrain::core {
+
+struct CodecStepStats {
+  float tau = 0.f;              // the threshold this step used
+  int64_t sent = 0;             // elements sent (over all segments)
+  int64_t params = 0;
+  double density = 0.0;         // sent / params
+  Encoding encoding = Encoding::kSparse;  // kBitmap when any segment went out as a bitmap
+  double residual_norm = 0.0;   // L2, after subtracting (and clipping)
+  int64_t message_bytes = 0;    // headers + payloads
+  int64_t messages = 0;
+};
+
+class UpdateEncoder {
+ public:
+  // `origin` numbers the worker; message ids are unique per origin. `max_segment` is
+  // kMaxSegmentLength except in tests of segmenting.
+  UpdateEncoder(int64_t num_params, const TrainingSpec& training, uint32_t origin,
+                const CodecEngine& engine, int64_t max_segment = kMaxSegmentLength);
+
+  // r += u, threshold, encode, subtract, clip every `residual.every` steps. Throws UserError
+  // for a NaN or Inf in u; the encoder must not be used after that.
+  std::vector<EncodedMessage> encode(const float* update);
+
+  const CodecStepStats& last_stats() const { return stats_; }
+  ThresholdAlgorithm& threshold() { return threshold_; }
+  const std::vector<float>& residual() const { return residual_; }
+  int64_t steps() const { return steps_; }
+
+ private:
+  ResidualSpec residual_spec_;
+  uint32_t origin_;
+  const CodecEngine& engine_;
+  int64_t max_segment_;
+  ThresholdAlgorithm threshold_;
+  std::vector<float> residual_;
+  std::vector<uint32_t> bitmap_scratch_;
+  uint64_t next_sequence_ = 1;
+  int64_t steps_ = 0;
+  CodecStepStats stats_;
+};
+
+}  // namespace dtrain::core

@@ -1,0 +1,142 @@
+// The codec with AVX2: 8 floats per vector, two vectors per bitmap word.
+// Compiled with -mavx2 -mfma; only reached after codec_dispatch.cc checked the CPU.
+#include <immintrin.h>
+
+#include <cmath>
+
+#include "kernels/codec_kernels.h"
+#include "kernels/cpu/codec/bit_spread.h"
+#include "kernels/cpu/codec/scalar_codec.h"
+
+namespace dtrain::kernels::cpu {
+namespace {
+
+struct HalfWord {
+  __m256 value;
+  uint32_t pos, neg, bad;
+};
+
+// r += u, mark, subtract (an exact select, so -0.0 stays -0.0), clip.
+inline HalfWord encode8(const float* r, const float* u, __m256 tau, __m256 neg_tau, __m256 inf,
+                        __m256 sign_mask, bool clip, __m256 lo, __m256 hi) {
+  __m256 v = _mm256_add_ps(_mm256_loadu_ps(r), _mm256_loadu_ps(u));
+  const __m256 bad = _mm256_cmp_ps(_mm256_andnot_ps(sign_mask, v), inf, _CMP_NLT_UQ);
+  const __m256 pos = _mm256_cmp_ps(v, tau, _CMP_GE_OQ);
+  const __m256 neg = _mm256_cmp_ps(v, neg_tau, _CMP_LE_OQ);
+  v = _mm256_blendv_ps(v, _mm256_sub_ps(v, tau), pos);
+  v = _mm256_blendv_ps(v, _mm256_add_ps(v, tau), neg);
+  if (clip) v = _mm256_min_ps(_mm256_max_ps(v, lo), hi);
+  return {v, static_cast<uint32_t>(_mm256_movemask_ps(pos)),
+          static_cast<uint32_t>(_mm256_movemask_ps(neg)),
+          static_cast<uint32_t>(_mm256_movemask_ps(bad))};
+}
+
+// Lane k of the result is all ones when bit k of `bits` is set.
+inline __m256 lane_mask(uint32_t bits) {
+  const __m256i select = _mm256_setr_epi32(1, 2, 4, 8, 16, 32, 64, 128);
+  const __m256i b = _mm256_and_si256(_mm256_set1_epi32(static_cast<int>(bits)), select);
+  return _mm256_castsi256_ps(_mm256_cmpeq_epi32(b, select));
+}
+
+constexpr int64_t kFlush = 128;
+
+inline void flush(__m256& squares, __m256d& wide) {
+  wide = _mm256_add_pd(wide, _mm256_cvtps_pd(_mm256_castps256_ps128(squares)));
+  wide = _mm256_add_pd(wide, _mm256_cvtps_pd(_mm256_extractf128_ps(squares, 1)));
+  squares = _mm256_setzero_ps();
+}
+
+class Avx2Codec final : public CodecKernels {
+ public:
+  const char* name() const override { return "avx2"; }
+
+  CodecEncodeResult encode(const CodecEncodeArgs& a) const override {
+    CodecEncodeResult out;
+    const __m256 tau = _mm256_set1_ps(a.tau), neg_tau = _mm256_set1_ps(-a.tau);
+    const __m256 inf = _mm256_set1_ps(INFINITY), sign_mask = _mm256_set1_ps(-0.0f);
+    const bool clip = a.clip > 0.f;
+    const __m256 hi = _mm256_set1_ps(a.clip), lo = _mm256_set1_ps(-a.clip);
+    // Float lanes flushed into double lanes every kFlush words (see codec_avx512.cc).
+    __m256 squares = _mm256_setzero_ps();
+    __m256d squares_wide = _mm256_setzero_pd();
+    const int64_t full = a.n / 16 * 16;
+    float* r = a.residual;
+    const float* u = a.update;
+    int64_t count = 0;
+    for (int64_t i = 0; i < full; i += 16) {
+      const HalfWord l = encode8(r + i, u + i, tau, neg_tau, inf, sign_mask, clip, lo, hi);
+      const HalfWord h = encode8(r + i + 8, u + i + 8, tau, neg_tau, inf, sign_mask, clip, lo, hi);
+      if (l.bad | h.bad) {
+        out.nonfinite_index = i + __builtin_ctz(l.bad | (h.bad << 8));
+        return out;
+      }
+      _mm256_storeu_ps(r + i, l.value);
+      _mm256_storeu_ps(r + i + 8, h.value);
+      squares = _mm256_fmadd_ps(l.value, l.value, squares);
+      squares = _mm256_fmadd_ps(h.value, h.value, squares);
+      const uint32_t pos = l.pos | (h.pos << 8), neg = l.neg | (h.neg << 8);
+      a.bitmap[i / 16] = bitmap_word(pos, neg);
+      count += __builtin_popcount(pos | neg);
+      if ((i / 16) % kFlush == kFlush - 1) flush(squares, squares_wide);
+    }
+    flush(squares, squares_wide);
+    alignas(32) double lanes[4];
+    _mm256_store_pd(lanes, squares_wide);
+    for (double s : lanes) out.residual_sum_squares += s;
+    if (full < a.n) {
+      const ScalarTailResult t = encode_scalar_word(r, u, full, a.n, a.tau, a.clip);
+      if (t.nonfinite_index >= 0) {
+        out.nonfinite_index = t.nonfinite_index;
+        return out;
+      }
+      a.bitmap[full / 16] = t.word;
+      count += t.count;
+      out.residual_sum_squares += t.sum_squares;
+    }
+    out.count = count;
+    return out;
+  }
+
+  void apply_bitmap(const uint32_t* bitmap, int64_t n, float tau_value,
+                    float* params) const override {
+    const __m256 tau = _mm256_set1_ps(tau_value);
+    const int64_t full_words = n / 16;
+    for (int64_t w = 0; w < full_words; ++w) {
+      const uint32_t word = bitmap[w];
+      if (word == 0) continue;
+      const uint32_t pos = gather_even_bits32(word), neg = gather_even_bits32(word >> 1);
+      for (int half = 0; half < 2; ++half) {
+        const uint32_t p8 = (pos >> (8 * half)) & 0xFF, n8 = (neg >> (8 * half)) & 0xFF;
+        if ((p8 | n8) == 0) continue;
+        float* p = params + 16 * w + 8 * half;
+        __m256 v = _mm256_loadu_ps(p);
+        v = _mm256_blendv_ps(v, _mm256_sub_ps(v, tau), lane_mask(p8));
+        v = _mm256_blendv_ps(v, _mm256_add_ps(v, tau), lane_mask(n8));
+        _mm256_storeu_ps(p, v);
+      }
+    }
+    // The ragged last word, element by element.
+    if (full_words * 16 < n) {
+      const uint32_t word = bitmap[full_words];
+      for (int64_t i = full_words * 16; i < n; ++i) {
+        const uint32_t code = (word >> (2 * (i - full_words * 16))) & 3u;
+        if (code == 1u) params[i] = params[i] - tau_value;
+        else if (code == 2u) params[i] = params[i] + tau_value;
+      }
+    }
+  }
+
+  void apply_sparse(const uint32_t* words, int64_t count, float tau,
+                    float* params) const override {
+    apply_sparse_scalar(words, count, tau, params);
+  }
+};
+
+}  // namespace
+
+const CodecKernels& avx2_codec_instance() {
+  static const Avx2Codec codec;
+  return codec;
+}
+
+}  // namespace dtrain::kernels::cpu

@@ -1,0 +1,52 @@
+#pragma once
+// Scalar pieces shared by the SIMD codecs: the ragged tail of an encode (fewer than 16
+// elements) and the sparse apply, which is random access and gains nothing from vectors.
+// The arithmetic is written exactly as in core/codec's reference so results are bit-identical.
+#include <cmath>
+#include <cstdint>
+
+namespace dtrain::kernels::cpu {
+
+struct ScalarTailResult {
+  uint32_t word = 0;
+  int64_t count = 0;
+  int64_t nonfinite_index = -1;
+  double sum_squares = 0;
+};
+
+// Elements [begin, end) with end - begin <= 16, forming one bitmap word.
+inline ScalarTailResult encode_scalar_word(float* r, const float* u, int64_t begin, int64_t end,
+                                           float tau, float clip) {
+  ScalarTailResult out;
+  for (int64_t i = begin; i < end; ++i) {
+    float v = r[i] + u[i];
+    if (!std::isfinite(v)) {
+      out.nonfinite_index = i;
+      return out;
+    }
+    const int lane = static_cast<int>(i - begin);
+    if (v >= tau) {
+      v = v - tau;
+      out.word |= 1u << (2 * lane);
+      ++out.count;
+    } else if (v <= -tau) {
+      v = v + tau;
+      out.word |= 2u << (2 * lane);
+      ++out.count;
+    }
+    if (clip > 0.f) v = std::fmin(std::fmax(v, -clip), clip);
+    r[i] = v;
+    out.sum_squares += double(v) * double(v);
+  }
+  return out;
+}
+
+inline void apply_sparse_scalar(const uint32_t* words, int64_t count, float tau, float* params) {
+  for (int64_t k = 0; k < count; ++k) {
+    const uint32_t w = words[k];
+    float& p = params[w & 0x7FFFFFFFu];
+    p = (w >> 31) ? p + tau : p - tau;
+  }
+}
+
+}  // namespace dtrain::kernels::cpu
