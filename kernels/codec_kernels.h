@@ -16,7 +16,13 @@ struct CodecEncodeArgs {
   float tau = 0.f;                // > 0
   float clip = 0.f;               // > 0: clamp the residual to [-clip, clip] after subtracting
   uint32_t* bitmap = nullptr;     // (n + 15) / 16 words, always written
+  // n / 16 + 16 words. When count <= n / 16 it holds the sparse words of the sent elements in
+  // index order; otherwise its contents are unspecified. Writing both costs nothing measurable
+  // (the pass is memory bound) and spares a second pass over the bitmap.
+  uint32_t* sparse = nullptr;
 };
+
+inline int64_t sparse_capacity(int64_t n) { return n / 16 + 16; }
 
 struct CodecEncodeResult {
   int64_t count = 0;               // elements with |r + u| >= tau (all were sent and subtracted)

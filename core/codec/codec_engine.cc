@@ -42,16 +42,18 @@ std::vector<std::string> CodecEngine::available() {
 
 EncodedMessage CodecEngine::encode_segment(float* r, const float* u, int64_t n, float tau,
                                            float clip, double* residual_sum_squares,
-                                           std::vector<uint32_t>& bitmap) const {
+                                           Scratch& scratch) const {
   if (!kernels_) return reference_encode(r, u, n, tau, clip, residual_sum_squares);
-  bitmap.resize(bitmap_words(n));
+  scratch.bitmap.resize(bitmap_words(n));
+  scratch.sparse.resize(kernels::sparse_capacity(n));
   kernels::CodecEncodeArgs args;
   args.residual = r;
   args.update = u;
   args.n = n;
   args.tau = tau;
   args.clip = clip;
-  args.bitmap = bitmap.data();
+  args.bitmap = scratch.bitmap.data();
+  args.sparse = scratch.sparse.data();
   const kernels::CodecEncodeResult result = kernels_->encode(args);
   if (result.nonfinite_index >= 0) {
     // The kernel stops before storing the vector that holds the bad element, so r + u there
@@ -60,7 +62,16 @@ EncodedMessage CodecEngine::encode_segment(float* r, const float* u, int64_t n, 
     refuse_nonfinite_update(i, r[i] + u[i]);
   }
   if (residual_sum_squares) *residual_sum_squares = result.residual_sum_squares;
-  return message_from_bitmap(bitmap.data(), n, result.count, tau);
+  EncodedMessage m;
+  m.tau = tau;
+  m.length = n;
+  m.count = result.count;
+  m.encoding = choose_encoding(result.count, n);
+  if (m.encoding == Encoding::kSparse)
+    m.words.assign(scratch.sparse.begin(), scratch.sparse.begin() + result.count);
+  else
+    m.words.assign(scratch.bitmap.begin(), scratch.bitmap.end());
+  return m;
 }
 
 void CodecEngine::apply(const EncodedMessage& m, float* params) const {

@@ -21,10 +21,14 @@ class CodecEngine {
 
   const char* name() const { return kernels_ ? kernels_->name() : "reference"; }
 
-  // One segment, same contract as reference_encode. `bitmap_scratch` is reused between calls.
+  // Buffers the kernels write into, reused from step to step.
+  struct Scratch {
+    std::vector<uint32_t> bitmap, sparse;
+  };
+
+  // One segment, same contract (and same bits) as reference_encode.
   EncodedMessage encode_segment(float* residual, const float* update, int64_t n, float tau,
-                                float clip, double* residual_sum_squares,
-                                std::vector<uint32_t>& bitmap_scratch) const;
+                                float clip, double* residual_sum_squares, Scratch& scratch) const;
   // params -= decoded message (params is the whole vector; the message's offset is applied).
   void apply(const EncodedMessage& message, float* params) const;
 

@@ -91,35 +91,4 @@ void reference_decode_add(const EncodedMessage& m, float* out) {
   }
 }
 
-int64_t bitmap_to_sparse(const uint32_t* bitmap, int64_t n, uint32_t* words) {
-  int64_t k = 0;
-  const int64_t nwords = bitmap_words(n);
-  for (int64_t w = 0; w < nwords; ++w) {
-    uint32_t bits = bitmap[w];
-    while (bits) {
-      const int bit = __builtin_ctz(bits);
-      const uint32_t index = static_cast<uint32_t>(16 * w + bit / 2);
-      words[k++] = (bit & 1) ? (index | kSparseSignBit) : index;
-      bits &= bits - 1;
-    }
-  }
-  return k;
-}
-
-EncodedMessage message_from_bitmap(const uint32_t* bitmap, int64_t n, int64_t count, float tau) {
-  EncodedMessage m;
-  m.tau = tau;
-  m.length = n;
-  m.count = count;
-  m.encoding = choose_encoding(count, n);
-  if (m.encoding == Encoding::kSparse) {
-    m.words.resize(count);
-    const int64_t written = bitmap_to_sparse(bitmap, n, m.words.data());
-    DTRAIN_CHECK(written == count);
-  } else {
-    m.words.assign(bitmap, bitmap + bitmap_words(n));
-  }
-  return m;
-}
-
 }  // namespace dtrain::core

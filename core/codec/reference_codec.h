@@ -25,10 +25,4 @@ void reference_decode_add(const EncodedMessage& message, float* out);
 // Throws the UserError every implementation gives for a NaN or Inf at parameter `index`.
 [[noreturn]] void refuse_nonfinite_update(int64_t index, float value);
 
-// The sparse words for the elements a bitmap marks, in index order; returns how many.
-int64_t bitmap_to_sparse(const uint32_t* bitmap, int64_t n, uint32_t* words);
-
-// The message a bitmap and count describe, in the encoding choose_encoding() picks.
-EncodedMessage message_from_bitmap(const uint32_t* bitmap, int64_t n, int64_t count, float tau);
-
 }  // namespace dtrain::core

@@ -35,7 +35,7 @@ std::vector<EncodedMessage> UpdateEncoder::encode(const float* update) {
     const int64_t len = std::min(max_segment_, n - offset);
     double segment_squares = 0.0;
     EncodedMessage m = engine_.encode_segment(residual_.data() + offset, update + offset, len,
-                                              tau, clip, &segment_squares, bitmap_scratch_);
+                                              tau, clip, &segment_squares, scratch_);
     m.param_offset = offset;
     m.origin = origin_;
     m.id = (static_cast<uint64_t>(origin_) << 40) | next_sequence_++;

@@ -46,7 +46,7 @@ class UpdateEncoder {
   int64_t max_segment_;
   ThresholdAlgorithm threshold_;
   std::vector<float> residual_;
-  std::vector<uint32_t> bitmap_scratch_;
+  CodecEngine::Scratch scratch_;
   uint64_t next_sequence_ = 1;
   int64_t steps_ = 0;
   CodecStepStats stats_;

@@ -102,7 +102,7 @@ TEST_CASE("every codec kernel gives the reference's words and residual, bit for 
         for (const std::string& name : engines()) {
           INFO("kernel " << name << " n=" << n << " density=" << density << " clip=" << clip);
           std::vector<float> r = c.residual;
-          std::vector<uint32_t> scratch;
+          CodecEngine::Scratch scratch;
           double ss = 0;
           const EncodedMessage m = CodecEngine::get(name).encode_segment(
               r.data(), c.update.data(), n, c.tau, clip, &ss, scratch);
@@ -146,7 +146,7 @@ TEST_CASE("the encoding switches to the bitmap above length/16 sent elements") {
     for (int64_t i = 0; i < above; ++i) u[(i * 7919) % n] = (i % 2) ? 2.f : -2.f;
     for (const std::string& name : engines()) {
       std::vector<float> rr = r;
-      std::vector<uint32_t> scratch;
+      CodecEngine::Scratch scratch;
       const EncodedMessage m =
           CodecEngine::get(name).encode_segment(rr.data(), u.data(), n, 1.f, 0.f, nullptr, scratch);
       INFO("kernel " << name << " above=" << above);
@@ -161,7 +161,7 @@ TEST_CASE("negative zeros are never sent and keep their sign bit") {
   std::vector<float> u(n, -0.0f);
   for (const std::string& name : engines()) {
     std::vector<float> r(n, -0.0f);
-    std::vector<uint32_t> scratch;
+    CodecEngine::Scratch scratch;
     const EncodedMessage m =
         CodecEngine::get(name).encode_segment(r.data(), u.data(), n, 1e-3f, 5e-3f, nullptr, scratch);
     REQUIRE(m.count == 0);
@@ -177,7 +177,7 @@ TEST_CASE("NaN or Inf in the update is refused with the parameter named") {
       u[at] = bad;
       for (const std::string& name : engines()) {
         std::vector<float> r(n, 0.f);
-        std::vector<uint32_t> scratch;
+        CodecEngine::Scratch scratch;
         INFO("kernel " << name << " value " << bad << " at " << at);
         try {
           CodecEngine::get(name).encode_segment(r.data(), u.data(), n, 1e-3f, 0.f, nullptr,

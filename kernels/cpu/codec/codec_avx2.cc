@@ -46,6 +46,40 @@ inline void flush(__m256& squares, __m256d& wide) {
   squares = _mm256_setzero_ps();
 }
 
+// For each 8-bit lane mask, the permutation that moves the selected lanes to the front
+// (AVX2 has no compress instruction).
+struct CompressTable {
+  alignas(32) uint32_t lanes[256][8];
+  CompressTable() {
+    for (int mask = 0; mask < 256; ++mask) {
+      int k = 0;
+      for (int lane = 0; lane < 8; ++lane)
+        if (mask & (1 << lane)) lanes[mask][k++] = static_cast<uint32_t>(lane);
+      while (k < 8) lanes[mask][k++] = 0;
+    }
+  }
+};
+// Built on first use, never at program start: this file is compiled for AVX2 and static
+// initialisers run on every CPU.
+const CompressTable& compress_table() {
+  static const CompressTable table;
+  return table;
+}
+
+// Stores the sparse words of the lanes selected in `sent` (sign bit for `neg`) at out and
+// returns how many; always writes 8 words.
+inline int compress8(const CompressTable& table, uint32_t sent, uint32_t neg,
+                     int64_t first_index, uint32_t* out) {
+  __m256i words = _mm256_add_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7),
+                                   _mm256_set1_epi32(static_cast<int>(first_index)));
+  const __m256i sign = _mm256_and_si256(_mm256_castps_si256(lane_mask(neg)),
+                                        _mm256_set1_epi32(static_cast<int>(0x80000000u)));
+  words = _mm256_or_si256(words, sign);
+  const __m256i perm = _mm256_load_si256(reinterpret_cast<const __m256i*>(table.lanes[sent]));
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(out), _mm256_permutevar8x32_epi32(words, perm));
+  return __builtin_popcount(sent);
+}
+
 class Avx2Codec final : public CodecKernels {
  public:
   const char* name() const override { return "avx2"; }
@@ -63,6 +97,8 @@ class Avx2Codec final : public CodecKernels {
     float* r = a.residual;
     const float* u = a.update;
     int64_t count = 0;
+    const int64_t sparse_limit = a.n / 16;
+    const CompressTable& table = compress_table();
     for (int64_t i = 0; i < full; i += 16) {
       const HalfWord l = encode8(r + i, u + i, tau, neg_tau, inf, sign_mask, clip, lo, hi);
       const HalfWord h = encode8(r + i + 8, u + i + 8, tau, neg_tau, inf, sign_mask, clip, lo, hi);
@@ -76,6 +112,10 @@ class Avx2Codec final : public CodecKernels {
       squares = _mm256_fmadd_ps(h.value, h.value, squares);
       const uint32_t pos = l.pos | (h.pos << 8), neg = l.neg | (h.neg << 8);
       a.bitmap[i / 16] = bitmap_word(pos, neg);
+      if ((pos | neg) && count <= sparse_limit) {
+        int64_t k = count + compress8(table, l.pos | l.neg, l.neg, i, a.sparse + count);
+        if (k <= sparse_limit) compress8(table, h.pos | h.neg, h.neg, i + 8, a.sparse + k);
+      }
       count += __builtin_popcount(pos | neg);
       if ((i / 16) % kFlush == kFlush - 1) flush(squares, squares_wide);
     }
@@ -90,6 +130,7 @@ class Avx2Codec final : public CodecKernels {
         return out;
       }
       a.bitmap[full / 16] = t.word;
+      append_sparse(t.word, full, sparse_limit, count, a.sparse);
       count += t.count;
       out.residual_sum_squares += t.sum_squares;
     }

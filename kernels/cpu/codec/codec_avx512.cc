@@ -39,6 +39,9 @@ class Avx512Codec final : public CodecKernels {
     float* r = a.residual;
     const float* u = a.update;
     int64_t count = 0;
+    const int64_t sparse_limit = a.n / 16;  // beyond it the message is a bitmap anyway
+    const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    const __m512i sign = _mm512_set1_epi32(static_cast<int>(0x80000000u));
     for (int64_t i = 0; i < full; i += 16) {
       __m512 v = _mm512_add_ps(_mm512_loadu_ps(r + i), _mm512_loadu_ps(u + i));
       const __mmask16 bad = _mm512_cmp_ps_mask(_mm512_abs_ps(v), inf, _CMP_NLT_UQ);
@@ -54,7 +57,15 @@ class Avx512Codec final : public CodecKernels {
       _mm512_storeu_ps(r + i, v);
       squares = _mm512_fmadd_ps(v, v, squares);
       a.bitmap[i / 16] = bitmap_word(pos, neg);
-      count += __builtin_popcount(static_cast<uint32_t>(pos | neg));
+      const __mmask16 sent = pos | neg;
+      // No test of `sent`: at 1% density that branch mispredicts more than the store costs.
+      if (count <= sparse_limit) {
+        __m512i words = _mm512_add_epi32(lane, _mm512_set1_epi32(static_cast<int>(i)));
+        words = _mm512_mask_or_epi32(words, neg, words, sign);
+        // Compress in a register and store all 16 lanes: compress-to-memory is slow on Zen 4.
+        _mm512_storeu_si512(a.sparse + count, _mm512_maskz_compress_epi32(sent, words));
+      }
+      count += __builtin_popcount(static_cast<uint32_t>(sent));
       if ((i / 16) % kFlush == kFlush - 1) flush(squares, squares_wide);
     }
     flush(squares, squares_wide);
@@ -68,6 +79,7 @@ class Avx512Codec final : public CodecKernels {
         return out;
       }
       a.bitmap[full / 16] = t.word;
+      append_sparse(t.word, full, sparse_limit, count, a.sparse);
       count += t.count;
       out.residual_sum_squares += t.sum_squares;
     }
@@ -86,11 +98,15 @@ class Avx512Codec final : public CodecKernels {
       const __mmask16 neg = static_cast<__mmask16>(gather_even_bits32(word >> 1));
       float* p = params + 16 * w;
       // Bits past n are zero, so the masked load and store never touch memory beyond it.
-      const __mmask16 live = pos | neg;
+      // Full words load and store all 16 lanes (masked stores are slow on Zen 4); only the
+      // ragged last word is masked, so nothing beyond n is touched.
+      const bool ragged = 16 * (w + 1) > n;
+      const __mmask16 live = ragged ? static_cast<__mmask16>((1u << (n - 16 * w)) - 1) : 0xFFFF;
       __m512 v = _mm512_maskz_loadu_ps(live, p);
       v = _mm512_mask_sub_ps(v, pos, v, tau);
       v = _mm512_mask_add_ps(v, neg, v, tau);
-      _mm512_mask_storeu_ps(p, live, v);
+      if (ragged) _mm512_mask_storeu_ps(p, live, v);
+      else _mm512_storeu_ps(p, v);
     }
   }
 

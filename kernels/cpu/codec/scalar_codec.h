@@ -41,6 +41,19 @@ inline ScalarTailResult encode_scalar_word(float* r, const float* u, int64_t beg
   return out;
 }
 
+// Appends the sparse words for one bitmap word whose first element is `base`, while the
+// message can still be sparse (count <= limit); `count` is the number sent before this word.
+inline void append_sparse(uint32_t word, int64_t base, int64_t limit, int64_t count,
+                          uint32_t* sparse) {
+  if (word == 0 || count > limit) return;
+  while (word) {
+    const int bit = __builtin_ctz(word);
+    const uint32_t index = static_cast<uint32_t>(base + bit / 2);
+    sparse[count++] = (bit & 1) ? (index | 0x80000000u) : index;
+    word &= word - 1;
+  }
+}
+
 inline void apply_sparse_scalar(const uint32_t* words, int64_t count, float tau, float* params) {
   for (int64_t k = 0; k < count; ++k) {
     const uint32_t w = words[k];
