@@ -20,9 +20,10 @@ int run_local_training(const LocalTrainArgs& args) {
     std::fprintf(stderr, "error: %s\n", e.what());
     return kExitBadInput;
   }
-  std::printf("job %s: %s, %lld epochs, batch %lld, training in this process\n",
+  const int workers = core::resolve_workers_per_node(job);
+  std::printf("job %s: %s, %lld epochs, batch %lld per worker, %d worker%s in this process\n",
               job.name.c_str(), job.training.mode.c_str(), (long long)job.training.epochs,
-              (long long)job.training.batch_size_per_worker);
+              (long long)job.training.batch_size_per_worker, workers, workers == 1 ? "" : "s");
   std::fflush(stdout);
   ProgressPrinter printer(stdout, !args.quiet && ::isatty(STDOUT_FILENO));
   core::TrainingListener silent;
@@ -42,6 +43,16 @@ int run_local_training(const LocalTrainArgs& args) {
   std::printf("trained %lld iterations in %s (%.0f samples/s)\n", (long long)result.iterations,
               format_duration(result.train_seconds).c_str(),
               result.train_seconds > 0 ? result.samples / result.train_seconds : 0.0);
+  if (result.mode == "gradient_sharing") {
+    // What sending every step u densely would have cost.
+    const double dense = 4.0 * result.params * double(result.messages);
+    std::printf("gradient sharing (%s codec): %lld messages, %.1f MB (%.2f%% of dense)",
+                result.codec_kernel.c_str(), (long long)result.messages,
+                result.message_bytes / 1e6, dense > 0 ? 100.0 * result.message_bytes / dense : 0.0);
+    std::printf("; %d replicas agree: relative difference %.1e, largest element %.1e\n",
+                result.agreement.replicas, result.agreement.relative_diff,
+                result.agreement.max_abs_diff);
+  }
   if (!result.model_path.empty()) std::printf("model written to %s\n", result.model_path.c_str());
   return kExitSuccess;
 }

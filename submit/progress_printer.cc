@@ -22,6 +22,16 @@ void ProgressPrinter::on_data_loaded(int64_t train, int64_t test, int64_t params
   std::fflush(out_);
 }
 
+// "  τ 1.2e-03 1.0e-03 sparse 8.1KB": worker 0's threshold, density, encoding, message size.
+std::string codec_summary(const core::StepProgress& p) {
+  if (!p.sharing) return "";
+  const double kb = p.codec.message_bytes / 1024.0;
+  char buf[96];
+  std::snprintf(buf, sizeof buf, "  \u03c4 %.1e dens %.1e %s %.*fKB", p.codec.tau, p.codec.density,
+                core::encoding_name(p.codec.encoding), kb < 10 ? 1 : 0, kb);
+  return buf;
+}
+
 void ProgressPrinter::on_step(const core::StepProgress& p) {
   const int64_t done = p.iteration_in_epoch + 1;
   const bool epoch_end = done == p.iterations_per_epoch;
@@ -33,20 +43,20 @@ void ProgressPrinter::on_step(const core::StepProgress& p) {
     const int filled = static_cast<int>(kWidth * done / std::max<int64_t>(1, p.iterations_per_epoch));
     std::string bar(filled, '#');
     bar.resize(kWidth, '.');
-    std::fprintf(out_, "\r\033[Kepoch %lld/%lld [%s] %lld/%lld  loss %.4f  %.0f samples/s  ETA %s",
+    std::fprintf(out_, "\r\033[Kepoch %lld/%lld [%s] %lld/%lld  loss %.4f  %.0f samples/s%s  ETA %s",
                  (long long)p.epoch + 1, (long long)p.epochs, bar.c_str(), (long long)done,
                  (long long)p.iterations_per_epoch, p.loss, p.samples_per_sec,
-                 format_duration(p.eta_seconds).c_str());
+                 codec_summary(p).c_str(), format_duration(p.eta_seconds).c_str());
     line_open_ = true;
   } else {
     // Plain output: one line per tenth of an epoch keeps logs short but alive.
     const int64_t decile = 10 * done / std::max<int64_t>(1, p.iterations_per_epoch);
     if (decile == last_plain_decile_ || decile == 0) return;
     last_plain_decile_ = decile == 10 ? -1 : decile;
-    std::fprintf(out_, "epoch %lld/%lld  iteration %lld/%lld  loss %.4f  %.0f samples/s  ETA %s\n",
+    std::fprintf(out_, "epoch %lld/%lld  iteration %lld/%lld  loss %.4f  %.0f samples/s%s  ETA %s\n",
                  (long long)p.epoch + 1, (long long)p.epochs, (long long)done,
                  (long long)p.iterations_per_epoch, p.loss, p.samples_per_sec,
-                 format_duration(p.eta_seconds).c_str());
+                 codec_summary(p).c_str(), format_duration(p.eta_seconds).c_str());
   }
   std::fflush(out_);
 }

@@ -1,13 +1,16 @@
 #include "core/train/local_trainer.h"
 
+#include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstring>
+#include <exception>
 #include <thread>
 
 #include "core/eval/evaluate.h"
 #include "core/io/model_file.h"
 #include "core/train/training_data.h"
-#include "core/train/worker.h"
+#include "core/util/error.h"
 #include "kernels/backend.h"
 
 namespace dtrain::core {
@@ -35,63 +38,177 @@ ModelFile snapshot(const JobSpec& job, Worker& worker, const Normalizer& normali
   return f;
 }
 
+using Workers = std::vector<std::unique_ptr<SharingWorker>>;
+
+// Batch-norm running statistics are not parameters, so no message carries them: each replica
+// keeps its own and they are averaged at epoch ends (the evaluated and saved model use the mean).
+void average_state(Workers& workers) {
+  const int64_t n = workers[0]->worker().model().num_state();
+  if (n == 0 || workers.size() == 1) return;
+  std::vector<double> sum(n, 0.0);
+  for (auto& w : workers) {
+    const float* s = w->worker().model().state();
+    for (int64_t i = 0; i < n; ++i) sum[i] += s[i];
+  }
+  for (auto& w : workers) {
+    float* s = w->worker().model().state();
+    for (int64_t i = 0; i < n; ++i) s[i] = static_cast<float>(sum[i] / workers.size());
+  }
+}
+
+// DESIGN.md §5: thresholds are per worker and averaged at each epoch end.
+void average_tau(Workers& workers) {
+  double sum = 0.0;
+  for (auto& w : workers) sum += w->encoder().threshold().tau();
+  for (auto& w : workers) w->encoder().threshold().set_tau(static_cast<float>(sum / workers.size()));
+}
+
+// Per-worker results of one epoch, written only by that worker's thread.
+struct WorkerEpoch {
+  double loss_sum = 0.0;
+  int64_t samples = 0;
+  int64_t messages = 0, message_bytes = 0;
+  std::exception_ptr error;
+};
+
 }  // namespace
+
+int resolve_workers_per_node(const JobSpec& job) {
+  if (job.training.workers_per_node > 0) return static_cast<int>(job.training.workers_per_node);
+  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  return static_cast<int>(std::min(cores, 8u));
+}
 
 TrainingResult train_local(const JobSpec& job, TrainingListener& listener,
                            const LocalTrainingOptions& options) {
-  const int threads = options.threads > 0
-                          ? options.threads
-                          : std::max(1u, std::thread::hardware_concurrency());
-  kernels::backend().set_num_threads(threads);
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const int threads = options.threads > 0 ? options.threads : cores;
+  const bool sharing = job.training.mode == "gradient_sharing";
+  const int num_workers = resolve_workers_per_node(job);
+  if (!sharing && num_workers > 1)
+    throw UserError("training.mode parameter_averaging runs one worker per node in this build, "
+                    "but workers_per_node is " + std::to_string(num_workers),
+                    "set training.workers_per_node: 1, or use mode gradient_sharing");
+  const int threads_per_worker = std::max(1, threads / num_workers);
+  kernels::backend().set_num_threads(threads_per_worker);
 
   TrainingData data = load_training_data(job);
   Model initial(job.model);
   initial.init(job.seed);
-  Worker worker(job, data.train, initial, 0, 1);
+  MessageBus bus(num_workers);
+  const CodecEngine& engine = CodecEngine::get();
+  Workers workers;
+  for (int w = 0; w < num_workers; ++w) {
+    workers.push_back(std::make_unique<SharingWorker>(job, data.train, initial, w, num_workers,
+                                                      bus, engine));
+    if (options.message_observer) workers.back()->set_observer(options.message_observer);
+  }
   listener.on_data_loaded(data.train.size(), data.test.size(), initial.num_params());
 
   const std::string output = options.output_path.empty() ? job.output.model : options.output_path;
   TrainingResult result;
-  const int64_t per_epoch = worker.batches_per_epoch();
+  result.mode = job.training.mode;
+  result.workers = num_workers;
+  result.params = initial.num_params();
+  if (sharing) result.codec_kernel = engine.name();
+  Worker& lead = workers[0]->worker();
+  const int64_t per_epoch = lead.batches_per_epoch();
   const int64_t total_iterations = per_epoch * job.training.epochs;
-  int64_t iteration = 0;
+  std::vector<int64_t> iterations(num_workers, 0);  // each worker's own step count
   double elapsed_total = 0.0;
-  bool stop = false;
+  std::atomic<bool> stop{false};
+  std::atomic<int64_t> epoch_samples{0};
+
   for (int64_t epoch = 0; epoch < job.training.epochs && !stop; ++epoch) {
-    worker.start_epoch(epoch);
+    for (auto& w : workers) w->worker().start_epoch(epoch);
     const auto start = Clock::now();
-    double loss_sum = 0.0;
-    int64_t samples = 0, in_epoch = 0;
-    while (worker.compute_step(iteration)) {
-      worker.apply_own_step();
-      loss_sum += worker.last_loss() * worker.last_batch_size();
-      samples += worker.last_batch_size();
-      StepProgress p;
-      p.epoch = epoch;
-      p.epochs = job.training.epochs;
-      p.iteration = iteration;
-      p.iteration_in_epoch = in_epoch++;
-      p.iterations_per_epoch = per_epoch;
-      p.loss = worker.last_loss();
-      const double elapsed = seconds_since(start);
-      p.samples_per_sec = elapsed > 0 ? samples / elapsed : 0.0;
-      const double per_iteration = (elapsed_total + elapsed) / double(iteration + 1);
-      p.eta_seconds = per_iteration * double(total_iterations - iteration - 1);
-      listener.on_step(p);
-      ++iteration;
-      if (job.output.checkpoint_every > 0 && options.write_model &&
-          iteration % job.output.checkpoint_every == 0) {
-        write_model_file(output, snapshot(job, worker, data.normalizer, iteration, epoch));
-        listener.on_checkpoint(output, iteration);
-      }
-      if (options.max_iterations >= 0 && iteration >= options.max_iterations) {
+    epoch_samples = 0;
+    std::vector<WorkerEpoch> stats(num_workers);
+
+    auto run = [&](int w) {
+      WorkerEpoch& mine = stats[w];
+      try {
+        kernels::backend().set_num_threads(threads_per_worker);
+        SharingWorker& sw = *workers[w];
+        Worker& worker = sw.worker();
+        int64_t in_epoch = 0;
+        while (!stop) {
+          const int64_t it = iterations[w];
+          // Learning-rate schedules follow the minibatches of the whole node, so a schedule
+          // reaches the same point after an epoch whatever workers_per_node is.
+          const int64_t schedule_it = it * num_workers + w;
+          if (sharing) {
+            if (!sw.step(it, schedule_it)) break;
+          } else {
+            if (!worker.compute_step(it, schedule_it)) break;
+            worker.apply_own_step();
+          }
+          mine.loss_sum += worker.last_loss() * worker.last_batch_size();
+          mine.samples += worker.last_batch_size();
+          const int64_t samples_now = epoch_samples += worker.last_batch_size();
+          if (sharing) {
+            const CodecStepStats& cs = sw.encoder().last_stats();
+            mine.messages += cs.messages;
+            mine.message_bytes += cs.message_bytes;
+            listener.on_worker_codec(w, it, cs);
+          }
+          ++iterations[w];
+          if (w != 0) continue;
+          // Worker 0 reports progress, checkpoints and enforces max_iterations.
+          StepProgress p;
+          p.epoch = epoch;
+          p.epochs = job.training.epochs;
+          p.iteration = it;
+          p.iteration_in_epoch = in_epoch++;
+          p.iterations_per_epoch = per_epoch;
+          p.loss = worker.last_loss();
+          const double elapsed = seconds_since(start);
+          p.samples_per_sec = elapsed > 0 ? samples_now / elapsed : 0.0;
+          const double per_iteration = (elapsed_total + elapsed) / double(it + 1);
+          p.eta_seconds = per_iteration * double(std::max<int64_t>(0, total_iterations - it - 1));
+          p.workers = num_workers;
+          p.sharing = sharing;
+          if (sharing) p.codec = sw.encoder().last_stats();
+          listener.on_step(p);
+          if (job.output.checkpoint_every > 0 && options.write_model &&
+              iterations[0] % job.output.checkpoint_every == 0) {
+            write_model_file(output, snapshot(job, worker, data.normalizer, iterations[0], epoch));
+            listener.on_checkpoint(output, iterations[0]);
+          }
+          if (options.max_iterations >= 0 && iterations[0] >= options.max_iterations) stop = true;
+        }
+      } catch (...) {
+        mine.error = std::current_exception();
         stop = true;
-        break;
       }
+    };
+    if (num_workers == 1) {
+      run(0);
+    } else {
+      std::vector<std::thread> threads_running;
+      for (int w = 0; w < num_workers; ++w) threads_running.emplace_back(run, w);
+      for (auto& t : threads_running) t.join();
     }
+    for (const WorkerEpoch& s : stats)
+      if (s.error) std::rethrow_exception(s.error);
+
+    // Everyone has published everything for this epoch: apply what is still queued, so the
+    // replicas agree before evaluation and before the next epoch.
+    for (auto& w : workers) w->apply_received();
+    if (sharing) average_tau(workers);
+    average_state(workers);
+
     EpochSummary summary;
     summary.epoch = epoch;
     summary.seconds = seconds_since(start);
+    double loss_sum = 0.0;
+    int64_t samples = 0;
+    for (const WorkerEpoch& s : stats) {
+      loss_sum += s.loss_sum;
+      samples += s.samples;
+      result.messages += s.messages;
+      result.message_bytes += s.message_bytes;
+    }
     summary.train_loss = samples ? loss_sum / samples : 0.0;
     summary.samples_per_sec = summary.seconds > 0 ? samples / summary.seconds : 0.0;
     elapsed_total += summary.seconds;
@@ -99,17 +216,21 @@ TrainingResult train_local(const JobSpec& job, TrainingListener& listener,
     const bool last = epoch + 1 == job.training.epochs || stop;
     if (data.test.size() > 0 && (options.evaluate_each_epoch || last)) {
       summary.evaluated = true;
-      summary.eval = evaluate(worker.model(), data.test, job.evaluation.top_n);
+      summary.eval = evaluate(lead.model(), data.test, job.evaluation.top_n);
       result.final_eval = summary.eval;
       result.evaluated = true;
     }
     listener.on_epoch(summary);
     result.epochs.push_back(summary);
   }
-  result.iterations = iteration;
+
+  std::vector<const float*> replicas;
+  for (auto& w : workers) replicas.push_back(w->worker().model().params());
+  result.agreement = compare_replicas(replicas, initial.num_params());
+  result.iterations = iterations[0];
   result.train_seconds = elapsed_total;
   if (options.write_model) {
-    write_model_file(output, snapshot(job, worker, data.normalizer, iteration,
+    write_model_file(output, snapshot(job, lead, data.normalizer, iterations[0],
                                       static_cast<int64_t>(result.epochs.size())));
     result.model_path = output;
   }

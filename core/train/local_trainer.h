@@ -1,11 +1,15 @@
 #pragma once
-// Trains a job inside this process (dtrain-submit --local): loads the data, runs the epochs,
+// Trains a job inside this process (dtrain-submit --local): loads the data, runs the epochs on
+// workers_per_node worker threads (gradient sharing between them through memory, DESIGN.md §5),
 // evaluates the test set after each epoch, checkpoints and writes the model file.
 #include <string>
 #include <vector>
 
+#include "core/codec/update_encoder.h"
 #include "core/eval/evaluation.h"
 #include "core/spec/job_spec.h"
+#include "core/train/replica_agreement.h"
+#include "core/train/sharing_worker.h"
 
 namespace dtrain::core {
 
@@ -16,6 +20,9 @@ struct StepProgress {
   double loss = 0.0;              // mean loss of this step's minibatch
   double samples_per_sec = 0.0;   // over the epoch so far
   double eta_seconds = 0.0;       // to the end of training
+  int workers = 1;
+  bool sharing = false;           // gradient sharing: `codec` holds worker 0's figures
+  CodecStepStats codec;
 };
 
 struct EpochSummary {
@@ -28,6 +35,13 @@ struct EpochSummary {
 };
 
 struct TrainingResult {
+  std::string mode;
+  int workers = 1;
+  std::string codec_kernel;            // gradient sharing only
+  ReplicaAgreement agreement;          // after the last step, every message applied
+  int64_t params = 0;
+  int64_t messages = 0;                // produced by all workers
+  int64_t message_bytes = 0;
   std::vector<EpochSummary> epochs;
   Evaluation final_eval;
   bool evaluated = false;
@@ -41,7 +55,10 @@ class TrainingListener {
  public:
   virtual ~TrainingListener() = default;
   virtual void on_data_loaded(int64_t train_examples, int64_t test_examples, int64_t params) {}
+  // From worker 0's thread while the workers run.
   virtual void on_step(const StepProgress& progress) {}
+  // From each worker's thread after each of its steps (for metrics); must be thread-safe.
+  virtual void on_worker_codec(int worker, int64_t iteration, const CodecStepStats& stats) {}
   virtual void on_epoch(const EpochSummary& summary) {}
   virtual void on_checkpoint(const std::string& path, int64_t iteration) {}
 };
@@ -52,7 +69,14 @@ struct LocalTrainingOptions {
   std::string output_path;      // overrides output.model when set
   int64_t max_iterations = -1;  // stop early (benchmarks); -1 = run all epochs
   bool evaluate_each_epoch = true;
+  // Called with every message produced, from the producing thread (tests audit the invariant
+  // with it); must be thread-safe.
+  MessageObserver message_observer;
 };
+
+// workers_per_node resolved for this machine: the spec's number, or for `auto` one worker per
+// core (up to 8): small models scale better across replicas than across threads of one GEMM.
+int resolve_workers_per_node(const JobSpec& job);
 
 TrainingResult train_local(const JobSpec& job, TrainingListener& listener,
                            const LocalTrainingOptions& options);

@@ -19,16 +19,17 @@ Worker::Worker(const JobSpec& job, const Dataset& train, const Model& initial, i
   step_.resize({model_->num_params()});
 }
 
-bool Worker::compute_step(int64_t iteration) {
+bool Worker::compute_step(int64_t own_iteration, int64_t schedule_iteration) {
   if (!iterator_.next(x_, y_)) return false;
   last_batch_ = x_.dim(0);
   last_loss_ = model_->compute_gradients(x_, y_, rng_);
   if (!std::isfinite(last_loss_))
     throw UserError("training diverged: the loss became " + std::to_string(last_loss_) +
-                        " at iteration " + std::to_string(iteration),
+                        " at iteration " + std::to_string(own_iteration),
                     "lower model.updater.learning_rate or normalise the data "
                     "(data.normalize: scale)");
-  updater_->compute_step(model_->params(), model_->grads(), step_.data(), iteration);
+  updater_->compute_step(model_->params(), model_->grads(), step_.data(), schedule_iteration,
+                         own_iteration + 1);
   return true;
 }
 

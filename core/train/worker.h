@@ -19,7 +19,9 @@ class Worker {
 
   void start_epoch(int64_t epoch) { iterator_.start_epoch(epoch); }
   // Computes u for the next minibatch into step(); false at the end of the epoch.
-  bool compute_step(int64_t iteration);
+  // own_iteration counts this worker's steps (0-based); the learning-rate schedule is evaluated
+  // at schedule_iteration (the node's minibatch count; the same when there is one worker).
+  bool compute_step(int64_t own_iteration, int64_t schedule_iteration);
 
   // params -= u
   void apply_own_step();

@@ -23,8 +23,11 @@ class Updater {
   static std::unique_ptr<Updater> create(const UpdaterSpec& spec, double l2,
                                          std::vector<ParamSegment> segments, int64_t n);
 
-  // step = u for gradient `grad` at parameters `params`; step may alias grad.
-  void compute_step(const float* params, const float* grad, float* step, int64_t iteration);
+  // step = u for gradient `grad` at parameters `params`; step may alias grad. The schedule is
+  // evaluated at `iteration`; bias corrections use t, this updater's own step number (1-based;
+  // 0 means iteration + 1; they differ when several workers share one schedule).
+  void compute_step(const float* params, const float* grad, float* step, int64_t iteration,
+                    int64_t t = 0);
 
   const std::string& type() const { return spec_.type; }
   // Momentum / moment estimates, flat; saved in model files so training can resume.

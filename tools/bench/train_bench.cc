@@ -35,7 +35,7 @@ int main(int argc, char** argv) {
     int64_t iteration = 0, epoch = 0;
     worker.start_epoch(epoch);
     auto step = [&] {
-      while (!worker.compute_step(iteration)) worker.start_epoch(++epoch);
+      while (!worker.compute_step(iteration, iteration)) worker.start_epoch(++epoch);
       worker.apply_own_step();
       ++iteration;
       return worker.last_batch_size();

@@ -1,0 +1,34 @@
+#pragma once
+// Same-node delivery of encoded messages (DESIGN.md §5 step 6: "same-node workers through
+// memory"). A published message is shared, never copied: each other worker's inbox gets a
+// pointer and applies it on its own thread. Publishing never blocks on a slow worker.
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "core/codec/message.h"
+
+namespace dtrain::core {
+
+using SharedMessage = std::shared_ptr<const EncodedMessage>;
+
+class MessageBus {
+ public:
+  explicit MessageBus(int workers);
+
+  int workers() const { return static_cast<int>(inboxes_.size()); }
+  // To every worker except `from` (pass -1 for a message that came from another node).
+  void publish(int from, const SharedMessage& message);
+  // Everything delivered to `worker` since the last call, in arrival order.
+  std::vector<SharedMessage> take(int worker);
+  int64_t pending(int worker) const;
+
+ private:
+  struct Inbox {
+    mutable std::mutex mutex;
+    std::vector<SharedMessage> messages;
+  };
+  std::vector<std::unique_ptr<Inbox>> inboxes_;
+};
+
+}  // namespace dtrain::core

@@ -1,0 +1,22 @@
+#pragma once
+// How far replicas are apart (DESIGN.md §5's invariant: once every message is applied
+// everywhere, all replicas agree up to float rounding; a gap means a lost or doubled update).
+#include <cstdint>
+#include <vector>
+
+namespace dtrain::core {
+
+struct ReplicaAgreement {
+  int replicas = 0;
+  // Largest |a_i - b_i|. Rounding keeps it far below tau; a lost or doubled message
+  // element shows up as a difference of about tau at its index.
+  double max_abs_diff = 0.0;
+  int64_t worst_index = -1;
+  // ||a - b|| / ||a|| (L2), the largest over replicas: the "relative difference" reported.
+  double relative_diff = 0.0;
+};
+
+// Compares every replica with the first; each pointer covers n floats.
+ReplicaAgreement compare_replicas(const std::vector<const float*>& replicas, int64_t n);
+
+}  // namespace dtrain::core
