@@ -22,13 +22,15 @@ void ProgressPrinter::on_data_loaded(int64_t train, int64_t test, int64_t params
   std::fflush(out_);
 }
 
-// "  τ 1.2e-03 1.0e-03 sparse 8.1KB": worker 0's threshold, density, encoding, message size.
+// "  τ 1.2e-03 dens 1.0e-03 sparse 8.1KB |r| 3.2e-01": worker 0's threshold, density, encoding,
+// message size and residual L2 norm.
 std::string codec_summary(const core::StepProgress& p) {
   if (!p.sharing) return "";
   const double kb = p.codec.message_bytes / 1024.0;
-  char buf[96];
-  std::snprintf(buf, sizeof buf, "  \u03c4 %.1e dens %.1e %s %.*fKB", p.codec.tau, p.codec.density,
-                core::encoding_name(p.codec.encoding), kb < 10 ? 1 : 0, kb);
+  char buf[128];
+  std::snprintf(buf, sizeof buf, "  \u03c4 %.1e dens %.1e %s %.*fKB |r| %.1e", p.codec.tau,
+                p.codec.density, core::encoding_name(p.codec.encoding), kb < 10 ? 1 : 0, kb,
+                p.codec.residual_norm);
   return buf;
 }
 

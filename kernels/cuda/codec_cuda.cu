@@ -266,8 +266,10 @@ struct CudaCodec::Impl {
   int64_t max_n = 0;
   int64_t max_tiles = 0;
   TileStats tiles{};
-  Totals* totals = nullptr;       // device
-  Totals* host_totals = nullptr;  // pinned, so the copy back is a true async DMA
+  // Mapped pinned memory: finalize_tiles writes the totals straight into host memory, which
+  // saves a copy (a few microseconds per call, which matters at a million elements).
+  Totals* host_totals = nullptr;
+  Totals* totals = nullptr;  // the device's view of host_totals
   cudaStream_t stream = nullptr;
 };
 
@@ -294,8 +296,8 @@ CudaCodec::CudaCodec(int64_t max_n) : impl_(new Impl) {
   DTRAIN_CUDA_CHECK(cudaMalloc(&t.offsets, impl_->max_tiles * sizeof(uint32_t)));
   DTRAIN_CUDA_CHECK(cudaMalloc(&t.squares, impl_->max_tiles * sizeof(double)));
   DTRAIN_CUDA_CHECK(cudaMalloc(&t.first_nonfinite, impl_->max_tiles * sizeof(unsigned long long)));
-  DTRAIN_CUDA_CHECK(cudaMalloc(&impl_->totals, sizeof(Totals)));
-  DTRAIN_CUDA_CHECK(cudaMallocHost(&impl_->host_totals, sizeof(Totals)));
+  DTRAIN_CUDA_CHECK(cudaHostAlloc(&impl_->host_totals, sizeof(Totals), cudaHostAllocMapped));
+  DTRAIN_CUDA_CHECK(cudaHostGetDevicePointer(&impl_->totals, impl_->host_totals, 0));
 }
 
 CudaCodec::~CudaCodec() {
@@ -303,7 +305,6 @@ CudaCodec::~CudaCodec() {
   cudaFree(impl_->tiles.offsets);
   cudaFree(impl_->tiles.squares);
   cudaFree(impl_->tiles.first_nonfinite);
-  cudaFree(impl_->totals);
   cudaFreeHost(impl_->host_totals);
   cudaStreamDestroy(impl_->stream);
   delete impl_;
@@ -316,16 +317,15 @@ DeviceEncodeResult CudaCodec::encode(float* r, const float* u, int64_t n, float 
   DeviceEncodeResult out;
   if (n == 0) return out;
   const int tiles = static_cast<int>((n + kTile - 1) / kTile);
-  // Three kernels and one copy back, queued without a host round trip in between.
+  // Three kernels queued without a host round trip in between; the last one reads the count
+  // on the device to decide whether the sparse words are needed.
   encode_mark<<<tiles, kThreads, 0, impl_->stream>>>(r, u, n, tau, clip, bitmap, impl_->tiles);
   finalize_tiles<<<1, kFinalizeThreads, 0, impl_->stream>>>(impl_->tiles, tiles, impl_->totals);
   sparse_from_bitmap<<<tiles, kTileWords, 0, impl_->stream>>>(bitmap, n, impl_->tiles.offsets,
                                                               impl_->totals, sparse);
   DTRAIN_CUDA_CHECK(cudaGetLastError());
-  DTRAIN_CUDA_CHECK(cudaMemcpyAsync(impl_->host_totals, impl_->totals, sizeof(Totals),
-                                    cudaMemcpyDeviceToHost, impl_->stream));
   DTRAIN_CUDA_CHECK(cudaStreamSynchronize(impl_->stream));
-  const Totals totals = *impl_->host_totals;
+  const Totals totals = *impl_->host_totals;  // written by the GPU; visible after the sync
   out.count = static_cast<int64_t>(totals.count);
   out.residual_sum_squares = totals.sum_squares;
   if (totals.first_nonfinite != ~0ull) {
