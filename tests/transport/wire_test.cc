@@ -1,0 +1,243 @@
+// The data channel's defences, one bad datagram at a time: random bytes, truncation, a flipped
+// tag, a replayed counter, another version, oversized and inconsistent frames, a chunk for an
+// unknown job; plus the key file checks, the replay window, reassembly and the mesh map.
+#include <sys/stat.h>
+
+#include <catch2/catch.hpp>
+
+#include <fstream>
+#include <random>
+
+#include "tests/test_util.h"
+#include "transport/mesh/mesh_map.h"
+#include "transport/reliability/reassembler.h"
+#include "transport/security/cluster_key.h"
+#include "transport/security/replay_window.h"
+#include "transport/transport_error.h"
+#include "transport/wire/datagram.h"
+
+using namespace dtrain::transport;
+
+namespace {
+
+ClusterKey test_key(uint8_t fill = 7) {
+  ClusterKey k;
+  k.fill(fill);
+  return k;
+}
+
+// A sealed datagram carrying one chunk (sizes can be made inconsistent on purpose).
+std::vector<uint8_t> chunk_datagram(const Authenticator& auth, uint64_t counter,
+                                    uint32_t total_bytes = 5, uint32_t count = 1,
+                                    size_t data_len = 5, uint64_t link_seq = 1) {
+  flatbuffers::FlatBufferBuilder fbb;
+  std::vector<uint8_t> data(data_len, 0xAB);
+  const auto chunk = wire::CreateChunk(fbb, 3, 42, 0, count, total_bytes, 1000,
+                                       fbb.CreateVector(data));
+  fbb.Finish(wire::CreateEnvelope(fbb, 1, link_seq, wire::Frame::Chunk, chunk.Union()));
+  std::vector<uint8_t> out;
+  seal_datagram({3, 99, counter}, fbb.GetBufferPointer(), fbb.GetSize(), auth, out);
+  return out;
+}
+
+// parse_datagram needs the 8-byte alignment the endpoint's receive buffer has.
+bool parse(const std::vector<uint8_t>& bytes, const Authenticator& auth, DropReason& reason,
+           ParsedDatagram& out) {
+  std::vector<uint64_t> aligned((bytes.size() + 7) / 8 + 1);
+  std::memcpy(aligned.data(), bytes.data(), bytes.size());
+  return parse_datagram(reinterpret_cast<const uint8_t*>(aligned.data()), bytes.size(),
+                        kDefaultMaxDatagram, auth, out, reason);
+}
+
+DropReason reject_reason(const std::vector<uint8_t>& bytes, const Authenticator& auth) {
+  DropReason reason = DropReason::kCount;
+  ParsedDatagram out;
+  REQUIRE_FALSE(parse(bytes, auth, reason, out));
+  return reason;
+}
+
+}  // namespace
+
+TEST_CASE("a well-formed datagram parses; its fields come through") {
+  Authenticator auth(test_key(), false);
+  ParsedDatagram d;
+  DropReason reason;
+  REQUIRE(parse(chunk_datagram(auth, 1), auth, reason, d));
+  REQUIRE(d.header.sender == 3);
+  REQUIRE(d.header.counter == 1);
+  REQUIRE(d.envelope->frame_type() == wire::Frame::Chunk);
+  REQUIRE(d.envelope->frame_as_Chunk()->message_id() == 42);
+}
+
+TEST_CASE("bad datagrams are rejected with the reason they are counted under") {
+  Authenticator auth(test_key(), false);
+  const std::vector<uint8_t> good = chunk_datagram(auth, 1);
+
+  std::vector<uint8_t> truncated(good.begin(), good.begin() + 20);
+  REQUIRE(reject_reason(truncated, auth) == DropReason::kTooShort);
+  std::vector<uint8_t> cut(good.begin(), good.end() - 3);
+  REQUIRE(reject_reason(cut, auth) == DropReason::kBadTag);
+
+  std::vector<uint8_t> flipped_tag = good;
+  flipped_tag.back() ^= 1;
+  REQUIRE(reject_reason(flipped_tag, auth) == DropReason::kBadTag);
+  std::vector<uint8_t> flipped_body = good;
+  flipped_body[40] ^= 0x10;
+  REQUIRE(reject_reason(flipped_body, auth) == DropReason::kBadTag);
+
+  std::vector<uint8_t> version = good;
+  version[2] = 2;
+  REQUIRE(reject_reason(version, auth) == DropReason::kWrongVersion);
+  std::vector<uint8_t> magic = good;
+  magic[0] = 'X';
+  REQUIRE(reject_reason(magic, auth) == DropReason::kBadMagic);
+
+  std::vector<uint8_t> huge(kDefaultMaxDatagram + 1, 0);
+  REQUIRE(reject_reason(huge, auth) == DropReason::kOversized);
+
+  // Another key (a foreign cluster) is a bad tag too.
+  Authenticator other(test_key(9), false);
+  REQUIRE(reject_reason(chunk_datagram(other, 1), auth) == DropReason::kBadTag);
+
+  // Authentic but inconsistent: a message claiming 4 GB in one chunk, data longer than the
+  // message, a chunk with no sequence number.
+  REQUIRE(reject_reason(chunk_datagram(auth, 2, 0xFFFFFFFFu, 1), auth) == DropReason::kMalformed);
+  REQUIRE(reject_reason(chunk_datagram(auth, 3, 4, 1, 5), auth) == DropReason::kMalformed);
+  REQUIRE(reject_reason(chunk_datagram(auth, 4, 5, 1, 5, 0), auth) == DropReason::kMalformed);
+}
+
+TEST_CASE("random bytes, authenticated garbage and every truncation never parse") {
+  Authenticator auth(test_key(), false);
+  Authenticator insecure(test_key(), true);
+  std::mt19937_64 rng(7);
+  for (int i = 0; i < 20000; ++i) {
+    std::vector<uint8_t> bytes(rng() % 1500);
+    for (auto& b : bytes) b = uint8_t(rng());
+    if (bytes.size() > 4) {
+      bytes[0] = 'D';
+      bytes[1] = 'T';
+      bytes[2] = kWireVersion;
+    }
+    ParsedDatagram d;
+    DropReason reason;
+    REQUIRE_FALSE(parse(bytes, auth, reason, d));
+    // Without authentication the FlatBuffers verifier is the only guard: it must hold too.
+    if (bytes.size() <= kDefaultMaxDatagram && parse(bytes, insecure, reason, d))
+      REQUIRE(d.envelope != nullptr);
+  }
+  const std::vector<uint8_t> good = chunk_datagram(auth, 1);
+  for (size_t len = 0; len < good.size(); ++len) {
+    std::vector<uint8_t> prefix(good.begin(), good.begin() + len);
+    ParsedDatagram d;
+    DropReason reason;
+    REQUIRE_FALSE(parse(prefix, auth, reason, d));
+  }
+}
+
+TEST_CASE("the replay window accepts each counter once, within its window") {
+  ReplayWindow w;
+  REQUIRE(w.accept(1, 5));
+  REQUIRE_FALSE(w.accept(1, 5));
+  REQUIRE(w.accept(1, 3));  // late but new
+  REQUIRE_FALSE(w.accept(1, 3));
+  REQUIRE(w.accept(1, 5000));
+  REQUIRE_FALSE(w.accept(1, 5000 - ReplayWindow::kWindow));  // too old to tell: refused
+  REQUIRE(w.accept(1, 4999));
+  REQUIRE(w.accept(2, 1));  // the peer restarted: a new boot id starts over
+  REQUIRE_FALSE(w.accept(2, 0));
+}
+
+TEST_CASE("the cluster key file: missing, loose permissions, malformed, good") {
+  const std::string dir = dtrain::testing::temp_dir();
+  const std::string path = dir + "/cluster.key";
+  REQUIRE_THROWS_WITH(load_cluster_key(path), Catch::Contains("dtraind keygen"));
+  generate_cluster_key(path);
+  const ClusterKey k = load_cluster_key(path);
+  REQUIRE(k != ClusterKey{});
+  REQUIRE_THROWS_WITH(generate_cluster_key(path), Catch::Contains("remove it first"));
+  chmod(path.c_str(), 0644);
+  REQUIRE_THROWS_WITH(load_cluster_key(path), Catch::Contains("chmod 600 " + path));
+  chmod(path.c_str(), 0640);
+  REQUIRE_THROWS_WITH(load_cluster_key(path), Catch::Contains("mode 0640"));
+  const std::string bad = dir + "/bad.key";
+  std::ofstream(bad) << "not hex at all\n";
+  chmod(bad.c_str(), 0600);
+  REQUIRE_THROWS_WITH(load_cluster_key(bad), Catch::Contains("64 hexadecimal digits"));
+}
+
+TEST_CASE("reassembly: out of order, duplicates, inconsistent chunks, memory bound, timeout") {
+  using namespace std::chrono_literals;
+  Reassembler r(10000, 50ms);
+  std::vector<uint8_t> msg(2500);
+  for (size_t i = 0; i < msg.size(); ++i) msg[i] = uint8_t(i * 7);
+  auto chunk = [&](uint32_t index, uint64_t id = 1) {
+    ChunkView c;
+    c.key = {1, 2, id};
+    c.index = index;
+    c.count = 3;
+    c.total_bytes = 2500;
+    c.chunk_bytes = 1000;
+    c.data = msg.data() + index * 1000;
+    c.size = index == 2 ? 500 : 1000;
+    return c;
+  };
+  std::vector<uint8_t> out;
+  REQUIRE(r.add(chunk(2), out) == Reassembler::Result::kIncomplete);
+  REQUIRE(r.add(chunk(2), out) == Reassembler::Result::kDuplicate);
+  REQUIRE(r.add(chunk(0), out) == Reassembler::Result::kIncomplete);
+  REQUIRE(r.add(chunk(1), out) == Reassembler::Result::kComplete);
+  REQUIRE(out == msg);
+  REQUIRE(r.add(chunk(0), out) == Reassembler::Result::kDuplicate);  // delivered already
+  ChunkView wrong = chunk(1, 2);
+  wrong.size = 999;
+  REQUIRE(r.add(wrong, out) == Reassembler::Result::kRejected);
+  ChunkView greedy = chunk(0, 3);
+  greedy.total_bytes = 20000;
+  greedy.count = 20;
+  REQUIRE(r.add(greedy, out) == Reassembler::Result::kRejected);  // over the memory bound
+  REQUIRE(r.add(chunk(0, 4), out) == Reassembler::Result::kIncomplete);
+  REQUIRE(r.partial_messages() == 1);
+  REQUIRE(r.expire(Reassembler::Clock::now() + 100ms) == 1);
+  REQUIRE(r.bytes_held() == 0);
+}
+
+TEST_CASE("mesh maps: plain star, breadth-first tree, repair after a loss") {
+  std::vector<MeshMember> m;
+  for (uint32_t i = 0; i < 12; ++i) m.push_back({i, "127.0.0.1", uint16_t(1000 + i), 0});
+  MeshMap plain = MeshMap::build("plain", m);
+  REQUIRE(plain.children(0).size() == 11);
+  REQUIRE(plain.neighbours(5) == std::vector<uint32_t>{0});
+  MeshMap tree = MeshMap::build("mesh", m);
+  REQUIRE(tree.children(0) == std::vector<uint32_t>{1, 2, 3, 4, 5, 6, 7, 8});
+  REQUIRE(tree.children(1) == std::vector<uint32_t>{9, 10, 11});
+  REQUIRE(tree.neighbours(1) == std::vector<uint32_t>{0, 9, 10, 11});
+
+  std::vector<uint32_t> missed;
+  MeshMap repaired = tree.without(1, &missed);
+  REQUIRE(repaired.version() == tree.version() + 1);
+  REQUIRE_FALSE(repaired.contains(1));
+  for (uint32_t orphan : {9u, 10u, 11u}) {
+    REQUIRE(repaired.contains(orphan));
+    REQUIRE(repaired.find(orphan)->parent != 1);
+  }
+  REQUIRE(missed.size() == 11);  // node 1 relayed: everyone may have missed something
+  REQUIRE(tree.without(11, &missed).version() == 2);
+  REQUIRE(missed.empty());  // a leaf relayed nothing
+
+  MeshMap rootless = plain.without(0, &missed);
+  REQUIRE(rootless.root() == 1);
+  REQUIRE(rootless.children(1).size() == 10);  // plain stays a star around the new root
+}
+
+TEST_CASE("a union type without its table is malformed, not a crash (found by the fuzzer)") {
+  Authenticator auth(test_key(), false);
+  flatbuffers::FlatBufferBuilder fbb;
+  wire::EnvelopeBuilder e(fbb);
+  e.add_job_id(1);
+  e.add_link_seq(1);
+  e.add_frame_type(wire::Frame::Chunk);  // and no frame
+  fbb.Finish(e.Finish());
+  std::vector<uint8_t> bytes;
+  seal_datagram({3, 99, 1}, fbb.GetBufferPointer(), fbb.GetSize(), auth, bytes);
+  REQUIRE(reject_reason(bytes, auth) == DropReason::kMalformed);
+}

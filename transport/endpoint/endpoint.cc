@@ -1,0 +1,499 @@
+#include "transport/endpoint/endpoint.h"
+
+#include <sodium.h>
+#include <spdlog/spdlog.h>
+
+#include <asio.hpp>
+#include <future>
+
+#include "transport/reliability/link_receiver.h"
+#include "transport/reliability/link_sender.h"
+#include "transport/reliability/reassembler.h"
+#include "transport/security/replay_window.h"
+#include "transport/transport_error.h"
+#include "transport/wire/chunk_view.h"
+
+namespace dtrain::transport {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using asio::ip::udp;
+
+constexpr auto kTick = std::chrono::microseconds(1000);
+constexpr auto kAckInterval = std::chrono::microseconds(300);
+constexpr uint64_t kAckEvery = 16;
+constexpr auto kNakInterval = std::chrono::milliseconds(3);
+constexpr auto kRto = std::chrono::milliseconds(20);
+constexpr auto kMaxRto = std::chrono::milliseconds(250);
+constexpr size_t kReceiveBuffer = 65536;
+
+uint64_t now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace
+
+struct Endpoint::Peer {
+  explicit Peer(size_t credit) : sender(credit) {}
+  uint32_t id = 0;
+  udp::endpoint address;
+  LinkSender sender;
+  LinkReceiver receiver;
+  ReplayWindow replay;
+  uint64_t boot_seen = 0;
+  uint32_t send_epoch = 0;  // ours towards this peer
+  uint32_t recv_epoch = 0;  // the peer's towards us
+  Clock::time_point last_heard = Clock::now();
+  Clock::time_point last_heartbeat{};
+  uint64_t last_peer_sent_ns = 0;
+  uint64_t last_peer_heard_ns = 0;  // when that heartbeat arrived
+  PeerCounters counters;
+};
+
+struct Endpoint::State {
+  State(const EndpointConfig& c)
+      : socket(io),
+        timer(io),
+        auth(c.key, c.insecure),
+        reassembler(c.reassembly_bytes, c.reassembly_timeout),
+        faults(c.faults) {}
+
+  asio::io_context io;
+  udp::socket socket;
+  asio::steady_timer timer;
+  Authenticator auth;
+  Reassembler reassembler;
+  FaultInjector faults;
+  uint64_t boot_id = 0;
+  uint64_t counter = 0;
+  std::map<uint32_t, std::unique_ptr<Peer>> peers;
+  PeerCounters unknown;
+  std::set<uint64_t> jobs;
+  MessageHandler on_message;
+  PeerHandler on_lost;
+  std::vector<uint64_t> rx;  // 8-byte aligned, so the FlatBuffers body (offset 24) is too
+  udp::endpoint rx_from;
+  std::vector<uint8_t> tx;
+  flatbuffers::FlatBufferBuilder fbb{2048};
+  Clock::time_point last_expire = Clock::now();
+  // Backpressure: application bytes queued or unacknowledged, over all peers.
+  std::mutex mutex;
+  std::condition_variable drained;
+  size_t pending = 0;
+};
+
+Endpoint::Endpoint(const EndpointConfig& config) : config_(config), state_(new State(config)) {
+  State& s = *state_;
+  if (config.max_datagram < 256 || config.max_datagram > 65000)
+    throw TransportError("max_datagram " + std::to_string(config.max_datagram) +
+                             " is outside 256 .. 65000 bytes",
+                         "use the default of 1408 unless your MTU says otherwise");
+  asio::error_code ec;
+  const auto address = asio::ip::make_address(config.bind_address, ec);
+  if (ec)
+    throw TransportError("'" + config.bind_address + "' is not an IP address",
+                         "give the data channel an address such as 10.0.0.5 (or a network)");
+  s.socket.open(address.is_v4() ? udp::v4() : udp::v6());
+  s.socket.set_option(asio::socket_base::receive_buffer_size(8 << 20), ec);
+  s.socket.set_option(asio::socket_base::send_buffer_size(8 << 20), ec);
+  s.socket.bind(udp::endpoint(address, config.port), ec);
+  if (ec)
+    throw TransportError("cannot bind UDP " + config.bind_address + ":" +
+                             std::to_string(config.port) + ": " + ec.message(),
+                         "another dtraind may be running, or pick a free port (data_port)");
+  s.socket.non_blocking(true);
+  port_ = s.socket.local_endpoint().port();
+  randombytes_buf(&s.boot_id, sizeof s.boot_id);
+  s.rx.resize(kReceiveBuffer / 8);
+  // The largest chunk that still fits one datagram: measure the envelope around an empty one.
+  flatbuffers::FlatBufferBuilder probe;
+  const auto data = probe.CreateVector(std::vector<uint8_t>());
+  const auto chunk = wire::CreateChunk(probe, ~0u, ~0ull, ~0u, ~0u, ~0u, ~0u, data);
+  probe.Finish(wire::CreateEnvelope(probe, ~0ull, ~0ull, wire::Frame::Chunk, chunk.Union()));
+  chunk_payload_ = config.max_datagram - kHeaderBytes - kTagBytes - probe.GetSize() - 16;
+  if (config.insecure)
+    spdlog::warn("node {}: data channel running INSECURE (no authentication): benchmarks only",
+                 config.node_id);
+  spdlog::info("node {}: data channel on {}:{}", config.node_id, config.bind_address, port_);
+}
+
+Endpoint::~Endpoint() { stop(); }
+
+void Endpoint::start(MessageHandler on_message, PeerHandler on_lost) {
+  state_->on_message = std::move(on_message);
+  state_->on_lost = std::move(on_lost);
+  io_thread_ = std::thread([this] { io_loop(); });
+}
+
+void Endpoint::stop() {
+  if (!io_thread_.joinable()) return;
+  asio::post(state_->io, [this] {
+    asio::error_code ec;
+    state_->timer.cancel();
+    state_->socket.close(ec);
+    state_->io.stop();
+  });
+  io_thread_.join();
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  state_->drained.notify_all();
+}
+
+void Endpoint::add_peer(uint32_t id, const std::string& address, uint16_t port) {
+  asio::error_code ec;
+  const auto ip = asio::ip::make_address(address, ec);
+  if (ec) throw TransportError("peer address '" + address + "' is not an IP address", "fix the mesh map");
+  asio::post(state_->io, [this, id, ep = udp::endpoint(ip, port)] {
+    auto& slot = state_->peers[id];
+    if (!slot) slot = std::make_unique<Peer>(config_.credit_window);
+    slot->id = id;
+    slot->address = ep;
+    slot->last_heard = Clock::now();
+    slot->counters.lost = false;
+  });
+}
+
+void Endpoint::remove_peer(uint32_t id) {
+  asio::post(state_->io, [this, id] {
+    auto it = state_->peers.find(id);
+    if (it == state_->peers.end()) return;
+    const size_t freed = it->second->sender.pending_payload();
+    state_->peers.erase(it);
+    std::lock_guard<std::mutex> lock(state_->mutex);
+    state_->pending -= std::min(state_->pending, freed);
+    state_->drained.notify_all();
+  });
+}
+
+void Endpoint::add_job(uint64_t job_id) {
+  asio::post(state_->io, [this, job_id] { state_->jobs.insert(job_id); });
+}
+
+void Endpoint::remove_job(uint64_t job_id) {
+  asio::post(state_->io, [this, job_id] { state_->jobs.erase(job_id); });
+}
+
+bool Endpoint::send(uint32_t peer, uint64_t job_id, uint32_t origin, uint64_t message_id,
+                    Bytes bytes, std::chrono::milliseconds deadline, bool wait) {
+  {
+    std::unique_lock<std::mutex> lock(state_->mutex);
+    const size_t limit = config_.send_queue_bytes;
+    if (wait && !state_->drained.wait_for(lock, deadline, [&] {
+          return state_->pending + bytes->size() <= limit || state_->pending == 0 ||
+                 !io_thread_.joinable();
+        }))
+      return false;
+    state_->pending += bytes->size();
+  }
+  asio::post(state_->io, [this, peer, job_id, origin, message_id, bytes] {
+    State& s = *state_;
+    auto it = s.peers.find(peer);
+    if (it == s.peers.end() || it->second->counters.lost) {
+      std::lock_guard<std::mutex> lock(s.mutex);
+      s.pending -= std::min(s.pending, bytes->size());
+      s.drained.notify_all();
+      return;
+    }
+    Peer& p = *it->second;
+    const size_t total = bytes->size();
+    const uint32_t count = static_cast<uint32_t>(std::max<size_t>(1, (total + chunk_payload_ - 1) / chunk_payload_));
+    for (uint32_t index = 0; index < count; ++index) {
+      const size_t offset = size_t(index) * chunk_payload_;
+      const size_t len = std::min(chunk_payload_, total - std::min(total, offset));
+      const uint64_t seq = p.sender.take_seq();
+      s.fbb.Clear();
+      const auto data = s.fbb.CreateVector(bytes->data() + offset, len);
+      const auto chunk = wire::CreateChunk(s.fbb, origin, message_id, index, count,
+                                           static_cast<uint32_t>(total),
+                                           static_cast<uint32_t>(chunk_payload_), data);
+      s.fbb.Finish(wire::CreateEnvelope(s.fbb, job_id, seq, wire::Frame::Chunk, chunk.Union(),
+                                        p.send_epoch));
+      p.sender.enqueue(seq,
+                       std::make_shared<const std::vector<uint8_t>>(
+                           s.fbb.GetBufferPointer(), s.fbb.GetBufferPointer() + s.fbb.GetSize()),
+                       len);
+    }
+    ++p.counters.messages_out;
+  });
+  return true;
+}
+
+bool Endpoint::idle() {
+  // Shared: if the wait below gives up, the I/O thread still has a promise to fulfil.
+  auto result = std::make_shared<std::promise<bool>>();
+  auto future = result->get_future();
+  asio::post(state_->io, [this, result] {
+    bool idle = true;
+    for (auto& [id, p] : state_->peers)
+      if (!p->counters.lost && !p->sender.idle()) idle = false;
+    result->set_value(idle);
+  });
+  if (future.wait_for(std::chrono::seconds(5)) != std::future_status::ready) return false;
+  return future.get();
+}
+
+std::map<uint32_t, PeerCounters> Endpoint::counters() {
+  auto result = std::make_shared<std::promise<std::map<uint32_t, PeerCounters>>>();
+  auto future = result->get_future();
+  asio::post(state_->io, [this, result] {
+    std::map<uint32_t, PeerCounters> out;
+    for (auto& [id, p] : state_->peers) {
+      PeerCounters c = p->counters;
+      c.retransmits = p->sender.retransmits();
+      c.credit_stalls = p->sender.credit_stalls();
+      c.queued_bytes = p->sender.queued_bytes();
+      c.in_flight_bytes = p->sender.in_flight_bytes();
+      out[id] = c;
+    }
+    out[kUnknownSender] = state_->unknown;
+    result->set_value(std::move(out));
+  });
+  if (future.wait_for(std::chrono::seconds(5)) != std::future_status::ready) return {};
+  return future.get();
+}
+
+void Endpoint::io_loop() {
+  State& s = *state_;
+  auto send_datagram = [this, &s](Peer& peer, const std::vector<uint8_t>& body) {
+    DatagramHeader h;
+    h.sender = config_.node_id;
+    h.boot_id = s.boot_id;
+    h.counter = ++s.counter;  // never reused within a boot: the tag's nonce
+    seal_datagram(h, body.data(), body.size(), s.auth, s.tx);
+    auto emit = [&](const std::vector<uint8_t>& bytes, const udp::endpoint& to, Peer* p) {
+      asio::error_code ec;
+      s.socket.send_to(asio::buffer(bytes), to, 0, ec);
+      if (!ec && p) {
+        ++p->counters.datagrams_out;
+        p->counters.bytes_out += bytes.size();
+      }
+      // A full socket buffer is a loss like any other: NAKs and the RTO repair it.
+    };
+    if (!s.faults.active()) {
+      emit(s.tx, peer.address, &peer);
+      return;
+    }
+    std::vector<FaultInjector::Datagram> out;
+    if (!s.faults.process({s.tx, peer.id}, Clock::now(), out))
+      ++peer.counters.drops[static_cast<size_t>(DropReason::kInjected)];
+    for (auto& d : out) {
+      auto it = s.peers.find(d.peer);
+      if (it != s.peers.end()) emit(d.bytes, it->second->address, it->second.get());
+    }
+  };
+  auto send_control = [&](Peer& peer, uint64_t job, wire::Frame type,
+                          flatbuffers::Offset<void> frame) {
+    s.fbb.Finish(wire::CreateEnvelope(s.fbb, job, 0, type, frame, peer.send_epoch));
+    std::vector<uint8_t> body(s.fbb.GetBufferPointer(), s.fbb.GetBufferPointer() + s.fbb.GetSize());
+    send_datagram(peer, body);
+  };
+  auto release_pending = [&](size_t bytes) {
+    if (bytes == 0) return;
+    std::lock_guard<std::mutex> lock(s.mutex);
+    s.pending -= std::min(s.pending, bytes);
+    s.drained.notify_all();
+  };
+  // Our half towards a peer starts over (the peer was declared lost, or restarted): what was
+  // queued or in flight is dropped (the layer above hears of the loss), and the new epoch tells
+  // the peer's receiver to start over too.
+  auto reset_sender = [&](Peer& p) {
+    release_pending(p.sender.pending_payload());
+    p.sender = LinkSender(config_.credit_window);
+    ++p.send_epoch;
+  };
+
+  auto handle = [&](const uint8_t* data, size_t len) {
+    ParsedDatagram d;
+    DropReason reason;
+    if (!parse_datagram(data, len, config_.max_datagram, s.auth, d, reason)) {
+      // Before the tag is checked the sender field is not trustworthy: count it as unknown.
+      ++s.unknown.drops[static_cast<size_t>(reason)];
+      return;
+    }
+    auto it = s.peers.find(d.header.sender);
+    if (it == s.peers.end()) {
+      ++s.unknown.drops[static_cast<size_t>(DropReason::kUnknownPeer)];
+      return;
+    }
+    Peer& p = *it->second;
+    if (!p.replay.accept(d.header.boot_id, d.header.counter)) {
+      ++p.counters.drops[static_cast<size_t>(DropReason::kReplayed)];
+      return;
+    }
+    const wire::Envelope& e = *d.envelope;
+    if (p.boot_seen != d.header.boot_id) {
+      // A restarted peer numbers everything from the start again.
+      if (p.boot_seen != 0) reset_sender(p);
+      p.boot_seen = d.header.boot_id;
+      p.receiver = LinkReceiver();
+      p.recv_epoch = e.link_epoch();
+    } else if (e.link_epoch() != p.recv_epoch) {
+      if (e.link_epoch() < p.recv_epoch) {  // from before the peer's reset: stale
+        ++p.counters.drops[static_cast<size_t>(DropReason::kReplayed)];
+        return;
+      }
+      p.receiver = LinkReceiver();
+      p.recv_epoch = e.link_epoch();
+    }
+    const auto now = Clock::now();
+    p.last_heard = now;
+    p.counters.lost = false;
+    ++p.counters.datagrams_in;
+    p.counters.bytes_in += len;
+    switch (e.frame_type()) {
+      case wire::Frame::Chunk: {
+        const auto accepted = p.receiver.accept(e.link_seq());
+        if (accepted == LinkReceiver::Accept::kTooFarAhead) {
+          ++p.counters.drops[static_cast<size_t>(DropReason::kMalformed)];
+          return;
+        }
+        if (accepted == LinkReceiver::Accept::kDuplicate) {
+          ++p.counters.duplicates;
+          return;
+        }
+        if (!s.jobs.count(e.job_id())) {
+          ++p.counters.drops[static_cast<size_t>(DropReason::kUnknownJob)];
+          return;
+        }
+        const ChunkView v = chunk_view(e);
+        std::vector<uint8_t> message;
+        switch (s.reassembler.add(v, message, now)) {
+          case Reassembler::Result::kComplete: {
+            ++p.counters.messages_in;
+            Delivery delivery{v.key.job_id, v.key.origin, v.key.message_id, p.id,
+                              std::move(message)};
+            if (s.on_message) s.on_message(std::move(delivery));
+            break;
+          }
+          case Reassembler::Result::kDuplicate: ++p.counters.duplicates; break;
+          case Reassembler::Result::kRejected:
+            ++p.counters.drops[static_cast<size_t>(DropReason::kMalformed)];
+            break;
+          case Reassembler::Result::kIncomplete: break;
+        }
+        return;
+      }
+      case wire::Frame::Ack: {
+        const wire::Ack* a = e.frame_as_Ack();
+        if (a->epoch() != p.send_epoch) return;  // about our link before its reset
+        release_pending(p.sender.on_ack(a->cumulative(), a->credit_bytes(), now));
+        return;
+      }
+      case wire::Frame::Nak: {
+        if (e.frame_as_Nak()->epoch() != p.send_epoch) return;
+        ++p.counters.naks_received;
+        const auto* m = e.frame_as_Nak()->missing();
+        std::vector<uint64_t> missing(m->begin(), m->end());
+        p.sender.on_nak(missing, now, [&](uint64_t, const std::vector<uint8_t>& body) {
+          send_datagram(p, body);
+        });
+        return;
+      }
+      case wire::Frame::Heartbeat: {
+        const wire::Heartbeat* h = e.frame_as_Heartbeat();
+        p.last_peer_sent_ns = h->sent_ns();
+        p.last_peer_heard_ns = now_ns();
+        if (h->echo_ns() != 0) {
+          const double rtt =
+              (double(now_ns()) - double(h->echo_ns()) - double(h->echo_delay_ns())) / 1e3;
+          p.counters.rtt_us = p.counters.rtt_us == 0 ? rtt : 0.875 * p.counters.rtt_us + 0.125 * rtt;
+        }
+        return;
+      }
+      default:
+        ++p.counters.drops[static_cast<size_t>(DropReason::kMalformed)];
+        return;
+    }
+  };
+
+  std::function<void()> receive;
+  receive = [&] {
+    s.socket.async_receive_from(
+        asio::buffer(s.rx.data(), kReceiveBuffer), s.rx_from,
+        [&](const asio::error_code& ec, size_t len) {
+          if (ec == asio::error::operation_aborted || !s.socket.is_open()) return;
+          if (!ec) handle(reinterpret_cast<const uint8_t*>(s.rx.data()), len);
+          // Drain what else is waiting without going back through the reactor.
+          for (int more = 0; more < 64 && s.socket.is_open(); ++more) {
+            asio::error_code e2;
+            const size_t n = s.socket.receive_from(asio::buffer(s.rx.data(), kReceiveBuffer),
+                                                   s.rx_from, 0, e2);
+            if (e2) break;
+            handle(reinterpret_cast<const uint8_t*>(s.rx.data()), n);
+          }
+          receive();
+        });
+  };
+
+  std::function<void()> tick;
+  tick = [&] {
+    const auto now = Clock::now();
+    for (auto& [id, pp] : s.peers) {
+      Peer& p = *pp;
+      if (p.counters.lost) continue;
+      if (now - p.last_heard > config_.peer_timeout) {
+        p.counters.lost = true;
+        spdlog::warn("node {}: peer {} silent for {} ms: declared lost", config_.node_id, id,
+                     config_.peer_timeout.count());
+        reset_sender(p);
+        if (s.on_lost) s.on_lost(id);
+        continue;
+      }
+      auto send = [&](uint64_t, const std::vector<uint8_t>& body) { send_datagram(p, body); };
+      p.sender.transmit(now, send);
+      // Retransmit on silence only well past the round trip: on a loaded machine a fixed short
+      // timeout resends what is merely waiting for CPU, doubling the traffic.
+      const auto rto = std::clamp<std::chrono::microseconds>(
+          std::chrono::microseconds(static_cast<int64_t>(4 * p.counters.rtt_us)), kRto, kMaxRto);
+      p.sender.on_tick(now, rto, send);
+      if (p.receiver.ack_due(now, kAckEvery, kAckInterval)) {
+        s.fbb.Clear();
+        const auto ack = wire::CreateAck(s.fbb, p.receiver.cumulative(),
+                                         static_cast<uint32_t>(config_.credit_window),
+                                         p.recv_epoch);
+        send_control(p, 0, wire::Frame::Ack, ack.Union());
+        p.receiver.acked(now);
+      }
+      const std::vector<uint64_t> naks = p.receiver.naks_due(now, kNakInterval);
+      if (!naks.empty()) {
+        s.fbb.Clear();
+        const auto nak = wire::CreateNak(s.fbb, s.fbb.CreateVector(naks), p.recv_epoch);
+        send_control(p, 0, wire::Frame::Nak, nak.Union());
+        ++p.counters.naks_sent;
+      }
+      if (now - p.last_heartbeat >= config_.heartbeat_interval) {
+        s.fbb.Clear();
+        const uint64_t t = now_ns();
+        const auto hb = wire::CreateHeartbeat(
+            s.fbb, 0, t, p.last_peer_sent_ns,
+            p.last_peer_sent_ns ? t - std::min(t, p.last_peer_heard_ns) : 0);
+        send_control(p, 0, wire::Frame::Heartbeat, hb.Union());
+        p.last_heartbeat = now;
+      }
+    }
+    if (s.faults.active()) {
+      std::vector<FaultInjector::Datagram> due;
+      s.faults.release_due(now, due);
+      for (auto& d : due) {
+        auto it = s.peers.find(d.peer);
+        if (it == s.peers.end()) continue;
+        asio::error_code ec;
+        s.socket.send_to(asio::buffer(d.bytes), it->second->address, 0, ec);
+      }
+    }
+    if (now - s.last_expire > std::chrono::milliseconds(100)) {
+      s.reassembler.expire(now);
+      s.last_expire = now;
+    }
+    s.timer.expires_after(kTick);
+    s.timer.async_wait([&](const asio::error_code& ec) {
+      if (!ec) tick();
+    });
+  };
+
+  receive();
+  tick();
+  s.io.run();
+}
+
+}  // namespace dtrain::transport

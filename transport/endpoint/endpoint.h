@@ -1,0 +1,112 @@
+#pragma once
+// A node's UDP endpoint (DESIGN.md §7): one socket on one port carrying every job (told apart
+// by job id), authenticated datagrams, reliable links to each peer (sequence numbers, NAKs,
+// cumulative acks, credit-based flow control), chunking and reassembly of messages of any
+// size, heartbeats with round-trip times, and the peer declared lost after a silence. One I/O
+// thread owns all link state; public calls are thread-safe and never wait without a deadline.
+#include <array>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "transport/faults/fault_injector.h"
+#include "transport/security/cluster_key.h"
+#include "transport/wire/datagram.h"
+
+namespace dtrain::transport {
+
+struct EndpointConfig {
+  uint32_t node_id = 0;
+  std::string bind_address = "127.0.0.1";
+  uint16_t port = 0;                       // 0: any free port (tests); daemons use 40123
+  size_t max_datagram = kDefaultMaxDatagram;
+  size_t credit_window = 128 * 1024;       // bytes a sender may have unacknowledged
+  size_t send_queue_bytes = 64 << 20;      // beyond this, send() waits (up to its deadline)
+  size_t reassembly_bytes = 512 << 20;
+  std::chrono::milliseconds reassembly_timeout{30000};
+  std::chrono::milliseconds heartbeat_interval{1000};
+  std::chrono::milliseconds peer_timeout{10000};
+  ClusterKey key{};
+  bool insecure = false;                   // benchmarks only: no authentication
+  FaultSpec faults;
+};
+
+struct PeerCounters {
+  uint64_t datagrams_in = 0, bytes_in = 0, datagrams_out = 0, bytes_out = 0;
+  uint64_t messages_in = 0, messages_out = 0;
+  uint64_t naks_sent = 0, naks_received = 0, retransmits = 0, credit_stalls = 0;
+  uint64_t duplicates = 0;
+  uint64_t queued_bytes = 0, in_flight_bytes = 0;  // towards this peer, now
+  std::array<uint64_t, static_cast<size_t>(DropReason::kCount)> drops{};
+  double rtt_us = 0;  // smoothed; 0 until the first heartbeat echo
+  bool lost = false;
+};
+
+struct Delivery {
+  uint64_t job_id = 0;
+  uint32_t origin = 0;
+  uint64_t message_id = 0;
+  uint32_t from = 0;  // the peer it arrived from (not necessarily the origin, with relaying)
+  std::vector<uint8_t> bytes;
+};
+
+class Endpoint {
+ public:
+  using MessageHandler = std::function<void(Delivery&&)>;
+  using PeerHandler = std::function<void(uint32_t peer)>;
+  using Bytes = std::shared_ptr<const std::vector<uint8_t>>;
+  // Counters of datagrams from senders that are not peers (or could not be parsed).
+  static constexpr uint32_t kUnknownSender = 0xFFFFFFFFu;
+
+  explicit Endpoint(const EndpointConfig& config);
+  ~Endpoint();
+  Endpoint(const Endpoint&) = delete;
+  Endpoint& operator=(const Endpoint&) = delete;
+
+  // Handlers run on the I/O thread: keep them short. on_lost fires once per silence.
+  void start(MessageHandler on_message, PeerHandler on_lost = nullptr);
+  void stop();
+
+  uint32_t node_id() const { return config_.node_id; }
+  uint16_t port() const { return port_; }
+  const std::string& address() const { return config_.bind_address; }
+  size_t chunk_payload() const { return chunk_payload_; }
+
+  void add_peer(uint32_t id, const std::string& address, uint16_t port);
+  void remove_peer(uint32_t id);
+  // Jobs whose chunks are delivered; chunks of other jobs are acknowledged and dropped.
+  void add_job(uint64_t job_id);
+  void remove_job(uint64_t job_id);
+
+  // Queues a message for one peer. Waits while more than send_queue_bytes are queued or in
+  // flight, at most `deadline`; false then, or for an unknown peer. Handlers (on the I/O
+  // thread) must pass wait = false: the I/O thread is what drains the queues.
+  bool send(uint32_t peer, uint64_t job_id, uint32_t origin, uint64_t message_id, Bytes bytes,
+            std::chrono::milliseconds deadline = std::chrono::milliseconds(10000),
+            bool wait = true);
+
+  // True when nothing is queued or unacknowledged towards any live peer.
+  bool idle();
+  std::map<uint32_t, PeerCounters> counters();
+
+ private:
+  struct Peer;
+  struct State;
+  void io_loop();
+
+  EndpointConfig config_;
+  uint16_t port_ = 0;
+  size_t chunk_payload_ = 0;
+  std::unique_ptr<State> state_;
+  std::thread io_thread_;
+};
+
+}  // namespace dtrain::transport

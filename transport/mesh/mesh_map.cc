@@ -1,0 +1,105 @@
+#include "transport/mesh/mesh_map.h"
+
+#include <algorithm>
+#include <limits>
+
+namespace dtrain::transport {
+
+MeshMap MeshMap::build(const std::string& mode, std::vector<MeshMember> members,
+                       uint64_t version) {
+  MeshMap m;
+  m.version_ = version;
+  m.mode_ = mode;
+  for (size_t i = 0; i < members.size(); ++i) {
+    if (i == 0) members[i].parent = members[0].id;
+    else if (mode == "plain") members[i].parent = members[0].id;
+    else members[i].parent = members[(i - 1) / kMaxChildren].id;  // breadth first
+  }
+  m.members_ = std::move(members);
+  return m;
+}
+
+bool MeshMap::contains(uint32_t id) const { return find(id) != nullptr; }
+
+const MeshMember* MeshMap::find(uint32_t id) const {
+  for (const auto& m : members_)
+    if (m.id == id) return &m;
+  return nullptr;
+}
+
+std::vector<uint32_t> MeshMap::children(uint32_t id) const {
+  std::vector<uint32_t> out;
+  for (const auto& m : members_)
+    if (m.parent == id && m.id != id) out.push_back(m.id);
+  return out;
+}
+
+std::vector<uint32_t> MeshMap::neighbours(uint32_t id) const {
+  std::vector<uint32_t> out;
+  const MeshMember* self = find(id);
+  if (!self) return out;
+  if (self->parent != id) out.push_back(self->parent);
+  for (uint32_t c : children(id)) out.push_back(c);
+  return out;
+}
+
+size_t MeshMap::depth(uint32_t id) const {
+  size_t d = 0;
+  for (const MeshMember* m = find(id); m && m->parent != m->id && d < members_.size(); ++d)
+    m = find(m->parent);
+  return d;
+}
+
+MeshMap MeshMap::without(uint32_t lost, std::vector<uint32_t>* cut_off) const {
+  MeshMap next = *this;
+  next.version_ = version_ + 1;
+  const MeshMember* gone = find(lost);
+  if (!gone) return next;
+  const bool was_root = gone->parent == lost;
+  std::vector<uint32_t> orphans = children(lost);
+  // While `lost` relayed for others (it had children), messages in flight through it reached
+  // one side and not the other: every survivor may have missed some. A leaf relayed nothing.
+  if (cut_off) {
+    cut_off->clear();
+    if (!orphans.empty())
+      for (const auto& m : members_)
+        if (m.id != lost) cut_off->push_back(m.id);
+  }
+  next.members_.erase(std::remove_if(next.members_.begin(), next.members_.end(),
+                                     [&](const MeshMember& m) { return m.id == lost; }),
+                      next.members_.end());
+  if (next.members_.empty()) return next;
+  if (was_root) {
+    // The first orphan (or, without children, the first member) becomes the root.
+    const uint32_t new_root = orphans.empty() ? next.members_[0].id : orphans[0];
+    auto it = std::find_if(next.members_.begin(), next.members_.end(),
+                           [&](const MeshMember& m) { return m.id == new_root; });
+    std::rotate(next.members_.begin(), it, it + 1);
+    next.members_[0].parent = new_root;
+    orphans.erase(std::remove(orphans.begin(), orphans.end(), new_root), orphans.end());
+  }
+  for (uint32_t orphan : orphans) {
+    // Least loaded among nodes that are not in the orphan's own subtree.
+    std::vector<uint32_t> below{orphan};
+    for (size_t i = 0; i < below.size(); ++i)
+      for (uint32_t c : next.children(below[i])) below.push_back(c);
+    uint32_t best = next.members_[0].id;  // plain mode: always the root
+    size_t best_children = std::numeric_limits<size_t>::max(), best_depth = 0;
+    for (const auto& m : next.members_) {
+      if (next.mode_ == "plain") break;
+      if (std::find(below.begin(), below.end(), m.id) != below.end()) continue;
+      const size_t load = next.children(m.id).size();
+      const size_t d = next.depth(m.id);
+      if (load < best_children || (load == best_children && d < best_depth)) {
+        best = m.id;
+        best_children = load;
+        best_depth = d;
+      }
+    }
+    for (auto& m : next.members_)
+      if (m.id == orphan) m.parent = best;
+  }
+  return next;
+}
+
+}  // namespace dtrain::transport

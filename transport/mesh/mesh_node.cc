@@ -1,0 +1,84 @@
+#include "transport/mesh/mesh_node.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+
+namespace dtrain::transport {
+
+MeshNode::MeshNode(Endpoint& endpoint, const MeshMap& map, Handlers handlers)
+    : endpoint_(endpoint), self_(endpoint.node_id()), handlers_(std::move(handlers)), map_(map) {
+  for (const MeshMember& m : map.members())
+    if (m.id != self_) endpoint_.add_peer(m.id, m.address, m.port);
+  endpoint_.start([this](Delivery&& d) { on_delivery(std::move(d)); },
+                  [this](uint32_t peer) { on_peer_lost(peer); });
+}
+
+MeshMap MeshNode::map() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return map_;
+}
+
+void MeshNode::retain(uint64_t job_id, uint32_t origin, uint64_t message_id,
+                      Endpoint::Bytes bytes) {
+  const auto now = std::chrono::steady_clock::now();
+  std::lock_guard<std::mutex> lock(mutex_);
+  retained_bytes_ += bytes->size();
+  retained_.push_back({now, job_id, origin, message_id, std::move(bytes)});
+  while (!retained_.empty() &&
+         (now - retained_.front().at > kRetention || retained_bytes_ > kRetentionBytes)) {
+    retained_bytes_ -= retained_.front().bytes->size();
+    retained_.pop_front();
+  }
+}
+
+bool MeshNode::publish(uint64_t job_id, uint64_t message_id, Endpoint::Bytes bytes,
+                       std::chrono::milliseconds deadline) {
+  retain(job_id, self_, message_id, bytes);
+  bool ok = true;
+  for (uint32_t n : map().neighbours(self_))
+    ok = endpoint_.send(n, job_id, self_, message_id, bytes, deadline) && ok;
+  return ok;
+}
+
+void MeshNode::on_delivery(Delivery&& d) {
+  // Relay first (without waiting: this is the I/O thread), then hand it up.
+  auto shared = std::make_shared<const std::vector<uint8_t>>(std::move(d.bytes));
+  retain(d.job_id, d.origin, d.message_id, shared);
+  for (uint32_t n : map().neighbours(self_))
+    if (n != d.from && n != d.origin)
+      endpoint_.send(n, d.job_id, d.origin, d.message_id, shared, std::chrono::milliseconds(0),
+                     /*wait=*/false);
+  if (handlers_.on_message) {
+    Delivery up{d.job_id, d.origin, d.message_id, d.from, *shared};
+    handlers_.on_message(up);
+  }
+}
+
+void MeshNode::on_peer_lost(uint32_t peer) {
+  std::vector<uint32_t> missed;
+  uint64_t version;
+  std::vector<Retained> catch_up;
+  std::vector<uint32_t> fresh;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!map_.contains(peer)) return;
+    const std::vector<uint32_t> before = map_.neighbours(self_);
+    map_ = map_.without(peer, &missed);
+    version = map_.version();
+    for (uint32_t n : map_.neighbours(self_))
+      if (std::find(before.begin(), before.end(), n) == before.end()) fresh.push_back(n);
+    if (!fresh.empty()) catch_up.assign(retained_.begin(), retained_.end());
+  }
+  // New neighbours get what this node saw recently; their reassemblers drop what they have.
+  for (uint32_t n : fresh)
+    for (const Retained& r : catch_up)
+      if (r.origin != n)
+        endpoint_.send(n, r.job_id, r.origin, r.message_id, r.bytes,
+                       std::chrono::milliseconds(0), /*wait=*/false);
+  spdlog::warn("node {}: node {} lost; mesh map version {} re-attaches its children", self_, peer,
+               version);
+  if (handlers_.on_loss) handlers_.on_loss(peer, missed, version);
+}
+
+}  // namespace dtrain::transport

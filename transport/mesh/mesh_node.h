@@ -1,0 +1,64 @@
+#pragma once
+// A node's place in the mesh: publishes its messages to its tree neighbours, hands every
+// message to the layer above exactly once (the endpoint's reassembler drops repeats by
+// (job, origin, message id)), relays each to its neighbours except the one it came from, and
+// repairs the tree when the endpoint declares a peer lost, telling the layer above which nodes
+// may have missed messages.
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <vector>
+
+#include "transport/endpoint/endpoint.h"
+#include "transport/mesh/mesh_map.h"
+
+namespace dtrain::transport {
+
+class MeshNode {
+ public:
+  struct Handlers {
+    std::function<void(const Delivery&)> on_message;  // on the endpoint's I/O thread
+    std::function<void(uint32_t lost, const std::vector<uint32_t>& may_have_missed,
+                       uint64_t map_version)>
+        on_loss;
+  };
+
+  // Adds every member of the map as a peer of the endpoint and starts it.
+  MeshNode(Endpoint& endpoint, const MeshMap& map, Handlers handlers);
+
+  // To every other node along the tree. False if the endpoint's queues stayed full past the
+  // deadline.
+  bool publish(uint64_t job_id, uint64_t message_id, Endpoint::Bytes bytes,
+               std::chrono::milliseconds deadline = std::chrono::milliseconds(10000));
+
+  MeshMap map() const;
+
+  // Messages kept for catching up new neighbours after a repair: a node can relay a message
+  // before it has itself noticed the loss (and so to the old neighbours only).
+  static constexpr std::chrono::seconds kRetention{30};
+  static constexpr size_t kRetentionBytes = 256 << 20;
+
+ private:
+  struct Retained {
+    std::chrono::steady_clock::time_point at;
+    uint64_t job_id;
+    uint32_t origin;
+    uint64_t message_id;
+    Endpoint::Bytes bytes;
+  };
+  void retain(uint64_t job_id, uint32_t origin, uint64_t message_id, Endpoint::Bytes bytes);
+  void on_delivery(Delivery&& d);
+  void on_peer_lost(uint32_t peer);
+
+  Endpoint& endpoint_;
+  uint32_t self_;
+  Handlers handlers_;
+  mutable std::mutex mutex_;
+  MeshMap map_;
+  std::deque<Retained> retained_;  // guarded by mutex_
+  size_t retained_bytes_ = 0;
+};
+
+}  // namespace dtrain::transport

@@ -1,0 +1,127 @@
+#include "transport/wire/datagram.h"
+
+#include <cstring>
+
+namespace dtrain::transport {
+namespace {
+
+template <class T>
+void put(uint8_t* p, T v) {
+  std::memcpy(p, &v, sizeof v);  // x86-64 and arm64 are little-endian, as the wire is
+}
+template <class T>
+T get(const uint8_t* p) {
+  T v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+
+// Frame-level checks the verifier cannot know: sizes inside a Chunk must be consistent.
+bool frame_is_sane(const wire::Envelope& e, size_t max_datagram) {
+  // A union's type without its table passes the verifier (found by the fuzzer).
+  if (e.frame() == nullptr) return false;
+  switch (e.frame_type()) {
+    case wire::Frame::Chunk: {
+      const wire::Chunk* c = e.frame_as_Chunk();
+      if (!c->data() || c->count() == 0 || c->index() >= c->count()) return false;
+      // A message may not claim more bytes than its chunks can carry.
+      return uint64_t(c->total_bytes()) <= uint64_t(c->count()) * max_datagram &&
+             c->data()->size() <= c->total_bytes() && e.link_seq() > 0;
+    }
+    case wire::Frame::Snapshot: {
+      const wire::Snapshot* s = e.frame_as_Snapshot();
+      return s->data() && s->offset() + s->data()->size() <= s->total_bytes() &&
+             e.link_seq() > 0;
+    }
+    case wire::Frame::Nak:
+      return e.frame_as_Nak()->missing() != nullptr;
+    case wire::Frame::Ack:
+    case wire::Frame::Heartbeat:
+      return true;
+    default:
+      return false;
+  }
+}
+
+}  // namespace
+
+const char* drop_reason_name(DropReason reason) {
+  switch (reason) {
+    case DropReason::kTooShort: return "too_short";
+    case DropReason::kOversized: return "oversized";
+    case DropReason::kBadMagic: return "bad_magic";
+    case DropReason::kWrongVersion: return "wrong_version";
+    case DropReason::kBadTag: return "bad_tag";
+    case DropReason::kReplayed: return "replayed";
+    case DropReason::kMalformed: return "malformed";
+    case DropReason::kUnknownPeer: return "unknown_peer";
+    case DropReason::kUnknownJob: return "unknown_job";
+    case DropReason::kInjected: return "injected";
+    case DropReason::kCount: break;
+  }
+  return "?";
+}
+
+void seal_datagram(const DatagramHeader& h, const uint8_t* body, size_t body_len,
+                   const Authenticator& auth, std::vector<uint8_t>& out) {
+  out.resize(kHeaderBytes + body_len + kTagBytes);
+  uint8_t* p = out.data();
+  p[0] = 'D';
+  p[1] = 'T';
+  p[2] = kWireVersion;
+  p[3] = 0;
+  put<uint32_t>(p + 4, h.sender);
+  put<uint64_t>(p + 8, h.boot_id);
+  put<uint64_t>(p + 16, h.counter);
+  std::memcpy(p + kHeaderBytes, body, body_len);
+  auth.seal(p, kHeaderBytes + body_len, h.sender, h.boot_id, h.counter);
+}
+
+bool parse_datagram(const uint8_t* data, size_t len, size_t max_datagram,
+                    const Authenticator& auth, ParsedDatagram& out, DropReason& reason) {
+  if (len < kMinDatagram) {
+    reason = DropReason::kTooShort;
+    return false;
+  }
+  if (len > max_datagram) {
+    reason = DropReason::kOversized;
+    return false;
+  }
+  if (data[0] != 'D' || data[1] != 'T') {
+    reason = DropReason::kBadMagic;
+    return false;
+  }
+  if (data[2] != kWireVersion) {
+    reason = DropReason::kWrongVersion;
+    return false;
+  }
+  out.header.sender = get<uint32_t>(data + 4);
+  out.header.boot_id = get<uint64_t>(data + 8);
+  out.header.counter = get<uint64_t>(data + 16);
+  const size_t signed_len = len - kTagBytes;
+  if (!auth.verify(data, signed_len, out.header.sender, out.header.boot_id,
+                   out.header.counter)) {
+    reason = DropReason::kBadTag;
+    return false;
+  }
+  const uint8_t* body = data + kHeaderBytes;
+  const size_t body_len = signed_len - kHeaderBytes;
+  // FlatBuffers needs 4-byte alignment of the buffer's start to verify and read it safely.
+  if (reinterpret_cast<uintptr_t>(body) % 4 != 0) {
+    reason = DropReason::kMalformed;
+    return false;
+  }
+  flatbuffers::Verifier verifier(body, body_len, /*max_depth=*/8, /*max_tables=*/64);
+  if (!wire::VerifyEnvelopeBuffer(verifier)) {
+    reason = DropReason::kMalformed;
+    return false;
+  }
+  out.envelope = wire::GetEnvelope(body);
+  if (!frame_is_sane(*out.envelope, max_datagram)) {
+    reason = DropReason::kMalformed;
+    return false;
+  }
+  return true;
+}
+
+}  // namespace dtrain::transport

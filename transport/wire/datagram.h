@@ -1,0 +1,58 @@
+#pragma once
+// One datagram on the data channel:
+//   0  "DT" | version | flags(0) | sender node (u32) | boot id (u64) | counter (u64)
+//   24 a FlatBuffers Envelope (transport/schema/data.fbs)
+//   .. 16-byte tag over everything before it (transport/security/authenticator.h)
+// All integers little-endian. parse_datagram() checks the size, magic, version and tag before
+// the FlatBuffers verifier runs, and the verifier before anything reads the Envelope.
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "transport/schema/data_generated.h"
+#include "transport/security/authenticator.h"
+
+namespace dtrain::transport {
+
+constexpr uint8_t kWireVersion = 1;
+constexpr size_t kHeaderBytes = 24;
+constexpr size_t kDefaultMaxDatagram = 1408;  // fits a 1500-byte MTU with IPv6 + UDP headers
+constexpr size_t kMinDatagram = kHeaderBytes + 8 + kTagBytes;
+
+struct DatagramHeader {
+  uint32_t sender = 0;
+  uint64_t boot_id = 0;
+  uint64_t counter = 0;
+};
+
+// Why a datagram was dropped; counted per peer.
+enum class DropReason : int {
+  kTooShort,
+  kOversized,
+  kBadMagic,
+  kWrongVersion,
+  kBadTag,
+  kReplayed,
+  kMalformed,     // failed the FlatBuffers verifier or a field check
+  kUnknownPeer,
+  kUnknownJob,
+  kInjected,      // the fault injector's own drops
+  kCount
+};
+const char* drop_reason_name(DropReason reason);
+
+// header + body + tag into `out` (resized); the body is a finished FlatBuffer.
+void seal_datagram(const DatagramHeader& header, const uint8_t* body, size_t body_len,
+                   const Authenticator& auth, std::vector<uint8_t>& out);
+
+struct ParsedDatagram {
+  DatagramHeader header;
+  const wire::Envelope* envelope = nullptr;  // points into the datagram's bytes
+};
+
+// Returns false and sets `reason` for anything malformed, oversized, forged or from another
+// version. Replay is the caller's check (it needs per-peer state).
+bool parse_datagram(const uint8_t* data, size_t len, size_t max_datagram,
+                    const Authenticator& auth, ParsedDatagram& out, DropReason& reason);
+
+}  // namespace dtrain::transport
