@@ -3,6 +3,8 @@
 #include <sodium.h>
 #include <spdlog/spdlog.h>
 
+#include <sys/socket.h>
+
 #include <asio.hpp>
 #include <future>
 
@@ -26,6 +28,9 @@ constexpr auto kNakInterval = std::chrono::milliseconds(3);
 constexpr auto kRto = std::chrono::milliseconds(20);
 constexpr auto kMaxRto = std::chrono::milliseconds(250);
 constexpr size_t kReceiveBuffer = 65536;
+// recvmmsg slots hold max_datagram + 8 bytes, 8-aligned: a longer datagram is cut to the slot
+// and then fails its size check, as it should.
+constexpr size_t kReceiveBatch = 32;
 
 uint64_t now_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch())
@@ -72,7 +77,19 @@ struct Endpoint::State {
   std::set<uint64_t> jobs;
   MessageHandler on_message;
   PeerHandler on_lost;
+  std::function<void(Peer&)> transmit;  // set by io_loop: send what the credit allows now
+  std::function<void()> flush;          // set by io_loop: hand the batched datagrams to the kernel
+  // Datagrams leave in batches through one sendmmsg call (a syscall per datagram costs more
+  // than the protocol); every handler flushes before it returns.
+  struct Batch {
+    std::vector<std::vector<uint8_t>> bytes;
+    std::vector<udp::endpoint> to;
+    std::vector<Peer*> peer;
+    size_t size = 0;
+  } batch;
   std::vector<uint64_t> rx;  // 8-byte aligned, so the FlatBuffers body (offset 24) is too
+  size_t slot = 0;                 // bytes per recvmmsg slot
+  std::vector<uint64_t> rx_batch;  // kReceiveBatch slots
   udp::endpoint rx_from;
   std::vector<uint8_t> tx;
   flatbuffers::FlatBufferBuilder fbb{2048};
@@ -106,6 +123,8 @@ Endpoint::Endpoint(const EndpointConfig& config) : config_(config), state_(new S
   port_ = s.socket.local_endpoint().port();
   randombytes_buf(&s.boot_id, sizeof s.boot_id);
   s.rx.resize(kReceiveBuffer / 8);
+  s.slot = (config.max_datagram + 8 + 7) / 8 * 8;
+  s.rx_batch.resize(kReceiveBatch * s.slot / 8);
   // The largest chunk that still fits one datagram: measure the envelope around an empty one.
   flatbuffers::FlatBufferBuilder probe;
   const auto data = probe.CreateVector(std::vector<uint8_t>());
@@ -214,6 +233,8 @@ bool Endpoint::send(uint32_t peer, uint64_t job_id, uint32_t origin, uint64_t me
                        len);
     }
     ++p.counters.messages_out;
+    if (s.transmit) s.transmit(p);
+    if (s.flush) s.flush();
   });
   return true;
 }
@@ -254,21 +275,53 @@ std::map<uint32_t, PeerCounters> Endpoint::counters() {
 
 void Endpoint::io_loop() {
   State& s = *state_;
-  auto send_datagram = [this, &s](Peer& peer, const std::vector<uint8_t>& body) {
+  constexpr size_t kBatch = 64;
+  s.flush = [&s] {
+    State::Batch& b = s.batch;
+    if (b.size == 0) return;
+    mmsghdr msgs[kBatch];
+    iovec iov[kBatch];
+    for (size_t i = 0; i < b.size; ++i) {
+      iov[i] = {b.bytes[i].data(), b.bytes[i].size()};
+      msgs[i] = {};
+      msgs[i].msg_hdr.msg_iov = &iov[i];
+      msgs[i].msg_hdr.msg_iovlen = 1;
+      msgs[i].msg_hdr.msg_name = b.to[i].data();
+      msgs[i].msg_hdr.msg_namelen = static_cast<socklen_t>(b.to[i].size());
+    }
+    size_t done = 0;
+    while (done < b.size) {
+      const int n = ::sendmmsg(s.socket.native_handle(), msgs + done,
+                               static_cast<unsigned>(b.size - done), 0);
+      if (n <= 0) break;  // a full socket buffer is a loss like any other: NAKs repair it
+      for (int i = 0; i < n; ++i) {
+        if (Peer* p = b.peer[done + i]) {
+          ++p->counters.datagrams_out;
+          p->counters.bytes_out += b.bytes[done + i].size();
+        }
+      }
+      done += static_cast<size_t>(n);
+    }
+    b.size = 0;
+  };
+  auto emit = [&s](const std::vector<uint8_t>& bytes, const udp::endpoint& to, Peer* p) {
+    State::Batch& b = s.batch;
+    if (b.bytes.size() <= b.size) {
+      b.bytes.resize(b.size + 1);
+      b.to.resize(b.size + 1);
+      b.peer.resize(b.size + 1);
+    }
+    b.bytes[b.size].assign(bytes.begin(), bytes.end());
+    b.to[b.size] = to;
+    b.peer[b.size] = p;
+    if (++b.size == kBatch) s.flush();
+  };
+  auto send_datagram = [this, &s, &emit](Peer& peer, const std::vector<uint8_t>& body) {
     DatagramHeader h;
     h.sender = config_.node_id;
     h.boot_id = s.boot_id;
     h.counter = ++s.counter;  // never reused within a boot: the tag's nonce
     seal_datagram(h, body.data(), body.size(), s.auth, s.tx);
-    auto emit = [&](const std::vector<uint8_t>& bytes, const udp::endpoint& to, Peer* p) {
-      asio::error_code ec;
-      s.socket.send_to(asio::buffer(bytes), to, 0, ec);
-      if (!ec && p) {
-        ++p->counters.datagrams_out;
-        p->counters.bytes_out += bytes.size();
-      }
-      // A full socket buffer is a loss like any other: NAKs and the RTO repair it.
-    };
     if (!s.faults.active()) {
       emit(s.tx, peer.address, &peer);
       return;
@@ -286,6 +339,18 @@ void Endpoint::io_loop() {
     s.fbb.Finish(wire::CreateEnvelope(s.fbb, job, 0, type, frame, peer.send_epoch));
     std::vector<uint8_t> body(s.fbb.GetBufferPointer(), s.fbb.GetBufferPointer() + s.fbb.GetSize());
     send_datagram(peer, body);
+  };
+  s.transmit = [&](Peer& p) {
+    p.sender.transmit(Clock::now(), [&](uint64_t, const std::vector<uint8_t>& body) {
+      send_datagram(p, body);
+    });
+  };
+  auto send_ack = [&](Peer& p, Clock::time_point now) {
+    s.fbb.Clear();
+    const auto ack = wire::CreateAck(s.fbb, p.receiver.cumulative(),
+                                     static_cast<uint32_t>(config_.credit_window), p.recv_epoch);
+    send_control(p, 0, wire::Frame::Ack, ack.Union());
+    p.receiver.acked(now);
   };
   auto release_pending = [&](size_t bytes) {
     if (bytes == 0) return;
@@ -351,6 +416,9 @@ void Endpoint::io_loop() {
           ++p.counters.duplicates;
           return;
         }
+        // Ack every kAckEvery datagrams as they arrive: the sender's credit comes back
+        // without waiting for the next tick.
+        if (p.receiver.ack_due(now, kAckEvery, std::chrono::hours(1))) send_ack(p, now);
         if (!s.jobs.count(e.job_id())) {
           ++p.counters.drops[static_cast<size_t>(DropReason::kUnknownJob)];
           return;
@@ -377,6 +445,10 @@ void Endpoint::io_loop() {
         const wire::Ack* a = e.frame_as_Ack();
         if (a->epoch() != p.send_epoch) return;  // about our link before its reset
         release_pending(p.sender.on_ack(a->cumulative(), a->credit_bytes(), now));
+        // Credit came back: use it now rather than at the next tick.
+        p.sender.transmit(now, [&](uint64_t, const std::vector<uint8_t>& body) {
+          send_datagram(p, body);
+        });
         return;
       }
       case wire::Frame::Nak: {
@@ -413,14 +485,26 @@ void Endpoint::io_loop() {
         [&](const asio::error_code& ec, size_t len) {
           if (ec == asio::error::operation_aborted || !s.socket.is_open()) return;
           if (!ec) handle(reinterpret_cast<const uint8_t*>(s.rx.data()), len);
-          // Drain what else is waiting without going back through the reactor.
-          for (int more = 0; more < 64 && s.socket.is_open(); ++more) {
-            asio::error_code e2;
-            const size_t n = s.socket.receive_from(asio::buffer(s.rx.data(), kReceiveBuffer),
-                                                   s.rx_from, 0, e2);
-            if (e2) break;
-            handle(reinterpret_cast<const uint8_t*>(s.rx.data()), n);
+          // Drain what else is waiting, many datagrams per system call, without going back
+          // through the reactor.
+          for (int round = 0; round < 8 && s.socket.is_open(); ++round) {
+            mmsghdr msgs[kReceiveBatch];
+            iovec iov[kReceiveBatch];
+            for (size_t i = 0; i < kReceiveBatch; ++i) {
+              iov[i] = {s.rx_batch.data() + i * (s.slot / 8), s.slot};
+              msgs[i] = {};
+              msgs[i].msg_hdr.msg_iov = &iov[i];
+              msgs[i].msg_hdr.msg_iovlen = 1;
+            }
+            const int n = ::recvmmsg(s.socket.native_handle(), msgs, kReceiveBatch, MSG_DONTWAIT,
+                                     nullptr);
+            if (n <= 0) break;
+            for (int i = 0; i < n; ++i)
+              handle(reinterpret_cast<const uint8_t*>(s.rx_batch.data() + i * (s.slot / 8)),
+                     msgs[i].msg_len);
+            if (n < static_cast<int>(kReceiveBatch)) break;
           }
+          s.flush();
           receive();
         });
   };
@@ -446,14 +530,7 @@ void Endpoint::io_loop() {
       const auto rto = std::clamp<std::chrono::microseconds>(
           std::chrono::microseconds(static_cast<int64_t>(4 * p.counters.rtt_us)), kRto, kMaxRto);
       p.sender.on_tick(now, rto, send);
-      if (p.receiver.ack_due(now, kAckEvery, kAckInterval)) {
-        s.fbb.Clear();
-        const auto ack = wire::CreateAck(s.fbb, p.receiver.cumulative(),
-                                         static_cast<uint32_t>(config_.credit_window),
-                                         p.recv_epoch);
-        send_control(p, 0, wire::Frame::Ack, ack.Union());
-        p.receiver.acked(now);
-      }
+      if (p.receiver.ack_due(now, kAckEvery, kAckInterval)) send_ack(p, now);
       const std::vector<uint64_t> naks = p.receiver.naks_due(now, kNakInterval);
       if (!naks.empty()) {
         s.fbb.Clear();
@@ -476,15 +553,14 @@ void Endpoint::io_loop() {
       s.faults.release_due(now, due);
       for (auto& d : due) {
         auto it = s.peers.find(d.peer);
-        if (it == s.peers.end()) continue;
-        asio::error_code ec;
-        s.socket.send_to(asio::buffer(d.bytes), it->second->address, 0, ec);
+        if (it != s.peers.end()) emit(d.bytes, it->second->address, it->second.get());
       }
     }
     if (now - s.last_expire > std::chrono::milliseconds(100)) {
       s.reassembler.expire(now);
       s.last_expire = now;
     }
+    s.flush();
     s.timer.expires_after(kTick);
     s.timer.async_wait([&](const asio::error_code& ec) {
       if (!ec) tick();
