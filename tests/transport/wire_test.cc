@@ -9,6 +9,7 @@
 #include <random>
 
 #include "tests/test_util.h"
+#include "transport/endpoint/interface_select.h"
 #include "transport/mesh/mesh_map.h"
 #include "transport/reliability/reassembler.h"
 #include "transport/security/cluster_key.h"
@@ -240,4 +241,26 @@ TEST_CASE("a union type without its table is malformed, not a crash (found by th
   std::vector<uint8_t> bytes;
   seal_datagram({3, 99, 1}, fbb.GetBufferPointer(), fbb.GetSize(), auth, bytes);
   REQUIRE(reject_reason(bytes, auth) == DropReason::kMalformed);
+}
+
+TEST_CASE("interface selection: by network, by name, skipping lo/docker/veth unless asked") {
+  const std::vector<InterfaceAddress> here = {{"lo", "127.0.0.1"},
+                                              {"docker0", "172.17.0.1"},
+                                              {"veth12", "10.9.0.1"},
+                                              {"eth0", "10.0.3.7"},
+                                              {"eth1", "192.168.1.4"}};
+  REQUIRE(choose_interface("", false, here).name == "eth0");
+  REQUIRE(choose_interface("192.168.0.0/16", false, here).address == "192.168.1.4");
+  REQUIRE(choose_interface("10.0.0.0/8", false, here).name == "eth0");  // not veth12
+  REQUIRE(choose_interface("10.9.0.0/16", true, here).name == "veth12");
+  REQUIRE(choose_interface("lo", false, here).address == "127.0.0.1");  // named: allowed
+  REQUIRE_THROWS_WITH(choose_interface("127.0.0.0/8", false, here),
+                      Catch::Contains("allow_loopback"));
+  REQUIRE(choose_interface("127.0.0.0/8", true, here).name == "lo");
+  REQUIRE_THROWS_WITH(choose_interface("wlan0", false, here),
+                      Catch::Contains("eth0 10.0.3.7") && Catch::Contains("no interface matches"));
+  REQUIRE_THROWS_WITH(choose_interface("10.0.0.0/40", false, here),
+                      Catch::Contains("a.b.c.d/n"));
+  // The real machine: loopback is always there and found when asked for.
+  REQUIRE(choose_interface("127.0.0.0/8", true).address == "127.0.0.1");
 }
