@@ -24,7 +24,7 @@ using asio::ip::udp;
 constexpr auto kTick = std::chrono::microseconds(1000);
 constexpr auto kAckInterval = std::chrono::microseconds(300);
 constexpr uint64_t kAckEvery = 16;
-constexpr auto kNakInterval = std::chrono::milliseconds(3);
+constexpr auto kNakInterval = std::chrono::milliseconds(1);
 constexpr auto kRto = std::chrono::milliseconds(20);
 constexpr auto kMaxRto = std::chrono::milliseconds(250);
 constexpr size_t kReceiveBuffer = 65536;
@@ -304,28 +304,37 @@ void Endpoint::io_loop() {
     }
     b.size = 0;
   };
-  auto emit = [&s](const std::vector<uint8_t>& bytes, const udp::endpoint& to, Peer* p) {
+  // The next slot of the batch, addressed; the caller fills it and calls commit().
+  auto slot = [&s](const udp::endpoint& to, Peer* p) -> std::vector<uint8_t>& {
     State::Batch& b = s.batch;
     if (b.bytes.size() <= b.size) {
       b.bytes.resize(b.size + 1);
       b.to.resize(b.size + 1);
       b.peer.resize(b.size + 1);
     }
-    b.bytes[b.size].assign(bytes.begin(), bytes.end());
     b.to[b.size] = to;
     b.peer[b.size] = p;
-    if (++b.size == kBatch) s.flush();
+    return b.bytes[b.size];
   };
-  auto send_datagram = [this, &s, &emit](Peer& peer, const std::vector<uint8_t>& body) {
+  auto commit = [&s] {
+    if (++s.batch.size == kBatch) s.flush();
+  };
+  auto emit = [&](const std::vector<uint8_t>& bytes, const udp::endpoint& to, Peer* p) {
+    slot(to, p).assign(bytes.begin(), bytes.end());
+    commit();
+  };
+  auto send_datagram = [&](Peer& peer, const std::vector<uint8_t>& body) {
     DatagramHeader h;
     h.sender = config_.node_id;
     h.boot_id = s.boot_id;
     h.counter = ++s.counter;  // never reused within a boot: the tag's nonce
-    seal_datagram(h, body.data(), body.size(), s.auth, s.tx);
     if (!s.faults.active()) {
-      emit(s.tx, peer.address, &peer);
+      // Seal straight into the next batch slot: no copy on the common path.
+      seal_datagram(h, body.data(), body.size(), s.auth, slot(peer.address, &peer));
+      commit();
       return;
     }
+    seal_datagram(h, body.data(), body.size(), s.auth, s.tx);
     std::vector<FaultInjector::Datagram> out;
     if (!s.faults.process({s.tx, peer.id}, Clock::now(), out))
       ++peer.counters.drops[static_cast<size_t>(DropReason::kInjected)];
@@ -351,6 +360,14 @@ void Endpoint::io_loop() {
                                      static_cast<uint32_t>(config_.credit_window), p.recv_epoch);
     send_control(p, 0, wire::Frame::Ack, ack.Union());
     p.receiver.acked(now);
+  };
+  auto send_naks = [&](Peer& p, Clock::time_point now) {
+    const std::vector<uint64_t> naks = p.receiver.naks_due(now, kNakInterval);
+    if (naks.empty()) return;
+    s.fbb.Clear();
+    const auto nak = wire::CreateNak(s.fbb, s.fbb.CreateVector(naks), p.recv_epoch);
+    send_control(p, 0, wire::Frame::Nak, nak.Union());
+    ++p.counters.naks_sent;
   };
   auto release_pending = [&](size_t bytes) {
     if (bytes == 0) return;
@@ -531,13 +548,7 @@ void Endpoint::io_loop() {
           std::chrono::microseconds(static_cast<int64_t>(4 * p.counters.rtt_us)), kRto, kMaxRto);
       p.sender.on_tick(now, rto, send);
       if (p.receiver.ack_due(now, kAckEvery, kAckInterval)) send_ack(p, now);
-      const std::vector<uint64_t> naks = p.receiver.naks_due(now, kNakInterval);
-      if (!naks.empty()) {
-        s.fbb.Clear();
-        const auto nak = wire::CreateNak(s.fbb, s.fbb.CreateVector(naks), p.recv_epoch);
-        send_control(p, 0, wire::Frame::Nak, nak.Union());
-        ++p.counters.naks_sent;
-      }
+      send_naks(p, now);
       if (now - p.last_heartbeat >= config_.heartbeat_interval) {
         s.fbb.Clear();
         const uint64_t t = now_ns();
