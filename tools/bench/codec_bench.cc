@@ -14,6 +14,10 @@
 
 #include "core/codec/codec_engine.h"
 #include "core/codec/reference_codec.h"
+#include "tools/bench/bench_timing.h"
+
+using dtrain::bench::median;
+using dtrain::bench::time_once;
 
 namespace {
 
@@ -27,18 +31,6 @@ using dtrain::core::Encoding;
 __attribute__((target("avx2"), noinline)) void stream_add(float* __restrict r,
                                                          const float* __restrict u, int64_t n) {
   for (int64_t i = 0; i < n; ++i) r[i] += u[i];
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
-template <class F>
-double time_once(F&& f) {
-  const auto t = Clock::now();
-  f();
-  return std::chrono::duration<double>(Clock::now() - t).count();
 }
 
 // tau for which about `density` of |r + u| reach it (estimated on a sample).

@@ -12,22 +12,14 @@
 #include <vector>
 
 #include "kernels/cuda/codec_cuda.h"
+#include "tools/bench/bench_timing.h"
+
+using dtrain::bench::median;
+using dtrain::bench::time_once;
 
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
-template <class F>
-double time_once(F&& f) {
-  const auto t = Clock::now();
-  f();
-  return std::chrono::duration<double>(Clock::now() - t).count();
-}
 
 void check(cudaError_t e, const char* what) {
   if (e != cudaSuccess) {

@@ -23,16 +23,15 @@
 #include <spdlog/spdlog.h>
 
 #include "transport/endpoint/endpoint.h"
+#include "tools/bench/bench_timing.h"
 
 using namespace dtrain::transport;
 using Clock = std::chrono::steady_clock;
 
-namespace {
+using dtrain::bench::median;
+using dtrain::bench::time_once;
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
+namespace {
 
 double seconds_since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();

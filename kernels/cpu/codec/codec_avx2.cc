@@ -123,18 +123,7 @@ class Avx2Codec final : public CodecKernels {
     alignas(32) double lanes[4];
     _mm256_store_pd(lanes, squares_wide);
     for (double s : lanes) out.residual_sum_squares += s;
-    if (full < a.n) {
-      const ScalarTailResult t = encode_scalar_word(r, u, full, a.n, a.tau, a.clip);
-      if (t.nonfinite_index >= 0) {
-        out.nonfinite_index = t.nonfinite_index;
-        return out;
-      }
-      a.bitmap[full / 16] = t.word;
-      append_sparse(t.word, full, sparse_limit, count, a.sparse);
-      count += t.count;
-      out.residual_sum_squares += t.sum_squares;
-    }
-    out.count = count;
+    finish_encode_tail(a, full, count, out);
     return out;
   }
 

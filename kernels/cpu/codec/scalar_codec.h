@@ -5,6 +5,8 @@
 #include <cmath>
 #include <cstdint>
 
+#include "kernels/codec_kernels.h"
+
 namespace dtrain::kernels::cpu {
 
 struct ScalarTailResult {
@@ -52,6 +54,24 @@ inline void append_sparse(uint32_t word, int64_t base, int64_t limit, int64_t co
     sparse[count++] = (bit & 1) ? (index | 0x80000000u) : index;
     word &= word - 1;
   }
+}
+
+// Encodes the elements after the last full word (`full` = n / 16 * 16) and completes `out`
+// with the count; `count` is what the vector loop sent.
+inline void finish_encode_tail(const CodecEncodeArgs& a, int64_t full, int64_t count,
+                               CodecEncodeResult& out) {
+  if (full < a.n) {
+    const ScalarTailResult t = encode_scalar_word(a.residual, a.update, full, a.n, a.tau, a.clip);
+    if (t.nonfinite_index >= 0) {
+      out.nonfinite_index = t.nonfinite_index;
+      return;
+    }
+    a.bitmap[full / 16] = t.word;
+    append_sparse(t.word, full, a.n / 16, count, a.sparse);
+    count += t.count;
+    out.residual_sum_squares += t.sum_squares;
+  }
+  out.count = count;
 }
 
 inline void apply_sparse_scalar(const uint32_t* words, int64_t count, float tau, float* params) {
