@@ -79,6 +79,7 @@ class Endpoint {
   uint16_t port() const { return port_; }
   const std::string& address() const { return config_.bind_address; }
   size_t chunk_payload() const { return chunk_payload_; }
+  std::chrono::milliseconds peer_timeout() const { return config_.peer_timeout; }
 
   void add_peer(uint32_t id, const std::string& address, uint16_t port);
   void remove_peer(uint32_t id);

@@ -26,7 +26,8 @@ void MeshNode::retain(uint64_t job_id, uint32_t origin, uint64_t message_id,
   retained_bytes_ += bytes->size();
   retained_.push_back({now, job_id, origin, message_id, std::move(bytes)});
   while (!retained_.empty() &&
-         (now - retained_.front().at > kRetention || retained_bytes_ > kRetentionBytes)) {
+         (now - retained_.front().at > endpoint_.peer_timeout() + kRetentionMargin ||
+          retained_bytes_ > kRetentionBytes)) {
     retained_bytes_ -= retained_.front().bytes->size();
     retained_.pop_front();
   }

@@ -36,9 +36,11 @@ class MeshNode {
   MeshMap map() const;
 
   // Messages kept for catching up new neighbours after a repair: a node can relay a message
-  // before it has itself noticed the loss (and so to the old neighbours only).
-  static constexpr std::chrono::seconds kRetention{30};
-  static constexpr size_t kRetentionBytes = 256 << 20;
+  // before it has itself noticed the loss (and so to the old neighbours only). Nodes notice a
+  // loss at most one peer timeout apart, so that (plus a margin) is all that is kept; more
+  // turns every repair, and every false alarm, into a flood.
+  static constexpr std::chrono::seconds kRetentionMargin{2};
+  static constexpr size_t kRetentionBytes = 64 << 20;
 
  private:
   struct Retained {
