@@ -111,7 +111,11 @@ void exchange(int nodes, const std::string& mode, std::vector<std::string> volum
   args.insert(args.end(), volume.begin(), volume.end());
   c.start(nodes, args);
   const std::vector<int> codes = c.wait_all(std::chrono::seconds(170));
-  INFO(c.outputs());
+  const std::string outputs = c.outputs();
+  INFO(outputs);
+  // Every node stays alive and busy: a peer declared lost here is a false alarm (the relay of
+  // a busy root must not starve its heartbeats).
+  CHECK(outputs.find("declared lost") == std::string::npos);
   for (int i = 0; i < nodes; ++i) {
     INFO("node " << i << " exit code " << codes[i] << " (-1: still running at the deadline)");
     CHECK(codes[i] == 0);
@@ -166,14 +170,12 @@ TEST_CASE("4 nodes, plain and mesh, exchange every message exactly once under lo
   exchange(4, "mesh", {});
 }
 
-// Nine nodes: a root and eight children (the two levels of the tree). With the full volume the
-// root relays about 2 GB; on the 2-core build machine that run passes by hand in about 30 s
-// but stalls in some runs (whole processes go silent for seconds; see the issue note), so this
-// test uses 100 messages and two of 256 KB per node until that is understood.
+// Nine nodes: a root and eight children (the two levels of the tree); with the full volume the
+// root relays about 2 GB.
 TEST_CASE("9 nodes, plain and mesh, exchange every message exactly once under loss",
           "[transport]") {
-  exchange(9, "plain", {"--messages", "100", "--big", "2", "--big-bytes", "262144"});
-  exchange(9, "mesh", {"--messages", "100", "--big", "2", "--big-bytes", "262144"});
+  exchange(9, "plain", {});
+  exchange(9, "mesh", {});
 }
 
 TEST_CASE("SIGKILL of the relay: survivors re-attach and exchange within 2x the timeout",

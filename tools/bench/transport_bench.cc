@@ -15,7 +15,9 @@
 #include <condition_variable>
 #include <cstdio>
 #include <cstring>
+#include <cstdlib>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -108,6 +110,7 @@ struct Pair {
     ca.key.fill(3);
     cb.key.fill(3);
     ca.insecure = cb.insecure = insecure;
+    if (const char* w = std::getenv("CREDIT")) ca.credit_window = cb.credit_window = std::atoi(w);
     ca.faults.drop = loss;
     ca.faults.seed = 7;
     a = std::make_unique<Endpoint>(ca);
@@ -174,7 +177,21 @@ int main(int argc, char** argv) {
   int repeats = 3, messages = 100;
   app.add_option("--repeats", repeats)->check(CLI::Range(1, 100));
   app.add_option("--messages", messages, "2 MB messages per goodput run")->check(CLI::Range(1, 10000));
+  std::string only;
+  app.add_option("--only", only, "run one measurement (for profiling): raw, auth, insecure, loss, latency")
+      ->check(CLI::IsMember({"raw", "auth", "insecure", "loss", "latency"}));
   CLI11_PARSE(app, argc, argv);
+  if (!only.empty()) {
+    if (only == "raw") std::printf("raw UDP: %.0f MB/s\n", raw_udp(2.0) / 1e6);
+    if (only == "auth") std::printf("authenticated: %.0f MB/s\n", goodput(false, 0.0, messages) / 1e6);
+    if (only == "insecure") std::printf("insecure: %.0f MB/s\n", goodput(true, 0.0, messages) / 1e6);
+    if (only == "loss") std::printf("5%% loss: %.0f MB/s\n", goodput(false, 0.05, messages) / 1e6);
+    if (only == "latency") {
+      const auto [a, b] = latency(1000);
+      std::printf("latency: p50 %.0f us, p99 %.0f us\n", a, b);
+    }
+    return 0;
+  }
   spdlog::set_level(spdlog::level::warn);
   std::vector<double> raw, auth, insecure, lossy, p50, p99;
   for (int r = 0; r < repeats; ++r) {

@@ -3,11 +3,13 @@
 #include <sodium.h>
 #include <spdlog/spdlog.h>
 
+#include <pthread.h>
 #include <sys/socket.h>
 
 #include <asio.hpp>
 #include <future>
 
+#include "transport/endpoint/send_budget.h"
 #include "transport/reliability/link_receiver.h"
 #include "transport/reliability/link_sender.h"
 #include "transport/reliability/reassembler.h"
@@ -24,6 +26,7 @@ using asio::ip::udp;
 constexpr auto kTick = std::chrono::microseconds(1000);
 constexpr auto kAckInterval = std::chrono::microseconds(300);
 constexpr uint64_t kAckEvery = 16;
+constexpr size_t kMaxAckRanges = 32;  // selective-ack ranges per ack (16 bytes each)
 constexpr auto kNakInterval = std::chrono::milliseconds(1);
 constexpr auto kRto = std::chrono::milliseconds(20);
 constexpr auto kMaxRto = std::chrono::milliseconds(250);
@@ -62,7 +65,8 @@ struct Endpoint::State {
         timer(io),
         auth(c.key, c.insecure),
         reassembler(c.reassembly_bytes, c.reassembly_timeout),
-        faults(c.faults) {}
+        faults(c.faults),
+        budget(c.send_queue_bytes) {}
 
   asio::io_context io;
   udp::socket socket;
@@ -95,9 +99,7 @@ struct Endpoint::State {
   flatbuffers::FlatBufferBuilder fbb{2048};
   Clock::time_point last_expire = Clock::now();
   // Backpressure: application bytes queued or unacknowledged, over all peers.
-  std::mutex mutex;
-  std::condition_variable drained;
-  size_t pending = 0;
+  SendBudget budget;
 };
 
 Endpoint::Endpoint(const EndpointConfig& config) : config_(config), state_(new State(config)) {
@@ -142,7 +144,12 @@ Endpoint::~Endpoint() { stop(); }
 void Endpoint::start(MessageHandler on_message, PeerHandler on_lost) {
   state_->on_message = std::move(on_message);
   state_->on_lost = std::move(on_lost);
-  io_thread_ = std::thread([this] { io_loop(); });
+  io_thread_ = std::thread([this] {
+    // Named so that top -H and perf show which node's I/O thread is busy.
+    const std::string name = "dtrain-io-" + std::to_string(config_.node_id);
+    pthread_setname_np(pthread_self(), name.substr(0, 15).c_str());
+    io_loop();
+  });
 }
 
 void Endpoint::stop() {
@@ -154,8 +161,7 @@ void Endpoint::stop() {
     state_->io.stop();
   });
   io_thread_.join();
-  std::lock_guard<std::mutex> lock(state_->mutex);
-  state_->drained.notify_all();
+  state_->budget.close();
 }
 
 void Endpoint::add_peer(uint32_t id, const std::string& address, uint16_t port) {
@@ -178,9 +184,7 @@ void Endpoint::remove_peer(uint32_t id) {
     if (it == state_->peers.end()) return;
     const size_t freed = it->second->sender.pending_payload();
     state_->peers.erase(it);
-    std::lock_guard<std::mutex> lock(state_->mutex);
-    state_->pending -= std::min(state_->pending, freed);
-    state_->drained.notify_all();
+    state_->budget.release(freed);
   });
 }
 
@@ -194,43 +198,29 @@ void Endpoint::remove_job(uint64_t job_id) {
 
 bool Endpoint::send(uint32_t peer, uint64_t job_id, uint32_t origin, uint64_t message_id,
                     Bytes bytes, std::chrono::milliseconds deadline, bool wait) {
-  {
-    std::unique_lock<std::mutex> lock(state_->mutex);
-    const size_t limit = config_.send_queue_bytes;
-    if (wait && !state_->drained.wait_for(lock, deadline, [&] {
-          return state_->pending + bytes->size() <= limit || state_->pending == 0 ||
-                 !io_thread_.joinable();
-        }))
-      return false;
-    state_->pending += bytes->size();
-  }
+  if (!state_->budget.acquire(bytes->size(), deadline, wait)) return false;
   asio::post(state_->io, [this, peer, job_id, origin, message_id, bytes] {
     State& s = *state_;
     auto it = s.peers.find(peer);
     if (it == s.peers.end() || it->second->counters.lost) {
-      std::lock_guard<std::mutex> lock(s.mutex);
-      s.pending -= std::min(s.pending, bytes->size());
-      s.drained.notify_all();
+      s.budget.release(bytes->size());
       return;
     }
     Peer& p = *it->second;
     const size_t total = bytes->size();
-    const uint32_t count = static_cast<uint32_t>(std::max<size_t>(1, (total + chunk_payload_ - 1) / chunk_payload_));
-    for (uint32_t index = 0; index < count; ++index) {
+    auto message = std::make_shared<OutgoingMessage>();
+    message->job_id = job_id;
+    message->origin = origin;
+    message->message_id = message_id;
+    message->bytes = bytes;
+    message->chunk_payload = static_cast<uint32_t>(chunk_payload_);
+    message->chunk_count = static_cast<uint32_t>(
+        std::max<size_t>(1, (total + chunk_payload_ - 1) / chunk_payload_));
+    for (uint32_t index = 0; index < message->chunk_count; ++index) {
       const size_t offset = size_t(index) * chunk_payload_;
       const size_t len = std::min(chunk_payload_, total - std::min(total, offset));
-      const uint64_t seq = p.sender.take_seq();
-      s.fbb.Clear();
-      const auto data = s.fbb.CreateVector(bytes->data() + offset, len);
-      const auto chunk = wire::CreateChunk(s.fbb, origin, message_id, index, count,
-                                           static_cast<uint32_t>(total),
-                                           static_cast<uint32_t>(chunk_payload_), data);
-      s.fbb.Finish(wire::CreateEnvelope(s.fbb, job_id, seq, wire::Frame::Chunk, chunk.Union(),
-                                        p.send_epoch));
-      p.sender.enqueue(seq,
-                       std::make_shared<const std::vector<uint8_t>>(
-                           s.fbb.GetBufferPointer(), s.fbb.GetBufferPointer() + s.fbb.GetSize()),
-                       len);
+      p.sender.enqueue(p.sender.take_seq(),
+                       OutgoingChunk{message, index, static_cast<uint32_t>(len)});
     }
     ++p.counters.messages_out;
     if (s.transmit) s.transmit(p);
@@ -323,18 +313,18 @@ void Endpoint::io_loop() {
     slot(to, p).assign(bytes.begin(), bytes.end());
     commit();
   };
-  auto send_datagram = [&](Peer& peer, const std::vector<uint8_t>& body) {
+  auto send_datagram = [&](Peer& peer, const uint8_t* body, size_t body_len) {
     DatagramHeader h;
     h.sender = config_.node_id;
     h.boot_id = s.boot_id;
     h.counter = ++s.counter;  // never reused within a boot: the tag's nonce
     if (!s.faults.active()) {
       // Seal straight into the next batch slot: no copy on the common path.
-      seal_datagram(h, body.data(), body.size(), s.auth, slot(peer.address, &peer));
+      seal_datagram(h, body, body_len, s.auth, slot(peer.address, &peer));
       commit();
       return;
     }
-    seal_datagram(h, body.data(), body.size(), s.auth, s.tx);
+    seal_datagram(h, body, body_len, s.auth, s.tx);
     std::vector<FaultInjector::Datagram> out;
     if (!s.faults.process({s.tx, peer.id}, Clock::now(), out))
       ++peer.counters.drops[static_cast<size_t>(DropReason::kInjected)];
@@ -346,18 +336,32 @@ void Endpoint::io_loop() {
   auto send_control = [&](Peer& peer, uint64_t job, wire::Frame type,
                           flatbuffers::Offset<void> frame) {
     s.fbb.Finish(wire::CreateEnvelope(s.fbb, job, 0, type, frame, peer.send_epoch));
-    std::vector<uint8_t> body(s.fbb.GetBufferPointer(), s.fbb.GetBufferPointer() + s.fbb.GetSize());
-    send_datagram(peer, body);
+    send_datagram(peer, s.fbb.GetBufferPointer(), s.fbb.GetSize());
+  };
+  // A chunk's datagram is built as it goes out (first time or again): nothing is copied while
+  // it waits in the link's queue.
+  auto send_chunk = [&](Peer& peer, uint64_t seq, const OutgoingChunk& c) {
+    const OutgoingMessage& m = *c.message;
+    s.fbb.Clear();
+    const auto data = s.fbb.CreateVector(c.data(), c.payload);
+    const auto chunk =
+        wire::CreateChunk(s.fbb, m.origin, m.message_id, c.index, m.chunk_count,
+                          static_cast<uint32_t>(m.bytes->size()), m.chunk_payload, data);
+    s.fbb.Finish(wire::CreateEnvelope(s.fbb, m.job_id, seq, wire::Frame::Chunk, chunk.Union(),
+                                      peer.send_epoch));
+    send_datagram(peer, s.fbb.GetBufferPointer(), s.fbb.GetSize());
   };
   s.transmit = [&](Peer& p) {
-    p.sender.transmit(Clock::now(), [&](uint64_t, const std::vector<uint8_t>& body) {
-      send_datagram(p, body);
+    p.sender.transmit(Clock::now(), [&](uint64_t seq, const OutgoingChunk& c) {
+      send_chunk(p, seq, c);
     });
   };
   auto send_ack = [&](Peer& p, Clock::time_point now) {
     s.fbb.Clear();
+    const auto ranges = s.fbb.CreateVector(p.receiver.received_ranges(kMaxAckRanges));
     const auto ack = wire::CreateAck(s.fbb, p.receiver.cumulative(),
-                                     static_cast<uint32_t>(config_.credit_window), p.recv_epoch);
+                                     static_cast<uint32_t>(config_.credit_window), p.recv_epoch,
+                                     ranges);
     send_control(p, 0, wire::Frame::Ack, ack.Union());
     p.receiver.acked(now);
   };
@@ -369,12 +373,7 @@ void Endpoint::io_loop() {
     send_control(p, 0, wire::Frame::Nak, nak.Union());
     ++p.counters.naks_sent;
   };
-  auto release_pending = [&](size_t bytes) {
-    if (bytes == 0) return;
-    std::lock_guard<std::mutex> lock(s.mutex);
-    s.pending -= std::min(s.pending, bytes);
-    s.drained.notify_all();
-  };
+  auto release_pending = [&](size_t bytes) { s.budget.release(bytes); };
   // Our half towards a peer starts over (the peer was declared lost, or restarted): what was
   // queued or in flight is dropped (the layer above hears of the loss), and the new epoch tells
   // the peer's receiver to start over too.
@@ -461,10 +460,13 @@ void Endpoint::io_loop() {
       case wire::Frame::Ack: {
         const wire::Ack* a = e.frame_as_Ack();
         if (a->epoch() != p.send_epoch) return;  // about our link before its reset
-        release_pending(p.sender.on_ack(a->cumulative(), a->credit_bytes(), now));
+        const auto* received = a->received();
+        release_pending(p.sender.on_ack(a->cumulative(), a->credit_bytes(),
+                                        received ? received->data() : nullptr,
+                                        received ? received->size() : 0, now));
         // Credit came back: use it now rather than at the next tick.
-        p.sender.transmit(now, [&](uint64_t, const std::vector<uint8_t>& body) {
-          send_datagram(p, body);
+        p.sender.transmit(now, [&](uint64_t seq, const OutgoingChunk& c) {
+          send_chunk(p, seq, c);
         });
         return;
       }
@@ -473,8 +475,8 @@ void Endpoint::io_loop() {
         ++p.counters.naks_received;
         const auto* m = e.frame_as_Nak()->missing();
         std::vector<uint64_t> missing(m->begin(), m->end());
-        p.sender.on_nak(missing, now, [&](uint64_t, const std::vector<uint8_t>& body) {
-          send_datagram(p, body);
+        p.sender.on_nak(missing, now, [&](uint64_t seq, const OutgoingChunk& c) {
+          send_chunk(p, seq, c);
         });
         return;
       }
@@ -540,7 +542,7 @@ void Endpoint::io_loop() {
         if (s.on_lost) s.on_lost(id);
         continue;
       }
-      auto send = [&](uint64_t, const std::vector<uint8_t>& body) { send_datagram(p, body); };
+      auto send = [&](uint64_t seq, const OutgoingChunk& c) { send_chunk(p, seq, c); };
       p.sender.transmit(now, send);
       // Retransmit on silence only well past the round trip: on a loaded machine a fixed short
       // timeout resends what is merely waiting for CPU, doubling the traffic.

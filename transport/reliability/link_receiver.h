@@ -45,6 +45,21 @@ class LinkReceiver {
   }
 
   uint64_t cumulative() const { return cumulative_; }
+  // What arrived above the cumulative ack, as inclusive [first, last] pairs (at most
+  // max_ranges of them, lowest first): the sender frees their credit at once.
+  std::vector<uint64_t> received_ranges(size_t max_ranges) const {
+    std::vector<uint64_t> out;
+    for (uint64_t seq : above_) {
+      if (!out.empty() && out.back() + 1 == seq) {
+        out.back() = seq;
+        continue;
+      }
+      if (out.size() / 2 == max_ranges) break;
+      out.push_back(seq);
+      out.push_back(seq);
+    }
+    return out;
+  }
   // An ack is due after `every` new datagrams or `interval` since the last one.
   bool ack_due(Clock::time_point now, uint64_t every, std::chrono::microseconds interval) const {
     return unacked_ > 0 && (unacked_ >= every || now - last_ack_ >= interval);

@@ -1,9 +1,10 @@
 #pragma once
-// The sending half of one reliable link (this node -> one peer). Datagrams carrying chunks get
-// a link sequence number; they wait in a bounded queue, go out while the bytes in flight stay
+// The sending half of one reliable link (this node -> one peer). Each chunk of a message gets
+// a link sequence number; chunks wait in a bounded queue, go out while the bytes in flight stay
 // within the receiver's credit, stay buffered until cumulatively acked, and are sent again when
-// the receiver NAKs them or when acks stop coming (tail loss). Single-threaded: the endpoint's
-// I/O thread owns it.
+// the receiver NAKs them or when acks stop coming (tail loss). A chunk is a reference into its
+// message: the datagram is built only when it goes out, so queueing costs no copy and no
+// allocation per chunk. Single-threaded: the endpoint's I/O thread owns it.
 #include <chrono>
 #include <cstdint>
 #include <deque>
@@ -13,25 +14,45 @@
 
 namespace dtrain::transport {
 
+// A message on its way to one or more peers (shared by their links and by retransmissions).
+struct OutgoingMessage {
+  uint64_t job_id = 0;
+  uint32_t origin = 0;
+  uint64_t message_id = 0;
+  std::shared_ptr<const std::vector<uint8_t>> bytes;
+  uint32_t chunk_count = 0;
+  uint32_t chunk_payload = 0;  // bytes per chunk (the last one may carry fewer)
+};
+
+struct OutgoingChunk {
+  // Framing around a chunk's bytes, for credit accounting (the credit counts datagram bytes).
+  static constexpr size_t kFramingBytes = 96;
+  std::shared_ptr<const OutgoingMessage> message;
+  uint32_t index = 0;
+  uint32_t payload = 0;  // application bytes it carries
+  size_t wire_bytes() const { return payload + kFramingBytes; }
+  const uint8_t* data() const {
+    return message->bytes->data() + size_t(index) * message->chunk_payload;
+  }
+};
+
 class LinkSender {
  public:
   using Clock = std::chrono::steady_clock;
-  using Body = std::shared_ptr<const std::vector<uint8_t>>;
 
   explicit LinkSender(size_t initial_credit) : credit_(initial_credit) {}
 
   uint64_t take_seq() { return next_seq_++; }
-  // payload: the application bytes the body carries (what the endpoint's backpressure counts).
-  void enqueue(uint64_t seq, Body body, size_t payload) {
-    queued_bytes_ += body->size();
-    queue_.push_back({seq, std::move(body), payload});
+  void enqueue(uint64_t seq, OutgoingChunk chunk) {
+    queued_bytes_ += chunk.wire_bytes();
+    queue_.push_back({seq, std::move(chunk)});
   }
 
-  // Moves what the credit allows from the queue to the wire: send(seq, body) for each.
+  // Moves what the credit allows from the queue to the wire: send(seq, chunk) for each.
   template <class Send>
   void transmit(Clock::time_point now, Send&& send) {
     while (!queue_.empty()) {
-      const size_t size = queue_.front().body->size();
+      const size_t size = queue_.front().chunk.wire_bytes();
       if (in_flight_bytes_ + size > credit_ && in_flight_bytes_ > 0) {
         ++credit_stalls_;
         return;
@@ -40,20 +61,28 @@ class LinkSender {
       queue_.pop_front();
       queued_bytes_ -= size;
       in_flight_bytes_ += size;
-      send(p.seq, *p.body);
-      in_flight_.emplace(p.seq, InFlight{std::move(p.body), now, p.payload});
+      send(p.seq, p.chunk);
+      in_flight_.emplace(p.seq, InFlight{std::move(p.chunk), now});
     }
   }
 
-  // Returns the payload bytes acknowledged.
-  size_t on_ack(uint64_t cumulative, uint32_t credit, Clock::time_point now) {
+  // `received`: selectively acknowledged inclusive ranges [first, last] above `cumulative`, as
+  // pairs. Returns the payload bytes acknowledged.
+  size_t on_ack(uint64_t cumulative, uint32_t credit, const uint64_t* received,
+                size_t received_len, Clock::time_point now) {
     credit_ = credit;
     size_t freed = 0;
-    while (!in_flight_.empty() && in_flight_.begin()->first <= cumulative) {
-      in_flight_bytes_ -= in_flight_.begin()->second.body->size();
-      freed += in_flight_.begin()->second.payload;
-      in_flight_.erase(in_flight_.begin());
-    }
+    auto release = [&](std::map<uint64_t, InFlight>::iterator it) {
+      in_flight_bytes_ -= it->second.chunk.wire_bytes();
+      freed += it->second.chunk.payload;
+      return in_flight_.erase(it);
+    };
+    while (!in_flight_.empty() && in_flight_.begin()->first <= cumulative)
+      release(in_flight_.begin());
+    for (size_t i = 0; i + 1 < received_len; i += 2)
+      for (auto it = in_flight_.lower_bound(received[i]);
+           it != in_flight_.end() && it->first <= received[i + 1];)
+        it = release(it);
     if (freed > 0 || in_flight_.empty()) last_progress_ = now;
     return freed;
   }
@@ -61,8 +90,8 @@ class LinkSender {
   // Payload bytes queued or unacknowledged (what a reset of the link throws away).
   size_t pending_payload() const {
     size_t total = 0;
-    for (const auto& p : queue_) total += p.payload;
-    for (const auto& [seq, f] : in_flight_) total += f.payload;
+    for (const auto& p : queue_) total += p.chunk.payload;
+    for (const auto& [seq, f] : in_flight_) total += f.chunk.payload;
     return total;
   }
 
@@ -72,7 +101,7 @@ class LinkSender {
     for (uint64_t seq : missing) {
       auto it = in_flight_.find(seq);
       if (it == in_flight_.end()) continue;
-      send(seq, *it->second.body);
+      send(seq, it->second.chunk);
       it->second.last_sent = now;
       ++retransmits_;
     }
@@ -90,7 +119,7 @@ class LinkSender {
     int resent = 0;
     for (auto& [seq, f] : in_flight_) {
       if (now - f.last_sent < rto) continue;
-      send(seq, *f.body);
+      send(seq, f.chunk);
       f.last_sent = now;
       ++retransmits_;
       if (++resent == 8) break;
@@ -106,13 +135,11 @@ class LinkSender {
  private:
   struct Pending {
     uint64_t seq;
-    Body body;
-    size_t payload;
+    OutgoingChunk chunk;
   };
   struct InFlight {
-    Body body;
+    OutgoingChunk chunk;
     Clock::time_point last_sent;
-    size_t payload;
   };
   uint64_t next_seq_ = 1;
   size_t credit_;

@@ -35,7 +35,10 @@ bool frame_is_sane(const wire::Envelope& e, size_t max_datagram) {
     }
     case wire::Frame::Nak:
       return e.frame_as_Nak()->missing() != nullptr;
-    case wire::Frame::Ack:
+    case wire::Frame::Ack: {
+      const auto* r = e.frame_as_Ack()->received();
+      return r == nullptr || r->size() % 2 == 0;
+    }
     case wire::Frame::Heartbeat:
       return true;
     default:
