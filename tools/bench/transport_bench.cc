@@ -15,7 +15,6 @@
 #include <condition_variable>
 #include <cstdio>
 #include <cstring>
-#include <cstdlib>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -95,6 +94,8 @@ double raw_udp(double seconds) {
   return rate;
 }
 
+size_t g_credit_window = EndpointConfig{}.credit_window;  // --credit-window
+
 struct Pair {
   std::unique_ptr<Endpoint> a, b;
   std::mutex mutex;
@@ -110,7 +111,7 @@ struct Pair {
     ca.key.fill(3);
     cb.key.fill(3);
     ca.insecure = cb.insecure = insecure;
-    if (const char* w = std::getenv("CREDIT")) ca.credit_window = cb.credit_window = std::atoi(w);
+    ca.credit_window = cb.credit_window = g_credit_window;
     ca.faults.drop = loss;
     ca.faults.seed = 7;
     a = std::make_unique<Endpoint>(ca);
@@ -177,6 +178,8 @@ int main(int argc, char** argv) {
   int repeats = 3, messages = 100;
   app.add_option("--repeats", repeats)->check(CLI::Range(1, 100));
   app.add_option("--messages", messages, "2 MB messages per goodput run")->check(CLI::Range(1, 10000));
+  app.add_option("--credit-window", g_credit_window, "receiver credit in bytes (default 128 KiB)")
+      ->check(CLI::Range(size_t(4096), size_t(1) << 30));
   std::string only;
   app.add_option("--only", only, "run one measurement (for profiling): raw, auth, insecure, loss, latency")
       ->check(CLI::IsMember({"raw", "auth", "insecure", "loss", "latency"}));
