@@ -1,0 +1,232 @@
+// The TCP control channel on loopback: authenticated frames both ways, a client with another
+// key refused on both ends, nothing listening (unreachable, fast), a listener that never
+// answers (timeout at the deadline), and hostile byte streams (another protocol, an oversized
+// length, an unauthenticated frame, a stalled handshake) refused without hurting the server.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <thread>
+
+#include "transport/control/control_connection.h"
+#include "transport/control/control_frames.h"
+#include "transport/control/control_server.h"
+
+using namespace dtrain::transport;
+using Clock = std::chrono::steady_clock;
+using Kind = ControlError::Kind;
+using namespace std::chrono_literals;
+
+namespace {
+
+ClusterKey key_of(uint8_t fill) {
+  ClusterKey k;
+  k.fill(fill);
+  return k;
+}
+
+// An echo server: answers every frame with the same bytes.
+ControlServer echo_server(const ClusterKey& key, std::atomic<int>* handled = nullptr) {
+  return ControlServer("127.0.0.1", 0, key, [handled](ControlConnection& c) {
+    if (handled) ++*handled;
+    for (;;) c.send(c.receive(5s));
+  }, 2s);
+}
+
+Kind kind_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const ControlError& e) {
+    INFO(e.what());
+    return e.kind();
+  }
+  FAIL("no ControlError thrown");
+  return Kind::kClosed;
+}
+
+// A raw TCP client, for writing bytes the real client never would.
+int raw_connect(uint16_t port) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(port);
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  REQUIRE(connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+  timeval tv{5, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  return fd;
+}
+
+// True when the server closed the connection (read returns 0 or an error) within 5 s.
+bool closed_by_server(int fd) {
+  char buf[256];
+  for (;;) {
+    const ssize_t n = read(fd, buf, sizeof buf);
+    if (n <= 0) return true;
+  }
+}
+
+}  // namespace
+
+TEST_CASE("control frames travel both ways, authenticated, in order", "[control]") {
+  std::atomic<int> handled{0};
+  ControlServer server = echo_server(key_of(1), &handled);
+  auto c = ControlConnection::connect("127.0.0.1", server.port(), key_of(1), 5s);
+  flatbuffers::FlatBufferBuilder fbb;
+  const auto reg = control::CreateRegister(fbb, fbb.CreateString("node-a"),
+                                           fbb.CreateString("10.0.0.5"), 40123, 16);
+  const auto bytes = control_frame_bytes(fbb, control::ControlBody::Register, reg.Union());
+  for (int i = 0; i < 50; ++i) {
+    c->send(bytes);
+    const std::vector<uint8_t> back = c->receive(5s);
+    REQUIRE(back == bytes);
+    const control::ControlFrame& f = read_control_frame(back);
+    REQUIRE(f.body_type() == control::ControlBody::Register);
+    CHECK(f.body_as_Register()->node_name()->str() == "node-a");
+    CHECK(f.body_as_Register()->data_port() == 40123);
+  }
+  // Large frames (a job result with logs) pass too.
+  std::vector<uint8_t> big(3 << 20);
+  for (size_t i = 0; i < big.size(); ++i) big[i] = uint8_t(i * 7);
+  c->send(big);
+  CHECK(c->receive(10s) == big);
+  CHECK(handled == 1);
+  CHECK(server.refused() == 0);
+}
+
+TEST_CASE("a client with another cluster key is refused on both ends", "[control]") {
+  std::atomic<int> handled{0};
+  ControlServer server = echo_server(key_of(1), &handled);
+  try {
+    ControlConnection::connect("127.0.0.1", server.port(), key_of(2), 5s);
+    FAIL("connected with the wrong key");
+  } catch (const ControlError& e) {
+    CHECK(e.kind() == Kind::kAuthentication);
+    CHECK(std::string(e.what()).find("does not use this cluster key") != std::string::npos);
+    CHECK(e.fix().find("--key-file") != std::string::npos);
+  }
+  const auto end = Clock::now() + 5s;
+  while (server.refused() == 0 && Clock::now() < end) std::this_thread::sleep_for(10ms);
+  CHECK(server.refused() == 1);
+  CHECK(handled == 0);
+}
+
+TEST_CASE("nothing listening: unreachable at once, naming the address and the fix", "[control]") {
+  // A port that was free a moment ago.
+  uint16_t port;
+  {
+    ControlServer probe("127.0.0.1", 0, key_of(1), [](ControlConnection&) {});
+    port = probe.port();
+  }
+  const auto start = Clock::now();
+  try {
+    ControlConnection::connect("127.0.0.1", port, key_of(1), 3s);
+    FAIL("connected to nothing");
+  } catch (const ControlError& e) {
+    CHECK(e.kind() == Kind::kUnreachable);
+    CHECK(std::string(e.what()).find("127.0.0.1:" + std::to_string(port)) != std::string::npos);
+  }
+  CHECK(Clock::now() - start < 2s);
+  CHECK(kind_of([] { ControlConnection::connect("no-such-host.invalid", 1, key_of(1), 3s); }) ==
+        Kind::kUnreachable);
+}
+
+TEST_CASE("a listener that never answers: timeout at the deadline", "[control]") {
+  // A bare TCP listener: connect succeeds (the kernel accepts), the handshake never comes.
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  REQUIRE(bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+  REQUIRE(listen(fd, 4) == 0);
+  socklen_t len = sizeof a;
+  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  const auto start = Clock::now();
+  CHECK(kind_of([&] { ControlConnection::connect("127.0.0.1", ntohs(a.sin_port), key_of(1), 700ms); }) ==
+        Kind::kTimeout);
+  const auto took = Clock::now() - start;
+  CHECK(took >= 600ms);
+  CHECK(took < 3s);
+  close(fd);
+}
+
+TEST_CASE("hostile byte streams are refused and the server keeps serving", "[control]") {
+  ControlServer server = echo_server(key_of(1));
+  SECTION("another protocol") {
+    const int fd = raw_connect(server.port());
+    const char http[] = "GET / HTTP/1.1\r\nHost: x\r\n\r\n_______________________";
+    REQUIRE(write(fd, http, sizeof http) > 0);
+    CHECK(closed_by_server(fd));
+    close(fd);
+  }
+  SECTION("a correct hello, then a 4 GB length and garbage") {
+    const int fd = raw_connect(server.port());
+    uint8_t hello[36] = {'D', 'T', 'C', 1};
+    REQUIRE(write(fd, hello, sizeof hello) == 36);
+    uint8_t server_hello[36];
+    REQUIRE(read(fd, server_hello, 36) == 36);
+    const uint32_t huge = 0xFFFFFFF0u;
+    std::vector<uint8_t> junk(4 + 64, 0xAB);
+    std::memcpy(junk.data(), &huge, 4);
+    REQUIRE(write(fd, junk.data(), junk.size()) > 0);
+    CHECK(closed_by_server(fd));
+    close(fd);
+  }
+  SECTION("an unauthenticated frame after the hello") {
+    const int fd = raw_connect(server.port());
+    uint8_t hello[36] = {'D', 'T', 'C', 1};
+    REQUIRE(write(fd, hello, sizeof hello) == 36);
+    std::vector<uint8_t> frame(4 + 16, 0);  // empty body, all-zero tag
+    REQUIRE(write(fd, frame.data(), frame.size()) == 20);
+    CHECK(closed_by_server(fd));
+    close(fd);
+  }
+  SECTION("half a handshake, then silence: dropped at the handshake timeout") {
+    const int fd = raw_connect(server.port());
+    REQUIRE(write(fd, "DT", 2) == 2);
+    const auto start = Clock::now();
+    CHECK(closed_by_server(fd));
+    CHECK(Clock::now() - start < 4s);
+    close(fd);
+  }
+  // Whatever came before, a real client is still served.
+  auto c = ControlConnection::connect("127.0.0.1", server.port(), key_of(1), 5s);
+  c->send({1, 2, 3});
+  CHECK(c->receive(5s) == std::vector<uint8_t>{1, 2, 3});
+}
+
+TEST_CASE("ControlFrame bodies are verified before use", "[control]") {
+  CHECK(kind_of([] { read_control_frame({}); }) == Kind::kMalformed);
+  CHECK(kind_of([] { read_control_frame(std::vector<uint8_t>(100, 0xFF)); }) == Kind::kMalformed);
+  // A union type without its table.
+  flatbuffers::FlatBufferBuilder fbb;
+  control::ControlFrameBuilder b(fbb);
+  b.add_body_type(control::ControlBody::MeshMap);
+  fbb.Finish(b.Finish());
+  const std::vector<uint8_t> bytes(fbb.GetBufferPointer(), fbb.GetBufferPointer() + fbb.GetSize());
+  CHECK(kind_of([&] { read_control_frame(bytes); }) == Kind::kMalformed);
+}
+
+TEST_CASE("stop() ends open connections and returns", "[control]") {
+  std::atomic<int> handled{0};
+  auto server = std::make_unique<ControlServer>(
+      "127.0.0.1", 0, key_of(1),
+      [&](ControlConnection& c) {
+        ++handled;
+        c.receive(60s);  // would wait a minute; stop() must cut it short
+      },
+      2s);
+  auto c = ControlConnection::connect("127.0.0.1", server->port(), key_of(1), 5s);
+  const auto end = Clock::now() + 5s;
+  while (handled == 0 && Clock::now() < end) std::this_thread::sleep_for(10ms);
+  const auto start = Clock::now();
+  server->stop();
+  CHECK(Clock::now() - start < 2s);
+  CHECK(kind_of([&] { c->receive(5s); }) == Kind::kClosed);
+}

@@ -1,0 +1,66 @@
+#pragma once
+// One authenticated TCP control connection (DESIGN.md §7): length-prefixed frames, each with a
+// 16-byte Poly1305 tag under a key for this connection and direction, derived from the cluster
+// key and a fresh random nonce from each side. Frames are counted per direction and the count
+// is part of the tag's nonce, so a replayed, dropped, reordered or altered frame fails its tag;
+// a recorded connection cannot be replayed either (the other side's nonce differs).
+//
+// The handshake: each side sends "DTC" + version + 32 random bytes, then an empty
+// authenticated frame. A side that does not hold the same cluster key fails the other's tag
+// at once, so a wrong key is reported by name on both ends before any request is read.
+//
+// Every call has a deadline; nothing blocks forever. One thread uses a connection at a time,
+// except close(), which any thread may call to unblock it.
+#include <array>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "transport/control/control_error.h"
+#include "transport/security/cluster_key.h"
+
+namespace dtrain::transport {
+
+class ControlConnection {
+ public:
+  using Millis = std::chrono::milliseconds;
+  // A frame larger than this is refused (job specs, results and logs are far smaller;
+  // parameters travel on the data channel).
+  static constexpr uint32_t kMaxFrameBytes = 64u << 20;
+  static constexpr Millis kDefaultTimeout{10000};
+
+  // Connects to host:port and authenticates. Throws ControlError: kUnreachable (refused, no
+  // such host, or no answer within `timeout`), kAuthentication (different key), kTimeout.
+  static std::unique_ptr<ControlConnection> connect(const std::string& host, uint16_t port,
+                                                    const ClusterKey& key,
+                                                    Millis timeout = kDefaultTimeout);
+  // Takes over an accepted socket (its file descriptor) and authenticates the client.
+  static std::unique_ptr<ControlConnection> accept(int socket_fd, const ClusterKey& key,
+                                                   Millis timeout = kDefaultTimeout);
+  ~ControlConnection();
+  ControlConnection(const ControlConnection&) = delete;
+  ControlConnection& operator=(const ControlConnection&) = delete;
+
+  void send(const std::vector<uint8_t>& body, Millis timeout = kDefaultTimeout);
+  // The next frame's body. Throws ControlError: kClosed, kTimeout, kAuthentication (a tag that
+  // does not verify), kMalformed (oversized).
+  std::vector<uint8_t> receive(Millis timeout = kDefaultTimeout);
+  // Unblocks a send or receive in progress on another thread; later calls throw kClosed.
+  void close();
+  // "address:port" of the other side.
+  const std::string& peer() const { return peer_; }
+
+ private:
+  struct Io;
+  explicit ControlConnection(std::unique_ptr<Io> io);
+  void handshake(bool is_client, Millis timeout);
+
+  std::unique_ptr<Io> io_;
+  std::string peer_;
+  std::array<uint8_t, 32> send_key_{}, receive_key_{};
+  uint64_t sent_ = 0, received_ = 0;  // frames per direction: part of each tag's nonce
+};
+
+}  // namespace dtrain::transport

@@ -1,0 +1,21 @@
+#pragma once
+// Control frames are FlatBuffers ControlFrame tables (transport/schema/control.fbs) carried as
+// the bodies of ControlConnection frames. Building them, and reading one only after the
+// FlatBuffers verifier and the union checks passed.
+#include <cstdint>
+#include <vector>
+
+#include "transport/control/control_error.h"
+#include "transport/schema/control_generated.h"
+
+namespace dtrain::transport {
+
+// The frame inside `body`, verified; throws ControlError(kMalformed) naming the problem.
+const control::ControlFrame& read_control_frame(const std::vector<uint8_t>& body);
+
+// The finished builder's bytes, ready for ControlConnection::send.
+std::vector<uint8_t> control_frame_bytes(flatbuffers::FlatBufferBuilder& fbb,
+                                         control::ControlBody type,
+                                         flatbuffers::Offset<void> body);
+
+}  // namespace dtrain::transport
