@@ -1,6 +1,7 @@
 #include "transport/control/control_connection.h"
 
 #include <sodium.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -255,6 +256,12 @@ std::vector<uint8_t> ControlConnection::receive(Millis timeout) {
                        kKeyFix);
   }
   return std::vector<uint8_t>(frame.begin() + 4, frame.begin() + 4 + len);
+}
+
+bool ControlConnection::wait_readable(Millis timeout) {
+  if (io_->closed) return true;  // the next receive reports it
+  pollfd p{io_->socket.native_handle(), POLLIN, 0};
+  return ::poll(&p, 1, static_cast<int>(timeout.count())) != 0;
 }
 
 void ControlConnection::close() {

@@ -47,6 +47,9 @@ class ControlConnection {
   // The next frame's body. Throws ControlError: kClosed, kTimeout, kAuthentication (a tag that
   // does not verify), kMalformed (oversized).
   std::vector<uint8_t> receive(Millis timeout = kDefaultTimeout);
+  // True when a frame (or the connection's end) is ready to read within `timeout`: lets one
+  // thread both serve a connection and send on it without a receive timing out mid-frame.
+  bool wait_readable(Millis timeout);
   // Unblocks a send or receive in progress on another thread; later calls throw kClosed.
   void close();
   // "address:port" of the other side.

@@ -1,0 +1,121 @@
+#include "daemon/config/daemon_config.h"
+
+#include <unistd.h>
+
+#include <fstream>
+#include <sstream>
+
+#include "core/spec/spec_reader.h"
+
+namespace dtrain::daemon {
+namespace {
+
+using core::SpecReader;
+
+// "host:port" (port required).
+void host_port(const SpecReader& r, const YAML::Node& map, const std::string& key,
+               std::string& host, uint16_t& port) {
+  const std::string value = r.text(map, key, key, host + ":" + std::to_string(port));
+  const size_t colon = value.rfind(':');
+  int64_t p = -1;
+  if (colon != std::string::npos && colon > 0) {
+    try {
+      size_t used = 0;
+      p = std::stoll(value.substr(colon + 1), &used);
+      if (used != value.size() - colon - 1) p = -1;
+    } catch (...) {
+      p = -1;
+    }
+  }
+  if (p < 1 || p > 65535)
+    r.fail(map[key], key, "'" + value + "' is not host:port",
+           "write it like 10.0.0.1:7070 (the controller's control port)");
+  host = value.substr(0, colon);
+  port = static_cast<uint16_t>(p);
+}
+
+}  // namespace
+
+DaemonConfig parse_daemon_config(const std::string& text, const std::string& source_name) {
+  SpecReader r(source_name);
+  YAML::Node root;
+  try {
+    root = YAML::Load(text);
+  } catch (const YAML::ParserException& e) {
+    throw core::SpecError(source_name + ":" + std::to_string(e.mark.line + 1) + ":" +
+                              std::to_string(e.mark.column + 1),
+                          "not valid YAML: " + e.msg, "fix the syntax at that position");
+  }
+  DaemonConfig c;
+  c.source = source_name;
+  if (!root || root.IsNull()) root = YAML::Node(YAML::NodeType::Map);
+  r.expect_map(root, "", {"name", "roles", "data_dir", "key_file", "controller", "control",
+                          "data", "http", "heartbeat_ms", "peer_timeout_ms"});
+  char host[256] = "dtrain-node";
+  gethostname(host, sizeof host - 1);
+  c.name = r.text(root, "name", "name", std::string(host));
+  if (c.name.empty() || c.name.size() > 64)
+    r.fail(root["name"], "name", "the node name must be 1 to 64 characters",
+           "use the host name or a short label such as node-a");
+  if (root["roles"]) {
+    const YAML::Node roles = root["roles"];
+    if (!roles.IsSequence() || roles.size() == 0)
+      r.fail(roles, "roles", "roles must be a list: [node], [controller] or [node, controller]",
+             "write roles: [node, controller] for a one-machine cluster");
+    c.node = c.controller = false;
+    for (const YAML::Node& role : roles) {
+      const std::string name = role.IsScalar() ? role.as<std::string>() : "";
+      if (name == "node") c.node = true;
+      else if (name == "controller") c.controller = true;
+      else
+        r.fail(role, "roles", "unknown role '" + name + "'", "roles are node and controller");
+    }
+  }
+  c.data_dir = r.text(root, "data_dir", "data_dir", c.data_dir);
+  c.key_file = r.text(root, "key_file", "key_file", c.key_file);
+  host_port(r, root, "controller", c.controller_host, c.controller_port);
+  auto port = [&](const YAML::Node& map, const std::string& path, uint16_t fallback) {
+    return static_cast<uint16_t>(r.integer(map, "port", path + ".port", fallback, 0, 65535));
+  };
+  if (const YAML::Node n = root["control"]) {
+    r.expect_map(n, "control", {"address", "port"});
+    c.control_address = r.text(n, "address", "control.address", c.control_address);
+    c.control_port = port(n, "control", c.control_port);
+  }
+  if (const YAML::Node n = root["data"]) {
+    r.expect_map(n, "data", {"network", "interface", "port", "allow_loopback"});
+    if (n["network"] && n["interface"])
+      r.fail(n, "data", "give data.network or data.interface, not both",
+             "keep the one that identifies the cluster network");
+    c.data_network = r.text(n, n["interface"] ? "interface" : "network",
+                            n["interface"] ? "data.interface" : "data.network", "");
+    c.data_allow_excluded = r.boolean(n, "allow_loopback", "data.allow_loopback", false);
+    c.data_port = port(n, "data", c.data_port);
+  }
+  if (const YAML::Node n = root["http"]) {
+    r.expect_map(n, "http", {"address", "port"});
+    c.http_address = r.text(n, "address", "http.address", c.http_address);
+    c.http_port = port(n, "http", c.http_port);
+  }
+  c.heartbeat_ms = r.integer(root, "heartbeat_ms", "heartbeat_ms", c.heartbeat_ms, 50, 60000);
+  c.peer_timeout_ms =
+      r.integer(root, "peer_timeout_ms", "peer_timeout_ms", c.peer_timeout_ms, 500, 600000);
+  if (c.peer_timeout_ms < 2 * c.heartbeat_ms)
+    r.fail(root["peer_timeout_ms"], "peer_timeout_ms",
+           "peer_timeout_ms must be at least twice heartbeat_ms",
+           "raise peer_timeout_ms (default 10000) or lower heartbeat_ms (default 1000)");
+  return c;
+}
+
+DaemonConfig load_daemon_config(const std::string& path) {
+  std::ifstream in(path);
+  if (!in)
+    throw core::UserError("cannot read the daemon config '" + path + "'",
+                          "give an existing file with --config (a sample is "
+                          "configs/dtraind/dtraind.yaml)");
+  std::stringstream text;
+  text << in.rdbuf();
+  return parse_daemon_config(text.str(), path);
+}
+
+}  // namespace dtrain::daemon

@@ -1,0 +1,43 @@
+#pragma once
+// dtraind's configuration file (YAML, DESIGN.md §3), validated like a job spec: every problem
+// names the file, line, column, the key and the fix, before any socket is opened.
+//
+//   name: node-a                   # default: the host name
+//   roles: [node, controller]      # node hosts workers; controller accepts jobs
+//   data_dir: /var/lib/dtrain      # job state, logs, model files
+//   key_file: /etc/dtrain/cluster.key
+//   controller: 10.0.0.1:7070      # where a node registers (default: this machine)
+//   control: {address: 0.0.0.0, port: 7070}
+//   data: {network: 10.0.0.0/16, port: 40123}    # or interface: eth0
+//   http: {address: 127.0.0.1, port: 7080}
+//   workers_per_node: auto        # cores this node offers to jobs (max workers)
+#include <cstdint>
+#include <string>
+
+namespace dtrain::daemon {
+
+struct DaemonConfig {
+  std::string source;  // the file, for messages
+  std::string name;
+  bool node = true;
+  bool controller = false;
+  std::string data_dir = "/var/lib/dtrain";
+  std::string key_file = "/etc/dtrain/cluster.key";
+  std::string controller_host = "127.0.0.1";
+  uint16_t controller_port = 7070;
+  std::string control_address = "0.0.0.0";
+  uint16_t control_port = 7070;
+  std::string data_network;  // CIDR or interface name; empty: the first suitable interface
+  bool data_allow_excluded = false;  // allow lo/docker*/veth* (local clusters, tests)
+  uint16_t data_port = 40123;
+  std::string http_address = "127.0.0.1";
+  uint16_t http_port = 7080;
+  int64_t heartbeat_ms = 1000;
+  int64_t peer_timeout_ms = 10000;
+};
+
+// Throws core::SpecError (a UserError) naming the problem and the fix.
+DaemonConfig load_daemon_config(const std::string& path);
+DaemonConfig parse_daemon_config(const std::string& text, const std::string& source_name);
+
+}  // namespace dtrain::daemon
