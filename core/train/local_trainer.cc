@@ -97,11 +97,21 @@ TrainingResult train_local(const JobSpec& job, TrainingListener& listener,
   initial.init(job.seed);
   MessageBus bus(num_workers);
   const CodecEngine& engine = CodecEngine::get();
+  NodeExchange* exchange = options.exchange;
+  if (exchange && !sharing)
+    throw UserError("training.mode " + job.training.mode + " does not run across nodes yet",
+                    "use mode gradient_sharing");
+  const int first_shard = exchange ? exchange->first_worker() : 0;
+  const int shards = exchange ? exchange->total_workers() : num_workers;
   Workers workers;
   for (int w = 0; w < num_workers; ++w) {
-    workers.push_back(std::make_unique<SharingWorker>(job, data.train, initial, w, num_workers,
-                                                      bus, engine));
+    workers.push_back(std::make_unique<SharingWorker>(job, data.train, initial, w,
+                                                      first_shard + w, shards, bus, engine));
     if (options.message_observer) workers.back()->set_observer(options.message_observer);
+  }
+  if (exchange) {
+    bus.set_outbound([exchange](const SharedMessage& m) { exchange->publish(m); });
+    exchange->attach(bus, initial.num_params());
   }
   listener.on_data_loaded(data.train.size(), data.test.size(), initial.num_params());
 
@@ -132,7 +142,7 @@ TrainingResult train_local(const JobSpec& job, TrainingListener& listener,
         SharingWorker& sw = *workers[w];
         Worker& worker = sw.worker();
         int64_t in_epoch = 0;
-        while (!stop) {
+        while (!stop && !(options.cancel && *options.cancel)) {
           const int64_t it = iterations[w];
           // Learning-rate schedules follow the minibatches of the whole node, so a schedule
           // reaches the same point after an epoch whatever workers_per_node is.
@@ -194,9 +204,19 @@ TrainingResult train_local(const JobSpec& job, TrainingListener& listener,
 
     // Everyone has published everything for this epoch: apply what is still queued, so the
     // replicas agree before evaluation and before the next epoch.
+    const bool cancelled = options.cancel && *options.cancel;
+    if (exchange && !cancelled) {
+      double tau_sum = 0.0;
+      for (auto& w : workers) tau_sum += w->encoder().threshold().tau();
+      const NodeExchange::EpochEnd end = exchange->end_epoch(epoch, tau_sum, num_workers);
+      for (auto& w : workers) w->encoder().threshold().set_tau(
+          static_cast<float>(end.tau_sum / std::max(1, end.workers)));
+      result.lost_nodes = end.lost;
+    }
     for (auto& w : workers) w->apply_received();
-    if (sharing) average_tau(workers);
+    if (sharing && !exchange) average_tau(workers);
     average_state(workers);
+    if (cancelled) stop = true;
 
     EpochSummary summary;
     summary.epoch = epoch;

@@ -2,6 +2,7 @@
 // Trains a job inside this process (dtrain-submit --local): loads the data, runs the epochs on
 // workers_per_node worker threads (gradient sharing between them through memory, DESIGN.md §5),
 // evaluates the test set after each epoch, checkpoints and writes the model file.
+#include <atomic>
 #include <string>
 #include <vector>
 
@@ -9,6 +10,7 @@
 #include "core/eval/evaluation.h"
 #include "core/spec/job_spec.h"
 #include "core/train/replica_agreement.h"
+#include "core/train/node_exchange.h"
 #include "core/train/sharing_worker.h"
 
 namespace dtrain::core {
@@ -39,6 +41,7 @@ struct TrainingResult {
   int workers = 1;
   std::string codec_kernel;            // gradient sharing only
   ReplicaAgreement agreement;          // after the last step, every message applied
+  std::vector<std::string> lost_nodes; // cluster jobs: nodes declared lost during training
   int64_t params = 0;
   int64_t messages = 0;                // produced by all workers
   int64_t message_bytes = 0;
@@ -72,6 +75,11 @@ struct LocalTrainingOptions {
   // Called with every message produced, from the producing thread (tests audit the invariant
   // with it); must be thread-safe.
   MessageObserver message_observer;
+  // This node's part of a cluster job (gradient sharing with other nodes); null: this process
+  // trains alone.
+  NodeExchange* exchange = nullptr;
+  // Set from another thread to stop at the next step (a cancelled job).
+  const std::atomic<bool>* cancel = nullptr;
 };
 
 // workers_per_node resolved for this machine: the spec's number, or for `auto` one worker per

@@ -13,6 +13,7 @@ void MessageBus::publish(int from, const SharedMessage& message) {
     std::lock_guard<std::mutex> lock(inbox.mutex);
     inbox.messages.push_back(message);
   }
+  if (from >= 0 && outbound_) outbound_(message);
 }
 
 std::vector<SharedMessage> MessageBus::take(int worker) {

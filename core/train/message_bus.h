@@ -2,6 +2,7 @@
 // Same-node delivery of encoded messages (DESIGN.md §5 step 6: "same-node workers through
 // memory"). A published message is shared, never copied: each other worker's inbox gets a
 // pointer and applies it on its own thread. Publishing never blocks on a slow worker.
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <vector>
@@ -19,6 +20,11 @@ class MessageBus {
   int workers() const { return static_cast<int>(inboxes_.size()); }
   // To every worker except `from` (pass -1 for a message that came from another node).
   void publish(int from, const SharedMessage& message);
+  // Also hands every message of a local worker (from >= 0) to `outbound` (the other nodes).
+  // Set before the workers start.
+  void set_outbound(std::function<void(const SharedMessage&)> outbound) {
+    outbound_ = std::move(outbound);
+  }
   // Everything delivered to `worker` since the last call, in arrival order.
   std::vector<SharedMessage> take(int worker);
   int64_t pending(int worker) const;
@@ -29,6 +35,7 @@ class MessageBus {
     std::vector<SharedMessage> messages;
   };
   std::vector<std::unique_ptr<Inbox>> inboxes_;
+  std::function<void(const SharedMessage&)> outbound_;
 };
 
 }  // namespace dtrain::core

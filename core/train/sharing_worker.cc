@@ -3,9 +3,10 @@
 namespace dtrain::core {
 
 SharingWorker::SharingWorker(const JobSpec& job, const Dataset& train, const Model& initial,
-                             int index, int count, MessageBus& bus, const CodecEngine& engine)
-    : worker_(job, train, initial, index, count),
-      encoder_(initial.num_params(), job.training, static_cast<uint32_t>(index), engine),
+                             int index, int shard, int shards, MessageBus& bus,
+                             const CodecEngine& engine)
+    : worker_(job, train, initial, shard, shards),
+      encoder_(initial.num_params(), job.training, static_cast<uint32_t>(shard), engine),
       bus_(bus),
       engine_(engine),
       index_(index) {}

@@ -17,8 +17,11 @@ using MessageObserver = std::function<void(const EncodedMessage&)>;
 
 class SharingWorker {
  public:
+  // `index`: this worker on the node's bus; `shard` of `shards`: its data shard and the origin
+  // of its messages among every worker of the job (the same as index and the node's worker
+  // count when the job runs on one node).
   SharingWorker(const JobSpec& job, const Dataset& train, const Model& initial, int index,
-                int count, MessageBus& bus, const CodecEngine& engine);
+                int shard, int shards, MessageBus& bus, const CodecEngine& engine);
 
   // One minibatch; false at the end of the epoch (nothing done then). Iterations as in
   // Worker::compute_step.

@@ -1,0 +1,39 @@
+#pragma once
+// How the workers of one node reach the other nodes of a cluster job (DESIGN.md §5 step 6:
+// "other nodes through the mesh"). core/ has no networking: the daemon implements this over
+// the transport; --local training has none.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/train/message_bus.h"
+
+namespace dtrain::core {
+
+class NodeExchange {
+ public:
+  virtual ~NodeExchange() = default;
+
+  // This node's workers are global workers [first_worker, first_worker + local workers) of
+  // total_workers: their data shards and their messages' origins.
+  virtual int first_worker() const = 0;
+  virtual int total_workers() const = 0;
+
+  // Before training: messages from other nodes go to `bus` (as from no local worker) from now
+  // on, including those that arrived while this node was still loading its data.
+  virtual void attach(MessageBus& bus, int64_t num_params) = 0;
+  // Every message this node's workers produce, from the producing thread.
+  virtual void publish(const SharedMessage& message) = 0;
+
+  struct EpochEnd {
+    double tau_sum = 0.0;  // over the workers of every node that finished the epoch
+    int workers = 0;
+    std::vector<std::string> lost;  // nodes declared lost so far
+  };
+  // After this node's workers finished `epoch`: waits (with a deadline; throws a UserError
+  // naming the nodes it waited for) until every message the other live nodes produced up to
+  // the end of their epoch is in the bus, so that the replicas agree once it is applied.
+  virtual EpochEnd end_epoch(int64_t epoch, double local_tau_sum, int local_workers) = 0;
+};
+
+}  // namespace dtrain::core
