@@ -2,7 +2,9 @@
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
+#include <cstdlib>
 
+#include "submit/cluster_commands.h"
 #include "submit/commands.h"
 #include "submit/exit_codes.h"
 
@@ -10,6 +12,11 @@ int main(int argc, char** argv) {
   using namespace dtrain::submit;
   CLI::App app{
       "dtrain-submit: train, evaluate and run neural networks with dtrain.\n\n"
+      "  dtrain-submit job.yaml                  submit to the cluster's controller and follow it\n"
+      "  dtrain-submit job.yaml --detach         submit, print the job id, return\n"
+      "  dtrain-submit status [JOB] [--json]     jobs (or one job) and their figures\n"
+      "  dtrain-submit nodes [--json]            the cluster's nodes\n"
+      "  dtrain-submit cancel JOB | logs JOB\n"
       "  dtrain-submit --local job.yaml          train in this process (one machine)\n"
       "  dtrain-submit validate job.yaml         check a job spec without running it\n"
       "  dtrain-submit eval model.dtm            evaluate a saved model on its test set\n"
@@ -28,6 +35,35 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 4096));
   app.add_option("--output", train.output, "model file to write (default: the spec's output.model)");
   app.add_flag("--quiet", train.quiet, "print only the final result");
+  bool detach = false;
+  app.add_flag("--detach", detach, "submit and return at once (prints the job id)");
+  ClusterArgs cluster;
+  if (const char* c = std::getenv("DTRAIN_CONTROLLER")) cluster.controller = c;
+  if (const char* k = std::getenv("DTRAIN_KEY_FILE")) cluster.key_file = k;
+  app.add_option("--controller", cluster.controller,
+                 "controller's control channel, host:port (default $DTRAIN_CONTROLLER or "
+                 "127.0.0.1:7070)");
+  app.add_option("--key-file", cluster.key_file,
+                 "cluster key file (default $DTRAIN_KEY_FILE or /etc/dtrain/cluster.key)");
+  app.add_option("--connect-timeout-ms", cluster.connect_timeout_ms,
+                 "give up reaching the controller after this long (exit code 3)")
+      ->check(CLI::Range(1, 600000));
+  bool json = false;
+  std::string job_arg;
+  auto* status_cmd = app.add_subcommand("status", "jobs on the cluster, or one job in detail");
+  status_cmd->add_option("job", job_arg, "job id");
+  status_cmd->add_flag("--json", json, "print the controller's JSON (stable; see README)");
+  auto* nodes_cmd = app.add_subcommand("nodes", "the cluster's nodes and their state");
+  nodes_cmd->add_flag("--json", json, "print the controller's JSON (stable; see README)");
+  auto* cancel_cmd = app.add_subcommand("cancel", "cancel a queued or running job");
+  cancel_cmd->add_option("job", job_arg, "job id")->required();
+  auto* logs_cmd = app.add_subcommand("logs", "a job's log, as the controller recorded it");
+  logs_cmd->add_option("job", job_arg, "job id")->required();
+  for (auto* sub : {status_cmd, nodes_cmd, cancel_cmd, logs_cmd}) {
+    sub->add_option("--controller", cluster.controller, "controller host:port");
+    sub->add_option("--key-file", cluster.key_file, "cluster key file");
+    sub->add_option("--connect-timeout-ms", cluster.connect_timeout_ms, "connect deadline");
+  }
 
   auto* validate = app.add_subcommand("validate", "check a job spec and report every problem");
   std::string validate_path;
@@ -65,6 +101,10 @@ int main(int argc, char** argv) {
   }
 
   if (*validate) return run_validate(validate_path);
+  if (*status_cmd) return run_cluster_status(cluster, job_arg, json);
+  if (*nodes_cmd) return run_cluster_nodes(cluster, json);
+  if (*cancel_cmd) return run_cluster_cancel(cluster, job_arg);
+  if (*logs_cmd) return run_cluster_logs(cluster, job_arg);
   if (*eval_cmd) return run_eval(eval);
   if (*infer_cmd) return run_infer(infer);
   if (train.job_path.empty()) {
@@ -72,11 +112,6 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "\nerror: no job spec given\n  fix: dtrain-submit --local job.yaml\n");
     return kExitBadInput;
   }
-  if (!local) {
-    std::fprintf(stderr,
-                 "error: cannot reach a controller: cluster submission (dtraind) is not part of "
-                 "this build yet\n  fix: add --local to train in this process\n");
-    return kExitNoController;
-  }
+  if (!local) return run_cluster_submit(cluster, train.job_path, detach);
   return run_local_training(train);
 }

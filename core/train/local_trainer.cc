@@ -247,6 +247,9 @@ TrainingResult train_local(const JobSpec& job, TrainingListener& listener,
   std::vector<const float*> replicas;
   for (auto& w : workers) replicas.push_back(w->worker().model().params());
   result.agreement = compare_replicas(replicas, initial.num_params());
+  if (options.final_params)
+    options.final_params->assign(lead.model().params(),
+                                 lead.model().params() + initial.num_params());
   result.iterations = iterations[0];
   result.train_seconds = elapsed_total;
   if (options.write_model) {

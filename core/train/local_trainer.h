@@ -78,6 +78,8 @@ struct LocalTrainingOptions {
   // This node's part of a cluster job (gradient sharing with other nodes); null: this process
   // trains alone.
   NodeExchange* exchange = nullptr;
+  // When set, receives the final parameters of worker 0 (cluster jobs compare replicas).
+  std::vector<float>* final_params = nullptr;
   // Set from another thread to stop at the next step (a cancelled job).
   const std::atomic<bool>* cancel = nullptr;
 };

@@ -61,7 +61,15 @@ expect_rc 2 "corrupt model" -- "$SUBMIT" eval job.yaml
 grep -q "not a dtrain model file" err.txt || fail "corrupt model message"
 expect_rc 2 "infer with the wrong width" -- "$SUBMIT" infer demo.dtm --input train.csv --output x.csv
 grep -q "columns, the model needs 4" err.txt || fail "width mismatch message"
-expect_rc 3 "no controller" -- "$SUBMIT" job.yaml
+printf '%064x\n' 7 > cluster.key && chmod 600 cluster.key
+expect_rc 3 "no controller" -- "$SUBMIT" job.yaml --key-file cluster.key --controller 127.0.0.1:1 --connect-timeout-ms 3000
+grep -q "cannot connect to the controller at 127.0.0.1:1" err.txt || fail "no-controller message"
+expect_rc 2 "missing key file" -- "$SUBMIT" job.yaml --key-file nowhere.key --controller 127.0.0.1:1
+grep -q "nowhere.key" err.txt || fail "missing key message"
+chmod 644 cluster.key
+expect_rc 2 "key file readable by others" -- "$SUBMIT" status --key-file cluster.key --controller 127.0.0.1:1
+grep -q "chmod 600" err.txt || fail "key permission message"
+expect_rc 2 "bad job id" -- "$SUBMIT" cancel not-a-job --key-file cluster.key
 expect_rc 0 "help" -- "$SUBMIT" --help
 grep -q "Exit codes" out.txt || fail "--help does not document exit codes"
 

@@ -161,6 +161,8 @@ int main(int argc, char** argv) {
     std::fflush(stdout);
   };
   MeshNode mesh(endpoint, MeshMap::build(mode, members), handlers);
+  endpoint.start([&mesh](Delivery&& d) { mesh.handle_delivery(std::move(d)); },
+                 [&mesh](uint32_t peer) { mesh.handle_peer_lost(peer); });
 
   const uint64_t total = uint64_t(messages) + big;
   for (uint64_t m = 1; m <= total; ++m) {

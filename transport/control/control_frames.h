@@ -12,6 +12,8 @@ namespace dtrain::transport {
 
 // The frame inside `body`, verified; throws ControlError(kMalformed) naming the problem.
 const control::ControlFrame& read_control_frame(const std::vector<uint8_t>& body);
+// The frame points into `body`: a temporary would leave it dangling.
+const control::ControlFrame& read_control_frame(std::vector<uint8_t>&& body) = delete;
 
 // The finished builder's bytes, ready for ControlConnection::send.
 std::vector<uint8_t> control_frame_bytes(flatbuffers::FlatBufferBuilder& fbb,

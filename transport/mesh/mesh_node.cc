@@ -10,8 +10,6 @@ MeshNode::MeshNode(Endpoint& endpoint, const MeshMap& map, Handlers handlers)
     : endpoint_(endpoint), self_(endpoint.node_id()), handlers_(std::move(handlers)), map_(map) {
   for (const MeshMember& m : map.members())
     if (m.id != self_) endpoint_.add_peer(m.id, m.address, m.port);
-  endpoint_.start([this](Delivery&& d) { on_delivery(std::move(d)); },
-                  [this](uint32_t peer) { on_peer_lost(peer); });
 }
 
 MeshMap MeshNode::map() const {
@@ -42,7 +40,7 @@ bool MeshNode::publish(uint64_t job_id, uint64_t message_id, Endpoint::Bytes byt
   return ok;
 }
 
-void MeshNode::on_delivery(Delivery&& d) {
+void MeshNode::handle_delivery(Delivery&& d) {
   // Relay first (without waiting: this is the I/O thread), then hand it up.
   auto shared = std::make_shared<const std::vector<uint8_t>>(std::move(d.bytes));
   retain(d.job_id, d.origin, d.message_id, shared);
@@ -56,7 +54,7 @@ void MeshNode::on_delivery(Delivery&& d) {
   }
 }
 
-void MeshNode::on_peer_lost(uint32_t peer) {
+void MeshNode::handle_peer_lost(uint32_t peer) {
   std::vector<uint32_t> missed;
   uint64_t version;
   std::vector<Retained> catch_up;

@@ -25,8 +25,14 @@ class MeshNode {
         on_loss;
   };
 
-  // Adds every member of the map as a peer of the endpoint and starts it.
+  // Adds every member of the map as a peer of the endpoint. The endpoint's owner (which may
+  // carry several jobs on it) passes this job's deliveries and every peer loss to
+  // handle_delivery / handle_peer_lost.
   MeshNode(Endpoint& endpoint, const MeshMap& map, Handlers handlers);
+
+  // On the endpoint's I/O thread.
+  void handle_delivery(Delivery&& d);
+  void handle_peer_lost(uint32_t peer);
 
   // To every other node along the tree. False if the endpoint's queues stayed full past the
   // deadline.
@@ -51,8 +57,6 @@ class MeshNode {
     Endpoint::Bytes bytes;
   };
   void retain(uint64_t job_id, uint32_t origin, uint64_t message_id, Endpoint::Bytes bytes);
-  void on_delivery(Delivery&& d);
-  void on_peer_lost(uint32_t peer);
 
   Endpoint& endpoint_;
   uint32_t self_;

@@ -1,0 +1,441 @@
+#include "daemon/controller/controller.h"
+
+#include <sodium.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "core/spec/job_spec_parser.h"
+#include "core/train/local_trainer.h"
+#include "transport/control/control_frames.h"
+
+namespace dtrain::daemon {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+using transport::ControlConnection;
+using transport::ControlError;
+
+namespace {
+
+// The largest relative L2 difference between any node's parameter sample and the first's.
+double replica_difference(const std::map<std::string, Json>& results) {
+  const std::vector<float>* first = nullptr;
+  std::vector<std::vector<float>> samples;
+  for (const auto& [node, r] : results)
+    if (r.contains("params_sample")) samples.push_back(r["params_sample"].get<std::vector<float>>());
+  if (samples.size() < 2) return 0.0;
+  first = &samples[0];
+  double norm = 0.0;
+  for (float v : *first) norm += double(v) * v;
+  norm = std::sqrt(norm);
+  double worst = 0.0;
+  for (size_t s = 1; s < samples.size(); ++s) {
+    if (samples[s].size() != first->size()) return INFINITY;
+    double d = 0.0;
+    for (size_t i = 0; i < first->size(); ++i) {
+      const double x = double(samples[s][i]) - (*first)[i];
+      d += x * x;
+    }
+    worst = std::max(worst, std::sqrt(d) / std::max(norm, 1e-30));
+  }
+  return worst;
+}
+
+bool escapes(const std::string& path) {
+  if (path.empty() || path[0] == '/') return true;
+  for (const auto& part : fs::path(path))
+    if (part == "..") return true;
+  return false;
+}
+
+}  // namespace
+
+Controller::Controller(const DaemonConfig& config)
+    : config_(config), jobs_dir_(config.data_dir + "/controller/jobs") {
+  std::error_code ec;
+  fs::create_directories(jobs_dir_, ec);
+  if (ec)
+    throw core::UserError("cannot create " + jobs_dir_ + ": " + ec.message(),
+                          "make data_dir (" + config.data_dir + ") writable for dtraind");
+  for (JobRecord& job : load_jobs(jobs_dir_)) {
+    if (job.state == "running") {
+      job.state = "failed";
+      job.error = "the controller stopped while the job was running";
+      job.fix = "submit the job again";
+      job.finished_at = unix_now();
+      save_job(jobs_dir_, job);
+    }
+    if (job.state == "queued") queue_.push_back(job.id);
+    jobs_[job.id] = std::move(job);
+  }
+  spdlog::info("controller: {} past jobs, {} queued", jobs_.size(), queue_.size());
+}
+
+void Controller::serve(ControlConnection& c) {
+  const std::vector<uint8_t> first = c.receive(std::chrono::seconds(10));
+  const transport::control::ControlFrame& frame = transport::read_control_frame(first);
+  if (const auto* r = frame.body_as_Register()) {
+    if (!r->node_name() || !r->address() || r->node_name()->size() == 0) {
+      c.send(reply_error("registration without a node name or address",
+                         "run the same dtrain release on every machine"));
+      return;
+    }
+    serve_node(c, r->node_id(), r->node_name()->str(), r->address()->str(), r->data_port(),
+               std::max(1u, r->cores()));
+    return;
+  }
+  if (const auto* q = frame.body_as_Request()) {
+    c.send(handle_request(q->kind() ? q->kind()->str() : "", q->job_id(),
+                          q->body() ? q->body()->str() : "{}"));
+    return;
+  }
+  c.send(reply_error("unexpected first control frame", "run the same dtrain release everywhere"));
+}
+
+void Controller::serve_node(ControlConnection& c, uint32_t id, const std::string& name,
+                            const std::string& address, uint16_t data_port, uint32_t cores) {
+  uint64_t session;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (const auto& [other_name, other] : members_)
+      if (other.id == id && other_name != name && other.alive) {
+        c.send(reply_error("node " + name + " has the same node id (" + std::to_string(id) +
+                               ") as node " + other_name,
+                           "stop dtraind on " + name + ", delete its data_dir/node_id and start "
+                           "it again (a new id is drawn)"));
+        return;
+      }
+    Member& m = members_[name];
+    if (m.alive && m.session != 0)
+      spdlog::info("controller: node {} registered again (restarted?)", name);
+    m.id = id;
+    m.name = name;
+    m.address = address;
+    m.data_port = data_port;
+    m.cores = cores;
+    m.alive = true;
+    m.session = session = next_session_++;
+    m.last_heard = Clock::now();
+    m.outbox.clear();
+    start_next();
+  }
+  spdlog::info("controller: node {} (id {}) registered from {}, data {}:{}, {} cores", name, id,
+               c.peer(), address, data_port, cores);
+  c.send(reply_ok({{"node_id", id}, {"name", name}}));
+  const auto timeout = std::chrono::milliseconds(config_.peer_timeout_ms);
+  std::string why = "its connection closed";
+  try {
+    for (;;) {
+      std::deque<std::vector<uint8_t>> out;
+      bool stop = false;
+      {
+        std::lock_guard<std::mutex> lock(mutex_);
+        Member& m = members_[name];
+        if (m.session != session) return;  // replaced by a newer registration
+        out.swap(m.outbox);
+        stop = stopping_;
+        if (Clock::now() - m.last_heard > timeout) {
+          why = "silent for " + std::to_string(config_.peer_timeout_ms) + " ms";
+          break;
+        }
+      }
+      for (const auto& frame : out) c.send(frame);
+      if (stop) return;
+      if (!c.wait_readable(std::chrono::milliseconds(50))) continue;
+      const std::vector<uint8_t> bytes = c.receive(std::chrono::seconds(30));
+      const auto& frame = transport::read_control_frame(bytes);
+      const auto* jm = frame.body_as_JobMessage();
+      if (!jm) continue;
+      const std::string text(jm->body() ? reinterpret_cast<const char*>(jm->body()->data()) : "",
+                             jm->body() ? jm->body()->size() : 0);
+      const Json body = Json::parse(text.empty() ? "{}" : text, nullptr, false);
+      std::lock_guard<std::mutex> lock(mutex_);
+      Member& m = members_[name];
+      m.last_heard = Clock::now();
+      if (!body.is_discarded())
+        on_job_message(m, jm->job_id(), jm->kind() ? jm->kind()->str() : "", body);
+    }
+  } catch (const ControlError& e) {
+    why = std::string("its connection ended: ") + e.what();
+  }
+  std::lock_guard<std::mutex> lock(mutex_);
+  Member& m = members_[name];
+  if (m.session == session && m.alive) node_lost(m, why);
+}
+
+void Controller::on_job_message(Member& m, uint64_t job_id, const std::string& kind,
+                                const Json& body) {
+  if (kind == "heartbeat" || job_id == 0) return;
+  auto it = jobs_.find(job_id);
+  if (it == jobs_.end()) return;
+  JobRecord& job = it->second;
+  if (kind == "progress") {
+    job.progress[m.name] = body;
+  } else if (kind == "log") {
+    job.add_log(m.name + ": " + body.value("line", ""));
+  } else if (kind == "result") {
+    job.results[m.name] = body;
+    job.add_log(m.name + ": finished");
+    check_finished(job);
+  } else if (kind == "failed") {
+    job.failures[m.name] = body;
+    job.add_log(m.name + ": failed: " + body.value("error", "?"));
+    if (!job.cancel_requested && !body.value("cancelled", false)) {
+      // One node's failure ends the job everywhere.
+      job.cancel_requested = true;
+      for (const std::string& n : job.nodes)
+        if (n != m.name && members_.count(n))
+          members_[n].outbox.push_back(job_frame(job.id, "cancel", Json::object()));
+    }
+    check_finished(job);
+  }
+}
+
+void Controller::node_lost(Member& m, const std::string& why) {
+  m.alive = false;
+  spdlog::warn("controller: node {} lost: {}", m.name, why);
+  if (running_ == 0) return;
+  JobRecord& job = jobs_[running_];
+  if (std::find(job.nodes.begin(), job.nodes.end(), m.name) == job.nodes.end()) return;
+  if (job.results.count(m.name) || job.failures.count(m.name)) return;
+  if (std::find(job.lost_nodes.begin(), job.lost_nodes.end(), m.name) == job.lost_nodes.end())
+    job.lost_nodes.push_back(m.name);
+  job.add_log("node " + m.name + " lost (" + why + "); the job continues on the others");
+  check_finished(job);
+  save(job);
+}
+
+void Controller::check_finished(JobRecord& job) {
+  if (job.finished()) return;
+  for (const std::string& n : job.nodes) {
+    const bool lost =
+        std::find(job.lost_nodes.begin(), job.lost_nodes.end(), n) != job.lost_nodes.end();
+    if (!lost && !job.results.count(n) && !job.failures.count(n)) return;
+  }
+  finish(job);
+}
+
+void Controller::finish(JobRecord& job) {
+  job.finished_at = unix_now();
+  bool all_cancelled = !job.failures.empty();
+  for (const auto& [n, f] : job.failures) all_cancelled = all_cancelled && f.value("cancelled", false);
+  if (!job.failures.empty() && !all_cancelled) {
+    for (const auto& [n, f] : job.failures) {
+      if (f.value("cancelled", false)) continue;
+      job.state = "failed";
+      job.error = n + ": " + f.value("error", "failed");
+      job.fix = f.value("fix", "");
+      break;
+    }
+  } else if (job.cancel_requested) {
+    job.state = "cancelled";
+  } else if (job.results.empty()) {
+    job.state = "failed";
+    job.error = "every node of the job was lost";
+    job.fix = "check the nodes' logs (journalctl -u dtraind) and submit again";
+  } else {
+    const double diff = replica_difference(job.results);
+    // The lowest rank that finished speaks for the job (it wrote the model file).
+    const Json* lead = nullptr;
+    for (const auto& [n, r] : job.results)
+      if (!lead || r.value("rank", 1 << 30) < lead->value("rank", 1 << 30)) lead = &r;
+    Json result = *lead;
+    result.erase("params_sample");
+    result["replica_max_relative_difference"] = diff;
+    result["lost_nodes"] = job.lost_nodes;
+    double samples_per_sec = 0;
+    for (const auto& [n, r] : job.results) samples_per_sec += r.value("samples_per_sec", 0.0);
+    result["samples_per_sec"] = samples_per_sec;
+    job.result = result;
+    if (diff > 1e-5) {
+      job.state = "failed";
+      job.error = "the replicas disagree (max relative difference " + std::to_string(diff) +
+                  "): an update was lost or applied twice";
+      job.fix = "report this with `dtrain-submit logs " + job_id_text(job.id) + "`";
+    } else {
+      job.state = "succeeded";
+    }
+  }
+  for (auto& [n, r] : job.results) r.erase("params_sample");
+  job.add_log("job " + job.state + (job.error.empty() ? "" : ": " + job.error));
+  spdlog::info("controller: job {} ({}) {}", job_id_text(job.id), job.name, job.state);
+  save(job);
+  if (running_ == job.id) running_ = 0;
+  changed_.notify_all();
+  start_next();
+}
+
+void Controller::save(const JobRecord& job) { save_job(jobs_dir_, job); }
+
+Json Controller::submit(const Json& body) {
+  const std::string spec_text = body.value("spec", "");
+  const std::string source = body.value("source", "job.yaml");
+  core::SpecParseOptions options;
+  options.check_files = false;  // the nodes check their data files when the job starts
+  options.base_dir = body.value("base_dir", ".");
+  const core::JobSpec spec = core::parse_job_spec_text(spec_text, source, options);
+  if (escapes(spec.output.model))
+    throw core::UserError("output.model '" + spec.output.model +
+                              "' leaves the daemon's data directory",
+                          "give a relative path without '..' (it is written under the node's "
+                          "data_dir/models/)");
+  if (spec.training.mode != "gradient_sharing")
+    throw core::UserError("training.mode " + spec.training.mode +
+                              " does not run on a cluster in this build",
+                          "use mode gradient_sharing, or run it with --local");
+  JobRecord job;
+  do randombytes_buf(&job.id, sizeof job.id);
+  while (job.id == 0 || jobs_.count(job.id));
+  job.name = spec.name;
+  job.mode = spec.training.mode;
+  job.spec_text = spec_text;
+  job.base_dir = options.base_dir;
+  job.submitted_at = unix_now();
+  job.add_log("submitted (" + source + ")");
+  const uint64_t id = job.id;
+  save(job);
+  jobs_[id] = std::move(job);
+  queue_.push_back(id);
+  start_next();
+  return jobs_[id].to_json();
+}
+
+void Controller::start_next() {
+  if (running_ != 0 || queue_.empty() || stopping_) return;
+  JobRecord& job = jobs_[queue_.front()];
+  core::SpecParseOptions options;
+  options.check_files = false;
+  options.base_dir = job.base_dir;
+  const core::JobSpec spec = core::parse_job_spec_text(job.spec_text, job.name, options);
+  std::vector<Member*> alive;
+  for (auto& [name, m] : members_)
+    if (m.alive) alive.push_back(&m);
+  std::sort(alive.begin(), alive.end(), [](Member* a, Member* b) { return a->id < b->id; });
+  const size_t wanted = spec.training.nodes > 0 ? size_t(spec.training.nodes) : alive.size();
+  if (alive.empty() || alive.size() < wanted) {
+    const std::string line = "waiting for " + std::to_string(std::max<size_t>(1, wanted)) +
+                             " nodes (" + std::to_string(alive.size()) + " registered)";
+    if (job.log.empty() || job.log.back().find(line) == std::string::npos) job.add_log(line);
+    return;
+  }
+  alive.resize(wanted);
+  queue_.pop_front();
+  running_ = job.id;
+  job.state = "running";
+  job.started_at = unix_now();
+  Json members = Json::array();
+  for (Member* m : alive) {
+    const int workers = spec.training.workers_per_node > 0
+                            ? int(spec.training.workers_per_node)
+                            : int(std::min<uint32_t>(m->cores, 8));
+    members.push_back({{"id", m->id}, {"name", m->name}, {"address", m->address},
+                       {"port", m->data_port}, {"workers", workers}});
+    job.nodes.push_back(m->name);
+  }
+  for (size_t rank = 0; rank < alive.size(); ++rank) {
+    Json start = {{"spec", job.spec_text}, {"base_dir", job.base_dir}, {"name", job.name},
+                  {"rank", rank}, {"members", members}, {"mesh", spec.training.mesh},
+                  {"peer_timeout_ms", config_.peer_timeout_ms}};
+    alive[rank]->outbox.push_back(job_frame(job.id, "start", start));
+  }
+  job.add_log("started on " + std::to_string(alive.size()) + " nodes");
+  spdlog::info("controller: job {} ({}) started on {} nodes", job_id_text(job.id), job.name,
+               alive.size());
+  save(job);
+}
+
+std::vector<uint8_t> Controller::handle_request(const std::string& kind, uint64_t job_id,
+                                                const std::string& body_text) {
+  const Json body = Json::parse(body_text.empty() ? "{}" : body_text, nullptr, false);
+  if (body.is_discarded()) return reply_error("the request body is not JSON", "use dtrain-submit");
+  std::lock_guard<std::mutex> lock(mutex_);
+  try {
+    if (kind == "submit") return reply_ok(submit(body));
+    if (kind == "nodes") {
+      Json nodes = Json::array();
+      const auto now = Clock::now();
+      for (const auto& [name, m] : members_)
+        nodes.push_back(
+            {{"name", name}, {"id", m.id}, {"address", m.address}, {"data_port", m.data_port},
+             {"cores", m.cores}, {"state", m.alive ? "alive" : "lost"},
+             {"last_heard_seconds_ago",
+              std::chrono::duration<double>(now - m.last_heard).count()},
+             {"running_job", running_ != 0 && m.alive &&
+                                     std::count(jobs_[running_].nodes.begin(),
+                                                jobs_[running_].nodes.end(), name)
+                                 ? job_id_text(running_)
+                                 : ""}});
+      return reply_ok({{"nodes", nodes}});
+    }
+    if (kind == "status" && job_id == 0) {
+      Json jobs = Json::array();
+      for (const auto& [id, job] : jobs_) jobs.push_back(job.to_json());
+      std::sort(jobs.begin(), jobs.end(), [](const Json& a, const Json& b) {
+        return a["submitted_at"].get<double>() < b["submitted_at"].get<double>();
+      });
+      return reply_ok({{"jobs", jobs}});
+    }
+    auto it = jobs_.find(job_id);
+    if (it == jobs_.end())
+      return reply_error("no job " + job_id_text(job_id) + " on this controller",
+                         "list the jobs with `dtrain-submit status`");
+    JobRecord& job = it->second;
+    if (kind == "status") return reply_ok(job.to_json());
+    if (kind == "logs") return reply_ok({{"id", job_id_text(job.id)}, {"log", job.log}});
+    if (kind == "cancel") {
+      if (job.finished()) return reply_ok(job.to_json());
+      job.cancel_requested = true;
+      job.add_log("cancel requested");
+      if (job.state == "queued") {
+        queue_.erase(std::remove(queue_.begin(), queue_.end(), job.id), queue_.end());
+        job.state = "cancelled";
+        job.finished_at = unix_now();
+      } else {
+        for (const std::string& n : job.nodes)
+          if (members_.count(n) && members_[n].alive)
+            members_[n].outbox.push_back(job_frame(job.id, "cancel", Json::object()));
+      }
+      save(job);
+      return reply_ok(job.to_json());
+    }
+    return reply_error("unknown request '" + kind + "'", "run the same dtrain release everywhere");
+  } catch (const core::UserError& e) {
+    return reply_error(e.what_happened(), e.fix());
+  }
+}
+
+void Controller::stop() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  stopping_ = true;
+  if (running_ != 0) {
+    JobRecord& job = jobs_[running_];
+    for (const std::string& n : job.nodes)
+      if (members_.count(n)) members_[n].outbox.push_back(job_frame(job.id, "cancel", Json::object()));
+    job.state = "cancelled";
+    job.error = "the controller was stopped";
+    job.fix = "submit the job again";
+    job.finished_at = unix_now();
+    job.add_log("cancelled: the controller was stopped");
+    save(job);
+    running_ = 0;
+  }
+}
+
+Json Controller::nodes_json() {
+  const std::vector<uint8_t> r = handle_request("nodes", 0, "{}");
+  const auto& f = transport::read_control_frame(r);
+  return Json::parse(f.body_as_Reply()->body()->str());
+}
+
+Json Controller::jobs_json() {
+  const std::vector<uint8_t> r = handle_request("status", 0, "{}");
+  const auto& f = transport::read_control_frame(r);
+  return Json::parse(f.body_as_Reply()->body()->str());
+}
+
+}  // namespace dtrain::daemon

@@ -1,0 +1,73 @@
+#pragma once
+// The controller (DESIGN.md §3): tracks member nodes (registration, heartbeats, loss), accepts
+// jobs (the spec validated first), gives each a random 64-bit id, runs one at a time (the
+// others queue), picks its nodes, builds the mesh, starts it on every node, follows it to the
+// end, checks that the replicas agree, and keeps every job on disk.
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "daemon/config/daemon_config.h"
+#include "daemon/controller/job_record.h"
+#include "transport/control/control_connection.h"
+
+namespace dtrain::daemon {
+
+class Controller {
+ public:
+  explicit Controller(const DaemonConfig& config);
+
+  // Serves one control connection (a node's session or a client's request), on the control
+  // server's thread for it; returns when the connection ends or stop() is called.
+  void serve(transport::ControlConnection& connection);
+  // Running jobs are cancelled on their nodes; sessions end.
+  void stop();
+
+  Json nodes_json();
+  Json jobs_json();
+
+ private:
+  struct Member {
+    uint32_t id = 0;
+    std::string name, address;
+    uint16_t data_port = 0;
+    uint32_t cores = 1;
+    bool alive = false;
+    uint64_t session = 0;  // the live session's number (a re-registration replaces it)
+    std::chrono::steady_clock::time_point last_heard;
+    std::deque<std::vector<uint8_t>> outbox;  // frames for the node
+  };
+
+  void serve_node(transport::ControlConnection& c, uint32_t id, const std::string& name,
+                  const std::string& address, uint16_t data_port, uint32_t cores);
+  std::vector<uint8_t> handle_request(const std::string& kind, uint64_t job_id,
+                                      const std::string& body);
+  void on_job_message(Member& m, uint64_t job_id, const std::string& kind, const Json& body);
+
+  // Under mutex_:
+  Json submit(const Json& body);
+  void start_next();
+  void node_lost(Member& m, const std::string& why);
+  void check_finished(JobRecord& job);
+  void finish(JobRecord& job);
+  void save(const JobRecord& job);
+
+  DaemonConfig config_;
+  std::string jobs_dir_;
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  bool stopping_ = false;
+  uint64_t next_session_ = 1;
+  std::map<std::string, Member> members_;       // by name
+  std::map<uint64_t, JobRecord> jobs_;
+  std::deque<uint64_t> queue_;
+  uint64_t running_ = 0;  // 0: none
+};
+
+}  // namespace dtrain::daemon

@@ -1,0 +1,117 @@
+#include "daemon/controller/job_record.h"
+
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+#include <cstdio>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+namespace dtrain::daemon {
+
+namespace fs = std::filesystem;
+
+double unix_now() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+Json JobRecord::to_json(bool with_log) const {
+  Json j;
+  j["id"] = job_id_text(id);
+  j["name"] = name;
+  j["state"] = state;
+  j["mode"] = mode;
+  j["nodes"] = nodes;
+  j["lost_nodes"] = lost_nodes;
+  j["submitted_at"] = submitted_at;
+  j["started_at"] = started_at;
+  j["finished_at"] = finished_at;
+  j["progress"] = Json::object();
+  for (const auto& [node, p] : progress) j["progress"][node] = p;
+  j["result"] = result;
+  j["error"] = error;
+  j["fix"] = fix;
+  if (with_log) {
+    j["spec"] = spec_text;
+    j["base_dir"] = base_dir;
+    j["results"] = results;
+    j["failures"] = failures;
+    j["log"] = log;
+  }
+  return j;
+}
+
+JobRecord JobRecord::from_json(const Json& j) {
+  JobRecord r;
+  parse_job_id(j.value("id", ""), r.id);
+  r.name = j.value("name", "");
+  r.state = j.value("state", "failed");
+  r.mode = j.value("mode", "");
+  r.spec_text = j.value("spec", "");
+  r.base_dir = j.value("base_dir", "");
+  r.nodes = j.value("nodes", std::vector<std::string>{});
+  r.lost_nodes = j.value("lost_nodes", std::vector<std::string>{});
+  r.submitted_at = j.value("submitted_at", 0.0);
+  r.started_at = j.value("started_at", 0.0);
+  r.finished_at = j.value("finished_at", 0.0);
+  if (j.contains("progress") && j["progress"].is_object())
+    for (const auto& [k, v] : j["progress"].items()) r.progress[k] = v;
+  if (j.contains("results") && j["results"].is_object())
+    for (const auto& [k, v] : j["results"].items()) r.results[k] = v;
+  if (j.contains("failures") && j["failures"].is_object())
+    for (const auto& [k, v] : j["failures"].items()) r.failures[k] = v;
+  r.result = j.value("result", Json::object());
+  r.error = j.value("error", "");
+  r.fix = j.value("fix", "");
+  r.log = j.value("log", std::vector<std::string>{});
+  return r;
+}
+
+void JobRecord::add_log(const std::string& line) {
+  const std::time_t t = std::time(nullptr);
+  char stamp[32];
+  std::strftime(stamp, sizeof stamp, "%Y-%m-%d %H:%M:%S", std::localtime(&t));
+  log.push_back(std::string(stamp) + " " + line);
+  if (log.size() > 5000) log.erase(log.begin(), log.begin() + 1000);
+}
+
+void save_job(const std::string& dir, const JobRecord& job) {
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  const std::string path = dir + "/" + job_id_text(job.id) + ".json";
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << job.to_json(/*with_log=*/true).dump(1) << "\n";
+    if (!out) {
+      spdlog::error("job {}: cannot write {} (disk full or read-only data_dir?)",
+                    job_id_text(job.id), tmp);
+      return;
+    }
+  }
+  fs::rename(tmp, path, ec);
+  if (ec) spdlog::error("job {}: cannot write {}: {}", job_id_text(job.id), path, ec.message());
+}
+
+std::vector<JobRecord> load_jobs(const std::string& dir) {
+  std::vector<JobRecord> jobs;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(dir, ec)) {
+    if (entry.path().extension() != ".json") continue;
+    std::ifstream in(entry.path());
+    std::stringstream text;
+    text << in.rdbuf();
+    const Json j = Json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
+    if (j.is_discarded() || !j.is_object()) {
+      spdlog::warn("controller: skipping unreadable job file {}", entry.path().string());
+      continue;
+    }
+    jobs.push_back(JobRecord::from_json(j));
+  }
+  return jobs;
+}
+
+}  // namespace dtrain::daemon

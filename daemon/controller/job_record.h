@@ -1,0 +1,46 @@
+#pragma once
+// What the controller knows about one job, kept on disk (one JSON file per job under
+// <data_dir>/controller/jobs/) so that a restarted controller still shows past jobs. Its JSON
+// form is what `dtrain-submit status --json` prints (README: "status --json").
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "daemon/protocol/control_messages.h"
+
+namespace dtrain::daemon {
+
+struct JobRecord {
+  uint64_t id = 0;
+  std::string name;
+  std::string state = "queued";  // queued | running | succeeded | failed | cancelled
+  std::string mode;
+  std::string spec_text, base_dir;
+  std::vector<std::string> nodes;       // chosen at start
+  std::vector<std::string> lost_nodes;  // declared lost while it ran
+  double submitted_at = 0, started_at = 0, finished_at = 0;  // Unix seconds
+  std::map<std::string, Json> progress;  // latest per node
+  std::map<std::string, Json> results;   // per node, at the end
+  std::map<std::string, Json> failures;  // per node
+  Json result = Json::object();          // merged, once finished
+  std::string error, fix;
+  bool cancel_requested = false;
+  std::vector<std::string> log;
+
+  bool finished() const {
+    return state == "succeeded" || state == "failed" || state == "cancelled";
+  }
+  Json to_json(bool with_log = false) const;
+  static JobRecord from_json(const Json& j);
+  void add_log(const std::string& line);
+};
+
+// Writes <dir>/<id>.json atomically (temporary file, then rename).
+void save_job(const std::string& dir, const JobRecord& job);
+// Every job file in `dir`; unreadable files are skipped with a warning.
+std::vector<JobRecord> load_jobs(const std::string& dir);
+
+double unix_now();
+
+}  // namespace dtrain::daemon

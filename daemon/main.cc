@@ -1,0 +1,125 @@
+// dtraind: the node daemon (DESIGN.md §3). `dtraind --config dtraind.yaml` runs the roles the
+// config names (node, controller or both) until SIGTERM or SIGINT; `dtraind keygen PATH`
+// writes a new cluster key file (mode 0600) to copy to every machine.
+#include <signal.h>
+#include <spdlog/spdlog.h>
+#include <systemd/sd-daemon.h>
+
+#include <CLI/CLI.hpp>
+#include <atomic>
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <thread>
+
+#include "core/util/error.h"
+#include "daemon/config/daemon_config.h"
+#include "daemon/controller/controller.h"
+#include "daemon/node/node_agent.h"
+#include "transport/control/control_server.h"
+#include "transport/security/cluster_key.h"
+
+namespace {
+
+constexpr int kExitOk = 0;
+constexpr int kExitFailed = 1;
+constexpr int kExitBadInput = 2;
+
+int run_daemon(const std::string& config_path) {
+  using namespace dtrain;
+  daemon::DaemonConfig config;
+  transport::ClusterKey key;
+  try {
+    config = daemon::load_daemon_config(config_path);
+    key = transport::load_cluster_key(config.key_file);
+    std::filesystem::create_directories(config.data_dir);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "dtraind: %s\n", e.what());
+    return kExitBadInput;
+  }
+  // Signals are taken by this thread alone (sigwait), never by a worker in the middle of a step.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  std::unique_ptr<daemon::Controller> controller;
+  std::unique_ptr<transport::ControlServer> control;
+  std::unique_ptr<daemon::NodeAgent> node;
+  std::atomic<bool> stop{false};
+  std::thread node_thread;
+  try {
+    if (config.controller) {
+      controller = std::make_unique<daemon::Controller>(config);
+      control = std::make_unique<transport::ControlServer>(
+          config.control_address, config.control_port, key,
+          [&controller](transport::ControlConnection& c) { controller->serve(c); });
+      spdlog::info("controller: control channel on {}:{}", config.control_address, control->port());
+    }
+    if (config.node) {
+      node = std::make_unique<daemon::NodeAgent>(config, key);
+      node_thread = std::thread([&] { node->run(stop); });
+    }
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "dtraind: %s\n", e.what());
+    stop = true;
+    if (node_thread.joinable()) node_thread.join();
+    return kExitBadInput;
+  }
+  spdlog::info("dtraind {} ready (roles:{}{}, data_dir {})", config.name,
+               config.node ? " node" : "", config.controller ? " controller" : "", config.data_dir);
+  sd_notify(0, "READY=1");
+  int signal = 0;
+  sigwait(&signals, &signal);
+  spdlog::info("dtraind {}: {} received, shutting down", config.name,
+               signal == SIGTERM ? "SIGTERM" : "SIGINT");
+  sd_notify(0, "STOPPING=1");
+  if (controller) controller->stop();
+  stop = true;
+  if (node_thread.joinable()) node_thread.join();
+  node.reset();
+  if (control) control->stop();
+  spdlog::info("dtraind {}: stopped", config.name);
+  return kExitOk;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{
+      "dtraind: the dtrain daemon. Runs on every machine of a cluster; hosts workers (role "
+      "node) and/or accepts jobs and builds the mesh (role controller).\n\n"
+      "  dtraind --config /etc/dtrain/dtraind.yaml   run until SIGTERM\n"
+      "  dtraind keygen /etc/dtrain/cluster.key      make a cluster key (copy it to every "
+      "machine, mode 0600)\n\n"
+      "Ports: TCP 7070 control, UDP 40123 data, TCP 7080 status (see the sample config in "
+      "configs/dtraind/).",
+      "dtraind"};
+  std::string config_path;
+  app.add_option("--config", config_path, "daemon config (YAML)");
+  auto* keygen = app.add_subcommand("keygen", "write a new random cluster key file (mode 0600)");
+  std::string key_path;
+  keygen->add_option("path", key_path, "where to write it (refuses to overwrite)")->required();
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? kExitOk : kExitBadInput;
+  }
+  if (*keygen) {
+    try {
+      dtrain::transport::generate_cluster_key(key_path);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "dtraind keygen: %s\n", e.what());
+      return kExitBadInput;
+    }
+    std::printf("wrote %s (mode 0600): copy it to every machine of the cluster\n", key_path.c_str());
+    return kExitOk;
+  }
+  if (config_path.empty()) {
+    std::fprintf(stderr, "%s\ndtraind: no config given\n  fix: dtraind --config /etc/dtrain/dtraind.yaml\n",
+                 app.help().c_str());
+    return kExitBadInput;
+  }
+  return run_daemon(config_path) == kExitOk ? kExitOk : kExitFailed;
+}

@@ -1,0 +1,183 @@
+#include "daemon/node/job_runner.h"
+
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+#include <filesystem>
+#include <mutex>
+
+#include "core/spec/job_spec_parser.h"
+#include "core/train/local_trainer.h"
+#include "daemon/node/mesh_exchange.h"
+
+namespace dtrain::daemon {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// At most this many evenly spaced parameters go to the controller for the replica check.
+constexpr int64_t kParamSample = 65536;
+
+// Progress to the controller: each step's figures (at most every 300 ms) and each epoch.
+class ProgressReporter : public core::TrainingListener {
+ public:
+  ProgressReporter(int rank, JobRunner::Report report) : rank_(rank), report_(std::move(report)) {}
+
+  void on_step(const core::StepProgress& p) override {
+    const auto now = Clock::now();
+    if (now - last_ < std::chrono::milliseconds(300)) return;
+    last_ = now;
+    Json j = {{"rank", rank_},
+              {"epoch", p.epoch + 1},
+              {"epochs", p.epochs},
+              {"iteration", p.iteration + 1},
+              {"iteration_in_epoch", p.iteration_in_epoch + 1},
+              {"iterations_per_epoch", p.iterations_per_epoch},
+              {"loss", p.loss},
+              {"samples_per_sec", p.samples_per_sec},
+              {"eta_seconds", p.eta_seconds},
+              {"workers", p.workers}};
+    if (p.sharing) {
+      j["tau"] = p.codec.tau;
+      j["density"] = p.codec.density;
+      j["encoding"] = core::encoding_name(p.codec.encoding);
+      j["message_kb"] = p.codec.message_bytes / 1024.0;
+    }
+    if (accuracy_ >= 0) j["accuracy"] = accuracy_;
+    report_("progress", j);
+  }
+
+  void on_epoch(const core::EpochSummary& s) override {
+    std::string line = "epoch " + std::to_string(s.epoch + 1) + ": train loss " +
+                       std::to_string(s.train_loss) + ", " +
+                       std::to_string(static_cast<int64_t>(s.samples_per_sec)) + " samples/s";
+    if (s.evaluated) {
+      accuracy_ = s.eval.accuracy();
+      line += ", test accuracy " + std::to_string(accuracy_);
+    }
+    report_("log", {{"line", line}});
+  }
+
+ private:
+  int rank_;
+  JobRunner::Report report_;
+  Clock::time_point last_{};
+  double accuracy_ = -1;
+};
+
+}  // namespace
+
+JobRunner::JobRunner(const DaemonConfig& config, DataChannel& channel, uint32_t self,
+                     uint64_t job_id, Json start, Report report)
+    : config_(config),
+      channel_(channel),
+      self_(self),
+      job_id_(job_id),
+      start_(std::move(start)),
+      report_(std::move(report)) {
+  thread_ = std::thread([this] { run(); });
+}
+
+JobRunner::~JobRunner() {
+  cancel();
+  if (thread_.joinable()) thread_.join();
+}
+
+void JobRunner::cancel() {
+  cancel_ = true;
+  if (MeshExchange* e = exchange_.load()) e->cancel();
+}
+
+void JobRunner::run() {
+  const std::string id = job_id_text(job_id_);
+  const int rank = start_.value("rank", 0);
+  auto fail = [&](const std::string& error, const std::string& fix) {
+    spdlog::error("job {}: {}", id, error);
+    report_("failed", {{"rank", rank}, {"error", error}, {"fix", fix}, {"cancelled", bool(cancel_)}});
+  };
+  std::vector<JobMember> members;
+  std::vector<transport::MeshMember> mesh_members;
+  for (const Json& m : start_["members"]) {
+    members.push_back({m["id"].get<uint32_t>(), m["name"].get<std::string>(), m["workers"].get<int>()});
+    mesh_members.push_back({m["id"].get<uint32_t>(), m["address"].get<std::string>(),
+                            m["port"].get<uint16_t>(), 0});
+  }
+  const auto deadline = std::chrono::milliseconds(
+      std::max<int64_t>(120000, 6 * start_.value("peer_timeout_ms", config_.peer_timeout_ms)));
+  MeshExchange exchange(job_id_, self_, members, deadline);
+  transport::MeshNode::Handlers handlers;
+  handlers.on_message = [&exchange](const transport::Delivery& d) { exchange.on_message(d); };
+  handlers.on_loss = [&exchange, id](uint32_t lost, const std::vector<uint32_t>&, uint64_t) {
+    exchange.on_loss(lost);
+  };
+  transport::MeshNode mesh(channel_.endpoint(),
+                           transport::MeshMap::build(start_.value("mesh", "plain"), mesh_members),
+                           handlers);
+  exchange.set_mesh(&mesh);
+  exchange_ = &exchange;
+  channel_.attach(job_id_, &mesh);
+  try {
+    core::SpecParseOptions options;
+    options.base_dir = start_.value("base_dir", ".");
+    const core::JobSpec job =
+        core::parse_job_spec_text(start_.value("spec", ""), start_.value("name", "job"), options);
+    spdlog::info("job {} ({}): rank {} of {}, workers {}..{} of {}", id, job.name, rank,
+                 members.size(), exchange.first_worker(),
+                 exchange.first_worker() + members[rank].workers - 1, exchange.total_workers());
+    core::JobSpec local = job;
+    local.training.workers_per_node = members[rank].workers;
+    core::LocalTrainingOptions o;
+    o.exchange = &exchange;
+    o.cancel = &cancel_;
+    o.write_model = rank == 0;
+    o.evaluate_each_epoch = rank == 0;
+    const std::filesystem::path model = std::filesystem::path(config_.data_dir) / "models" / job.output.model;
+    std::filesystem::create_directories(model.parent_path());
+    o.output_path = model.string();
+    std::vector<float> params;
+    o.final_params = &params;
+    ProgressReporter progress(rank, report_);
+    const core::TrainingResult r = core::train_local(local, progress, o);
+    if (cancel_) throw core::UserError("the job was cancelled", "");
+    // Stay on the mesh until every node has finished: others may still need what this node
+    // relays (the root relays everything in plain mode).
+    exchange.end_epoch(-1, 0.0, 0);
+    for (auto end = Clock::now() + std::chrono::seconds(30);
+         !channel_.endpoint().idle() && Clock::now() < end;)
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    Json result = {{"rank", rank},
+                   {"iterations", r.iterations},
+                   {"samples", r.samples},
+                   {"train_seconds", r.train_seconds},
+                   {"samples_per_sec", r.train_seconds > 0 ? r.samples / r.train_seconds : 0.0},
+                   {"messages", r.messages},
+                   {"message_bytes", r.message_bytes},
+                   {"params", r.params},
+                   {"workers", r.workers},
+                   {"codec_kernel", r.codec_kernel},
+                   {"mesh_messages_sent", exchange.messages_sent()},
+                   {"mesh_bytes_sent", exchange.bytes_sent()},
+                   {"lost_nodes", exchange.lost_names()}};
+    if (r.evaluated) {
+      result["accuracy"] = r.final_eval.accuracy();
+      result["top_n_accuracy"] = r.final_eval.top_n_accuracy();
+      result["top_n"] = r.final_eval.top_n();
+      result["test_loss"] = r.final_eval.mean_loss();
+    }
+    if (!r.model_path.empty()) result["model_path"] = r.model_path;
+    std::vector<float> sample;
+    const int64_t stride = std::max<int64_t>(1, int64_t(params.size()) / kParamSample);
+    for (size_t i = 0; i < params.size(); i += stride) sample.push_back(params[i]);
+    result["params_sample"] = sample;
+    report_("result", result);
+  } catch (const core::UserError& e) {
+    fail(e.what_happened(), e.fix());
+  } catch (const std::exception& e) {
+    fail(e.what(), "see the node's log (journalctl -u dtraind)");
+  }
+  exchange_ = nullptr;
+  channel_.detach(job_id_);
+  done_ = true;
+}
+
+}  // namespace dtrain::daemon

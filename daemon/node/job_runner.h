@@ -1,0 +1,49 @@
+#pragma once
+// One job on this node, on a thread of its own: reads the spec (its data files must exist here
+// at the same paths), joins the job's mesh on the node's data channel, trains its share with
+// gradient sharing (core::train_local with a MeshExchange), reports progress and the result to
+// the controller, and leaves the mesh only once every other node has finished, so that nothing
+// it still has to relay is lost. A failure is reported by name; it never takes the daemon down.
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <thread>
+
+#include "daemon/config/daemon_config.h"
+#include "daemon/node/data_channel.h"
+#include "daemon/protocol/control_messages.h"
+
+namespace dtrain::daemon {
+
+class MeshExchange;
+
+class JobRunner {
+ public:
+  // Queues a job message for the controller (thread-safe).
+  using Report = std::function<void(const std::string& kind, const Json& body)>;
+
+  JobRunner(const DaemonConfig& config, DataChannel& channel, uint32_t self, uint64_t job_id,
+            Json start, Report report);
+  ~JobRunner();  // cancels and joins
+
+  void cancel();
+  bool done() const { return done_; }
+  uint64_t job_id() const { return job_id_; }
+
+ private:
+  void run();
+
+  const DaemonConfig& config_;
+  DataChannel& channel_;
+  uint32_t self_;
+  uint64_t job_id_;
+  Json start_;
+  Report report_;
+  std::atomic<bool> cancel_{false};
+  std::atomic<bool> done_{false};
+  std::atomic<MeshExchange*> exchange_{nullptr};
+  std::thread thread_;
+};
+
+}  // namespace dtrain::daemon

@@ -1,0 +1,83 @@
+#pragma once
+// Gradient sharing between nodes (DESIGN.md §5 step 6-7) over the job's mesh: every message of
+// this node's workers goes once to the mesh, every message from another node goes to the local
+// workers' bus. At an epoch end each node announces how many messages it has published in all
+// and its workers' thresholds; a node continues once it has received that many from every
+// live node, so that all replicas agree before they are evaluated (and tau is averaged over
+// every worker of the job). A lost node is not waited for.
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "core/train/node_exchange.h"
+#include "transport/mesh/mesh_node.h"
+
+namespace dtrain::daemon {
+
+struct JobMember {
+  uint32_t id = 0;
+  std::string name;
+  int workers = 1;
+};
+
+class MeshExchange : public core::NodeExchange {
+ public:
+  MeshExchange(uint64_t job_id, uint32_t self, const std::vector<JobMember>& members,
+               std::chrono::milliseconds epoch_deadline);
+
+  // The mesh carrying this job; set before training starts.
+  void set_mesh(transport::MeshNode* mesh) { mesh_ = mesh; }
+  // From the mesh (the endpoint's I/O thread).
+  void on_message(const transport::Delivery& d);
+  void on_loss(uint32_t lost);
+
+  int first_worker() const override { return first_worker_; }
+  int total_workers() const override { return total_workers_; }
+  void attach(core::MessageBus& bus, int64_t num_params) override;
+  void publish(const core::SharedMessage& message) override;
+  EpochEnd end_epoch(int64_t epoch, double local_tau_sum, int local_workers) override;
+
+  // Wakes end_epoch() for good (the job was cancelled): it throws then.
+  void cancel();
+  uint64_t messages_sent() const { return published_; }
+  uint64_t bytes_sent() const { return bytes_published_; }
+  std::vector<std::string> lost_names();
+
+ private:
+  struct Announcement {
+    uint64_t published = 0;
+    double tau_sum = 0.0;
+    int workers = 0;
+  };
+  void deliver(const uint8_t* data, size_t size, uint32_t origin);  // under mutex_
+  std::string name_of(uint32_t id) const;
+
+  uint64_t job_id_;
+  uint32_t self_;
+  std::vector<JobMember> members_;
+  std::chrono::milliseconds epoch_deadline_;
+  int first_worker_ = 0, total_workers_ = 0;
+  transport::MeshNode* mesh_ = nullptr;
+
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  core::MessageBus* bus_ = nullptr;
+  int64_t num_params_ = 0;
+  std::vector<std::pair<uint32_t, std::vector<uint8_t>>> early_;  // before attach()
+  std::map<uint32_t, uint64_t> received_;  // update messages per origin node
+  std::map<uint32_t, std::map<int64_t, Announcement>> announced_;
+  std::set<uint32_t> lost_;
+  std::string bad_message_;  // first malformed message, reported by end_epoch
+  bool cancelled_ = false;
+
+  std::mutex publish_mutex_;  // message ids in order per origin
+  uint64_t next_message_id_ = 1;
+  uint64_t published_ = 0, bytes_published_ = 0;
+};
+
+}  // namespace dtrain::daemon

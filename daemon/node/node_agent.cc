@@ -1,0 +1,157 @@
+#include "daemon/node/node_agent.h"
+
+#include <sodium.h>
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "core/util/error.h"
+#include "transport/control/control_frames.h"
+#include "transport/endpoint/interface_select.h"
+
+namespace dtrain::daemon {
+
+using Clock = std::chrono::steady_clock;
+using transport::ControlConnection;
+using transport::ControlError;
+
+namespace {
+
+uint32_t load_or_draw_node_id(const std::string& data_dir) {
+  const std::string path = data_dir + "/node_id";
+  std::ifstream in(path);
+  uint64_t id = 0;
+  if (in >> id && id > 0 && id < 0xFFFFFFF0u) return static_cast<uint32_t>(id);
+  uint32_t fresh = 0;
+  while (fresh == 0 || fresh >= 0xFFFFFFF0u) randombytes_buf(&fresh, sizeof fresh);
+  std::ofstream out(path, std::ios::trunc);
+  out << fresh << "\n";
+  if (!out)
+    throw core::UserError("cannot write " + path,
+                          "make data_dir (" + data_dir + ") writable for dtraind");
+  return fresh;
+}
+
+}  // namespace
+
+NodeAgent::NodeAgent(const DaemonConfig& config, const transport::ClusterKey& key)
+    : config_(config), key_(key) {
+  std::error_code ec;
+  std::filesystem::create_directories(config_.data_dir, ec);
+  node_id_ = load_or_draw_node_id(config_.data_dir);
+  const transport::InterfaceAddress chosen =
+      transport::choose_interface(config_.data_network, config_.data_allow_excluded);
+  address_ = chosen.address;
+  transport::EndpointConfig ec_config;
+  ec_config.node_id = node_id_;
+  ec_config.bind_address = address_;
+  ec_config.port = config_.data_port;
+  ec_config.key = key_;
+  ec_config.peer_timeout = std::chrono::milliseconds(config_.peer_timeout_ms);
+  ec_config.heartbeat_interval = std::chrono::milliseconds(config_.heartbeat_ms);
+  channel_ = std::make_unique<DataChannel>(ec_config);
+  spdlog::info("node {} (id {}): data channel on interface {} ({}:{})", config_.name, node_id_,
+               chosen.name, address_, channel_->endpoint().port());
+}
+
+NodeAgent::~NodeAgent() {
+  jobs_.clear();  // cancels and joins every runner before the data channel goes
+  channel_.reset();
+}
+
+void NodeAgent::queue(uint64_t job_id, const std::string& kind, const Json& body) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  outbox_.push_back(job_frame(job_id, kind, body));
+}
+
+void NodeAgent::on_job_message(uint64_t job_id, const std::string& kind, const Json& body) {
+  if (kind == "start") {
+    if (jobs_.count(job_id)) return;
+    spdlog::info("node {}: starting job {}", config_.name, job_id_text(job_id));
+    jobs_[job_id] = std::make_unique<JobRunner>(
+        config_, *channel_, node_id_, job_id, body,
+        [this, job_id](const std::string& k, const Json& b) { queue(job_id, k, b); });
+  } else if (kind == "cancel") {
+    auto it = jobs_.find(job_id);
+    if (it != jobs_.end()) {
+      spdlog::info("node {}: cancelling job {}", config_.name, job_id_text(job_id));
+      it->second->cancel();
+    }
+  }
+}
+
+void NodeAgent::session(const std::atomic<bool>& stop) {
+  auto c = ControlConnection::connect(config_.controller_host, config_.controller_port, key_,
+                                      std::chrono::seconds(10));
+  const std::string controller = c->peer();
+  c->send(register_frame(node_id_, config_.name, address_, channel_->endpoint().port(),
+                         std::max(1u, std::thread::hardware_concurrency())));
+  const std::vector<uint8_t> reply_bytes = c->receive(std::chrono::seconds(10));
+  const auto& reply = transport::read_control_frame(reply_bytes);
+  const auto* r = reply.body_as_Reply();
+  if (!r || !r->ok())
+    throw core::UserError("the controller at " + controller + " refused this node: " +
+                              (r && r->error() ? r->error()->str() : "no reply"),
+                          r && r->fix() ? r->fix()->str() : "check the controller's log");
+  spdlog::info("node {}: registered with the controller at {}", config_.name, controller);
+  auto last_heartbeat = Clock::time_point{};
+  const auto heartbeat = std::chrono::milliseconds(config_.heartbeat_ms);
+  while (!stop) {
+    std::deque<std::vector<uint8_t>> out;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      out.swap(outbox_);
+    }
+    for (const auto& frame : out) c->send(frame);
+    if (Clock::now() - last_heartbeat >= heartbeat) {
+      c->send(job_frame(0, "heartbeat", Json::object()));
+      last_heartbeat = Clock::now();
+    }
+    for (auto it = jobs_.begin(); it != jobs_.end();) {
+      if (it->second->done()) it = jobs_.erase(it);
+      else ++it;
+    }
+    if (!c->wait_readable(std::chrono::milliseconds(50))) continue;
+    const std::vector<uint8_t> bytes = c->receive(std::chrono::seconds(30));
+    const auto& frame = transport::read_control_frame(bytes);
+    const auto* jm = frame.body_as_JobMessage();
+    if (!jm) continue;
+    const std::string text(jm->body() ? reinterpret_cast<const char*>(jm->body()->data()) : "",
+                           jm->body() ? jm->body()->size() : 0);
+    const Json body = Json::parse(text.empty() ? "{}" : text, nullptr, false);
+    if (!body.is_discarded()) on_job_message(jm->job_id(), jm->kind() ? jm->kind()->str() : "", body);
+  }
+  // Stopping: jobs are told (cancelled) and the controller hears it before the connection goes.
+  for (auto& [id, job] : jobs_) job->cancel();
+  jobs_.clear();
+  std::deque<std::vector<uint8_t>> out;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    out.swap(outbox_);
+  }
+  for (const auto& frame : out) c->send(frame, std::chrono::seconds(2));
+}
+
+void NodeAgent::run(const std::atomic<bool>& stop) {
+  std::string last_error;
+  while (!stop) {
+    try {
+      session(stop);
+      return;
+    } catch (const std::exception& e) {
+      // Jobs keep running while the controller is away; their reports wait in the outbox.
+      if (e.what() != last_error)
+        spdlog::warn("node {}: controller session: {} (retrying every 2 s)", config_.name,
+                     e.what());
+      last_error = e.what();
+    }
+    for (int i = 0; i < 20 && !stop; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  for (auto& [id, job] : jobs_) job->cancel();
+  jobs_.clear();
+}
+
+}  // namespace dtrain::daemon

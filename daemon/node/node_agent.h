@@ -1,0 +1,48 @@
+#pragma once
+// A node's side of the cluster (DESIGN.md §3): binds the data channel, registers with the
+// controller over the authenticated control channel (reconnecting with a pause when it is
+// away), sends heartbeats, starts the jobs the controller assigns (one JobRunner each) and
+// passes their progress and results back. The node id is drawn once and kept in
+// <data_dir>/node_id, so a restarted daemon is the same member.
+#include <atomic>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "daemon/config/daemon_config.h"
+#include "daemon/node/data_channel.h"
+#include "daemon/node/job_runner.h"
+#include "transport/security/cluster_key.h"
+
+namespace dtrain::daemon {
+
+class NodeAgent {
+ public:
+  // Binds the data port now (throws TransportError / UserError naming the fix).
+  NodeAgent(const DaemonConfig& config, const transport::ClusterKey& key);
+  ~NodeAgent();
+
+  // Talks to the controller until `stop` is set; running jobs are then cancelled.
+  void run(const std::atomic<bool>& stop);
+  uint32_t node_id() const { return node_id_; }
+  const std::string& data_address() const { return address_; }
+
+ private:
+  void session(const std::atomic<bool>& stop);
+  void queue(uint64_t job_id, const std::string& kind, const Json& body);
+  void on_job_message(uint64_t job_id, const std::string& kind, const Json& body);
+
+  DaemonConfig config_;
+  transport::ClusterKey key_;
+  uint32_t node_id_ = 0;
+  std::string address_;
+  std::unique_ptr<DataChannel> channel_;
+  std::mutex mutex_;
+  std::deque<std::vector<uint8_t>> outbox_;  // guarded by mutex_
+  std::map<uint64_t, std::unique_ptr<JobRunner>> jobs_;  // touched by run()'s thread only
+};
+
+}  // namespace dtrain::daemon

@@ -1,0 +1,89 @@
+#include "daemon/protocol/control_messages.h"
+
+#include <cstdio>
+
+#include "transport/control/control_frames.h"
+
+namespace dtrain::daemon {
+
+using namespace transport;
+
+std::vector<uint8_t> register_frame(uint32_t node_id, const std::string& node_name,
+                                    const std::string& address, uint16_t data_port,
+                                    uint32_t cores) {
+  flatbuffers::FlatBufferBuilder fbb;
+  const auto r = control::CreateRegister(fbb, fbb.CreateString(node_name),
+                                         fbb.CreateString(address), data_port, cores, node_id);
+  return control_frame_bytes(fbb, control::ControlBody::Register, r.Union());
+}
+
+std::vector<uint8_t> job_frame(uint64_t job_id, const std::string& kind, const Json& body) {
+  flatbuffers::FlatBufferBuilder fbb;
+  const std::string text = body.dump();
+  const auto m = control::CreateJobMessage(
+      fbb, job_id, fbb.CreateString(kind),
+      fbb.CreateVector(reinterpret_cast<const uint8_t*>(text.data()), text.size()));
+  return control_frame_bytes(fbb, control::ControlBody::JobMessage, m.Union());
+}
+
+std::vector<uint8_t> request_frame(const std::string& kind, uint64_t job_id, const Json& body) {
+  flatbuffers::FlatBufferBuilder fbb;
+  const auto r = control::CreateRequest(fbb, fbb.CreateString(kind), job_id,
+                                        fbb.CreateString(body.dump()));
+  return control_frame_bytes(fbb, control::ControlBody::Request, r.Union());
+}
+
+std::vector<uint8_t> reply_ok(const Json& body) {
+  flatbuffers::FlatBufferBuilder fbb;
+  const auto r = control::CreateReply(fbb, true, fbb.CreateString(body.dump()));
+  return control_frame_bytes(fbb, control::ControlBody::Reply, r.Union());
+}
+
+std::vector<uint8_t> reply_error(const std::string& error, const std::string& fix) {
+  flatbuffers::FlatBufferBuilder fbb;
+  const auto r = control::CreateReply(fbb, false, 0, fbb.CreateString(error),
+                                      fbb.CreateString(fix));
+  return control_frame_bytes(fbb, control::ControlBody::Reply, r.Union());
+}
+
+Json request(ControlConnection& c, const std::string& kind, uint64_t job_id, const Json& body,
+             std::chrono::milliseconds timeout) {
+  c.send(request_frame(kind, job_id, body), timeout);
+  const std::vector<uint8_t> bytes = c.receive(timeout);
+  const control::ControlFrame& f = read_control_frame(bytes);
+  const control::Reply* r = f.body_as_Reply();
+  if (!r)
+    throw ControlError(ControlError::Kind::kMalformed, "the controller answered with no reply",
+                       "run the same dtrain release on the controller and here");
+  if (!r->ok())
+    throw RequestRefused(r->error() ? r->error()->str() : "refused",
+                         r->fix() ? r->fix()->str() : "");
+  const std::string text = r->body() ? r->body()->str() : "{}";
+  const Json parsed = Json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (parsed.is_discarded())
+    throw ControlError(ControlError::Kind::kMalformed, "the controller's reply is not JSON",
+                       "run the same dtrain release on the controller and here");
+  return parsed;
+}
+
+std::string job_id_text(uint64_t id) {
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(id));
+  return buf;
+}
+
+bool parse_job_id(const std::string& text, uint64_t& id) {
+  if (text.empty() || text.size() > 16) return false;
+  id = 0;
+  for (char ch : text) {
+    int v;
+    if (ch >= '0' && ch <= '9') v = ch - '0';
+    else if (ch >= 'a' && ch <= 'f') v = ch - 'a' + 10;
+    else if (ch >= 'A' && ch <= 'F') v = ch - 'A' + 10;
+    else return false;
+    id = id * 16 + static_cast<uint64_t>(v);
+  }
+  return true;
+}
+
+}  // namespace dtrain::daemon

@@ -1,0 +1,47 @@
+#pragma once
+// The control conversations of DESIGN.md §3 as ControlFrames (transport/schema/control.fbs):
+// a node registers and then exchanges job messages with the controller on one long-lived
+// connection; a command-line client sends one request per connection and reads the reply.
+// Bodies are JSON (nlohmann): the same objects `dtrain-submit ... --json` prints.
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "transport/control/control_connection.h"
+
+namespace dtrain::daemon {
+
+using Json = nlohmann::json;
+
+std::vector<uint8_t> register_frame(uint32_t node_id, const std::string& node_name,
+                                    const std::string& address, uint16_t data_port,
+                                    uint32_t cores);
+// kind: start | cancel | progress | result | failed | heartbeat | log
+std::vector<uint8_t> job_frame(uint64_t job_id, const std::string& kind, const Json& body);
+// kind: submit | status | nodes | cancel | logs
+std::vector<uint8_t> request_frame(const std::string& kind, uint64_t job_id, const Json& body);
+std::vector<uint8_t> reply_ok(const Json& body);
+std::vector<uint8_t> reply_error(const std::string& error, const std::string& fix);
+
+// One request and its reply (dtrain-submit). Throws ControlError for the connection, and
+// RequestRefused when the controller answered with an error.
+class RequestRefused : public std::runtime_error {
+ public:
+  RequestRefused(const std::string& error, const std::string& fix)
+      : std::runtime_error(error + "\n  fix: " + fix), error_(error), fix_(fix) {}
+  const std::string& error() const { return error_; }
+  const std::string& fix() const { return fix_; }
+
+ private:
+  std::string error_, fix_;
+};
+Json request(transport::ControlConnection& c, const std::string& kind, uint64_t job_id,
+             const Json& body, std::chrono::milliseconds timeout);
+
+// Job ids are random 64-bit values, shown as 16 hex digits.
+std::string job_id_text(uint64_t id);
+// Parses 16 (or fewer) hex digits; false if it is not one.
+bool parse_job_id(const std::string& text, uint64_t& id);
+
+}  // namespace dtrain::daemon

@@ -1,0 +1,291 @@
+// dtrain-submit against a cluster: submit (and follow), status, nodes, cancel, logs. Every
+// call is one authenticated request to the controller (transport/control) with a deadline;
+// the JSON the controller answers is what --json prints.
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <stdexcept>
+#include <csignal>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "core/spec/job_spec_parser.h"
+#include "daemon/protocol/control_messages.h"
+#include "submit/cluster_commands.h"
+#include "submit/exit_codes.h"
+#include "submit/progress_printer.h"
+#include "transport/control/control_connection.h"
+
+namespace dtrain::submit {
+namespace {
+
+using daemon::Json;
+using transport::ControlError;
+
+volatile std::sig_atomic_t g_interrupted = 0;
+
+// Exit code and message for a failed call; the message names the controller and the fix.
+int report_error(const std::exception& e) {
+  if (const auto* c = dynamic_cast<const ControlError*>(&e)) {
+    std::fprintf(stderr, "error: %s\n", c->what());
+    switch (c->kind()) {
+      case ControlError::Kind::kUnreachable:
+      case ControlError::Kind::kTimeout:
+      case ControlError::Kind::kClosed:
+        return kExitNoController;
+      default:
+        return kExitBadInput;
+    }
+  }
+  if (const auto* r = dynamic_cast<const daemon::RequestRefused*>(&e)) {
+    std::fprintf(stderr, "error: %s\n", r->error().c_str());
+    if (!r->fix().empty()) std::fprintf(stderr, "  fix: %s\n", r->fix().c_str());
+    return kExitBadInput;
+  }
+  std::fprintf(stderr, "error: %s\n", e.what());
+  return kExitBadInput;
+}
+
+Json call(const ClusterArgs& a, const std::string& kind, uint64_t job_id, const Json& body) {
+  std::string host = a.controller;
+  long port = 7070;
+  const size_t colon = host.rfind(':');
+  if (colon != std::string::npos) {
+    char* end = nullptr;
+    port = std::strtol(host.c_str() + colon + 1, &end, 10);
+    if (*end != '\0' || port < 1 || port > 65535)
+      throw std::invalid_argument("--controller '" + a.controller +
+                                  "' is not host:port\n  fix: e.g. --controller 10.0.0.1:7070");
+    host = host.substr(0, colon);
+  }
+  const transport::ClusterKey key = transport::load_cluster_key(a.key_file);
+  auto c = transport::ControlConnection::connect(host, static_cast<uint16_t>(port), key,
+                                                 std::chrono::milliseconds(a.connect_timeout_ms));
+  return daemon::request(*c, kind, job_id, body, std::chrono::seconds(30));
+}
+
+bool job_id_arg(const std::string& text, uint64_t& id) {
+  if (daemon::parse_job_id(text, id)) return true;
+  std::fprintf(stderr, "error: '%s' is not a job id (16 hex digits)\n  fix: list the jobs with "
+                       "`dtrain-submit status`\n", text.c_str());
+  return false;
+}
+
+std::string progress_line(const Json& p) {
+  char buf[256];
+  std::snprintf(buf, sizeof buf, "epoch %d/%d  iter %d/%d  loss %.4f  %.0f samples/s",
+                p.value("epoch", 0), p.value("epochs", 0), p.value("iteration_in_epoch", 0),
+                p.value("iterations_per_epoch", 0), p.value("loss", 0.0),
+                p.value("samples_per_sec", 0.0));
+  std::string line = buf;
+  if (p.contains("tau")) {
+    std::snprintf(buf, sizeof buf, "  tau %.2e dens %.3f%% %s", p.value("tau", 0.0),
+                  100.0 * p.value("density", 0.0), p.value("encoding", "").c_str());
+    line += buf;
+  }
+  line += "  ETA " + format_duration(p.value("eta_seconds", 0.0));
+  return line;
+}
+
+// The progress of the lowest-ranked node, with samples/s summed over all nodes.
+Json merged_progress(const Json& job) {
+  Json best;
+  double rate = 0;
+  for (const auto& [node, p] : job["progress"].items()) {
+    rate += p.value("samples_per_sec", 0.0);
+    if (best.is_null() || p.value("rank", 1 << 30) < best.value("rank", 1 << 30)) best = p;
+  }
+  if (!best.is_null()) best["samples_per_sec"] = rate;
+  return best;
+}
+
+void print_result(const Json& job) {
+  const Json& r = job["result"];
+  std::printf("job %s (%s): %s\n", job.value("id", "").c_str(), job.value("name", "").c_str(),
+              job.value("state", "").c_str());
+  if (r.contains("accuracy"))
+    std::printf("  test accuracy %.4f, top-%d %.4f\n", r.value("accuracy", 0.0),
+                r.value("top_n", 1), r.value("top_n_accuracy", 0.0));
+  if (r.contains("replica_max_relative_difference"))
+    std::printf("  replicas agree: max relative difference %.2e over %zu nodes\n",
+                r.value("replica_max_relative_difference", 0.0), job["nodes"].size());
+  if (r.contains("samples_per_sec"))
+    std::printf("  %.0f samples/s over all nodes, %.1f s of training\n",
+                r.value("samples_per_sec", 0.0), r.value("train_seconds", 0.0));
+  if (!job["lost_nodes"].empty()) {
+    std::string lost;
+    for (const auto& n : job["lost_nodes"]) lost += (lost.empty() ? "" : ", ") + n.get<std::string>();
+    std::printf("  lost during the job: %s\n", lost.c_str());
+  }
+  if (r.contains("model_path"))
+    std::printf("  model written on the first node: %s\n", r.value("model_path", "").c_str());
+  if (!job.value("error", "").empty()) {
+    std::printf("  error: %s\n", job.value("error", "").c_str());
+    if (!job.value("fix", "").empty()) std::printf("  fix: %s\n", job.value("fix", "").c_str());
+  }
+}
+
+}  // namespace
+
+int run_cluster_submit(const ClusterArgs& a, const std::string& job_path, bool detach) {
+  std::string text;
+  try {
+    core::parse_job_spec_file(job_path);  // refused here, before the controller or any node
+    std::ifstream in(job_path);
+    std::stringstream s;
+    s << in.rdbuf();
+    text = s.str();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return kExitBadInput;
+  }
+  const std::string base_dir =
+      std::filesystem::absolute(std::filesystem::path(job_path)).parent_path().string();
+  Json job;
+  try {
+    job = call(a, "submit", 0, {{"spec", text}, {"base_dir", base_dir}, {"source", job_path}});
+  } catch (const std::exception& e) {
+    return report_error(e);
+  }
+  const std::string id = job.value("id", "");
+  uint64_t numeric = 0;
+  daemon::parse_job_id(id, numeric);
+  if (detach) {
+    std::printf("%s\n", id.c_str());
+    return kExitSuccess;
+  }
+  std::printf("submitted job %s (%s) to %s\n", id.c_str(), job.value("name", "").c_str(),
+              a.controller.c_str());
+  std::fflush(stdout);
+  const bool terminal = isatty(fileno(stdout));
+  std::signal(SIGINT, [](int) { g_interrupted = 1; });
+  size_t log_lines = 0;
+  auto last_plain = std::chrono::steady_clock::now();
+  int failures = 0;
+  while (!g_interrupted) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    try {
+      job = call(a, "status", numeric, Json::object());
+      const Json logs = call(a, "logs", numeric, Json::object());
+      failures = 0;
+      const auto& lines = logs["log"];
+      if (lines.size() > log_lines) {
+        if (terminal) std::printf("\r\033[K");
+        for (size_t i = log_lines; i < lines.size(); ++i)
+          std::printf("%s\n", lines[i].get<std::string>().c_str());
+        log_lines = lines.size();
+      }
+    } catch (const ControlError& e) {
+      // The controller may be restarting: keep trying for a while, then say so.
+      if (++failures == 20) {
+        std::fprintf(stderr, "\nerror: lost the controller while following job %s: %s\n",
+                     id.c_str(), e.what());
+        return kExitNoController;
+      }
+      continue;
+    } catch (const std::exception& e) {
+      return report_error(e);
+    }
+    const std::string state = job.value("state", "");
+    if (state == "succeeded" || state == "failed" || state == "cancelled") {
+      if (terminal) std::printf("\r\033[K");
+      print_result(job);
+      return state == "succeeded" ? kExitSuccess : kExitJobFailed;
+    }
+    const Json p = merged_progress(job);
+    if (p.is_null()) continue;
+    if (terminal) {
+      std::printf("\r\033[K%s", progress_line(p).c_str());
+      std::fflush(stdout);
+    } else if (std::chrono::steady_clock::now() - last_plain > std::chrono::seconds(5)) {
+      std::printf("%s\n", progress_line(p).c_str());
+      std::fflush(stdout);
+      last_plain = std::chrono::steady_clock::now();
+    }
+  }
+  std::printf("\njob %s keeps running; follow it with `dtrain-submit status %s`\n", id.c_str(),
+              id.c_str());
+  return kExitSuccess;
+}
+
+int run_cluster_status(const ClusterArgs& a, const std::string& job, bool json) {
+  uint64_t id = 0;
+  if (!job.empty() && !job_id_arg(job, id)) return kExitBadInput;
+  Json reply;
+  try {
+    reply = call(a, "status", id, Json::object());
+  } catch (const std::exception& e) {
+    return report_error(e);
+  }
+  if (json) {
+    std::printf("%s\n", reply.dump(2).c_str());
+    return kExitSuccess;
+  }
+  if (!job.empty()) {
+    print_result(reply);
+    const Json p = merged_progress(reply);
+    if (reply.value("state", "") == "running" && !p.is_null())
+      std::printf("  %s\n", progress_line(p).c_str());
+    return kExitSuccess;
+  }
+  std::printf("%-18s %-20s %-10s %-6s %s\n", "JOB", "NAME", "STATE", "NODES", "ACCURACY");
+  for (const Json& j : reply["jobs"]) {
+    const Json& r = j["result"];
+    std::printf("%-18s %-20s %-10s %-6zu %s\n", j.value("id", "").c_str(),
+                j.value("name", "").c_str(), j.value("state", "").c_str(), j["nodes"].size(),
+                r.contains("accuracy") ? std::to_string(r.value("accuracy", 0.0)).c_str() : "-");
+  }
+  return kExitSuccess;
+}
+
+int run_cluster_nodes(const ClusterArgs& a, bool json) {
+  Json reply;
+  try {
+    reply = call(a, "nodes", 0, Json::object());
+  } catch (const std::exception& e) {
+    return report_error(e);
+  }
+  if (json) {
+    std::printf("%s\n", reply.dump(2).c_str());
+    return kExitSuccess;
+  }
+  std::printf("%-20s %-8s %-22s %-6s %s\n", "NODE", "STATE", "DATA", "CORES", "JOB");
+  for (const Json& n : reply["nodes"]) {
+    const std::string data = n.value("address", "") + ":" + std::to_string(n.value("data_port", 0));
+    std::printf("%-20s %-8s %-22s %-6d %s\n", n.value("name", "").c_str(),
+                n.value("state", "").c_str(), data.c_str(), n.value("cores", 0),
+                n.value("running_job", "").c_str());
+  }
+  return kExitSuccess;
+}
+
+int run_cluster_cancel(const ClusterArgs& a, const std::string& job) {
+  uint64_t id = 0;
+  if (!job_id_arg(job, id)) return kExitBadInput;
+  try {
+    const Json r = call(a, "cancel", id, Json::object());
+    std::printf("job %s: %s\n", job.c_str(),
+                r.value("state", "") == "cancelled" ? "cancelled" : "cancelling");
+  } catch (const std::exception& e) {
+    return report_error(e);
+  }
+  return kExitSuccess;
+}
+
+int run_cluster_logs(const ClusterArgs& a, const std::string& job) {
+  uint64_t id = 0;
+  if (!job_id_arg(job, id)) return kExitBadInput;
+  try {
+    const Json r = call(a, "logs", id, Json::object());
+    for (const auto& line : r["log"]) std::printf("%s\n", line.get<std::string>().c_str());
+  } catch (const std::exception& e) {
+    return report_error(e);
+  }
+  return kExitSuccess;
+}
+
+}  // namespace dtrain::submit

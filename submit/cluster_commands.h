@@ -1,0 +1,21 @@
+#pragma once
+// dtrain-submit's cluster subcommands (the controller's control channel). Exit codes as in
+// exit_codes.h: 3 when the controller cannot be reached, 2 for bad input or a refused request
+// (wrong key, invalid spec, unknown job), 1 when a followed job fails.
+#include <string>
+
+namespace dtrain::submit {
+
+struct ClusterArgs {
+  std::string controller = "127.0.0.1:7070";  // host:port of the controller's control channel
+  std::string key_file = "/etc/dtrain/cluster.key";
+  int connect_timeout_ms = 10000;
+};
+
+int run_cluster_submit(const ClusterArgs& a, const std::string& job_path, bool detach);
+int run_cluster_status(const ClusterArgs& a, const std::string& job, bool json);
+int run_cluster_nodes(const ClusterArgs& a, bool json);
+int run_cluster_cancel(const ClusterArgs& a, const std::string& job);
+int run_cluster_logs(const ClusterArgs& a, const std::string& job);
+
+}  // namespace dtrain::submit
