@@ -1,0 +1,110 @@
+#!/usr/bin/env bash
+# Three dtraind processes on loopback (tools/local_cluster.sh) train Fashion-MNIST together
+# with gradient sharing, driven by dtrain-submit as a user would: the job reaches 0.85 test
+# accuracy, the replicas agree, `status --json` shows it, the model file evaluates to the same
+# accuracy; bad submissions (wrong key, output outside the data directory, malformed spec) are
+# refused before any node is touched; a node SIGKILLed mid-job is named and the job finishes
+# on the others. Every wait has a deadline and says what it was waiting for.
+set -u
+DTRAIND="$(cd "$(dirname "$1")" && pwd)/$(basename "$1")"
+SUBMIT="$(cd "$(dirname "$2")" && pwd)/$(basename "$2")"
+CLUSTER_TOOL="$(cd "$(dirname "$3")" && pwd)/$(basename "$3")"
+SPEC="$(cd "$(dirname "$4")" && pwd)/$(basename "$4")"
+WORK="${TEST_TMPDIR:-$(mktemp -d)}/cluster"
+rm -rf "$WORK" && mkdir -p "$WORK" && cd "$WORK"
+export DTRAIND DTRAIN_SUBMIT="$SUBMIT" PEER_TIMEOUT_MS=3000 HEARTBEAT_MS=300
+failures=0
+fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+cleanup() { "$CLUSTER_TOOL" stop "$WORK/c" > /dev/null 2>&1 || true; }
+trap cleanup EXIT
+json() {  # json FILE PYTHON-EXPRESSION-ON-j
+  python3 -c "import json,sys; j=json.load(open(sys.argv[1])); print($2)" "$1"
+}
+
+"$CLUSTER_TOOL" start 3 "$WORK/c" || { echo "FAIL: the cluster did not start"; exit 1; }
+source "$WORK/c/env"
+
+# 8 epochs: each node's epoch is a third of the data, so this is 8 passes over it in all.
+sed -e 's/epochs: 5/epochs: 8/' -e 's/name: fashion-mnist-mlp/name: cluster-test/' \
+    -e 's/model: fashion-mnist-mlp.dtm/model: cluster-test.dtm/' "$SPEC" > job.yaml
+
+echo "== gradient sharing on 3 nodes"
+timeout 300 "$SUBMIT" job.yaml > submit.out 2> submit.err
+rc=$?
+cat submit.out
+[[ $rc -eq 0 ]] || { fail "submit exited $rc"; cat submit.err; tail -n 20 "$WORK"/c/node-*.log; }
+grep -q "replicas agree" submit.out || fail "no replica agreement line"
+"$SUBMIT" status --json > jobs.json || fail "status --json"
+id=$(json jobs.json "j['jobs'][-1]['id']")
+"$SUBMIT" status "$id" --json > job.json || fail "status JOB --json"
+[[ $(json job.json "j['state']") == succeeded ]] || fail "state $(json job.json "j['state']")"
+[[ $(json job.json "len(j['nodes'])") == 3 ]] || fail "the job did not run on 3 nodes"
+acc=$(json job.json "j['result']['accuracy']")
+python3 -c "import sys; sys.exit(0 if $acc >= 0.85 else 1)" || fail "accuracy $acc < 0.85"
+diff=$(json job.json "j['result']['replica_max_relative_difference']")
+python3 -c "import sys; sys.exit(0 if $diff <= 1e-5 else 1)" || fail "replicas differ by $diff"
+model=$(json job.json "j['result']['model_path']")
+[[ -f $model ]] || fail "model file $model missing"
+"$SUBMIT" eval "$model" --json > eval.json || fail "eval of the cluster's model"
+eval_acc=$(json eval.json "j['accuracy']")
+python3 -c "import sys; sys.exit(0 if abs($eval_acc - $acc) < 1e-6 else 1)" ||
+  fail "eval gives $eval_acc, the job reported $acc"
+echo "accuracy $acc, replicas within $diff, eval $eval_acc"
+"$SUBMIT" logs "$id" | grep -q "epoch 8" || fail "logs lack the epoch lines"
+"$SUBMIT" nodes --json > nodes.json
+[[ $(json nodes.json "sum(n['state'] == 'alive' for n in j['nodes'])") == 3 ]] || fail "nodes --json"
+
+echo "== refused before any node is touched"
+jobs_before=$(json jobs.json "len(j['jobs'])")
+"$DTRAIND" keygen other.key > /dev/null
+"$SUBMIT" job.yaml --key-file other.key > out.txt 2> err.txt
+[[ $? -eq 2 ]] || fail "wrong key: exit code"
+grep -q "does not use this cluster key" err.txt || { fail "wrong key message"; cat err.txt; }
+sed 's/model: cluster-test.dtm/model: ..\/..\/escape.dtm/' job.yaml > escape.yaml
+"$SUBMIT" escape.yaml > out.txt 2> err.txt
+[[ $? -eq 2 ]] || fail "escaping output: exit code"
+grep -q "leaves the daemon's data directory" err.txt || { fail "escaping output message"; cat err.txt; }
+printf 'name: [broken\n' > broken.yaml
+"$SUBMIT" broken.yaml > out.txt 2> err.txt
+[[ $? -eq 2 ]] || fail "malformed spec: exit code"
+"$SUBMIT" status --json > jobs2.json
+[[ $(json jobs2.json "len(j['jobs'])") == "$jobs_before" ]] || fail "a refused job reached the controller"
+
+echo "== SIGKILL of a node mid-job"
+sed 's/epochs: 8/epochs: 12/' job.yaml > long.yaml
+id=$("$SUBMIT" long.yaml --detach) || fail "detached submit"
+victim=""
+for _ in $(seq 1 600); do  # 60 s for the job to reach its second epoch
+  "$SUBMIT" status "$id" --json > long.json 2> /dev/null
+  if [[ $(json long.json "max([p.get('epoch', 0) for p in j['progress'].values()] or [0])") -ge 2 ]]; then
+    # Neither node-1 (the controller) nor rank 0 (it evaluates and writes the model).
+    victim=$(grep -l "$id.*rank [12] of 3" "$WORK"/c/node-2.log "$WORK"/c/node-3.log | head -n 1)
+    break
+  fi
+  sleep 0.1
+done
+if [[ -z $victim ]]; then
+  fail "waited 60 s for job $id to reach epoch 2"
+else
+  name=$(basename "$victim" .log)
+  pid=$(awk -v n="$name" '$2 == n { print $1 }' "$WORK/c/pids")
+  kill -KILL "$pid"
+  echo "killed $name (pid $pid)"
+  state=""
+  for _ in $(seq 1 1200); do  # 120 s
+    "$SUBMIT" status "$id" --json > long.json 2> /dev/null
+    state=$(json long.json "j['state']")
+    [[ $state == succeeded || $state == failed || $state == cancelled ]] && break
+    sleep 0.1
+  done
+  [[ $state == succeeded ]] || { fail "after losing $name the job ended '$state' (waited 120 s)"; cat long.json; }
+  json long.json "j['lost_nodes']" | grep -q "$name" || fail "the result does not name $name"
+  json long.json "j['result']['lost_nodes']" | grep -q "$name" || fail "result.lost_nodes lacks $name"
+  echo "job finished $state without $name: accuracy $(json long.json "j['result'].get('accuracy')")"
+fi
+
+if [[ $failures -ne 0 ]]; then
+  echo "$failures check(s) failed"
+  exit 1
+fi
+echo "all cluster checks passed"

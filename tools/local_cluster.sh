@@ -1,0 +1,98 @@
+#!/usr/bin/env bash
+# A dtrain cluster of N daemons on this machine (loopback), for trying things and for tests.
+#
+#   tools/local_cluster.sh start N [DIR]   start N daemons; node-1 is also the controller
+#   tools/local_cluster.sh stop [DIR]      SIGTERM them all (and wait)
+#   tools/local_cluster.sh env [DIR]       print the exports that point dtrain-submit at it
+#
+# DIR (default /tmp/dtrain-cluster) holds the cluster key, each daemon's config, data_dir and
+# log. Free ports are picked at start. Binaries: $DTRAIND and $DTRAIN_SUBMIT, by default the
+# ones `bazel build //daemon:dtraind //submit:dtrain-submit` made. $PEER_TIMEOUT_MS and
+# $HEARTBEAT_MS tune failure detection (defaults 10000 and 1000, as in production).
+set -euo pipefail
+root="$(cd "$(dirname "$0")/.." && pwd)"
+DTRAIND="${DTRAIND:-$root/bazel-bin/daemon/dtraind}"
+DTRAIN_SUBMIT="${DTRAIN_SUBMIT:-$root/bazel-bin/submit/dtrain-submit}"
+
+usage() { sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
+
+free_port() {  # a port the kernel just handed out (TCP and UDP are checked)
+  python3 -c 'import socket
+while True:
+    t = socket.socket(); t.bind(("127.0.0.1", 0)); p = t.getsockname()[1]
+    u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    try:
+        u.bind(("127.0.0.1", p)); print(p); break
+    except OSError: pass
+    finally: u.close(); t.close()'
+}
+
+start() {
+  local n=$1 dir=$2
+  [[ $n =~ ^[0-9]+$ && $n -ge 1 && $n -le 32 ]] || { echo "error: N must be 1..32" >&2; exit 2; }
+  for bin in "$DTRAIND" "$DTRAIN_SUBMIT"; do
+    [[ -x $bin ]] || { echo "error: $bin not found; fix: bazel build //daemon:dtraind //submit:dtrain-submit" >&2; exit 2; }
+  done
+  if [[ -f $dir/pids ]]; then
+    echo "error: a cluster is already running in $dir; fix: $0 stop $dir" >&2
+    exit 2
+  fi
+  mkdir -p "$dir"
+  [[ -f $dir/cluster.key ]] || "$DTRAIND" keygen "$dir/cluster.key" > /dev/null
+  local control_port
+  control_port=$(free_port)
+  : > "$dir/pids"
+  for i in $(seq 1 "$n"); do
+    local roles="[node]"
+    [[ $i -eq 1 ]] && roles="[node, controller]"
+    cat > "$dir/node-$i.yaml" <<YAML
+name: node-$i
+roles: $roles
+data_dir: $dir/data-$i
+key_file: $dir/cluster.key
+controller: 127.0.0.1:$control_port
+control: {address: 127.0.0.1, port: $control_port}
+data: {interface: lo, port: $(free_port)}
+heartbeat_ms: ${HEARTBEAT_MS:-1000}
+peer_timeout_ms: ${PEER_TIMEOUT_MS:-10000}
+YAML
+    "$DTRAIND" --config "$dir/node-$i.yaml" > "$dir/node-$i.log" 2>&1 &
+    echo "$! node-$i" >> "$dir/pids"
+  done
+  printf 'export DTRAIN_CONTROLLER=127.0.0.1:%s\nexport DTRAIN_KEY_FILE=%s\n' \
+    "$control_port" "$dir/cluster.key" > "$dir/env"
+  # Ready when every node has registered (at most 30 s).
+  local alive=0
+  for _ in $(seq 1 300); do
+    alive=$(DTRAIN_CONTROLLER=127.0.0.1:$control_port "$DTRAIN_SUBMIT" nodes --json \
+              --key-file "$dir/cluster.key" 2>/dev/null | grep -c '"state": "alive"' || true)
+    [[ $alive -ge $n ]] && break
+    sleep 0.1
+  done
+  if [[ $alive -lt $n ]]; then
+    echo "error: only $alive of $n nodes registered within 30 s; logs in $dir/node-*.log" >&2
+    tail -n 5 "$dir"/node-*.log >&2
+    exit 1
+  fi
+  echo "started $n daemons in $dir (controller 127.0.0.1:$control_port); use it with:"
+  echo "  source $dir/env"
+}
+
+stop() {
+  local dir=$1
+  [[ -f $dir/pids ]] || { echo "no cluster in $dir"; return 0; }
+  while read -r pid name; do kill -TERM "$pid" 2>/dev/null || true; done < "$dir/pids"
+  while read -r pid name; do
+    for _ in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    kill -KILL "$pid" 2>/dev/null || true
+  done < "$dir/pids"
+  rm -f "$dir/pids"
+  echo "stopped the daemons in $dir"
+}
+
+case "${1:-}" in
+  start) [[ $# -ge 2 ]] || usage; start "$2" "${3:-/tmp/dtrain-cluster}" ;;
+  stop) stop "${2:-/tmp/dtrain-cluster}" ;;
+  env) cat "${2:-/tmp/dtrain-cluster}/env" ;;
+  *) usage ;;
+esac
