@@ -15,6 +15,7 @@
 #include "core/util/error.h"
 #include "daemon/config/daemon_config.h"
 #include "daemon/controller/controller.h"
+#include "daemon/http/status_server.h"
 #include "daemon/node/node_agent.h"
 #include "transport/control/control_server.h"
 #include "transport/security/cluster_key.h"
@@ -22,7 +23,6 @@
 namespace {
 
 constexpr int kExitOk = 0;
-constexpr int kExitFailed = 1;
 constexpr int kExitBadInput = 2;
 
 int run_daemon(const std::string& config_path) {
@@ -47,6 +47,7 @@ int run_daemon(const std::string& config_path) {
   std::unique_ptr<daemon::Controller> controller;
   std::unique_ptr<transport::ControlServer> control;
   std::unique_ptr<daemon::NodeAgent> node;
+  std::unique_ptr<daemon::StatusServer> http;
   std::atomic<bool> stop{false};
   std::thread node_thread;
   try {
@@ -61,6 +62,15 @@ int run_daemon(const std::string& config_path) {
       node = std::make_unique<daemon::NodeAgent>(config, key);
       node_thread = std::thread([&] { node->run(stop); });
     }
+    http = std::make_unique<daemon::StatusServer>(config.http_address, config.http_port, [&] {
+      daemon::Json status = daemon::Json::object();
+      if (node) status["node"] = node->status();
+      if (controller)
+        status["controller"] = {{"jobs", controller->jobs_json()},
+                                {"nodes", controller->nodes_json()}};
+      return status;
+    });
+    spdlog::info("status: http://{}:{}/status and /metrics", config.http_address, http->port());
   } catch (const std::exception& e) {
     std::fprintf(stderr, "dtraind: %s\n", e.what());
     stop = true;
@@ -75,6 +85,7 @@ int run_daemon(const std::string& config_path) {
   spdlog::info("dtraind {}: {} received, shutting down", config.name,
                signal == SIGTERM ? "SIGTERM" : "SIGINT");
   sd_notify(0, "STOPPING=1");
+  http.reset();
   if (controller) controller->stop();
   stop = true;
   if (node_thread.joinable()) node_thread.join();
@@ -121,5 +132,5 @@ int main(int argc, char** argv) {
                  app.help().c_str());
     return kExitBadInput;
   }
-  return run_daemon(config_path) == kExitOk ? kExitOk : kExitFailed;
+  return run_daemon(config_path);
 }

@@ -53,6 +53,7 @@ key_file: $dir/cluster.key
 controller: 127.0.0.1:$control_port
 control: {address: 127.0.0.1, port: $control_port}
 data: {interface: lo, port: $(free_port)}
+http: {address: 127.0.0.1, port: $(free_port)}
 heartbeat_ms: ${HEARTBEAT_MS:-1000}
 peer_timeout_ms: ${PEER_TIMEOUT_MS:-10000}
 YAML
@@ -74,7 +75,9 @@ YAML
     tail -n 5 "$dir"/node-*.log >&2
     exit 1
   fi
-  echo "started $n daemons in $dir (controller 127.0.0.1:$control_port); use it with:"
+  echo "started $n daemons in $dir (controller 127.0.0.1:$control_port; status pages:"
+  grep -h "^http:" "$dir"/node-*.yaml | sed -E 's/.*port: ([0-9]+).*/  http:\/\/127.0.0.1:\1\/metrics/'
+  echo "); use it with:"
   echo "  source $dir/env"
 }
 

@@ -144,9 +144,10 @@ TrainingResult train_local(const JobSpec& job, TrainingListener& listener,
         int64_t in_epoch = 0;
         while (!stop && !(options.cancel && *options.cancel)) {
           const int64_t it = iterations[w];
-          // Learning-rate schedules follow the minibatches of the whole node, so a schedule
-          // reaches the same point after an epoch whatever workers_per_node is.
-          const int64_t schedule_it = it * num_workers + w;
+          // Learning-rate schedules follow the minibatches of the whole job (every worker of
+          // every node), so a schedule reaches the same point after an epoch whatever
+          // workers_per_node and the number of nodes are.
+          const int64_t schedule_it = it * shards + first_shard + w;
           if (sharing) {
             if (!sw.step(it, schedule_it)) break;
           } else {

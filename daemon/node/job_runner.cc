@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <filesystem>
+#include <map>
 #include <mutex>
 
 #include "core/spec/job_spec_parser.h"
@@ -18,10 +19,33 @@ using Clock = std::chrono::steady_clock;
 // At most this many evenly spaced parameters go to the controller for the replica check.
 constexpr int64_t kParamSample = 65536;
 
-// Progress to the controller: each step's figures (at most every 300 ms) and each epoch.
-class ProgressReporter : public core::TrainingListener {
+}  // namespace
+
+// Progress to the controller (each step's figures at most every 300 ms, and each epoch) and
+// the latest figures per worker for /metrics.
+class JobRunner::ProgressReporter : public core::TrainingListener {
  public:
   ProgressReporter(int rank, JobRunner::Report report) : rank_(rank), report_(std::move(report)) {}
+
+  void on_worker_codec(int worker, int64_t iteration, const core::CodecStepStats& c) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    Json& w = workers_[worker];
+    w["worker"] = worker;
+    w["iteration"] = iteration + 1;
+    w["tau"] = c.tau;
+    w["density"] = c.density;
+    w["encoding"] = core::encoding_name(c.encoding);
+    w["residual_norm"] = c.residual_norm;
+    w["message_bytes_total"] = w.value("message_bytes_total", int64_t(0)) + c.message_bytes;
+    w["messages_total"] = w.value("messages_total", int64_t(0)) + c.messages;
+  }
+
+  Json snapshot() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    Json j = {{"progress", latest_}, {"workers", Json::array()}};
+    for (const auto& [w, figures] : workers_) j["workers"].push_back(figures);
+    return j;
+  }
 
   void on_step(const core::StepProgress& p) override {
     const auto now = Clock::now();
@@ -44,6 +68,10 @@ class ProgressReporter : public core::TrainingListener {
       j["message_kb"] = p.codec.message_bytes / 1024.0;
     }
     if (accuracy_ >= 0) j["accuracy"] = accuracy_;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      latest_ = j;
+    }
     report_("progress", j);
   }
 
@@ -63,9 +91,10 @@ class ProgressReporter : public core::TrainingListener {
   JobRunner::Report report_;
   Clock::time_point last_{};
   double accuracy_ = -1;
+  std::mutex mutex_;
+  Json latest_ = Json::object();
+  std::map<int, Json> workers_;
 };
-
-}  // namespace
 
 JobRunner::JobRunner(const DaemonConfig& config, DataChannel& channel, uint32_t self,
                      uint64_t job_id, Json start, Report report)
@@ -74,8 +103,17 @@ JobRunner::JobRunner(const DaemonConfig& config, DataChannel& channel, uint32_t 
       self_(self),
       job_id_(job_id),
       start_(std::move(start)),
-      report_(std::move(report)) {
+      report_(std::move(report)),
+      progress_(std::make_unique<ProgressReporter>(start_.value("rank", 0), report_)) {
   thread_ = std::thread([this] { run(); });
+}
+
+Json JobRunner::snapshot() const {
+  Json j = progress_->snapshot();
+  j["id"] = job_id_text(job_id_);
+  j["name"] = start_.value("name", "");
+  j["rank"] = start_.value("rank", 0);
+  return j;
 }
 
 JobRunner::~JobRunner() {
@@ -136,8 +174,7 @@ void JobRunner::run() {
     o.output_path = model.string();
     std::vector<float> params;
     o.final_params = &params;
-    ProgressReporter progress(rank, report_);
-    const core::TrainingResult r = core::train_local(local, progress, o);
+    const core::TrainingResult r = core::train_local(local, *progress_, o);
     if (cancel_) throw core::UserError("the job was cancelled", "");
     // Stay on the mesh until every node has finished: others may still need what this node
     // relays (the root relays everything in plain mode).

@@ -7,6 +7,7 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <thread>
 
@@ -29,9 +30,12 @@ class JobRunner {
 
   void cancel();
   bool done() const { return done_; }
+  // The latest progress and per-worker codec figures (for /status and /metrics).
+  Json snapshot() const;
   uint64_t job_id() const { return job_id_; }
 
  private:
+  class ProgressReporter;
   void run();
 
   const DaemonConfig& config_;
@@ -40,6 +44,7 @@ class JobRunner {
   uint64_t job_id_;
   Json start_;
   Report report_;
+  std::unique_ptr<ProgressReporter> progress_;
   std::atomic<bool> cancel_{false};
   std::atomic<bool> done_{false};
   std::atomic<MeshExchange*> exchange_{nullptr};

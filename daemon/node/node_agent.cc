@@ -58,7 +58,7 @@ NodeAgent::NodeAgent(const DaemonConfig& config, const transport::ClusterKey& ke
 }
 
 NodeAgent::~NodeAgent() {
-  jobs_.clear();  // cancels and joins every runner before the data channel goes
+  stop_jobs();  // cancels and joins every runner before the data channel goes
   channel_.reset();
 }
 
@@ -69,12 +69,14 @@ void NodeAgent::queue(uint64_t job_id, const std::string& kind, const Json& body
 
 void NodeAgent::on_job_message(uint64_t job_id, const std::string& kind, const Json& body) {
   if (kind == "start") {
+    std::lock_guard<std::mutex> lock(jobs_mutex_);
     if (jobs_.count(job_id)) return;
     spdlog::info("node {}: starting job {}", config_.name, job_id_text(job_id));
     jobs_[job_id] = std::make_unique<JobRunner>(
         config_, *channel_, node_id_, job_id, body,
         [this, job_id](const std::string& k, const Json& b) { queue(job_id, k, b); });
   } else if (kind == "cancel") {
+    std::lock_guard<std::mutex> lock(jobs_mutex_);
     auto it = jobs_.find(job_id);
     if (it != jobs_.end()) {
       spdlog::info("node {}: cancelling job {}", config_.name, job_id_text(job_id));
@@ -97,6 +99,7 @@ void NodeAgent::session(const std::atomic<bool>& stop) {
                               (r && r->error() ? r->error()->str() : "no reply"),
                           r && r->fix() ? r->fix()->str() : "check the controller's log");
   spdlog::info("node {}: registered with the controller at {}", config_.name, controller);
+  connected_ = true;
   auto last_heartbeat = Clock::time_point{};
   const auto heartbeat = std::chrono::milliseconds(config_.heartbeat_ms);
   while (!stop) {
@@ -110,9 +113,12 @@ void NodeAgent::session(const std::atomic<bool>& stop) {
       c->send(job_frame(0, "heartbeat", Json::object()));
       last_heartbeat = Clock::now();
     }
-    for (auto it = jobs_.begin(); it != jobs_.end();) {
-      if (it->second->done()) it = jobs_.erase(it);
-      else ++it;
+    {
+      std::lock_guard<std::mutex> lock(jobs_mutex_);
+      for (auto it = jobs_.begin(); it != jobs_.end();) {
+        if (it->second->done()) it = jobs_.erase(it);
+        else ++it;
+      }
     }
     if (!c->wait_readable(std::chrono::milliseconds(50))) continue;
     const std::vector<uint8_t> bytes = c->receive(std::chrono::seconds(30));
@@ -125,8 +131,8 @@ void NodeAgent::session(const std::atomic<bool>& stop) {
     if (!body.is_discarded()) on_job_message(jm->job_id(), jm->kind() ? jm->kind()->str() : "", body);
   }
   // Stopping: jobs are told (cancelled) and the controller hears it before the connection goes.
-  for (auto& [id, job] : jobs_) job->cancel();
-  jobs_.clear();
+  connected_ = false;
+  stop_jobs();
   std::deque<std::vector<uint8_t>> out;
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -142,6 +148,7 @@ void NodeAgent::run(const std::atomic<bool>& stop) {
       session(stop);
       return;
     } catch (const std::exception& e) {
+      connected_ = false;
       // Jobs keep running while the controller is away; their reports wait in the outbox.
       if (e.what() != last_error)
         spdlog::warn("node {}: controller session: {} (retrying every 2 s)", config_.name,
@@ -150,8 +157,42 @@ void NodeAgent::run(const std::atomic<bool>& stop) {
     }
     for (int i = 0; i < 20 && !stop; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
-  for (auto& [id, job] : jobs_) job->cancel();
-  jobs_.clear();
+  stop_jobs();
+}
+
+void NodeAgent::stop_jobs() {
+  std::map<uint64_t, std::unique_ptr<JobRunner>> jobs;
+  {
+    std::lock_guard<std::mutex> lock(jobs_mutex_);
+    jobs.swap(jobs_);
+  }
+  for (auto& [id, job] : jobs) job->cancel();
+  jobs.clear();  // joins them
+}
+
+Json NodeAgent::status() {
+  Json j = {{"name", config_.name}, {"id", node_id_}, {"data_address", address_},
+            {"data_port", channel_->endpoint().port()}, {"controller_connected", bool(connected_)},
+            {"jobs", Json::array()}, {"peers", Json::array()}};
+  {
+    std::lock_guard<std::mutex> lock(jobs_mutex_);
+    for (const auto& [id, job] : jobs_)
+      if (!job->done()) j["jobs"].push_back(job->snapshot());
+  }
+  for (const auto& [peer, c] : channel_->endpoint().counters()) {
+    if (peer == transport::Endpoint::kUnknownSender) continue;
+    Json p = {{"peer", peer}, {"datagrams_in", c.datagrams_in}, {"bytes_in", c.bytes_in},
+              {"datagrams_out", c.datagrams_out}, {"bytes_out", c.bytes_out},
+              {"messages_in", c.messages_in}, {"messages_out", c.messages_out},
+              {"naks_sent", c.naks_sent}, {"naks_received", c.naks_received},
+              {"retransmits", c.retransmits}, {"credit_stalls", c.credit_stalls},
+              {"duplicates", c.duplicates}, {"rtt_us", c.rtt_us}, {"lost", c.lost},
+              {"drops", Json::object()}};
+    for (size_t r = 0; r < c.drops.size(); ++r)
+      if (c.drops[r]) p["drops"][transport::drop_reason_name(static_cast<transport::DropReason>(r))] = c.drops[r];
+    j["peers"].push_back(p);
+  }
+  return j;
 }
 
 }  // namespace dtrain::daemon

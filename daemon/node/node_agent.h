@@ -27,6 +27,8 @@ class NodeAgent {
 
   // Talks to the controller until `stop` is set; running jobs are then cancelled.
   void run(const std::atomic<bool>& stop);
+  // This node, its jobs' latest figures and its data channel's counters per peer (/status).
+  Json status();
   uint32_t node_id() const { return node_id_; }
   const std::string& data_address() const { return address_; }
 
@@ -34,6 +36,7 @@ class NodeAgent {
   void session(const std::atomic<bool>& stop);
   void queue(uint64_t job_id, const std::string& kind, const Json& body);
   void on_job_message(uint64_t job_id, const std::string& kind, const Json& body);
+  void stop_jobs();  // cancels and joins every runner
 
   DaemonConfig config_;
   transport::ClusterKey key_;
@@ -42,7 +45,9 @@ class NodeAgent {
   std::unique_ptr<DataChannel> channel_;
   std::mutex mutex_;
   std::deque<std::vector<uint8_t>> outbox_;  // guarded by mutex_
-  std::map<uint64_t, std::unique_ptr<JobRunner>> jobs_;  // touched by run()'s thread only
+  std::mutex jobs_mutex_;  // run()'s thread changes jobs_; status() reads it
+  std::map<uint64_t, std::unique_ptr<JobRunner>> jobs_;
+  std::atomic<bool> connected_{false};
 };
 
 }  // namespace dtrain::daemon

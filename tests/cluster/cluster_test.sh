@@ -54,6 +54,16 @@ echo "accuracy $acc, replicas within $diff, eval $eval_acc"
 "$SUBMIT" nodes --json > nodes.json
 [[ $(json nodes.json "sum(n['state'] == 'alive' for n in j['nodes'])") == 3 ]] || fail "nodes --json"
 
+echo "== status and metrics over HTTP"
+http_port=$(sed -nE 's/^http: .*port: ([0-9]+).*/\1/p' "$WORK/c/node-1.yaml")
+fetch() { python3 -c "import sys,urllib.request; print(urllib.request.urlopen(sys.argv[1], timeout=10).read().decode())" "$1"; }
+fetch "http://127.0.0.1:$http_port/metrics" > metrics.txt || fail "GET /metrics"
+grep -q '^dtrain_jobs{state="succeeded"} 1$' metrics.txt || { fail "/metrics lacks the succeeded job"; head -n 30 metrics.txt; }
+grep -q '^dtrain_nodes{state="alive"} 3$' metrics.txt || fail "/metrics lacks 3 alive nodes"
+grep -q '^dtrain_transport_datagrams_in_total{peer=' metrics.txt || fail "/metrics lacks transport counters"
+fetch "http://127.0.0.1:$http_port/status" > status.json || fail "GET /status"
+[[ $(json status.json "j['node']['name']") == node-1 ]] || fail "/status node name"
+
 echo "== refused before any node is touched"
 jobs_before=$(json jobs.json "len(j['jobs'])")
 "$DTRAIND" keygen other.key > /dev/null

@@ -1,0 +1,58 @@
+// dtraind's config: the sample in configs/dtraind parses; every mistake names the key and the fix.
+#include <catch2/catch.hpp>
+
+#include "daemon/config/daemon_config.h"
+#include "core/spec/spec_reader.h"
+
+using dtrain::daemon::parse_daemon_config;
+
+namespace {
+
+std::string error_of(const std::string& yaml) {
+  try {
+    parse_daemon_config(yaml, "d.yaml");
+  } catch (const dtrain::core::UserError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST_CASE("the sample daemon config parses", "[daemon]") {
+  const auto c = dtrain::daemon::load_daemon_config("configs/dtraind/dtraind.yaml");
+  CHECK(c.name == "node-a");
+  CHECK(c.node);
+  CHECK(c.controller);
+  CHECK(c.controller_host == "10.0.0.1");
+  CHECK(c.controller_port == 7070);
+  CHECK(c.control_port == 7070);
+  CHECK(c.data_network == "10.0.0.0/16");
+  CHECK(c.data_port == 40123);
+  CHECK(c.http_port == 7080);
+  CHECK(c.peer_timeout_ms == 10000);
+}
+
+TEST_CASE("defaults: a node of its own host, the documented ports", "[daemon]") {
+  const auto c = parse_daemon_config("", "d.yaml");
+  CHECK(c.node);
+  CHECK_FALSE(c.controller);
+  CHECK(c.control_port == 7070);
+  CHECK(c.data_port == 40123);
+  CHECK(c.http_address == "127.0.0.1");
+  CHECK_FALSE(c.name.empty());
+}
+
+TEST_CASE("daemon config mistakes name the key and the fix", "[daemon]") {
+  CHECK(error_of("roles: [node, contoller]\n").find("unknown role 'contoller'") != std::string::npos);
+  CHECK(error_of("roles: node\n").find("roles must be a list") != std::string::npos);
+  CHECK(error_of("controler: x\n").find("controller") != std::string::npos);  // did you mean
+  CHECK(error_of("controller: 10.0.0.1\n").find("is not host:port") != std::string::npos);
+  CHECK(error_of("controller: 10.0.0.1:99999\n").find("is not host:port") != std::string::npos);
+  CHECK(error_of("data: {network: 10.0.0.0/8, interface: eth0}\n").find("not both") !=
+        std::string::npos);
+  CHECK(error_of("data: {port: 70000}\n").find("data.port") != std::string::npos);
+  CHECK(error_of("heartbeat_ms: 1000\npeer_timeout_ms: 1500\n").find("at least twice") !=
+        std::string::npos);
+  CHECK(error_of("name: [oops\n").find("d.yaml:") != std::string::npos);
+}
