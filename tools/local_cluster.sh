@@ -39,8 +39,11 @@ start() {
   fi
   mkdir -p "$dir"
   [[ -f $dir/cluster.key ]] || "$DTRAIND" keygen "$dir/cluster.key" > /dev/null
-  local control_port
+  local control_port threads
   control_port=$(free_port)
+  # The daemons share this machine's cores: each gets its part (at least one thread).
+  threads=$(( $(nproc) / n ))
+  (( threads >= 1 )) || threads=1
   : > "$dir/pids"
   for i in $(seq 1 "$n"); do
     local roles="[node]"
@@ -54,6 +57,7 @@ controller: 127.0.0.1:$control_port
 control: {address: 127.0.0.1, port: $control_port}
 data: {interface: lo, port: $(free_port)}
 http: {address: 127.0.0.1, port: $(free_port)}
+threads: $threads
 heartbeat_ms: ${HEARTBEAT_MS:-1000}
 peer_timeout_ms: ${PEER_TIMEOUT_MS:-10000}
 YAML

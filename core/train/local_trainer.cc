@@ -98,9 +98,6 @@ TrainingResult train_local(const JobSpec& job, TrainingListener& listener,
   MessageBus bus(num_workers);
   const CodecEngine& engine = CodecEngine::get();
   NodeExchange* exchange = options.exchange;
-  if (exchange && !sharing)
-    throw UserError("training.mode " + job.training.mode + " does not run across nodes yet",
-                    "use mode gradient_sharing");
   const int first_shard = exchange ? exchange->first_worker() : 0;
   const int shards = exchange ? exchange->total_workers() : num_workers;
   Workers workers;
@@ -109,7 +106,7 @@ TrainingResult train_local(const JobSpec& job, TrainingListener& listener,
                                                       first_shard + w, shards, bus, engine));
     if (options.message_observer) workers.back()->set_observer(options.message_observer);
   }
-  if (exchange) {
+  if (exchange && sharing) {
     bus.set_outbound([exchange](const SharedMessage& m) { exchange->publish(m); });
     exchange->attach(bus, initial.num_params());
   }
@@ -123,6 +120,11 @@ TrainingResult train_local(const JobSpec& job, TrainingListener& listener,
   if (sharing) result.codec_kernel = engine.name();
   Worker& lead = workers[0]->worker();
   const int64_t per_epoch = lead.batches_per_epoch();
+  // Parameter-averaging rounds per epoch, the same on every node: from the smallest shard.
+  const int64_t smallest_shard = data.train.size() / shards;
+  const int64_t rounds_per_epoch = std::max<int64_t>(
+      1, (smallest_shard + job.training.batch_size_per_worker - 1) /
+             job.training.batch_size_per_worker / std::max<int64_t>(1, job.training.averaging_frequency));
   const int64_t total_iterations = per_epoch * job.training.epochs;
   std::vector<int64_t> iterations(num_workers, 0);  // each worker's own step count
   double elapsed_total = 0.0;
@@ -137,6 +139,8 @@ TrainingResult train_local(const JobSpec& job, TrainingListener& listener,
 
     auto run = [&](int w) {
       WorkerEpoch& mine = stats[w];
+      int64_t rounds_done = 0;
+      const int64_t per_epoch_local = workers[w]->worker().batches_per_epoch();
       try {
         kernels::backend().set_num_threads(threads_per_worker);
         SharingWorker& sw = *workers[w];
@@ -153,6 +157,15 @@ TrainingResult train_local(const JobSpec& job, TrainingListener& listener,
           } else {
             if (!worker.compute_step(it, schedule_it)) break;
             worker.apply_own_step();
+            // Parameter averaging across nodes: every node runs the same number of rounds per
+            // epoch (set by the smallest shard), spread evenly over its own minibatches, the
+            // last one after its last minibatch, so all replicas agree at every epoch end.
+            while (exchange && rounds_done < rounds_per_epoch &&
+                   in_epoch + 1 >= (rounds_done + 1) * per_epoch_local / rounds_per_epoch) {
+              exchange->average_parameters(worker.model().params(), initial.num_params(),
+                                           epoch * rounds_per_epoch + rounds_done);
+              ++rounds_done;
+            }
           }
           mine.loss_sum += worker.last_loss() * worker.last_batch_size();
           mine.samples += worker.last_batch_size();
@@ -206,7 +219,7 @@ TrainingResult train_local(const JobSpec& job, TrainingListener& listener,
     // Everyone has published everything for this epoch: apply what is still queued, so the
     // replicas agree before evaluation and before the next epoch.
     const bool cancelled = options.cancel && *options.cancel;
-    if (exchange && !cancelled) {
+    if (exchange && sharing && !cancelled) {
       double tau_sum = 0.0;
       for (auto& w : workers) tau_sum += w->encoder().threshold().tau();
       const NodeExchange::EpochEnd end = exchange->end_epoch(epoch, tau_sum, num_workers);

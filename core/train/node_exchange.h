@@ -25,6 +25,11 @@ class NodeExchange {
   // Every message this node's workers produce, from the producing thread.
   virtual void publish(const SharedMessage& message) = 0;
 
+  // Parameter averaging (DESIGN.md §6): replaces `params` with the mean over every live node
+  // of round `round` (each node calls it with its own parameters, rounds in the same order).
+  // Waits with a deadline; a node that misses it is named in the log and left out of the round.
+  virtual void average_parameters(float* params, int64_t n, int64_t round) = 0;
+
   struct EpochEnd {
     double tau_sum = 0.0;  // over the workers of every node that finished the epoch
     int workers = 0;

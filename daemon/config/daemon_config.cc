@@ -50,7 +50,7 @@ DaemonConfig parse_daemon_config(const std::string& text, const std::string& sou
   c.source = source_name;
   if (!root || root.IsNull()) root = YAML::Node(YAML::NodeType::Map);
   r.expect_map(root, "", {"name", "roles", "data_dir", "key_file", "controller", "control",
-                          "data", "http", "heartbeat_ms", "peer_timeout_ms"});
+                          "data", "http", "threads", "heartbeat_ms", "peer_timeout_ms"});
   char host[256] = "dtrain-node";
   gethostname(host, sizeof host - 1);
   c.name = r.text(root, "name", "name", std::string(host));
@@ -97,6 +97,7 @@ DaemonConfig parse_daemon_config(const std::string& text, const std::string& sou
     c.http_address = r.text(n, "address", "http.address", c.http_address);
     c.http_port = port(n, "http", c.http_port);
   }
+  c.threads = r.integer(root, "threads", "threads", c.threads, 0, 4096);
   c.heartbeat_ms = r.integer(root, "heartbeat_ms", "heartbeat_ms", c.heartbeat_ms, 50, 60000);
   c.peer_timeout_ms =
       r.integer(root, "peer_timeout_ms", "peer_timeout_ms", c.peer_timeout_ms, 500, 600000);

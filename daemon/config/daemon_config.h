@@ -10,7 +10,7 @@
 //   control: {address: 0.0.0.0, port: 7070}
 //   data: {network: 10.0.0.0/16, port: 40123}    # or interface: eth0
 //   http: {address: 127.0.0.1, port: 7080}
-//   workers_per_node: auto        # cores this node offers to jobs (max workers)
+//   threads: 0                     # compute threads jobs may use here (0: every core)
 #include <cstdint>
 #include <string>
 
@@ -32,6 +32,7 @@ struct DaemonConfig {
   uint16_t data_port = 40123;
   std::string http_address = "127.0.0.1";
   uint16_t http_port = 7080;
+  int64_t threads = 0;  // compute threads for jobs on this node; 0 = every core
   int64_t heartbeat_ms = 1000;
   int64_t peer_timeout_ms = 10000;
 };

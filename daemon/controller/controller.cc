@@ -284,10 +284,10 @@ Json Controller::submit(const Json& body) {
                               "' leaves the daemon's data directory",
                           "give a relative path without '..' (it is written under the node's "
                           "data_dir/models/)");
-  if (spec.training.mode != "gradient_sharing")
-    throw core::UserError("training.mode " + spec.training.mode +
-                              " does not run on a cluster in this build",
-                          "use mode gradient_sharing, or run it with --local");
+  if (spec.training.mode == "parameter_averaging" && spec.training.workers_per_node > 1)
+    throw core::UserError("parameter_averaging runs one worker per node, but workers_per_node is " +
+                              std::to_string(spec.training.workers_per_node),
+                          "set training.workers_per_node: 1 (or auto), or use gradient_sharing");
   JobRecord job;
   do randombytes_buf(&job.id, sizeof job.id);
   while (job.id == 0 || jobs_.count(job.id));
@@ -330,7 +330,8 @@ void Controller::start_next() {
   job.started_at = unix_now();
   Json members = Json::array();
   for (Member* m : alive) {
-    const int workers = spec.training.workers_per_node > 0
+    const int workers = spec.training.mode == "parameter_averaging" ? 1
+                        : spec.training.workers_per_node > 0
                             ? int(spec.training.workers_per_node)
                             : int(std::min<uint32_t>(m->cores, 8));
     members.push_back({{"id", m->id}, {"name", m->name}, {"address", m->address},

@@ -168,6 +168,7 @@ void JobRunner::run() {
     o.exchange = &exchange;
     o.cancel = &cancel_;
     o.write_model = rank == 0;
+    o.threads = static_cast<int>(config_.threads);
     o.evaluate_each_epoch = rank == 0;
     const std::filesystem::path model = std::filesystem::path(config_.data_dir) / "models" / job.output.model;
     std::filesystem::create_directories(model.parent_path());

@@ -14,6 +14,7 @@ namespace {
 constexpr uint8_t kUpdate = 'U';
 constexpr uint8_t kEpochEnd = 'E';
 constexpr size_t kEpochEndBytes = 1 + 8 + 8 + 8 + 4;
+constexpr uint8_t kParameters = 'P';  // 'P', round (8 bytes), the parameters (floats)
 
 }  // namespace
 
@@ -58,6 +59,12 @@ void MeshExchange::on_message(const transport::Delivery& d) {
   if (d.bytes[0] == kUpdate) {
     if (bus_) deliver(d.bytes.data() + 1, d.bytes.size() - 1, d.origin);
     else early_.emplace_back(d.origin, std::vector<uint8_t>(d.bytes.begin() + 1, d.bytes.end()));
+  } else if (d.bytes[0] == kParameters && d.bytes.size() >= 9 && (d.bytes.size() - 9) % 4 == 0) {
+    int64_t round;
+    std::memcpy(&round, d.bytes.data() + 1, 8);
+    std::vector<float>& p = rounds_[round][d.origin];
+    p.resize((d.bytes.size() - 9) / 4);
+    std::memcpy(p.data(), d.bytes.data() + 9, p.size() * 4);
   } else if (d.bytes[0] == kEpochEnd && d.bytes.size() == kEpochEndBytes) {
     int64_t epoch;
     Announcement a;
@@ -101,6 +108,56 @@ void MeshExchange::publish(const core::SharedMessage& message) {
                           "check the data network between the nodes (dtrain-submit nodes)");
   ++published_;
   bytes_published_ += size;
+}
+
+void MeshExchange::average_parameters(float* params, int64_t n, int64_t round) {
+  {
+    std::vector<uint8_t> bytes(9 + size_t(n) * 4);
+    bytes[0] = kParameters;
+    std::memcpy(bytes.data() + 1, &round, 8);
+    std::memcpy(bytes.data() + 9, params, size_t(n) * 4);
+    std::lock_guard<std::mutex> lock(publish_mutex_);
+    if (!mesh_->publish(job_id_, next_message_id_++,
+                        std::make_shared<const std::vector<uint8_t>>(std::move(bytes)),
+                        epoch_deadline_))
+      throw core::UserError("this node could not send its parameters within " +
+                                std::to_string(epoch_deadline_.count()) + " ms",
+                            "check the data network between the nodes (dtrain-submit nodes)");
+    bytes_published_ += 9 + size_t(n) * 4;  // not counted in published_: that counts updates
+  }
+  std::unique_lock<std::mutex> lock(mutex_);
+  std::vector<std::string> missing;
+  auto complete = [&] {
+    missing.clear();
+    for (const JobMember& m : members_)
+      if (m.id != self_ && !lost_.count(m.id) && !rounds_[round].count(m.id))
+        missing.push_back(m.name);
+    return missing.empty() || cancelled_;
+  };
+  if (!changed_.wait_for(lock, epoch_deadline_, complete)) {
+    std::string names;
+    for (const std::string& m : missing) names += (names.empty() ? "" : ", ") + m;
+    spdlog::warn("job {}: averaging round {} went on without {} (nothing within {} ms)",
+                 job_id_, round, names, epoch_deadline_.count());
+  }
+  if (cancelled_) throw core::UserError("the job was cancelled", "");
+  // Summed in member order on every node: the same floats everywhere.
+  std::vector<double> sum(size_t(n), 0.0);
+  int count = 0;
+  for (const JobMember& m : members_) {
+    const float* p = nullptr;
+    if (m.id == self_) {
+      p = params;
+    } else {
+      auto it = rounds_[round].find(m.id);
+      if (it == rounds_[round].end() || int64_t(it->second.size()) != n) continue;
+      p = it->second.data();
+    }
+    for (int64_t i = 0; i < n; ++i) sum[i] += p[i];
+    ++count;
+  }
+  for (int64_t i = 0; i < n; ++i) params[i] = static_cast<float>(sum[i] / count);
+  rounds_.erase(round);
 }
 
 core::NodeExchange::EpochEnd MeshExchange::end_epoch(int64_t epoch, double local_tau_sum,

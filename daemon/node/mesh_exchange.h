@@ -41,6 +41,9 @@ class MeshExchange : public core::NodeExchange {
   void attach(core::MessageBus& bus, int64_t num_params) override;
   void publish(const core::SharedMessage& message) override;
   EpochEnd end_epoch(int64_t epoch, double local_tau_sum, int local_workers) override;
+  // Every node broadcasts its parameters on the mesh and each computes the same mean (summed in
+  // member order, so the replicas stay bit-identical); no controller on the data path.
+  void average_parameters(float* params, int64_t n, int64_t round) override;
 
   // Wakes end_epoch() for good (the job was cancelled): it throws then.
   void cancel();
@@ -74,6 +77,7 @@ class MeshExchange : public core::NodeExchange {
   std::set<uint32_t> lost_;
   std::string bad_message_;  // first malformed message, reported by end_epoch
   bool cancelled_ = false;
+  std::map<int64_t, std::map<uint32_t, std::vector<float>>> rounds_;  // parameter averaging
 
   std::mutex publish_mutex_;  // message ids in order per origin
   uint64_t next_message_id_ = 1;

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Three dtraind processes on loopback (tools/local_cluster.sh) train Fashion-MNIST together
-# with gradient sharing, driven by dtrain-submit as a user would: the job reaches 0.85 test
-# accuracy, the replicas agree, `status --json` shows it, the model file evaluates to the same
-# accuracy; bad submissions (wrong key, output outside the data directory, malformed spec) are
+# with gradient sharing and with parameter averaging, driven by dtrain-submit as a user would:
+# each job reaches 0.85 test accuracy, the replicas agree, `status --json` shows it, the model
+# file evaluates to the same accuracy, /metrics and /status answer; bad submissions (wrong key, output outside the data directory, malformed spec) are
 # refused before any node is touched; a node SIGKILLed mid-job is named and the job finishes
 # on the others. Every wait has a deadline and says what it was waiting for.
 set -u
@@ -54,11 +54,25 @@ echo "accuracy $acc, replicas within $diff, eval $eval_acc"
 "$SUBMIT" nodes --json > nodes.json
 [[ $(json nodes.json "sum(n['state'] == 'alive' for n in j['nodes'])") == 3 ]] || fail "nodes --json"
 
+echo "== parameter averaging on 3 nodes"
+sed -e 's/mode: gradient_sharing/mode: parameter_averaging/' -e 's/epochs: 8/epochs: 5/' \
+    -e 's/model: cluster-test.dtm/model: cluster-pa.dtm/' job.yaml > pa.yaml
+timeout 300 "$SUBMIT" pa.yaml > pa.out 2> pa.err
+rc=$?
+tail -n 5 pa.out
+[[ $rc -eq 0 ]] || { fail "parameter averaging: submit exited $rc"; cat pa.err; }
+"$SUBMIT" status --json > jobs.json
+[[ $(json jobs.json "j['jobs'][-1]['mode']") == parameter_averaging ]] || fail "mode not recorded"
+acc=$(json jobs.json "j['jobs'][-1]['result']['accuracy']")
+python3 -c "import sys; sys.exit(0 if $acc >= 0.85 else 1)" || fail "parameter averaging accuracy $acc < 0.85"
+diff=$(json jobs.json "j['jobs'][-1]['result']['replica_max_relative_difference']")
+python3 -c "import sys; sys.exit(0 if $diff <= 1e-5 else 1)" || fail "parameter averaging replicas differ by $diff"
+
 echo "== status and metrics over HTTP"
 http_port=$(sed -nE 's/^http: .*port: ([0-9]+).*/\1/p' "$WORK/c/node-1.yaml")
 fetch() { python3 -c "import sys,urllib.request; print(urllib.request.urlopen(sys.argv[1], timeout=10).read().decode())" "$1"; }
 fetch "http://127.0.0.1:$http_port/metrics" > metrics.txt || fail "GET /metrics"
-grep -q '^dtrain_jobs{state="succeeded"} 1$' metrics.txt || { fail "/metrics lacks the succeeded job"; head -n 30 metrics.txt; }
+grep -q '^dtrain_jobs{state="succeeded"} 2$' metrics.txt || { fail "/metrics lacks the succeeded job"; head -n 30 metrics.txt; }
 grep -q '^dtrain_nodes{state="alive"} 3$' metrics.txt || fail "/metrics lacks 3 alive nodes"
 grep -q '^dtrain_transport_datagrams_in_total{peer=' metrics.txt || fail "/metrics lacks transport counters"
 fetch "http://127.0.0.1:$http_port/status" > status.json || fail "GET /status"
