@@ -127,6 +127,23 @@ else
   echo "job finished $state without $name: accuracy $(json long.json "j['result'].get('accuracy')")"
 fi
 
+echo "== SIGTERM, and a restarted controller lists the past jobs"
+"$SUBMIT" status --json > before.json
+"$CLUSTER_TOOL" stop "$WORK/c" > /dev/null
+grep -q "dtraind node-1: stopped" "$WORK/c/node-1.log" || fail "node-1 did not log a clean stop"
+"$DTRAIND" --config "$WORK/c/node-1.yaml" > restart.log 2>&1 &
+restarted=$!
+listed=""
+for _ in $(seq 1 100); do
+  if "$SUBMIT" status --json > after.json 2> /dev/null; then listed=yes; break; fi
+  sleep 0.1
+done
+[[ -n $listed ]] || fail "the restarted controller did not answer within 10 s"
+[[ $(json after.json "len(j['jobs'])") == $(json before.json "len(j['jobs'])") ]] ||
+  fail "the restarted controller lists $(json after.json "len(j['jobs'])") jobs, not $(json before.json "len(j['jobs'])")"
+kill -TERM $restarted
+wait $restarted || fail "dtraind exited $? on SIGTERM"
+
 if [[ $failures -ne 0 ]]; then
   echo "$failures check(s) failed"
   exit 1
