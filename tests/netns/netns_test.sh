@@ -8,10 +8,10 @@ set -u
 DTRAIND="$(cd "$(dirname "$1")" && pwd)/$(basename "$1")"
 SUBMIT="$(cd "$(dirname "$2")" && pwd)/$(basename "$2")"
 SPEC="$(cd "$(dirname "$3")" && pwd)/$(basename "$3")"
+HOSTS_TOOL="$(cd "$(dirname "$4")" && pwd)/$(basename "$4")"
 WORK="${TEST_TMPDIR:-$(mktemp -d)}/netns"
 rm -rf "$WORK" && mkdir -p "$WORK" && cd "$WORK"
 tag="dt$$"
-hub="$tag-hub"
 hosts=("$tag-h1" "$tag-h2" "$tag-h3")
 pids=()
 
@@ -19,32 +19,17 @@ cleanup() {
   for pid in "${pids[@]}"; do kill -TERM "$pid" 2> /dev/null; done
   sleep 1
   for pid in "${pids[@]}"; do kill -KILL "$pid" 2> /dev/null; done
-  for ns in "${hosts[@]}" "$hub"; do ip netns delete "$ns" 2> /dev/null; done
+  "$HOSTS_TOOL" down "$tag" 3
 }
 trap cleanup EXIT
 
-if ! ip netns add "$hub" 2> netns.err; then
-  echo "SKIPPED: cannot create network namespaces here ($(cat netns.err)); run as root (CAP_NET_ADMIN)"
+"$HOSTS_TOOL" up "$tag" 3 100mbit 2> netns.err
+rc=$?
+if [[ $rc -eq 77 ]]; then
+  echo "SKIPPED: $(cat netns.err)"
   exit 0
 fi
-set -e
-ip -n "$hub" link add br0 type bridge
-ip -n "$hub" link set br0 up
-for i in 1 2 3; do
-  ns=${hosts[$((i - 1))]}
-  ip netns add "$ns"
-  ip link add "$tag-v$i" type veth peer name "$tag-p$i"
-  ip link set "$tag-v$i" netns "$ns"
-  ip link set "$tag-p$i" netns "$hub"
-  ip -n "$ns" link set "$tag-v$i" name eth0
-  ip -n "$ns" addr add "10.77.0.$i/24" dev eth0
-  ip -n "$ns" link set eth0 up
-  ip -n "$ns" link set lo up
-  ip -n "$hub" link set "$tag-p$i" master br0
-  ip -n "$hub" link set "$tag-p$i" up
-  # 100 Mbit/s out of each host.
-  ip netns exec "$ns" tc qdisc add dev eth0 root tbf rate 100mbit burst 256kb latency 50ms
-done
+[[ $rc -eq 0 ]] || { echo "FAIL: setting up the namespaces: $(cat netns.err)"; exit 1; }
 set +e
 "$DTRAIND" keygen cluster.key > /dev/null
 for i in 1 2 3; do
