@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <chrono>
+#include <cstdio>
 #include <filesystem>
 #include <map>
 #include <mutex>
@@ -76,9 +77,13 @@ class JobRunner::ProgressReporter : public core::TrainingListener {
   }
 
   void on_epoch(const core::EpochSummary& s) override {
+    training_seconds_ += s.seconds;
+    char seconds[32];
+    std::snprintf(seconds, sizeof seconds, "%.2f", training_seconds_);
     std::string line = "epoch " + std::to_string(s.epoch + 1) + ": train loss " +
                        std::to_string(s.train_loss) + ", " +
-                       std::to_string(static_cast<int64_t>(s.samples_per_sec)) + " samples/s";
+                       std::to_string(static_cast<int64_t>(s.samples_per_sec)) +
+                       " samples/s, " + seconds + " s of training";
     if (s.evaluated) {
       accuracy_ = s.eval.accuracy();
       line += ", test accuracy " + std::to_string(accuracy_);
@@ -91,6 +96,7 @@ class JobRunner::ProgressReporter : public core::TrainingListener {
   JobRunner::Report report_;
   Clock::time_point last_{};
   double accuracy_ = -1;
+  double training_seconds_ = 0;  // evaluation excluded
   std::mutex mutex_;
   Json latest_ = Json::object();
   std::map<int, Json> workers_;

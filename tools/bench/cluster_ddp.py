@@ -1,0 +1,90 @@
+"""PyTorch DDP baseline for tools/bench/cluster: the MLP of configs/fashion-mnist-mlp.yaml
+trained synchronously by one process per namespaced host (gloo backend), batch 64 per worker,
+the spec's optimizer (Nesterov, lr 0.05, momentum 0.8, L2 1e-4, lr x 0.9997 per minibatch of
+the whole job), each host taking its slice of a shared per-epoch permutation, as dtrain does.
+
+Run with Debian's /usr/bin/python3 (python3-torch on OpenBLAS), once per host, with RANK,
+WORLD_SIZE, MASTER_ADDR and MASTER_PORT set. Rank 0 evaluates after every epoch and prints
+"epoch E seconds T accuracy A" (T: training time so far, evaluation excluded); training stops
+once the accuracy reaches --target or after --epochs. Every rank prints "steps S" at the end.
+"""
+import argparse
+import gzip
+import os
+import struct
+import time
+
+import numpy as np
+import torch
+import torch.distributed as dist
+import torch.nn as nn
+
+DATA = "/usr/share/datasets/fashion-mnist/"
+
+
+def read_idx(path):
+    with gzip.open(path, "rb") as f:
+        raw = f.read()
+    ndim = raw[3]
+    dims = struct.unpack(">" + "I" * ndim, raw[4:4 + 4 * ndim])
+    return np.frombuffer(raw, dtype=np.uint8, offset=4 + 4 * ndim).reshape(dims)
+
+
+def load(split):
+    x = read_idx(DATA + f"{split}-images-idx3-ubyte.gz").astype(np.float32) / 255.0
+    y = read_idx(DATA + f"{split}-labels-idx1-ubyte.gz").astype(np.int64)
+    return torch.from_numpy(x.reshape(len(x), -1)), torch.from_numpy(y)
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--epochs", type=int, default=10)
+    p.add_argument("--target", type=float, default=0.87)
+    p.add_argument("--batch", type=int, default=64)
+    p.add_argument("--threads", type=int, default=1)
+    args = p.parse_args()
+    torch.set_num_threads(args.threads)
+    dist.init_process_group("gloo")
+    rank, world = dist.get_rank(), dist.get_world_size()
+    torch.manual_seed(12345)
+    x, y = load("train")
+    tx, ty = load("t10k")
+    model = nn.Sequential(nn.Linear(784, 256), nn.ReLU(), nn.Linear(256, 128), nn.ReLU(),
+                          nn.Linear(128, 10))
+    ddp = nn.parallel.DistributedDataParallel(model)
+    opt = torch.optim.SGD(ddp.parameters(), lr=0.05, momentum=0.8, nesterov=True,
+                          weight_decay=1e-4)
+    loss_fn = nn.CrossEntropyLoss()
+    n = x.shape[0]
+    begin, end = n * rank // world, n * (rank + 1) // world
+    # Every rank takes the same number of steps (DDP is synchronous): the smallest slice's.
+    steps_per_epoch = (n // world + args.batch - 1) // args.batch
+    steps, seconds = 0, 0.0
+    for epoch in range(args.epochs):
+        g = torch.Generator().manual_seed(12345 + epoch)
+        mine = torch.randperm(n, generator=g)[begin:end]
+        start = time.perf_counter()
+        for s in range(steps_per_epoch):
+            idx = mine[s * args.batch:(s + 1) * args.batch]
+            for group in opt.param_groups:
+                group["lr"] = 0.05 * 0.9997 ** (steps * world)
+            opt.zero_grad()
+            loss_fn(ddp(x[idx]), y[idx]).backward()
+            opt.step()
+            steps += 1
+        seconds += time.perf_counter() - start
+        done = torch.zeros(1)
+        if rank == 0:
+            with torch.no_grad():
+                accuracy = (model(tx).argmax(1) == ty).float().mean().item()
+            print(f"epoch {epoch + 1} seconds {seconds:.2f} accuracy {accuracy:.4f}", flush=True)
+            done[0] = 1.0 if accuracy >= args.target else 0.0
+        dist.broadcast(done, 0)
+        if done[0] > 0:
+            break
+    print(f"steps {steps}", flush=True)
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()
