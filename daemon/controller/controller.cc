@@ -147,18 +147,12 @@ void Controller::serve_node(ControlConnection& c, uint32_t id, const std::string
       for (const auto& frame : out) c.send(frame);
       if (stop) return;
       if (!c.wait_readable(std::chrono::milliseconds(50))) continue;
-      const std::vector<uint8_t> bytes = c.receive(std::chrono::seconds(30));
-      const auto& frame = transport::read_control_frame(bytes);
-      const auto* jm = frame.body_as_JobMessage();
-      if (!jm) continue;
-      const std::string text(jm->body() ? reinterpret_cast<const char*>(jm->body()->data()) : "",
-                             jm->body() ? jm->body()->size() : 0);
-      const Json body = Json::parse(text.empty() ? "{}" : text, nullptr, false);
+      JobMessageIn in;
+      const bool job_message = read_job_message(c.receive(std::chrono::seconds(30)), in);
       std::lock_guard<std::mutex> lock(mutex_);
       Member& m = members_[name];
       m.last_heard = Clock::now();
-      if (!body.is_discarded())
-        on_job_message(m, jm->job_id(), jm->kind() ? jm->kind()->str() : "", body);
+      if (job_message) on_job_message(m, in.job_id, in.kind, in.body);
     }
   } catch (const ControlError& e) {
     why = std::string("its connection ended: ") + e.what();

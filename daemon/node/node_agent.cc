@@ -121,14 +121,9 @@ void NodeAgent::session(const std::atomic<bool>& stop) {
       }
     }
     if (!c->wait_readable(std::chrono::milliseconds(50))) continue;
-    const std::vector<uint8_t> bytes = c->receive(std::chrono::seconds(30));
-    const auto& frame = transport::read_control_frame(bytes);
-    const auto* jm = frame.body_as_JobMessage();
-    if (!jm) continue;
-    const std::string text(jm->body() ? reinterpret_cast<const char*>(jm->body()->data()) : "",
-                           jm->body() ? jm->body()->size() : 0);
-    const Json body = Json::parse(text.empty() ? "{}" : text, nullptr, false);
-    if (!body.is_discarded()) on_job_message(jm->job_id(), jm->kind() ? jm->kind()->str() : "", body);
+    JobMessageIn m;
+    if (read_job_message(c->receive(std::chrono::seconds(30)), m))
+      on_job_message(m.job_id, m.kind, m.body);
   }
   // Stopping: jobs are told (cancelled) and the controller hears it before the connection goes.
   connected_ = false;

@@ -26,6 +26,17 @@ std::vector<uint8_t> job_frame(uint64_t job_id, const std::string& kind, const J
   return control_frame_bytes(fbb, control::ControlBody::JobMessage, m.Union());
 }
 
+bool read_job_message(const std::vector<uint8_t>& frame, JobMessageIn& out) {
+  const control::JobMessage* jm = read_control_frame(frame).body_as_JobMessage();
+  if (!jm) return false;
+  const std::string text(jm->body() ? reinterpret_cast<const char*>(jm->body()->data()) : "",
+                         jm->body() ? jm->body()->size() : 0);
+  out.job_id = jm->job_id();
+  out.kind = jm->kind() ? jm->kind()->str() : "";
+  out.body = Json::parse(text.empty() ? "{}" : text, nullptr, /*allow_exceptions=*/false);
+  return !out.body.is_discarded();
+}
+
 std::vector<uint8_t> request_frame(const std::string& kind, uint64_t job_id, const Json& body) {
   flatbuffers::FlatBufferBuilder fbb;
   const auto r = control::CreateRequest(fbb, fbb.CreateString(kind), job_id,

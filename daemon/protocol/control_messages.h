@@ -19,6 +19,15 @@ std::vector<uint8_t> register_frame(uint32_t node_id, const std::string& node_na
                                     uint32_t cores);
 // kind: start | cancel | progress | result | failed | heartbeat | log
 std::vector<uint8_t> job_frame(uint64_t job_id, const std::string& kind, const Json& body);
+struct JobMessageIn {
+  uint64_t job_id = 0;
+  std::string kind;
+  Json body;
+};
+// The job message in a received frame (verified first); false when the frame holds something
+// else or its body is not JSON.
+bool read_job_message(const std::vector<uint8_t>& frame, JobMessageIn& out);
+
 // kind: submit | status | nodes | cancel | logs
 std::vector<uint8_t> request_frame(const std::string& kind, uint64_t job_id, const Json& body);
 std::vector<uint8_t> reply_ok(const Json& body);

@@ -9,9 +9,8 @@ WORLD_SIZE, MASTER_ADDR and MASTER_PORT set. Rank 0 evaluates after every epoch 
 once the accuracy reaches --target or after --epochs. Every rank prints "steps S" at the end.
 """
 import argparse
-import gzip
 import os
-import struct
+import sys
 import time
 
 import numpy as np
@@ -19,15 +18,8 @@ import torch
 import torch.distributed as dist
 import torch.nn as nn
 
-DATA = "/usr/share/datasets/fashion-mnist/"
-
-
-def read_idx(path):
-    with gzip.open(path, "rb") as f:
-        raw = f.read()
-    ndim = raw[3]
-    dims = struct.unpack(">" + "I" * ndim, raw[4:4 + 4 * ndim])
-    return np.frombuffer(raw, dtype=np.uint8, offset=4 + 4 * ndim).reshape(dims)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from train_torch import DATA, read_idx  # noqa: E402  (the same IDX reader as the 1-node bench)
 
 
 def load(split):
