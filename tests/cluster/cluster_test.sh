@@ -94,8 +94,25 @@ printf 'name: [broken\n' > broken.yaml
 "$SUBMIT" status --json > jobs2.json
 [[ $(json jobs2.json "len(j['jobs'])") == "$jobs_before" ]] || fail "a refused job reached the controller"
 
-echo "== SIGKILL of a node mid-job"
+echo "== cancel a running job"
 sed 's/epochs: 8/epochs: 12/' job.yaml > long.yaml
+id=$("$SUBMIT" long.yaml --detach 2> /dev/null) || fail "detached submit for cancel"
+for _ in $(seq 1 300); do  # 30 s for it to start
+  "$SUBMIT" status "$id" --json > cancel.json 2> /dev/null
+  [[ $(json cancel.json "j['state']") == running ]] && break
+  sleep 0.1
+done
+"$SUBMIT" cancel "$id" > /dev/null || fail "cancel exited $?"
+state=""
+for _ in $(seq 1 300); do  # 30 s for every node to stop
+  "$SUBMIT" status "$id" --json > cancel.json 2> /dev/null
+  state=$(json cancel.json "j['state']")
+  [[ $state == cancelled || $state == failed || $state == succeeded ]] && break
+  sleep 0.1
+done
+[[ $state == cancelled ]] || fail "a cancelled job ended '$state' (waited 30 s)"
+
+echo "== SIGKILL of a node mid-job"
 id=$("$SUBMIT" long.yaml --detach) || fail "detached submit"
 victim=""
 for _ in $(seq 1 600); do  # 60 s for the job to reach its second epoch

@@ -38,11 +38,9 @@ ControlServer::~ControlServer() { stop(); }
 
 void ControlServer::accept_loop() {
   while (!stopping_) {
+    reap_finished();  // every turn: a busy server must not pile up finished threads
     pollfd p{listen_fd_, POLLIN, 0};
-    if (::poll(&p, 1, 100) <= 0) {
-      reap_finished();
-      continue;
-    }
+    if (::poll(&p, 1, 100) <= 0) continue;
     const int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
     if (fd < 0) continue;
     std::lock_guard<std::mutex> lock(mutex_);

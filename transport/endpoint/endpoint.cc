@@ -475,7 +475,11 @@ void Endpoint::io_loop() {
         ++p.counters.naks_received;
         const auto* m = e.frame_as_Nak()->missing();
         std::vector<uint64_t> missing(m->begin(), m->end());
-        p.sender.on_nak(missing, now, [&](uint64_t seq, const OutgoingChunk& c) {
+        // One round trip between repeats (at least the NAK interval, at most the longest RTO).
+        const auto min_gap = std::clamp<std::chrono::microseconds>(
+            std::chrono::microseconds(static_cast<int64_t>(p.counters.rtt_us)), kNakInterval,
+            kMaxRto);
+        p.sender.on_nak(missing, now, min_gap, [&](uint64_t seq, const OutgoingChunk& c) {
           send_chunk(p, seq, c);
         });
         return;

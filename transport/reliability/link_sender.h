@@ -95,12 +95,15 @@ class LinkSender {
     return total;
   }
 
-  // Sends again the NAKed datagrams still in flight.
+  // Sends again the NAKed datagrams still in flight, unless sent within `min_gap` (about one
+  // round trip): the receiver re-NAKs a gap every millisecond, and on a loaded machine the round
+  // trip is far longer, so every repeat would otherwise go out again (a retransmission storm).
   template <class Send>
-  void on_nak(const std::vector<uint64_t>& missing, Clock::time_point now, Send&& send) {
+  void on_nak(const std::vector<uint64_t>& missing, Clock::time_point now,
+              std::chrono::microseconds min_gap, Send&& send) {
     for (uint64_t seq : missing) {
       auto it = in_flight_.find(seq);
-      if (it == in_flight_.end()) continue;
+      if (it == in_flight_.end() || now - it->second.last_sent < min_gap) continue;
       send(seq, it->second.chunk);
       it->second.last_sent = now;
       ++retransmits_;
