@@ -260,7 +260,6 @@ void Controller::finish(JobRecord& job) {
   spdlog::info("controller: job {} ({}) {}", job_id_text(job.id), job.name, job.state);
   save(job);
   if (running_ == job.id) running_ = 0;
-  changed_.notify_all();
   start_next();
 }
 
@@ -351,30 +350,8 @@ std::vector<uint8_t> Controller::handle_request(const std::string& kind, uint64_
   std::lock_guard<std::mutex> lock(mutex_);
   try {
     if (kind == "submit") return reply_ok(submit(body));
-    if (kind == "nodes") {
-      Json nodes = Json::array();
-      const auto now = Clock::now();
-      for (const auto& [name, m] : members_)
-        nodes.push_back(
-            {{"name", name}, {"id", m.id}, {"address", m.address}, {"data_port", m.data_port},
-             {"cores", m.cores}, {"state", m.alive ? "alive" : "lost"},
-             {"last_heard_seconds_ago",
-              std::chrono::duration<double>(now - m.last_heard).count()},
-             {"running_job", running_ != 0 && m.alive &&
-                                     std::count(jobs_[running_].nodes.begin(),
-                                                jobs_[running_].nodes.end(), name)
-                                 ? job_id_text(running_)
-                                 : ""}});
-      return reply_ok({{"nodes", nodes}});
-    }
-    if (kind == "status" && job_id == 0) {
-      Json jobs = Json::array();
-      for (const auto& [id, job] : jobs_) jobs.push_back(job.to_json());
-      std::sort(jobs.begin(), jobs.end(), [](const Json& a, const Json& b) {
-        return a["submitted_at"].get<double>() < b["submitted_at"].get<double>();
-      });
-      return reply_ok({{"jobs", jobs}});
-    }
+    if (kind == "nodes") return reply_ok(nodes_locked());
+    if (kind == "status" && job_id == 0) return reply_ok(jobs_locked());
     auto it = jobs_.find(job_id);
     if (it == jobs_.end())
       return reply_error("no job " + job_id_text(job_id) + " on this controller",
@@ -421,16 +398,39 @@ void Controller::stop() {
   }
 }
 
+Json Controller::nodes_locked() {
+  Json nodes = Json::array();
+  const auto now = Clock::now();
+  for (const auto& [name, m] : members_)
+    nodes.push_back(
+        {{"name", name}, {"id", m.id}, {"address", m.address}, {"data_port", m.data_port},
+         {"cores", m.cores}, {"state", m.alive ? "alive" : "lost"},
+         {"last_heard_seconds_ago", std::chrono::duration<double>(now - m.last_heard).count()},
+         {"running_job", running_ != 0 && m.alive &&
+                                 std::count(jobs_[running_].nodes.begin(),
+                                            jobs_[running_].nodes.end(), name)
+                             ? job_id_text(running_)
+                             : ""}});
+  return {{"nodes", nodes}};
+}
+
+Json Controller::jobs_locked() {
+  Json jobs = Json::array();
+  for (const auto& [id, job] : jobs_) jobs.push_back(job.to_json());
+  std::sort(jobs.begin(), jobs.end(), [](const Json& a, const Json& b) {
+    return a["submitted_at"].get<double>() < b["submitted_at"].get<double>();
+  });
+  return {{"jobs", jobs}};
+}
+
 Json Controller::nodes_json() {
-  const std::vector<uint8_t> r = handle_request("nodes", 0, "{}");
-  const auto& f = transport::read_control_frame(r);
-  return Json::parse(f.body_as_Reply()->body()->str());
+  std::lock_guard<std::mutex> lock(mutex_);
+  return nodes_locked();
 }
 
 Json Controller::jobs_json() {
-  const std::vector<uint8_t> r = handle_request("status", 0, "{}");
-  const auto& f = transport::read_control_frame(r);
-  return Json::parse(f.body_as_Reply()->body()->str());
+  std::lock_guard<std::mutex> lock(mutex_);
+  return jobs_locked();
 }
 
 }  // namespace dtrain::daemon

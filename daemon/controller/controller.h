@@ -4,7 +4,6 @@
 // others queue), picks its nodes, builds the mesh, starts it on every node, follows it to the
 // end, checks that the replicas agree, and keeps every job on disk.
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <map>
@@ -29,6 +28,7 @@ class Controller {
   // Running jobs are cancelled on their nodes; sessions end.
   void stop();
 
+  // What `nodes --json` and `status --json` print (the controller's part of /status).
   Json nodes_json();
   Json jobs_json();
 
@@ -51,6 +51,8 @@ class Controller {
   void on_job_message(Member& m, uint64_t job_id, const std::string& kind, const Json& body);
 
   // Under mutex_:
+  Json nodes_locked();
+  Json jobs_locked();
   Json submit(const Json& body);
   void start_next();
   void node_lost(Member& m, const std::string& why);
@@ -61,7 +63,6 @@ class Controller {
   DaemonConfig config_;
   std::string jobs_dir_;
   std::mutex mutex_;
-  std::condition_variable changed_;
   bool stopping_ = false;
   uint64_t next_session_ = 1;
   std::map<std::string, Member> members_;       // by name

@@ -67,6 +67,13 @@ void NodeAgent::queue(uint64_t job_id, const std::string& kind, const Json& body
   outbox_.push_back(job_frame(job_id, kind, body));
 }
 
+std::deque<std::vector<uint8_t>> NodeAgent::take_outbox() {
+  std::deque<std::vector<uint8_t>> out;
+  std::lock_guard<std::mutex> lock(mutex_);
+  out.swap(outbox_);
+  return out;
+}
+
 void NodeAgent::on_job_message(uint64_t job_id, const std::string& kind, const Json& body) {
   if (kind == "start") {
     std::lock_guard<std::mutex> lock(jobs_mutex_);
@@ -103,12 +110,7 @@ void NodeAgent::session(const std::atomic<bool>& stop) {
   auto last_heartbeat = Clock::time_point{};
   const auto heartbeat = std::chrono::milliseconds(config_.heartbeat_ms);
   while (!stop) {
-    std::deque<std::vector<uint8_t>> out;
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      out.swap(outbox_);
-    }
-    for (const auto& frame : out) c->send(frame);
+    for (const auto& frame : take_outbox()) c->send(frame);
     if (Clock::now() - last_heartbeat >= heartbeat) {
       c->send(job_frame(0, "heartbeat", Json::object()));
       last_heartbeat = Clock::now();
@@ -128,12 +130,7 @@ void NodeAgent::session(const std::atomic<bool>& stop) {
   // Stopping: jobs are told (cancelled) and the controller hears it before the connection goes.
   connected_ = false;
   stop_jobs();
-  std::deque<std::vector<uint8_t>> out;
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    out.swap(outbox_);
-  }
-  for (const auto& frame : out) c->send(frame, std::chrono::seconds(2));
+  for (const auto& frame : take_outbox()) c->send(frame, std::chrono::seconds(2));
 }
 
 void NodeAgent::run(const std::atomic<bool>& stop) {
