@@ -182,7 +182,7 @@ void Endpoint::remove_peer(uint32_t id) {
   asio::post(state_->io, [this, id] {
     auto it = state_->peers.find(id);
     if (it == state_->peers.end()) return;
-    const size_t freed = it->second->sender.pending_payload();
+    const size_t freed = it->second->sender.pending_own_payload();
     state_->peers.erase(it);
     state_->budget.release(freed);
   });
@@ -197,13 +197,16 @@ void Endpoint::remove_job(uint64_t job_id) {
 }
 
 bool Endpoint::send(uint32_t peer, uint64_t job_id, uint32_t origin, uint64_t message_id,
-                    Bytes bytes, std::chrono::milliseconds deadline, bool wait) {
-  if (!state_->budget.acquire(bytes->size(), deadline, wait)) return false;
-  asio::post(state_->io, [this, peer, job_id, origin, message_id, bytes] {
+                    Bytes bytes, std::chrono::milliseconds deadline, SendKind kind) {
+  // Relays are not counted: they cannot wait, and letting them fill the budget starved this
+  // node's own messages (a plain-mesh root forwards eight times what it publishes).
+  const bool relayed = kind == SendKind::kRelay;
+  if (!relayed && !state_->budget.acquire(bytes->size(), deadline)) return false;
+  asio::post(state_->io, [this, peer, job_id, origin, message_id, bytes, relayed] {
     State& s = *state_;
     auto it = s.peers.find(peer);
     if (it == s.peers.end() || it->second->counters.lost) {
-      s.budget.release(bytes->size());
+      if (!relayed) s.budget.release(bytes->size());
       return;
     }
     Peer& p = *it->second;
@@ -213,14 +216,14 @@ bool Endpoint::send(uint32_t peer, uint64_t job_id, uint32_t origin, uint64_t me
     message->origin = origin;
     message->message_id = message_id;
     message->bytes = bytes;
+    message->relayed = relayed;
     message->chunk_payload = static_cast<uint32_t>(chunk_payload_);
     message->chunk_count = static_cast<uint32_t>(
         std::max<size_t>(1, (total + chunk_payload_ - 1) / chunk_payload_));
     for (uint32_t index = 0; index < message->chunk_count; ++index) {
       const size_t offset = size_t(index) * chunk_payload_;
       const size_t len = std::min(chunk_payload_, total - std::min(total, offset));
-      p.sender.enqueue(p.sender.take_seq(),
-                       OutgoingChunk{message, index, static_cast<uint32_t>(len)});
+      p.sender.enqueue(OutgoingChunk{message, index, static_cast<uint32_t>(len)});
     }
     ++p.counters.messages_out;
     if (s.transmit) s.transmit(p);
@@ -378,7 +381,7 @@ void Endpoint::io_loop() {
   // queued or in flight is dropped (the layer above hears of the loss), and the new epoch tells
   // the peer's receiver to start over too.
   auto reset_sender = [&](Peer& p) {
-    release_pending(p.sender.pending_payload());
+    release_pending(p.sender.pending_own_payload());
     p.sender = LinkSender(config_.credit_window);
     ++p.send_epoch;
   };

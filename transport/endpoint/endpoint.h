@@ -87,12 +87,18 @@ class Endpoint {
   void add_job(uint64_t job_id);
   void remove_job(uint64_t job_id);
 
-  // Queues a message for one peer. Waits while more than send_queue_bytes are queued or in
-  // flight, at most `deadline`; false then, or for an unknown peer. Handlers (on the I/O
-  // thread) must pass wait = false: the I/O thread is what drains the queues.
+  // Whose message a send() carries. kOwn: this node's; it waits while more than
+  // send_queue_bytes of its own are queued or in flight. kRelay: forwarded for another node,
+  // from a handler on the I/O thread; it never waits (the I/O thread is what drains the
+  // queues) and is not counted against send_queue_bytes. On each link both kinds get an equal
+  // share when both are queued.
+  enum class SendKind { kOwn, kRelay };
+
+  // Queues a message for one peer. False when a kOwn send ran past `deadline` waiting for the
+  // budget, or for an unknown peer.
   bool send(uint32_t peer, uint64_t job_id, uint32_t origin, uint64_t message_id, Bytes bytes,
             std::chrono::milliseconds deadline = std::chrono::milliseconds(10000),
-            bool wait = true);
+            SendKind kind = SendKind::kOwn);
 
   // True when nothing is queued or unacknowledged towards any live peer.
   bool idle();

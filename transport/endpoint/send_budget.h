@@ -1,7 +1,7 @@
 #pragma once
-// The endpoint's backpressure: application bytes queued or unacknowledged, over all peers,
-// against a limit. Senders that would exceed it wait (with a deadline); the I/O thread
-// releases bytes as acks arrive. Waiters are woken only when one of them can proceed: waking
+// The endpoint's backpressure: bytes of this node's own messages queued or unacknowledged, over
+// all peers, against a limit. Senders that would exceed it wait (with a deadline); the I/O
+// thread releases bytes as acks arrive. Waiters are woken only when one of them can proceed: waking
 // them on every ack (thousands per second) cost a whole core in futex calls.
 #include <algorithm>
 #include <chrono>
@@ -16,12 +16,12 @@ class SendBudget {
  public:
   explicit SendBudget(size_t limit) : limit_(limit) {}
 
-  // Takes `bytes` from the budget. With wait, blocks while the budget is exhausted (a message
-  // larger than the whole limit goes through once nothing else is pending), at most
-  // `deadline`; false if it ran out or the budget was closed. Without wait it always takes.
-  bool acquire(size_t bytes, std::chrono::milliseconds deadline, bool wait) {
+  // Takes `bytes` from the budget, blocking while it is exhausted (a message larger than the
+  // whole limit goes through once nothing else is pending), at most `deadline`; false if it
+  // ran out or the budget was closed.
+  bool acquire(size_t bytes, std::chrono::milliseconds deadline) {
     std::unique_lock<std::mutex> lock(mutex_);
-    if (wait && !fits(bytes)) {
+    if (!fits(bytes)) {
       ++waiters_;
       smallest_wanted_ = std::min(smallest_wanted_, bytes);
       const bool ok = ready_.wait_for(lock, deadline, [&] { return closed_ || fits(bytes); });

@@ -47,7 +47,7 @@ void MeshNode::handle_delivery(Delivery&& d) {
   for (uint32_t n : map().neighbours(self_))
     if (n != d.from && n != d.origin)
       endpoint_.send(n, d.job_id, d.origin, d.message_id, shared, std::chrono::milliseconds(0),
-                     /*wait=*/false);
+                     Endpoint::SendKind::kRelay);
   if (handlers_.on_message) {
     Delivery up{d.job_id, d.origin, d.message_id, d.from, *shared};
     handlers_.on_message(up);
@@ -74,7 +74,7 @@ void MeshNode::handle_peer_lost(uint32_t peer) {
     for (const Retained& r : catch_up)
       if (r.origin != n)
         endpoint_.send(n, r.job_id, r.origin, r.message_id, r.bytes,
-                       std::chrono::milliseconds(0), /*wait=*/false);
+                       std::chrono::milliseconds(0), Endpoint::SendKind::kRelay);
   spdlog::warn("node {}: node {} lost; mesh map version {} re-attaches its children", self_, peer,
                version);
   if (handlers_.on_loss) handlers_.on_loss(peer, missed, version);

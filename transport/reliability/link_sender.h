@@ -1,12 +1,15 @@
 #pragma once
-// The sending half of one reliable link (this node -> one peer). Each chunk of a message gets
-// a link sequence number; chunks wait in a bounded queue, go out while the bytes in flight stay
-// within the receiver's credit, stay buffered until cumulatively acked, and are sent again when
+// The sending half of one reliable link (this node -> one peer). Chunks wait in two queues,
+// this node's own messages and the ones it relays for others, which share the link equally
+// when both have something (a relay node's own updates must not wait behind everything it
+// forwards); each chunk gets its link sequence number as it first goes out, while the bytes in
+// flight stay within the receiver's credit; chunks stay buffered until cumulatively acked, and are sent again when
 // the receiver NAKs them or when acks stop coming (tail loss). A chunk is a reference into its
 // message: the datagram is built only when it goes out, so queueing costs no copy and no
 // allocation per chunk. Single-threaded: the endpoint's I/O thread owns it.
 #include <chrono>
 #include <cstdint>
+#include <algorithm>
 #include <deque>
 #include <map>
 #include <memory>
@@ -20,6 +23,7 @@ struct OutgoingMessage {
   uint32_t origin = 0;
   uint64_t message_id = 0;
   std::shared_ptr<const std::vector<uint8_t>> bytes;
+  bool relayed = false;  // forwarded for another node (else this node's own message)
   uint32_t chunk_count = 0;
   uint32_t chunk_payload = 0;  // bytes per chunk (the last one may carry fewer)
 };
@@ -42,39 +46,44 @@ class LinkSender {
 
   explicit LinkSender(size_t initial_credit) : credit_(initial_credit) {}
 
-  uint64_t take_seq() { return next_seq_++; }
-  void enqueue(uint64_t seq, OutgoingChunk chunk) {
+  void enqueue(OutgoingChunk chunk) {
     queued_bytes_ += chunk.wire_bytes();
-    queue_.push_back({seq, std::move(chunk)});
+    Queue& q = chunk.message->relayed ? relayed_ : own_;
+    if (q.chunks.empty()) q.sent = std::max(q.sent, other(q).sent);  // no credit for idle time
+    q.chunks.push_back(std::move(chunk));
   }
 
-  // Moves what the credit allows from the queue to the wire: send(seq, chunk) for each.
+  // Moves what the credit allows from the queues to the wire: send(seq, chunk) for each.
   template <class Send>
   void transmit(Clock::time_point now, Send&& send) {
-    while (!queue_.empty()) {
-      const size_t size = queue_.front().chunk.wire_bytes();
+    while (!own_.chunks.empty() || !relayed_.chunks.empty()) {
+      Queue& q = next_queue();
+      const size_t size = q.chunks.front().wire_bytes();
       if (in_flight_bytes_ + size > credit_ && in_flight_bytes_ > 0) {
         ++credit_stalls_;
         return;
       }
-      Pending p = std::move(queue_.front());
-      queue_.pop_front();
+      OutgoingChunk chunk = std::move(q.chunks.front());
+      q.chunks.pop_front();
+      q.sent += size;
       queued_bytes_ -= size;
       in_flight_bytes_ += size;
-      send(p.seq, p.chunk);
-      in_flight_.emplace(p.seq, InFlight{std::move(p.chunk), now});
+      const uint64_t seq = next_seq_++;
+      send(seq, chunk);
+      in_flight_.emplace(seq, InFlight{std::move(chunk), now});
     }
   }
 
   // `received`: selectively acknowledged inclusive ranges [first, last] above `cumulative`, as
-  // pairs. Returns the payload bytes acknowledged.
+  // pairs. Returns the payload bytes of own messages acknowledged (for the send budget).
   size_t on_ack(uint64_t cumulative, uint32_t credit, const uint64_t* received,
                 size_t received_len, Clock::time_point now) {
     credit_ = credit;
     size_t freed = 0;
+    const size_t before = in_flight_.size();
     auto release = [&](std::map<uint64_t, InFlight>::iterator it) {
       in_flight_bytes_ -= it->second.chunk.wire_bytes();
-      freed += it->second.chunk.payload;
+      if (!it->second.chunk.message->relayed) freed += it->second.chunk.payload;
       return in_flight_.erase(it);
     };
     while (!in_flight_.empty() && in_flight_.begin()->first <= cumulative)
@@ -83,15 +92,17 @@ class LinkSender {
       for (auto it = in_flight_.lower_bound(received[i]);
            it != in_flight_.end() && it->first <= received[i + 1];)
         it = release(it);
-    if (freed > 0 || in_flight_.empty()) last_progress_ = now;
+    if (in_flight_.size() < before || in_flight_.empty()) last_progress_ = now;
     return freed;
   }
 
-  // Payload bytes queued or unacknowledged (what a reset of the link throws away).
-  size_t pending_payload() const {
+  // Payload bytes of this node's own messages queued or unacknowledged (what a reset of the
+  // link gives back to the send budget; relayed bytes never took from it).
+  size_t pending_own_payload() const {
     size_t total = 0;
-    for (const auto& p : queue_) total += p.chunk.payload;
-    for (const auto& [seq, f] : in_flight_) total += f.chunk.payload;
+    for (const auto& c : own_.chunks) total += c.payload;
+    for (const auto& [seq, f] : in_flight_)
+      if (!f.chunk.message->relayed) total += f.chunk.payload;
     return total;
   }
 
@@ -133,20 +144,29 @@ class LinkSender {
   size_t in_flight_bytes() const { return in_flight_bytes_; }
   uint64_t retransmits() const { return retransmits_; }
   uint64_t credit_stalls() const { return credit_stalls_; }
-  bool idle() const { return queue_.empty() && in_flight_.empty(); }
+  bool idle() const {
+    return own_.chunks.empty() && relayed_.chunks.empty() && in_flight_.empty();
+  }
 
  private:
-  struct Pending {
-    uint64_t seq;
-    OutgoingChunk chunk;
+  struct Queue {
+    std::deque<OutgoingChunk> chunks;
+    size_t sent = 0;  // wire bytes taken from it, for the equal share
   };
+  Queue& other(const Queue& q) { return &q == &own_ ? relayed_ : own_; }
+  Queue& next_queue() {
+    if (own_.chunks.empty()) return relayed_;
+    if (relayed_.chunks.empty()) return own_;
+    return own_.sent <= relayed_.sent ? own_ : relayed_;
+  }
+
   struct InFlight {
     OutgoingChunk chunk;
     Clock::time_point last_sent;
   };
   uint64_t next_seq_ = 1;
   size_t credit_;
-  std::deque<Pending> queue_;
+  Queue own_, relayed_;
   size_t queued_bytes_ = 0;
   std::map<uint64_t, InFlight> in_flight_;
   size_t in_flight_bytes_ = 0;
