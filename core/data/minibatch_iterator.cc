@@ -29,18 +29,40 @@ void MinibatchIterator::start_epoch(int64_t epoch) {
   cursor_ = begin_;
 }
 
-bool MinibatchIterator::next(Tensor& features, Tensor& targets) {
-  if (cursor_ >= end_) return false;
-  const int64_t count = std::min(batch_, end_ - cursor_);
+void MinibatchIterator::fill(int64_t first, int64_t count, Tensor& features,
+                             Tensor& targets) const {
   const int64_t fx = data_.features.row_size(), ty = data_.targets.row_size();
   features.resize(with_batch(count, data_.example_shape()));
   targets.resize({count, ty});
   for (int64_t i = 0; i < count; ++i) {
-    const int64_t src = order_[cursor_ + i];
+    const int64_t src = order_[first + i];
     std::memcpy(features.row(i), data_.features.row(src), sizeof(float) * fx);
     std::memcpy(targets.row(i), data_.targets.row(src), sizeof(float) * ty);
   }
+}
+
+bool MinibatchIterator::next(Tensor& features, Tensor& targets) {
+  if (cursor_ >= end_) return false;
+  const int64_t count = std::min(batch_, end_ - cursor_);
+  fill(cursor_, count, features, targets);
   cursor_ += count;
+  return true;
+}
+
+int64_t MinibatchIterator::batches_in_shard(int64_t shard, int64_t num_shards) const {
+  const int64_t n = data_.size();
+  const int64_t examples = n * (shard + 1) / num_shards - n * shard / num_shards;
+  return (examples + batch_ - 1) / batch_;
+}
+
+bool MinibatchIterator::batch_of_shard(int64_t shard, int64_t num_shards, int64_t batch,
+                                       Tensor& features, Tensor& targets) const {
+  if (shard < 0 || shard >= num_shards || batch < 0) return false;
+  const int64_t n = data_.size();
+  const int64_t first = n * shard / num_shards + batch * batch_;
+  const int64_t end = n * (shard + 1) / num_shards;
+  if (first >= end) return false;
+  fill(first, std::min(batch_, end - first), features, targets);
   return true;
 }
 

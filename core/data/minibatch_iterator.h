@@ -18,11 +18,18 @@ class MinibatchIterator {
   void start_epoch(int64_t epoch);
   // Fills the next minibatch (the last one of an epoch may be smaller); false at epoch end.
   bool next(Tensor& features, Tensor& targets);
+  // Minibatch `batch` of another shard in this epoch's order (a lost node's data taken over by
+  // a survivor); false if that shard has no such minibatch.
+  bool batch_of_shard(int64_t shard, int64_t num_shards, int64_t batch, Tensor& features,
+                      Tensor& targets) const;
+  int64_t batches_in_shard(int64_t shard, int64_t num_shards) const;
 
   int64_t examples_per_epoch() const { return end_ - begin_; }
   int64_t batches_per_epoch() const { return (examples_per_epoch() + batch_ - 1) / batch_; }
 
  private:
+  void fill(int64_t first, int64_t count, Tensor& features, Tensor& targets) const;
+
   const Dataset& data_;
   int64_t batch_;
   uint64_t seed_;

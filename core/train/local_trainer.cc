@@ -71,6 +71,43 @@ struct WorkerEpoch {
   std::exception_ptr error;
 };
 
+// Survivors of a lost node do its minibatches that are left in this epoch (DESIGN.md §8): the
+// same list on every node, dealt round-robin over the live workers of the job. Returns how many
+// this node did.
+int64_t take_over(const NodeExchange::EpochEnd& end, int shards, Workers& workers,
+                  std::vector<int64_t>& iterations, const std::atomic<bool>* cancel) {
+  if (end.takeover.empty()) return 0;
+  std::atomic<int64_t> done{0};
+  std::vector<std::exception_ptr> errors(workers.size());
+  auto run = [&](int w) {
+    try {
+      SharingWorker& sw = *workers[w];
+      const int me = end.live_first_worker + w;
+      int64_t index = 0;
+      for (const NodeExchange::Takeover& t : end.takeover) {
+        const int64_t batches = sw.worker().batches_in_shard(t.shard, shards);
+        for (int64_t b = t.from_batch; b < batches; ++b, ++index) {
+          if (index % end.live_workers != me) continue;
+          if (cancel && *cancel) return;
+          const int64_t it = iterations[w];
+          if (sw.step_on(t.shard, shards, b, it, it * shards + me)) {
+            ++iterations[w];
+            ++done;
+          }
+        }
+      }
+    } catch (...) {
+      errors[w] = std::current_exception();
+    }
+  };
+  std::vector<std::thread> threads;
+  for (int w = 0; w < int(workers.size()); ++w) threads.emplace_back(run, w);
+  for (auto& t : threads) t.join();
+  for (auto& e : errors)
+    if (e) std::rethrow_exception(e);
+  return done;
+}
+
 }  // namespace
 
 int resolve_workers_per_node(const JobSpec& job) {
@@ -136,6 +173,7 @@ TrainingResult train_local(const JobSpec& job, TrainingListener& listener,
     const auto start = Clock::now();
     epoch_samples = 0;
     std::vector<WorkerEpoch> stats(num_workers);
+    int64_t takeover_batches = 0;
 
     auto run = [&](int w) {
       WorkerEpoch& mine = stats[w];
@@ -145,7 +183,7 @@ TrainingResult train_local(const JobSpec& job, TrainingListener& listener,
         kernels::backend().set_num_threads(threads_per_worker);
         SharingWorker& sw = *workers[w];
         Worker& worker = sw.worker();
-        int64_t in_epoch = 0;
+        int64_t in_epoch = 0, in_epoch_own = 0;
         while (!stop && !(options.cancel && *options.cancel)) {
           const int64_t it = iterations[w];
           // Learning-rate schedules follow the minibatches of the whole job (every worker of
@@ -153,7 +191,9 @@ TrainingResult train_local(const JobSpec& job, TrainingListener& listener,
           // workers_per_node and the number of nodes are.
           const int64_t schedule_it = it * shards + first_shard + w;
           if (sharing) {
+            if (exchange) exchange->at_batch(w, epoch, in_epoch_own);
             if (!sw.step(it, schedule_it)) break;
+            ++in_epoch_own;
           } else {
             if (!worker.compute_step(it, schedule_it)) break;
             worker.apply_own_step();
@@ -226,6 +266,8 @@ TrainingResult train_local(const JobSpec& job, TrainingListener& listener,
       for (auto& w : workers) w->encoder().threshold().set_tau(
           static_cast<float>(end.tau_sum / std::max(1, end.workers)));
       result.lost_nodes = end.lost;
+      takeover_batches = take_over(end, shards, workers, iterations, options.cancel);
+      exchange->end_takeover(epoch);
     }
     for (auto& w : workers) w->apply_received();
     if (sharing && !exchange) average_tau(workers);
@@ -234,6 +276,7 @@ TrainingResult train_local(const JobSpec& job, TrainingListener& listener,
 
     EpochSummary summary;
     summary.epoch = epoch;
+    summary.takeover_batches = takeover_batches;
     summary.seconds = seconds_since(start);
     double loss_sum = 0.0;
     int64_t samples = 0;
@@ -248,11 +291,23 @@ TrainingResult train_local(const JobSpec& job, TrainingListener& listener,
     elapsed_total += summary.seconds;
     result.samples += samples;
     const bool last = epoch + 1 == job.training.epochs || stop;
-    if (data.test.size() > 0 && (options.evaluate_each_epoch || last)) {
+    if (data.test.size() > 0 && last && exchange) {
+      // A cluster job's final evaluation is spread over the live nodes; the controller merges
+      // the parts (Evaluation::merge adds counts, so the result is exact).
+      const NodeExchange::EvaluationShard part = exchange->evaluation_shard();
+      const int64_t n = data.test.size();
+      result.final_eval = evaluate(lead.model(), data.test, job.evaluation.top_n, 256,
+                                   n * part.index / part.count, n * (part.index + 1) / part.count);
+      result.evaluated = true;
+      result.eval_part = part.index;
+      result.eval_parts = part.count;
+      result.test_examples = n;
+    } else if (data.test.size() > 0 && (options.evaluate_each_epoch || last)) {
       summary.evaluated = true;
       summary.eval = evaluate(lead.model(), data.test, job.evaluation.top_n);
       result.final_eval = summary.eval;
       result.evaluated = true;
+      result.test_examples = data.test.size();
     }
     listener.on_epoch(summary);
     result.epochs.push_back(summary);

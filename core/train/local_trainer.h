@@ -34,6 +34,7 @@ struct EpochSummary {
   double samples_per_sec = 0.0;
   bool evaluated = false;
   Evaluation eval;          // on the test set
+  int64_t takeover_batches = 0;  // a lost node's minibatches this node did (cluster jobs)
 };
 
 struct TrainingResult {
@@ -48,6 +49,10 @@ struct TrainingResult {
   std::vector<EpochSummary> epochs;
   Evaluation final_eval;
   bool evaluated = false;
+  // Cluster jobs: final_eval covers part eval_part of eval_parts of the test set (the
+  // controller merges the parts); test_examples is the whole set.
+  int eval_part = 0, eval_parts = 1;
+  int64_t test_examples = 0;
   std::string model_path;   // empty when not written
   int64_t iterations = 0;
   double train_seconds = 0.0;

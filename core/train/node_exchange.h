@@ -24,21 +24,46 @@ class NodeExchange {
   virtual void attach(MessageBus& bus, int64_t num_params) = 0;
   // Every message this node's workers produce, from the producing thread.
   virtual void publish(const SharedMessage& message) = 0;
+  // Where local worker `worker` is: about to compute minibatch `batch` of `epoch` (called from
+  // its thread before each step). Its messages carry it, so that if this node is lost the
+  // others know which of its minibatches are left to cover.
+  virtual void at_batch(int worker, int64_t epoch, int64_t batch) = 0;
 
   // Parameter averaging (DESIGN.md §6): replaces `params` with the mean over every live node
   // of round `round` (each node calls it with its own parameters, rounds in the same order).
   // Waits with a deadline; a node that misses it is named in the log and left out of the round.
   virtual void average_parameters(float* params, int64_t n, int64_t round) = 0;
 
+  // Minibatches of a lost node's worker (global shard `shard` of total_workers) that nobody
+  // has done this epoch: from `from_batch` to the end of the shard.
+  struct Takeover {
+    int shard = 0;
+    int64_t from_batch = 0;
+  };
   struct EpochEnd {
     double tau_sum = 0.0;  // over the workers of every node that finished the epoch
     int workers = 0;
     std::vector<std::string> lost;  // nodes declared lost so far
+    // The lost nodes' remaining minibatches, the same list on every survivor; they deal them
+    // out over their workers: this node's workers are [live_first_worker, + local workers) of
+    // live_workers.
+    std::vector<Takeover> takeover;
+    int live_first_worker = 0, live_workers = 1;
   };
   // After this node's workers finished `epoch`: waits (with a deadline; throws a UserError
   // naming the nodes it waited for) until every message the other live nodes produced up to
   // the end of their epoch is in the bus, so that the replicas agree once it is applied.
   virtual EpochEnd end_epoch(int64_t epoch, double local_tau_sum, int local_workers) = 0;
+  // After this node's share of EpochEnd::takeover (possibly none; every node calls it every
+  // epoch): waits like end_epoch until every live node's takeover messages are in the bus.
+  virtual void end_takeover(int64_t epoch) = 0;
+
+  // Which part of the test set this node evaluates at the end: part `index` of `count`, the
+  // live nodes in member order, so that the parts merged cover it once.
+  struct EvaluationShard {
+    int index = 0, count = 1;
+  };
+  virtual EvaluationShard evaluation_shard() = 0;
 };
 
 }  // namespace dtrain::core

@@ -22,6 +22,20 @@ int64_t SharingWorker::apply_received() {
 bool SharingWorker::step(int64_t own_iteration, int64_t schedule_iteration) {
   apply_received();  // step 7 for everything that arrived since the last step
   if (!worker_.compute_step(own_iteration, schedule_iteration)) return false;
+  share_step();
+  return true;
+}
+
+bool SharingWorker::step_on(int64_t shard, int64_t num_shards, int64_t batch,
+                            int64_t own_iteration, int64_t schedule_iteration) {
+  apply_received();
+  if (!worker_.compute_step_on(shard, num_shards, batch, own_iteration, schedule_iteration))
+    return false;
+  share_step();
+  return true;
+}
+
+void SharingWorker::share_step() {
   float* params = worker_.model().params();
   for (EncodedMessage& m : encoder_.encode(worker_.step())) {
     auto shared = std::make_shared<const EncodedMessage>(std::move(m));
@@ -30,7 +44,6 @@ bool SharingWorker::step(int64_t own_iteration, int64_t schedule_iteration) {
     if (observer_) observer_(*shared);
     bus_.publish(index_, shared);
   }
-  return true;
 }
 
 }  // namespace dtrain::core

@@ -26,6 +26,9 @@ class SharingWorker {
   // One minibatch; false at the end of the epoch (nothing done then). Iterations as in
   // Worker::compute_step.
   bool step(int64_t own_iteration, int64_t schedule_iteration);
+  // One minibatch of another shard of this epoch (Worker::compute_step_on).
+  bool step_on(int64_t shard, int64_t num_shards, int64_t batch, int64_t own_iteration,
+               int64_t schedule_iteration);
   // Applies every message waiting in this worker's inbox; returns how many.
   int64_t apply_received();
 
@@ -36,6 +39,8 @@ class SharingWorker {
   void set_observer(MessageObserver observer) { observer_ = std::move(observer); }
 
  private:
+  void share_step();  // encode u, apply our own message, publish it
+
   Worker worker_;
   UpdateEncoder encoder_;
   MessageBus& bus_;

@@ -21,6 +21,18 @@ Worker::Worker(const JobSpec& job, const Dataset& train, const Model& initial, i
 
 bool Worker::compute_step(int64_t own_iteration, int64_t schedule_iteration) {
   if (!iterator_.next(x_, y_)) return false;
+  compute_loaded(own_iteration, schedule_iteration);
+  return true;
+}
+
+bool Worker::compute_step_on(int64_t shard, int64_t num_shards, int64_t batch,
+                             int64_t own_iteration, int64_t schedule_iteration) {
+  if (!iterator_.batch_of_shard(shard, num_shards, batch, x_, y_)) return false;
+  compute_loaded(own_iteration, schedule_iteration);
+  return true;
+}
+
+void Worker::compute_loaded(int64_t own_iteration, int64_t schedule_iteration) {
   last_batch_ = x_.dim(0);
   last_loss_ = model_->compute_gradients(x_, y_, rng_);
   if (!std::isfinite(last_loss_))
@@ -30,7 +42,6 @@ bool Worker::compute_step(int64_t own_iteration, int64_t schedule_iteration) {
                     "(data.normalize: scale)");
   updater_->compute_step(model_->params(), model_->grads(), step_.data(), schedule_iteration,
                          own_iteration + 1);
-  return true;
 }
 
 void Worker::apply_own_step() {

@@ -22,6 +22,13 @@ class Worker {
   // own_iteration counts this worker's steps (0-based); the learning-rate schedule is evaluated
   // at schedule_iteration (the node's minibatch count; the same when there is one worker).
   bool compute_step(int64_t own_iteration, int64_t schedule_iteration);
+  // The same on minibatch `batch` of another shard of this epoch (taking over a lost node's
+  // data); false if that shard has no such minibatch.
+  bool compute_step_on(int64_t shard, int64_t num_shards, int64_t batch, int64_t own_iteration,
+                       int64_t schedule_iteration);
+  int64_t batches_in_shard(int64_t shard, int64_t num_shards) const {
+    return iterator_.batches_in_shard(shard, num_shards);
+  }
 
   // params -= u
   void apply_own_step();
@@ -36,6 +43,8 @@ class Worker {
   int64_t examples_per_epoch() const { return iterator_.examples_per_epoch(); }
 
  private:
+  void compute_loaded(int64_t own_iteration, int64_t schedule_iteration);  // on x_, y_
+
   std::unique_ptr<Model> model_;
   std::unique_ptr<Updater> updater_;
   MinibatchIterator iterator_;

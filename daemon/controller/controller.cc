@@ -9,6 +9,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "core/eval/evaluation.h"
 #include "core/spec/job_spec_parser.h"
 #include "core/train/local_trainer.h"
 #include "transport/control/control_frames.h"
@@ -44,6 +45,44 @@ double replica_difference(const std::map<std::string, Json>& results) {
     worst = std::max(worst, std::sqrt(d) / std::max(norm, 1e-30));
   }
   return worst;
+}
+
+// Every node evaluated a part of the test set (the live nodes at the end, in member order):
+// adds their counts into the job's figures. Says so when the parts do not cover the set (a
+// node lost between the last epoch and its result).
+void merge_evaluation(const std::map<std::string, Json>& results, Json& result,
+                      JobRecord& job) {
+  core::Evaluation merged;
+  int parts = 0;
+  int64_t test_examples = 0;
+  for (const auto& [node, r] : results) {
+    if (!r.contains("evaluation_part")) continue;
+    const Json& p = r["evaluation_part"];
+    const auto counts = p.value("counts", std::vector<int64_t>{});
+    if (counts.size() < 4 || counts[0] <= 0 || counts[0] > 100000 ||
+        counts.size() != 4 + size_t(counts[0] * counts[0]) ||
+        (parts > 0 && counts[0] != merged.num_classes())) {
+      job.add_log(node + ": its evaluation part is malformed; left out");
+      continue;
+    }
+    core::Evaluation e = core::Evaluation::from_counts(counts, p.value("loss_sum", 0.0));
+    if (parts++ == 0) merged = e;
+    else merged.merge(e);
+    test_examples = p.value("test_examples", int64_t(0));
+  }
+  if (parts == 0) return;
+  result["accuracy"] = merged.accuracy();
+  result["top_n_accuracy"] = merged.top_n_accuracy();
+  result["top_n"] = merged.top_n();
+  result["test_loss"] = merged.mean_loss();
+  result["evaluated_examples"] = merged.count();
+  result["evaluation_nodes"] = parts;
+  job.add_log("evaluation over " + std::to_string(parts) + " nodes, " +
+              std::to_string(merged.count()) + " of " + std::to_string(test_examples) +
+              " test examples: accuracy " + std::to_string(merged.accuracy()));
+  if (merged.count() != test_examples)
+    job.add_log("the evaluation misses " + std::to_string(test_examples - merged.count()) +
+                " test examples: a node was lost before it reported its part");
 }
 
 bool escapes(const std::string& path) {
@@ -240,6 +279,8 @@ void Controller::finish(JobRecord& job) {
       if (!lead || r.value("rank", 1 << 30) < lead->value("rank", 1 << 30)) lead = &r;
     Json result = *lead;
     result.erase("params_sample");
+    result.erase("evaluation_part");
+    merge_evaluation(job.results, result, job);
     result["replica_max_relative_difference"] = diff;
     result["lost_nodes"] = job.lost_nodes;
     double samples_per_sec = 0;
@@ -255,7 +296,10 @@ void Controller::finish(JobRecord& job) {
       job.state = "succeeded";
     }
   }
-  for (auto& [n, r] : job.results) r.erase("params_sample");
+  for (auto& [n, r] : job.results) {
+    r.erase("params_sample");
+    r.erase("evaluation_part");
+  }
   job.add_log("job " + job.state + (job.error.empty() ? "" : ": " + job.error));
   spdlog::info("controller: job {} ({}) {}", job_id_text(job.id), job.name, job.state);
   save(job);

@@ -84,6 +84,8 @@ class JobRunner::ProgressReporter : public core::TrainingListener {
                        std::to_string(s.train_loss) + ", " +
                        std::to_string(static_cast<int64_t>(s.samples_per_sec)) +
                        " samples/s, " + seconds + " s of training";
+    if (s.takeover_batches > 0)
+      line += ", did " + std::to_string(s.takeover_batches) + " minibatches of lost nodes";
     if (s.evaluated) {
       accuracy_ = s.eval.accuracy();
       line += ", test accuracy " + std::to_string(accuracy_);
@@ -173,7 +175,9 @@ void JobRunner::run() {
     core::LocalTrainingOptions o;
     o.exchange = &exchange;
     o.cancel = &cancel_;
-    o.write_model = rank == 0;
+    // Every node writes the final model into its own data directory: whichever node speaks
+    // for the job at the end (the lowest rank that finished) has it, even if rank 0 was lost.
+    o.write_model = true;
     o.threads = static_cast<int>(config_.threads);
     o.evaluate_each_epoch = rank == 0;
     const std::filesystem::path model = std::filesystem::path(config_.data_dir) / "models" / job.output.model;
@@ -203,10 +207,13 @@ void JobRunner::run() {
                    {"mesh_bytes_sent", exchange.bytes_sent()},
                    {"lost_nodes", exchange.lost_names()}};
     if (r.evaluated) {
-      result["accuracy"] = r.final_eval.accuracy();
-      result["top_n_accuracy"] = r.final_eval.top_n_accuracy();
-      result["top_n"] = r.final_eval.top_n();
-      result["test_loss"] = r.final_eval.mean_loss();
+      // This node's part of the test set; the controller merges every node's counts.
+      result["evaluation_part"] = {{"part", r.eval_part},
+                                   {"parts", r.eval_parts},
+                                   {"examples", r.final_eval.count()},
+                                   {"test_examples", r.test_examples},
+                                   {"counts", r.final_eval.counts()},
+                                   {"loss_sum", r.final_eval.loss_sum()}};
     }
     if (!r.model_path.empty()) result["model_path"] = r.model_path;
     std::vector<float> sample;

@@ -11,20 +11,41 @@ namespace dtrain::daemon {
 namespace {
 
 // The first byte of a mesh message says what it carries.
-constexpr uint8_t kUpdate = 'U';
+constexpr uint8_t kUpdate = 'U';  // 'U', epoch (8), minibatch (8), the encoded message
+constexpr size_t kUpdateHeader = 1 + 8 + 8;
+// 'E', epoch (8), phase (4), updates published in the epoch (8), tau sum (8), workers (4)
 constexpr uint8_t kEpochEnd = 'E';
-constexpr size_t kEpochEndBytes = 1 + 8 + 8 + 8 + 4;
+constexpr size_t kEpochEndBytes = 1 + 8 + 4 + 8 + 8 + 4;
 constexpr uint8_t kParameters = 'P';  // 'P', round (8 bytes), the parameters (floats)
+
+template <class T>
+T read_at(const std::vector<uint8_t>& b, size_t offset) {
+  T v;
+  std::memcpy(&v, b.data() + offset, sizeof v);
+  return v;
+}
+
+template <class T>
+void write_at(std::vector<uint8_t>& b, size_t offset, T v) {
+  std::memcpy(b.data() + offset, &v, sizeof v);
+}
 
 }  // namespace
 
 MeshExchange::MeshExchange(uint64_t job_id, uint32_t self, const std::vector<JobMember>& members,
                            std::chrono::milliseconds epoch_deadline)
     : job_id_(job_id), self_(self), members_(members), epoch_deadline_(epoch_deadline) {
+  int local = 0;
   for (const JobMember& m : members_) {
-    if (m.id == self_) first_worker_ = total_workers_;
+    if (m.id == self_) {
+      first_worker_ = total_workers_;
+      local = m.workers;
+    }
     total_workers_ += m.workers;
   }
+  worker_epoch_ = std::make_unique<std::atomic<int64_t>[]>(size_t(local));
+  worker_batch_ = std::make_unique<std::atomic<int64_t>[]>(size_t(local));
+  for (int w = 0; w < local; ++w) worker_epoch_[w] = worker_batch_[w] = 0;
 }
 
 std::string MeshExchange::name_of(uint32_t id) const {
@@ -37,11 +58,11 @@ void MeshExchange::attach(core::MessageBus& bus, int64_t num_params) {
   std::lock_guard<std::mutex> lock(mutex_);
   bus_ = &bus;
   num_params_ = num_params;
-  for (auto& [origin, bytes] : early_) deliver(bytes.data(), bytes.size(), origin);
+  for (Early& e : early_) deliver(e.bytes.data(), e.bytes.size(), e.origin, e.at);
   early_.clear();
 }
 
-void MeshExchange::deliver(const uint8_t* data, size_t size, uint32_t origin) {
+void MeshExchange::deliver(const uint8_t* data, size_t size, uint32_t origin, Position at) {
   core::EncodedMessage m;
   std::string error;
   if (!core::message_from_bytes(data, size, num_params_, m, error)) {
@@ -49,16 +70,22 @@ void MeshExchange::deliver(const uint8_t* data, size_t size, uint32_t origin) {
       bad_message_ = "a malformed update from " + name_of(origin) + ": " + error;
     return;
   }
+  Position& last = last_position_[m.origin];
+  if (std::make_pair(at.epoch, at.batch) > std::make_pair(last.epoch, last.batch)) last = at;
   bus_->publish(-1, std::make_shared<const core::EncodedMessage>(std::move(m)));
-  ++received_[origin];
+  ++received_[origin][at.epoch];
 }
 
 void MeshExchange::on_message(const transport::Delivery& d) {
   if (d.bytes.empty()) return;
   std::lock_guard<std::mutex> lock(mutex_);
-  if (d.bytes[0] == kUpdate) {
-    if (bus_) deliver(d.bytes.data() + 1, d.bytes.size() - 1, d.origin);
-    else early_.emplace_back(d.origin, std::vector<uint8_t>(d.bytes.begin() + 1, d.bytes.end()));
+  if (d.bytes[0] == kUpdate && d.bytes.size() >= kUpdateHeader) {
+    const Position at{read_at<int64_t>(d.bytes, 1), read_at<int64_t>(d.bytes, 9)};
+    if (bus_)
+      deliver(d.bytes.data() + kUpdateHeader, d.bytes.size() - kUpdateHeader, d.origin, at);
+    else
+      early_.push_back(
+          {d.origin, at, std::vector<uint8_t>(d.bytes.begin() + kUpdateHeader, d.bytes.end())});
   } else if (d.bytes[0] == kParameters && d.bytes.size() >= 9 && (d.bytes.size() - 9) % 4 == 0) {
     int64_t round;
     std::memcpy(&round, d.bytes.data() + 1, 8);
@@ -66,13 +93,9 @@ void MeshExchange::on_message(const transport::Delivery& d) {
     p.resize((d.bytes.size() - 9) / 4);
     std::memcpy(p.data(), d.bytes.data() + 9, p.size() * 4);
   } else if (d.bytes[0] == kEpochEnd && d.bytes.size() == kEpochEndBytes) {
-    int64_t epoch;
-    Announcement a;
-    std::memcpy(&epoch, d.bytes.data() + 1, 8);
-    std::memcpy(&a.published, d.bytes.data() + 9, 8);
-    std::memcpy(&a.tau_sum, d.bytes.data() + 17, 8);
-    std::memcpy(&a.workers, d.bytes.data() + 25, 4);
-    announced_[d.origin][epoch] = a;
+    const Barrier barrier{read_at<int64_t>(d.bytes, 1), read_at<int32_t>(d.bytes, 9)};
+    announced_[d.origin][barrier] = {read_at<uint64_t>(d.bytes, 13),
+                                     read_at<double>(d.bytes, 21), read_at<int32_t>(d.bytes, 29)};
   }
   changed_.notify_all();
 }
@@ -96,12 +119,23 @@ std::vector<std::string> MeshExchange::lost_names() {
   return out;
 }
 
+void MeshExchange::at_batch(int worker, int64_t epoch, int64_t batch) {
+  worker_epoch_[worker] = epoch;
+  worker_batch_[worker] = batch;
+}
+
 void MeshExchange::publish(const core::SharedMessage& message) {
+  const int local = int(message->origin) - first_worker_;
+  const int64_t epoch = worker_epoch_[local], batch = worker_batch_[local];
   std::vector<uint8_t> bytes = core::message_to_bytes(*message);
-  bytes.insert(bytes.begin(), kUpdate);
+  bytes.insert(bytes.begin(), kUpdateHeader, 0);
+  bytes[0] = kUpdate;
+  write_at(bytes, 1, epoch);
+  write_at(bytes, 9, batch);
   const size_t size = bytes.size();
   auto shared = std::make_shared<const std::vector<uint8_t>>(std::move(bytes));
   std::lock_guard<std::mutex> lock(publish_mutex_);
+  ++published_in_[epoch];
   if (!mesh_->publish(job_id_, next_message_id_++, shared, epoch_deadline_))
     throw core::UserError("this node could not hand an update to the mesh within " +
                               std::to_string(epoch_deadline_.count()) + " ms",
@@ -160,29 +194,28 @@ void MeshExchange::average_parameters(float* params, int64_t n, int64_t round) {
   rounds_.erase(round);
 }
 
-core::NodeExchange::EpochEnd MeshExchange::end_epoch(int64_t epoch, double local_tau_sum,
-                                                     int local_workers) {
+void MeshExchange::meet(Barrier barrier, double tau_sum, int workers) {
   {
     std::lock_guard<std::mutex> lock(publish_mutex_);
     std::vector<uint8_t> bytes(kEpochEndBytes);
     bytes[0] = kEpochEnd;
-    std::memcpy(bytes.data() + 1, &epoch, 8);
-    std::memcpy(bytes.data() + 9, &published_, 8);
-    std::memcpy(bytes.data() + 17, &local_tau_sum, 8);
-    std::memcpy(bytes.data() + 25, &local_workers, 4);
+    write_at(bytes, 1, barrier.first);
+    write_at(bytes, 9, int32_t(barrier.second));
+    write_at(bytes, 13, published_in_[barrier.first]);
+    write_at(bytes, 21, tau_sum);
+    write_at(bytes, 29, int32_t(workers));
     mesh_->publish(job_id_, next_message_id_++,
                    std::make_shared<const std::vector<uint8_t>>(std::move(bytes)),
                    epoch_deadline_);
   }
-  EpochEnd end;
   std::unique_lock<std::mutex> lock(mutex_);
   std::vector<std::string> waiting;
   auto complete = [&] {
     waiting.clear();
     for (const JobMember& m : members_) {
       if (m.id == self_ || lost_.count(m.id)) continue;
-      auto a = announced_[m.id].find(epoch);
-      if (a == announced_[m.id].end() || received_[m.id] < a->second.published)
+      auto a = announced_[m.id].find(barrier);
+      if (a == announced_[m.id].end() || received_[m.id][barrier.first] < a->second.published)
         waiting.push_back(m.name);
     }
     return waiting.empty() || !bad_message_.empty() || cancelled_;
@@ -190,7 +223,7 @@ core::NodeExchange::EpochEnd MeshExchange::end_epoch(int64_t epoch, double local
   if (!changed_.wait_for(lock, epoch_deadline_, complete)) {
     std::string names;
     for (const std::string& n : waiting) names += (names.empty() ? "" : ", ") + n;
-    throw core::UserError("epoch " + std::to_string(epoch + 1) + " did not end within " +
+    throw core::UserError("epoch " + std::to_string(barrier.first + 1) + " did not end within " +
                               std::to_string(epoch_deadline_.count()) +
                               " ms: still waiting for updates from " + names,
                           "check those nodes (dtrain-submit nodes) and the data network");
@@ -198,16 +231,59 @@ core::NodeExchange::EpochEnd MeshExchange::end_epoch(int64_t epoch, double local
   if (cancelled_) throw core::UserError("the job was cancelled", "");
   if (!bad_message_.empty())
     throw core::UserError(bad_message_, "run the same dtrain release on every node");
+}
+
+int MeshExchange::live_first_worker(int* live_workers) const {
+  int first = 0, total = 0;
+  for (const JobMember& m : members_) {
+    if (lost_.count(m.id)) continue;
+    if (m.id == self_) first = total;
+    total += m.workers;
+  }
+  *live_workers = total;
+  return first;
+}
+
+core::NodeExchange::EpochEnd MeshExchange::end_epoch(int64_t epoch, double local_tau_sum,
+                                                     int local_workers) {
+  meet({epoch, 0}, local_tau_sum, local_workers);
+  std::lock_guard<std::mutex> lock(mutex_);
+  EpochEnd end;
   end.tau_sum = local_tau_sum;
   end.workers = local_workers;
+  int global = 0;
   for (const JobMember& m : members_) {
-    if (m.id == self_ || lost_.count(m.id)) continue;
-    const Announcement& a = announced_[m.id][epoch];
-    end.tau_sum += a.tau_sum;
-    end.workers += a.workers;
+    const int first = global;
+    global += m.workers;
+    if (m.id == self_) continue;
+    auto a = announced_[m.id].find({epoch, 0});
+    if (a != announced_[m.id].end()) {
+      end.tau_sum += a->second.tau_sum;
+      end.workers += a->second.workers;
+    } else if (lost_.count(m.id) && epoch >= 0) {
+      // Lost before it finished its shards: what its messages show it did stays done.
+      for (int g = first; g < global; ++g) {
+        const Position& at = last_position_[uint32_t(g)];
+        end.takeover.push_back({g, at.epoch == epoch ? at.batch + 1 : 0});
+      }
+    }
   }
+  end.live_first_worker = live_first_worker(&end.live_workers);
   for (uint32_t id : lost_) end.lost.push_back(name_of(id));
   return end;
+}
+
+void MeshExchange::end_takeover(int64_t epoch) { meet({epoch, 1}, 0.0, 0); }
+
+core::NodeExchange::EvaluationShard MeshExchange::evaluation_shard() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  EvaluationShard part{0, 0};
+  for (const JobMember& m : members_) {
+    if (lost_.count(m.id)) continue;
+    if (m.id == self_) part.index = part.count;
+    ++part.count;
+  }
+  return part;
 }
 
 }  // namespace dtrain::daemon

@@ -1,14 +1,18 @@
 #pragma once
 // Gradient sharing between nodes (DESIGN.md §5 step 6-7) over the job's mesh: every message of
-// this node's workers goes once to the mesh, every message from another node goes to the local
-// workers' bus. At an epoch end each node announces how many messages it has published in all
-// and its workers' thresholds; a node continues once it has received that many from every
-// live node, so that all replicas agree before they are evaluated (and tau is averaged over
-// every worker of the job). A lost node is not waited for.
+// this node's workers goes once to the mesh, tagged with the epoch and minibatch its worker was
+// at, every message from another node goes to the local workers' bus. At an epoch end each
+// node announces how many messages it published in that epoch and its workers' thresholds; a
+// node continues once it has received that many from every live node, so that all replicas
+// agree before they are evaluated (and tau is averaged over every worker of the job). A lost
+// node is not waited for: the survivors do its minibatches that are left (from the last
+// position its messages carried) and meet at a second barrier.
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <set>
 #include <string>
@@ -40,7 +44,10 @@ class MeshExchange : public core::NodeExchange {
   int total_workers() const override { return total_workers_; }
   void attach(core::MessageBus& bus, int64_t num_params) override;
   void publish(const core::SharedMessage& message) override;
+  void at_batch(int worker, int64_t epoch, int64_t batch) override;
   EpochEnd end_epoch(int64_t epoch, double local_tau_sum, int local_workers) override;
+  void end_takeover(int64_t epoch) override;
+  EvaluationShard evaluation_shard() override;
   // Every node broadcasts its parameters on the mesh and each computes the same mean (summed in
   // member order, so the replicas stay bit-identical); no controller on the data path.
   void average_parameters(float* params, int64_t n, int64_t round) override;
@@ -53,12 +60,19 @@ class MeshExchange : public core::NodeExchange {
 
  private:
   struct Announcement {
-    uint64_t published = 0;
+    uint64_t published = 0;  // update messages tagged with the epoch
     double tau_sum = 0.0;
     int workers = 0;
   };
-  void deliver(const uint8_t* data, size_t size, uint32_t origin);  // under mutex_
+  struct Position {
+    int64_t epoch = -1, batch = -1;
+  };
+  using Barrier = std::pair<int64_t, int>;  // (epoch, phase): 0 own shards, 1 takeover
+  // Publishes this node's announcement for `barrier`, then waits for every live node's.
+  void meet(Barrier barrier, double tau_sum, int workers);
+  void deliver(const uint8_t* data, size_t size, uint32_t origin, Position at);  // under mutex_
   std::string name_of(uint32_t id) const;
+  int live_first_worker(int* live_workers) const;  // under mutex_
 
   uint64_t job_id_;
   uint32_t self_;
@@ -71,16 +85,24 @@ class MeshExchange : public core::NodeExchange {
   std::condition_variable changed_;
   core::MessageBus* bus_ = nullptr;
   int64_t num_params_ = 0;
-  std::vector<std::pair<uint32_t, std::vector<uint8_t>>> early_;  // before attach()
-  std::map<uint32_t, uint64_t> received_;  // update messages per origin node
-  std::map<uint32_t, std::map<int64_t, Announcement>> announced_;
+  struct Early {
+    uint32_t origin;
+    Position at;
+    std::vector<uint8_t> bytes;
+  };
+  std::vector<Early> early_;  // before attach()
+  std::map<uint32_t, std::map<int64_t, uint64_t>> received_;  // updates per node and epoch
+  std::map<uint32_t, Position> last_position_;  // per global worker, from its messages
+  std::map<uint32_t, std::map<Barrier, Announcement>> announced_;
   std::set<uint32_t> lost_;
   std::string bad_message_;  // first malformed message, reported by end_epoch
   bool cancelled_ = false;
   std::map<int64_t, std::map<uint32_t, std::vector<float>>> rounds_;  // parameter averaging
 
+  std::unique_ptr<std::atomic<int64_t>[]> worker_epoch_, worker_batch_;  // at_batch()
   std::mutex publish_mutex_;  // message ids in order per origin
   uint64_t next_message_id_ = 1;
+  std::map<int64_t, uint64_t> published_in_;  // per epoch
   uint64_t published_ = 0, bytes_published_ = 0;
 };
 

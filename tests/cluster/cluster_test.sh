@@ -41,6 +41,10 @@ id=$(json jobs.json "j['jobs'][-1]['id']")
 [[ $(json job.json "len(j['nodes'])") == 3 ]] || fail "the job did not run on 3 nodes"
 acc=$(json job.json "j['result']['accuracy']")
 python3 -c "import sys; sys.exit(0 if $acc >= 0.85 else 1)" || fail "accuracy $acc < 0.85"
+[[ $(json job.json "j['result']['evaluation_nodes']") == 3 ]] ||
+  fail "the evaluation was not spread over the 3 nodes: $(json job.json "j['result']")"
+[[ $(json job.json "j['result']['evaluated_examples']") == 10000 ]] ||
+  fail "the merged evaluation covers $(json job.json "j['result']['evaluated_examples']") of 10000 test examples"
 diff=$(json job.json "j['result']['replica_max_relative_difference']")
 python3 -c "import sys; sys.exit(0 if $diff <= 1e-5 else 1)" || fail "replicas differ by $diff"
 model=$(json job.json "j['result']['model_path']")
@@ -118,8 +122,10 @@ victim=""
 for _ in $(seq 1 600); do  # 60 s for the job to reach its second epoch
   "$SUBMIT" status "$id" --json > long.json 2> /dev/null
   if [[ $(json long.json "max([p.get('epoch', 0) for p in j['progress'].values()] or [0])") -ge 2 ]]; then
-    # Neither node-1 (the controller) nor rank 0 (it evaluates and writes the model).
-    victim=$(grep -l "$id.*rank [12] of 3" "$WORK"/c/node-2.log "$WORK"/c/node-3.log | head -n 1)
+    # Not node-1 (the controller); rank 0 (the root of the plain mesh) when it is elsewhere.
+    victim=$(grep -l "$id.*rank 0 of 3" "$WORK"/c/node-2.log "$WORK"/c/node-3.log | head -n 1)
+    [[ -n $victim ]] ||
+      victim=$(grep -l "$id.*rank [12] of 3" "$WORK"/c/node-2.log "$WORK"/c/node-3.log | head -n 1)
     break
   fi
   sleep 0.1
@@ -142,6 +148,11 @@ else
   json long.json "j['lost_nodes']" | grep -q "$name" || fail "the result does not name $name"
   json long.json "j['result']['lost_nodes']" | grep -q "$name" || fail "result.lost_nodes lacks $name"
   echo "job finished $state without $name: accuracy $(json long.json "j['result'].get('accuracy')")"
+  "$SUBMIT" logs "$id" > long.log
+  grep -q "minibatches of lost nodes" long.log ||
+    fail "no survivor did the lost node's minibatches (dtrain-submit logs $id: $(tail -n 5 long.log))"
+  grep -q "evaluation over 2 nodes" long.log || fail "the evaluation was not spread over the 2 survivors"
+  [[ -f $(json long.json "j['result']['model_path']") ]] || fail "no model file after losing $name"
 fi
 
 echo "== SIGTERM, and a restarted controller lists the past jobs"
