@@ -168,7 +168,24 @@ TrainingResult train_local(const JobSpec& job, TrainingListener& listener,
   std::atomic<bool> stop{false};
   std::atomic<int64_t> epoch_samples{0};
 
-  for (int64_t epoch = 0; epoch < job.training.epochs && !stop; ++epoch) {
+  int64_t first_epoch = 0;
+  NodeExchange::Resume resume;
+  if (exchange && sharing && exchange->resume(resume)) {
+    // Rejoining: every replica starts from a live node's parameters at an epoch end; updater
+    // state and residuals start empty (they are per worker and died with the old process).
+    for (auto& w : workers) {
+      Model& m = w->worker().model();
+      DTRAIN_CHECK(int64_t(resume.params.size()) == m.num_params() &&
+                   int64_t(resume.state.size()) == m.num_state())
+          << "snapshot of " << resume.params.size() << " parameters";
+      std::copy(resume.params.begin(), resume.params.end(), m.params());
+      std::copy(resume.state.begin(), resume.state.end(), m.state());
+      w->encoder().threshold().set_tau(resume.tau);
+    }
+    first_epoch = resume.next_epoch;
+    for (auto& it : iterations) it = first_epoch * per_epoch;
+  }
+  for (int64_t epoch = first_epoch; epoch < job.training.epochs && !stop; ++epoch) {
     for (auto& w : workers) w->worker().start_epoch(epoch);
     const auto start = Clock::now();
     epoch_samples = 0;
@@ -272,6 +289,10 @@ TrainingResult train_local(const JobSpec& job, TrainingListener& listener,
     for (auto& w : workers) w->apply_received();
     if (sharing && !exchange) average_tau(workers);
     average_state(workers);
+    if (exchange && sharing && !cancelled)
+      exchange->epoch_applied(epoch, lead.model().params(), lead.model().num_params(),
+                              lead.model().state(), lead.model().num_state(),
+                              workers[0]->encoder().threshold().tau());
     if (cancelled) stop = true;
 
     EpochSummary summary;

@@ -64,6 +64,21 @@ class NodeExchange {
     int index = 0, count = 1;
   };
   virtual EvaluationShard evaluation_shard() = 0;
+
+  // A restarted node rejoining a running job (DESIGN.md §7): resume() waits for a live node's
+  // parameters as of the end of an epoch and returns true with them; false for a node that
+  // starts with the job.
+  struct Resume {
+    int64_t next_epoch = 0;
+    float tau = 0.0f;
+    std::vector<float> params, state;
+  };
+  virtual bool resume(Resume& resume) = 0;
+  // After every update of `epoch` is applied (each epoch end): updates tagged with the next
+  // epoch, held back until now, go to the bus, and if a restarted node was admitted at this
+  // epoch end one live node sends it these parameters.
+  virtual void epoch_applied(int64_t epoch, const float* params, int64_t num_params,
+                             const float* state, int64_t num_state, float tau) = 0;
 };
 
 }  // namespace dtrain::core

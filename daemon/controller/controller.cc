@@ -85,6 +85,13 @@ void merge_evaluation(const std::map<std::string, Json>& results, Json& result,
                 " test examples: a node was lost before it reported its part");
 }
 
+bool listed(const std::vector<std::string>& names, const std::string& name) {
+  return std::find(names.begin(), names.end(), name) != names.end();
+}
+void unlist(std::vector<std::string>& names, const std::string& name) {
+  names.erase(std::remove(names.begin(), names.end(), name), names.end());
+}
+
 bool escapes(const std::string& path) {
   if (path.empty() || path[0] == '/') return true;
   for (const auto& part : fs::path(path))
@@ -161,6 +168,7 @@ void Controller::serve_node(ControlConnection& c, uint32_t id, const std::string
     m.session = session = next_session_++;
     m.last_heard = Clock::now();
     m.outbox.clear();
+    offer_rejoin(m);
     start_next();
   }
   spdlog::info("controller: node {} (id {}) registered from {}, data {}:{}, {} cores", name, id,
@@ -207,10 +215,17 @@ void Controller::on_job_message(Member& m, uint64_t job_id, const std::string& k
   auto it = jobs_.find(job_id);
   if (it == jobs_.end()) return;
   JobRecord& job = it->second;
+  // A restarted node that was never admitted may still report after the job ended.
+  if (job.finished() && kind != "log") return;
   if (kind == "progress") {
     job.progress[m.name] = body;
   } else if (kind == "log") {
     job.add_log(m.name + ": " + body.value("line", ""));
+  } else if (kind == "rejoined") {
+    unlist(job.rejoining, m.name);
+    if (!listed(job.rejoined_nodes, m.name)) job.rejoined_nodes.push_back(m.name);
+    job.add_log(m.name + ": rejoined at epoch " + std::to_string(body.value("epoch", 0)) +
+                " with parameters from " + body.value("from", std::string("?")));
   } else if (kind == "result") {
     job.results[m.name] = body;
     job.add_log(m.name + ": finished");
@@ -229,6 +244,36 @@ void Controller::on_job_message(Member& m, uint64_t job_id, const std::string& k
   }
 }
 
+void Controller::offer_rejoin(Member& m) {
+  if (running_ == 0) return;
+  JobRecord& job = jobs_[running_];
+  if (job.mode != "gradient_sharing" || !listed(job.lost_nodes, m.name) ||
+      listed(job.rejoining, m.name) || listed(job.rejoined_nodes, m.name) ||
+      job.results.count(m.name) || job.failures.count(m.name) || job.cancel_requested)
+    return;
+  int rank = -1;
+  Json lost = Json::array();
+  for (const Json& member : job.members) {
+    const std::string name = member.value("name", "");
+    if (name == m.name) {
+      if (member.value("id", 0u) != m.id) return;  // another machine under the same name
+      rank = int(&member - &job.members[0]);
+    } else if (listed(job.lost_nodes, name) && !listed(job.rejoined_nodes, name)) {
+      lost.push_back(member["id"]);
+    }
+  }
+  if (rank < 0) return;
+  Json start = {{"spec", job.spec_text}, {"base_dir", job.base_dir}, {"name", job.name},
+                {"rank", rank}, {"members", job.members}, {"mesh", job.mesh},
+                {"peer_timeout_ms", config_.peer_timeout_ms}, {"rejoin", true}, {"lost", lost}};
+  m.outbox.push_back(job_frame(job.id, "start", start));
+  for (const std::string& n : job.nodes)
+    if (n != m.name && members_.count(n) && members_[n].alive && !listed(job.lost_nodes, n))
+      members_[n].outbox.push_back(job_frame(job.id, "rejoin", {{"id", m.id}}));
+  job.rejoining.push_back(m.name);
+  job.add_log("node " + m.name + " restarted; it rejoins at the next epoch end");
+}
+
 void Controller::node_lost(Member& m, const std::string& why) {
   m.alive = false;
   spdlog::warn("controller: node {} lost: {}", m.name, why);
@@ -236,8 +281,9 @@ void Controller::node_lost(Member& m, const std::string& why) {
   JobRecord& job = jobs_[running_];
   if (std::find(job.nodes.begin(), job.nodes.end(), m.name) == job.nodes.end()) return;
   if (job.results.count(m.name) || job.failures.count(m.name)) return;
-  if (std::find(job.lost_nodes.begin(), job.lost_nodes.end(), m.name) == job.lost_nodes.end())
-    job.lost_nodes.push_back(m.name);
+  if (!listed(job.lost_nodes, m.name)) job.lost_nodes.push_back(m.name);
+  unlist(job.rejoining, m.name);
+  unlist(job.rejoined_nodes, m.name);
   job.add_log("node " + m.name + " lost (" + why + "); the job continues on the others");
   check_finished(job);
   save(job);
@@ -245,11 +291,14 @@ void Controller::node_lost(Member& m, const std::string& why) {
 
 void Controller::check_finished(JobRecord& job) {
   if (job.finished()) return;
+  // A rejoined node is waited for again; one still waiting to be admitted is not.
   for (const std::string& n : job.nodes) {
-    const bool lost =
-        std::find(job.lost_nodes.begin(), job.lost_nodes.end(), n) != job.lost_nodes.end();
+    const bool lost = listed(job.lost_nodes, n) && !listed(job.rejoined_nodes, n);
     if (!lost && !job.results.count(n) && !job.failures.count(n)) return;
   }
+  for (const std::string& n : job.rejoining)
+    if (members_.count(n)) members_[n].outbox.push_back(job_frame(job.id, "cancel", Json::object()));
+  job.rejoining.clear();
   finish(job);
 }
 
@@ -283,6 +332,7 @@ void Controller::finish(JobRecord& job) {
     merge_evaluation(job.results, result, job);
     result["replica_max_relative_difference"] = diff;
     result["lost_nodes"] = job.lost_nodes;
+    result["rejoined_nodes"] = job.rejoined_nodes;
     double samples_per_sec = 0;
     for (const auto& [n, r] : job.results) samples_per_sec += r.value("samples_per_sec", 0.0);
     result["samples_per_sec"] = samples_per_sec;
@@ -375,6 +425,8 @@ void Controller::start_next() {
                        {"port", m->data_port}, {"workers", workers}});
     job.nodes.push_back(m->name);
   }
+  job.members = members;
+  job.mesh = spec.training.mesh;
   for (size_t rank = 0; rank < alive.size(); ++rank) {
     Json start = {{"spec", job.spec_text}, {"base_dir", job.base_dir}, {"name", job.name},
                   {"rank", rank}, {"members", members}, {"mesh", spec.training.mesh},

@@ -56,6 +56,9 @@ class Controller {
   Json submit(const Json& body);
   void start_next();
   void node_lost(Member& m, const std::string& why);
+  // A lost member of the running job registered again: it is sent the job to rejoin, the
+  // others are told to admit it at their next epoch end (gradient sharing only).
+  void offer_rejoin(Member& m);
   void check_finished(JobRecord& job);
   void finish(JobRecord& job);
   void save(const JobRecord& job);

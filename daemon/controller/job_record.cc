@@ -26,6 +26,7 @@ Json JobRecord::to_json(bool with_log) const {
   j["mode"] = mode;
   j["nodes"] = nodes;
   j["lost_nodes"] = lost_nodes;
+  j["rejoined_nodes"] = rejoined_nodes;
   j["submitted_at"] = submitted_at;
   j["started_at"] = started_at;
   j["finished_at"] = finished_at;
@@ -54,6 +55,7 @@ JobRecord JobRecord::from_json(const Json& j) {
   r.base_dir = j.value("base_dir", "");
   r.nodes = j.value("nodes", std::vector<std::string>{});
   r.lost_nodes = j.value("lost_nodes", std::vector<std::string>{});
+  r.rejoined_nodes = j.value("rejoined_nodes", std::vector<std::string>{});
   r.submitted_at = j.value("submitted_at", 0.0);
   r.started_at = j.value("started_at", 0.0);
   r.finished_at = j.value("finished_at", 0.0);

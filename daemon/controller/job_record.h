@@ -19,6 +19,12 @@ struct JobRecord {
   std::string spec_text, base_dir;
   std::vector<std::string> nodes;       // chosen at start
   std::vector<std::string> lost_nodes;  // declared lost while it ran
+  std::vector<std::string> rejoined_nodes;  // lost, restarted and back in the job
+  // Not kept on disk (only a running job needs them): restarted nodes waiting to be admitted,
+  // and the members list every node got at the start.
+  std::vector<std::string> rejoining;
+  Json members = Json::array();
+  std::string mesh;
   double submitted_at = 0, started_at = 0, finished_at = 0;  // Unix seconds
   std::map<std::string, Json> progress;  // latest per node
   std::map<std::string, Json> results;   // per node, at the end

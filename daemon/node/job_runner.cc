@@ -129,6 +129,11 @@ JobRunner::~JobRunner() {
   if (thread_.joinable()) thread_.join();
 }
 
+void JobRunner::rejoin(uint32_t id) {
+  std::lock_guard<std::mutex> lock(exchange_mutex_);
+  if (MeshExchange* e = exchange_.load()) e->on_rejoin(id);
+}
+
 void JobRunner::cancel() {
   cancel_ = true;
   if (MeshExchange* e = exchange_.load()) e->cancel();
@@ -156,11 +161,26 @@ void JobRunner::run() {
   handlers.on_loss = [&exchange, id](uint32_t lost, const std::vector<uint32_t>&, uint64_t) {
     exchange.on_loss(lost);
   };
-  transport::MeshNode mesh(channel_.endpoint(),
-                           transport::MeshMap::build(start_.value("mesh", "plain"), mesh_members),
-                           handlers);
+  transport::MeshMap map = transport::MeshMap::build(start_.value("mesh", "plain"), mesh_members);
+  const bool rejoin = start_.value("rejoin", false);
+  if (rejoin) {
+    // Restarted mid-job: the map as the live nodes have it (the lost ones out, this node back
+    // as a leaf), and their parameters before training (MeshExchange::resume).
+    const transport::MeshMember me = *map.find(self_);
+    const auto lost = start_.value("lost", std::vector<uint32_t>{});
+    for (uint32_t id : lost) map = map.without(id);
+    map = map.with(me);
+    exchange.set_rejoining(lost);
+    exchange.on_resumed = [this](int64_t epoch, const std::string& from) {
+      report_("rejoined", {{"epoch", epoch + 1}, {"from", from}});
+    };
+  }
+  transport::MeshNode mesh(channel_.endpoint(), map, handlers);
   exchange.set_mesh(&mesh);
-  exchange_ = &exchange;
+  {
+    std::lock_guard<std::mutex> lock(exchange_mutex_);
+    exchange_ = &exchange;
+  }
   channel_.attach(job_id_, &mesh);
   try {
     core::SpecParseOptions options;
@@ -170,6 +190,7 @@ void JobRunner::run() {
     spdlog::info("job {} ({}): rank {} of {}, workers {}..{} of {}", id, job.name, rank,
                  members.size(), exchange.first_worker(),
                  exchange.first_worker() + members[rank].workers - 1, exchange.total_workers());
+    exchange.set_epochs(job.training.epochs);
     core::JobSpec local = job;
     local.training.workers_per_node = members[rank].workers;
     core::LocalTrainingOptions o;
@@ -226,7 +247,10 @@ void JobRunner::run() {
   } catch (const std::exception& e) {
     fail(e.what(), "see the node's log (journalctl -u dtraind)");
   }
-  exchange_ = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(exchange_mutex_);
+    exchange_ = nullptr;
+  }
   channel_.detach(job_id_);
   done_ = true;
 }

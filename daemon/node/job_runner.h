@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
 
@@ -29,6 +30,8 @@ class JobRunner {
   ~JobRunner();  // cancels and joins
 
   void cancel();
+  // Member `id` restarted and rejoins: it is admitted at the next epoch end.
+  void rejoin(uint32_t id);
   bool done() const { return done_; }
   // The latest progress and per-worker codec figures (for /status and /metrics).
   Json snapshot() const;
@@ -47,6 +50,7 @@ class JobRunner {
   std::unique_ptr<ProgressReporter> progress_;
   std::atomic<bool> cancel_{false};
   std::atomic<bool> done_{false};
+  std::mutex exchange_mutex_;  // rejoin() against the end of run()
   std::atomic<MeshExchange*> exchange_{nullptr};
   std::thread thread_;
 };

@@ -10,10 +10,13 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <deque>
+#include <functional>
 #include <cstdint>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -52,6 +55,20 @@ class MeshExchange : public core::NodeExchange {
   // member order, so the replicas stay bit-identical); no controller on the data path.
   void average_parameters(float* params, int64_t n, int64_t round) override;
 
+  // This node is a restarted member rejoining the job; `lost`: the members lost now.
+  void set_rejoining(const std::vector<uint32_t>& lost);
+  // Member `id` restarted and rejoins (the controller says so): it is not waited for until the
+  // live nodes admit it at an epoch end; it joins the mesh now so that it misses nothing.
+  void on_rejoin(uint32_t id);
+  // The job's epoch count: nobody is admitted after the last epoch.
+  void set_epochs(int64_t epochs);
+  // Called once a rejoining node has its parameters (epoch it starts with, who sent them).
+  std::function<void(int64_t epoch, const std::string& from)> on_resumed;
+
+  bool resume(Resume& resume) override;
+  void epoch_applied(int64_t epoch, const float* params, int64_t num_params, const float* state,
+                     int64_t num_state, float tau) override;
+
   // Wakes end_epoch() for good (the job was cancelled): it throws then.
   void cancel();
   uint64_t messages_sent() const { return published_; }
@@ -63,6 +80,13 @@ class MeshExchange : public core::NodeExchange {
     uint64_t published = 0;  // update messages tagged with the epoch
     double tau_sum = 0.0;
     int workers = 0;
+    std::vector<uint32_t> joiners;  // restarted members the node knows of (phase 1)
+  };
+  struct Snapshot {
+    int64_t epoch = 0;
+    float tau = 0.0f;
+    std::vector<float> params, state;
+    uint32_t from = 0;
   };
   struct Position {
     int64_t epoch = -1, batch = -1;
@@ -71,6 +95,9 @@ class MeshExchange : public core::NodeExchange {
   // Publishes this node's announcement for `barrier`, then waits for every live node's.
   void meet(Barrier barrier, double tau_sum, int workers);
   void deliver(const uint8_t* data, size_t size, uint32_t origin, Position at);  // under mutex_
+  void release_pending();  // under mutex_
+  void on_snapshot(const transport::Delivery& d);  // under mutex_
+  void admit(int64_t epoch, std::vector<uint32_t> joiners);  // under mutex_
   std::string name_of(uint32_t id) const;
   int live_first_worker(int* live_workers) const;  // under mutex_
 
@@ -85,12 +112,22 @@ class MeshExchange : public core::NodeExchange {
   std::condition_variable changed_;
   core::MessageBus* bus_ = nullptr;
   int64_t num_params_ = 0;
-  struct Early {
+  struct Pending {
     uint32_t origin;
     Position at;
     std::vector<uint8_t> bytes;
   };
-  std::vector<Early> early_;  // before attach()
+  // Updates not yet in the bus: before attach(), while rejoining without parameters, and those
+  // tagged with a later epoch than this node's (a faster node's): a snapshot for a rejoining
+  // node then holds exactly the updates of the epochs up to its own.
+  std::deque<Pending> pending_;
+  int64_t current_epoch_ = 0;
+  int64_t first_epoch_ = 0;  // a rejoined node: earlier updates are in its snapshot
+  bool rejoining_ = false;
+  std::optional<Snapshot> snapshot_;
+  std::set<uint32_t> joining_, readmitted_;  // known restarted members; those back in the mesh
+  std::vector<uint32_t> admitted_now_;       // admitted at the last barrier: send a snapshot
+  int64_t epochs_ = 0;
   std::map<uint32_t, std::map<int64_t, uint64_t>> received_;  // updates per node and epoch
   std::map<uint32_t, Position> last_position_;  // per global worker, from its messages
   std::map<uint32_t, std::map<Barrier, Announcement>> announced_;
@@ -101,7 +138,9 @@ class MeshExchange : public core::NodeExchange {
 
   std::unique_ptr<std::atomic<int64_t>[]> worker_epoch_, worker_batch_;  // at_batch()
   std::mutex publish_mutex_;  // message ids in order per origin
-  uint64_t next_message_id_ = 1;
+  // From the clock at start: a restarted node's messages must not reuse the ids its old
+  // process used, or the others' reassemblers would drop them as repeats.
+  uint64_t next_message_id_;
   std::map<int64_t, uint64_t> published_in_;  // per epoch
   uint64_t published_ = 0, bytes_published_ = 0;
 };

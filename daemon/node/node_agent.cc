@@ -89,6 +89,11 @@ void NodeAgent::on_job_message(uint64_t job_id, const std::string& kind, const J
       spdlog::info("node {}: cancelling job {}", config_.name, job_id_text(job_id));
       it->second->cancel();
     }
+  } else if (kind == "rejoin") {
+    // A lost member of this job restarted and is coming back (DESIGN.md §7).
+    std::lock_guard<std::mutex> lock(jobs_mutex_);
+    auto it = jobs_.find(job_id);
+    if (it != jobs_.end()) it->second->rejoin(body.value("id", 0u));
   }
 }
 

@@ -4,7 +4,8 @@
 # each job reaches 0.85 test accuracy, the replicas agree, `status --json` shows it, the model
 # file evaluates to the same accuracy, /metrics and /status answer; bad submissions (wrong key, output outside the data directory, malformed spec) are
 # refused before any node is touched; a node SIGKILLed mid-job is named and the job finishes
-# on the others. Every wait has a deadline and says what it was waiting for.
+# on the others (they cover its minibatches), and once restarted it rejoins with a live
+# node's parameters. Every wait has a deadline and says what it was waiting for.
 set -u
 DTRAIND="$(cd "$(dirname "$1")" && pwd)/$(basename "$1")"
 SUBMIT="$(cd "$(dirname "$2")" && pwd)/$(basename "$2")"
@@ -116,8 +117,9 @@ for _ in $(seq 1 300); do  # 30 s for every node to stop
 done
 [[ $state == cancelled ]] || fail "a cancelled job ended '$state' (waited 30 s)"
 
-echo "== SIGKILL of a node mid-job"
-id=$("$SUBMIT" long.yaml --detach) || fail "detached submit"
+echo "== SIGKILL of a node mid-job, then its restart: the survivors cover its data, it rejoins"
+sed 's/epochs: 8/epochs: 40/' job.yaml > rejoin.yaml
+id=$("$SUBMIT" rejoin.yaml --detach) || fail "detached submit"
 victim=""
 for _ in $(seq 1 600); do  # 60 s for the job to reach its second epoch
   "$SUBMIT" status "$id" --json > long.json 2> /dev/null
@@ -137,22 +139,39 @@ else
   pid=$(awk -v n="$name" '$2 == n { print $1 }' "$WORK/c/pids")
   kill -KILL "$pid"
   echo "killed $name (pid $pid)"
+  for _ in $(seq 1 100); do  # 10 s for the controller to see it gone
+    "$SUBMIT" status "$id" --json > long.json 2> /dev/null
+    json long.json "j['lost_nodes']" | grep -q "$name" && break
+    sleep 0.1
+  done
+  json long.json "j['lost_nodes']" | grep -q "$name" || fail "the job does not name $name as lost"
+  sleep 4  # past the 3 s peer timeout: the survivors' mesh has declared it lost too
+  "$DTRAIND" --config "$WORK/c/$name.yaml" >> "$WORK/c/$name.log" 2>&1 &
+  sed -i "/ $name\$/d" "$WORK/c/pids"
+  echo "$! $name" >> "$WORK/c/pids"
+  echo "restarted $name (pid $!)"
   state=""
-  for _ in $(seq 1 1200); do  # 120 s
+  for _ in $(seq 1 1800); do  # 180 s
     "$SUBMIT" status "$id" --json > long.json 2> /dev/null
     state=$(json long.json "j['state']")
     [[ $state == succeeded || $state == failed || $state == cancelled ]] && break
     sleep 0.1
   done
-  [[ $state == succeeded ]] || { fail "after losing $name the job ended '$state' (waited 120 s)"; cat long.json; }
-  json long.json "j['lost_nodes']" | grep -q "$name" || fail "the result does not name $name"
-  json long.json "j['result']['lost_nodes']" | grep -q "$name" || fail "result.lost_nodes lacks $name"
-  echo "job finished $state without $name: accuracy $(json long.json "j['result'].get('accuracy')")"
   "$SUBMIT" logs "$id" > long.log
+  [[ $state == succeeded ]] ||
+    { fail "after losing and restarting $name the job ended '$state' (waited 180 s)"; tail -n 20 long.log; }
+  json long.json "j['result']['lost_nodes']" | grep -q "$name" || fail "result.lost_nodes lacks $name"
+  json long.json "j['result']['rejoined_nodes']" | grep -q "$name" ||
+    fail "$name did not rejoin: $(grep -i "$name" long.log | tail -n 5)"
   grep -q "minibatches of lost nodes" long.log ||
-    fail "no survivor did the lost node's minibatches (dtrain-submit logs $id: $(tail -n 5 long.log))"
-  grep -q "evaluation over 2 nodes" long.log || fail "the evaluation was not spread over the 2 survivors"
-  [[ -f $(json long.json "j['result']['model_path']") ]] || fail "no model file after losing $name"
+    fail "no survivor did the lost node's minibatches (dtrain-submit logs $id)"
+  grep -q "$name: rejoined at epoch" long.log || fail "the log does not say when $name rejoined"
+  # The rejoined node's replica is in the agreement check, and it evaluated its part.
+  grep -q "evaluation over 3 nodes" long.log || fail "the evaluation was not spread over the 3 nodes"
+  [[ -f $(json long.json "j['result']['model_path']") ]] || fail "no model file"
+  echo "job $state; $name lost, $(grep -o "$name: rejoined at epoch [0-9]*" long.log);" \
+    "replicas within $(json long.json "j['result']['replica_max_relative_difference']")," \
+    "accuracy $(json long.json "j['result'].get('accuracy')")"
 fi
 
 echo "== SIGTERM, and a restarted controller lists the past jobs"

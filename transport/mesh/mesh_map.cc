@@ -102,4 +102,17 @@ MeshMap MeshMap::without(uint32_t lost, std::vector<uint32_t>* cut_off) const {
   return next;
 }
 
+MeshMap MeshMap::with(const MeshMember& member) const {
+  MeshMap next = contains(member.id) ? without(member.id) : *this;
+  next.version_ = version_ + 1;
+  MeshMember m = member;
+  if (next.members_.empty()) {
+    m.parent = m.id;
+  } else if (m.parent == m.id || next.mode_ == "plain" || !next.contains(m.parent)) {
+    m.parent = next.root();
+  }
+  next.members_.push_back(m);
+  return next;
+}
+
 }  // namespace dtrain::transport

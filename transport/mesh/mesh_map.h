@@ -41,6 +41,11 @@ class MeshMap {
   // replaced by its first child. Version + 1. `cut_off` gets the survivors that may have missed
   // messages relayed through `lost` (all of them if it relayed, none if it was a leaf).
   MeshMap without(uint32_t lost, std::vector<uint32_t>* cut_off = nullptr) const;
+  // The map with `member` back as a leaf (a restarted node rejoining): under its former
+  // parent if that one is still here, else under the root. A member already in the map is
+  // taken out first (without), so every node computes the same map from the same one.
+  // Version + 1.
+  MeshMap with(const MeshMember& member) const;
 
  private:
   size_t depth(uint32_t id) const;

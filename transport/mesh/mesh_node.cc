@@ -7,7 +7,11 @@
 namespace dtrain::transport {
 
 MeshNode::MeshNode(Endpoint& endpoint, const MeshMap& map, Handlers handlers)
-    : endpoint_(endpoint), self_(endpoint.node_id()), handlers_(std::move(handlers)), map_(map) {
+    : endpoint_(endpoint),
+      self_(endpoint.node_id()),
+      handlers_(std::move(handlers)),
+      map_(map),
+      original_(map) {
   for (const MeshMember& m : map.members())
     if (m.id != self_) endpoint_.add_peer(m.id, m.address, m.port);
 }
@@ -52,6 +56,26 @@ void MeshNode::handle_delivery(Delivery&& d) {
     Delivery up{d.job_id, d.origin, d.message_id, d.from, *shared};
     handlers_.on_message(up);
   }
+}
+
+void MeshNode::add_member(uint32_t id) {
+  const MeshMember* member = original_.find(id);
+  if (!member || id == self_) return;
+  std::vector<Retained> catch_up;
+  bool neighbour;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    map_ = map_.with(*member);
+    const std::vector<uint32_t> n = map_.neighbours(self_);
+    neighbour = std::find(n.begin(), n.end(), id) != n.end();
+    if (neighbour) catch_up.assign(retained_.begin(), retained_.end());
+  }
+  endpoint_.add_peer(id, member->address, member->port);  // live again (it was declared lost)
+  for (const Retained& r : catch_up)
+    if (r.origin != id)
+      endpoint_.send(id, r.job_id, r.origin, r.message_id, r.bytes,
+                     std::chrono::milliseconds(0), Endpoint::SendKind::kRelay);
+  spdlog::info("node {}: node {} rejoins the mesh", self_, id);
 }
 
 void MeshNode::handle_peer_lost(uint32_t peer) {

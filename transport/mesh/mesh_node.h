@@ -41,6 +41,10 @@ class MeshNode {
 
   MeshMap map() const;
 
+  // A member of the original map restarted and rejoins (MeshMap::with); if it becomes a
+  // neighbour it gets what this node saw recently, like a re-attached child.
+  void add_member(uint32_t id);
+
   // Messages kept for catching up new neighbours after a repair: a node can relay a message
   // before it has itself noticed the loss (and so to the old neighbours only). Nodes notice a
   // loss at most one peer timeout apart, so that (plus a margin) is all that is kept; more
@@ -63,6 +67,7 @@ class MeshNode {
   Handlers handlers_;
   mutable std::mutex mutex_;
   MeshMap map_;
+  const MeshMap original_;  // as built: where a rejoining member was
   std::deque<Retained> retained_;  // guarded by mutex_
   size_t retained_bytes_ = 0;
 };
