@@ -97,6 +97,7 @@ struct TrainingSpec {
   ResidualSpec residual;
   std::string mesh = "plain";    // plain | mesh
   int64_t averaging_frequency = 5;
+  bool average_updater_state = false;  // parameter_averaging: momentum/moments averaged too
 };
 
 struct EvaluationSpec {

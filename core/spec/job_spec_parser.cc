@@ -235,7 +235,7 @@ class JobSpecParser {
     const std::string p = "training";
     r_.expect_map(node, p, {"mode", "epochs", "batch_size_per_worker", "nodes",
                             "workers_per_node", "threshold", "residual", "mesh",
-                            "averaging_frequency"});
+                            "averaging_frequency", "average_updater_state"});
     t.mode = r_.choice(node, "mode", p, t.mode, {"gradient_sharing", "parameter_averaging"});
     t.epochs = r_.integer(node, "epochs", p, 1, 1, 100000);
     t.batch_size_per_worker = r_.integer(node, "batch_size_per_worker", p, 32, 1, 1 << 20);
@@ -243,6 +243,7 @@ class JobSpecParser {
     t.workers_per_node = all_or_count(node, "workers_per_node", "auto", 256);
     t.mesh = r_.choice(node, "mesh", p, t.mesh, {"plain", "mesh"});
     t.averaging_frequency = r_.integer(node, "averaging_frequency", p, 5, 1, 1 << 20);
+    t.average_updater_state = r_.boolean(node, "average_updater_state", p, false);
 
     const YAML::Node th = node["threshold"];
     if (th) {

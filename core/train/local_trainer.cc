@@ -71,6 +71,23 @@ struct WorkerEpoch {
   std::exception_ptr error;
 };
 
+// One parameter-averaging round; with average_updater_state the updater's momentum/moments
+// travel with the parameters and are averaged the same way (DESIGN.md §6 "if asked").
+void average_round(NodeExchange& exchange, Worker& worker, bool with_updater_state,
+                   int64_t round) {
+  Model& m = worker.model();
+  std::vector<float>& state = worker.updater().state();
+  if (!with_updater_state || state.empty()) {
+    exchange.average_parameters(m.params(), m.num_params(), round);
+    return;
+  }
+  std::vector<float> both(m.params(), m.params() + m.num_params());
+  both.insert(both.end(), state.begin(), state.end());
+  exchange.average_parameters(both.data(), int64_t(both.size()), round);
+  std::copy(both.begin(), both.begin() + m.num_params(), m.params());
+  std::copy(both.begin() + m.num_params(), both.end(), state.begin());
+}
+
 // Survivors of a lost node do its minibatches that are left in this epoch (DESIGN.md §8): the
 // same list on every node, dealt round-robin over the live workers of the job. Returns how many
 // this node did.
@@ -219,8 +236,8 @@ TrainingResult train_local(const JobSpec& job, TrainingListener& listener,
             // last one after its last minibatch, so all replicas agree at every epoch end.
             while (exchange && rounds_done < rounds_per_epoch &&
                    in_epoch + 1 >= (rounds_done + 1) * per_epoch_local / rounds_per_epoch) {
-              exchange->average_parameters(worker.model().params(), initial.num_params(),
-                                           epoch * rounds_per_epoch + rounds_done);
+              average_round(*exchange, worker, job.training.average_updater_state,
+                            epoch * rounds_per_epoch + rounds_done);
               ++rounds_done;
             }
           }

@@ -191,6 +191,13 @@ void JobRunner::run() {
                  members.size(), exchange.first_worker(),
                  exchange.first_worker() + members[rank].workers - 1, exchange.total_workers());
     exchange.set_epochs(job.training.epochs);
+    if (job.training.mode == "parameter_averaging")
+      report_("log", {{"line", "parameter averaging every " +
+                                   std::to_string(job.training.averaging_frequency) +
+                                   " minibatches" +
+                                   (job.training.average_updater_state
+                                        ? ", updater state included"
+                                        : "")}});
     core::JobSpec local = job;
     local.training.workers_per_node = members[rank].workers;
     core::LocalTrainingOptions o;

@@ -61,7 +61,9 @@ echo "accuracy $acc, replicas within $diff, eval $eval_acc"
 
 echo "== parameter averaging on 3 nodes"
 sed -e 's/mode: gradient_sharing/mode: parameter_averaging/' -e 's/epochs: 8/epochs: 5/' \
+    -e 's/  mesh: plain/  mesh: plain\n  average_updater_state: true/' \
     -e 's/model: cluster-test.dtm/model: cluster-pa.dtm/' job.yaml > pa.yaml
+grep -q "average_updater_state: true" pa.yaml || fail "pa.yaml lacks average_updater_state"
 timeout 300 "$SUBMIT" pa.yaml > pa.out 2> pa.err
 rc=$?
 tail -n 5 pa.out
@@ -72,6 +74,8 @@ acc=$(json jobs.json "j['jobs'][-1]['result']['accuracy']")
 python3 -c "import sys; sys.exit(0 if $acc >= 0.85 else 1)" || fail "parameter averaging accuracy $acc < 0.85"
 diff=$(json jobs.json "j['jobs'][-1]['result']['replica_max_relative_difference']")
 python3 -c "import sys; sys.exit(0 if $diff <= 1e-5 else 1)" || fail "parameter averaging replicas differ by $diff"
+"$SUBMIT" logs "$(json jobs.json "j['jobs'][-1]['id']")" | grep -q "updater state included" ||
+  fail "the parameter-averaging job did not average the updater state"
 
 echo "== status and metrics over HTTP"
 http_port=$(sed -nE 's/^http: .*port: ([0-9]+).*/\1/p' "$WORK/c/node-1.yaml")

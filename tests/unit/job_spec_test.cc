@@ -70,6 +70,7 @@ TEST_CASE("the shipped example specs parse with their documented values") {
 TEST_CASE("a good spec parses and relative data paths resolve against the spec's folder") {
   Fixture f;
   CHECK(f.error_of(kGood) == "");
+  CHECK(f.error_of(replace(kGood, "epochs: 2", "epochs: 2\n  average_updater_state: true")) == "");
   core::JobSpec job = core::parse_job_spec_file(f.dir + "/job.yaml");
   CHECK(job.data.train.path == f.dir + "/train.csv");
   CHECK(job.output.model == "ok.dtm");
@@ -87,6 +88,8 @@ TEST_CASE("bad specs are refused with location, key and fix") {
        {"job.yaml:10:11", "training.epochs", "expected an integer", "'two'"}},
       {"negative size", replace(kGood, "batch_size_per_worker: 8", "batch_size_per_worker: -8"),
        {"job.yaml:11:26", "training.batch_size_per_worker", "out of range"}},
+      {"not a boolean", replace(kGood, "epochs: 2", "epochs: 2\n  average_updater_state: maybe"),
+       {"job.yaml:11:", "training.average_updater_state", "'maybe'"}},
       {"unknown key with suggestion", replace(kGood, "epochs: 2", "epoch: 2"),
        {"job.yaml:10:3", "unknown key 'epoch'", "did you mean 'epochs'"}},
       {"missing file", replace(kGood, "path: train.csv", "path: nowhere.csv"),
