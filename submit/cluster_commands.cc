@@ -163,22 +163,18 @@ int run_cluster_submit(const ClusterArgs& a, const std::string& job_path, bool d
   std::fflush(stdout);
   const bool terminal = isatty(fileno(stdout));
   std::signal(SIGINT, [](int) { g_interrupted = 1; });
-  size_t log_lines = 0;
+  uint64_t log_next = 0;  // the next log line to print
   auto last_plain = std::chrono::steady_clock::now();
   int failures = 0;
   while (!g_interrupted) {
     std::this_thread::sleep_for(std::chrono::milliseconds(500));
     try {
-      job = call(a, "status", numeric, Json::object());
-      const Json logs = call(a, "logs", numeric, Json::object());
+      job = call(a, "status", numeric, {{"log_from", log_next}});
       failures = 0;
-      const auto& lines = logs["log"];
-      if (lines.size() > log_lines) {
-        if (terminal) std::printf("\r\033[K");
-        for (size_t i = log_lines; i < lines.size(); ++i)
-          std::printf("%s\n", lines[i].get<std::string>().c_str());
-        log_lines = lines.size();
-      }
+      const Json lines = job.value("log", Json::array());
+      if (!lines.empty() && terminal) std::printf("\r\033[K");
+      for (const Json& line : lines) std::printf("%s\n", line.get<std::string>().c_str());
+      log_next = job.value("log_next", log_next);
     } catch (const ControlError& e) {
       // The controller may be restarting: keep trying for a while, then say so.
       if (++failures == 20) {

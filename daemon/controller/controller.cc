@@ -453,7 +453,20 @@ std::vector<uint8_t> Controller::handle_request(const std::string& kind, uint64_
       return reply_error("no job " + job_id_text(job_id) + " on this controller",
                          "list the jobs with `dtrain-submit status`");
     JobRecord& job = it->second;
-    if (kind == "status") return reply_ok(job.to_json());
+    if (kind == "status") {
+      Json j = job.to_json();
+      // Following a job: the log lines from number log_from on come with its status, so one
+      // request every half second does (line numbers count from the job's first line).
+      if (body.contains("log_from") && body["log_from"].is_number_unsigned()) {
+        const uint64_t from = body["log_from"].get<uint64_t>();
+        const size_t first = from > job.log_dropped ? size_t(from - job.log_dropped) : 0;
+        Json lines = Json::array();
+        for (size_t i = first; i < job.log.size(); ++i) lines.push_back(job.log[i]);
+        j["log"] = lines;
+        j["log_next"] = job.log_dropped + job.log.size();
+      }
+      return reply_ok(j);
+    }
     if (kind == "logs") return reply_ok({{"id", job_id_text(job.id)}, {"log", job.log}});
     if (kind == "cancel") {
       if (job.finished()) return reply_ok(job.to_json());

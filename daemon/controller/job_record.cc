@@ -77,7 +77,10 @@ void JobRecord::add_log(const std::string& line) {
   char stamp[32];
   std::strftime(stamp, sizeof stamp, "%Y-%m-%d %H:%M:%S", std::localtime(&t));
   log.push_back(std::string(stamp) + " " + line);
-  if (log.size() > 5000) log.erase(log.begin(), log.begin() + 1000);
+  if (log.size() > 5000) {
+    log.erase(log.begin(), log.begin() + 1000);
+    log_dropped += 1000;
+  }
 }
 
 void save_job(const std::string& dir, const JobRecord& job) {

@@ -33,6 +33,7 @@ struct JobRecord {
   std::string error, fix;
   bool cancel_requested = false;
   std::vector<std::string> log;
+  uint64_t log_dropped = 0;  // lines dropped from the front (the log keeps the newest)
 
   bool finished() const {
     return state == "succeeded" || state == "failed" || state == "cancelled";
