@@ -137,6 +137,13 @@ void MeshExchange::on_message(const transport::Delivery& d) {
 void MeshExchange::on_loss(uint32_t lost) {
   std::lock_guard<std::mutex> lock(mutex_);
   lost_.insert(lost);
+  if (joining_.count(lost)) {
+    // The silence of its old process, noticed after the controller said it is back (a quick
+    // restart, as under systemd): it stays in the mesh so that it misses nothing.
+    mesh_->add_member(lost);
+  } else {
+    readmitted_.erase(lost);  // lost again: a later restart may rejoin again
+  }
   changed_.notify_all();
 }
 

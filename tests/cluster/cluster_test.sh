@@ -153,7 +153,10 @@ else
     sleep 0.1
   done
   json long.json "j['lost_nodes']" | grep -q "$name" || fail "the job does not name $name as lost"
-  sleep 4  # past the 3 s peer timeout: the survivors' mesh has declared it lost too
+  # Restarted at once, as systemd does (RestartSec=5 against the default 10 s peer timeout): the
+  # controller has seen it go, the survivors' mesh has not timed it out yet. DTRAIN_REJOIN_DELAY
+  # (seconds) waits longer, past the 3 s peer timeout, for the other order.
+  sleep "${DTRAIN_REJOIN_DELAY:-0.5}"
   "$DTRAIND" --config "$WORK/c/$name.yaml" >> "$WORK/c/$name.log" 2>&1 &
   sed -i "/ $name\$/d" "$WORK/c/pids"
   echo "$! $name" >> "$WORK/c/pids"
@@ -177,6 +180,7 @@ else
   # The rejoined node's replica is in the agreement check, and it evaluated its part.
   grep -q "evaluation over 3 nodes" long.log || fail "the evaluation was not spread over the 3 nodes"
   [[ -f $(json long.json "j['result']['model_path']") ]] || fail "no model file"
+  grep -E "lost|minibatches of lost|rejoin|evaluation over" long.log | cut -c1-160 | head -n 12
   echo "job $state; $name lost, $(grep -o "$name: rejoined at epoch [0-9]*" long.log);" \
     "replicas within $(json long.json "j['result']['replica_max_relative_difference']")," \
     "accuracy $(json long.json "j['result'].get('accuracy')")"

@@ -62,19 +62,24 @@ void MeshNode::add_member(uint32_t id) {
   const MeshMember* member = original_.find(id);
   if (!member || id == self_) return;
   std::vector<Retained> catch_up;
-  bool neighbour;
+  std::vector<uint32_t> fresh;
   {
     std::lock_guard<std::mutex> lock(mutex_);
+    const std::vector<uint32_t> before = map_.neighbours(self_);
     map_ = map_.with(*member);
-    const std::vector<uint32_t> n = map_.neighbours(self_);
-    neighbour = std::find(n.begin(), n.end(), id) != n.end();
-    if (neighbour) catch_up.assign(retained_.begin(), retained_.end());
+    for (uint32_t n : map_.neighbours(self_))
+      if (n == id || std::find(before.begin(), before.end(), n) == before.end()) fresh.push_back(n);
+    if (!fresh.empty()) catch_up.assign(retained_.begin(), retained_.end());
   }
   endpoint_.add_peer(id, member->address, member->port);  // live again (it was declared lost)
-  for (const Retained& r : catch_up)
-    if (r.origin != id)
-      endpoint_.send(id, r.job_id, r.origin, r.message_id, r.bytes,
-                     std::chrono::milliseconds(0), Endpoint::SendKind::kRelay);
+  // If it was still in the map (it restarted before anyone noticed it was gone), taking it out
+  // and back in may have re-attached others: what it was relaying is sent again along the new
+  // edges, as after a loss.
+  for (uint32_t n : fresh)
+    for (const Retained& r : catch_up)
+      if (r.origin != n)
+        endpoint_.send(n, r.job_id, r.origin, r.message_id, r.bytes,
+                       std::chrono::milliseconds(0), Endpoint::SendKind::kRelay);
   spdlog::info("node {}: node {} rejoins the mesh", self_, id);
 }
 
