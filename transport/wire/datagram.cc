@@ -28,11 +28,6 @@ bool frame_is_sane(const wire::Envelope& e, size_t max_datagram) {
       return uint64_t(c->total_bytes()) <= uint64_t(c->count()) * max_datagram &&
              c->data()->size() <= c->total_bytes() && e.link_seq() > 0;
     }
-    case wire::Frame::Snapshot: {
-      const wire::Snapshot* s = e.frame_as_Snapshot();
-      return s->data() && s->offset() + s->data()->size() <= s->total_bytes() &&
-             e.link_seq() > 0;
-    }
     case wire::Frame::Nak:
       return e.frame_as_Nak()->missing() != nullptr;
     case wire::Frame::Ack: {
