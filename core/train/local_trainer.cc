@@ -71,6 +71,18 @@ struct WorkerEpoch {
   std::exception_ptr error;
 };
 
+// run(w) for every worker, each on a thread of its own (one worker: on this thread).
+template <class Run>
+void on_every_worker(int workers, Run& run) {
+  if (workers == 1) {
+    run(0);
+    return;
+  }
+  std::vector<std::thread> threads;
+  for (int w = 0; w < workers; ++w) threads.emplace_back(run, w);
+  for (auto& t : threads) t.join();
+}
+
 // One parameter-averaging round; with average_updater_state the updater's momentum/moments
 // travel with the parameters and are averaged the same way (DESIGN.md §6 "if asked").
 void average_round(NodeExchange& exchange, Worker& worker, bool with_updater_state,
@@ -117,9 +129,7 @@ int64_t take_over(const NodeExchange::EpochEnd& end, int shards, Workers& worker
       errors[w] = std::current_exception();
     }
   };
-  std::vector<std::thread> threads;
-  for (int w = 0; w < int(workers.size()); ++w) threads.emplace_back(run, w);
-  for (auto& t : threads) t.join();
+  on_every_worker(int(workers.size()), run);
   for (auto& e : errors)
     if (e) std::rethrow_exception(e);
   return done;
@@ -280,13 +290,7 @@ TrainingResult train_local(const JobSpec& job, TrainingListener& listener,
         stop = true;
       }
     };
-    if (num_workers == 1) {
-      run(0);
-    } else {
-      std::vector<std::thread> threads_running;
-      for (int w = 0; w < num_workers; ++w) threads_running.emplace_back(run, w);
-      for (auto& t : threads_running) t.join();
-    }
+    on_every_worker(num_workers, run);
     for (const WorkerEpoch& s : stats)
       if (s.error) std::rethrow_exception(s.error);
 

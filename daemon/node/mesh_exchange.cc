@@ -74,12 +74,15 @@ void MeshExchange::attach(core::MessageBus& bus, int64_t num_params) {
   release_pending();
 }
 
+bool MeshExchange::deliverable(const Position& at) const {
+  return bus_ && !rejoining_ && at.epoch >= first_epoch_ && at.epoch <= current_epoch_;
+}
+
 void MeshExchange::release_pending() {
-  if (!bus_ || rejoining_) return;
   for (auto it = pending_.begin(); it != pending_.end();) {
     if (it->at.epoch < first_epoch_) {
       it = pending_.erase(it);  // in the snapshot already
-    } else if (it->at.epoch <= current_epoch_) {
+    } else if (deliverable(it->at)) {
       deliver(it->bytes.data(), it->bytes.size(), it->origin, it->at);
       it = pending_.erase(it);
     } else {
@@ -107,7 +110,7 @@ void MeshExchange::on_message(const transport::Delivery& d) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (d.bytes[0] == kUpdate && d.bytes.size() >= kUpdateHeader) {
     const Position at{read_at<int64_t>(d.bytes, 1), read_at<int64_t>(d.bytes, 9)};
-    if (bus_ && !rejoining_ && at.epoch <= current_epoch_ && at.epoch >= first_epoch_)
+    if (deliverable(at))
       deliver(d.bytes.data() + kUpdateHeader, d.bytes.size() - kUpdateHeader, d.origin, at);
     else if (at.epoch >= first_epoch_)
       pending_.push_back(
@@ -115,9 +118,7 @@ void MeshExchange::on_message(const transport::Delivery& d) {
   } else if (d.bytes[0] == kSnapshot && d.bytes.size() >= kSnapshotHeader) {
     on_snapshot(d);
   } else if (d.bytes[0] == kParameters && d.bytes.size() >= 9 && (d.bytes.size() - 9) % 4 == 0) {
-    int64_t round;
-    std::memcpy(&round, d.bytes.data() + 1, 8);
-    std::vector<float>& p = rounds_[round][d.origin];
+    std::vector<float>& p = rounds_[read_at<int64_t>(d.bytes, 1)][d.origin];
     p.resize((d.bytes.size() - 9) / 4);
     std::memcpy(p.data(), d.bytes.data() + 9, p.size() * 4);
   } else if (d.bytes[0] == kEpochEnd && d.bytes.size() >= kEpochEndBytes) {

@@ -95,7 +95,10 @@ class MeshExchange : public core::NodeExchange {
   // Publishes this node's announcement for `barrier`, then waits for every live node's.
   void meet(Barrier barrier, double tau_sum, int workers);
   void deliver(const uint8_t* data, size_t size, uint32_t origin, Position at);  // under mutex_
-  void release_pending();  // under mutex_
+  // Under mutex_: whether an update tagged `at` may go to the bus now; release_pending() moves
+  // the held ones that may.
+  bool deliverable(const Position& at) const;
+  void release_pending();
   void on_snapshot(const transport::Delivery& d);  // under mutex_
   void admit(int64_t epoch, std::vector<uint32_t> joiners);  // under mutex_
   std::string name_of(uint32_t id) const;

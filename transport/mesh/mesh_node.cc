@@ -58,6 +58,28 @@ void MeshNode::handle_delivery(Delivery&& d) {
   }
 }
 
+std::vector<uint32_t> MeshNode::replace_map(MeshMap next, std::optional<uint32_t> rejoining,
+                                            std::vector<Retained>& catch_up) {
+  const std::vector<uint32_t> before = map_.neighbours(self_);
+  map_ = std::move(next);
+  std::vector<uint32_t> fresh;
+  for (uint32_t n : map_.neighbours(self_))
+    if (n == rejoining || std::find(before.begin(), before.end(), n) == before.end())
+      fresh.push_back(n);
+  if (!fresh.empty()) catch_up.assign(retained_.begin(), retained_.end());
+  return fresh;
+}
+
+void MeshNode::send_catch_up(const std::vector<uint32_t>& to,
+                             const std::vector<Retained>& retained) {
+  // Their reassemblers drop what they already have.
+  for (uint32_t n : to)
+    for (const Retained& r : retained)
+      if (r.origin != n)
+        endpoint_.send(n, r.job_id, r.origin, r.message_id, r.bytes,
+                       std::chrono::milliseconds(0), Endpoint::SendKind::kRelay);
+}
+
 void MeshNode::add_member(uint32_t id) {
   const MeshMember* member = original_.find(id);
   if (!member || id == self_) return;
@@ -65,21 +87,13 @@ void MeshNode::add_member(uint32_t id) {
   std::vector<uint32_t> fresh;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    const std::vector<uint32_t> before = map_.neighbours(self_);
-    map_ = map_.with(*member);
-    for (uint32_t n : map_.neighbours(self_))
-      if (n == id || std::find(before.begin(), before.end(), n) == before.end()) fresh.push_back(n);
-    if (!fresh.empty()) catch_up.assign(retained_.begin(), retained_.end());
+    fresh = replace_map(map_.with(*member), id, catch_up);
   }
   endpoint_.add_peer(id, member->address, member->port);  // live again (it was declared lost)
   // If it was still in the map (it restarted before anyone noticed it was gone), taking it out
-  // and back in may have re-attached others: what it was relaying is sent again along the new
+  // and back in may have re-attached others: what it was relaying goes again along the new
   // edges, as after a loss.
-  for (uint32_t n : fresh)
-    for (const Retained& r : catch_up)
-      if (r.origin != n)
-        endpoint_.send(n, r.job_id, r.origin, r.message_id, r.bytes,
-                       std::chrono::milliseconds(0), Endpoint::SendKind::kRelay);
+  send_catch_up(fresh, catch_up);
   spdlog::info("node {}: node {} rejoins the mesh", self_, id);
 }
 
@@ -91,19 +105,11 @@ void MeshNode::handle_peer_lost(uint32_t peer) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (!map_.contains(peer)) return;
-    const std::vector<uint32_t> before = map_.neighbours(self_);
-    map_ = map_.without(peer, &missed);
+    fresh = replace_map(map_.without(peer, &missed), std::nullopt, catch_up);
     version = map_.version();
-    for (uint32_t n : map_.neighbours(self_))
-      if (std::find(before.begin(), before.end(), n) == before.end()) fresh.push_back(n);
-    if (!fresh.empty()) catch_up.assign(retained_.begin(), retained_.end());
   }
-  // New neighbours get what this node saw recently; their reassemblers drop what they have.
-  for (uint32_t n : fresh)
-    for (const Retained& r : catch_up)
-      if (r.origin != n)
-        endpoint_.send(n, r.job_id, r.origin, r.message_id, r.bytes,
-                       std::chrono::milliseconds(0), Endpoint::SendKind::kRelay);
+  // New neighbours get what this node saw recently.
+  send_catch_up(fresh, catch_up);
   spdlog::warn("node {}: node {} lost; mesh map version {} re-attaches its children", self_, peer,
                version);
   if (handlers_.on_loss) handlers_.on_loss(peer, missed, version);

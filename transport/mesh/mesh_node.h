@@ -9,6 +9,7 @@
 #include <deque>
 #include <functional>
 #include <mutex>
+#include <optional>
 #include <vector>
 
 #include "transport/endpoint/endpoint.h"
@@ -61,6 +62,11 @@ class MeshNode {
     Endpoint::Bytes bytes;
   };
   void retain(uint64_t job_id, uint32_t origin, uint64_t message_id, Endpoint::Bytes bytes);
+  // Under mutex_: installs `next`; returns the neighbours it adds (and `rejoining`, if it is a
+  // neighbour: it starts over), with what they need to catch up in `catch_up`.
+  std::vector<uint32_t> replace_map(MeshMap next, std::optional<uint32_t> rejoining,
+                                    std::vector<Retained>& catch_up);
+  void send_catch_up(const std::vector<uint32_t>& to, const std::vector<Retained>& retained);
 
   Endpoint& endpoint_;
   uint32_t self_;
