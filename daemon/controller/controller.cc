@@ -131,8 +131,8 @@ void Controller::serve(ControlConnection& c) {
                          "run the same dtrain release on every machine"));
       return;
     }
-    serve_node(c, r->node_id(), r->node_name()->str(), r->address()->str(), r->data_port(),
-               std::max(1u, r->cores()));
+    serve_node(c, r->node_id(), r->boot_id(), r->node_name()->str(), r->address()->str(),
+               r->data_port(), std::max(1u, r->cores()));
     return;
   }
   if (const auto* q = frame.body_as_Request()) {
@@ -143,8 +143,9 @@ void Controller::serve(ControlConnection& c) {
   c.send(reply_error("unexpected first control frame", "run the same dtrain release everywhere"));
 }
 
-void Controller::serve_node(ControlConnection& c, uint32_t id, const std::string& name,
-                            const std::string& address, uint16_t data_port, uint32_t cores) {
+void Controller::serve_node(ControlConnection& c, uint32_t id, uint64_t boot_id,
+                            const std::string& name, const std::string& address,
+                            uint16_t data_port, uint32_t cores) {
   uint64_t session;
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -157,8 +158,14 @@ void Controller::serve_node(ControlConnection& c, uint32_t id, const std::string
         return;
       }
     Member& m = members_[name];
-    if (m.alive && m.session != 0)
-      spdlog::info("controller: node {} registered again (restarted?)", name);
+    if (m.alive && m.session != 0 && m.boot_id != boot_id) {
+      // A new process before its old connection was seen to end: the old one is gone, with
+      // its part of the running job (which it may now rejoin).
+      node_lost(m, "it restarted");
+    } else if (m.alive && m.session != 0) {
+      spdlog::info("controller: node {} reconnected", name);
+    }
+    m.boot_id = boot_id;
     m.id = id;
     m.name = name;
     m.address = address;

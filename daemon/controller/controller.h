@@ -40,12 +40,14 @@ class Controller {
     uint32_t cores = 1;
     bool alive = false;
     uint64_t session = 0;  // the live session's number (a re-registration replaces it)
+    uint64_t boot_id = 0;  // of the daemon process that registered
     std::chrono::steady_clock::time_point last_heard;
     std::deque<std::vector<uint8_t>> outbox;  // frames for the node
   };
 
-  void serve_node(transport::ControlConnection& c, uint32_t id, const std::string& name,
-                  const std::string& address, uint16_t data_port, uint32_t cores);
+  void serve_node(transport::ControlConnection& c, uint32_t id, uint64_t boot_id,
+                  const std::string& name, const std::string& address, uint16_t data_port,
+                  uint32_t cores);
   std::vector<uint8_t> handle_request(const std::string& kind, uint64_t job_id,
                                       const std::string& body);
   void on_job_message(Member& m, uint64_t job_id, const std::string& kind, const Json& body);

@@ -42,6 +42,7 @@ NodeAgent::NodeAgent(const DaemonConfig& config, const transport::ClusterKey& ke
   std::error_code ec;
   std::filesystem::create_directories(config_.data_dir, ec);
   node_id_ = load_or_draw_node_id(config_.data_dir);
+  randombytes_buf(&boot_id_, sizeof boot_id_);
   const transport::InterfaceAddress chosen =
       transport::choose_interface(config_.data_network, config_.data_allow_excluded);
   address_ = chosen.address;
@@ -101,7 +102,7 @@ void NodeAgent::session(const std::atomic<bool>& stop) {
   auto c = ControlConnection::connect(config_.controller_host, config_.controller_port, key_,
                                       std::chrono::seconds(10));
   const std::string controller = c->peer();
-  c->send(register_frame(node_id_, config_.name, address_, channel_->endpoint().port(),
+  c->send(register_frame(node_id_, boot_id_, config_.name, address_, channel_->endpoint().port(),
                          std::max(1u, std::thread::hardware_concurrency())));
   const std::vector<uint8_t> reply_bytes = c->receive(std::chrono::seconds(10));
   const auto& reply = transport::read_control_frame(reply_bytes);

@@ -42,6 +42,7 @@ class NodeAgent {
   DaemonConfig config_;
   transport::ClusterKey key_;
   uint32_t node_id_ = 0;
+  uint64_t boot_id_ = 0;  // random per start: tells the controller this process is new
   std::string address_;
   std::unique_ptr<DataChannel> channel_;
   std::mutex mutex_;

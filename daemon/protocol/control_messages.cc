@@ -8,12 +8,13 @@ namespace dtrain::daemon {
 
 using namespace transport;
 
-std::vector<uint8_t> register_frame(uint32_t node_id, const std::string& node_name,
-                                    const std::string& address, uint16_t data_port,
-                                    uint32_t cores) {
+std::vector<uint8_t> register_frame(uint32_t node_id, uint64_t boot_id,
+                                    const std::string& node_name, const std::string& address,
+                                    uint16_t data_port, uint32_t cores) {
   flatbuffers::FlatBufferBuilder fbb;
   const auto r = control::CreateRegister(fbb, fbb.CreateString(node_name),
-                                         fbb.CreateString(address), data_port, cores, node_id);
+                                         fbb.CreateString(address), data_port, cores, node_id,
+                                         boot_id);
   return control_frame_bytes(fbb, control::ControlBody::Register, r.Union());
 }
 

@@ -14,9 +14,9 @@ namespace dtrain::daemon {
 
 using Json = nlohmann::json;
 
-std::vector<uint8_t> register_frame(uint32_t node_id, const std::string& node_name,
-                                    const std::string& address, uint16_t data_port,
-                                    uint32_t cores);
+std::vector<uint8_t> register_frame(uint32_t node_id, uint64_t boot_id,
+                                    const std::string& node_name, const std::string& address,
+                                    uint16_t data_port, uint32_t cores);
 // kind: start | cancel | progress | result | failed | heartbeat | log
 std::vector<uint8_t> job_frame(uint64_t job_id, const std::string& kind, const Json& body);
 struct JobMessageIn {
