@@ -251,6 +251,12 @@ void Controller::on_job_message(Member& m, uint64_t job_id, const std::string& k
   }
 }
 
+Json Controller::start_message(const JobRecord& job, size_t rank) const {
+  return {{"spec", job.spec_text}, {"base_dir", job.base_dir}, {"name", job.name},
+          {"rank", rank}, {"members", job.members}, {"mesh", job.mesh},
+          {"peer_timeout_ms", config_.peer_timeout_ms}};
+}
+
 void Controller::offer_rejoin(Member& m) {
   if (running_ == 0) return;
   JobRecord& job = jobs_[running_];
@@ -260,19 +266,20 @@ void Controller::offer_rejoin(Member& m) {
     return;
   int rank = -1;
   Json lost = Json::array();
-  for (const Json& member : job.members) {
+  for (size_t i = 0; i < job.members.size(); ++i) {
+    const Json& member = job.members[i];
     const std::string name = member.value("name", "");
     if (name == m.name) {
       if (member.value("id", 0u) != m.id) return;  // another machine under the same name
-      rank = int(&member - &job.members[0]);
+      rank = int(i);
     } else if (listed(job.lost_nodes, name) && !listed(job.rejoined_nodes, name)) {
       lost.push_back(member["id"]);
     }
   }
   if (rank < 0) return;
-  Json start = {{"spec", job.spec_text}, {"base_dir", job.base_dir}, {"name", job.name},
-                {"rank", rank}, {"members", job.members}, {"mesh", job.mesh},
-                {"peer_timeout_ms", config_.peer_timeout_ms}, {"rejoin", true}, {"lost", lost}};
+  Json start = start_message(job, size_t(rank));
+  start["rejoin"] = true;
+  start["lost"] = lost;
   m.outbox.push_back(job_frame(job.id, "start", start));
   for (const std::string& n : job.nodes)
     if (n != m.name && members_.count(n) && members_[n].alive && !listed(job.lost_nodes, n))
@@ -286,7 +293,7 @@ void Controller::node_lost(Member& m, const std::string& why) {
   spdlog::warn("controller: node {} lost: {}", m.name, why);
   if (running_ == 0) return;
   JobRecord& job = jobs_[running_];
-  if (std::find(job.nodes.begin(), job.nodes.end(), m.name) == job.nodes.end()) return;
+  if (!listed(job.nodes, m.name)) return;
   if (job.results.count(m.name) || job.failures.count(m.name)) return;
   if (!listed(job.lost_nodes, m.name)) job.lost_nodes.push_back(m.name);
   unlist(job.rejoining, m.name);
@@ -434,12 +441,8 @@ void Controller::start_next() {
   }
   job.members = members;
   job.mesh = spec.training.mesh;
-  for (size_t rank = 0; rank < alive.size(); ++rank) {
-    Json start = {{"spec", job.spec_text}, {"base_dir", job.base_dir}, {"name", job.name},
-                  {"rank", rank}, {"members", members}, {"mesh", spec.training.mesh},
-                  {"peer_timeout_ms", config_.peer_timeout_ms}};
-    alive[rank]->outbox.push_back(job_frame(job.id, "start", start));
-  }
+  for (size_t rank = 0; rank < alive.size(); ++rank)
+    alive[rank]->outbox.push_back(job_frame(job.id, "start", start_message(job, rank)));
   job.add_log("started on " + std::to_string(alive.size()) + " nodes");
   spdlog::info("controller: job {} ({}) started on {} nodes", job_id_text(job.id), job.name,
                alive.size());

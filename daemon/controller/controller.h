@@ -61,6 +61,8 @@ class Controller {
   // A lost member of the running job registered again: it is sent the job to rejoin, the
   // others are told to admit it at their next epoch end (gradient sharing only).
   void offer_rejoin(Member& m);
+  // What a node is sent to start its part of `job` as member `rank`.
+  Json start_message(const JobRecord& job, size_t rank) const;
   void check_finished(JobRecord& job);
   void finish(JobRecord& job);
   void save(const JobRecord& job);

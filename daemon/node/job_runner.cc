@@ -131,12 +131,13 @@ JobRunner::~JobRunner() {
 
 void JobRunner::rejoin(uint32_t id) {
   std::lock_guard<std::mutex> lock(exchange_mutex_);
-  if (MeshExchange* e = exchange_.load()) e->on_rejoin(id);
+  if (exchange_) exchange_->on_rejoin(id);
 }
 
 void JobRunner::cancel() {
   cancel_ = true;
-  if (MeshExchange* e = exchange_.load()) e->cancel();
+  std::lock_guard<std::mutex> lock(exchange_mutex_);
+  if (exchange_) exchange_->cancel();
 }
 
 void JobRunner::run() {

@@ -50,8 +50,9 @@ class JobRunner {
   std::unique_ptr<ProgressReporter> progress_;
   std::atomic<bool> cancel_{false};
   std::atomic<bool> done_{false};
-  std::mutex exchange_mutex_;  // rejoin() against the end of run()
-  std::atomic<MeshExchange*> exchange_{nullptr};
+  // cancel() and rejoin() reach the exchange only while run() has it (it lives on run()'s stack).
+  std::mutex exchange_mutex_;
+  MeshExchange* exchange_ = nullptr;
   std::thread thread_;
 };
 
