@@ -30,6 +30,9 @@ struct EncodedMessage {
   int64_t length = 0;         // elements in the segment (the bitmap needs it)
   int64_t count = 0;          // elements sent
   std::vector<uint32_t> words;
+  // Where its worker was when it produced it (not part of the encoded bytes: the mesh carries
+  // them in its own header). batch -1: a minibatch taken over from a lost node at an epoch end.
+  int64_t epoch = 0, batch = -1;
 
   int64_t payload_bytes() const { return static_cast<int64_t>(words.size()) * 4; }
   int64_t wire_bytes() const { return kMessageHeaderBytes + payload_bytes(); }

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <string>
 
+#include "core/codec/message_elements.h"
 #include "core/util/check.h"
 #include "core/util/error.h"
 
@@ -79,16 +80,7 @@ void reference_apply(const EncodedMessage& m, float* params) {
 }
 
 void reference_decode_add(const EncodedMessage& m, float* out) {
-  float* o = out + m.param_offset;
-  if (m.encoding == Encoding::kSparse) {
-    for (uint32_t w : m.words) o[w & kSparseIndexMask] += (w & kSparseSignBit) ? -m.tau : m.tau;
-    return;
-  }
-  for (int64_t i = 0; i < m.length; ++i) {
-    const uint32_t code = (m.words[i / 16] >> (2 * (i % 16))) & 3u;
-    if (code == 1u) o[i] += m.tau;
-    else if (code == 2u) o[i] -= m.tau;
-  }
+  for_each_sent(m, [out](int64_t i, float v) { out[i] += v; });
 }
 
 }  // namespace dtrain::core

@@ -16,6 +16,8 @@ void ThresholdAlgorithm::observe(int64_t sent, int64_t n, Encoding encoding) {
     low = spec_.min_sparsity;
     high = spec_.max_sparsity;
   }
+  low *= density_scale_;
+  high *= density_scale_;
   // Too few elements sent: lower tau; too many: raise it.
   if (sparsity < low) tau_ = static_cast<float>(tau_ * kDecay);
   else if (sparsity > high) tau_ = static_cast<float>(tau_ / kDecay);

@@ -18,6 +18,13 @@ class ThresholdAlgorithm {
 
   float tau() const { return tau_; }
   void set_tau(float tau) { tau_ = tau; }
+  // Sparsity warm-up: the density band (or target) is multiplied by `scale` >= 1 until
+  // set back to 1 (core/train/corrections.h density_scale).
+  void set_density_scale(double scale) { density_scale_ = scale; }
+  // The top of the density band the algorithm aims at (what warm-up starts above).
+  double max_density() const {
+    return spec_.algorithm == "target_sparsity" ? spec_.target_sparsity : spec_.max_sparsity;
+  }
   const std::string& algorithm() const { return spec_.algorithm; }
 
   // Feed the step just encoded: `sent` of `n` elements in `encoding`; sets tau for the next step.
@@ -26,6 +33,7 @@ class ThresholdAlgorithm {
  private:
   ThresholdSpec spec_;
   float tau_;
+  double density_scale_ = 1.0;
 };
 
 }  // namespace dtrain::core

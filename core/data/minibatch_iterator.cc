@@ -49,10 +49,10 @@ bool MinibatchIterator::next(Tensor& features, Tensor& targets) {
   return true;
 }
 
-int64_t MinibatchIterator::batches_in_shard(int64_t shard, int64_t num_shards) const {
-  const int64_t n = data_.size();
+int64_t MinibatchIterator::shard_batches(int64_t n, int64_t batch, int64_t shard,
+                                         int64_t num_shards) {
   const int64_t examples = n * (shard + 1) / num_shards - n * shard / num_shards;
-  return (examples + batch_ - 1) / batch_;
+  return (examples + batch - 1) / batch;
 }
 
 bool MinibatchIterator::batch_of_shard(int64_t shard, int64_t num_shards, int64_t batch,

@@ -22,7 +22,12 @@ class MinibatchIterator {
   // a survivor); false if that shard has no such minibatch.
   bool batch_of_shard(int64_t shard, int64_t num_shards, int64_t batch, Tensor& features,
                       Tensor& targets) const;
-  int64_t batches_in_shard(int64_t shard, int64_t num_shards) const;
+  int64_t batches_in_shard(int64_t shard, int64_t num_shards) const {
+    return shard_batches(data_.size(), batch_, shard, num_shards);
+  }
+  // Minibatches of `batch` examples in shard `shard` of `num_shards` of `examples`.
+  static int64_t shard_batches(int64_t examples, int64_t batch, int64_t shard,
+                               int64_t num_shards);
 
   int64_t examples_per_epoch() const { return end_ - begin_; }
   int64_t batches_per_epoch() const { return (examples_per_epoch() + batch_ - 1) / batch_; }

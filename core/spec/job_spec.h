@@ -87,6 +87,32 @@ struct ResidualSpec {
   int64_t every = 5;
 };
 
+// Staleness control for gradient sharing (DESIGN.md §13): a worker starts minibatch b of an
+// epoch only once it has applied the messages of minibatches 0..b-bound of every live worker.
+// bound 0 is `async` (never waits); `bsp` is bound 1 (all of step t before step t+1).
+struct SyncSpec {
+  std::string mode = "bsp";  // async | bounded | bsp
+  int64_t bound = 1;
+};
+
+// Corrections that keep sparse training accurate (DGC, Lin et al. 2018; Goyal et al. 2017).
+struct CorrectionsSpec {
+  // Clear the updater's momentum of every element a message sent (its residual was sent too).
+  bool momentum_masking = false;
+  // Each worker clips its gradient to L2 norm clip_norm / sqrt(workers) before its updater;
+  // 0 = off.
+  double clip_norm = 0.0;
+  // Sparsity warm-up: over the first `warmup_epochs` the threshold aims at densities from
+  // `start_density` down to the configured band (exponentially); 0 epochs = off.
+  double sparsity_warmup_epochs = 0.0;
+  double sparsity_warmup_start = 1.0 / 16.0;
+  // The job's step is the sum of every worker's step. linear: each worker keeps the learning
+  // rate (the sum is W times it, Goyal's linear scaling); sqrt: lr * sqrt(W) in all; none: the
+  // sum equals one worker's lr. lr_warmup_epochs ramps from `none` to the rule linearly.
+  std::string lr_scaling = "linear";  // linear | sqrt | none
+  double lr_warmup_epochs = 0.0;
+};
+
 struct TrainingSpec {
   std::string mode = "gradient_sharing";  // gradient_sharing | parameter_averaging
   int64_t epochs = 1;
@@ -98,6 +124,12 @@ struct TrainingSpec {
   std::string mesh = "plain";    // plain | mesh
   int64_t averaging_frequency = 5;
   bool average_updater_state = false;  // parameter_averaging: momentum/moments averaged too
+  SyncSpec sync;                  // gradient_sharing only
+  CorrectionsSpec corrections;    // gradient_sharing only
+  // Stop a job whose loss rises far above its best or whose accuracy falls to chance.
+  bool stop_on_divergence = true;
+  // Keep a double-precision sum of every message applied and check the replica against it.
+  bool audit_updates = false;
 };
 
 struct EvaluationSpec {

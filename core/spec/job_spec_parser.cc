@@ -235,7 +235,8 @@ class JobSpecParser {
     const std::string p = "training";
     r_.expect_map(node, p, {"mode", "epochs", "batch_size_per_worker", "nodes",
                             "workers_per_node", "threshold", "residual", "mesh",
-                            "averaging_frequency", "average_updater_state"});
+                            "averaging_frequency", "average_updater_state", "sync",
+                            "corrections", "stop_on_divergence", "audit_updates"});
     t.mode = r_.choice(node, "mode", p, t.mode, {"gradient_sharing", "parameter_averaging"});
     t.epochs = r_.integer(node, "epochs", p, 1, 1, 100000);
     t.batch_size_per_worker = r_.integer(node, "batch_size_per_worker", p, 32, 1, 1 << 20);
@@ -244,6 +245,9 @@ class JobSpecParser {
     t.mesh = r_.choice(node, "mesh", p, t.mesh, {"plain", "mesh"});
     t.averaging_frequency = r_.integer(node, "averaging_frequency", p, 5, 1, 1 << 20);
     t.average_updater_state = r_.boolean(node, "average_updater_state", p, false);
+    t.stop_on_divergence = r_.boolean(node, "stop_on_divergence", p, true);
+    t.audit_updates = r_.boolean(node, "audit_updates", p, false);
+    t.sync = parse_sync(node);
 
     const YAML::Node th = node["threshold"];
     if (th) {
@@ -272,7 +276,55 @@ class JobSpecParser {
         t.residual.every = r_.integer(res, "every", rp, 5, 1, 1 << 20);
       }
     }
+    t.corrections = parse_corrections(node["corrections"], t.threshold.algorithm);
     return t;
+  }
+
+  // `sync: async | bsp | {bounded: K}` (DESIGN.md §13).
+  SyncSpec parse_sync(const YAML::Node& training) {
+    SyncSpec s;
+    const YAML::Node v = training["sync"];
+    if (!v) return s;
+    const std::string fix = "write 'sync: async', 'sync: bsp' or 'sync: {bounded: 2}'";
+    if (v.IsMap()) {
+      r_.expect_map(v, "training.sync", {"bounded"});
+      s.mode = "bounded";
+      s.bound = r_.integer(v, "bounded", "training.sync", std::nullopt, 1, 1 << 20);
+      return s;
+    }
+    if (v.IsScalar() && v.Scalar() == "bounded")
+      r_.fail(v, "training.sync", "bounded needs its number of steps", fix);
+    s.mode = r_.choice(training, "sync", "training", std::nullopt, {"async", "bsp"});
+    s.bound = s.mode == "bsp" ? 1 : 0;
+    return s;
+  }
+
+  CorrectionsSpec parse_corrections(const YAML::Node& node, const std::string& threshold) {
+    CorrectionsSpec c;
+    if (!node) return c;
+    const std::string p = "training.corrections";
+    r_.expect_map(node, p, {"momentum_masking", "clip_norm", "sparsity_warmup", "lr_scaling"});
+    c.momentum_masking = r_.boolean(node, "momentum_masking", p, c.momentum_masking);
+    c.clip_norm = r_.number(node, "clip_norm", p, 0.0, 0.0, 1e9, false);
+    const YAML::Node warm = node["sparsity_warmup"];
+    if (warm) {
+      const std::string wp = p + ".sparsity_warmup";
+      r_.expect_map(warm, wp, {"epochs", "start_density"});
+      c.sparsity_warmup_epochs = r_.number(warm, "epochs", wp, std::nullopt, 0.0, 1000.0, false);
+      c.sparsity_warmup_start =
+          r_.number(warm, "start_density", wp, 1.0 / 16.0, 0.0, 1.0 / 16.0, true);
+      if (c.sparsity_warmup_epochs > 0 && threshold == "fixed")
+        r_.fail(warm, wp, "a fixed threshold cannot follow a density warm-up",
+                "use threshold algorithm adaptive or target_sparsity, or drop sparsity_warmup");
+    }
+    const YAML::Node lr = node["lr_scaling"];
+    if (lr) {
+      const std::string lp = p + ".lr_scaling";
+      r_.expect_map(lr, lp, {"rule", "warmup_epochs"});
+      c.lr_scaling = r_.choice(lr, "rule", lp, c.lr_scaling, {"linear", "sqrt", "none"});
+      c.lr_warmup_epochs = r_.number(lr, "warmup_epochs", lp, 0.0, 0.0, 1000.0, false);
+    }
+    return c;
   }
 
   // `key: all|auto` -> 0, or a positive count.

@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "core/eval/evaluate.h"
+#include "core/train/divergence_monitor.h"
 #include "core/io/model_file.h"
 #include "core/train/training_data.h"
 #include "core/util/error.h"
@@ -103,8 +104,9 @@ void average_round(NodeExchange& exchange, Worker& worker, bool with_updater_sta
 // Survivors of a lost node do its minibatches that are left in this epoch (DESIGN.md §8): the
 // same list on every node, dealt round-robin over the live workers of the job. Returns how many
 // this node did.
-int64_t take_over(const NodeExchange::EpochEnd& end, int shards, Workers& workers,
-                  std::vector<int64_t>& iterations, const std::atomic<bool>* cancel) {
+int64_t take_over(const NodeExchange::EpochEnd& end, int64_t epoch, int shards,
+                  Workers& workers, std::vector<int64_t>& iterations,
+                  const std::atomic<bool>* cancel) {
   if (end.takeover.empty()) return 0;
   std::atomic<int64_t> done{0};
   std::vector<std::exception_ptr> errors(workers.size());
@@ -119,7 +121,7 @@ int64_t take_over(const NodeExchange::EpochEnd& end, int shards, Workers& worker
           if (index % end.live_workers != me) continue;
           if (cancel && *cancel) return;
           const int64_t it = iterations[w];
-          if (sw.step_on(t.shard, shards, b, it, it * shards + me)) {
+          if (sw.step_on(t.shard, shards, b, it, it * shards + me, epoch)) {
             ++iterations[w];
             ++done;
           }
@@ -159,17 +161,28 @@ TrainingResult train_local(const JobSpec& job, TrainingListener& listener,
   TrainingData data = load_training_data(job);
   Model initial(job.model);
   initial.init(job.seed);
-  MessageBus bus(num_workers);
   const CodecEngine& engine = CodecEngine::get();
   NodeExchange* exchange = options.exchange;
   const int first_shard = exchange ? exchange->first_worker() : 0;
   const int shards = exchange ? exchange->total_workers() : num_workers;
+  const int64_t batch = job.training.batch_size_per_worker;
+  std::vector<int64_t> shard_batches;
+  for (int s = 0; s < shards; ++s)
+    shard_batches.push_back(MinibatchIterator::shard_batches(data.train.size(), batch, s, shards));
+  StepGate gate(sharing ? job.training.sync.bound : 0, shard_batches);
+  MessageBus bus(num_workers, &gate);
+  std::atomic<bool> stop{false};
+  UpdateAudit audit(initial.num_params(), sharing && job.training.audit_updates);
   Workers workers;
   for (int w = 0; w < num_workers; ++w) {
     workers.push_back(std::make_unique<SharingWorker>(job, data.train, initial, w,
                                                       first_shard + w, shards, bus, engine));
-    if (options.message_observer) workers.back()->set_observer(options.message_observer);
+    SharingWorker& sw = *workers.back();
+    if (options.message_observer) sw.set_observer(options.message_observer);
+    sw.set_wait(exchange ? exchange->wait_deadline() : std::chrono::minutes(10),
+                [&stop, cancel = options.cancel] { return stop || (cancel && *cancel); });
   }
+  if (sharing) workers[0]->set_audit(&audit);
   if (exchange && sharing) {
     bus.set_outbound([exchange](const SharedMessage& m) { exchange->publish(m); });
     exchange->attach(bus, initial.num_params());
@@ -192,7 +205,7 @@ TrainingResult train_local(const JobSpec& job, TrainingListener& listener,
   const int64_t total_iterations = per_epoch * job.training.epochs;
   std::vector<int64_t> iterations(num_workers, 0);  // each worker's own step count
   double elapsed_total = 0.0;
-  std::atomic<bool> stop{false};
+  DivergenceMonitor divergence(job);
   std::atomic<int64_t> epoch_samples{0};
 
   int64_t first_epoch = 0;
@@ -210,6 +223,7 @@ TrainingResult train_local(const JobSpec& job, TrainingListener& listener,
       w->encoder().threshold().set_tau(resume.tau);
     }
     first_epoch = resume.next_epoch;
+    result.resumed = true;
     for (auto& it : iterations) it = first_epoch * per_epoch;
   }
   for (int64_t epoch = first_epoch; epoch < job.training.epochs && !stop; ++epoch) {
@@ -235,8 +249,7 @@ TrainingResult train_local(const JobSpec& job, TrainingListener& listener,
           // workers_per_node and the number of nodes are.
           const int64_t schedule_it = it * shards + first_shard + w;
           if (sharing) {
-            if (exchange) exchange->at_batch(w, epoch, in_epoch_own);
-            if (!sw.step(it, schedule_it)) break;
+            if (!sw.step(it, schedule_it, epoch, in_epoch_own)) break;
             ++in_epoch_own;
           } else {
             if (!worker.compute_step(it, schedule_it)) break;
@@ -270,6 +283,8 @@ TrainingResult train_local(const JobSpec& job, TrainingListener& listener,
           p.iteration_in_epoch = in_epoch++;
           p.iterations_per_epoch = per_epoch;
           p.loss = worker.last_loss();
+          divergence.on_step(p.loss);
+          p.diverging = divergence.diverging();
           const double elapsed = seconds_since(start);
           p.samples_per_sec = elapsed > 0 ? samples_now / elapsed : 0.0;
           const double per_iteration = (elapsed_total + elapsed) / double(it + 1);
@@ -304,7 +319,7 @@ TrainingResult train_local(const JobSpec& job, TrainingListener& listener,
       for (auto& w : workers) w->encoder().threshold().set_tau(
           static_cast<float>(end.tau_sum / std::max(1, end.workers)));
       result.lost_nodes = end.lost;
-      takeover_batches = take_over(end, shards, workers, iterations, options.cancel);
+      takeover_batches = take_over(end, epoch, shards, workers, iterations, options.cancel);
       exchange->end_takeover(epoch);
     }
     for (auto& w : workers) w->apply_received();
@@ -353,6 +368,10 @@ TrainingResult train_local(const JobSpec& job, TrainingListener& listener,
     }
     listener.on_epoch(summary);
     result.epochs.push_back(summary);
+    if (job.training.stop_on_divergence)
+      if (auto diverged = divergence.check_epoch(
+              epoch, summary.train_loss, summary.evaluated ? summary.eval.accuracy() : -1.0))
+        throw UserError(*diverged, divergence.fix());
   }
 
   std::vector<const float*> replicas;
@@ -361,6 +380,11 @@ TrainingResult train_local(const JobSpec& job, TrainingListener& listener,
   if (options.final_params)
     options.final_params->assign(lead.model().params(),
                                  lead.model().params() + initial.num_params());
+  for (auto& w : workers) result.max_ahead = std::max(result.max_ahead, w->max_ahead());
+  result.applied_digest = audit.digest();
+  result.applied_messages = audit.count();
+  if (audit.has_sum())
+    result.audit_deviation = audit.relative_deviation(initial.params(), lead.model().params());
   result.iterations = iterations[0];
   result.train_seconds = elapsed_total;
   if (options.write_model) {

@@ -24,6 +24,7 @@ struct StepProgress {
   double eta_seconds = 0.0;       // to the end of training
   int workers = 1;
   bool sharing = false;           // gradient sharing: `codec` holds worker 0's figures
+  bool diverging = false;         // the smoothed loss is far above its best (DivergenceMonitor)
   CodecStepStats codec;
 };
 
@@ -56,6 +57,15 @@ struct TrainingResult {
   std::string model_path;   // empty when not written
   int64_t iterations = 0;
   double train_seconds = 0.0;
+  // Gradient sharing: the most steps a worker was ahead of a live worker's applied messages
+  // (<= training.sync's bound), and worker 0's audit (update_audit.h): the messages it applied
+  // (count, order-independent digest of their ids) and, with training.audit_updates, how far
+  // its replica is from the initial parameters minus their sum (relative L2; -1 when not kept).
+  int64_t max_ahead = 0;
+  bool resumed = false;  // a rejoined node: its replica started from a snapshot (no audit)
+  uint64_t applied_digest = 0;
+  int64_t applied_messages = 0;
+  double audit_deviation = -1.0;
   int64_t samples = 0;
 };
 

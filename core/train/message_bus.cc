@@ -2,7 +2,7 @@
 
 namespace dtrain::core {
 
-MessageBus::MessageBus(int workers) {
+MessageBus::MessageBus(int workers, StepGate* gate) : gate_(gate) {
   for (int i = 0; i < workers; ++i) inboxes_.push_back(std::make_unique<Inbox>());
 }
 
@@ -13,6 +13,8 @@ void MessageBus::publish(int from, const SharedMessage& message) {
     std::lock_guard<std::mutex> lock(inbox.mutex);
     inbox.messages.push_back(message);
   }
+  if (gate_ && message->param_offset == 0)
+    gate_->delivered(int(message->origin), message->epoch, message->batch);
   if (from >= 0 && outbound_) outbound_(message);
 }
 

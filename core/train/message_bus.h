@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/codec/message.h"
+#include "core/train/step_gate.h"
 
 namespace dtrain::core {
 
@@ -15,7 +16,9 @@ using SharedMessage = std::shared_ptr<const EncodedMessage>;
 
 class MessageBus {
  public:
-  explicit MessageBus(int workers);
+  // `gate` (optional, outliving the bus) counts every step that reaches the bus, once it is
+  // in every inbox (staleness control, step_gate.h).
+  explicit MessageBus(int workers, StepGate* gate = nullptr);
 
   int workers() const { return static_cast<int>(inboxes_.size()); }
   // To every worker except `from` (pass -1 for a message that came from another node).
@@ -28,6 +31,7 @@ class MessageBus {
   // Everything delivered to `worker` since the last call, in arrival order.
   std::vector<SharedMessage> take(int worker);
   int64_t pending(int worker) const;
+  StepGate* gate() const { return gate_; }
 
  private:
   struct Inbox {
@@ -36,6 +40,7 @@ class MessageBus {
   };
   std::vector<std::unique_ptr<Inbox>> inboxes_;
   std::function<void(const SharedMessage&)> outbound_;
+  StepGate* gate_;
 };
 
 }  // namespace dtrain::core

@@ -2,6 +2,7 @@
 // How the workers of one node reach the other nodes of a cluster job (DESIGN.md §5 step 6:
 // "other nodes through the mesh"). core/ has no networking: the daemon implements this over
 // the transport; --local training has none.
+#include <chrono>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -20,14 +21,16 @@ class NodeExchange {
   virtual int total_workers() const = 0;
 
   // Before training: messages from other nodes go to `bus` (as from no local worker) from now
-  // on, including those that arrived while this node was still loading its data.
+  // on, including those that arrived while this node was still loading its data. Every
+  // message carries the epoch and minibatch its worker was at (EncodedMessage::epoch, batch):
+  // if this node is lost the others know which of its minibatches are left to cover, and
+  // bus.gate() learns of every worker of a lost node (and of an admitted one).
   virtual void attach(MessageBus& bus, int64_t num_params) = 0;
   // Every message this node's workers produce, from the producing thread.
   virtual void publish(const SharedMessage& message) = 0;
-  // Where local worker `worker` is: about to compute minibatch `batch` of `epoch` (called from
-  // its thread before each step). Its messages carry it, so that if this node is lost the
-  // others know which of its minibatches are left to cover.
-  virtual void at_batch(int worker, int64_t epoch, int64_t batch) = 0;
+  // How long a worker may wait for another's messages (training.sync) or an epoch end; by then
+  // a silent node has been declared lost and is no longer waited for.
+  virtual std::chrono::milliseconds wait_deadline() const = 0;
 
   // Parameter averaging (DESIGN.md §6): replaces `params` with the mean over every live node
   // of round `round` (each node calls it with its own parameters, rounds in the same order).

@@ -1,5 +1,11 @@
 #include "core/train/sharing_worker.h"
 
+#include <algorithm>
+#include <string>
+
+#include "core/train/corrections.h"
+#include "core/util/error.h"
+
 namespace dtrain::core {
 
 SharingWorker::SharingWorker(const JobSpec& job, const Dataset& train, const Model& initial,
@@ -9,38 +15,84 @@ SharingWorker::SharingWorker(const JobSpec& job, const Dataset& train, const Mod
       encoder_(initial.num_params(), job.training, static_cast<uint32_t>(shard), engine),
       bus_(bus),
       engine_(engine),
-      index_(index) {}
+      index_(index),
+      shard_(shard),
+      corrections_(job.training.corrections),
+      applied_batch_(size_t(shards), -1) {}
+
+void SharingWorker::apply(const EncodedMessage& m, float* params) {
+  engine_.apply(m, params);
+  ++messages_applied_;
+  if (audit_) audit_->applied(m);
+  if (m.epoch == epoch_ && m.batch >= 0 && m.origin < applied_batch_.size())
+    applied_batch_[m.origin] = std::max(applied_batch_[m.origin], m.batch);
+}
 
 int64_t SharingWorker::apply_received() {
   const std::vector<SharedMessage> inbox = bus_.take(index_);
   float* params = worker_.model().params();
-  for (const SharedMessage& m : inbox) engine_.apply(*m, params);
-  messages_applied_ += static_cast<int64_t>(inbox.size());
+  for (const SharedMessage& m : inbox) apply(*m, params);
   return static_cast<int64_t>(inbox.size());
 }
 
-bool SharingWorker::step(int64_t own_iteration, int64_t schedule_iteration) {
+void SharingWorker::measure_ahead(int64_t batch) {
+  const StepGate* gate = bus_.gate();
+  for (size_t w = 0; w < applied_batch_.size(); ++w) {
+    if (int(w) == shard_ || (gate && !gate->live(int(w)))) continue;
+    // A worker whose shard is done for this epoch is behind nobody.
+    if (gate && applied_batch_[w] >= gate->batches_of(int(w)) - 1) continue;
+    max_ahead_ = std::max(max_ahead_, batch - applied_batch_[w]);
+  }
+}
+
+bool SharingWorker::step(int64_t own_iteration, int64_t schedule_iteration, int64_t epoch,
+                         int64_t batch) {
+  if (epoch != epoch_) {
+    epoch_ = epoch;
+    std::fill(applied_batch_.begin(), applied_batch_.end(), -1);
+  }
+  if (StepGate* gate = bus_.gate()) {
+    std::vector<int> waiting;
+    if (!gate->wait(shard_, epoch, batch, wait_deadline_, stopped_, &waiting)) {
+      if (stopped_()) return false;
+      std::string names;
+      for (int w : waiting) names += (names.empty() ? "" : ", ") + std::to_string(w);
+      throw UserError("worker " + std::to_string(shard_) + " waited " +
+                          std::to_string(wait_deadline_.count()) + " ms for the messages of "
+                          "workers " + names + " (training.sync allows " +
+                          std::to_string(gate->bound()) + " steps of staleness)",
+                      "check the nodes of those workers (dtrain-submit nodes), or use "
+                      "training.sync: async");
+    }
+  }
   apply_received();  // step 7 for everything that arrived since the last step
+  measure_ahead(batch);
   if (!worker_.compute_step(own_iteration, schedule_iteration)) return false;
-  share_step();
+  share_step(epoch, batch);
   return true;
 }
 
 bool SharingWorker::step_on(int64_t shard, int64_t num_shards, int64_t batch,
-                            int64_t own_iteration, int64_t schedule_iteration) {
+                            int64_t own_iteration, int64_t schedule_iteration, int64_t epoch) {
   apply_received();
   if (!worker_.compute_step_on(shard, num_shards, batch, own_iteration, schedule_iteration))
     return false;
-  share_step();
+  share_step(epoch, -1);
   return true;
 }
 
-void SharingWorker::share_step() {
+void SharingWorker::share_step(int64_t epoch, int64_t batch) {
   float* params = worker_.model().params();
+  ThresholdAlgorithm& threshold = encoder_.threshold();
+  threshold.set_density_scale(density_scale(corrections_, threshold.max_density(),
+                                            worker_.progress(encoder_.steps())));
+  float* momentum = corrections_.momentum_masking ? worker_.updater().momentum() : nullptr;
   for (EncodedMessage& m : encoder_.encode(worker_.step())) {
+    m.epoch = epoch;
+    m.batch = batch;
+    if (momentum) mask_momentum(m, momentum);
     auto shared = std::make_shared<const EncodedMessage>(std::move(m));
-    engine_.apply(*shared, params);  // step 6: our own quantised update, not u itself
-    ++messages_applied_;
+    apply(*shared, params);  // step 6: our own quantised update, not u itself
     if (observer_) observer_(*shared);
     bus_.publish(index_, shared);
   }

@@ -1,13 +1,16 @@
 #pragma once
-// A worker in gradient-sharing mode (DESIGN.md §5): each step it applies what the other
-// workers sent, computes its step u, encodes u against its residual, applies its own
-// quantised message to its replica and publishes the message. It never waits for anyone.
+// A worker in gradient-sharing mode (DESIGN.md §5): each step it waits as long as
+// training.sync asks (§13), applies what the other workers sent, computes its step u, encodes
+// u against its residual, applies its own quantised message to its replica and publishes it.
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <vector>
 
 #include "core/codec/update_encoder.h"
 #include "core/train/message_bus.h"
+#include "core/train/update_audit.h"
 #include "core/train/worker.h"
 
 namespace dtrain::core {
@@ -23,31 +26,55 @@ class SharingWorker {
   SharingWorker(const JobSpec& job, const Dataset& train, const Model& initial, int index,
                 int shard, int shards, MessageBus& bus, const CodecEngine& engine);
 
-  // One minibatch; false at the end of the epoch (nothing done then). Iterations as in
-  // Worker::compute_step.
-  bool step(int64_t own_iteration, int64_t schedule_iteration);
-  // One minibatch of another shard of this epoch (Worker::compute_step_on).
+  // How long a step may wait for the others (sync: bsp / bounded) and what ends the wait
+  // early (a stopped or cancelled job: step() then returns false).
+  void set_wait(std::chrono::milliseconds deadline, std::function<bool()> stopped) {
+    wait_deadline_ = deadline;
+    stopped_ = std::move(stopped);
+  }
+
+  // Minibatch `batch` of `epoch` of its own shard; false at the end of the epoch or when a
+  // wait was ended by set_wait's `stopped` (nothing done then). Iterations as in
+  // Worker::compute_step. Throws UserError when the wait passes its deadline.
+  bool step(int64_t own_iteration, int64_t schedule_iteration, int64_t epoch, int64_t batch);
+  // One minibatch of another shard of this epoch (Worker::compute_step_on); never waits.
   bool step_on(int64_t shard, int64_t num_shards, int64_t batch, int64_t own_iteration,
-               int64_t schedule_iteration);
+               int64_t schedule_iteration, int64_t epoch);
   // Applies every message waiting in this worker's inbox; returns how many.
   int64_t apply_received();
 
   Worker& worker() { return worker_; }
   UpdateEncoder& encoder() { return encoder_; }
   int index() const { return index_; }
+  int shard() const { return shard_; }
   int64_t messages_applied() const { return messages_applied_; }
   void set_observer(MessageObserver observer) { observer_ = std::move(observer); }
+  // Every message this worker applies (its own included) goes through `audit` too.
+  void set_audit(UpdateAudit* audit) { audit_ = audit; }
+  // The most steps this worker was ever ahead of a live worker's messages it had applied,
+  // measured from the positions the messages carry (sync's bound keeps it <= K).
+  int64_t max_ahead() const { return max_ahead_; }
 
  private:
-  void share_step();  // encode u, apply our own message, publish it
+  void share_step(int64_t epoch, int64_t batch);  // encode u, apply our own message, publish
+  void apply(const EncodedMessage& m, float* params);
+  void measure_ahead(int64_t batch);
 
   Worker worker_;
   UpdateEncoder encoder_;
   MessageBus& bus_;
   const CodecEngine& engine_;
-  int index_;
+  int index_, shard_;
+  CorrectionsSpec corrections_;
   int64_t messages_applied_ = 0;
   MessageObserver observer_;
+  UpdateAudit* audit_ = nullptr;
+  std::chrono::milliseconds wait_deadline_{600000};
+  std::function<bool()> stopped_ = [] { return false; };
+  // Per worker of the job: the last minibatch of the current epoch applied here (-1: none).
+  int64_t epoch_ = -1;
+  std::vector<int64_t> applied_batch_;
+  int64_t max_ahead_ = 0;
 };
 
 }  // namespace dtrain::core

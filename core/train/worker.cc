@@ -3,13 +3,17 @@
 #include <cmath>
 #include <cstring>
 
+#include "core/train/corrections.h"
 #include "core/util/error.h"
 
 namespace dtrain::core {
 
 Worker::Worker(const JobSpec& job, const Dataset& train, const Model& initial, int64_t shard,
                int64_t num_shards)
-    : model_(std::make_unique<Model>(job.model)),
+    : corrections_(job.training.mode == "gradient_sharing" ? job.training.corrections
+                                                           : CorrectionsSpec{}),
+      workers_(static_cast<int>(num_shards)),
+      model_(std::make_unique<Model>(job.model)),
       iterator_(train, job.training.batch_size_per_worker, job.seed, shard, num_shards),
       rng_(Rng::derive(job.seed, 0xd0d0ULL + static_cast<uint64_t>(shard))) {
   std::memcpy(model_->params(), initial.params(), sizeof(float) * initial.num_params());
@@ -40,8 +44,10 @@ void Worker::compute_loaded(int64_t own_iteration, int64_t schedule_iteration) {
                         " at iteration " + std::to_string(own_iteration),
                     "lower model.updater.learning_rate or normalise the data "
                     "(data.normalize: scale)");
+  clip_gradient(corrections_, workers_, model_->grads(), model_->num_params());
   updater_->compute_step(model_->params(), model_->grads(), step_.data(), schedule_iteration,
-                         own_iteration + 1);
+                         own_iteration + 1,
+                         lr_scale(corrections_, workers_, progress(own_iteration)));
 }
 
 void Worker::apply_own_step() {

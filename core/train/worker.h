@@ -2,6 +2,7 @@
 // One training worker: its own model replica, updater, data shard and random stream. Each step
 // computes the update u for the next minibatch (DESIGN.md §5 step 1); who applies u, and how
 // it is shared, is the trainer's business.
+#include <algorithm>
 #include <memory>
 
 #include "core/data/minibatch_iterator.h"
@@ -41,10 +42,18 @@ class Worker {
   int64_t last_batch_size() const { return last_batch_; }
   int64_t batches_per_epoch() const { return iterator_.batches_per_epoch(); }
   int64_t examples_per_epoch() const { return iterator_.examples_per_epoch(); }
+  // Epochs of this worker's shard done so far, from its own step count (the corrections'
+  // warm-ups follow it).
+  double progress(int64_t own_iteration) const {
+    return double(own_iteration) / double(std::max<int64_t>(1, batches_per_epoch()));
+  }
+  int workers() const { return workers_; }
 
  private:
   void compute_loaded(int64_t own_iteration, int64_t schedule_iteration);  // on x_, y_
 
+  CorrectionsSpec corrections_;
+  int workers_;  // in the whole job (corrections scale with it)
   std::unique_ptr<Model> model_;
   std::unique_ptr<Updater> updater_;
   MinibatchIterator iterator_;

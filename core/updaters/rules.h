@@ -22,6 +22,7 @@ class NesterovsRule : public Updater {
  public:
   NesterovsRule(const UpdaterSpec& s, double l2, std::vector<ParamSegment> seg, int64_t n)
       : Updater(s, l2, std::move(seg), n, 1) {}
+  float* momentum() override { return state_.data(); }
   void rule(float* g, float lr, int64_t) override {
     const float mu = static_cast<float>(spec_.momentum);
     float* v = state_.data();
@@ -41,6 +42,7 @@ class AdamRule : public Updater {
   AdamRule(const UpdaterSpec& s, double l2, std::vector<ParamSegment> seg, int64_t n,
            bool amsgrad)
       : Updater(s, l2, std::move(seg), n, amsgrad ? 3 : 2), amsgrad_(amsgrad) {}
+  float* momentum() override { return state_.data(); }  // m
   void rule(float* g, float lr, int64_t t) override {
     const float b1 = static_cast<float>(spec_.beta1), b2 = static_cast<float>(spec_.beta2);
     const float eps = static_cast<float>(spec_.epsilon);

@@ -37,7 +37,7 @@ std::unique_ptr<Updater> Updater::create(const UpdaterSpec& spec, double l2,
 }
 
 void Updater::compute_step(const float* params, const float* grad, float* step,
-                           int64_t iteration, int64_t t) {
+                           int64_t iteration, int64_t t, double lr_scale) {
   if (step != grad) std::memcpy(step, grad, sizeof(float) * n_);
   if (l2_ > 0.0) {
     const float l2 = static_cast<float>(l2_);
@@ -48,7 +48,8 @@ void Updater::compute_step(const float* params, const float* grad, float* step,
       for (int64_t i = 0; i < seg.size; ++i) s[i] += l2 * w[i];
     }
   }
-  rule(step, static_cast<float>(scheduled_learning_rate(spec_, iteration)), t > 0 ? t : iteration + 1);
+  rule(step, static_cast<float>(scheduled_learning_rate(spec_, iteration) * lr_scale),
+       t > 0 ? t : iteration + 1);
 }
 
 }  // namespace dtrain::core

@@ -26,8 +26,14 @@ class Updater {
   // step = u for gradient `grad` at parameters `params`; step may alias grad. The schedule is
   // evaluated at `iteration`; bias corrections use t, this updater's own step number (1-based;
   // 0 means iteration + 1; they differ when several workers share one schedule).
+  // lr_scale multiplies the scheduled learning rate (learning-rate scaling with the number of
+  // workers, core/train/corrections.h).
   void compute_step(const float* params, const float* grad, float* step, int64_t iteration,
-                    int64_t t = 0);
+                    int64_t t = 0, double lr_scale = 1.0);
+
+  // The momentum (first moment) vector, or null for updaters without one: gradient sharing
+  // clears the elements a message sent (momentum factor masking).
+  virtual float* momentum() { return nullptr; }
 
   const std::string& type() const { return spec_.type; }
   // Momentum / moment estimates, flat; saved in model files so training can resume.

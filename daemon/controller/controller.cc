@@ -1,4 +1,5 @@
 #include "daemon/controller/controller.h"
+#include "daemon/controller/result_checks.h"
 
 #include <sodium.h>
 #include <spdlog/spdlog.h>
@@ -22,68 +23,6 @@ using transport::ControlConnection;
 using transport::ControlError;
 
 namespace {
-
-// The largest relative L2 difference between any node's parameter sample and the first's.
-double replica_difference(const std::map<std::string, Json>& results) {
-  const std::vector<float>* first = nullptr;
-  std::vector<std::vector<float>> samples;
-  for (const auto& [node, r] : results)
-    if (r.contains("params_sample")) samples.push_back(r["params_sample"].get<std::vector<float>>());
-  if (samples.size() < 2) return 0.0;
-  first = &samples[0];
-  double norm = 0.0;
-  for (float v : *first) norm += double(v) * v;
-  norm = std::sqrt(norm);
-  double worst = 0.0;
-  for (size_t s = 1; s < samples.size(); ++s) {
-    if (samples[s].size() != first->size()) return INFINITY;
-    double d = 0.0;
-    for (size_t i = 0; i < first->size(); ++i) {
-      const double x = double(samples[s][i]) - (*first)[i];
-      d += x * x;
-    }
-    worst = std::max(worst, std::sqrt(d) / std::max(norm, 1e-30));
-  }
-  return worst;
-}
-
-// Every node evaluated a part of the test set (the live nodes at the end, in member order):
-// adds their counts into the job's figures. Says so when the parts do not cover the set (a
-// node lost between the last epoch and its result).
-void merge_evaluation(const std::map<std::string, Json>& results, Json& result,
-                      JobRecord& job) {
-  core::Evaluation merged;
-  int parts = 0;
-  int64_t test_examples = 0;
-  for (const auto& [node, r] : results) {
-    if (!r.contains("evaluation_part")) continue;
-    const Json& p = r["evaluation_part"];
-    const auto counts = p.value("counts", std::vector<int64_t>{});
-    if (counts.size() < 4 || counts[0] <= 0 || counts[0] > 100000 ||
-        counts.size() != 4 + size_t(counts[0] * counts[0]) ||
-        (parts > 0 && counts[0] != merged.num_classes())) {
-      job.add_log(node + ": its evaluation part is malformed; left out");
-      continue;
-    }
-    core::Evaluation e = core::Evaluation::from_counts(counts, p.value("loss_sum", 0.0));
-    if (parts++ == 0) merged = e;
-    else merged.merge(e);
-    test_examples = p.value("test_examples", int64_t(0));
-  }
-  if (parts == 0) return;
-  result["accuracy"] = merged.accuracy();
-  result["top_n_accuracy"] = merged.top_n_accuracy();
-  result["top_n"] = merged.top_n();
-  result["test_loss"] = merged.mean_loss();
-  result["evaluated_examples"] = merged.count();
-  result["evaluation_nodes"] = parts;
-  job.add_log("evaluation over " + std::to_string(parts) + " nodes, " +
-              std::to_string(merged.count()) + " of " + std::to_string(test_examples) +
-              " test examples: accuracy " + std::to_string(merged.accuracy()));
-  if (merged.count() != test_examples)
-    job.add_log("the evaluation misses " + std::to_string(test_examples - merged.count()) +
-                " test examples: a node was lost before it reported its part");
-}
 
 bool listed(const std::vector<std::string>& names, const std::string& name) {
   return std::find(names.begin(), names.end(), name) != names.end();
@@ -351,11 +290,11 @@ void Controller::finish(JobRecord& job) {
     for (const auto& [n, r] : job.results) samples_per_sec += r.value("samples_per_sec", 0.0);
     result["samples_per_sec"] = samples_per_sec;
     job.result = result;
-    if (diff > 1e-5) {
+    if (std::optional<JobFailure> f = check_result(job.results, result, diff)) {
       job.state = "failed";
-      job.error = "the replicas disagree (max relative difference " + std::to_string(diff) +
-                  "): an update was lost or applied twice";
-      job.fix = "report this with `dtrain-submit logs " + job_id_text(job.id) + "`";
+      job.error = f->error;
+      job.fix = f->fix.empty() ? "report this with `dtrain-submit logs " + job_id_text(job.id) + "`"
+                               : f->fix;
     } else {
       job.state = "succeeded";
     }

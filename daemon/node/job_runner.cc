@@ -69,6 +69,7 @@ class JobRunner::ProgressReporter : public core::TrainingListener {
       j["message_kb"] = p.codec.message_bytes / 1024.0;
     }
     if (accuracy_ >= 0) j["accuracy"] = accuracy_;
+    j["diverging"] = p.diverging;
     {
       std::lock_guard<std::mutex> lock(mutex_);
       latest_ = j;
@@ -234,7 +235,20 @@ void JobRunner::run() {
                    {"codec_kernel", r.codec_kernel},
                    {"mesh_messages_sent", exchange.messages_sent()},
                    {"mesh_bytes_sent", exchange.bytes_sent()},
-                   {"lost_nodes", exchange.lost_names()}};
+                   {"lost_nodes", exchange.lost_names()},
+                   {"sync", job.training.sync.mode},
+                   {"sync_bound", job.training.sync.bound},
+                   {"max_steps_ahead", r.max_ahead},
+                   {"stop_on_divergence", job.training.stop_on_divergence}};
+    const core::LayerSpec& out = job.model.layers.back();
+    if (out.loss != core::Loss::kMse) result["classes"] = out.units;
+    if (!r.resumed && job.training.mode == "gradient_sharing") {
+      // The updates worker 0 applied: the controller checks every node applied the same set.
+      char digest[17];
+      std::snprintf(digest, sizeof digest, "%016llx", (unsigned long long)r.applied_digest);
+      result["applied_updates"] = {{"messages", r.applied_messages}, {"digest", digest}};
+      if (r.audit_deviation >= 0) result["applied_updates"]["deviation"] = r.audit_deviation;
+    }
     if (r.evaluated) {
       // This node's part of the test set; the controller merges every node's counts.
       result["evaluation_part"] = {{"part", r.eval_part},

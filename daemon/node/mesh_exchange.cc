@@ -48,17 +48,21 @@ MeshExchange::MeshExchange(uint64_t job_id, uint32_t self, const std::vector<Job
       next_message_id_(uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(
                                     std::chrono::system_clock::now().time_since_epoch())
                                     .count())) {
-  int local = 0;
   for (const JobMember& m : members_) {
-    if (m.id == self_) {
-      first_worker_ = total_workers_;
-      local = m.workers;
-    }
+    if (m.id == self_) first_worker_ = total_workers_;
     total_workers_ += m.workers;
   }
-  worker_epoch_ = std::make_unique<std::atomic<int64_t>[]>(size_t(local));
-  worker_batch_ = std::make_unique<std::atomic<int64_t>[]>(size_t(local));
-  for (int w = 0; w < local; ++w) worker_epoch_[w] = worker_batch_[w] = 0;
+}
+
+void MeshExchange::set_gate_live(uint32_t id, bool live) {
+  core::StepGate* gate = bus_ ? bus_->gate() : nullptr;
+  if (!gate) return;
+  int first = 0;
+  for (const JobMember& m : members_) {
+    if (m.id == id)
+      for (int w = first; w < first + m.workers; ++w) gate->set_live(w, live);
+    first += m.workers;
+  }
 }
 
 std::string MeshExchange::name_of(uint32_t id) const {
@@ -71,6 +75,7 @@ void MeshExchange::attach(core::MessageBus& bus, int64_t num_params) {
   std::lock_guard<std::mutex> lock(mutex_);
   bus_ = &bus;
   num_params_ = num_params;
+  for (uint32_t id : lost_) set_gate_live(id, false);
   release_pending();
 }
 
@@ -101,6 +106,8 @@ void MeshExchange::deliver(const uint8_t* data, size_t size, uint32_t origin, Po
   }
   Position& last = last_position_[m.origin];
   if (std::make_pair(at.epoch, at.batch) > std::make_pair(last.epoch, last.batch)) last = at;
+  m.epoch = at.epoch;
+  m.batch = at.batch;
   bus_->publish(-1, std::make_shared<const core::EncodedMessage>(std::move(m)));
   ++received_[origin][at.epoch];
 }
@@ -138,6 +145,7 @@ void MeshExchange::on_message(const transport::Delivery& d) {
 void MeshExchange::on_loss(uint32_t lost) {
   std::lock_guard<std::mutex> lock(mutex_);
   lost_.insert(lost);
+  set_gate_live(lost, false);
   if (joining_.count(lost)) {
     // The silence of its old process, noticed after the controller said it is back (a quick
     // restart, as under systemd): it stays in the mesh so that it misses nothing.
@@ -161,14 +169,8 @@ std::vector<std::string> MeshExchange::lost_names() {
   return out;
 }
 
-void MeshExchange::at_batch(int worker, int64_t epoch, int64_t batch) {
-  worker_epoch_[worker] = epoch;
-  worker_batch_[worker] = batch;
-}
-
 void MeshExchange::publish(const core::SharedMessage& message) {
-  const int local = int(message->origin) - first_worker_;
-  const int64_t epoch = worker_epoch_[local], batch = worker_batch_[local];
+  const int64_t epoch = message->epoch, batch = message->batch;
   std::vector<uint8_t> bytes = core::message_to_bytes(*message);
   bytes.insert(bytes.begin(), kUpdateHeader, 0);
   bytes[0] = kUpdate;
@@ -296,6 +298,7 @@ void MeshExchange::admit(int64_t epoch, std::vector<uint32_t> joiners) {
   for (uint32_t id : joiners) {
     if (id == self_) continue;
     lost_.erase(id);
+    set_gate_live(id, true);
     joining_.erase(id);
     admitted_now_.push_back(id);
     if (readmitted_.insert(id).second) mesh_->add_member(id);
@@ -318,6 +321,7 @@ void MeshExchange::on_rejoin(uint32_t id) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (id == self_) return;
   lost_.insert(id);  // its old process's updates of this epoch are covered by the takeover
+  set_gate_live(id, false);
   joining_.insert(id);
   if (readmitted_.insert(id).second) mesh_->add_member(id);
   changed_.notify_all();

@@ -47,7 +47,7 @@ class MeshExchange : public core::NodeExchange {
   int total_workers() const override { return total_workers_; }
   void attach(core::MessageBus& bus, int64_t num_params) override;
   void publish(const core::SharedMessage& message) override;
-  void at_batch(int worker, int64_t epoch, int64_t batch) override;
+  std::chrono::milliseconds wait_deadline() const override { return epoch_deadline_; }
   EpochEnd end_epoch(int64_t epoch, double local_tau_sum, int local_workers) override;
   void end_takeover(int64_t epoch) override;
   EvaluationShard evaluation_shard() override;
@@ -103,6 +103,8 @@ class MeshExchange : public core::NodeExchange {
   void admit(int64_t epoch, std::vector<uint32_t> joiners);  // under mutex_
   std::string name_of(uint32_t id) const;
   int live_first_worker(int* live_workers) const;  // under mutex_
+  // Under mutex_: tells the bus's step gate whether node `id`'s workers are waited for.
+  void set_gate_live(uint32_t id, bool live);
 
   uint64_t job_id_;
   uint32_t self_;
@@ -139,7 +141,6 @@ class MeshExchange : public core::NodeExchange {
   bool cancelled_ = false;
   std::map<int64_t, std::map<uint32_t, std::vector<float>>> rounds_;  // parameter averaging
 
-  std::unique_ptr<std::atomic<int64_t>[]> worker_epoch_, worker_batch_;  // at_batch()
   std::mutex publish_mutex_;  // message ids in order per origin
   // From the clock at start: a restarted node's messages must not reuse the ids its old
   // process used, or the others' reassemblers would drop them as repeats.

@@ -1,0 +1,45 @@
+#include "core/train/corrections.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "core/codec/message_elements.h"
+
+namespace dtrain::core {
+
+double lr_scale(const CorrectionsSpec& c, int workers, double progress) {
+  const double w = std::max(1, workers);
+  double target = 1.0;
+  if (c.lr_scaling == "sqrt") target = 1.0 / std::sqrt(w);
+  else if (c.lr_scaling == "none") target = 1.0 / w;
+  if (c.lr_warmup_epochs <= 0.0 || progress >= c.lr_warmup_epochs) return target;
+  const double start = 1.0 / w;
+  return start + (target - start) * std::max(0.0, progress) / c.lr_warmup_epochs;
+}
+
+double density_scale(const CorrectionsSpec& c, double max_density, double progress) {
+  if (c.sparsity_warmup_epochs <= 0.0 || progress >= c.sparsity_warmup_epochs ||
+      max_density <= 0.0 || c.sparsity_warmup_start <= max_density)
+    return 1.0;
+  const double left = 1.0 - std::max(0.0, progress) / c.sparsity_warmup_epochs;
+  return std::pow(c.sparsity_warmup_start / max_density, left);
+}
+
+double clip_gradient(const CorrectionsSpec& c, int workers, float* g, int64_t n) {
+  if (c.clip_norm <= 0.0) return 1.0;
+  double squares = 0.0;
+  for (int64_t i = 0; i < n; ++i) squares += double(g[i]) * double(g[i]);
+  const double bound = c.clip_norm / std::sqrt(double(std::max(1, workers)));
+  const double norm = std::sqrt(squares);
+  if (norm <= bound) return 1.0;
+  const double scale = bound / norm;
+  const float f = static_cast<float>(scale);
+  for (int64_t i = 0; i < n; ++i) g[i] *= f;
+  return scale;
+}
+
+void mask_momentum(const EncodedMessage& m, float* momentum) {
+  for_each_sent(m, [momentum](int64_t i, float) { momentum[i] = 0.0f; });
+}
+
+}  // namespace dtrain::core

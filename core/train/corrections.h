@@ -1,0 +1,30 @@
+#pragma once
+// The corrections that keep sparse, asynchronous training accurate (DESIGN.md §13; DGC, Lin et
+// al. 2018; Goyal et al. 2017), as pure functions of the spec and the training progress so that
+// each is tested on a hand-computed case. `progress` is in epochs (1.5 = half way through the
+// second epoch); `workers` is every worker of the job.
+#include <cstdint>
+
+#include "core/codec/message.h"
+#include "core/spec/job_spec.h"
+
+namespace dtrain::core {
+
+// Factor on each worker's learning rate. The job's step is the sum of every worker's step, so
+// factor 1 is linear scaling (the sum is `workers` times one worker's lr), 1/sqrt(W) gives
+// sqrt(W) in all and 1/W gives one worker's lr. Warm-up ramps linearly from 1/W to the rule.
+double lr_scale(const CorrectionsSpec& c, int workers, double progress);
+
+// Factor on the threshold algorithm's density band during sparsity warm-up: from
+// start_density / max_density at progress 0 down to 1 at warmup_epochs, exponentially (DGC's
+// 75%, 93.75%, ... sparsity steps, made smooth). 1 when warm-up is off or over.
+double density_scale(const CorrectionsSpec& c, double max_density, double progress);
+
+// Local gradient clipping: scales g so that its L2 norm is at most clip_norm / sqrt(workers).
+// Returns the factor applied (1 when it was within the bound or clipping is off).
+double clip_gradient(const CorrectionsSpec& c, int workers, float* g, int64_t n);
+
+// Momentum factor masking: clears momentum[i] for every element i the message sent.
+void mask_momentum(const EncodedMessage& m, float* momentum);
+
+}  // namespace dtrain::core

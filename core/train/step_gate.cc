@@ -1,0 +1,62 @@
+#include "core/train/step_gate.h"
+
+#include <algorithm>
+
+namespace dtrain::core {
+
+StepGate::StepGate(int64_t bound, std::vector<int64_t> batches)
+    : bound_(bound), batches_(std::move(batches)), steps_(batches_.size()),
+      live_(batches_.size(), 1) {}
+
+void StepGate::delivered(int worker, int64_t epoch, int64_t batch) {
+  if (batch < 0 || worker < 0 || worker >= workers()) return;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto& per_epoch = steps_[worker];
+    ++per_epoch[epoch];
+    // Epoch ends are barriers: nobody waits on an epoch two behind this one again.
+    while (per_epoch.size() > 2 && per_epoch.begin()->first < epoch - 1)
+      per_epoch.erase(per_epoch.begin());
+  }
+  changed_.notify_all();
+}
+
+void StepGate::set_live(int worker, bool live) {
+  if (worker < 0 || worker >= workers()) return;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    live_[worker] = live;
+  }
+  changed_.notify_all();
+}
+
+bool StepGate::live(int worker) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return live_[worker] != 0;
+}
+
+int64_t StepGate::steps_in(int worker, int64_t epoch) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = steps_[worker].find(epoch);
+  return it == steps_[worker].end() ? 0 : it->second;
+}
+
+bool StepGate::ready(int worker, int64_t epoch, int64_t batch,
+                     std::vector<int>* waiting) const {
+  if (waiting) waiting->clear();
+  for (int w = 0; w < workers(); ++w) {
+    if (w == worker || !live_[w]) continue;
+    // Minibatches 0..batch-bound of w, or all of its shard if it has fewer.
+    const int64_t need = std::min(batch - bound_ + 1, batches_[w]);
+    if (need <= 0) continue;
+    auto it = steps_[w].find(epoch);
+    const int64_t have = it == steps_[w].end() ? 0 : it->second;
+    if (have < need) {
+      if (!waiting) return false;
+      waiting->push_back(w);
+    }
+  }
+  return !waiting || waiting->empty();
+}
+
+}  // namespace dtrain::core

@@ -1,0 +1,34 @@
+#pragma once
+// Exactly-once, checked on one replica (DESIGN.md §5 invariant): every replica equals the
+// initial parameters minus the sum of the messages it applied, and every replica applied the
+// same set of messages. The audit keeps an order-independent digest of the (origin, id) pairs
+// applied, their count and, when asked, the sum of the decoded messages in double precision.
+// Two replicas with equal digests applied the same set; a replica that applied a message twice
+// or missed one differs in count and digest; the sum catches an apply that went wrong.
+#include <cstdint>
+#include <vector>
+
+#include "core/codec/message.h"
+
+namespace dtrain::core {
+
+class UpdateAudit {
+ public:
+  // keep_sum: also sum the decoded messages (n doubles).
+  UpdateAudit(int64_t num_params, bool keep_sum);
+
+  void applied(const EncodedMessage& m);
+
+  uint64_t digest() const { return digest_; }
+  int64_t count() const { return count_; }
+  bool has_sum() const { return !sum_.empty(); }
+  // ||params - (initial - sum)|| / ||initial - sum||, L2 (needs keep_sum).
+  double relative_deviation(const float* initial, const float* params) const;
+
+ private:
+  std::vector<double> sum_;
+  uint64_t digest_ = 0;
+  int64_t count_ = 0;
+};
+
+}  // namespace dtrain::core

@@ -1,0 +1,113 @@
+#include "daemon/controller/result_checks.h"
+
+#include <cmath>
+#include <cstdio>
+
+#include "core/eval/evaluation.h"
+
+namespace dtrain::daemon {
+
+double replica_difference(const std::map<std::string, Json>& results) {
+  const std::vector<float>* first = nullptr;
+  std::vector<std::vector<float>> samples;
+  for (const auto& [node, r] : results)
+    if (r.contains("params_sample")) samples.push_back(r["params_sample"].get<std::vector<float>>());
+  if (samples.size() < 2) return 0.0;
+  first = &samples[0];
+  double norm = 0.0;
+  for (float v : *first) norm += double(v) * v;
+  norm = std::sqrt(norm);
+  double worst = 0.0;
+  for (size_t s = 1; s < samples.size(); ++s) {
+    if (samples[s].size() != first->size()) return INFINITY;
+    double d = 0.0;
+    for (size_t i = 0; i < first->size(); ++i) {
+      const double x = double(samples[s][i]) - (*first)[i];
+      d += x * x;
+    }
+    worst = std::max(worst, std::sqrt(d) / std::max(norm, 1e-30));
+  }
+  return worst;
+}
+
+void merge_evaluation(const std::map<std::string, Json>& results, Json& result,
+                      JobRecord& job) {
+  core::Evaluation merged;
+  int parts = 0;
+  int64_t test_examples = 0;
+  for (const auto& [node, r] : results) {
+    if (!r.contains("evaluation_part")) continue;
+    const Json& p = r["evaluation_part"];
+    const auto counts = p.value("counts", std::vector<int64_t>{});
+    if (counts.size() < 4 || counts[0] <= 0 || counts[0] > 100000 ||
+        counts.size() != 4 + size_t(counts[0] * counts[0]) ||
+        (parts > 0 && counts[0] != merged.num_classes())) {
+      job.add_log(node + ": its evaluation part is malformed; left out");
+      continue;
+    }
+    core::Evaluation e = core::Evaluation::from_counts(counts, p.value("loss_sum", 0.0));
+    if (parts++ == 0) merged = e;
+    else merged.merge(e);
+    test_examples = p.value("test_examples", int64_t(0));
+  }
+  if (parts == 0) return;
+  result["accuracy"] = merged.accuracy();
+  result["top_n_accuracy"] = merged.top_n_accuracy();
+  result["top_n"] = merged.top_n();
+  result["test_loss"] = merged.mean_loss();
+  result["evaluated_examples"] = merged.count();
+  result["evaluation_nodes"] = parts;
+  job.add_log("evaluation over " + std::to_string(parts) + " nodes, " +
+              std::to_string(merged.count()) + " of " + std::to_string(test_examples) +
+              " test examples: accuracy " + std::to_string(merged.accuracy()));
+  if (merged.count() != test_examples)
+    job.add_log("the evaluation misses " + std::to_string(test_examples - merged.count()) +
+                " test examples: a node was lost before it reported its part");
+}
+
+std::optional<JobFailure> check_result(const std::map<std::string, Json>& results,
+                                       const Json& result, double diff) {
+  if (diff > 1e-5)
+    return JobFailure{"the replicas disagree (max relative difference " + std::to_string(diff) +
+                          "): an update was lost or applied twice", ""};
+  // Exactly once across nodes: the same count and digest of message ids on every node that
+  // trained from the start (a rejoined node's replica began from a snapshot).
+  const Json* first = nullptr;
+  std::string first_node;
+  for (const auto& [node, r] : results) {
+    if (!r.contains("applied_updates")) continue;
+    const Json& a = r["applied_updates"];
+    if (a.value("deviation", 0.0) > 1e-4)
+      return JobFailure{node + "'s replica is " + std::to_string(a.value("deviation", 0.0)) +
+                            " (relative) away from its initial parameters minus the updates it "
+                            "applied: an update was applied wrongly", ""};
+    if (!first) {
+      first = &a;
+      first_node = node;
+    } else if (a.value("messages", int64_t(0)) != first->value("messages", int64_t(0)) ||
+               a.value("digest", "") != first->value("digest", "")) {
+      return JobFailure{first_node + " applied " +
+                            std::to_string(first->value("messages", int64_t(0))) +
+                            " updates (digest " + first->value("digest", "") + "), " + node +
+                            " applied " + std::to_string(a.value("messages", int64_t(0))) +
+                            " (digest " + a.value("digest", "") +
+                            "): an update was lost or applied twice", ""};
+    }
+  }
+  // A model at chance after training has diverged, whatever the replicas say.
+  const int64_t classes = result.value("classes", int64_t(0));
+  const double accuracy = result.value("accuracy", -1.0);
+  if (result.value("stop_on_divergence", true) && classes > 1 && accuracy >= 0 &&
+      accuracy <= 1.5 / double(classes)) {
+    char figures[160];
+    std::snprintf(figures, sizeof figures,
+                  "training diverged: the final test accuracy is %.4f, chance for %lld classes",
+                  accuracy, (long long)classes);
+    return JobFailure{figures,
+                      "lower model.updater.learning_rate, use training.sync: bsp, or use fewer "
+                      "workers (training.workers_per_node, training.nodes)"};
+  }
+  return std::nullopt;
+}
+
+}  // namespace dtrain::daemon

@@ -1,0 +1,31 @@
+#pragma once
+// What the controller checks in the nodes' results before it calls a job a success
+// (DESIGN.md §5 invariant, §13): the replicas agree, every node applied the same set of
+// updates (exactly once, at the cluster level), each replica is its initial parameters minus
+// the updates it applied, and the merged model is better than chance.
+#include <map>
+#include <optional>
+#include <string>
+
+#include "daemon/controller/job_record.h"
+
+namespace dtrain::daemon {
+
+// The largest relative L2 difference between any node's parameter sample and the first's.
+double replica_difference(const std::map<std::string, Json>& results);
+
+// Every node evaluated a part of the test set (the live nodes at the end, in member order):
+// adds their counts into the job's figures. Says so when the parts do not cover the set (a
+// node lost between the last epoch and its result).
+void merge_evaluation(const std::map<std::string, Json>& results, Json& result,
+                      JobRecord& job);
+
+struct JobFailure {
+  std::string error, fix;  // an empty fix: report it (a bug, not the user's doing)
+};
+// The first reason the finished job (per-node `results`, merged `result`, replica difference
+// `diff`) is not a success.
+std::optional<JobFailure> check_result(const std::map<std::string, Json>& results,
+                                       const Json& result, double diff);
+
+}  // namespace dtrain::daemon
