@@ -121,6 +121,21 @@ TEST_CASE("bad specs are refused with location, key and fix") {
        kGood + "  threshold: {min_sparsity: 0.1, max_sparsity: 0.01}\n",
        {"training.threshold", "min_sparsity is larger than max_sparsity"}},
       {"not a map", "just a string\n", {"must be a YAML map"}},
+      {"unknown sync mode", kGood + "  sync: ssp\n",
+       {"training.sync", "unknown value 'ssp'", "async, bsp"}},
+      {"bounded without a number", kGood + "  sync: bounded\n",
+       {"training.sync", "bounded needs its number of steps", "{bounded: 2}"}},
+      {"bounded zero", kGood + "  sync: {bounded: 0}\n", {"training.sync.bounded", "out of range"}},
+      {"unknown correction", kGood + "  corrections: {momentum_mask: true}\n",
+       {"training.corrections", "unknown key 'momentum_mask'", "did you mean 'momentum_masking'"}},
+      {"unknown lr scaling rule", kGood + "  corrections: {lr_scaling: {rule: square}}\n",
+       {"training.corrections.lr_scaling.rule", "'square'", "linear, sqrt, none"}},
+      {"warm-up density above a bitmap's",
+       kGood + "  corrections: {sparsity_warmup: {epochs: 1, start_density: 0.5}}\n",
+       {"training.corrections.sparsity_warmup.start_density", "out of range"}},
+      {"warm-up with a fixed threshold",
+       kGood + "  threshold: {algorithm: fixed}\n  corrections: {sparsity_warmup: {epochs: 1}}\n",
+       {"training.corrections.sparsity_warmup", "fixed threshold", "adaptive"}},
       {"bad name", replace(kGood, "name: ok", "name: a/b"), {"name", "contains '/'"}},
       {"learning rate zero", kGood.substr(0, kGood.find("data:")) +
                                  "  updater: {type: adam, learning_rate: 0}\n" +
@@ -135,6 +150,33 @@ TEST_CASE("bad specs are refused with location, key and fix") {
     REQUIRE_FALSE(message.empty());
     for (const auto& part : c.expected) CHECK_THAT(message, Catch::Contains(part));
   }
+}
+
+TEST_CASE("sync and the corrections parse, with their defaults") {
+  Fixture f;
+  testing::write_text(f.dir + "/job.yaml", kGood);
+  const core::TrainingSpec d = core::parse_job_spec_file(f.dir + "/job.yaml").training;
+  CHECK(d.sync.mode == "bsp");
+  CHECK(d.sync.bound == 1);
+  CHECK(d.stop_on_divergence);
+  CHECK_FALSE(d.audit_updates);
+  testing::write_text(f.dir + "/job.yaml",
+                      kGood + "  sync: {bounded: 3}\n  audit_updates: true\n"
+                              "  corrections:\n    momentum_masking: true\n    clip_norm: 2.5\n"
+                              "    sparsity_warmup: {epochs: 2, start_density: 0.05}\n"
+                              "    lr_scaling: {rule: sqrt, warmup_epochs: 1.5}\n");
+  const core::TrainingSpec t = core::parse_job_spec_file(f.dir + "/job.yaml").training;
+  CHECK(t.sync.mode == "bounded");
+  CHECK(t.sync.bound == 3);
+  CHECK(t.audit_updates);
+  CHECK(t.corrections.momentum_masking);
+  CHECK(t.corrections.clip_norm == 2.5);
+  CHECK(t.corrections.sparsity_warmup_epochs == 2.0);
+  CHECK(t.corrections.sparsity_warmup_start == 0.05);
+  CHECK(t.corrections.lr_scaling == "sqrt");
+  CHECK(t.corrections.lr_warmup_epochs == 1.5);
+  testing::write_text(f.dir + "/job.yaml", kGood + "  sync: async\n");
+  CHECK(core::parse_job_spec_file(f.dir + "/job.yaml").training.sync.bound == 0);
 }
 
 TEST_CASE("every refusal names a file location") {
