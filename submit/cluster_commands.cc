@@ -88,6 +88,7 @@ std::string progress_line(const Json& p) {
     line += buf;
   }
   line += "  ETA " + format_duration(p.value("eta_seconds", 0.0));
+  if (p.value("diverging", false)) line += "  DIVERGING: loss far above its best";
   return line;
 }
 

@@ -49,16 +49,18 @@ void ProgressPrinter::on_step(const core::StepProgress& p) {
                  (long long)p.epoch + 1, (long long)p.epochs, bar.c_str(), (long long)done,
                  (long long)p.iterations_per_epoch, p.loss, p.samples_per_sec,
                  codec_summary(p).c_str(), format_duration(p.eta_seconds).c_str());
+    if (p.diverging) std::fputs("  DIVERGING", out_);
     line_open_ = true;
   } else {
     // Plain output: one line per tenth of an epoch keeps logs short but alive.
     const int64_t decile = 10 * done / std::max<int64_t>(1, p.iterations_per_epoch);
     if (decile == last_plain_decile_ || decile == 0) return;
     last_plain_decile_ = decile == 10 ? -1 : decile;
-    std::fprintf(out_, "epoch %lld/%lld  iteration %lld/%lld  loss %.4f  %.0f samples/s%s  ETA %s\n",
+    std::fprintf(out_, "epoch %lld/%lld  iteration %lld/%lld  loss %.4f  %.0f samples/s%s  ETA %s%s\n",
                  (long long)p.epoch + 1, (long long)p.epochs, (long long)done,
                  (long long)p.iterations_per_epoch, p.loss, p.samples_per_sec,
-                 codec_summary(p).c_str(), format_duration(p.eta_seconds).c_str());
+                 codec_summary(p).c_str(), format_duration(p.eta_seconds).c_str(),
+                 p.diverging ? "  DIVERGING: loss far above its best" : "");
   }
   std::fflush(out_);
 }

@@ -333,6 +333,7 @@ TrainingResult train_local(const JobSpec& job, TrainingListener& listener,
 
     EpochSummary summary;
     summary.epoch = epoch;
+    summary.replica = fingerprint(lead.model().params(), lead.model().num_params());
     summary.takeover_batches = takeover_batches;
     summary.seconds = seconds_since(start);
     double loss_sum = 0.0;

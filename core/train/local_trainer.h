@@ -36,6 +36,7 @@ struct EpochSummary {
   bool evaluated = false;
   Evaluation eval;          // on the test set
   int64_t takeover_batches = 0;  // a lost node's minibatches this node did (cluster jobs)
+  ReplicaFingerprint replica;    // worker 0's parameters once every update of the epoch is in
 };
 
 struct TrainingResult {

@@ -25,4 +25,17 @@ ReplicaAgreement compare_replicas(const std::vector<const float*>& replicas, int
   return out;
 }
 
+ReplicaFingerprint fingerprint(const float* params, int64_t n) {
+  ReplicaFingerprint f;
+  uint64_t x = 0x9e3779b97f4a7c15ULL;
+  for (int64_t i = 0; i < n; ++i) {
+    x ^= x << 13, x ^= x >> 7, x ^= x << 17;  // xorshift64: the same signs everywhere
+    const double p = params[i];
+    f.norm += p * p;
+    f.projection += (x & 1) ? p : -p;
+  }
+  f.norm = std::sqrt(f.norm);
+  return f;
+}
+
 }  // namespace dtrain::core

@@ -16,6 +16,14 @@ struct ReplicaAgreement {
   double relative_diff = 0.0;
 };
 
+// A replica's fingerprint, cheap to send and compare across processes: its L2 norm and its
+// projection on a fixed pseudo-random +-1 vector. Replicas within relative difference d have
+// norms within d and projections within a few d * norm of each other.
+struct ReplicaFingerprint {
+  double norm = 0.0, projection = 0.0;
+};
+ReplicaFingerprint fingerprint(const float* params, int64_t n);
+
 // Compares every replica with the first; each pointer covers n floats.
 ReplicaAgreement compare_replicas(const std::vector<const float*>& replicas, int64_t n);
 

@@ -289,6 +289,15 @@ void Controller::finish(JobRecord& job) {
     double samples_per_sec = 0;
     for (const auto& [n, r] : job.results) samples_per_sec += r.value("samples_per_sec", 0.0);
     result["samples_per_sec"] = samples_per_sec;
+    // Per node: the updates it applied (the exactly-once check) and how far ahead of another
+    // worker's applied messages its workers ever were (training.sync's bound).
+    result["applied_updates"] = Json::object();
+    int64_t ahead = 0;
+    for (const auto& [n, r] : job.results) {
+      if (r.contains("applied_updates")) result["applied_updates"][n] = r["applied_updates"];
+      ahead = std::max(ahead, r.value("max_steps_ahead", int64_t(0)));
+    }
+    result["max_steps_ahead"] = ahead;
     job.result = result;
     if (std::optional<JobFailure> f = check_result(job.results, result, diff)) {
       job.state = "failed";

@@ -77,6 +77,9 @@ std::string prometheus_text(const Json& status) {
       m.sample("dtrain_job_loss", "gauge", "loss of the latest minibatch", l, number(p, "loss"));
       m.sample("dtrain_job_samples_per_second", "gauge", "this node's training throughput", l,
                number(p, "samples_per_sec"));
+      m.sample("dtrain_job_diverging", "gauge",
+               "1 while the smoothed training loss is far above its best (the job fails if an "
+               "epoch ends so)", l, p.value("diverging", false) ? 1 : 0);
       for (const Json& w : job["workers"]) {
         auto wl = l;
         wl["worker"] = std::to_string(w.value("worker", 0));

@@ -85,6 +85,10 @@ class JobRunner::ProgressReporter : public core::TrainingListener {
                        std::to_string(s.train_loss) + ", " +
                        std::to_string(static_cast<int64_t>(s.samples_per_sec)) +
                        " samples/s, " + seconds + " s of training";
+    char replica[80];  // the replicas must agree at every epoch end (tests compare them)
+    std::snprintf(replica, sizeof replica, ", replica %.9e/%.9e", s.replica.norm,
+                  s.replica.projection);
+    line += replica;
     if (s.takeover_batches > 0)
       line += ", did " + std::to_string(s.takeover_batches) + " minibatches of lost nodes";
     if (s.evaluated) {
