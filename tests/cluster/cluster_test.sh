@@ -58,7 +58,9 @@ model=$(json job.json "j['result']['model_path']")
 [[ -f $model ]] || fail "model file $model missing"
 "$SUBMIT" eval "$model" --json > eval.json || fail "eval of the cluster's model"
 eval_acc=$(json eval.json "j['accuracy']")
-python3 -c "import sys; sys.exit(0 if abs($eval_acc - $acc) < 1e-6 else 1)" ||
+# Each node evaluated its part on its own replica (equal to float rounding, 1e-8 apart), the
+# file holds the first node's: an example on a decision boundary may fall either way.
+python3 -c "import sys; sys.exit(0 if abs($eval_acc - $acc) <= 3e-4 else 1)" ||
   fail "eval gives $eval_acc, the job reported $acc"
 echo "accuracy $acc, replicas within $diff, eval $eval_acc"
 "$SUBMIT" logs "$id" | grep -q "epoch 8" || fail "logs lack the epoch lines"
