@@ -305,12 +305,13 @@ class JobSpecParser {
     const std::string p = "training.corrections";
     r_.expect_map(node, p, {"momentum_masking", "clip_norm", "sparsity_warmup", "lr_scaling"});
     c.momentum_masking = r_.boolean(node, "momentum_masking", p, c.momentum_masking);
-    c.clip_norm = r_.number(node, "clip_norm", p, 0.0, 0.0, 1e9, false);
+    c.clip_norm = r_.number(node, "clip_norm", p, c.clip_norm, 0.0, 1e9, false);
     const YAML::Node warm = node["sparsity_warmup"];
     if (warm) {
       const std::string wp = p + ".sparsity_warmup";
       r_.expect_map(warm, wp, {"epochs", "start_density"});
-      c.sparsity_warmup_epochs = r_.number(warm, "epochs", wp, std::nullopt, 0.0, 1000.0, false);
+      c.sparsity_warmup_epochs =
+          r_.number(warm, "epochs", wp, c.sparsity_warmup_epochs, 0.0, 1000.0, false);
       c.sparsity_warmup_start =
           r_.number(warm, "start_density", wp, 1.0 / 16.0, 0.0, 1.0 / 16.0, true);
       if (c.sparsity_warmup_epochs > 0 && threshold == "fixed")
@@ -322,7 +323,7 @@ class JobSpecParser {
       const std::string lp = p + ".lr_scaling";
       r_.expect_map(lr, lp, {"rule", "warmup_epochs"});
       c.lr_scaling = r_.choice(lr, "rule", lp, c.lr_scaling, {"linear", "sqrt", "none"});
-      c.lr_warmup_epochs = r_.number(lr, "warmup_epochs", lp, 0.0, 0.0, 1000.0, false);
+      c.lr_warmup_epochs = r_.number(lr, "warmup_epochs", lp, c.lr_warmup_epochs, 0.0, 1000.0, false);
     }
     return c;
   }

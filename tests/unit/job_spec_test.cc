@@ -160,16 +160,21 @@ TEST_CASE("sync and the corrections parse, with their defaults") {
   CHECK(d.sync.bound == 1);
   CHECK(d.stop_on_divergence);
   CHECK_FALSE(d.audit_updates);
+  CHECK(d.corrections.momentum_masking);  // DGC's set is on by default
+  CHECK(d.corrections.clip_norm == 5.0);
+  CHECK(d.corrections.sparsity_warmup_epochs == 1.0);
+  CHECK(d.corrections.lr_warmup_epochs == 1.0);
+  CHECK(d.corrections.lr_scaling == "linear");
   testing::write_text(f.dir + "/job.yaml",
                       kGood + "  sync: {bounded: 3}\n  audit_updates: true\n"
-                              "  corrections:\n    momentum_masking: true\n    clip_norm: 2.5\n"
+                              "  corrections:\n    momentum_masking: false\n    clip_norm: 2.5\n"
                               "    sparsity_warmup: {epochs: 2, start_density: 0.05}\n"
                               "    lr_scaling: {rule: sqrt, warmup_epochs: 1.5}\n");
   const core::TrainingSpec t = core::parse_job_spec_file(f.dir + "/job.yaml").training;
   CHECK(t.sync.mode == "bounded");
   CHECK(t.sync.bound == 3);
   CHECK(t.audit_updates);
-  CHECK(t.corrections.momentum_masking);
+  CHECK_FALSE(t.corrections.momentum_masking);
   CHECK(t.corrections.clip_norm == 2.5);
   CHECK(t.corrections.sparsity_warmup_epochs == 2.0);
   CHECK(t.corrections.sparsity_warmup_start == 0.05);
