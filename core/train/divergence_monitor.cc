@@ -57,6 +57,8 @@ std::string DivergenceMonitor::fix() const {
                     fixed(job_.model.updater.learning_rate, 4) + ")";
   if (job_.training.mode == "gradient_sharing") {
     if (job_.training.sync.bound != 1) fix += ", use training.sync: bsp";
+    if (job_.training.corrections.clip_norm <= 0)
+      fix += ", clip gradients (training.corrections.clip_norm: 5)";
     fix += ", or use fewer workers (training.workers_per_node, training.nodes)";
   }
   return fix + "; training.stop_on_divergence: false lets it run on";

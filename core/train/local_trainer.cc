@@ -183,6 +183,14 @@ TrainingResult train_local(const JobSpec& job, TrainingListener& listener,
                 [&stop, cancel = options.cancel] { return stop || (cancel && *cancel); });
   }
   if (sharing) workers[0]->set_audit(&audit);
+  // The exchange delivers from the network's thread into `bus`, which dies with this frame,
+  // also when training throws: it must let go of it first.
+  struct Detach {
+    NodeExchange* exchange;
+    ~Detach() {
+      if (exchange) exchange->detach();
+    }
+  } detach{exchange && sharing ? exchange : nullptr};
   if (exchange && sharing) {
     bus.set_outbound([exchange](const SharedMessage& m) { exchange->publish(m); });
     exchange->attach(bus, initial.num_params());

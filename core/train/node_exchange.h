@@ -26,6 +26,9 @@ class NodeExchange {
   // if this node is lost the others know which of its minibatches are left to cover, and
   // bus.gate() learns of every worker of a lost node (and of an admitted one).
   virtual void attach(MessageBus& bus, int64_t num_params) = 0;
+  // The bus is going away (training ended, normally or by an exception): nothing may be
+  // delivered to it from now on.
+  virtual void detach() = 0;
   // Every message this node's workers produce, from the producing thread.
   virtual void publish(const SharedMessage& message) = 0;
   // How long a worker may wait for another's messages (training.sync) or an epoch end; by then

@@ -79,6 +79,13 @@ void MeshExchange::attach(core::MessageBus& bus, int64_t num_params) {
   release_pending();
 }
 
+void MeshExchange::detach() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  bus_ = nullptr;
+  detached_ = true;
+  pending_.clear();
+}
+
 bool MeshExchange::deliverable(const Position& at) const {
   return bus_ && !rejoining_ && at.epoch >= first_epoch_ && at.epoch <= current_epoch_;
 }
@@ -116,6 +123,7 @@ void MeshExchange::on_message(const transport::Delivery& d) {
   if (d.bytes.empty()) return;
   std::lock_guard<std::mutex> lock(mutex_);
   if (d.bytes[0] == kUpdate && d.bytes.size() >= kUpdateHeader) {
+    if (detached_) return;  // after training: nobody applies it
     const Position at{read_at<int64_t>(d.bytes, 1), read_at<int64_t>(d.bytes, 9)};
     if (deliverable(at))
       deliver(d.bytes.data() + kUpdateHeader, d.bytes.size() - kUpdateHeader, d.origin, at);

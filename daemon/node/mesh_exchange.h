@@ -46,6 +46,7 @@ class MeshExchange : public core::NodeExchange {
   int first_worker() const override { return first_worker_; }
   int total_workers() const override { return total_workers_; }
   void attach(core::MessageBus& bus, int64_t num_params) override;
+  void detach() override;
   void publish(const core::SharedMessage& message) override;
   std::chrono::milliseconds wait_deadline() const override { return epoch_deadline_; }
   EpochEnd end_epoch(int64_t epoch, double local_tau_sum, int local_workers) override;
@@ -116,6 +117,7 @@ class MeshExchange : public core::NodeExchange {
   std::mutex mutex_;
   std::condition_variable changed_;
   core::MessageBus* bus_ = nullptr;
+  bool detached_ = false;  // training is over: updates are dropped, not held
   int64_t num_params_ = 0;
   struct Pending {
     uint32_t origin;
