@@ -10,8 +10,23 @@
 
 using namespace dtrain::core;
 
-TEST_CASE("learning-rate scaling: linear, sqrt and none, with a linear warm-up from 1/W") {
+namespace {
+
+// Every correction off (the defaults turn them all on).
+CorrectionsSpec all_off() {
   CorrectionsSpec c;
+  c.momentum_masking = false;
+  c.clip_norm = 0.0;
+  c.sparsity_warmup_epochs = 0.0;
+  c.lr_warmup_epochs = 0.0;
+  c.lr_scaling = "linear";
+  return c;
+}
+
+}  // namespace
+
+TEST_CASE("learning-rate scaling: linear, sqrt and none, with a linear warm-up from 1/W") {
+  CorrectionsSpec c = all_off();
   CHECK(lr_scale(c, 4, 0.0) == 1.0);  // linear: each worker keeps its rate, the sum is 4x
   c.lr_scaling = "sqrt";
   CHECK(lr_scale(c, 4, 3.0) == Approx(0.5));  // 4 workers * 0.5 = 2 = sqrt(4)
@@ -27,7 +42,7 @@ TEST_CASE("learning-rate scaling: linear, sqrt and none, with a linear warm-up f
 }
 
 TEST_CASE("sparsity warm-up: the density band shrinks exponentially to the configured one") {
-  CorrectionsSpec c;
+  CorrectionsSpec c = all_off();
   CHECK(density_scale(c, 0.01, 0.0) == 1.0);  // off
   c.sparsity_warmup_epochs = 2.0;
   c.sparsity_warmup_start = 0.0625;
@@ -38,7 +53,7 @@ TEST_CASE("sparsity warm-up: the density band shrinks exponentially to the confi
 }
 
 TEST_CASE("local gradient clipping bounds the norm by clip_norm / sqrt(workers)") {
-  CorrectionsSpec c;
+  CorrectionsSpec c = all_off();
   std::vector<float> g = {3.0f, 4.0f};  // norm 5
   CHECK(clip_gradient(c, 4, g.data(), 2) == 1.0);  // off
   c.clip_norm = 4.0;  // bound 4 / sqrt(4) = 2
