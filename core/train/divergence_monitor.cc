@@ -42,14 +42,21 @@ std::optional<std::string> DivergenceMonitor::check_epoch(int64_t epoch, double 
   if (best_epoch_ >= 0 && train_loss > kLossFactor * best_epoch_loss_)
     return at + "the mean training loss rose to " + fixed(train_loss, 4) + " from its best, " +
            fixed(best_epoch_loss_, 4) + " in epoch " + std::to_string(best_epoch_ + 1);
-  if (classes_ > 1 && epoch >= 1 && accuracy >= 0 && accuracy <= kChanceFactor / classes_)
-    return at + "the test accuracy is " + fixed(accuracy, 4) + ", chance for " +
-           std::to_string(classes_) + " classes (training loss " + fixed(train_loss, 4) + ")";
+  if (epoch >= 1)
+    if (auto chance = at_chance(accuracy, classes_))
+      return at + *chance + " (training loss " + fixed(train_loss, 4) + ")";
   if (best_epoch_ < 0 || train_loss < best_epoch_loss_) {
     best_epoch_loss_ = train_loss;
     best_epoch_ = epoch;
   }
   return std::nullopt;
+}
+
+std::optional<std::string> DivergenceMonitor::at_chance(double accuracy, int64_t classes) {
+  if (classes <= 1 || accuracy < 0 || accuracy > kChanceFactor / double(classes))
+    return std::nullopt;
+  return "the test accuracy is " + fixed(accuracy, 4) + ", chance for " +
+         std::to_string(classes) + " classes";
 }
 
 std::string DivergenceMonitor::fix() const {

@@ -33,6 +33,11 @@ class DivergenceMonitor {
   // What to do about it, for the error's fix.
   std::string fix() const;
 
+  // "the test accuracy is A, chance for C classes" when `accuracy` is at chance for a
+  // classifier of `classes` outputs (classes <= 1: not a classifier), else nothing. The
+  // controller applies it to a job's merged final accuracy too.
+  static std::optional<std::string> at_chance(double accuracy, int64_t classes);
+
  private:
   const JobSpec& job_;
   int64_t classes_ = 0;  // 0: not a classifier (no chance level)

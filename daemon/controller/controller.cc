@@ -286,17 +286,17 @@ void Controller::finish(JobRecord& job) {
     result["replica_max_relative_difference"] = diff;
     result["lost_nodes"] = job.lost_nodes;
     result["rejoined_nodes"] = job.rejoined_nodes;
+    // Over all nodes: throughput, the updates each applied (the exactly-once check) and how
+    // far ahead of another worker's applied messages any worker ever was (training.sync).
     double samples_per_sec = 0;
-    for (const auto& [n, r] : job.results) samples_per_sec += r.value("samples_per_sec", 0.0);
-    result["samples_per_sec"] = samples_per_sec;
-    // Per node: the updates it applied (the exactly-once check) and how far ahead of another
-    // worker's applied messages its workers ever were (training.sync's bound).
-    result["applied_updates"] = Json::object();
     int64_t ahead = 0;
+    result["applied_updates"] = Json::object();
     for (const auto& [n, r] : job.results) {
+      samples_per_sec += r.value("samples_per_sec", 0.0);
       if (r.contains("applied_updates")) result["applied_updates"][n] = r["applied_updates"];
       ahead = std::max(ahead, r.value("max_steps_ahead", int64_t(0)));
     }
+    result["samples_per_sec"] = samples_per_sec;
     result["max_steps_ahead"] = ahead;
     job.result = result;
     if (std::optional<JobFailure> f = check_result(job.results, result, diff)) {

@@ -1,9 +1,9 @@
 #include "daemon/controller/result_checks.h"
 
 #include <cmath>
-#include <cstdio>
 
 #include "core/eval/evaluation.h"
+#include "core/train/divergence_monitor.h"
 
 namespace dtrain::daemon {
 
@@ -95,18 +95,12 @@ std::optional<JobFailure> check_result(const std::map<std::string, Json>& result
     }
   }
   // A model at chance after training has diverged, whatever the replicas say.
-  const int64_t classes = result.value("classes", int64_t(0));
-  const double accuracy = result.value("accuracy", -1.0);
-  if (result.value("stop_on_divergence", true) && classes > 1 && accuracy >= 0 &&
-      accuracy <= 1.5 / double(classes)) {
-    char figures[160];
-    std::snprintf(figures, sizeof figures,
-                  "training diverged: the final test accuracy is %.4f, chance for %lld classes",
-                  accuracy, (long long)classes);
-    return JobFailure{figures,
-                      "lower model.updater.learning_rate, use training.sync: bsp, or use fewer "
-                      "workers (training.workers_per_node, training.nodes)"};
-  }
+  if (result.value("stop_on_divergence", true))
+    if (auto chance = core::DivergenceMonitor::at_chance(result.value("accuracy", -1.0),
+                                                         result.value("classes", int64_t(0))))
+      return JobFailure{"training diverged: at the end " + *chance,
+                        "lower model.updater.learning_rate, use training.sync: bsp, or use "
+                        "fewer workers (training.workers_per_node, training.nodes)"};
   return std::nullopt;
 }
 

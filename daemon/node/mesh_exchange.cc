@@ -65,6 +65,12 @@ void MeshExchange::set_gate_live(uint32_t id, bool live) {
   }
 }
 
+void MeshExchange::set_lost(uint32_t id, bool lost) {
+  if (lost) lost_.insert(id);
+  else lost_.erase(id);
+  set_gate_live(id, !lost);
+}
+
 std::string MeshExchange::name_of(uint32_t id) const {
   for (const JobMember& m : members_)
     if (m.id == id) return m.name;
@@ -152,8 +158,7 @@ void MeshExchange::on_message(const transport::Delivery& d) {
 
 void MeshExchange::on_loss(uint32_t lost) {
   std::lock_guard<std::mutex> lock(mutex_);
-  lost_.insert(lost);
-  set_gate_live(lost, false);
+  set_lost(lost, true);
   if (joining_.count(lost)) {
     // The silence of its old process, noticed after the controller said it is back (a quick
     // restart, as under systemd): it stays in the mesh so that it misses nothing.
@@ -305,8 +310,7 @@ void MeshExchange::admit(int64_t epoch, std::vector<uint32_t> joiners) {
   joiners.erase(std::unique(joiners.begin(), joiners.end()), joiners.end());
   for (uint32_t id : joiners) {
     if (id == self_) continue;
-    lost_.erase(id);
-    set_gate_live(id, true);
+    set_lost(id, false);
     joining_.erase(id);
     admitted_now_.push_back(id);
     if (readmitted_.insert(id).second) mesh_->add_member(id);
@@ -317,7 +321,7 @@ void MeshExchange::admit(int64_t epoch, std::vector<uint32_t> joiners) {
 void MeshExchange::set_rejoining(const std::vector<uint32_t>& lost) {
   std::lock_guard<std::mutex> lock(mutex_);
   rejoining_ = true;
-  for (uint32_t id : lost) lost_.insert(id);
+  for (uint32_t id : lost) set_lost(id, true);  // the gate learns of them at attach()
 }
 
 void MeshExchange::set_epochs(int64_t epochs) {
@@ -328,8 +332,7 @@ void MeshExchange::set_epochs(int64_t epochs) {
 void MeshExchange::on_rejoin(uint32_t id) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (id == self_) return;
-  lost_.insert(id);  // its old process's updates of this epoch are covered by the takeover
-  set_gate_live(id, false);
+  set_lost(id, true);  // its old process's updates of this epoch are covered by the takeover
   joining_.insert(id);
   if (readmitted_.insert(id).second) mesh_->add_member(id);
   changed_.notify_all();

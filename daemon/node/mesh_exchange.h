@@ -104,8 +104,10 @@ class MeshExchange : public core::NodeExchange {
   void admit(int64_t epoch, std::vector<uint32_t> joiners);  // under mutex_
   std::string name_of(uint32_t id) const;
   int live_first_worker(int* live_workers) const;  // under mutex_
-  // Under mutex_: tells the bus's step gate whether node `id`'s workers are waited for.
-  void set_gate_live(uint32_t id, bool live);
+  // Under mutex_: node `id` is lost (or back): in lost_, and its workers are no longer (or
+  // again) waited for by the bus's step gate.
+  void set_lost(uint32_t id, bool lost);
+  void set_gate_live(uint32_t id, bool live);  // under mutex_; attach() syncs the gate too
 
   uint64_t job_id_;
   uint32_t self_;
