@@ -1,37 +1,22 @@
 #pragma once
-// The compute backend: the heavy operations (matrix products, convolutions, pooling) behind one
-// interface, so core/ never names oneDNN or CUDA. The backend is chosen at run time
-// (select_backend); "cpu" (oneDNN) is always present.
+// The compute backend (DESIGN.md §11): every operation a layer, an updater or the codec runs on
+// a worker's tensors, behind one interface, so core/ decides what to compute and never names
+// oneDNN or CUDA. "cpu" (oneDNN + OpenMP) is always present; "cuda" registers itself in
+// --config=cuda builds when a GPU is present (kernels/backend_registry.cc).
+//
+// Every pointer an operation takes lives in the backend's memory: host memory for the CPU
+// backend, device memory for CUDA (allocate / upload / download move data in and out). An
+// operation may run asynchronously on the backend's stream; download, loss and synchronize
+// wait for it.
 #include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "kernels/codec_kernels.h"
+#include "kernels/op_args.h"
+
 namespace dtrain::kernels {
-
-// The sliding window of a convolution or a pooling: size, step and zero padding per side.
-struct Window2d {
-  int64_t kernel_h = 1, kernel_w = 1;
-  int64_t stride_h = 1, stride_w = 1;
-  int64_t pad_h = 0, pad_w = 0;
-  int64_t out_h(int64_t in_h) const { return (in_h + 2 * pad_h - kernel_h) / stride_h + 1; }
-  int64_t out_w(int64_t in_w) const { return (in_w + 2 * pad_w - kernel_w) / stride_w + 1; }
-};
-
-struct ConvGeometry {
-  int64_t batch = 0, in_channels = 0, in_h = 0, in_w = 0, out_channels = 0;
-  Window2d window;
-  int64_t out_h() const { return window.out_h(in_h); }
-  int64_t out_w() const { return window.out_w(in_w); }
-};
-
-struct PoolGeometry {
-  int64_t batch = 0, channels = 0, in_h = 0, in_w = 0;
-  Window2d window;
-  bool max = true;  // false: average (padding excluded from the count)
-  int64_t out_h() const { return window.out_h(in_h); }
-  int64_t out_w() const { return window.out_w(in_w); }
-};
 
 // Convolution for one geometry (batch size included). Tensors are NCHW, weights OIHW, bias O.
 class Conv2dKernel {
@@ -58,21 +43,73 @@ class Backend {
   virtual ~Backend() = default;
   virtual std::string name() const = 0;
 
+  // ---- memory
+  // True when this backend's pointers are ordinary host memory (the CPU backend).
+  virtual bool host_memory() const = 0;
+  virtual float* allocate(int64_t n) = 0;  // n floats, uninitialised
+  virtual void release(float* p) = 0;
+  virtual void upload(float* dst, const float* host_src, int64_t n) = 0;
+  virtual void download(float* host_dst, const float* src, int64_t n) = 0;  // waits
+  virtual void copy(float* dst, const float* src, int64_t n) = 0;
+  virtual void fill(float* x, int64_t n, float value) = 0;
+  virtual void synchronize() = 0;  // returns once every queued operation has finished
+
+  // ---- dense algebra
   // Row-major C = alpha * op(A) * op(B) + beta * C, op(X) = X or X^T. A is MxK after op.
   virtual void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
                     const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
                     int64_t ldc) = 0;
+  virtual void add_row_vector(float* x, const float* v, int64_t rows, int64_t cols) = 0;  // x[r] += v
+  virtual void column_sums(const float* x, int64_t rows, int64_t cols, float* sums) = 0;  // overwrites
+  virtual void axpy(float alpha, const float* x, float* y, int64_t n) = 0;  // y += alpha x
+  virtual void multiply(const float* a, const float* b, float* out, int64_t n) = 0;  // elementwise
+
+  // ---- activations and losses
+  // z -> a, in place, over [rows, cols].
+  virtual void activation_forward(Activation activation, float* x, int64_t rows, int64_t cols) = 0;
+  // d(loss)/d(a) -> d(loss)/d(z), in place, from the outputs a.
+  virtual void activation_backward(Activation activation, const float* a, float* d, int64_t rows,
+                                   int64_t cols) = 0;
+  // The mean loss over the rows (and dz when args.dz is set); waits for the result.
+  virtual double loss(const LossArgs& args) = 0;
+
+  // ---- layers
+  // mask[i] = 1 / (1 - rate) where uniform_at(seed, i) >= rate, else 0; out = in * mask.
+  virtual void dropout_forward(const float* in, float* out, float* mask, int64_t n, float rate,
+                               uint64_t seed) = 0;
+  virtual void batch_norm_forward(const BatchNormArgs& args) = 0;
+  virtual void batch_norm_backward(const BatchNormArgs& args) = 0;
+  // Over `planes` consecutive runs of `plane` elements: the maximum or the mean of each.
+  virtual void global_pool_forward(const float* in, float* out, int64_t planes, int64_t plane,
+                                   bool max) = 0;
+  // Max: the whole gradient goes to the first maximum of each plane (found again in `in`).
+  virtual void global_pool_backward(const float* in, const float* dout, float* din,
+                                    int64_t planes, int64_t plane, bool max) = 0;
   virtual std::unique_ptr<Conv2dKernel> make_conv2d(const ConvGeometry& geometry) = 0;
   virtual std::unique_ptr<Pool2dKernel> make_pool2d(const PoolGeometry& geometry) = 0;
 
-  // Threads the calling thread's kernels may use (OpenMP on the CPU).
+  // ---- updaters and the codec
+  virtual void updater_step(const UpdaterArgs& args) = 0;
+  // The update codec on this backend's memory (DESIGN.md §5), bit for bit the reference's.
+  virtual const CodecKernels& codec() = 0;
+
+  // Threads the calling thread's kernels may use (OpenMP on the CPU; ignored by CUDA).
   virtual void set_num_threads(int threads) = 0;
+  // TF32 tensor-core math for convolutions (on by default where PyTorch has it on by default;
+  // the conformance suite turns it off). Matrix products never use it. No effect on the CPU.
+  virtual void allow_tf32(bool) {}
 };
 
+// The CPU backend, shared by every CPU worker of the process.
+Backend& cpu_backend();
 // The backend selected for this process ("cpu" unless select_backend said otherwise).
 Backend& backend();
 // Throws std::invalid_argument naming the available backends if `name` is unknown or unusable here.
 void select_backend(const std::string& name);
 std::vector<std::string> available_backends();
+
+// A GPU worker's backend: its own device, stream and library handles. Empty when this build has
+// no CUDA backend (`why` then says so) or the device cannot be used.
+std::unique_ptr<Backend> make_gpu_backend(int device, std::string* why);
 
 }  // namespace dtrain::kernels

@@ -1,14 +1,11 @@
-// Run-time backend selection. The CUDA backend registers itself only in --config=cuda builds.
+// Run-time backend selection for the process-wide default (tools and tests). GPU workers get
+// their own backend from make_gpu_backend, one per worker.
 #include <mutex>
 #include <stdexcept>
 
 #include "kernels/backend.h"
 
 namespace dtrain::kernels {
-namespace cpu {
-Backend& cpu_backend();
-}
-
 namespace {
 Backend* selected = nullptr;
 std::mutex selected_mutex;
@@ -16,7 +13,7 @@ std::mutex selected_mutex;
 
 Backend& backend() {
   std::lock_guard<std::mutex> lock(selected_mutex);
-  if (!selected) selected = &cpu::cpu_backend();
+  if (!selected) selected = &cpu_backend();
   return *selected;
 }
 
@@ -25,11 +22,12 @@ std::vector<std::string> available_backends() { return {"cpu"}; }
 void select_backend(const std::string& name) {
   std::lock_guard<std::mutex> lock(selected_mutex);
   if (name == "cpu" || name == "auto") {
-    selected = &cpu::cpu_backend();
+    selected = &cpu_backend();
     return;
   }
   throw std::invalid_argument("unknown compute backend '" + name +
-                              "'; use 'cpu' (or 'auto'); 'cuda' needs a build with --config=cuda");
+                              "'; use 'cpu' (or 'auto'); GPU workers are chosen with "
+                              "training.device in the job spec");
 }
 
 }  // namespace dtrain::kernels

@@ -19,7 +19,7 @@ Evaluation evaluate(Model& model, const Dataset& data, int64_t top_n, int64_t ba
     std::memcpy(y.data(), data.targets.row(start), sizeof(float) * ty * count);
     const Tensor& p = model.predict(x);
     eval.add(p, data.labels.data() + start);
-    eval.add_loss(loss_value(model.loss(), p, y), count);
+    eval.add_loss(loss_value(model.backend(), model.loss(), p, y), count);
   }
   return eval;
 }

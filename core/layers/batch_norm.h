@@ -21,11 +21,12 @@ class BatchNormLayer : public Layer {
   void backward(const Tensor& in, const Tensor& out, const Tensor& dout, Tensor* din) override;
 
  private:
+  // The arguments both passes share (saved_ is resized, and kept, across the pair).
+  kernels::BatchNormArgs args(const Tensor& in);
   // Element (example b, channel c, position j) lives at b*channels_*plane_ + c*plane_ + j.
   int64_t channels_, plane_;
   float decay_, eps_;
-  Tensor xhat_;
-  std::vector<float> inv_std_;
+  Tensor saved_;  // the batch's mean [channels] and 1/std [channels], from forward for backward
   bool last_training_ = false;
 };
 

@@ -46,7 +46,7 @@ kernels::ConvGeometry Conv2dLayer::geometry(int64_t batch) const {
 
 kernels::Conv2dKernel& Conv2dLayer::kernel_for(int64_t batch) {
   auto& slot = kernels_[batch];
-  if (!slot) slot = kernels::backend().make_conv2d(geometry(batch));
+  if (!slot) slot = backend_->make_conv2d(geometry(batch));
   return *slot;
 }
 
@@ -54,13 +54,13 @@ void Conv2dLayer::forward(const Tensor& in, Tensor& out, const ForwardMode&) {
   const int64_t batch = in.dim(0);
   out.resize(with_batch(batch, output_shape_));
   kernel_for(batch).forward(in.data(), params_, params_ + weight_count(), out.data());
-  activation_forward(options_.activation, out.data(), batch, out.row_size());
+  backend_->activation_forward(options_.activation, out.data(), batch, out.row_size());
 }
 
 void Conv2dLayer::backward(const Tensor& in, const Tensor& out, const Tensor& dout, Tensor* din) {
   const int64_t batch = in.dim(0);
   dz_ = dout;
-  activation_backward(options_.activation, out.data(), dz_.data(), batch, out.row_size());
+  backend_->activation_backward(options_.activation, out.data(), dz_.data(), batch, out.row_size());
   auto& kernel = kernel_for(batch);
   kernel.backward_weights(in.data(), dz_.data(), grads_, grads_ + weight_count());
   if (din) {

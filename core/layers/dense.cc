@@ -25,35 +25,28 @@ void DenseLayer::init_params(float* params, float*, Rng& rng) const {
 void DenseLayer::forward(const Tensor& in, Tensor& out, const ForwardMode&) {
   const int64_t batch = in.dim(0);
   out.resize({batch, out_});
-  const float* bias = params_ + in_ * out_;
-  for (int64_t r = 0; r < batch; ++r) std::memcpy(out.row(r), bias, sizeof(float) * out_);
-  kernels::backend().gemm(false, false, batch, out_, in_, 1.0f, in.data(), in_, params_, out_,
-                          1.0f, out.data(), out_);
-  activation_forward(activation_, out.data(), batch, out_);
+  backend_->gemm(false, false, batch, out_, in_, 1.0f, in.data(), in_, params_, out_, 0.0f,
+                 out.data(), out_);
+  backend_->add_row_vector(out.data(), params_ + in_ * out_, batch, out_);
+  backend_->activation_forward(activation_, out.data(), batch, out_);
 }
 
 void DenseLayer::backward(const Tensor& in, const Tensor& out, const Tensor& dout, Tensor* din) {
   dz_ = dout;
-  activation_backward(activation_, out.data(), dz_.data(), out.dim(0), out_);
+  backend_->activation_backward(activation_, out.data(), dz_.data(), out.dim(0), out_);
   backward_from_preactivation(in, dz_, din);
 }
 
 void DenseLayer::backward_from_preactivation(const Tensor& in, const Tensor& dz, Tensor* din) {
   const int64_t batch = in.dim(0);
-  auto& be = kernels::backend();
   // dW = in^T · dz ; db = column sums of dz ; din = dz · W^T
-  be.gemm(true, false, in_, out_, batch, 1.0f, in.data(), in_, dz.data(), out_, 0.0f, grads_,
-          out_);
-  float* db = grads_ + in_ * out_;
-  std::memset(db, 0, sizeof(float) * out_);
-  for (int64_t r = 0; r < batch; ++r) {
-    const float* row = dz.row(r);
-    for (int64_t c = 0; c < out_; ++c) db[c] += row[c];
-  }
+  backend_->gemm(true, false, in_, out_, batch, 1.0f, in.data(), in_, dz.data(), out_, 0.0f,
+                 grads_, out_);
+  backend_->column_sums(dz.data(), batch, out_, grads_ + in_ * out_);
   if (din) {
     din->resize(in.shape());
-    be.gemm(false, true, batch, in_, out_, 1.0f, dz.data(), out_, params_, out_, 0.0f,
-            din->data(), in_);
+    backend_->gemm(false, true, batch, in_, out_, 1.0f, dz.data(), out_, params_, out_, 0.0f,
+                   din->data(), in_);
   }
 }
 

@@ -13,22 +13,24 @@ void DropoutLayer::forward(const Tensor& in, Tensor& out, const ForwardMode& mod
   out.resize(in.shape());
   last_training_ = mode.training && rate_ > 0.0f;
   if (!last_training_) {
-    out = in;
+    backend_->copy(out.data(), in.data(), in.size());
     return;
   }
   DTRAIN_CHECK(mode.rng != nullptr) << "dropout needs a random generator while training";
   mask_.resize(in.shape());
-  const float keep_scale = 1.0f / (1.0f - rate_);
-  for (int64_t i = 0; i < in.size(); ++i) {
-    mask_[i] = mode.rng->uniform(0.0f, 1.0f) >= rate_ ? keep_scale : 0.0f;
-    out[i] = in[i] * mask_[i];
-  }
+  // One draw from the worker's stream seeds this step's mask; the mask itself is counter-based
+  // (kernels/random_bits.h), so every backend drops the same units.
+  backend_->dropout_forward(in.data(), out.data(), mask_.data(), in.size(), rate_,
+                            mode.rng->next());
 }
 
 void DropoutLayer::backward(const Tensor& in, const Tensor&, const Tensor& dout, Tensor* din) {
   if (!din) return;
   din->resize(in.shape());
-  for (int64_t i = 0; i < in.size(); ++i) (*din)[i] = last_training_ ? dout[i] * mask_[i] : dout[i];
+  if (last_training_)
+    backend_->multiply(dout.data(), mask_.data(), din->data(), in.size());
+  else
+    backend_->copy(din->data(), dout.data(), in.size());
 }
 
 }  // namespace dtrain::core

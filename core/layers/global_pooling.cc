@@ -17,38 +17,15 @@ GlobalPoolingLayer::GlobalPoolingLayer(const Shape& input_shape, bool max) : max
 void GlobalPoolingLayer::forward(const Tensor& in, Tensor& out, const ForwardMode&) {
   const int64_t batch = in.dim(0), channels = input_shape_[0];
   out.resize({batch, channels});
-  if (max_) argmax_.resize(batch * channels);
-  for (int64_t i = 0; i < batch * channels; ++i) {
-    const float* p = in.data() + i * plane_;
-    if (max_) {
-      int64_t best = 0;
-      for (int64_t j = 1; j < plane_; ++j)
-        if (p[j] > p[best]) best = j;
-      argmax_[i] = best;
-      out[i] = p[best];
-    } else {
-      float sum = 0.0f;
-      for (int64_t j = 0; j < plane_; ++j) sum += p[j];
-      out[i] = sum / static_cast<float>(plane_);
-    }
-  }
+  backend_->global_pool_forward(in.data(), out.data(), batch * channels, plane_, max_);
 }
 
 void GlobalPoolingLayer::backward(const Tensor& in, const Tensor&, const Tensor& dout,
                                   Tensor* din) {
   if (!din) return;
   din->resize(in.shape());
-  const int64_t n = in.dim(0) * input_shape_[0];
-  for (int64_t i = 0; i < n; ++i) {
-    float* d = din->data() + i * plane_;
-    if (max_) {
-      for (int64_t j = 0; j < plane_; ++j) d[j] = 0.0f;
-      d[argmax_[i]] = dout[i];
-    } else {
-      const float g = dout[i] / static_cast<float>(plane_);
-      for (int64_t j = 0; j < plane_; ++j) d[j] = g;
-    }
-  }
+  backend_->global_pool_backward(in.data(), dout.data(), din->data(), in.dim(0) * input_shape_[0],
+                                 plane_, max_);
 }
 
 }  // namespace dtrain::core

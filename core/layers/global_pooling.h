@@ -1,7 +1,5 @@
 #pragma once
 // Global max or average pooling: [channels, h, w] -> [channels].
-#include <vector>
-
 #include "core/layers/layer.h"
 
 namespace dtrain::core {
@@ -15,8 +13,7 @@ class GlobalPoolingLayer : public Layer {
 
  private:
   bool max_;
-  int64_t plane_;                 // h * w
-  std::vector<int64_t> argmax_;   // per (example, channel) for max pooling
+  int64_t plane_;  // h * w
 };
 
 }  // namespace dtrain::core

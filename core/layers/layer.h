@@ -2,12 +2,14 @@
 // A layer of a sequential model. Parameters, their gradients and non-trained state (batch norm
 // running statistics) live in the model's flat buffers; a layer gets views into them with bind().
 // Keeping the parameters flat is what lets gradient sharing treat the model as one vector.
+// A layer decides what to compute; its model's backend (kernels/backend.h) computes it.
 #include <cstdint>
 #include <string>
 #include <vector>
 
 #include "core/tensor/tensor.h"
 #include "core/util/rng.h"
+#include "kernels/backend.h"
 
 namespace dtrain::core {
 
@@ -37,7 +39,8 @@ class Layer {
   virtual std::vector<ParamSegment> param_segments() const { return {}; }
   virtual void init_params(float* params, float* state, Rng& rng) const {}
 
-  void bind(float* params, float* grads, float* state) {
+  void bind(kernels::Backend& backend, float* params, float* grads, float* state) {
+    backend_ = &backend;
     params_ = params;
     grads_ = grads;
     state_ = state;
@@ -52,6 +55,7 @@ class Layer {
  protected:
   Shape input_shape_;
   Shape output_shape_;
+  kernels::Backend* backend_ = nullptr;
   float* params_ = nullptr;
   float* grads_ = nullptr;
   float* state_ = nullptr;

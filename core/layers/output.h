@@ -17,7 +17,7 @@ class OutputLayer : public DenseLayer {
   // Mean loss of the last forward's outputs against targets; runs the layer's backward and
   // writes d(loss)/d(in) into din when given.
   double loss_backward(const Tensor& in, const Tensor& out, const Tensor& targets, Tensor* din) {
-    double value = loss_and_delta(loss_, activation_, out, targets, dz_);
+    double value = loss_and_delta(*backend_, loss_, activation_, out, targets, dz_);
     backward_from_preactivation(in, dz_, din);
     return value;
   }

@@ -31,7 +31,7 @@ kernels::PoolGeometry SubsamplingLayer::geometry(int64_t batch) const {
 
 kernels::Pool2dKernel& SubsamplingLayer::kernel_for(int64_t batch) {
   auto& slot = kernels_[batch];
-  if (!slot) slot = kernels::backend().make_pool2d(geometry(batch));
+  if (!slot) slot = backend_->make_pool2d(geometry(batch));
   return *slot;
 }
 

@@ -5,7 +5,10 @@
 
 namespace dtrain::core {
 
-Model::Model(const ModelSpec& spec) : spec_(spec), layers_(build_layers(spec)) {
+Model::Model(const ModelSpec& spec, kernels::Backend* backend)
+    : spec_(spec),
+      backend_(backend ? backend : &kernels::backend()),
+      layers_(build_layers(spec)) {
   output_ = dynamic_cast<OutputLayer*>(layers_.back().get());
   DTRAIN_CHECK(output_ != nullptr) << "the last layer must be an output layer";
   int64_t n_params = 0, n_state = 0;
@@ -25,7 +28,7 @@ Model::Model(const ModelSpec& spec) : spec_(spec), layers_(build_layers(spec)) {
   state_.zero();
   int64_t p = 0, s = 0;
   for (auto& layer : layers_) {
-    layer->bind(params_.data() + p, grads_.data() + p, state_.data() + s);
+    layer->bind(*backend_, params_.data() + p, grads_.data() + p, state_.data() + s);
     p += layer->num_params();
     s += layer->num_state();
   }

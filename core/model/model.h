@@ -13,7 +13,8 @@ namespace dtrain::core {
 class Model {
  public:
   // Builds the layers and allocates the buffers; parameters are zero until init() or a load.
-  explicit Model(const ModelSpec& spec);
+  // The layers compute on `backend` (default: the process's, kernels::backend()).
+  explicit Model(const ModelSpec& spec, kernels::Backend* backend = nullptr);
   Model(const Model&) = delete;
   Model& operator=(const Model&) = delete;
 
@@ -21,6 +22,7 @@ class Model {
   void init(uint64_t seed);
 
   const ModelSpec& spec() const { return spec_; }
+  kernels::Backend& backend() const { return *backend_; }
   int64_t num_params() const { return params_.size(); }
   int64_t num_state() const { return state_.size(); }
   float* params() { return params_.data(); }
@@ -46,6 +48,7 @@ class Model {
   void forward(const Tensor& x, const ForwardMode& mode);
 
   ModelSpec spec_;
+  kernels::Backend* backend_;
   std::vector<std::unique_ptr<Layer>> layers_;
   OutputLayer* output_ = nullptr;
   Tensor params_, grads_, state_;

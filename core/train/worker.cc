@@ -19,7 +19,7 @@ Worker::Worker(const JobSpec& job, const Dataset& train, const Model& initial, i
   std::memcpy(model_->params(), initial.params(), sizeof(float) * initial.num_params());
   std::memcpy(model_->state(), initial.state(), sizeof(float) * initial.num_state());
   updater_ = Updater::create(job.model.updater, job.model.l2, model_->segments(),
-                             model_->num_params());
+                             model_->num_params(), &model_->backend());
   step_.resize({model_->num_params()});
 }
 

@@ -1,9 +1,7 @@
 #include "core/updaters/updater.h"
 
 #include <cmath>
-#include <cstring>
 
-#include "core/updaters/rules.h"
 #include "core/util/error.h"
 
 namespace dtrain::core {
@@ -22,34 +20,54 @@ double scheduled_learning_rate(const UpdaterSpec& spec, int64_t iteration) {
 }
 
 std::unique_ptr<Updater> Updater::create(const UpdaterSpec& spec, double l2,
-                                         std::vector<ParamSegment> segments, int64_t n) {
-  if (spec.type == "sgd") return std::make_unique<SgdRule>(spec, l2, std::move(segments), n);
-  if (spec.type == "nesterovs")
-    return std::make_unique<NesterovsRule>(spec, l2, std::move(segments), n);
-  if (spec.type == "adam")
-    return std::make_unique<AdamRule>(spec, l2, std::move(segments), n, false);
-  if (spec.type == "amsgrad")
-    return std::make_unique<AdamRule>(spec, l2, std::move(segments), n, true);
-  if (spec.type == "rmsprop")
-    return std::make_unique<RmsPropRule>(spec, l2, std::move(segments), n);
+                                         std::vector<ParamSegment> segments, int64_t n,
+                                         kernels::Backend* backend) {
+  using kernels::UpdaterRule;
+  static const std::pair<const char*, UpdaterRule> kRules[] = {
+      {"sgd", UpdaterRule::kSgd},         {"nesterovs", UpdaterRule::kNesterovs},
+      {"adam", UpdaterRule::kAdam},       {"amsgrad", UpdaterRule::kAmsgrad},
+      {"rmsprop", UpdaterRule::kRmsProp}};
+  for (const auto& [name, rule] : kRules)
+    if (spec.type == name)
+      return std::unique_ptr<Updater>(new Updater(spec, rule, l2, std::move(segments), n,
+                                                  backend ? *backend : kernels::backend()));
   throw UserError("unknown updater '" + spec.type + "'",
                   "use one of: sgd, nesterovs, adam, amsgrad, rmsprop");
 }
 
+float* Updater::momentum() {
+  // Nesterov's velocity, Adam's first moment; sgd and rmsprop keep no momentum.
+  const bool has = rule_ == kernels::UpdaterRule::kNesterovs ||
+                   rule_ == kernels::UpdaterRule::kAdam || rule_ == kernels::UpdaterRule::kAmsgrad;
+  return has ? state_.data() : nullptr;
+}
+
 void Updater::compute_step(const float* params, const float* grad, float* step,
                            int64_t iteration, int64_t t, double lr_scale) {
-  if (step != grad) std::memcpy(step, grad, sizeof(float) * n_);
-  if (l2_ > 0.0) {
-    const float l2 = static_cast<float>(l2_);
-    for (const auto& seg : segments_) {
-      if (!seg.regularized) continue;
-      float* s = step + seg.offset;
-      const float* w = params + seg.offset;
-      for (int64_t i = 0; i < seg.size; ++i) s[i] += l2 * w[i];
-    }
+  if (step != grad) backend_.copy(step, grad, n_);
+  if (l2_ > 0.0)
+    for (const auto& seg : segments_)
+      if (seg.regularized)
+        backend_.axpy(static_cast<float>(l2_), params + seg.offset, step + seg.offset, seg.size);
+  const double lr = scheduled_learning_rate(spec_, iteration) * lr_scale;
+  const int64_t step_number = t > 0 ? t : iteration + 1;
+  kernels::UpdaterArgs a;
+  a.rule = rule_;
+  a.g_to_u = step;
+  a.state = state_.data();
+  a.n = n_;
+  a.momentum = static_cast<float>(spec_.momentum);
+  a.beta1 = static_cast<float>(spec_.beta1);
+  a.beta2 = static_cast<float>(spec_.beta2);
+  a.epsilon = static_cast<float>(spec_.epsilon);
+  a.rms_decay = static_cast<float>(spec_.rms_decay);
+  a.scale = static_cast<float>(lr);
+  if (rule_ == kernels::UpdaterRule::kAdam || rule_ == kernels::UpdaterRule::kAmsgrad) {
+    // Adam's bias corrections, folded into the step size (in double, then once to float).
+    const double b1 = a.beta1, b2 = a.beta2, tt = double(step_number);
+    a.scale = static_cast<float>(lr * std::sqrt(1.0 - std::pow(b2, tt)) / (1.0 - std::pow(b1, tt)));
   }
-  rule(step, static_cast<float>(scheduled_learning_rate(spec_, iteration) * lr_scale),
-       t > 0 ? t : iteration + 1);
+  backend_.updater_step(a);
 }
 
 }  // namespace dtrain::core

@@ -9,19 +9,23 @@
 
 #include "core/layers/layer.h"
 #include "core/spec/job_spec.h"
+#include "kernels/backend.h"
 
 namespace dtrain::core {
 
 // Learning rate at `iteration` (0-based) under the schedule.
 double scheduled_learning_rate(const UpdaterSpec& spec, int64_t iteration);
 
+// The rules themselves (sgd, nesterovs, adam, amsgrad, rmsprop) are the backend's
+// (Backend::updater_step; formulas in kernels/cpu/updaters.cc): this class adds L2, evaluates
+// the schedule and keeps the state.
 class Updater {
  public:
-  virtual ~Updater() = default;
-
-  // segments: where L2 applies (Model::segments()); n: number of parameters.
+  // segments: where L2 applies (Model::segments()); n: number of parameters. Throws UserError
+  // for an unknown type. The rule runs on `backend` (default: the process's).
   static std::unique_ptr<Updater> create(const UpdaterSpec& spec, double l2,
-                                         std::vector<ParamSegment> segments, int64_t n);
+                                         std::vector<ParamSegment> segments, int64_t n,
+                                         kernels::Backend* backend = nullptr);
 
   // step = u for gradient `grad` at parameters `params`; step may alias grad. The schedule is
   // evaluated at `iteration`; bias corrections use t, this updater's own step number (1-based;
@@ -33,25 +37,26 @@ class Updater {
 
   // The momentum (first moment) vector, or null for updaters without one: gradient sharing
   // clears the elements a message sent (momentum factor masking).
-  virtual float* momentum() { return nullptr; }
+  float* momentum();
 
   const std::string& type() const { return spec_.type; }
   // Momentum / moment estimates, flat; saved in model files so training can resume.
   std::vector<float>& state() { return state_; }
   const std::vector<float>& state() const { return state_; }
 
- protected:
-  Updater(const UpdaterSpec& spec, double l2, std::vector<ParamSegment> segments, int64_t n,
-          int64_t state_vectors)
-      : spec_(spec), l2_(l2), segments_(std::move(segments)), n_(n),
-        state_(static_cast<size_t>(n * state_vectors), 0.0f) {}
-  // g -> u in place over [0, n); t = iteration + 1.
-  virtual void rule(float* g_to_u, float lr, int64_t t) = 0;
+ private:
+  Updater(const UpdaterSpec& spec, kernels::UpdaterRule rule, double l2,
+          std::vector<ParamSegment> segments, int64_t n, kernels::Backend& backend)
+      : spec_(spec), rule_(rule), l2_(l2), segments_(std::move(segments)), n_(n),
+        backend_(backend),
+        state_(static_cast<size_t>(n * kernels::updater_state_vectors(rule)), 0.0f) {}
 
   UpdaterSpec spec_;
+  kernels::UpdaterRule rule_;
   double l2_;
   std::vector<ParamSegment> segments_;
   int64_t n_;
+  kernels::Backend& backend_;
   std::vector<float> state_;
 };
 

@@ -6,6 +6,13 @@ namespace dtrain::kernels {
 namespace cpu {
 const CodecKernels& avx512_codec_instance();
 const CodecKernels& avx2_codec_instance();
+const CodecKernels& portable_codec_instance();
+
+const CodecKernels& best_codec() {
+  if (const CodecKernels* k = cpu_codec_avx512()) return *k;
+  if (const CodecKernels* k = cpu_codec_avx2()) return *k;
+  return portable_codec_instance();
+}
 }  // namespace cpu
 
 const CodecKernels* cpu_codec_avx512() {

@@ -1,0 +1,37 @@
+#pragma once
+// The CPU backend's own loops (what oneDNN does not cover), on host memory. Written for
+// clarity first: these run at memory speed and are not where a step spends its time.
+// cpu_backend.cc dispatches to them; the conformance suite checks them against naive versions.
+#include <cstdint>
+
+#include "kernels/codec_kernels.h"
+#include "kernels/op_args.h"
+
+namespace dtrain::kernels::cpu {
+
+// elementwise.cc
+void add_row_vector(float* x, const float* v, int64_t rows, int64_t cols);
+void column_sums(const float* x, int64_t rows, int64_t cols, float* sums);
+void axpy(float alpha, const float* x, float* y, int64_t n);
+void multiply(const float* a, const float* b, float* out, int64_t n);
+void activation_forward(Activation activation, float* x, int64_t rows, int64_t cols);
+void activation_backward(Activation activation, const float* a, float* d, int64_t rows,
+                         int64_t cols);
+double loss(const LossArgs& args);
+void dropout_forward(const float* in, float* out, float* mask, int64_t n, float rate,
+                     uint64_t seed);
+
+// normalization.cc
+void batch_norm_forward(const BatchNormArgs& args);
+void batch_norm_backward(const BatchNormArgs& args);
+void global_pool_forward(const float* in, float* out, int64_t planes, int64_t plane, bool max);
+void global_pool_backward(const float* in, const float* dout, float* din, int64_t planes,
+                          int64_t plane, bool max);
+
+// updaters.cc
+void updater_step(const UpdaterArgs& args);
+
+// codec/codec_select.cc: the fastest codec this CPU runs (AVX-512, AVX2, else portable).
+const CodecKernels& best_codec();
+
+}  // namespace dtrain::kernels::cpu

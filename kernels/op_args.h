@@ -1,0 +1,105 @@
+#pragma once
+// What the backend operations take (kernels/backend.h): shapes, windows and the argument
+// bundles of the operations with many inputs. Plain data, no device code, so core/ and every
+// backend (host C++ and nvcc) share them. Every pointer is in the backend's memory (host for
+// the CPU backend, device for CUDA).
+#include <cstdint>
+
+namespace dtrain::kernels {
+
+// The sliding window of a convolution or a pooling: size, step and zero padding per side.
+struct Window2d {
+  int64_t kernel_h = 1, kernel_w = 1;
+  int64_t stride_h = 1, stride_w = 1;
+  int64_t pad_h = 0, pad_w = 0;
+  int64_t out_h(int64_t in_h) const { return (in_h + 2 * pad_h - kernel_h) / stride_h + 1; }
+  int64_t out_w(int64_t in_w) const { return (in_w + 2 * pad_w - kernel_w) / stride_w + 1; }
+};
+
+struct ConvGeometry {
+  int64_t batch = 0, in_channels = 0, in_h = 0, in_w = 0, out_channels = 0;
+  Window2d window;
+  int64_t out_h() const { return window.out_h(in_h); }
+  int64_t out_w() const { return window.out_w(in_w); }
+};
+
+struct PoolGeometry {
+  int64_t batch = 0, channels = 0, in_h = 0, in_w = 0;
+  Window2d window;
+  bool max = true;  // false: average (padding excluded from the count)
+  int64_t out_h() const { return window.out_h(in_h); }
+  int64_t out_w() const { return window.out_w(in_w); }
+};
+
+// Activation functions; softmax normalises each row. The names are in core/layers/activation.
+enum class Activation { kIdentity, kRelu, kLeakyRelu, kTanh, kSigmoid, kSoftmax };
+constexpr float kLeakyReluSlope = 0.01f;
+
+// Losses of the output layer, averaged over the rows (examples) of a minibatch.
+enum class Loss { kMcxent, kXent, kMse };
+constexpr float kProbFloor = 1e-7f;  // keeps log() finite for saturated outputs
+
+struct LossArgs {
+  Loss loss = Loss::kMcxent;
+  Activation activation = Activation::kSoftmax;  // the one that produced `a`
+  const float* a = nullptr;                      // outputs [rows, cols]
+  const float* targets = nullptr;                // [rows, cols]
+  int64_t rows = 0, cols = 0;
+  // When set: d(mean loss)/d(z) for the pre-activation z. The canonical pairs (softmax +
+  // mcxent, sigmoid + xent) use the fused, numerically stable a - y.
+  float* dz = nullptr;
+};
+
+// Batch normalisation over [batch, channels, plane] (plane = height x width; 1 after a dense
+// layer). Training normalises with the minibatch's statistics and moves the running ones
+// (running = decay * running + (1 - decay) * batch; the variance unbiased, as cuDNN and PyTorch
+// do); inference uses the running ones. forward writes save_mean and save_inv_std, which
+// backward reads.
+struct BatchNormArgs {
+  int64_t batch = 0, channels = 0, plane = 1;
+  float eps = 1e-5f, decay = 0.9f;
+  bool training = true;
+  const float* x = nullptr;
+  float* y = nullptr;
+  const float* gamma = nullptr;
+  const float* beta = nullptr;
+  float* running_mean = nullptr;
+  float* running_var = nullptr;
+  float* save_mean = nullptr;     // [channels]
+  float* save_inv_std = nullptr;  // [channels]
+  // backward: overwrites dgamma, dbeta and (when set) dx.
+  const float* dy = nullptr;
+  float* dx = nullptr;
+  float* dgamma = nullptr;
+  float* dbeta = nullptr;
+};
+
+// The updaters' rules: g (L2 already added) becomes the step u, in place. `scale` is the
+// learning rate, except for Adam/AMSGrad where it is lr * sqrt(1 - b2^t) / (1 - b1^t) (computed
+// once on the host, so every backend applies the same number).
+enum class UpdaterRule { kSgd, kNesterovs, kAdam, kAmsgrad, kRmsProp };
+
+struct UpdaterArgs {
+  UpdaterRule rule = UpdaterRule::kSgd;
+  float* g_to_u = nullptr;
+  float* state = nullptr;  // the rule's state vectors, each n long, one after the other
+  int64_t n = 0;
+  float scale = 0.f;
+  float momentum = 0.9f;  // nesterovs
+  float beta1 = 0.9f, beta2 = 0.999f, epsilon = 1e-8f;  // adam, amsgrad, rmsprop (epsilon)
+  float rms_decay = 0.95f;
+};
+
+// How many state vectors of n a rule keeps (momentum, moments, running maximum).
+inline int updater_state_vectors(UpdaterRule rule) {
+  switch (rule) {
+    case UpdaterRule::kSgd: return 0;
+    case UpdaterRule::kNesterovs: return 1;
+    case UpdaterRule::kAdam: return 2;
+    case UpdaterRule::kAmsgrad: return 3;
+    case UpdaterRule::kRmsProp: return 1;
+  }
+  return 0;
+}
+
+}  // namespace dtrain::kernels
