@@ -52,14 +52,15 @@ done < <(grep -E "^//[^ ]+ +(\(cached\) )?(PASSED|FAILED|TIMEOUT|FLAKY|NO STATUS
 skipped=0
 echo "== CUDA code (bazel build --config=cuda)"
 # Manual targets (plain `bazel build //...` must not need nvcc), so named one by one.
-gpu_tests=(codec_cuda_test)
-cuda_targets=(//kernels/cuda:codec_cuda //tools/bench:codec_cuda_bench)
-for name in "${gpu_tests[@]}"; do cuda_targets+=("//tests/cuda:$name"); done
+# GPU test binaries (package:name): built with --config=cuda, run with DTRAIN_REQUIRE_GPU=1.
+gpu_tests=(cuda:codec_cuda_test conformance:backend_conformance_test)
+cuda_targets=(//kernels/cuda:codec_cuda //kernels/cuda:backend //tools/bench:codec_cuda_bench)
+for t in "${gpu_tests[@]}"; do cuda_targets+=("//tests/$t"); done
 if bazel build --config=cuda "${cuda_targets[@]}"; then
   passed=$((passed + 1))  # the CUDA build itself
-  for name in "${gpu_tests[@]}"; do
-    bin=bazel-bin/tests/cuda/$name
-    out=$("$bin" 2>&1); rc=$?
+  for t in "${gpu_tests[@]}"; do
+    bin=bazel-bin/tests/${t%%:*}/${t#*:}
+    out=$(DTRAIN_REQUIRE_GPU=1 "$bin" 2>&1); rc=$?
     echo "$out" | tail -n 3
     if [[ $rc -eq 77 ]]; then
       skipped=$((skipped + 1))

@@ -1,0 +1,281 @@
+// The CUDA backend (DESIGN.md §11): one object per GPU worker, with its own device, stream,
+// cuBLAS and cuDNN handles. Matrix products are cuBLAS (FP32, no TF32: PyTorch's default for
+// matmul), convolutions and pooling cuDNN, the rest our kernels (cuda_ops.h), the codec the
+// kernels of codec_cuda.cu. Operations are queued on the stream; download, loss and
+// synchronize wait.
+#include <atomic>
+#include <memory>
+#include <vector>
+
+#include "kernels/backend.h"
+#include "kernels/cuda/codec_cuda.h"
+#include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/cuda_ops.h"
+#include "kernels/cuda/cudnn_layers.h"
+#include "kernels/gpu_devices.h"
+
+namespace dtrain::kernels {
+namespace cuda {
+namespace {
+
+// Bytes dtrain holds on each device (what /metrics and `dtrain-submit nodes` report).
+constexpr int kMaxDevices = 64;
+std::atomic<int64_t> g_bytes_in_use[kMaxDevices];
+
+class CudaBackend;
+
+// The codec's interface over codec_cuda.cu. CudaCodec runs on its own stream and returns when
+// done, so the backend's queued work is finished first.
+class CodecAdapter final : public CodecKernels {
+ public:
+  explicit CodecAdapter(CudaBackend& owner) : owner_(owner) {}
+  const char* name() const override { return "cuda"; }
+  CodecEncodeResult encode(const CodecEncodeArgs& a) const override;
+  void apply_bitmap(const uint32_t* bitmap, int64_t n, float tau, float* params) const override;
+  void apply_sparse(const uint32_t* words, int64_t count, float tau, float* params) const override;
+
+ private:
+  CudaCodec& codec_for(int64_t n) const;
+  CudaBackend& owner_;
+  mutable std::unique_ptr<CudaCodec> codec_;
+  mutable int64_t capacity_ = 0;
+};
+
+class CudaBackend final : public Backend {
+ public:
+  explicit CudaBackend(int device) : device_(device), codec_(*this) {
+    DTRAIN_CUDA_CALL(cudaSetDevice(device));
+    DTRAIN_CUDA_CALL(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    DTRAIN_CUBLAS_CALL(cublasCreate(&cublas_));
+    DTRAIN_CUBLAS_CALL(cublasSetStream(cublas_, stream_));
+    DTRAIN_CUBLAS_CALL(cublasSetMathMode(cublas_, CUBLAS_DEFAULT_MATH));
+    DTRAIN_CUDNN_CALL(cudnnCreate(&cudnn_));
+    DTRAIN_CUDNN_CALL(cudnnSetStream(cudnn_, stream_));
+    DTRAIN_CUDA_CALL(cudaMalloc(&loss_total_, sizeof(double)));
+    DTRAIN_CUDA_CALL(cudaMallocHost(&loss_host_, sizeof(double)));
+  }
+  ~CudaBackend() override {
+    cudaSetDevice(device_);
+    cudaStreamSynchronize(stream_);
+    cudaFreeHost(loss_host_);
+    cudaFree(loss_total_);
+    cudnnDestroy(cudnn_);
+    cublasDestroy(cublas_);
+    cudaStreamDestroy(stream_);
+  }
+
+  std::string name() const override { return "cuda:" + std::to_string(device_); }
+  bool host_memory() const override { return false; }
+  void activate() const { DTRAIN_CUDA_CALL(cudaSetDevice(device_)); }
+
+  float* allocate(int64_t n) override {
+    activate();
+    const size_t bytes = size_t(n > 0 ? n : 1) * sizeof(float);
+    void* p = nullptr;
+    DTRAIN_CUDA_CALL(cudaMalloc(&p, bytes));
+    sizes_.emplace_back(static_cast<float*>(p), bytes);
+    g_bytes_in_use[device_ % kMaxDevices] += int64_t(bytes);
+    return static_cast<float*>(p);
+  }
+  void release(float* p) override {
+    if (!p) return;
+    activate();
+    cudaStreamSynchronize(stream_);  // no queued kernel may still use it
+    for (size_t i = 0; i < sizes_.size(); ++i)
+      if (sizes_[i].first == p) {
+        g_bytes_in_use[device_ % kMaxDevices] -= int64_t(sizes_[i].second);
+        sizes_[i] = sizes_.back();
+        sizes_.pop_back();
+        break;
+      }
+    DTRAIN_CUDA_CALL(cudaFree(p));
+  }
+  void upload(float* dst, const float* src, int64_t n) override {
+    activate();
+    if (n > 0)
+      DTRAIN_CUDA_CALL(cudaMemcpyAsync(dst, src, sizeof(float) * n, cudaMemcpyHostToDevice, stream_));
+  }
+  void download(float* dst, const float* src, int64_t n) override {
+    activate();
+    if (n > 0)
+      DTRAIN_CUDA_CALL(cudaMemcpyAsync(dst, src, sizeof(float) * n, cudaMemcpyDeviceToHost, stream_));
+    synchronize();
+  }
+  void copy(float* dst, const float* src, int64_t n) override {
+    activate();
+    if (n > 0 && dst != src)
+      DTRAIN_CUDA_CALL(cudaMemcpyAsync(dst, src, sizeof(float) * n, cudaMemcpyDeviceToDevice, stream_));
+  }
+  void fill(float* x, int64_t n, float value) override { activate(); cuda::fill(stream_, x, n, value); }
+  void synchronize() override {
+    activate();
+    DTRAIN_CUDA_CALL(cudaStreamSynchronize(stream_));
+  }
+
+  // Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: swap the operands.
+  void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+            const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
+            int64_t ldc) override {
+    activate();
+    DTRAIN_CUBLAS_CALL(cublasSgemm(cublas_, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N,
+                                   trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, int(n), int(m), int(k),
+                                   &alpha, b, int(ldb), a, int(lda), &beta, c, int(ldc)));
+  }
+  void add_row_vector(float* x, const float* v, int64_t rows, int64_t cols) override {
+    activate();
+    cuda::add_row_vector(stream_, x, v, rows, cols);
+  }
+  void column_sums(const float* x, int64_t rows, int64_t cols, float* sums) override {
+    activate();
+    cuda::column_sums(stream_, x, rows, cols, sums);
+  }
+  void axpy(float alpha, const float* x, float* y, int64_t n) override {
+    activate();
+    cuda::axpy(stream_, alpha, x, y, n);
+  }
+  void multiply(const float* a, const float* b, float* out, int64_t n) override {
+    activate();
+    cuda::multiply(stream_, a, b, out, n);
+  }
+  void activation_forward(Activation act, float* x, int64_t rows, int64_t cols) override {
+    activate();
+    cuda::activation_forward(stream_, act, x, rows, cols);
+  }
+  void activation_backward(Activation act, const float* a, float* d, int64_t rows,
+                           int64_t cols) override {
+    activate();
+    cuda::activation_backward(stream_, act, a, d, rows, cols);
+  }
+  double loss(const LossArgs& args) override {
+    activate();
+    DTRAIN_CUDA_CALL(cudaMemsetAsync(loss_total_, 0, sizeof(double), stream_));
+    cuda::loss(stream_, args, loss_total_);
+    DTRAIN_CUDA_CALL(cudaMemcpyAsync(loss_host_, loss_total_, sizeof(double),
+                                     cudaMemcpyDeviceToHost, stream_));
+    synchronize();
+    return *loss_host_ / double(args.rows);
+  }
+  void dropout_forward(const float* in, float* out, float* mask, int64_t n, float rate,
+                       uint64_t seed) override {
+    activate();
+    cuda::dropout_forward(stream_, in, out, mask, n, rate, seed);
+  }
+  void batch_norm_forward(const BatchNormArgs& args) override {
+    activate();
+    cuda::batch_norm_forward(stream_, args);
+  }
+  void batch_norm_backward(const BatchNormArgs& args) override {
+    activate();
+    cuda::batch_norm_backward(stream_, args);
+  }
+  void global_pool_forward(const float* in, float* out, int64_t planes, int64_t plane,
+                           bool max) override {
+    activate();
+    cuda::global_pool_forward(stream_, in, out, planes, plane, max);
+  }
+  void global_pool_backward(const float* in, const float* dout, float* din, int64_t planes,
+                            int64_t plane, bool max) override {
+    activate();
+    cuda::global_pool_backward(stream_, in, dout, din, planes, plane, max);
+  }
+  std::unique_ptr<Conv2dKernel> make_conv2d(const ConvGeometry& geometry) override {
+    activate();
+    return make_cudnn_conv2d(cudnn_, geometry, tf32_);
+  }
+  std::unique_ptr<Pool2dKernel> make_pool2d(const PoolGeometry& geometry) override {
+    activate();
+    return make_cudnn_pool2d(cudnn_, geometry);
+  }
+  void updater_step(const UpdaterArgs& args) override {
+    activate();
+    cuda::updater_step(stream_, args);
+  }
+  const CodecKernels& codec() override { return codec_; }
+  void set_num_threads(int) override {}
+  void allow_tf32(bool allow) override { tf32_ = allow; }
+
+ private:
+  int device_;
+  cudaStream_t stream_ = nullptr;
+  cublasHandle_t cublas_ = nullptr;
+  cudnnHandle_t cudnn_ = nullptr;
+  double* loss_total_ = nullptr;
+  double* loss_host_ = nullptr;  // pinned
+  bool tf32_ = true;             // convolutions, as PyTorch's cudnn.allow_tf32 default
+  std::vector<std::pair<float*, size_t>> sizes_;
+  CodecAdapter codec_;
+};
+
+CudaCodec& CodecAdapter::codec_for(int64_t n) const {
+  owner_.synchronize();
+  if (!codec_ || n > capacity_) {
+    codec_ = std::make_unique<CudaCodec>(n);
+    capacity_ = n;
+  }
+  return *codec_;
+}
+
+CodecEncodeResult CodecAdapter::encode(const CodecEncodeArgs& a) const {
+  const DeviceEncodeResult r =
+      codec_for(a.n).encode(a.residual, a.update, a.n, a.tau, a.clip, a.bitmap, a.sparse);
+  CodecEncodeResult out;
+  out.count = r.count;
+  out.nonfinite_index = r.nonfinite_index;
+  out.residual_sum_squares = r.residual_sum_squares;
+  return out;
+}
+
+void CodecAdapter::apply_bitmap(const uint32_t* bitmap, int64_t n, float tau,
+                                float* params) const {
+  codec_for(std::max<int64_t>(n, 1)).apply_bitmap(bitmap, n, tau, params);
+}
+
+void CodecAdapter::apply_sparse(const uint32_t* words, int64_t count, float tau,
+                                float* params) const {
+  codec_for(std::max<int64_t>(capacity_, 1)).apply_sparse(words, count, tau, params);
+}
+
+}  // namespace
+}  // namespace cuda
+
+std::vector<GpuInfo> list_gpus(std::string* why) {
+  std::vector<GpuInfo> out;
+  int count = 0;
+  const cudaError_t err = cudaGetDeviceCount(&count);
+  if (err != cudaSuccess) {
+    if (why) *why = std::string("no usable CUDA device: ") + cudaGetErrorString(err);
+    return out;
+  }
+  if (count == 0 && why) *why = "no CUDA device present";
+  for (int d = 0; d < count; ++d) {
+    cudaDeviceProp prop{};
+    if (cudaGetDeviceProperties(&prop, d) != cudaSuccess) continue;
+    GpuInfo info;
+    info.index = d;
+    info.name = prop.name;
+    info.memory_bytes = int64_t(prop.totalGlobalMem);
+    info.memory_used_bytes = cuda::g_bytes_in_use[d % cuda::kMaxDevices].load();
+    out.push_back(info);
+  }
+  return out;
+}
+
+std::unique_ptr<Backend> make_gpu_backend(int device, std::string* why) {
+  int count = 0;
+  const cudaError_t err = cudaGetDeviceCount(&count);
+  if (err != cudaSuccess || device < 0 || device >= count) {
+    if (why)
+      *why = err != cudaSuccess ? std::string("no usable CUDA device: ") + cudaGetErrorString(err)
+                                : "GPU " + std::to_string(device) + " does not exist (" +
+                                      std::to_string(count) + " present)";
+    return nullptr;
+  }
+  try {
+    return std::make_unique<cuda::CudaBackend>(device);
+  } catch (const std::exception& e) {
+    if (why) *why = e.what();
+    return nullptr;
+  }
+}
+
+}  // namespace dtrain::kernels

@@ -1,0 +1,46 @@
+#pragma once
+// The CUDA backend's own kernels (what cuBLAS and cuDNN do not cover), launched on a given
+// stream over device memory. cuda_backend.cu dispatches to them. Semantics are those of
+// kernels/cpu/cpu_ops.h; the conformance suite compares the two.
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "kernels/op_args.h"
+
+namespace dtrain::kernels::cuda {
+
+// elementwise.cu
+void fill(cudaStream_t s, float* x, int64_t n, float value);
+void add_row_vector(cudaStream_t s, float* x, const float* v, int64_t rows, int64_t cols);
+void column_sums(cudaStream_t s, const float* x, int64_t rows, int64_t cols, float* sums);
+void axpy(cudaStream_t s, float alpha, const float* x, float* y, int64_t n);
+void multiply(cudaStream_t s, const float* a, const float* b, float* out, int64_t n);
+void activation_forward(cudaStream_t s, Activation activation, float* x, int64_t rows,
+                        int64_t cols);
+void activation_backward(cudaStream_t s, Activation activation, const float* a, float* d,
+                         int64_t rows, int64_t cols);
+// Adds the summed loss terms into *total (device memory, zeroed by the caller) and writes
+// args.dz when set.
+void loss(cudaStream_t s, const LossArgs& args, double* total);
+void dropout_forward(cudaStream_t s, const float* in, float* out, float* mask, int64_t n,
+                     float rate, uint64_t seed);
+
+// normalization.cu
+void batch_norm_forward(cudaStream_t s, const BatchNormArgs& args);
+void batch_norm_backward(cudaStream_t s, const BatchNormArgs& args);
+void global_pool_forward(cudaStream_t s, const float* in, float* out, int64_t planes,
+                         int64_t plane, bool max);
+void global_pool_backward(cudaStream_t s, const float* in, const float* dout, float* din,
+                          int64_t planes, int64_t plane, bool max);
+
+// updaters.cu
+void updater_step(cudaStream_t s, const UpdaterArgs& args);
+
+// Grid size for a grid-stride loop over n elements.
+inline unsigned grid_for(int64_t n, int threads = 256) {
+  const int64_t blocks = (n + threads - 1) / threads;
+  return static_cast<unsigned>(blocks < 1 ? 1 : (blocks > 65535 * 8 ? 65535 * 8 : blocks));
+}
+
+}  // namespace dtrain::kernels::cuda

@@ -1,0 +1,169 @@
+// cuDNN convolution and pooling (kernels/cuda/cudnn_layers.h). Algorithms are picked once per
+// geometry by cuDNN's heuristics (cudnnGet*_v7, best first that fits the workspace limit), and
+// the workspace is allocated once per kernel object.
+#include <algorithm>
+
+#include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/cudnn_layers.h"
+
+namespace dtrain::kernels::cuda {
+namespace {
+
+constexpr size_t kWorkspaceLimit = size_t(256) << 20;  // per convolution
+
+cudnnTensorDescriptor_t tensor4d(int64_t n, int64_t c, int64_t h, int64_t w) {
+  cudnnTensorDescriptor_t d;
+  DTRAIN_CUDNN_CALL(cudnnCreateTensorDescriptor(&d));
+  DTRAIN_CUDNN_CALL(cudnnSetTensor4dDescriptor(d, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, int(n),
+                                               int(c), int(h), int(w)));
+  return d;
+}
+
+template <typename Perf, typename Algo>
+Algo pick(const Perf* perf, int count, size_t* workspace) {
+  for (int i = 0; i < count; ++i)
+    if (perf[i].status == CUDNN_STATUS_SUCCESS && perf[i].memory <= kWorkspaceLimit) {
+      *workspace = std::max(*workspace, perf[i].memory);
+      return perf[i].algo;
+    }
+  throw CudaError("cuDNN found no convolution algorithm within a 256 MiB workspace; " +
+                  cuda_fix(true));
+}
+
+class CudnnConv2d : public Conv2dKernel {
+ public:
+  CudnnConv2d(cudnnHandle_t handle, const ConvGeometry& g, bool allow_tf32) : handle_(handle) {
+    const Window2d& w = g.window;
+    src_ = tensor4d(g.batch, g.in_channels, g.in_h, g.in_w);
+    dst_ = tensor4d(g.batch, g.out_channels, g.out_h(), g.out_w());
+    bias_ = tensor4d(1, g.out_channels, 1, 1);
+    DTRAIN_CUDNN_CALL(cudnnCreateFilterDescriptor(&filter_));
+    DTRAIN_CUDNN_CALL(cudnnSetFilter4dDescriptor(filter_, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW,
+                                                 int(g.out_channels), int(g.in_channels),
+                                                 int(w.kernel_h), int(w.kernel_w)));
+    DTRAIN_CUDNN_CALL(cudnnCreateConvolutionDescriptor(&conv_));
+    DTRAIN_CUDNN_CALL(cudnnSetConvolution2dDescriptor(conv_, int(w.pad_h), int(w.pad_w),
+                                                      int(w.stride_h), int(w.stride_w), 1, 1,
+                                                      CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
+    DTRAIN_CUDNN_CALL(cudnnSetConvolutionMathType(
+        conv_, allow_tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH));
+    choose_algorithms();
+    if (workspace_bytes_ > 0) DTRAIN_CUDA_CALL(cudaMalloc(&workspace_, workspace_bytes_));
+  }
+  ~CudnnConv2d() override {
+    if (workspace_) cudaFree(workspace_);
+    cudnnDestroyConvolutionDescriptor(conv_);
+    cudnnDestroyFilterDescriptor(filter_);
+    cudnnDestroyTensorDescriptor(bias_);
+    cudnnDestroyTensorDescriptor(dst_);
+    cudnnDestroyTensorDescriptor(src_);
+  }
+
+  void forward(const float* src, const float* weights, const float* bias, float* dst) override {
+    const float one = 1.f, zero = 0.f;
+    DTRAIN_CUDNN_CALL(cudnnConvolutionForward(handle_, &one, src_, src, filter_, weights, conv_,
+                                              fwd_, workspace_, workspace_bytes_, &zero, dst_, dst));
+    DTRAIN_CUDNN_CALL(cudnnAddTensor(handle_, &one, bias_, bias, &one, dst_, dst));
+  }
+  void backward_data(const float* diff_dst, const float* weights, float* diff_src) override {
+    const float one = 1.f, zero = 0.f;
+    DTRAIN_CUDNN_CALL(cudnnConvolutionBackwardData(handle_, &one, filter_, weights, dst_, diff_dst,
+                                                   conv_, bwd_data_, workspace_, workspace_bytes_,
+                                                   &zero, src_, diff_src));
+  }
+  void backward_weights(const float* src, const float* diff_dst, float* diff_weights,
+                        float* diff_bias) override {
+    const float one = 1.f, zero = 0.f;
+    DTRAIN_CUDNN_CALL(cudnnConvolutionBackwardFilter(handle_, &one, src_, src, dst_, diff_dst,
+                                                     conv_, bwd_filter_, workspace_,
+                                                     workspace_bytes_, &zero, filter_,
+                                                     diff_weights));
+    DTRAIN_CUDNN_CALL(cudnnConvolutionBackwardBias(handle_, &one, dst_, diff_dst, &zero, bias_,
+                                                   diff_bias));
+  }
+
+ private:
+  void choose_algorithms() {
+    int count = 0;
+    cudnnConvolutionFwdAlgoPerf_t fwd[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
+    DTRAIN_CUDNN_CALL(cudnnGetConvolutionForwardAlgorithm_v7(
+        handle_, src_, filter_, conv_, dst_, CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &count, fwd));
+    fwd_ = pick<cudnnConvolutionFwdAlgoPerf_t, cudnnConvolutionFwdAlgo_t>(fwd, count,
+                                                                          &workspace_bytes_);
+    cudnnConvolutionBwdDataAlgoPerf_t data[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
+    DTRAIN_CUDNN_CALL(cudnnGetConvolutionBackwardDataAlgorithm_v7(
+        handle_, filter_, dst_, conv_, src_, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &count, data));
+    bwd_data_ = pick<cudnnConvolutionBwdDataAlgoPerf_t, cudnnConvolutionBwdDataAlgo_t>(
+        data, count, &workspace_bytes_);
+    cudnnConvolutionBwdFilterAlgoPerf_t filt[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
+    DTRAIN_CUDNN_CALL(cudnnGetConvolutionBackwardFilterAlgorithm_v7(
+        handle_, src_, dst_, conv_, filter_, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &count,
+        filt));
+    bwd_filter_ = pick<cudnnConvolutionBwdFilterAlgoPerf_t, cudnnConvolutionBwdFilterAlgo_t>(
+        filt, count, &workspace_bytes_);
+  }
+
+  cudnnHandle_t handle_;
+  cudnnTensorDescriptor_t src_ = nullptr, dst_ = nullptr, bias_ = nullptr;
+  cudnnFilterDescriptor_t filter_ = nullptr;
+  cudnnConvolutionDescriptor_t conv_ = nullptr;
+  cudnnConvolutionFwdAlgo_t fwd_{};
+  cudnnConvolutionBwdDataAlgo_t bwd_data_{};
+  cudnnConvolutionBwdFilterAlgo_t bwd_filter_{};
+  size_t workspace_bytes_ = 0;
+  void* workspace_ = nullptr;
+};
+
+// cuDNN's pooling backward needs the forward's input and output: the kernel keeps pointers to
+// them (the layer keeps both tensors alive until its backward, see Pool2dKernel).
+class CudnnPool2d : public Pool2dKernel {
+ public:
+  CudnnPool2d(cudnnHandle_t handle, const PoolGeometry& g) : handle_(handle) {
+    const Window2d& w = g.window;
+    src_ = tensor4d(g.batch, g.channels, g.in_h, g.in_w);
+    dst_ = tensor4d(g.batch, g.channels, g.out_h(), g.out_w());
+    DTRAIN_CUDNN_CALL(cudnnCreatePoolingDescriptor(&pool_));
+    DTRAIN_CUDNN_CALL(cudnnSetPooling2dDescriptor(
+        pool_, g.max ? CUDNN_POOLING_MAX : CUDNN_POOLING_AVERAGE_COUNT_EXCLUDE_PADDING,
+        CUDNN_NOT_PROPAGATE_NAN, int(w.kernel_h), int(w.kernel_w), int(w.pad_h), int(w.pad_w),
+        int(w.stride_h), int(w.stride_w)));
+  }
+  ~CudnnPool2d() override {
+    cudnnDestroyPoolingDescriptor(pool_);
+    cudnnDestroyTensorDescriptor(dst_);
+    cudnnDestroyTensorDescriptor(src_);
+  }
+  void forward(const float* src, float* dst) override {
+    const float one = 1.f, zero = 0.f;
+    DTRAIN_CUDNN_CALL(cudnnPoolingForward(handle_, pool_, &one, src_, src, &zero, dst_, dst));
+    last_src_ = src;
+    last_dst_ = dst;
+  }
+  void backward(const float* diff_dst, float* diff_src) override {
+    if (!last_src_)
+      throw CudaError("pooling backward before any forward (a bug in the caller)");
+    const float one = 1.f, zero = 0.f;
+    DTRAIN_CUDNN_CALL(cudnnPoolingBackward(handle_, pool_, &one, dst_, last_dst_, dst_, diff_dst,
+                                           src_, last_src_, &zero, src_, diff_src));
+  }
+
+ private:
+  cudnnHandle_t handle_;
+  cudnnTensorDescriptor_t src_ = nullptr, dst_ = nullptr;
+  cudnnPoolingDescriptor_t pool_ = nullptr;
+  const float* last_src_ = nullptr;
+  const float* last_dst_ = nullptr;
+};
+
+}  // namespace
+
+std::unique_ptr<Conv2dKernel> make_cudnn_conv2d(cudnnHandle_t handle, const ConvGeometry& g,
+                                                bool allow_tf32) {
+  return std::make_unique<CudnnConv2d>(handle, g, allow_tf32);
+}
+
+std::unique_ptr<Pool2dKernel> make_cudnn_pool2d(cudnnHandle_t handle, const PoolGeometry& g) {
+  return std::make_unique<CudnnPool2d>(handle, g);
+}
+
+}  // namespace dtrain::kernels::cuda
