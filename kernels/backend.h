@@ -63,6 +63,8 @@ class Backend {
   virtual void column_sums(const float* x, int64_t rows, int64_t cols, float* sums) = 0;  // overwrites
   virtual void axpy(float alpha, const float* x, float* y, int64_t n) = 0;  // y += alpha x
   virtual void multiply(const float* a, const float* b, float* out, int64_t n) = 0;  // elementwise
+  virtual void scale(float* x, int64_t n, float alpha) = 0;                           // x *= alpha
+  virtual double sum_squares(const float* x, int64_t n) = 0;  // in double; waits for the result
 
   // ---- activations and losses
   // z -> a, in place, over [rows, cols].
@@ -92,6 +94,10 @@ class Backend {
   virtual void updater_step(const UpdaterArgs& args) = 0;
   // The update codec on this backend's memory (DESIGN.md §5), bit for bit the reference's.
   virtual const CodecKernels& codec() = 0;
+  // x[i] = 0 at every element a message sends (momentum factor masking): sparse words, or the
+  // n elements a bitmap covers.
+  virtual void clear_sent_sparse(const uint32_t* words, int64_t count, float* x) = 0;
+  virtual void clear_sent_bitmap(const uint32_t* bitmap, int64_t n, float* x) = 0;
 
   // Threads the calling thread's kernels may use (OpenMP on the CPU; ignored by CUDA).
   virtual void set_num_threads(int threads) = 0;

@@ -239,6 +239,23 @@ int run_cluster_status(const ClusterArgs& a, const std::string& job, bool json) 
   return kExitSuccess;
 }
 
+namespace {
+// "-" or "2 x NVIDIA H100 80GB HBM3 (79 GiB)"; mixed models are listed one by one.
+std::string gpus_summary(const Json& gpus) {
+  if (!gpus.is_array() || gpus.empty()) return "-";
+  auto one = [](const Json& g) {
+    return g.value("name", std::string("GPU")) + " (" +
+           std::to_string(g.value("memory_bytes", uint64_t(0)) >> 30) + " GiB)";
+  };
+  bool same = true;
+  for (const Json& g : gpus) same = same && one(g) == one(gpus[0]);
+  if (same) return std::to_string(gpus.size()) + " x " + one(gpus[0]);
+  std::string out;
+  for (const Json& g : gpus) out += (out.empty() ? "" : ", ") + one(g);
+  return out;
+}
+}  // namespace
+
 int run_cluster_nodes(const ClusterArgs& a, bool json) {
   Json reply;
   try {
@@ -250,11 +267,12 @@ int run_cluster_nodes(const ClusterArgs& a, bool json) {
     std::printf("%s\n", reply.dump(2).c_str());
     return kExitSuccess;
   }
-  std::printf("%-20s %-8s %-22s %-6s %s\n", "NODE", "STATE", "DATA", "CORES", "JOB");
+  std::printf("%-20s %-8s %-22s %-6s %-28s %s\n", "NODE", "STATE", "DATA", "CORES", "GPUS", "JOB");
   for (const Json& n : reply["nodes"]) {
     const std::string data = n.value("address", "") + ":" + std::to_string(n.value("data_port", 0));
-    std::printf("%-20s %-8s %-22s %-6d %s\n", n.value("name", "").c_str(),
+    std::printf("%-20s %-8s %-22s %-6d %-28s %s\n", n.value("name", "").c_str(),
                 n.value("state", "").c_str(), data.c_str(), n.value("cores", 0),
+                gpus_summary(n.value("gpus", Json::array())).c_str(),
                 n.value("running_job", "").c_str());
   }
   return kExitSuccess;

@@ -4,6 +4,7 @@
 #include <cstdio>
 
 #include "core/spec/job_spec_parser.h"
+#include "core/train/device_placement.h"
 #include "core/train/local_trainer.h"
 #include "core/util/error.h"
 #include "submit/commands.h"
@@ -20,16 +21,26 @@ int run_local_training(const LocalTrainArgs& args) {
     std::fprintf(stderr, "error: %s\n", e.what());
     return kExitBadInput;
   }
-  const int workers = core::resolve_workers_per_node(job);
-  std::printf("job %s: %s, %lld epochs, batch %lld per worker, %d worker%s in this process\n",
+  core::LocalPlacement place;
+  try {
+    place = core::place_local(job);
+  } catch (const core::UserError& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return kExitBadInput;
+  }
+  job.training.workers_per_node = place.workers;
+  const int workers = place.workers;
+  std::printf("job %s: %s, %lld epochs, batch %lld per worker, %d worker%s in this process on %s\n",
               job.name.c_str(), job.training.mode.c_str(), (long long)job.training.epochs,
-              (long long)job.training.batch_size_per_worker, workers, workers == 1 ? "" : "s");
+              (long long)job.training.batch_size_per_worker, workers, workers == 1 ? "" : "s",
+              place.description.c_str());
   std::fflush(stdout);
   ProgressPrinter printer(stdout, !args.quiet && ::isatty(STDOUT_FILENO));
   core::TrainingListener silent;
   core::LocalTrainingOptions options;
   options.threads = args.threads;
   options.output_path = args.output;
+  options.gpus = place.gpus;
   core::TrainingResult result;
   try {
     result = core::train_local(job, args.quiet ? silent : printer, options);

@@ -9,12 +9,15 @@
 # log. Free ports are picked at start. Binaries: $DTRAIND and $DTRAIN_SUBMIT, by default the
 # ones `bazel build //daemon:dtraind //submit:dtrain-submit` made. $PEER_TIMEOUT_MS and
 # $HEARTBEAT_MS tune failure detection (defaults 10000 and 1000, as in production).
+# $GPU_NODES=K: nodes 1..K offer their GPUs (gpus: all), the others none (gpus: none), e.g. one
+# GPU node and two CPU nodes on one GPU machine; with $EMULATED_GPUS=G those K nodes get G
+# emulated GPUs instead (tests on machines without one; CPU arithmetic, see kernels/emulated).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 DTRAIND="${DTRAIND:-$root/bazel-bin/daemon/dtraind}"
 DTRAIN_SUBMIT="${DTRAIN_SUBMIT:-$root/bazel-bin/submit/dtrain-submit}"
 
-usage() { sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
+usage() { sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
 
 free_port() {  # a port the kernel just handed out (TCP and UDP are checked)
   python3 -c 'import socket
@@ -46,8 +49,11 @@ start() {
   (( threads >= 1 )) || threads=1
   : > "$dir/pids"
   for i in $(seq 1 "$n"); do
-    local roles="[node]"
+    local roles="[node]" gpus=all emulated=""
     [[ $i -eq 1 ]] && roles="[node, controller]"
+    if [[ -n ${GPU_NODES:-} ]]; then
+      if [[ $i -le $GPU_NODES ]]; then emulated=${EMULATED_GPUS:-}; else gpus=none; fi
+    fi
     cat > "$dir/node-$i.yaml" <<YAML
 name: node-$i
 roles: $roles
@@ -58,10 +64,11 @@ control: {address: 127.0.0.1, port: $control_port}
 data: {interface: lo, port: $(free_port)}
 http: {address: 127.0.0.1, port: $(free_port)}
 threads: $threads
+gpus: $gpus
 heartbeat_ms: ${HEARTBEAT_MS:-1000}
 peer_timeout_ms: ${PEER_TIMEOUT_MS:-10000}
 YAML
-    "$DTRAIND" --config "$dir/node-$i.yaml" > "$dir/node-$i.log" 2>&1 &
+    DTRAIN_EMULATED_GPUS=$emulated "$DTRAIND" --config "$dir/node-$i.yaml" > "$dir/node-$i.log" 2>&1 &
     echo "$! node-$i" >> "$dir/pids"
   done
   printf 'export DTRAIN_CONTROLLER=127.0.0.1:%s\nexport DTRAIN_KEY_FILE=%s\n' \

@@ -8,14 +8,26 @@
 namespace dtrain::core {
 
 UpdateEncoder::UpdateEncoder(int64_t num_params, const TrainingSpec& training, uint32_t origin,
-                             const CodecEngine& engine, int64_t max_segment)
+                             const CodecEngine& engine, int64_t max_segment,
+                             kernels::Backend* device)
     : residual_spec_(training.residual),
       origin_(origin),
       engine_(engine),
       max_segment_(max_segment),
-      threshold_(training.threshold),
-      residual_(static_cast<size_t>(num_params), 0.f) {
+      threshold_(training.threshold) {
   DTRAIN_CHECK(max_segment > 0 && max_segment <= kMaxSegmentLength);
+  if (device && !device->host_memory()) {
+    residual_.set_memory(device);
+    device_codec_ = std::make_unique<DeviceCodec>(*device);
+  }
+  residual_.resize({num_params});
+  residual_.zero();
+}
+
+std::vector<float> UpdateEncoder::residual() const {
+  std::vector<float> out(static_cast<size_t>(residual_.size()));
+  residual_.copy_to_host(out.data());
+  return out;
 }
 
 std::vector<EncodedMessage> UpdateEncoder::encode(const float* update) {
@@ -23,7 +35,7 @@ std::vector<EncodedMessage> UpdateEncoder::encode(const float* update) {
   const float tau = threshold_.tau();
   const bool clip_now = residual_spec_.clip && steps_ % residual_spec_.every == 0;
   const float clip = clip_now ? static_cast<float>(residual_spec_.clip_multiple * tau) : 0.f;
-  const int64_t n = static_cast<int64_t>(residual_.size());
+  const int64_t n = residual_.size();
 
   std::vector<EncodedMessage> messages;
   CodecStepStats stats;
@@ -34,8 +46,12 @@ std::vector<EncodedMessage> UpdateEncoder::encode(const float* update) {
   for (int64_t offset = 0; offset < n; offset += max_segment_) {
     const int64_t len = std::min(max_segment_, n - offset);
     double segment_squares = 0.0;
-    EncodedMessage m = engine_.encode_segment(residual_.data() + offset, update + offset, len,
-                                              tau, clip, &segment_squares, scratch_);
+    EncodedMessage m =
+        device_codec_
+            ? device_codec_->encode_segment(residual_.data() + offset, update + offset, len, tau,
+                                            clip, &segment_squares)
+            : engine_.encode_segment(residual_.data() + offset, update + offset, len, tau, clip,
+                                     &segment_squares, scratch_);
     m.param_offset = offset;
     m.origin = origin_;
     m.id = (static_cast<uint64_t>(origin_) << 40) | next_sequence_++;

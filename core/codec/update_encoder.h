@@ -3,9 +3,11 @@
 // algorithm and its message numbering. encode() turns the step u into messages, one per
 // parameter segment, and records the figures the progress output and /metrics show.
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "core/codec/codec_engine.h"
+#include "core/codec/device_codec.h"
 #include "core/codec/message.h"
 #include "core/codec/threshold.h"
 #include "core/spec/job_spec.h"
@@ -26,17 +28,22 @@ struct CodecStepStats {
 class UpdateEncoder {
  public:
   // `origin` numbers the worker; message ids are unique per origin. `max_segment` is
-  // kMaxSegmentLength except in tests of segmenting.
+  // kMaxSegmentLength except in tests of segmenting. With a `device` (a GPU backend) the
+  // residual lives there and encoding runs there (DeviceCodec); otherwise `engine` on the host.
   UpdateEncoder(int64_t num_params, const TrainingSpec& training, uint32_t origin,
-                const CodecEngine& engine, int64_t max_segment = kMaxSegmentLength);
+                const CodecEngine& engine, int64_t max_segment = kMaxSegmentLength,
+                kernels::Backend* device = nullptr);
 
-  // r += u, threshold, encode, subtract, clip every `residual.every` steps. Throws UserError
-  // for a NaN or Inf in u; the encoder must not be used after that.
+  // r += u, threshold, encode, subtract, clip every `residual.every` steps; u is in the
+  // residual's memory. Throws UserError for a NaN or Inf in u; the encoder must not be used
+  // after that.
   std::vector<EncodedMessage> encode(const float* update);
 
   const CodecStepStats& last_stats() const { return stats_; }
   ThresholdAlgorithm& threshold() { return threshold_; }
-  const std::vector<float>& residual() const { return residual_; }
+  std::vector<float> residual() const;  // a host copy
+  // The device codec when the residual lives on a GPU, else null.
+  DeviceCodec* device_codec() { return device_codec_.get(); }
   int64_t steps() const { return steps_; }
 
  private:
@@ -45,8 +52,9 @@ class UpdateEncoder {
   const CodecEngine& engine_;
   int64_t max_segment_;
   ThresholdAlgorithm threshold_;
-  std::vector<float> residual_;
+  Tensor residual_;
   CodecEngine::Scratch scratch_;
+  std::unique_ptr<DeviceCodec> device_codec_;
   uint64_t next_sequence_ = 1;
   int64_t steps_ = 0;
   CodecStepStats stats_;

@@ -19,7 +19,8 @@ Evaluation evaluate(Model& model, const Dataset& data, int64_t top_n, int64_t ba
     std::memcpy(y.data(), data.targets.row(start), sizeof(float) * ty * count);
     const Tensor& p = model.predict(x);
     eval.add(p, data.labels.data() + start);
-    eval.add_loss(loss_value(model.backend(), model.loss(), p, y), count);
+    // predict() returns host memory whatever the model's device: the loss is the CPU's.
+    eval.add_loss(loss_value(kernels::cpu_backend(), model.loss(), p, y), count);
   }
   return eval;
 }

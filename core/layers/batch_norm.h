@@ -20,6 +20,9 @@ class BatchNormLayer : public Layer {
   void forward(const Tensor& in, Tensor& out, const ForwardMode& mode) override;
   void backward(const Tensor& in, const Tensor& out, const Tensor& dout, Tensor* din) override;
 
+ protected:
+  std::vector<Tensor*> scratch_tensors() override { return {&saved_}; }
+
  private:
   // The arguments both passes share (saved_ is resized, and kept, across the pair).
   kernels::BatchNormArgs args(const Tensor& in);

@@ -30,6 +30,9 @@ class Conv2dLayer : public Layer {
   void forward(const Tensor& in, Tensor& out, const ForwardMode& mode) override;
   void backward(const Tensor& in, const Tensor& out, const Tensor& dout, Tensor* din) override;
 
+ protected:
+  std::vector<Tensor*> scratch_tensors() override { return {&dz_}; }
+
  private:
   int64_t weight_count() const {
     return options_.filters * input_shape_[0] * options_.window.kernel_h *

@@ -24,6 +24,9 @@ class DenseLayer : public Layer {
   Activation activation() const { return activation_; }
 
  protected:
+  std::vector<Tensor*> scratch_tensors() override { return {&dz_}; }
+
+ protected:
   int64_t in_, out_;
   Activation activation_;
   WeightInit init_;

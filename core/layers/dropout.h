@@ -12,6 +12,9 @@ class DropoutLayer : public Layer {
   void forward(const Tensor& in, Tensor& out, const ForwardMode& mode) override;
   void backward(const Tensor& in, const Tensor& out, const Tensor& dout, Tensor* din) override;
 
+ protected:
+  std::vector<Tensor*> scratch_tensors() override { return {&mask_}; }
+
  private:
   float rate_;
   Tensor mask_;

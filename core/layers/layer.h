@@ -44,6 +44,7 @@ class Layer {
     params_ = params;
     grads_ = grads;
     state_ = state;
+    for (Tensor* t : scratch_tensors()) t->set_memory(device_memory());
   }
 
   // in: [batch, input_shape...]; resizes out to [batch, output_shape...].
@@ -53,6 +54,13 @@ class Layer {
   virtual void backward(const Tensor& in, const Tensor& out, const Tensor& dout, Tensor* din) = 0;
 
  protected:
+  // The tensors a layer keeps between forward and backward: they live with its parameters.
+  virtual std::vector<Tensor*> scratch_tensors() { return {}; }
+  // nullptr (host memory) on the CPU, else the backend.
+  kernels::Backend* device_memory() const {
+    return backend_ && !backend_->host_memory() ? backend_ : nullptr;
+  }
+
   Shape input_shape_;
   Shape output_shape_;
   kernels::Backend* backend_ = nullptr;

@@ -120,7 +120,10 @@ struct TrainingSpec {
   int64_t epochs = 1;
   int64_t batch_size_per_worker = 32;
   int64_t nodes = 0;             // 0 = all
-  int64_t workers_per_node = 0;  // 0 = auto
+  int64_t workers_per_node = 0;  // 0 = auto (one per GPU on GPU nodes, else up to 8 per node)
+  // Where workers run (DESIGN.md §11): cpu, gpu (every node of the job needs a GPU) or auto
+  // (GPUs where a node has them, the CPU elsewhere).
+  std::string device = "auto";
   ThresholdSpec threshold;
   ResidualSpec residual;
   std::string mesh = "plain";    // plain | mesh

@@ -234,7 +234,7 @@ class JobSpecParser {
     if (!node) return t;
     const std::string p = "training";
     r_.expect_map(node, p, {"mode", "epochs", "batch_size_per_worker", "nodes",
-                            "workers_per_node", "threshold", "residual", "mesh",
+                            "workers_per_node", "device", "threshold", "residual", "mesh",
                             "averaging_frequency", "average_updater_state", "sync",
                             "corrections", "stop_on_divergence", "audit_updates"});
     t.mode = r_.choice(node, "mode", p, t.mode, {"gradient_sharing", "parameter_averaging"});
@@ -243,6 +243,7 @@ class JobSpecParser {
     t.nodes = all_or_count(node, "nodes", "all", 1 << 16);
     t.workers_per_node = all_or_count(node, "workers_per_node", "auto", 256);
     t.mesh = r_.choice(node, "mesh", p, t.mesh, {"plain", "mesh"});
+    t.device = r_.choice(node, "device", p, t.device, {"auto", "cpu", "gpu"});
     t.averaging_frequency = r_.integer(node, "averaging_frequency", p, 5, 1, 1 << 20);
     t.average_updater_state = r_.boolean(node, "average_updater_state", p, false);
     t.stop_on_divergence = r_.boolean(node, "stop_on_divergence", p, true);

@@ -1,6 +1,9 @@
 #pragma once
 // A dense float tensor: a shape and a 64-byte aligned buffer it owns. Row-major (NCHW for
 // images). Layers reuse their tensors across steps; resize() only reallocates when growing.
+// A tensor knows where its buffer lives (DESIGN.md §11): host memory by default, or a
+// backend's memory (a GPU's) after set_memory(); data() is then a device pointer, which only
+// that backend's operations may touch. Copies between tensors move data across as needed.
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -9,6 +12,7 @@
 #include <vector>
 
 #include "core/util/check.h"
+#include "kernels/backend.h"
 
 namespace dtrain::core {
 
@@ -22,6 +26,16 @@ inline int64_t shape_size(const Shape& shape) {
 
 std::string shape_string(const Shape& shape);
 
+// Frees a tensor's buffer where it was allocated.
+struct TensorRelease {
+  kernels::Backend* memory;
+  explicit TensorRelease(kernels::Backend* m = nullptr) : memory(m) {}
+  void operator()(float* p) const {
+    if (memory) memory->release(p);
+    else std::free(p);
+  }
+};
+
 class Tensor {
  public:
   Tensor() = default;
@@ -31,9 +45,18 @@ class Tensor {
   Tensor(Tensor&&) noexcept = default;
   Tensor& operator=(Tensor&&) noexcept = default;
 
+  // Where the buffer lives: nullptr (the default) is host memory from the C library. Changing
+  // it drops the buffer (the tensor is empty afterwards).
+  void set_memory(kernels::Backend* memory);
+  kernels::Backend* memory() const { return memory_; }
+  bool on_host() const { return memory_ == nullptr || memory_->host_memory(); }
+
   void resize(Shape shape);
   void fill(float value);
   void zero() { fill(0.0f); }
+  // size() floats from host memory into this tensor, and out of it.
+  void copy_from_host(const float* host);
+  void copy_to_host(float* host) const;
 
   const Shape& shape() const { return shape_; }
   int64_t dim(size_t i) const { return shape_.at(i); }
@@ -50,13 +73,11 @@ class Tensor {
   const float* row(int64_t i) const { return data() + i * row_size(); }
 
  private:
-  struct Free {
-    void operator()(float* p) const { std::free(p); }
-  };
   Shape shape_;
   int64_t size_ = 0;
   int64_t capacity_ = 0;
-  std::unique_ptr<float[], Free> data_;
+  kernels::Backend* memory_ = nullptr;
+  std::unique_ptr<float[], TensorRelease> data_;
 };
 
 }  // namespace dtrain::core

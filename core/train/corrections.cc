@@ -25,16 +25,15 @@ double density_scale(const CorrectionsSpec& c, double max_density, double progre
   return std::pow(c.sparsity_warmup_start / max_density, left);
 }
 
-double clip_gradient(const CorrectionsSpec& c, int workers, float* g, int64_t n) {
+double clip_gradient(const CorrectionsSpec& c, int workers, kernels::Backend& backend, float* g,
+                     int64_t n) {
   if (c.clip_norm <= 0.0) return 1.0;
-  double squares = 0.0;
-  for (int64_t i = 0; i < n; ++i) squares += double(g[i]) * double(g[i]);
+  const double squares = backend.sum_squares(g, n);
   const double bound = c.clip_norm / std::sqrt(double(std::max(1, workers)));
   const double norm = std::sqrt(squares);
   if (norm <= bound) return 1.0;
   const double scale = bound / norm;
-  const float f = static_cast<float>(scale);
-  for (int64_t i = 0; i < n; ++i) g[i] *= f;
+  backend.scale(g, n, static_cast<float>(scale));
   return scale;
 }
 

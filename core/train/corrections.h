@@ -7,6 +7,7 @@
 
 #include "core/codec/message.h"
 #include "core/spec/job_spec.h"
+#include "kernels/backend.h"
 
 namespace dtrain::core {
 
@@ -21,10 +22,13 @@ double lr_scale(const CorrectionsSpec& c, int workers, double progress);
 double density_scale(const CorrectionsSpec& c, double max_density, double progress);
 
 // Local gradient clipping: scales g so that its L2 norm is at most clip_norm / sqrt(workers).
-// Returns the factor applied (1 when it was within the bound or clipping is off).
-double clip_gradient(const CorrectionsSpec& c, int workers, float* g, int64_t n);
+// Returns the factor applied (1 when it was within the bound or clipping is off). g lives in
+// `backend`'s memory.
+double clip_gradient(const CorrectionsSpec& c, int workers, kernels::Backend& backend, float* g,
+                     int64_t n);
 
-// Momentum factor masking: clears momentum[i] for every element i the message sent.
+// Momentum factor masking: clears momentum[i] for every element i the message sent (host
+// memory; a GPU worker's DeviceCodec does the same on the device).
 void mask_momentum(const EncodedMessage& m, float* momentum);
 
 }  // namespace dtrain::core

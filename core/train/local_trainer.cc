@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "core/eval/evaluate.h"
+#include "core/train/device_placement.h"
 #include "core/train/divergence_monitor.h"
 #include "core/io/model_file.h"
 #include "core/train/training_data.h"
@@ -28,11 +29,13 @@ ModelFile snapshot(const JobSpec& job, Worker& worker, const Normalizer& normali
   ModelFile f;
   Model& m = worker.model();
   f.spec_yaml = job.source_text;
-  f.params.assign(m.params(), m.params() + m.num_params());
-  f.state.assign(m.state(), m.state() + m.num_state());
+  const float* params = m.host_params();
+  f.params.assign(params, params + m.num_params());
+  const float* state = m.host_state();
+  f.state.assign(state, state + m.num_state());
   f.has_updater = true;
   f.updater_type = worker.updater().type();
-  f.updater_state = worker.updater().state();
+  f.updater_state = worker.updater().host_state();
   f.normalizer = normalizer;
   f.iteration = iteration;
   f.epoch = epoch;
@@ -48,13 +51,12 @@ void average_state(Workers& workers) {
   if (n == 0 || workers.size() == 1) return;
   std::vector<double> sum(n, 0.0);
   for (auto& w : workers) {
-    const float* s = w->worker().model().state();
+    const float* s = w->worker().model().host_state();
     for (int64_t i = 0; i < n; ++i) sum[i] += s[i];
   }
-  for (auto& w : workers) {
-    float* s = w->worker().model().state();
-    for (int64_t i = 0; i < n; ++i) s[i] = static_cast<float>(sum[i] / workers.size());
-  }
+  std::vector<float> mean(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) mean[i] = static_cast<float>(sum[i] / workers.size());
+  for (auto& w : workers) w->worker().model().set_state(mean.data());
 }
 
 // DESIGN.md §5: thresholds are per worker and averaged at each epoch end.
@@ -89,16 +91,21 @@ void on_every_worker(int workers, Run& run) {
 void average_round(NodeExchange& exchange, Worker& worker, bool with_updater_state,
                    int64_t round) {
   Model& m = worker.model();
-  std::vector<float>& state = worker.updater().state();
-  if (!with_updater_state || state.empty()) {
+  const bool with_state = with_updater_state && worker.updater().state_size() > 0;
+  if (!with_state && m.on_host()) {
     exchange.average_parameters(m.params(), m.num_params(), round);
     return;
   }
-  std::vector<float> both(m.params(), m.params() + m.num_params());
+  const float* params = m.host_params();
+  std::vector<float> both(params, params + m.num_params());
+  std::vector<float> state;
+  if (with_state) state = worker.updater().host_state();
   both.insert(both.end(), state.begin(), state.end());
   exchange.average_parameters(both.data(), int64_t(both.size()), round);
-  std::copy(both.begin(), both.begin() + m.num_params(), m.params());
+  m.set_params(both.data());
+  if (!with_state) return;
   std::copy(both.begin() + m.num_params(), both.end(), state.begin());
+  worker.updater().set_state(state);
 }
 
 // Survivors of a lost node do its minibatches that are left in this epoch (DESIGN.md §8): the
@@ -137,6 +144,24 @@ int64_t take_over(const NodeExchange::EpochEnd& end, int64_t epoch, int shards,
   return done;
 }
 
+// One backend per GPU worker (each its own stream), or none for CPU workers. Throws UserError
+// when a GPU cannot be used, with the driver's reason.
+std::vector<std::unique_ptr<kernels::Backend>> make_gpu_backends(const std::vector<int>& gpus,
+                                                                 int workers) {
+  std::vector<std::unique_ptr<kernels::Backend>> out;
+  if (gpus.empty()) return out;
+  for (int w = 0; w < workers; ++w) {
+    const int gpu = gpus[size_t(w) % gpus.size()];
+    std::string why;
+    out.push_back(kernels::make_gpu_backend(gpu, &why));
+    if (!out.back())
+      throw UserError("worker " + std::to_string(w) + " cannot use GPU " + std::to_string(gpu) +
+                          ": " + why,
+                      "check the GPU with nvidia-smi, or run the job with training.device: cpu");
+  }
+  return out;
+}
+
 }  // namespace
 
 int resolve_workers_per_node(const JobSpec& job) {
@@ -173,10 +198,14 @@ TrainingResult train_local(const JobSpec& job, TrainingListener& listener,
   MessageBus bus(num_workers, &gate);
   std::atomic<bool> stop{false};
   UpdateAudit audit(initial.num_params(), sharing && job.training.audit_updates);
+  // Declared before the workers, so that their models (in GPU memory) go first.
+  const std::vector<std::unique_ptr<kernels::Backend>> gpu_backends =
+      make_gpu_backends(options.gpus, num_workers);
   Workers workers;
   for (int w = 0; w < num_workers; ++w) {
-    workers.push_back(std::make_unique<SharingWorker>(job, data.train, initial, w,
-                                                      first_shard + w, shards, bus, engine));
+    kernels::Backend* backend = gpu_backends.empty() ? nullptr : gpu_backends[w].get();
+    workers.push_back(std::make_unique<SharingWorker>(job, data.train, initial, w, first_shard + w,
+                                                      shards, bus, engine, backend));
     SharingWorker& sw = *workers.back();
     if (options.message_observer) sw.set_observer(options.message_observer);
     sw.set_wait(exchange ? exchange->wait_deadline() : std::chrono::minutes(10),
@@ -202,7 +231,9 @@ TrainingResult train_local(const JobSpec& job, TrainingListener& listener,
   result.mode = job.training.mode;
   result.workers = num_workers;
   result.params = initial.num_params();
-  if (sharing) result.codec_kernel = engine.name();
+  result.device = device_label(options.gpus);
+  if (sharing)
+    result.codec_kernel = gpu_backends.empty() ? engine.name() : gpu_backends[0]->codec().name();
   Worker& lead = workers[0]->worker();
   const int64_t per_epoch = lead.batches_per_epoch();
   // Parameter-averaging rounds per epoch, the same on every node: from the smallest shard.
@@ -226,8 +257,8 @@ TrainingResult train_local(const JobSpec& job, TrainingListener& listener,
       DTRAIN_CHECK(int64_t(resume.params.size()) == m.num_params() &&
                    int64_t(resume.state.size()) == m.num_state())
           << "snapshot of " << resume.params.size() << " parameters";
-      std::copy(resume.params.begin(), resume.params.end(), m.params());
-      std::copy(resume.state.begin(), resume.state.end(), m.state());
+      m.set_params(resume.params.data());
+      m.set_state(resume.state.data());
       w->encoder().threshold().set_tau(resume.tau);
     }
     first_epoch = resume.next_epoch;
@@ -334,14 +365,14 @@ TrainingResult train_local(const JobSpec& job, TrainingListener& listener,
     if (sharing && !exchange) average_tau(workers);
     average_state(workers);
     if (exchange && sharing && !cancelled)
-      exchange->epoch_applied(epoch, lead.model().params(), lead.model().num_params(),
-                              lead.model().state(), lead.model().num_state(),
+      exchange->epoch_applied(epoch, lead.model().host_params(), lead.model().num_params(),
+                              lead.model().host_state(), lead.model().num_state(),
                               workers[0]->encoder().threshold().tau());
     if (cancelled) stop = true;
 
     EpochSummary summary;
     summary.epoch = epoch;
-    summary.replica = fingerprint(lead.model().params(), lead.model().num_params());
+    summary.replica = fingerprint(lead.model().host_params(), lead.model().num_params());
     summary.takeover_batches = takeover_batches;
     summary.seconds = seconds_since(start);
     double loss_sum = 0.0;
@@ -383,17 +414,22 @@ TrainingResult train_local(const JobSpec& job, TrainingListener& listener,
         throw UserError(*diverged, divergence.fix());
   }
 
+  // Host copies of every replica (downloads on GPUs), compared element by element.
+  std::vector<std::vector<float>> copies;
   std::vector<const float*> replicas;
-  for (auto& w : workers) replicas.push_back(w->worker().model().params());
+  for (auto& w : workers) {
+    const Model& m = w->worker().model();
+    const float* params = m.host_params();
+    copies.emplace_back(params, params + m.num_params());
+  }
+  for (const auto& c : copies) replicas.push_back(c.data());
   result.agreement = compare_replicas(replicas, initial.num_params());
-  if (options.final_params)
-    options.final_params->assign(lead.model().params(),
-                                 lead.model().params() + initial.num_params());
+  if (options.final_params) *options.final_params = copies[0];
   for (auto& w : workers) result.max_ahead = std::max(result.max_ahead, w->max_ahead());
   result.applied_digest = audit.digest();
   result.applied_messages = audit.count();
   if (audit.has_sum())
-    result.audit_deviation = audit.relative_deviation(initial.params(), lead.model().params());
+    result.audit_deviation = audit.relative_deviation(initial.params(), copies[0].data());
   result.iterations = iterations[0];
   result.train_seconds = elapsed_total;
   if (options.write_model) {

@@ -43,6 +43,7 @@ struct TrainingResult {
   std::string mode;
   int workers = 1;
   std::string codec_kernel;            // gradient sharing only
+  std::string device = "cpu";          // where the workers ran: cpu, or "gpu 0, 1"
   ReplicaAgreement agreement;          // after the last step, every message applied
   std::vector<std::string> lost_nodes; // cluster jobs: nodes declared lost during training
   int64_t params = 0;
@@ -98,6 +99,9 @@ struct LocalTrainingOptions {
   std::vector<float>* final_params = nullptr;
   // Set from another thread to stop at the next step (a cancelled job).
   const std::atomic<bool>* cancel = nullptr;
+  // GPU workers: worker w runs on GPU gpus[w % gpus.size()], each with its own backend
+  // (stream); empty: every worker on the CPU (core/train/device_placement decides).
+  std::vector<int> gpus;
 };
 
 // workers_per_node resolved for this machine: the spec's number, or for `auto` one worker per

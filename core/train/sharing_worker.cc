@@ -10,9 +10,10 @@ namespace dtrain::core {
 
 SharingWorker::SharingWorker(const JobSpec& job, const Dataset& train, const Model& initial,
                              int index, int shard, int shards, MessageBus& bus,
-                             const CodecEngine& engine)
-    : worker_(job, train, initial, shard, shards),
-      encoder_(initial.num_params(), job.training, static_cast<uint32_t>(shard), engine),
+                             const CodecEngine& engine, kernels::Backend* backend)
+    : worker_(job, train, initial, shard, shards, backend),
+      encoder_(initial.num_params(), job.training, static_cast<uint32_t>(shard), engine,
+               kMaxSegmentLength, &worker_.backend()),
       bus_(bus),
       engine_(engine),
       index_(index),
@@ -20,8 +21,13 @@ SharingWorker::SharingWorker(const JobSpec& job, const Dataset& train, const Mod
       corrections_(job.training.corrections),
       applied_batch_(size_t(shards), -1) {}
 
-void SharingWorker::apply(const EncodedMessage& m, float* params) {
-  engine_.apply(m, params);
+void SharingWorker::apply(const EncodedMessage& m, float* params, float* momentum) {
+  if (DeviceCodec* device = encoder_.device_codec()) {
+    device->apply(m, params, momentum);
+  } else {
+    if (momentum) mask_momentum(m, momentum);
+    engine_.apply(m, params);
+  }
   ++messages_applied_;
   if (audit_) audit_->applied(m);
   if (m.epoch == epoch_ && m.batch >= 0 && m.origin < applied_batch_.size())
@@ -90,9 +96,8 @@ void SharingWorker::share_step(int64_t epoch, int64_t batch) {
   for (EncodedMessage& m : encoder_.encode(worker_.step())) {
     m.epoch = epoch;
     m.batch = batch;
-    if (momentum) mask_momentum(m, momentum);
     auto shared = std::make_shared<const EncodedMessage>(std::move(m));
-    apply(*shared, params);  // step 6: our own quantised update, not u itself
+    apply(*shared, params, momentum);  // step 6: our own quantised update, not u itself
     if (observer_) observer_(*shared);
     bus_.publish(index_, shared);
   }

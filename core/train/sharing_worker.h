@@ -23,8 +23,11 @@ class SharingWorker {
   // `index`: this worker on the node's bus; `shard` of `shards`: its data shard and the origin
   // of its messages among every worker of the job (the same as index and the node's worker
   // count when the job runs on one node).
+  // `backend`: where it computes (default: the process's, the CPU; a GPU backend puts its
+  // model, residual and codec on that GPU).
   SharingWorker(const JobSpec& job, const Dataset& train, const Model& initial, int index,
-                int shard, int shards, MessageBus& bus, const CodecEngine& engine);
+                int shard, int shards, MessageBus& bus, const CodecEngine& engine,
+                kernels::Backend* backend = nullptr);
 
   // How long a step may wait for the others (sync: bsp / bounded) and what ends the wait
   // early (a stopped or cancelled job: step() then returns false).
@@ -57,7 +60,8 @@ class SharingWorker {
 
  private:
   void share_step(int64_t epoch, int64_t batch);  // encode u, apply our own message, publish
-  void apply(const EncodedMessage& m, float* params);
+  // params -= m, on whichever memory the worker's model lives; clears `momentum` where m sent.
+  void apply(const EncodedMessage& m, float* params, float* momentum = nullptr);
   void measure_ahead(int64_t batch);
 
   Worker worker_;

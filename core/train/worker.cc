@@ -9,17 +9,18 @@
 namespace dtrain::core {
 
 Worker::Worker(const JobSpec& job, const Dataset& train, const Model& initial, int64_t shard,
-               int64_t num_shards)
+               int64_t num_shards, kernels::Backend* backend)
     : corrections_(job.training.mode == "gradient_sharing" ? job.training.corrections
                                                            : CorrectionsSpec{}),
       workers_(static_cast<int>(num_shards)),
-      model_(std::make_unique<Model>(job.model)),
+      model_(std::make_unique<Model>(job.model, backend)),
       iterator_(train, job.training.batch_size_per_worker, job.seed, shard, num_shards),
       rng_(Rng::derive(job.seed, 0xd0d0ULL + static_cast<uint64_t>(shard))) {
-  std::memcpy(model_->params(), initial.params(), sizeof(float) * initial.num_params());
-  std::memcpy(model_->state(), initial.state(), sizeof(float) * initial.num_state());
+  model_->set_params(initial.host_params());
+  model_->set_state(initial.host_state());
   updater_ = Updater::create(job.model.updater, job.model.l2, model_->segments(),
                              model_->num_params(), &model_->backend());
+  if (!model_->on_host()) step_.set_memory(&model_->backend());
   step_.resize({model_->num_params()});
 }
 
@@ -44,17 +45,14 @@ void Worker::compute_loaded(int64_t own_iteration, int64_t schedule_iteration) {
                         " at iteration " + std::to_string(own_iteration),
                     "lower model.updater.learning_rate or normalise the data "
                     "(data.normalize: scale)");
-  clip_gradient(corrections_, workers_, model_->grads(), model_->num_params());
+  clip_gradient(corrections_, workers_, model_->backend(), model_->grads(), model_->num_params());
   updater_->compute_step(model_->params(), model_->grads(), step_.data(), schedule_iteration,
                          own_iteration + 1,
                          lr_scale(corrections_, workers_, progress(own_iteration)));
 }
 
 void Worker::apply_own_step() {
-  float* p = model_->params();
-  const float* u = step_.data();
-  const int64_t n = model_->num_params();
-  for (int64_t i = 0; i < n; ++i) p[i] -= u[i];
+  model_->backend().axpy(-1.0f, step_.data(), model_->params(), model_->num_params());
 }
 
 }  // namespace dtrain::core

@@ -14,9 +14,11 @@ namespace dtrain::core {
 
 class Worker {
  public:
-  // Shard `shard` of `num_shards` of `train`; parameters copied from `initial`.
+  // Shard `shard` of `num_shards` of `train`; parameters copied from `initial` (a host model).
+  // The worker computes on `backend` (default: the process's, the CPU): a GPU worker's model,
+  // gradients, step and updater state live on its GPU.
   Worker(const JobSpec& job, const Dataset& train, const Model& initial, int64_t shard,
-         int64_t num_shards);
+         int64_t num_shards, kernels::Backend* backend = nullptr);
 
   void start_epoch(int64_t epoch) { iterator_.start_epoch(epoch); }
   // Computes u for the next minibatch into step(); false at the end of the epoch.
@@ -35,6 +37,7 @@ class Worker {
   void apply_own_step();
 
   Model& model() { return *model_; }
+  kernels::Backend& backend() { return model_->backend(); }
   Updater& updater() { return *updater_; }
   const float* step() const { return step_.data(); }
   float* mutable_step() { return step_.data(); }

@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "core/util/check.h"
 #include "core/util/error.h"
 
 namespace dtrain::core {
@@ -33,6 +34,18 @@ std::unique_ptr<Updater> Updater::create(const UpdaterSpec& spec, double l2,
                                                   backend ? *backend : kernels::backend()));
   throw UserError("unknown updater '" + spec.type + "'",
                   "use one of: sgd, nesterovs, adam, amsgrad, rmsprop");
+}
+
+std::vector<float> Updater::host_state() const {
+  std::vector<float> out(static_cast<size_t>(state_.size()));
+  state_.copy_to_host(out.data());
+  return out;
+}
+
+void Updater::set_state(const std::vector<float>& host) {
+  DTRAIN_CHECK(int64_t(host.size()) == state_.size())
+      << "updater state of " << host.size() << " values, expected " << state_.size();
+  state_.copy_from_host(host.data());
 }
 
 float* Updater::momentum() {

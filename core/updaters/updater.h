@@ -40,16 +40,21 @@ class Updater {
   float* momentum();
 
   const std::string& type() const { return spec_.type; }
-  // Momentum / moment estimates, flat; saved in model files so training can resume.
-  std::vector<float>& state() { return state_; }
-  const std::vector<float>& state() const { return state_; }
+  // Momentum / moment estimates, flat, in the backend's memory (a GPU's for a GPU worker);
+  // copied out into model files so training can resume.
+  std::vector<float> host_state() const;
+  void set_state(const std::vector<float>& host);  // same size as host_state()
+  int64_t state_size() const { return state_.size(); }
 
  private:
   Updater(const UpdaterSpec& spec, kernels::UpdaterRule rule, double l2,
           std::vector<ParamSegment> segments, int64_t n, kernels::Backend& backend)
       : spec_(spec), rule_(rule), l2_(l2), segments_(std::move(segments)), n_(n),
-        backend_(backend),
-        state_(static_cast<size_t>(n * kernels::updater_state_vectors(rule)), 0.0f) {}
+        backend_(backend) {
+    if (!backend.host_memory()) state_.set_memory(&backend);
+    state_.resize({n * kernels::updater_state_vectors(rule)});
+    state_.zero();
+  }
 
   UpdaterSpec spec_;
   kernels::UpdaterRule rule_;
@@ -57,7 +62,7 @@ class Updater {
   std::vector<ParamSegment> segments_;
   int64_t n_;
   kernels::Backend& backend_;
-  std::vector<float> state_;
+  Tensor state_;
 };
 
 }  // namespace dtrain::core

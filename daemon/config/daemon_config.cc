@@ -34,6 +34,36 @@ void host_port(const SpecReader& r, const YAML::Node& map, const std::string& ke
   port = static_cast<uint16_t>(p);
 }
 
+// gpus: all | none | [ordinals]. Whether the listed GPUs exist is checked when the node starts
+// (daemon/node/gpu_inventory), not here: a config is valid on any machine.
+void parse_gpus(const SpecReader& r, const YAML::Node& root, DaemonConfig& c) {
+  const YAML::Node n = root["gpus"];
+  if (!n) return;
+  const std::string fix = "write gpus: all (every GPU found), gpus: none, or a list of CUDA "
+                          "device numbers such as gpus: [0, 1]";
+  if (n.IsScalar()) {
+    const std::string v = n.as<std::string>();
+    if (v == "all") c.gpus = DaemonConfig::GpuChoice::kAll;
+    else if (v == "none") c.gpus = DaemonConfig::GpuChoice::kNone;
+    else r.fail(n, "gpus", "gpus is '" + v + "'", fix);
+    return;
+  }
+  if (!n.IsSequence() || n.size() == 0) r.fail(n, "gpus", "gpus must be all, none or a list", fix);
+  c.gpus = DaemonConfig::GpuChoice::kList;
+  for (const YAML::Node& item : n) {
+    int64_t id = -1;
+    try {
+      id = item.IsScalar() ? item.as<int64_t>() : -1;
+    } catch (const YAML::Exception&) {
+      id = -1;
+    }
+    if (id < 0 || id > 255) r.fail(item, "gpus", "a GPU number must be 0 to 255", fix);
+    for (int seen : c.gpu_ids)
+      if (seen == id) r.fail(item, "gpus", "GPU " + std::to_string(id) + " is listed twice", fix);
+    c.gpu_ids.push_back(int(id));
+  }
+}
+
 }  // namespace
 
 DaemonConfig parse_daemon_config(const std::string& text, const std::string& source_name) {
@@ -50,7 +80,7 @@ DaemonConfig parse_daemon_config(const std::string& text, const std::string& sou
   c.source = source_name;
   if (!root || root.IsNull()) root = YAML::Node(YAML::NodeType::Map);
   r.expect_map(root, "", {"name", "roles", "data_dir", "key_file", "controller", "control",
-                          "data", "http", "threads", "heartbeat_ms", "peer_timeout_ms"});
+                          "data", "http", "threads", "gpus", "heartbeat_ms", "peer_timeout_ms"});
   char host[256] = "dtrain-node";
   gethostname(host, sizeof host - 1);
   c.name = r.text(root, "name", "name", std::string(host));
@@ -98,6 +128,7 @@ DaemonConfig parse_daemon_config(const std::string& text, const std::string& sou
     c.http_port = port(n, "http", c.http_port);
   }
   c.threads = r.integer(root, "threads", "threads", c.threads, 0, 4096);
+  parse_gpus(r, root, c);
   c.heartbeat_ms = r.integer(root, "heartbeat_ms", "heartbeat_ms", c.heartbeat_ms, 50, 60000);
   c.peer_timeout_ms =
       r.integer(root, "peer_timeout_ms", "peer_timeout_ms", c.peer_timeout_ms, 500, 600000);

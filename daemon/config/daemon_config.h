@@ -11,8 +11,10 @@
 //   data: {network: 10.0.0.0/16, port: 40123}    # or interface: eth0
 //   http: {address: 127.0.0.1, port: 7080}
 //   threads: 0                     # compute threads jobs may use here (0: every core)
+//   gpus: all                      # all | none | [0, 1]: the GPUs jobs may use here
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace dtrain::daemon {
 
@@ -33,6 +35,10 @@ struct DaemonConfig {
   std::string http_address = "127.0.0.1";
   uint16_t http_port = 7080;
   int64_t threads = 0;  // compute threads for jobs on this node; 0 = every core
+  // GPUs jobs may use: every one found (all), none, or the listed CUDA device ordinals.
+  enum class GpuChoice { kAll, kNone, kList };
+  GpuChoice gpus = GpuChoice::kAll;
+  std::vector<int> gpu_ids;  // kList
   int64_t heartbeat_ms = 1000;
   int64_t peer_timeout_ms = 10000;
 };

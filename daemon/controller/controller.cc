@@ -65,13 +65,13 @@ void Controller::serve(ControlConnection& c) {
   const std::vector<uint8_t> first = c.receive(std::chrono::seconds(10));
   const transport::control::ControlFrame& frame = transport::read_control_frame(first);
   if (const auto* r = frame.body_as_Register()) {
-    if (!r->node_name() || !r->address() || r->node_name()->size() == 0) {
+    NodeRegistration node;
+    if (!read_registration(*r, node)) {
       c.send(reply_error("registration without a node name or address",
                          "run the same dtrain release on every machine"));
       return;
     }
-    serve_node(c, r->node_id(), r->boot_id(), r->node_name()->str(), r->address()->str(),
-               r->data_port(), std::max(1u, r->cores()));
+    serve_node(c, node);
     return;
   }
   if (const auto* q = frame.body_as_Request()) {
@@ -82,9 +82,10 @@ void Controller::serve(ControlConnection& c) {
   c.send(reply_error("unexpected first control frame", "run the same dtrain release everywhere"));
 }
 
-void Controller::serve_node(ControlConnection& c, uint32_t id, uint64_t boot_id,
-                            const std::string& name, const std::string& address,
-                            uint16_t data_port, uint32_t cores) {
+void Controller::serve_node(ControlConnection& c, const NodeRegistration& node) {
+  const uint32_t id = node.node_id;
+  const uint64_t boot_id = node.boot_id;
+  const std::string& name = node.name;
   uint64_t session;
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -107,9 +108,10 @@ void Controller::serve_node(ControlConnection& c, uint32_t id, uint64_t boot_id,
     m.boot_id = boot_id;
     m.id = id;
     m.name = name;
-    m.address = address;
-    m.data_port = data_port;
-    m.cores = cores;
+    m.address = node.address;
+    m.data_port = node.data_port;
+    m.cores = node.cores;
+    m.gpus = node.gpus;
     m.alive = true;
     m.session = session = next_session_++;
     m.last_heard = Clock::now();
@@ -117,8 +119,8 @@ void Controller::serve_node(ControlConnection& c, uint32_t id, uint64_t boot_id,
     offer_rejoin(m);
     start_next();
   }
-  spdlog::info("controller: node {} (id {}) registered from {}, data {}:{}, {} cores", name, id,
-               c.peer(), address, data_port, cores);
+  spdlog::info("controller: node {} (id {}) registered from {}, data {}:{}, {} cores, {} GPUs",
+               name, id, c.peer(), node.address, node.data_port, node.cores, node.gpus.size());
   c.send(reply_ok({{"node_id", id}, {"name", name}}));
   const auto timeout = std::chrono::milliseconds(config_.peer_timeout_ms);
   std::string why = "its connection closed";
@@ -188,6 +190,21 @@ void Controller::on_job_message(Member& m, uint64_t job_id, const std::string& k
     }
     check_finished(job);
   }
+}
+
+NodeOffer Controller::offer(const Member& m) {
+  NodeOffer o;
+  o.name = m.name;
+  o.cores = m.cores;
+  for (const auto& g : m.gpus) o.gpus.push_back(g.index);
+  return o;
+}
+
+std::vector<NodeOffer> Controller::alive_offers() const {
+  std::vector<NodeOffer> out;
+  for (const auto& [name, m] : members_)
+    if (m.alive) out.push_back(offer(m));
+  return out;
 }
 
 Json Controller::start_message(const JobRecord& job, size_t rank) const {
@@ -281,6 +298,7 @@ void Controller::finish(JobRecord& job) {
       if (!lead || r.value("rank", 1 << 30) < lead->value("rank", 1 << 30)) lead = &r;
     Json result = *lead;
     result.erase("params_sample");
+    result.erase("device");  // per node, in "devices"
     result.erase("evaluation_part");
     merge_evaluation(job.results, result, job);
     result["replica_max_relative_difference"] = diff;
@@ -291,8 +309,10 @@ void Controller::finish(JobRecord& job) {
     double samples_per_sec = 0;
     int64_t ahead = 0;
     result["applied_updates"] = Json::object();
+    result["devices"] = Json::object();  // where each node's workers ran: cpu or "gpu 0, 1"
     for (const auto& [n, r] : job.results) {
       samples_per_sec += r.value("samples_per_sec", 0.0);
+      result["devices"][n] = r.value("device", std::string("cpu"));
       if (r.contains("applied_updates")) result["applied_updates"][n] = r["applied_updates"];
       ahead = std::max(ahead, r.value("max_steps_ahead", int64_t(0)));
     }
@@ -337,6 +357,8 @@ Json Controller::submit(const Json& body) {
     throw core::UserError("parameter_averaging runs one worker per node, but workers_per_node is " +
                               std::to_string(spec.training.workers_per_node),
                           "set training.workers_per_node: 1 (or auto), or use gradient_sharing");
+  if (const auto refusal = refuse_placement(spec.training, alive_offers()))
+    throw core::UserError(refusal->error, refusal->fix);
   JobRecord job;
   do randombytes_buf(&job.id, sizeof job.id);
   while (job.id == 0 || jobs_.count(job.id));
@@ -362,13 +384,19 @@ void Controller::start_next() {
   options.base_dir = job.base_dir;
   const core::JobSpec spec = core::parse_job_spec_text(job.spec_text, job.name, options);
   std::vector<Member*> alive;
-  for (auto& [name, m] : members_)
-    if (m.alive) alive.push_back(&m);
+  size_t registered = 0;
+  for (auto& [name, m] : members_) {
+    registered += m.alive;
+    if (m.alive && node_eligible(spec.training, offer(m))) alive.push_back(&m);
+  }
   std::sort(alive.begin(), alive.end(), [](Member* a, Member* b) { return a->id < b->id; });
   const size_t wanted = spec.training.nodes > 0 ? size_t(spec.training.nodes) : alive.size();
   if (alive.empty() || alive.size() < wanted) {
+    const bool gpu = spec.training.device == "gpu";
     const std::string line = "waiting for " + std::to_string(std::max<size_t>(1, wanted)) +
-                             " nodes (" + std::to_string(alive.size()) + " registered)";
+                             (gpu ? " nodes with a GPU (" + std::to_string(alive.size()) + " of " +
+                                        std::to_string(registered) + " registered have one)"
+                                  : " nodes (" + std::to_string(registered) + " registered)");
     if (job.log.empty() || job.log.back().find(line) == std::string::npos) job.add_log(line);
     return;
   }
@@ -379,12 +407,10 @@ void Controller::start_next() {
   job.started_at = unix_now();
   Json members = Json::array();
   for (Member* m : alive) {
-    const int workers = spec.training.mode == "parameter_averaging" ? 1
-                        : spec.training.workers_per_node > 0
-                            ? int(spec.training.workers_per_node)
-                            : int(std::min<uint32_t>(m->cores, 8));
+    const NodePlacement place = place_on(spec.training, offer(*m));
     members.push_back({{"id", m->id}, {"name", m->name}, {"address", m->address},
-                       {"port", m->data_port}, {"workers", workers}});
+                       {"port", m->data_port}, {"workers", place.workers},
+                       {"device", place.gpu ? "gpu" : "cpu"}, {"gpus", place.gpus}});
     job.nodes.push_back(m->name);
   }
   job.members = members;
@@ -471,7 +497,7 @@ Json Controller::nodes_locked() {
   for (const auto& [name, m] : members_)
     nodes.push_back(
         {{"name", name}, {"id", m.id}, {"address", m.address}, {"data_port", m.data_port},
-         {"cores", m.cores}, {"state", m.alive ? "alive" : "lost"},
+         {"cores", m.cores}, {"gpus", gpus_json(m.gpus)}, {"state", m.alive ? "alive" : "lost"},
          {"last_heard_seconds_ago", std::chrono::duration<double>(now - m.last_heard).count()},
          {"running_job", running_ != 0 && m.alive &&
                                  std::count(jobs_[running_].nodes.begin(),

@@ -14,6 +14,7 @@
 
 #include "daemon/config/daemon_config.h"
 #include "daemon/controller/job_record.h"
+#include "daemon/controller/placement.h"
 #include "transport/control/control_connection.h"
 
 namespace dtrain::daemon {
@@ -38,6 +39,7 @@ class Controller {
     std::string name, address;
     uint16_t data_port = 0;
     uint32_t cores = 1;
+    std::vector<NodeRegistration::Gpu> gpus;
     bool alive = false;
     uint64_t session = 0;  // the live session's number (a re-registration replaces it)
     uint64_t boot_id = 0;  // of the daemon process that registered
@@ -45,14 +47,14 @@ class Controller {
     std::deque<std::vector<uint8_t>> outbox;  // frames for the node
   };
 
-  void serve_node(transport::ControlConnection& c, uint32_t id, uint64_t boot_id,
-                  const std::string& name, const std::string& address, uint16_t data_port,
-                  uint32_t cores);
+  void serve_node(transport::ControlConnection& c, const NodeRegistration& node);
   std::vector<uint8_t> handle_request(const std::string& kind, uint64_t job_id,
                                       const std::string& body);
   void on_job_message(Member& m, uint64_t job_id, const std::string& kind, const Json& body);
 
   // Under mutex_:
+  static NodeOffer offer(const Member& m);  // what placement needs to know of a node
+  std::vector<NodeOffer> alive_offers() const;
   Json nodes_locked();
   Json jobs_locked();
   Json submit(const Json& body);

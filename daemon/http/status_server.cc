@@ -67,6 +67,14 @@ std::string prometheus_text(const Json& status) {
     m.sample("dtrain_node_controller_connected", "gauge",
              "1 while the node is registered with the controller", {{"node", name}},
              node.value("controller_connected", false) ? 1 : 0);
+    for (const Json& g : node.value("gpus", Json::array())) {
+      const std::map<std::string, std::string> gl = {
+          {"node", name}, {"gpu", std::to_string(g.value("index", 0))}, {"name", g.value("name", "")}};
+      m.sample("dtrain_gpu_memory_bytes", "gauge", "memory of a GPU this node offers to jobs", gl,
+               number(g, "memory_bytes"));
+      m.sample("dtrain_gpu_memory_used_bytes", "gauge",
+               "GPU memory dtrain's workers hold on it now", gl, number(g, "memory_used_bytes"));
+    }
     for (const Json& job : node.value("jobs", Json::array())) {
       const std::map<std::string, std::string> l = {{"job", job.value("id", "")},
                                                     {"job_name", job.value("name", "")}};

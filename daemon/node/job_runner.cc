@@ -207,6 +207,11 @@ void JobRunner::run() {
     core::JobSpec local = job;
     local.training.workers_per_node = members[rank].workers;
     core::LocalTrainingOptions o;
+    // The controller placed this node's workers (daemon/controller/placement): on its GPUs or
+    // its CPU.
+    const Json& me = start_["members"][size_t(rank)];
+    if (me.value("device", std::string("cpu")) == "gpu")
+      o.gpus = me.value("gpus", std::vector<int>{});
     o.exchange = &exchange;
     o.cancel = &cancel_;
     // Every node writes the final model into its own data directory: whichever node speaks
@@ -237,6 +242,7 @@ void JobRunner::run() {
                    {"params", r.params},
                    {"workers", r.workers},
                    {"codec_kernel", r.codec_kernel},
+                   {"device", r.device},
                    {"mesh_messages_sent", exchange.messages_sent()},
                    {"mesh_bytes_sent", exchange.bytes_sent()},
                    {"lost_nodes", exchange.lost_names()},

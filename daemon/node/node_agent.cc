@@ -38,7 +38,7 @@ uint32_t load_or_draw_node_id(const std::string& data_dir) {
 }  // namespace
 
 NodeAgent::NodeAgent(const DaemonConfig& config, const transport::ClusterKey& key)
-    : config_(config), key_(key) {
+    : config_(config), key_(key), gpus_(usable_gpus(config)) {
   std::error_code ec;
   std::filesystem::create_directories(config_.data_dir, ec);
   node_id_ = load_or_draw_node_id(config_.data_dir);
@@ -56,6 +56,9 @@ NodeAgent::NodeAgent(const DaemonConfig& config, const transport::ClusterKey& ke
   channel_ = std::make_unique<DataChannel>(ec_config);
   spdlog::info("node {} (id {}): data channel on interface {} ({}:{})", config_.name, node_id_,
                chosen.name, address_, channel_->endpoint().port());
+  for (const auto& g : gpus_)
+    spdlog::info("node {}: GPU {} ({}, {} MiB) available to jobs", config_.name, g.index, g.name,
+                 g.memory_bytes >> 20);
 }
 
 NodeAgent::~NodeAgent() {
@@ -102,8 +105,15 @@ void NodeAgent::session(const std::atomic<bool>& stop) {
   auto c = ControlConnection::connect(config_.controller_host, config_.controller_port, key_,
                                       std::chrono::seconds(10));
   const std::string controller = c->peer();
-  c->send(register_frame(node_id_, boot_id_, config_.name, address_, channel_->endpoint().port(),
-                         std::max(1u, std::thread::hardware_concurrency())));
+  NodeRegistration me;
+  me.node_id = node_id_;
+  me.boot_id = boot_id_;
+  me.name = config_.name;
+  me.address = address_;
+  me.data_port = channel_->endpoint().port();
+  me.cores = std::max(1u, std::thread::hardware_concurrency());
+  me.gpus = registration_gpus(gpus_);
+  c->send(register_frame(me));
   const std::vector<uint8_t> reply_bytes = c->receive(std::chrono::seconds(10));
   const auto& reply = transport::read_control_frame(reply_bytes);
   const auto* r = reply.body_as_Reply();
@@ -171,7 +181,13 @@ void NodeAgent::stop_jobs() {
 Json NodeAgent::status() {
   Json j = {{"name", config_.name}, {"id", node_id_}, {"data_address", address_},
             {"data_port", channel_->endpoint().port()}, {"controller_connected", bool(connected_)},
-            {"jobs", Json::array()}, {"peers", Json::array()}};
+            {"jobs", Json::array()}, {"peers", Json::array()}, {"gpus", Json::array()}};
+  // Memory in use: what dtrain's GPU workers hold, now (kernels::list_gpus).
+  for (const kernels::GpuInfo& g : kernels::list_gpus())
+    for (const kernels::GpuInfo& mine : gpus_)
+      if (mine.index == g.index)
+        j["gpus"].push_back({{"index", g.index}, {"name", g.name}, {"memory_bytes", g.memory_bytes},
+                             {"memory_used_bytes", g.memory_used_bytes}});
   {
     std::lock_guard<std::mutex> lock(jobs_mutex_);
     for (const auto& [id, job] : jobs_)

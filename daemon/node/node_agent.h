@@ -14,6 +14,7 @@
 
 #include "daemon/config/daemon_config.h"
 #include "daemon/node/data_channel.h"
+#include "daemon/node/gpu_inventory.h"
 #include "daemon/node/job_runner.h"
 #include "transport/security/cluster_key.h"
 
@@ -31,6 +32,8 @@ class NodeAgent {
   Json status();
   uint32_t node_id() const { return node_id_; }
   const std::string& data_address() const { return address_; }
+  // The GPUs jobs may use here (dtraind.yaml's `gpus`, checked at start).
+  const std::vector<kernels::GpuInfo>& gpus() const { return gpus_; }
 
  private:
   void session(const std::atomic<bool>& stop);
@@ -44,6 +47,7 @@ class NodeAgent {
   uint32_t node_id_ = 0;
   uint64_t boot_id_ = 0;  // random per start: tells the controller this process is new
   std::string address_;
+  std::vector<kernels::GpuInfo> gpus_;
   std::unique_ptr<DataChannel> channel_;
   std::mutex mutex_;
   std::deque<std::vector<uint8_t>> outbox_;  // guarded by mutex_

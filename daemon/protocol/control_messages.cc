@@ -1,5 +1,6 @@
 #include "daemon/protocol/control_messages.h"
 
+#include <algorithm>
 #include <cstdio>
 
 #include "transport/control/control_frames.h"
@@ -8,14 +9,38 @@ namespace dtrain::daemon {
 
 using namespace transport;
 
-std::vector<uint8_t> register_frame(uint32_t node_id, uint64_t boot_id,
-                                    const std::string& node_name, const std::string& address,
-                                    uint16_t data_port, uint32_t cores) {
+std::vector<uint8_t> register_frame(const NodeRegistration& node) {
   flatbuffers::FlatBufferBuilder fbb;
-  const auto r = control::CreateRegister(fbb, fbb.CreateString(node_name),
-                                         fbb.CreateString(address), data_port, cores, node_id,
-                                         boot_id);
+  std::vector<flatbuffers::Offset<control::Gpu>> gpus;
+  for (const auto& g : node.gpus)
+    gpus.push_back(control::CreateGpu(fbb, g.index, fbb.CreateString(g.name), g.memory_bytes));
+  const auto r = control::CreateRegister(fbb, fbb.CreateString(node.name),
+                                         fbb.CreateString(node.address), node.data_port,
+                                         node.cores, node.node_id, node.boot_id,
+                                         fbb.CreateVector(gpus));
   return control_frame_bytes(fbb, control::ControlBody::Register, r.Union());
+}
+
+bool read_registration(const transport::control::Register& r, NodeRegistration& out) {
+  if (!r.node_name() || !r.address() || r.node_name()->size() == 0) return false;
+  out.node_id = r.node_id();
+  out.boot_id = r.boot_id();
+  out.name = r.node_name()->str();
+  out.address = r.address()->str();
+  out.data_port = r.data_port();
+  out.cores = std::max(1u, r.cores());
+  out.gpus.clear();
+  if (r.gpus())
+    for (const auto* g : *r.gpus())
+      if (g) out.gpus.push_back({g->index(), g->name() ? g->name()->str() : "", g->memory_bytes()});
+  return true;
+}
+
+Json gpus_json(const std::vector<NodeRegistration::Gpu>& gpus) {
+  Json out = Json::array();
+  for (const auto& g : gpus)
+    out.push_back({{"index", g.index}, {"name", g.name}, {"memory_bytes", g.memory_bytes}});
+  return out;
 }
 
 std::vector<uint8_t> job_frame(uint64_t job_id, const std::string& kind, const Json& body) {

@@ -10,13 +10,33 @@
 
 #include "transport/control/control_connection.h"
 
+namespace dtrain::transport::control {
+struct Register;  // transport/schema/control.fbs
+}
+
 namespace dtrain::daemon {
 
 using Json = nlohmann::json;
 
-std::vector<uint8_t> register_frame(uint32_t node_id, uint64_t boot_id,
-                                    const std::string& node_name, const std::string& address,
-                                    uint16_t data_port, uint32_t cores);
+// What a node says about itself when it registers.
+struct NodeRegistration {
+  uint32_t node_id = 0;
+  uint64_t boot_id = 0;
+  std::string name, address;
+  uint16_t data_port = 0;
+  uint32_t cores = 1;
+  struct Gpu {
+    uint32_t index = 0;
+    std::string name;
+    uint64_t memory_bytes = 0;
+  };
+  std::vector<Gpu> gpus;
+};
+std::vector<uint8_t> register_frame(const NodeRegistration& node);
+// The registration in a received (verified) Register table; false without a name or address.
+bool read_registration(const transport::control::Register& r, NodeRegistration& out);
+// {index, name, memory_bytes} objects, as `dtrain-submit nodes --json` prints them.
+Json gpus_json(const std::vector<NodeRegistration::Gpu>& gpus);
 // kind: start | cancel | progress | result | failed | heartbeat | log
 std::vector<uint8_t> job_frame(uint64_t job_id, const std::string& kind, const Json& body);
 struct JobMessageIn {

@@ -55,6 +55,9 @@ class CpuBackend : public Backend {
     cpu::multiply(a, b, out, n);
   }
 
+  void scale(float* x, int64_t n, float alpha) override { cpu::scale(x, n, alpha); }
+  double sum_squares(const float* x, int64_t n) override { return cpu::sum_squares(x, n); }
+
   void activation_forward(Activation activation, float* x, int64_t rows, int64_t cols) override {
     cpu::activation_forward(activation, x, rows, cols);
   }
@@ -87,6 +90,12 @@ class CpuBackend : public Backend {
 
   void updater_step(const UpdaterArgs& args) override { cpu::updater_step(args); }
   const CodecKernels& codec() override { return best_codec(); }
+  void clear_sent_sparse(const uint32_t* words, int64_t count, float* x) override {
+    cpu::clear_sent_sparse(words, count, x);
+  }
+  void clear_sent_bitmap(const uint32_t* bitmap, int64_t n, float* x) override {
+    cpu::clear_sent_bitmap(bitmap, n, x);
+  }
 
   void set_num_threads(int threads) override { omp_set_num_threads(threads < 1 ? 1 : threads); }
 };

@@ -14,6 +14,10 @@ void add_row_vector(float* x, const float* v, int64_t rows, int64_t cols);
 void column_sums(const float* x, int64_t rows, int64_t cols, float* sums);
 void axpy(float alpha, const float* x, float* y, int64_t n);
 void multiply(const float* a, const float* b, float* out, int64_t n);
+void scale(float* x, int64_t n, float alpha);
+double sum_squares(const float* x, int64_t n);
+void clear_sent_sparse(const uint32_t* words, int64_t count, float* x);
+void clear_sent_bitmap(const uint32_t* bitmap, int64_t n, float* x);
 void activation_forward(Activation activation, float* x, int64_t rows, int64_t cols);
 void activation_backward(Activation activation, const float* a, float* d, int64_t rows,
                          int64_t cols);

@@ -78,6 +78,25 @@ void multiply(const float* a, const float* b, float* out, int64_t n) {
   for (int64_t i = 0; i < n; ++i) out[i] = a[i] * b[i];
 }
 
+void scale(float* x, int64_t n, float alpha) {
+  for (int64_t i = 0; i < n; ++i) x[i] *= alpha;
+}
+
+double sum_squares(const float* x, int64_t n) {
+  double sum = 0.0;
+  for (int64_t i = 0; i < n; ++i) sum += double(x[i]) * double(x[i]);
+  return sum;
+}
+
+void clear_sent_sparse(const uint32_t* words, int64_t count, float* x) {
+  for (int64_t k = 0; k < count; ++k) x[words[k] & 0x7FFFFFFFu] = 0.0f;
+}
+
+void clear_sent_bitmap(const uint32_t* bitmap, int64_t n, float* x) {
+  for (int64_t i = 0; i < n; ++i)
+    if ((bitmap[i / 16] >> (2 * (i % 16))) & 3u) x[i] = 0.0f;
+}
+
 void activation_forward(Activation activation, float* x, int64_t rows, int64_t cols) {
   const int64_t n = rows * cols;
   switch (activation) {

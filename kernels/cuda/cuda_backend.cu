@@ -51,14 +51,14 @@ class CudaBackend final : public Backend {
     DTRAIN_CUBLAS_CALL(cublasSetMathMode(cublas_, CUBLAS_DEFAULT_MATH));
     DTRAIN_CUDNN_CALL(cudnnCreate(&cudnn_));
     DTRAIN_CUDNN_CALL(cudnnSetStream(cudnn_, stream_));
-    DTRAIN_CUDA_CALL(cudaMalloc(&loss_total_, sizeof(double)));
-    DTRAIN_CUDA_CALL(cudaMallocHost(&loss_host_, sizeof(double)));
+    DTRAIN_CUDA_CALL(cudaMalloc(&scalar_, sizeof(double)));
+    DTRAIN_CUDA_CALL(cudaMallocHost(&scalar_host_, sizeof(double)));
   }
   ~CudaBackend() override {
     cudaSetDevice(device_);
     cudaStreamSynchronize(stream_);
-    cudaFreeHost(loss_host_);
-    cudaFree(loss_total_);
+    cudaFreeHost(scalar_host_);
+    cudaFree(scalar_);
     cudnnDestroy(cudnn_);
     cublasDestroy(cublas_);
     cudaStreamDestroy(stream_);
@@ -137,6 +137,16 @@ class CudaBackend final : public Backend {
     activate();
     cuda::multiply(stream_, a, b, out, n);
   }
+  void scale(float* x, int64_t n, float alpha) override {
+    activate();
+    cuda::scale(stream_, x, n, alpha);
+  }
+  double sum_squares(const float* x, int64_t n) override {
+    activate();
+    DTRAIN_CUDA_CALL(cudaMemsetAsync(scalar_, 0, sizeof(double), stream_));
+    cuda::sum_squares(stream_, x, n, scalar_);
+    return read_scalar();
+  }
   void activation_forward(Activation act, float* x, int64_t rows, int64_t cols) override {
     activate();
     cuda::activation_forward(stream_, act, x, rows, cols);
@@ -148,12 +158,16 @@ class CudaBackend final : public Backend {
   }
   double loss(const LossArgs& args) override {
     activate();
-    DTRAIN_CUDA_CALL(cudaMemsetAsync(loss_total_, 0, sizeof(double), stream_));
-    cuda::loss(stream_, args, loss_total_);
-    DTRAIN_CUDA_CALL(cudaMemcpyAsync(loss_host_, loss_total_, sizeof(double),
+    DTRAIN_CUDA_CALL(cudaMemsetAsync(scalar_, 0, sizeof(double), stream_));
+    cuda::loss(stream_, args, scalar_);
+    return read_scalar() / double(args.rows);
+  }
+  // The double in scalar_, once the stream got there.
+  double read_scalar() {
+    DTRAIN_CUDA_CALL(cudaMemcpyAsync(scalar_host_, scalar_, sizeof(double),
                                      cudaMemcpyDeviceToHost, stream_));
     synchronize();
-    return *loss_host_ / double(args.rows);
+    return *scalar_host_;
   }
   void dropout_forward(const float* in, float* out, float* mask, int64_t n, float rate,
                        uint64_t seed) override {
@@ -191,6 +205,14 @@ class CudaBackend final : public Backend {
     cuda::updater_step(stream_, args);
   }
   const CodecKernels& codec() override { return codec_; }
+  void clear_sent_sparse(const uint32_t* words, int64_t count, float* x) override {
+    activate();
+    cuda::clear_sent_sparse(stream_, words, count, x);
+  }
+  void clear_sent_bitmap(const uint32_t* bitmap, int64_t n, float* x) override {
+    activate();
+    cuda::clear_sent_bitmap(stream_, bitmap, n, x);
+  }
   void set_num_threads(int) override {}
   void allow_tf32(bool allow) override { tf32_ = allow; }
 
@@ -199,8 +221,8 @@ class CudaBackend final : public Backend {
   cudaStream_t stream_ = nullptr;
   cublasHandle_t cublas_ = nullptr;
   cudnnHandle_t cudnn_ = nullptr;
-  double* loss_total_ = nullptr;
-  double* loss_host_ = nullptr;  // pinned
+  double* scalar_ = nullptr;
+  double* scalar_host_ = nullptr;  // pinned
   bool tf32_ = true;             // convolutions, as PyTorch's cudnn.allow_tf32 default
   std::vector<std::pair<float*, size_t>> sizes_;
   CodecAdapter codec_;

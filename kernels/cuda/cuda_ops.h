@@ -16,6 +16,11 @@ void add_row_vector(cudaStream_t s, float* x, const float* v, int64_t rows, int6
 void column_sums(cudaStream_t s, const float* x, int64_t rows, int64_t cols, float* sums);
 void axpy(cudaStream_t s, float alpha, const float* x, float* y, int64_t n);
 void multiply(cudaStream_t s, const float* a, const float* b, float* out, int64_t n);
+void scale(cudaStream_t s, float* x, int64_t n, float alpha);
+// Adds sum x^2 into *total (device memory, zeroed by the caller).
+void sum_squares(cudaStream_t s, const float* x, int64_t n, double* total);
+void clear_sent_sparse(cudaStream_t s, const uint32_t* words, int64_t count, float* x);
+void clear_sent_bitmap(cudaStream_t s, const uint32_t* bitmap, int64_t n, float* x);
 void activation_forward(cudaStream_t s, Activation activation, float* x, int64_t rows,
                         int64_t cols);
 void activation_backward(cudaStream_t s, Activation activation, const float* a, float* d,

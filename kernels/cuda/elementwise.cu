@@ -35,6 +35,29 @@ __global__ void multiply_kernel(const float* a, const float* b, float* out, int6
   GRID_STRIDE(i, n) out[i] = a[i] * b[i];
 }
 
+__global__ void scale_kernel(float* x, int64_t n, float alpha) { GRID_STRIDE(i, n) x[i] *= alpha; }
+
+__global__ void sum_squares_kernel(const float* x, int64_t n, double* total) {
+  __shared__ double block_sum[kThreads];
+  double sum = 0.0;
+  GRID_STRIDE(i, n) sum += double(x[i]) * double(x[i]);
+  block_sum[threadIdx.x] = sum;
+  __syncthreads();
+  for (int stride = kThreads / 2; stride > 0; stride >>= 1) {
+    if (threadIdx.x < stride) block_sum[threadIdx.x] += block_sum[threadIdx.x + stride];
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) atomicAdd(total, block_sum[0]);
+}
+
+__global__ void clear_sparse_kernel(const uint32_t* words, int64_t count, float* x) {
+  GRID_STRIDE(k, count) x[words[k] & 0x7FFFFFFFu] = 0.f;
+}
+
+__global__ void clear_bitmap_kernel(const uint32_t* bitmap, int64_t n, float* x) {
+  GRID_STRIDE(i, n) if ((bitmap[i / 16] >> (2 * (i % 16))) & 3u) x[i] = 0.f;
+}
+
 __device__ __forceinline__ float activate(Activation act, float x) {
   switch (act) {
     case Activation::kRelu: return x > 0.f ? x : 0.f;
@@ -188,6 +211,30 @@ void axpy(cudaStream_t s, float alpha, const float* x, float* y, int64_t n) {
 void multiply(cudaStream_t s, const float* a, const float* b, float* out, int64_t n) {
   if (n <= 0) return;
   multiply_kernel<<<grid_for(n), kThreads, 0, s>>>(a, b, out, n);
+  DTRAIN_CUDA_LAUNCHED();
+}
+
+void scale(cudaStream_t s, float* x, int64_t n, float alpha) {
+  if (n <= 0) return;
+  scale_kernel<<<grid_for(n), kThreads, 0, s>>>(x, n, alpha);
+  DTRAIN_CUDA_LAUNCHED();
+}
+
+void sum_squares(cudaStream_t s, const float* x, int64_t n, double* total) {
+  if (n <= 0) return;
+  sum_squares_kernel<<<grid_for(n), kThreads, 0, s>>>(x, n, total);
+  DTRAIN_CUDA_LAUNCHED();
+}
+
+void clear_sent_sparse(cudaStream_t s, const uint32_t* words, int64_t count, float* x) {
+  if (count <= 0) return;
+  clear_sparse_kernel<<<grid_for(count), kThreads, 0, s>>>(words, count, x);
+  DTRAIN_CUDA_LAUNCHED();
+}
+
+void clear_sent_bitmap(cudaStream_t s, const uint32_t* bitmap, int64_t n, float* x) {
+  if (n <= 0) return;
+  clear_bitmap_kernel<<<grid_for(n), kThreads, 0, s>>>(bitmap, n, x);
   DTRAIN_CUDA_LAUNCHED();
 }
 

@@ -171,3 +171,45 @@ TEST_CASE("losses: value and delta, fused and not (rtol 1e-5)") {
 }
 
 }  // namespace dtrain::conformance
+
+namespace dtrain::conformance {
+
+TEST_CASE("scale and sum of squares (rtol 1e-6)") {
+  const int64_t n = 100003;
+  const auto x = random_vector(n, 12);
+  std::vector<double> scaled(static_cast<size_t>(n));
+  double squares = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    scaled[i] = double(x[i]) * 0.375;
+    squares += double(x[i]) * x[i];
+  }
+  for (Backend* be : backends_under_test()) {
+    Buffer dx(*be, x);
+    INFO(be->name());
+    CHECK(be->sum_squares(dx.get(), n) == Approx(squares).epsilon(1e-9));
+    be->scale(dx.get(), n, 0.375f);
+    expect_close(be->name() + " scale", dx.host(), scaled, 1e-6, 0);
+  }
+}
+
+TEST_CASE("clearing the elements a message sent (momentum masking; exact)") {
+  const int64_t n = 16 * 20 + 5;
+  const auto x = random_vector(n, 13);
+  std::vector<uint32_t> bitmap(static_cast<size_t>((n + 15) / 16), 0u), sparse;
+  std::vector<double> cleared(x.begin(), x.end());
+  for (int64_t i = 0; i < n; i += 7) {
+    bitmap[i / 16] |= (i % 2 ? 2u : 1u) << (2 * (i % 16));
+    sparse.push_back(i % 2 ? uint32_t(i) | 0x80000000u : uint32_t(i));
+    cleared[i] = 0.0;
+  }
+  for (Backend* be : backends_under_test()) {
+    Buffer a(*be, x), b(*be, x);
+    Buffer words = Buffer::words(*be, sparse), bits = Buffer::words(*be, bitmap);
+    be->clear_sent_sparse(words.word_ptr(), int64_t(sparse.size()), a.get());
+    be->clear_sent_bitmap(bits.word_ptr(), n, b.get());
+    expect_close(be->name() + " clear_sent_sparse", a.host(), cleared, 0, 0);
+    expect_close(be->name() + " clear_sent_bitmap", b.host(), cleared, 0, 0);
+  }
+}
+
+}  // namespace dtrain::conformance

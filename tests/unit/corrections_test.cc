@@ -55,12 +55,12 @@ TEST_CASE("sparsity warm-up: the density band shrinks exponentially to the confi
 TEST_CASE("local gradient clipping bounds the norm by clip_norm / sqrt(workers)") {
   CorrectionsSpec c = all_off();
   std::vector<float> g = {3.0f, 4.0f};  // norm 5
-  CHECK(clip_gradient(c, 4, g.data(), 2) == 1.0);  // off
+  CHECK(clip_gradient(c, 4, dtrain::kernels::cpu_backend(), g.data(), 2) == 1.0);  // off
   c.clip_norm = 4.0;  // bound 4 / sqrt(4) = 2
-  CHECK(clip_gradient(c, 4, g.data(), 2) == Approx(0.4));
+  CHECK(clip_gradient(c, 4, dtrain::kernels::cpu_backend(), g.data(), 2) == Approx(0.4));
   CHECK(g[0] == Approx(1.2f));
   CHECK(g[1] == Approx(1.6f));
-  CHECK(clip_gradient(c, 4, g.data(), 2) == Approx(1.0));  // at the bound: (nearly) unchanged
+  CHECK(clip_gradient(c, 4, dtrain::kernels::cpu_backend(), g.data(), 2) == Approx(1.0));  // at the bound: (nearly) unchanged
   CHECK(g[0] == Approx(1.2f));
 }
 

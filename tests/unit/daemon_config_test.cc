@@ -56,3 +56,16 @@ TEST_CASE("daemon config mistakes name the key and the fix", "[daemon]") {
         std::string::npos);
   CHECK(error_of("name: [oops\n").find("d.yaml:") != std::string::npos);
 }
+
+TEST_CASE("gpus: all by default, none, or a list of device numbers", "[daemon][gpu]") {
+  using Choice = dtrain::daemon::DaemonConfig::GpuChoice;
+  CHECK(parse_daemon_config("", "d.yaml").gpus == Choice::kAll);
+  CHECK(parse_daemon_config("gpus: none\n", "d.yaml").gpus == Choice::kNone);
+  const auto c = parse_daemon_config("gpus: [0, 2]\n", "d.yaml");
+  CHECK(c.gpus == Choice::kList);
+  CHECK(c.gpu_ids == std::vector<int>{0, 2});
+  CHECK(error_of("gpus: some\n").find("gpus is 'some'") != std::string::npos);
+  CHECK(error_of("gpus: [0, 0]\n").find("GPU 0 is listed twice") != std::string::npos);
+  CHECK(error_of("gpus: [-1]\n").find("0 to 255") != std::string::npos);
+  CHECK(error_of("gpus: []\n").find("gpus: [0, 1]") != std::string::npos);  // the fix
+}

@@ -191,3 +191,19 @@ TEST_CASE("every refusal names a file location") {
 }
 
 }  // namespace dtrain
+
+namespace dtrain {
+
+TEST_CASE("training.device: auto by default, cpu or gpu; anything else is refused", "[gpu]") {
+  Fixture f;
+  testing::write_text(f.dir + "/job.yaml", kGood);
+  CHECK(core::parse_job_spec_file(f.dir + "/job.yaml").training.device == "auto");
+  testing::write_text(f.dir + "/job.yaml", kGood + "  device: gpu\n");
+  CHECK(core::parse_job_spec_file(f.dir + "/job.yaml").training.device == "gpu");
+  const std::string message = f.error_of(kGood + "  device: tpu\n");
+  CHECK(message.find("training.device") != std::string::npos);
+  CHECK(message.find("tpu") != std::string::npos);
+  CHECK(message.find("auto, cpu, gpu") != std::string::npos);
+}
+
+}  // namespace dtrain

@@ -1,0 +1,62 @@
+#include "core/codec/device_codec.h"
+
+#include "core/codec/reference_codec.h"
+
+namespace dtrain::core {
+
+DeviceCodec::DeviceCodec(kernels::Backend& backend) : backend_(backend) {
+  for (Tensor* t : {&bitmap_, &sparse_, &received_}) t->set_memory(&backend);
+}
+
+EncodedMessage DeviceCodec::encode_segment(float* r, const float* u, int64_t n, float tau,
+                                           float clip, double* residual_sum_squares) {
+  bitmap_.resize({bitmap_words(n)});
+  sparse_.resize({kernels::sparse_capacity(n)});
+  kernels::CodecEncodeArgs args;
+  args.residual = r;
+  args.update = u;
+  args.n = n;
+  args.tau = tau;
+  args.clip = clip;
+  args.bitmap = words(bitmap_);
+  args.sparse = words(sparse_);
+  const kernels::CodecEncodeResult result = backend_.codec().encode(args);
+  if (result.nonfinite_index >= 0) {
+    // As on the CPU: the element's residual was not stored, so r + u is what the kernel saw.
+    const int64_t i = result.nonfinite_index;
+    float ri = 0.f, ui = 0.f;
+    backend_.download(&ri, r + i, 1);
+    backend_.download(&ui, u + i, 1);
+    refuse_nonfinite_update(i, ri + ui);
+  }
+  if (residual_sum_squares) *residual_sum_squares = result.residual_sum_squares;
+  EncodedMessage m;
+  m.tau = tau;
+  m.length = n;
+  m.count = result.count;
+  m.encoding = choose_encoding(result.count, n);
+  const bool sparse = m.encoding == Encoding::kSparse;
+  m.words.resize(size_t(sparse ? result.count : bitmap_words(n)));
+  if (!m.words.empty())
+    backend_.download(reinterpret_cast<float*>(m.words.data()),
+                      sparse ? sparse_.data() : bitmap_.data(), int64_t(m.words.size()));
+  return m;
+}
+
+void DeviceCodec::apply(const EncodedMessage& m, float* params, float* clear) {
+  const int64_t count = int64_t(m.words.size());
+  if (count == 0) return;
+  received_.resize({count});
+  received_.copy_from_host(reinterpret_cast<const float*>(m.words.data()));
+  const kernels::CodecKernels& codec = backend_.codec();
+  float* p = params + m.param_offset;
+  if (m.encoding == Encoding::kSparse) {
+    codec.apply_sparse(words(received_), count, m.tau, p);
+    if (clear) backend_.clear_sent_sparse(words(received_), count, clear + m.param_offset);
+  } else {
+    codec.apply_bitmap(words(received_), m.length, m.tau, p);
+    if (clear) backend_.clear_sent_bitmap(words(received_), m.length, clear + m.param_offset);
+  }
+}
+
+}  // namespace dtrain::core

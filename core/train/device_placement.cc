@@ -1,0 +1,40 @@
+#include "core/train/device_placement.h"
+
+#include "core/train/local_trainer.h"
+#include "core/util/error.h"
+#include "kernels/gpu_devices.h"
+
+namespace dtrain::core {
+
+LocalPlacement place_local(const JobSpec& job) {
+  LocalPlacement p;
+  std::string why;
+  const std::vector<kernels::GpuInfo> gpus =
+      job.training.device == "cpu" ? std::vector<kernels::GpuInfo>{} : kernels::list_gpus(&why);
+  if (job.training.device == "gpu" && gpus.empty())
+    throw UserError("training.device is gpu, but this machine offers no GPU: " + why,
+                    "use training.device: auto (GPUs where there are some) or cpu");
+  if (gpus.empty()) {
+    p.workers = resolve_workers_per_node(job);
+    p.description = "CPU";
+    return p;
+  }
+  for (const auto& g : gpus) {
+    p.gpus.push_back(g.index);
+    p.description += (p.description.empty() ? "GPU " : ", GPU ") + std::to_string(g.index) +
+                     " (" + g.name + ")";
+  }
+  p.workers = job.training.mode == "parameter_averaging" ? 1
+              : job.training.workers_per_node > 0        ? int(job.training.workers_per_node)
+                                                         : int(gpus.size());
+  return p;
+}
+
+std::string device_label(const std::vector<int>& gpus) {
+  if (gpus.empty()) return "cpu";
+  std::string out = "gpu ";
+  for (size_t i = 0; i < gpus.size(); ++i) out += (i ? ", " : "") + std::to_string(gpus[i]);
+  return out;
+}
+
+}  // namespace dtrain::core

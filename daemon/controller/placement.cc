@@ -1,0 +1,51 @@
+#include "daemon/controller/placement.h"
+
+#include <algorithm>
+
+namespace dtrain::daemon {
+
+bool node_eligible(const core::TrainingSpec& training, const NodeOffer& node) {
+  return training.device != "gpu" || !node.gpus.empty();
+}
+
+NodePlacement place_on(const core::TrainingSpec& training, const NodeOffer& node) {
+  NodePlacement p;
+  p.gpu = training.device != "cpu" && !node.gpus.empty();
+  if (p.gpu) p.gpus = node.gpus;
+  if (training.mode == "parameter_averaging") {
+    p.workers = 1;
+  } else if (training.workers_per_node > 0) {
+    p.workers = int(training.workers_per_node);
+  } else {
+    // auto: one worker per GPU, or one per core up to 8 on the CPU.
+    p.workers = p.gpu ? int(node.gpus.size()) : int(std::min<uint32_t>(node.cores, 8));
+  }
+  return p;
+}
+
+std::optional<Refusal> refuse_placement(const core::TrainingSpec& training,
+                                        const std::vector<NodeOffer>& alive) {
+  if (training.device != "gpu" || alive.empty()) return std::nullopt;
+  std::vector<std::string> without;
+  size_t with = 0;
+  for (const NodeOffer& n : alive) {
+    if (n.gpus.empty()) without.push_back(n.name);
+    else ++with;
+  }
+  const size_t wanted = training.nodes > 0 ? size_t(training.nodes) : alive.size();
+  if (with >= wanted && (training.nodes > 0 || without.empty())) return std::nullopt;
+  std::string names;
+  for (const std::string& n : without) names += (names.empty() ? "" : ", ") + n;
+  Refusal r;
+  r.error = "the job asks for training.device: gpu on " +
+            (training.nodes > 0 ? std::to_string(wanted) + " nodes" : std::string("every node")) +
+            ", but " + std::to_string(with) + " of the " + std::to_string(alive.size()) +
+            " registered nodes have a GPU (without: " + names + ")";
+  r.fix = with > 0 ? "set training.nodes to at most " + std::to_string(with) +
+                         ", or training.device: auto to run the others on their CPUs"
+                   : "use training.device: auto or cpu, or start dtraind (a --config=cuda build, "
+                     "gpus: all in its dtraind.yaml) on a machine with a GPU";
+  return r;
+}
+
+}  // namespace dtrain::daemon
