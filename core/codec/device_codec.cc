@@ -1,8 +1,35 @@
 #include "core/codec/device_codec.h"
 
+#include <chrono>
+
 #include "core/codec/reference_codec.h"
 
 namespace dtrain::core {
+namespace {
+using Clock = std::chrono::steady_clock;
+
+// Adds the seconds since construction to `total` when profiling (after waiting for the device).
+class Span {
+ public:
+  Span(bool on, kernels::Backend& backend, double& total) : on_(on), backend_(backend), total_(total) {
+    if (on_) {
+      backend_.synchronize();
+      start_ = Clock::now();
+    }
+  }
+  ~Span() {
+    if (!on_) return;
+    backend_.synchronize();
+    total_ += std::chrono::duration<double>(Clock::now() - start_).count();
+  }
+
+ private:
+  bool on_;
+  kernels::Backend& backend_;
+  double& total_;
+  Clock::time_point start_;
+};
+}  // namespace
 
 DeviceCodec::DeviceCodec(kernels::Backend& backend) : backend_(backend) {
   for (Tensor* t : {&bitmap_, &sparse_, &received_}) t->set_memory(&backend);
@@ -20,7 +47,11 @@ EncodedMessage DeviceCodec::encode_segment(float* r, const float* u, int64_t n, 
   args.clip = clip;
   args.bitmap = words(bitmap_);
   args.sparse = words(sparse_);
-  const kernels::CodecEncodeResult result = backend_.codec().encode(args);
+  kernels::CodecEncodeResult result;
+  {
+    Span span(profiling_, backend_, profile_.encode_s);
+    result = backend_.codec().encode(args);
+  }
   if (result.nonfinite_index >= 0) {
     // As on the CPU: the element's residual was not stored, so r + u is what the kernel saw.
     const int64_t i = result.nonfinite_index;
@@ -37,6 +68,7 @@ EncodedMessage DeviceCodec::encode_segment(float* r, const float* u, int64_t n, 
   m.encoding = choose_encoding(result.count, n);
   const bool sparse = m.encoding == Encoding::kSparse;
   m.words.resize(size_t(sparse ? result.count : bitmap_words(n)));
+  Span span(profiling_, backend_, profile_.copy_s);
   if (!m.words.empty())
     backend_.download(reinterpret_cast<float*>(m.words.data()),
                       sparse ? sparse_.data() : bitmap_.data(), int64_t(m.words.size()));
@@ -46,6 +78,7 @@ EncodedMessage DeviceCodec::encode_segment(float* r, const float* u, int64_t n, 
 void DeviceCodec::apply(const EncodedMessage& m, float* params, float* clear) {
   const int64_t count = int64_t(m.words.size());
   if (count == 0) return;
+  Span span(profiling_, backend_, profile_.apply_s);
   received_.resize({count});
   received_.copy_from_host(reinterpret_cast<const float*>(m.words.data()));
   const kernels::CodecKernels& codec = backend_.codec();

@@ -10,7 +10,8 @@
 #   applied the same updates exactly once;
 # - `device: gpu` on all three nodes is refused at submit, naming the nodes without a GPU and
 #   the fix; on one node it runs there, on the GPU;
-# - `--local` with `device: gpu` on a machine without a GPU is refused with the fix.
+# - `--local` with `device: gpu` on a machine without a GPU is refused with the fix, and
+#   dtraind refuses to start with a GPU in `gpus:` that the machine lacks.
 # Every wait has a deadline and says what it was waiting for.
 set -u
 DTRAIND="$(cd "$(dirname "$1")" && pwd)/$(basename "$1")"
@@ -42,6 +43,16 @@ rc=$?
 [[ $rc -eq 2 ]] || fail "--local with device: gpu and no GPU exited $rc (expected 2, bad input)"
 grep -q "training.device is gpu, but this machine offers no GPU" local.out &&
   grep -q "fix: use training.device: auto" local.out || { fail "--local refusal message"; cat local.out; }
+
+echo "== dtraind refuses a GPU its dtraind.yaml lists but the machine lacks"
+"$DTRAIND" keygen "$WORK/k" > /dev/null
+printf 'name: g\nroles: [node]\ndata_dir: %s/gd\nkey_file: %s/k\ndata: {interface: lo, port: 0}\nhttp: {address: 127.0.0.1, port: 0}\ngpus: [7]\n' \
+  "$WORK" "$WORK" > gpu7.yaml
+DTRAIN_EMULATED_GPUS=1 timeout 20 "$DTRAIND" --config gpu7.yaml > gpu7.out 2>&1
+rc=$?
+[[ $rc -eq 2 ]] || fail "dtraind with gpus: [7] exited $rc (expected 2)"
+grep -q "gpus lists GPU 7, but this node has GPUs 0: " gpu7.out && grep -q "fix: list only GPUs that exist" gpu7.out ||
+  { fail "dtraind's refusal of gpus: [7]"; cat gpu7.out; }
 
 "$CLUSTER_TOOL" start 3 "$WORK/c" > start.out || { echo "FAIL: the cluster did not start"; cat start.out; exit 1; }
 source "$WORK/c/env"
