@@ -30,9 +30,15 @@ bool read_registration(const transport::control::Register& r, NodeRegistration& 
   out.data_port = r.data_port();
   out.cores = std::max(1u, r.cores());
   out.gpus.clear();
+  // Bounded: a node has a handful of GPUs; more entries or longer names are not believed.
+  constexpr size_t kMaxGpus = 64, kMaxName = 128;
   if (r.gpus())
-    for (const auto* g : *r.gpus())
-      if (g) out.gpus.push_back({g->index(), g->name() ? g->name()->str() : "", g->memory_bytes()});
+    for (const auto* g : *r.gpus()) {
+      if (!g || out.gpus.size() == kMaxGpus) continue;
+      std::string name = g->name() ? g->name()->str() : "";
+      if (name.size() > kMaxName) name.resize(kMaxName);
+      out.gpus.push_back({g->index(), name, g->memory_bytes()});
+    }
   return true;
 }
 

@@ -249,7 +249,8 @@ CodecEncodeResult CodecAdapter::encode(const CodecEncodeArgs& a) const {
 
 void CodecAdapter::apply_bitmap(const uint32_t* bitmap, int64_t n, float tau,
                                 float* params) const {
-  codec_for(std::max<int64_t>(n, 1)).apply_bitmap(bitmap, n, tau, params);
+  // Applying needs no scratch sized to n: reuse whatever codec encoding made.
+  codec_for(std::max<int64_t>(capacity_, 1)).apply_bitmap(bitmap, n, tau, params);
 }
 
 void CodecAdapter::apply_sparse(const uint32_t* words, int64_t count, float tau,

@@ -117,7 +117,8 @@ TEST_CASE("two workers on one GPU share updates and their replicas agree") {
   CHECK(r.agreement.replicas == 2);
   CHECK(r.agreement.relative_diff <= 1e-5);
   REQUIRE(r.evaluated);
-  CHECK(r.final_eval.accuracy() >= 0.83);  // one epoch of the example MLP
+  // One epoch of the example MLP under the default warm-ups: 0.82-0.85 (chance is 0.10).
+  CHECK(r.final_eval.accuracy() >= 0.80);
 }
 
 }  // namespace dtrain
