@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Sets up, builds and runs every test; ends with `tests: N passed, M failed` counted from
-# Bazel's real results (Catch2 test cases inside each test binary; one per other test target).
-# Exits non-zero on any failure.
+# Sets up, builds and runs every test; ends with `tests: N passed, M failed, K skipped` counted
+# from Bazel's real results (Catch2 test cases inside each test binary; one per other test
+# target). A test that cannot run here says "SKIPPED: reason" and counts as skipped, not
+# passed. Exits non-zero on any failure.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
@@ -21,11 +22,18 @@ bazel_rc=${PIPESTATUS[0]}
 # Count from the per-target logs Bazel wrote.
 passed=0
 failed=0
+skipped=0
+skip_reasons=()
 testlogs=$(bazel info bazel-testlogs 2>/dev/null)
 while read -r target status; do
   pkg=${target#//}
   log="$testlogs/${pkg/://}/test.log"
   cases=""
+  if [[ -f "$log" && "$status" == "PASSED" ]] && reason=$(grep -m1 "^SKIPPED: " "$log"); then
+    skipped=$((skipped + 1))
+    skip_reasons+=("$target: ${reason#SKIPPED: }")
+    continue
+  fi
   if [[ -f "$log" ]]; then
     # Catch2: "All tests passed (A assertions in C test cases)" or
     #         "test cases: T | P passed | F failed"
@@ -49,7 +57,6 @@ done < <(grep -E "^//[^ ]+ +(\(cached\) )?(PASSED|FAILED|TIMEOUT|FLAKY|NO STATUS
 
 # CUDA: the kernels must compile here (no GPU); their tests run where a GPU is present and
 # exit 77 (skipped) elsewhere.
-skipped=0
 echo "== CUDA code (bazel build --config=cuda)"
 # Manual targets (plain `bazel build //...` must not need nvcc), so named one by one.
 # GPU test binaries (package:name): built with --config=cuda, run with DTRAIN_REQUIRE_GPU=1.
@@ -65,6 +72,7 @@ if bazel build --config=cuda "${cuda_targets[@]}"; then
     echo "$out" | tail -n 3
     if [[ $rc -eq 77 ]]; then
       skipped=$((skipped + 1))
+      skip_reasons+=("$bin: no GPU here")
     elif [[ $rc -eq 0 ]]; then
       cases=$(sed -nE 's/^All tests passed \([0-9]+ assertions? in ([0-9]+) test cases?\)/\1/p' <<< "$out")
       passed=$((passed + ${cases:-1}))
@@ -77,11 +85,11 @@ else
   echo "FAILED: the CUDA build"
   failed=$((failed + 1))
 fi
-[[ $skipped -gt 0 ]] && echo "skipped: $skipped GPU test binaries (no GPU here)"
+for r in "${skip_reasons[@]}"; do echo "skipped: $r"; done
 
 if [[ $bazel_rc -ne 0 && $failed -eq 0 ]]; then
   echo "bazel test exited $bazel_rc without a failing target (build or setup problem)"
   failed=1
 fi
-echo "tests: $passed passed, $failed failed"
+echo "tests: $passed passed, $failed failed, $skipped skipped"
 [[ $failed -eq 0 ]]

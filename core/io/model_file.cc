@@ -9,6 +9,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "core/util/durable_file.h"
 #include "core/util/error.h"
 
 namespace dtrain::core {
@@ -88,10 +89,6 @@ void add_section(Writer& out, uint32_t tag, Writer& body) {
   out.put_bytes(body.bytes().data(), body.bytes().size());
 }
 
-void fail_io(const std::string& what, const std::string& path) {
-  throw UserError(what + " '" + path + "': " + std::strerror(errno),
-                  "check that the directory exists, is writable and has free space");
-}
 
 }  // namespace
 
@@ -128,35 +125,9 @@ void write_model_file(const std::string& path, const ModelFile& m) {
   out.put<uint32_t>(crc);
 
   // Atomic: readers see the old file or the complete new one, never a partial write.
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) fail_io("cannot create model file", tmp);
-  size_t done = 0;
-  while (done < bytes.size()) {
-    ssize_t w = ::write(fd, bytes.data() + done, bytes.size() - done);
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) {
-      ::close(fd);
-      ::unlink(tmp.c_str());
-      fail_io("cannot write model file", tmp);
-    }
-    done += static_cast<size_t>(w);
-  }
-  if (::fsync(fd) != 0 || ::close(fd) != 0) {
-    ::unlink(tmp.c_str());
-    fail_io("cannot flush model file", tmp);
-  }
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    ::unlink(tmp.c_str());
-    fail_io("cannot move model file into place at", path);
-  }
-  const auto slash = path.rfind('/');
-  const std::string dir = slash == std::string::npos ? "." : path.substr(0, slash + 1);
-  int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dfd >= 0) {
-    ::fsync(dfd);  // make the rename itself durable
-    ::close(dfd);
-  }
+  std::string error;
+  if (!write_file_durably(path, bytes, &error))
+    throw UserError(error, "check that the directory exists, is writable and has free space");
 }
 
 ModelFile read_model_file(const std::string& path) {

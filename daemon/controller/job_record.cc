@@ -9,6 +9,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "core/util/durable_file.h"
+
 namespace dtrain::daemon {
 
 namespace fs = std::filesystem;
@@ -87,18 +89,12 @@ void save_job(const std::string& dir, const JobRecord& job) {
   std::error_code ec;
   fs::create_directories(dir, ec);
   const std::string path = dir + "/" + job_id_text(job.id) + ".json";
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    out << job.to_json(/*with_log=*/true).dump(1) << "\n";
-    if (!out) {
-      spdlog::error("job {}: cannot write {} (disk full or read-only data_dir?)",
-                    job_id_text(job.id), tmp);
-      return;
-    }
-  }
-  fs::rename(tmp, path, ec);
-  if (ec) spdlog::error("job {}: cannot write {}: {}", job_id_text(job.id), path, ec.message());
+  // Durable (fsync, rename, fsync of the folder): a crash leaves the previous record intact.
+  std::string error;
+  const std::string text =
+      job.to_json(/*with_log=*/true).dump(1, ' ', false, Json::error_handler_t::replace) + "\n";
+  if (!core::write_file_durably(path, text, &error))
+    spdlog::error("job {}: {} (disk full or read-only data_dir?)", job_id_text(job.id), error);
 }
 
 std::vector<JobRecord> load_jobs(const std::string& dir) {

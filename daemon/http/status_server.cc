@@ -32,6 +32,11 @@ class MetricsWriter {
     out_ << " " << (std::isfinite(value) ? value : 0.0) << "\n";
   }
   std::string text() const { return out_.str(); }
+  void comment(const std::string& line) {
+    std::string clean;
+    for (char c : line) clean += (c == '\n' || c == '\r') ? ' ' : c;
+    out_ << "# " << clean << "\n";
+  }
   MetricsWriter() { out_.precision(15); }  // counters stay exact well past 2^32
 
  private:
@@ -51,108 +56,172 @@ class MetricsWriter {
   std::set<std::string> declared_;
 };
 
+// Readers that never throw: /metrics leaves an odd or missing figure out (or at 0) rather than
+// failing the whole page (a 500 would blind the monitoring exactly when something is wrong).
 double number(const Json& j, const char* key) {
-  return j.contains(key) && j[key].is_number() ? j[key].get<double>() : 0.0;
+  return j.is_object() && j.contains(key) && j[key].is_number() ? j[key].get<double>() : 0.0;
+}
+std::string text(const Json& j, const char* key) {
+  if (!j.is_object() || !j.contains(key)) return "";
+  const Json& v = j[key];
+  if (v.is_string()) return v.get<std::string>();
+  if (v.is_number_integer()) return std::to_string(v.get<int64_t>());
+  if (v.is_number_unsigned()) return std::to_string(v.get<uint64_t>());
+  return "";
+}
+bool flag(const Json& j, const char* key) {
+  return j.is_object() && j.contains(key) && j[key].is_boolean() && j[key].get<bool>();
+}
+const Json& member(const Json& j, const char* key) {
+  static const Json empty;
+  return j.is_object() && j.contains(key) ? j[key] : empty;
+}
+// The elements of an array (nothing for anything else).
+const std::vector<Json>& elements(const Json& j) {
+  static const std::vector<Json> none;
+  return j.is_array() ? j.get_ref<const Json::array_t&>() : none;
+}
+
+// Runs one section of the page; an exception leaves that section out and is noted in a comment.
+template <class F>
+void section(MetricsWriter& m, const char* what, F f) {
+  try {
+    f();
+  } catch (const std::exception& e) {
+    m.comment(std::string("left out ") + what + ": " + e.what());
+  }
+}
+
+void job_metrics(MetricsWriter& m, const Json& job) {
+  const std::map<std::string, std::string> l = {{"job", text(job, "id")},
+                                                {"job_name", text(job, "name")}};
+  const Json& p = member(job, "progress");
+  m.sample("dtrain_job_epoch", "gauge", "current epoch (1-based)", l, number(p, "epoch"));
+  m.sample("dtrain_job_iteration", "gauge", "this node's iterations so far", l,
+           number(p, "iteration"));
+  m.sample("dtrain_job_loss", "gauge", "loss of the latest minibatch", l, number(p, "loss"));
+  m.sample("dtrain_job_samples_per_second", "gauge", "this node's training throughput", l,
+           number(p, "samples_per_sec"));
+  m.sample("dtrain_job_diverging", "gauge",
+           "1 while the smoothed training loss is far above its best (the job fails if an "
+           "epoch ends so)", l, flag(p, "diverging") ? 1 : 0);
+  for (const Json& w : elements(member(job, "workers"))) {
+    auto wl = l;
+    wl["worker"] = text(w, "worker");
+    m.sample("dtrain_worker_tau", "gauge", "the worker's threshold at its latest step", wl,
+             number(w, "tau"));
+    m.sample("dtrain_worker_density", "gauge", "fraction of parameters sent at its latest step",
+             wl, number(w, "density"));
+    m.sample("dtrain_worker_residual_norm", "gauge", "L2 norm of the worker's residual", wl,
+             number(w, "residual_norm"));
+    m.sample("dtrain_worker_bitmap", "gauge", "1 when the latest message was a bitmap", wl,
+             text(w, "encoding") == "bitmap" ? 1 : 0);
+    m.sample("dtrain_worker_message_bytes_total", "counter", "encoded bytes the worker produced",
+             wl, number(w, "message_bytes_total"));
+    m.sample("dtrain_worker_messages_total", "counter", "messages the worker produced", wl,
+             number(w, "messages_total"));
+  }
+}
+
+void peer_metrics(MetricsWriter& m, const Json& p) {
+  const std::map<std::string, std::string> l = {{"peer", text(p, "peer")}};
+  const std::pair<const char*, const char*> counters[] = {
+      {"datagrams_in", "datagrams received"}, {"bytes_in", "bytes received"},
+      {"datagrams_out", "datagrams sent"},    {"bytes_out", "bytes sent"},
+      {"messages_in", "messages delivered"},  {"messages_out", "messages queued"},
+      {"naks_sent", "NAKs sent"},             {"naks_received", "NAKs received"},
+      {"retransmits", "datagrams sent again"}, {"credit_stalls", "waits for credit"},
+      {"duplicates", "duplicate datagrams"}};
+  for (const auto& [key, help] : counters)
+    m.sample(std::string("dtrain_transport_") + key + "_total", "counter", help, l,
+             number(p, key));
+  const Json& drops = member(p, "drops");
+  if (drops.is_object())
+    for (const auto& [reason, count] : drops.items()) {
+      if (!count.is_number()) continue;
+      auto dl = l;
+      dl["reason"] = reason;
+      m.sample("dtrain_transport_drops_total", "counter", "datagrams dropped, by reason", dl,
+               count.get<double>());
+    }
+  m.sample("dtrain_transport_rtt_microseconds", "gauge", "smoothed round-trip time", l,
+           number(p, "rtt_us"));
+  m.sample("dtrain_transport_peer_lost", "gauge", "1 while the peer is declared lost", l,
+           flag(p, "lost") ? 1 : 0);
+}
+
+void controller_metrics(MetricsWriter& m, const Json& c) {
+  std::map<std::string, int> states = {{"queued", 0}, {"running", 0}, {"succeeded", 0},
+                                       {"failed", 0}, {"cancelled", 0}};
+  for (const Json& j : elements(member(member(c, "jobs"), "jobs"))) {
+    const std::string state = text(j, "state");
+    if (states.count(state)) ++states[state];
+  }
+  for (const auto& [state, count] : states)
+    m.sample("dtrain_jobs", "gauge", "jobs the controller knows, by state", {{"state", state}},
+             count);
+  int alive = 0, lost = 0;
+  for (const Json& n : elements(member(member(c, "nodes"), "nodes")))
+    (text(n, "state") == "alive" ? alive : lost)++;
+  m.sample("dtrain_nodes", "gauge", "member nodes, by state", {{"state", "alive"}}, alive);
+  m.sample("dtrain_nodes", "gauge", "member nodes, by state", {{"state", "lost"}}, lost);
+}
+
+void node_metrics(MetricsWriter& m, const Json& node) {
+  const std::string name = text(node, "name");
+  m.sample("dtrain_node_up", "gauge", "1 while this node's daemon runs", {{"node", name}}, 1);
+  m.sample("dtrain_node_controller_connected", "gauge",
+           "1 while the node is registered with the controller", {{"node", name}},
+           flag(node, "controller_connected") ? 1 : 0);
+  for (const Json& g : elements(member(node, "gpus"))) {
+    section(m, "a GPU", [&] {
+      const std::map<std::string, std::string> gl = {
+          {"node", name}, {"gpu", text(g, "index")}, {"name", text(g, "name")}};
+      m.sample("dtrain_gpu_memory_bytes", "gauge", "memory of a GPU this node offers to jobs", gl,
+               number(g, "memory_bytes"));
+      m.sample("dtrain_gpu_memory_used_bytes", "gauge",
+               "GPU memory dtrain's workers hold on it now", gl, number(g, "memory_used_bytes"));
+    });
+  }
+  for (const Json& job : elements(member(node, "jobs")))
+    section(m, "a job", [&] { job_metrics(m, job); });
+  for (const Json& p : elements(member(node, "peers")))
+    section(m, "a peer", [&] { peer_metrics(m, p); });
 }
 
 }  // namespace
 
 std::string prometheus_text(const Json& status) {
   MetricsWriter m;
-  const Json& node = status.value("node", Json::object());
-  if (!node.empty()) {
-    const std::string name = node.value("name", "");
-    m.sample("dtrain_node_up", "gauge", "1 while this node's daemon runs",
-             {{"node", name}}, 1);
-    m.sample("dtrain_node_controller_connected", "gauge",
-             "1 while the node is registered with the controller", {{"node", name}},
-             node.value("controller_connected", false) ? 1 : 0);
-    for (const Json& g : node.value("gpus", Json::array())) {
-      const std::map<std::string, std::string> gl = {
-          {"node", name}, {"gpu", std::to_string(g.value("index", 0))}, {"name", g.value("name", "")}};
-      m.sample("dtrain_gpu_memory_bytes", "gauge", "memory of a GPU this node offers to jobs", gl,
-               number(g, "memory_bytes"));
-      m.sample("dtrain_gpu_memory_used_bytes", "gauge",
-               "GPU memory dtrain's workers hold on it now", gl, number(g, "memory_used_bytes"));
-    }
-    for (const Json& job : node.value("jobs", Json::array())) {
-      const std::map<std::string, std::string> l = {{"job", job.value("id", "")},
-                                                    {"job_name", job.value("name", "")}};
-      const Json& p = job["progress"];
-      m.sample("dtrain_job_epoch", "gauge", "current epoch (1-based)", l, number(p, "epoch"));
-      m.sample("dtrain_job_iteration", "gauge", "this node's iterations so far", l,
-               number(p, "iteration"));
-      m.sample("dtrain_job_loss", "gauge", "loss of the latest minibatch", l, number(p, "loss"));
-      m.sample("dtrain_job_samples_per_second", "gauge", "this node's training throughput", l,
-               number(p, "samples_per_sec"));
-      m.sample("dtrain_job_diverging", "gauge",
-               "1 while the smoothed training loss is far above its best (the job fails if an "
-               "epoch ends so)", l, p.value("diverging", false) ? 1 : 0);
-      for (const Json& w : job["workers"]) {
-        auto wl = l;
-        wl["worker"] = std::to_string(w.value("worker", 0));
-        m.sample("dtrain_worker_tau", "gauge", "the worker's threshold at its latest step", wl,
-                 number(w, "tau"));
-        m.sample("dtrain_worker_density", "gauge", "fraction of parameters sent at its latest step",
-                 wl, number(w, "density"));
-        m.sample("dtrain_worker_residual_norm", "gauge", "L2 norm of the worker's residual", wl,
-                 number(w, "residual_norm"));
-        m.sample("dtrain_worker_bitmap", "gauge", "1 when the latest message was a bitmap", wl,
-                 w.value("encoding", "") == "bitmap" ? 1 : 0);
-        m.sample("dtrain_worker_message_bytes_total", "counter", "encoded bytes the worker produced",
-                 wl, number(w, "message_bytes_total"));
-        m.sample("dtrain_worker_messages_total", "counter", "messages the worker produced", wl,
-                 number(w, "messages_total"));
-      }
-    }
-    for (const Json& p : node.value("peers", Json::array())) {
-      const std::map<std::string, std::string> l = {{"peer", std::to_string(p.value("peer", 0))}};
-      const std::pair<const char*, const char*> counters[] = {
-          {"datagrams_in", "datagrams received"}, {"bytes_in", "bytes received"},
-          {"datagrams_out", "datagrams sent"},    {"bytes_out", "bytes sent"},
-          {"messages_in", "messages delivered"},  {"messages_out", "messages queued"},
-          {"naks_sent", "NAKs sent"},             {"naks_received", "NAKs received"},
-          {"retransmits", "datagrams sent again"}, {"credit_stalls", "waits for credit"},
-          {"duplicates", "duplicate datagrams"}};
-      for (const auto& [key, help] : counters)
-        m.sample(std::string("dtrain_transport_") + key + "_total", "counter", help, l,
-                 number(p, key));
-      for (const auto& [reason, count] : p.value("drops", Json::object()).items()) {
-        auto dl = l;
-        dl["reason"] = reason;
-        m.sample("dtrain_transport_drops_total", "counter", "datagrams dropped, by reason", dl,
-                 count.get<double>());
-      }
-      m.sample("dtrain_transport_rtt_microseconds", "gauge", "smoothed round-trip time", l,
-               number(p, "rtt_us"));
-      m.sample("dtrain_transport_peer_lost", "gauge", "1 while the peer is declared lost", l,
-               p.value("lost", false) ? 1 : 0);
-    }
-  }
-  if (status.contains("controller")) {
-    const Json& c = status["controller"];
-    std::map<std::string, int> states = {{"queued", 0}, {"running", 0}, {"succeeded", 0},
-                                         {"failed", 0}, {"cancelled", 0}};
-    for (const Json& j : c["jobs"]["jobs"]) ++states[j.value("state", "failed")];
-    for (const auto& [state, count] : states)
-      m.sample("dtrain_jobs", "gauge", "jobs the controller knows, by state", {{"state", state}},
-               count);
-    int alive = 0, lost = 0;
-    for (const Json& n : c["nodes"]["nodes"]) (n.value("state", "") == "alive" ? alive : lost)++;
-    m.sample("dtrain_nodes", "gauge", "member nodes, by state", {{"state", "alive"}}, alive);
-    m.sample("dtrain_nodes", "gauge", "member nodes, by state", {{"state", "lost"}}, lost);
-  }
+  const Json& node = member(status, "node");
+  if (node.is_object() && !node.empty()) section(m, "the node", [&] { node_metrics(m, node); });
+  const Json& c = member(status, "controller");
+  if (c.is_object()) section(m, "the controller", [&] { controller_metrics(m, c); });
   return m.text();
 }
 
 StatusServer::StatusServer(const std::string& address, uint16_t port,
                            std::function<Json()> status)
     : server_(std::make_unique<httplib::Server>()) {
+  // Neither page may fail: bytes that are not UTF-8 are replaced, and a status that cannot be
+  // gathered at all still answers (with the reason) instead of a 500.
   server_->Get("/status", [status](const httplib::Request&, httplib::Response& res) {
-    res.set_content(status().dump(2) + "\n", "application/json");
+    std::string body;
+    try {
+      body = status().dump(2, ' ', false, Json::error_handler_t::replace) + "\n";
+    } catch (const std::exception& e) {
+      body = Json{{"error", e.what()}}.dump(2, ' ', false, Json::error_handler_t::replace) + "\n";
+    }
+    res.set_content(body, "application/json");
   });
   server_->Get("/metrics", [status](const httplib::Request&, httplib::Response& res) {
-    res.set_content(prometheus_text(status()), "text/plain; version=0.0.4");
+    std::string body;
+    try {
+      body = prometheus_text(status());
+    } catch (const std::exception& e) {
+      body = std::string("# the status could not be gathered: ") + e.what() + "\n";
+    }
+    res.set_content(body, "text/plain; version=0.0.4");
   });
   const int bound = port == 0 ? server_->bind_to_any_port(address.c_str())
                               : (server_->bind_to_port(address.c_str(), port) ? port : -1);

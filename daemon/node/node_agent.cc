@@ -194,8 +194,10 @@ Json NodeAgent::status() {
       if (!job->done()) j["jobs"].push_back(job->snapshot());
   }
   for (const auto& [peer, c] : channel_->endpoint().counters()) {
-    if (peer == transport::Endpoint::kUnknownSender) continue;
-    Json p = {{"peer", peer}, {"datagrams_in", c.datagrams_in}, {"bytes_in", c.bytes_in},
+    // Datagrams from senders that are not members (or did not authenticate) count under
+    // "unknown": their drops are what an attack looks like.
+    const Json who = peer == transport::Endpoint::kUnknownSender ? Json("unknown") : Json(peer);
+    Json p = {{"peer", who}, {"datagrams_in", c.datagrams_in}, {"bytes_in", c.bytes_in},
               {"datagrams_out", c.datagrams_out}, {"bytes_out", c.bytes_out},
               {"messages_in", c.messages_in}, {"messages_out", c.messages_out},
               {"naks_sent", c.naks_sent}, {"naks_received", c.naks_received},

@@ -57,8 +57,17 @@ grep -q "malformed YAML" err.txt || fail "malformed spec message"
 expect_rc 2 "missing spec" -- "$SUBMIT" --local nowhere.yaml
 grep -q "cannot read job spec" err.txt || fail "missing spec message"
 expect_rc 2 "unknown option" -- "$SUBMIT" --frobnicate
-expect_rc 2 "corrupt model" -- "$SUBMIT" eval job.yaml
-grep -q "not a dtrain model file" err.txt || fail "corrupt model message"
+expect_rc 2 "not a model file" -- "$SUBMIT" eval job.yaml
+grep -q "not a dtrain model file" err.txt || fail "not-a-model message"
+# A real model file with one byte flipped in the middle, and one cut short.
+cp demo.dtm flipped.dtm
+size=$(stat -c %s demo.dtm)
+printf '\xff' | dd of=flipped.dtm bs=1 seek=$((size / 2)) conv=notrunc status=none
+expect_rc 2 "corrupt model (a flipped byte)" -- "$SUBMIT" eval flipped.dtm
+grep -q "checksum mismatch" err.txt || { fail "corrupt model message"; cat err.txt; }
+head -c $((size - 10)) demo.dtm > short.dtm
+expect_rc 2 "truncated model" -- "$SUBMIT" eval short.dtm
+grep -q "truncated" err.txt || { fail "truncated model message"; cat err.txt; }
 expect_rc 2 "infer with the wrong width" -- "$SUBMIT" infer demo.dtm --input train.csv --output x.csv
 grep -q "columns, the model needs 4" err.txt || fail "width mismatch message"
 printf '%064x\n' 7 > cluster.key && chmod 600 cluster.key
@@ -69,7 +78,9 @@ grep -q "nowhere.key" err.txt || fail "missing key message"
 chmod 644 cluster.key
 expect_rc 2 "key file readable by others" -- "$SUBMIT" status --key-file cluster.key --controller 127.0.0.1:1
 grep -q "chmod 600" err.txt || fail "key permission message"
-expect_rc 2 "bad job id" -- "$SUBMIT" cancel not-a-job --key-file cluster.key
+chmod 600 cluster.key  # a usable key: the refusal below must be about the job id
+expect_rc 2 "bad job id" -- "$SUBMIT" cancel not-a-job --key-file cluster.key --controller 127.0.0.1:1
+grep -q "not-a-job" err.txt || { fail "bad job id message"; cat err.txt; }
 expect_rc 0 "help" -- "$SUBMIT" --help
 grep -q "Exit codes" out.txt || fail "--help does not document exit codes"
 

@@ -9,9 +9,13 @@
 
 #include <catch2/catch.hpp>
 
+#include <cerrno>
+
 #include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
+#include <vector>
 #include <thread>
 
 #include "transport/control/control_connection.h"
@@ -64,11 +68,19 @@ int raw_connect(uint16_t port) {
 }
 
 // True when the server closed the connection (read returns 0 or an error) within 5 s.
+// (The 5 s receive timeout of raw_connect is not a close: read then fails with EAGAIN.)
 bool closed_by_server(int fd) {
   char buf[256];
   for (;;) {
     const ssize_t n = read(fd, buf, sizeof buf);
-    if (n <= 0) return true;
+    if (n > 0) continue;  // whatever it said before closing
+    if (n == 0) return true;  // orderly close
+    if (errno == EINTR) continue;
+    if (errno == EAGAIN || errno == EWOULDBLOCK) {
+      UNSCOPED_INFO("the server left the connection open for 5 s");
+      return false;
+    }
+    return errno == ECONNRESET || errno == EPIPE;  // closed with unread data: a reset
   }
 }
 
@@ -178,6 +190,22 @@ TEST_CASE("hostile byte streams are refused and the server keeps serving", "[con
     CHECK(closed_by_server(fd));
     close(fd);
   }
+  SECTION("a correct hello, then a key proof announcing 60 MB: closed at once, nothing read") {
+    // The proof must be empty; the server may not wait for (or allocate) 60 MB from a peer
+    // that has not proven the key. The handshake timeout is 2 s: closing well before it shows
+    // the refusal came from the length itself.
+    const int fd = raw_connect(server.port());
+    uint8_t hello[36] = {'D', 'T', 'C', 1};
+    REQUIRE(write(fd, hello, sizeof hello) == 36);
+    uint8_t server_hello[36];
+    REQUIRE(read(fd, server_hello, 36) == 36);
+    const uint32_t large = 60u << 20;
+    REQUIRE(write(fd, &large, 4) == 4);
+    const auto start = Clock::now();
+    CHECK(closed_by_server(fd));
+    CHECK(Clock::now() - start < 1s);
+    close(fd);
+  }
   SECTION("an unauthenticated frame after the hello") {
     const int fd = raw_connect(server.port());
     uint8_t hello[36] = {'D', 'T', 'C', 1};
@@ -199,6 +227,41 @@ TEST_CASE("hostile byte streams are refused and the server keeps serving", "[con
   auto c = ControlConnection::connect("127.0.0.1", server.port(), key_of(1), 5s);
   c->send({1, 2, 3});
   CHECK(c->receive(5s) == std::vector<uint8_t>{1, 2, 3});
+}
+
+namespace {
+int64_t resident_kib() {
+  FILE* f = std::fopen("/proc/self/status", "r");
+  char line[256];
+  int64_t kib = -1;
+  while (f && std::fgets(line, sizeof line, f))
+    if (std::sscanf(line, "VmRSS: %ld kB", &kib) == 1) break;
+  if (f) std::fclose(f);
+  return kib;
+}
+}  // namespace
+
+TEST_CASE("200 half-open connections announcing large frames cost the server little memory",
+          "[control]") {
+  ControlServer server = echo_server(key_of(1));
+  const int64_t before = resident_kib();
+  std::vector<int> fds;
+  for (int i = 0; i < 200; ++i) {
+    const int fd = raw_connect(server.port());
+    uint8_t hello[36] = {'D', 'T', 'C', 1};
+    REQUIRE(write(fd, hello, sizeof hello) == 36);
+    const uint32_t large = 64u << 20;  // the frame limit, announced as the key proof
+    REQUIRE(write(fd, &large, 4) == 4);
+    fds.push_back(fd);
+  }
+  std::this_thread::sleep_for(500ms);
+  const int64_t grew_kib = resident_kib() - before;
+  INFO("resident memory grew by " << grew_kib / 1024 << " MiB");
+  CHECK(grew_kib < 50 * 1024);
+  for (int fd : fds) close(fd);
+  auto c = ControlConnection::connect("127.0.0.1", server.port(), key_of(1), 5s);
+  c->send({7});
+  CHECK(c->receive(5s) == std::vector<uint8_t>{7});
 }
 
 TEST_CASE("ControlFrame bodies are verified before use", "[control]") {

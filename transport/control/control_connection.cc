@@ -171,10 +171,11 @@ void ControlConnection::handshake(bool is_client, Millis timeout) {
   std::memcpy((is_client ? send_key_ : receive_key_).data(), derived.data(), 32);
   std::memcpy((is_client ? receive_key_ : send_key_).data(), derived.data() + 32, 32);
   sodium_memzero(derived.data(), derived.size());
-  // Each side proves it holds the key with an empty authenticated frame.
+  // Each side proves it holds the key with an empty authenticated frame. The proof must be
+  // empty: a peer that has not proven the key gets no allocation on its say-so.
   send({}, timeout);
   try {
-    receive(timeout);
+    receive_at_most(timeout, 0);
   } catch (const ControlError& e) {
     if (e.kind() != Kind::kAuthentication && e.kind() != Kind::kClosed) throw;
     throw ControlError(Kind::kAuthentication,
@@ -215,6 +216,10 @@ void ControlConnection::send(const std::vector<uint8_t>& body, Millis timeout) {
 }
 
 std::vector<uint8_t> ControlConnection::receive(Millis timeout) {
+  return receive_at_most(timeout, kMaxFrameBytes);
+}
+
+std::vector<uint8_t> ControlConnection::receive_at_most(Millis timeout, uint32_t max_bytes) {
   if (io_->closed) throw ControlError(Kind::kClosed, "connection to " + peer_ + " closed", "reconnect");
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   auto read = [&](uint8_t* data, size_t n) {
@@ -234,11 +239,14 @@ std::vector<uint8_t> ControlConnection::receive(Millis timeout) {
   };
   uint32_t len = 0;
   read(reinterpret_cast<uint8_t*>(&len), 4);
-  if (len > kMaxFrameBytes)
+  if (len > max_bytes) {
+    close();
     throw ControlError(Kind::kMalformed,
                        peer_ + " announced a control frame of " + std::to_string(len) +
-                           " bytes (the limit is " + std::to_string(kMaxFrameBytes) + ")",
+                           " bytes (the limit is " + std::to_string(max_bytes) +
+                           (max_bytes == 0 ? ", the key proof is empty)" : ")"),
                        "check that " + peer_ + " runs dtrain");
+  }
   std::vector<uint8_t> frame(4 + size_t(len) + kTag);
   std::memcpy(frame.data(), &len, 4);
   read(frame.data() + 4, len + kTag);

@@ -59,6 +59,9 @@ class ControlConnection {
   struct Io;
   explicit ControlConnection(std::unique_ptr<Io> io);
   void handshake(bool is_client, Millis timeout);
+  // receive() with a smaller bound on the announced length (0 for the handshake's proof), checked
+  // before anything is allocated; a frame over it closes the connection.
+  std::vector<uint8_t> receive_at_most(Millis timeout, uint32_t max_bytes);
 
   std::unique_ptr<Io> io_;
   std::string peer_;
