@@ -116,6 +116,7 @@ void Controller::serve_node(ControlConnection& c, const NodeRegistration& node) 
     m.session = session = next_session_++;
     m.last_heard = Clock::now();
     m.outbox.clear();
+    stop_orphans(m, node.running_jobs);
     offer_rejoin(m);
     start_next();
   }
@@ -189,6 +190,21 @@ void Controller::on_job_message(Member& m, uint64_t job_id, const std::string& k
           members_[n].outbox.push_back(job_frame(job.id, "cancel", Json::object()));
     }
     check_finished(job);
+  }
+}
+
+// A node that trains a job this controller is not running (it restarted mid-job and marked the
+// job failed, or never heard of it) is told to stop, so no orphan trains beside the next job.
+void Controller::stop_orphans(Member& m, const std::vector<uint64_t>& running) {
+  for (uint64_t id : running) {
+    if (id == running_) continue;
+    m.outbox.push_back(job_frame(id, "cancel", Json::object()));
+    spdlog::warn("controller: node {} is still training job {}, which is not running here; "
+                 "told it to stop", m.name, job_id_text(id));
+    auto it = jobs_.find(id);
+    if (it == jobs_.end()) continue;
+    it->second.add_log("node " + m.name + " was still training it; told it to stop");
+    save(it->second);
   }
 }
 

@@ -54,6 +54,7 @@ class Controller {
 
   // Under mutex_:
   static NodeOffer offer(const Member& m);  // what placement needs to know of a node
+  void stop_orphans(Member& m, const std::vector<uint64_t>& running);
   std::vector<NodeOffer> alive_offers() const;
   Json nodes_locked();
   Json jobs_locked();

@@ -113,6 +113,11 @@ void NodeAgent::session(const std::atomic<bool>& stop) {
   me.data_port = channel_->endpoint().port();
   me.cores = std::max(1u, std::thread::hardware_concurrency());
   me.gpus = registration_gpus(gpus_);
+  {
+    std::lock_guard<std::mutex> lock(jobs_mutex_);
+    for (const auto& [id, job] : jobs_)
+      if (!job->done()) me.running_jobs.push_back(id);
+  }
   c->send(register_frame(me));
   const std::vector<uint8_t> reply_bytes = c->receive(std::chrono::seconds(10));
   const auto& reply = transport::read_control_frame(reply_bytes);

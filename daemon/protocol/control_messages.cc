@@ -17,7 +17,8 @@ std::vector<uint8_t> register_frame(const NodeRegistration& node) {
   const auto r = control::CreateRegister(fbb, fbb.CreateString(node.name),
                                          fbb.CreateString(node.address), node.data_port,
                                          node.cores, node.node_id, node.boot_id,
-                                         fbb.CreateVector(gpus));
+                                         fbb.CreateVector(gpus),
+                                         fbb.CreateVector(node.running_jobs));
   return control_frame_bytes(fbb, control::ControlBody::Register, r.Union());
 }
 
@@ -39,6 +40,10 @@ bool read_registration(const transport::control::Register& r, NodeRegistration& 
       if (name.size() > kMaxName) name.resize(kMaxName);
       out.gpus.push_back({g->index(), name, g->memory_bytes()});
     }
+  out.running_jobs.clear();
+  if (r.running_jobs())
+    for (size_t i = 0; i < r.running_jobs()->size() && i < 64; ++i)
+      out.running_jobs.push_back(r.running_jobs()->Get(flatbuffers::uoffset_t(i)));
   return true;
 }
 

@@ -31,6 +31,7 @@ struct NodeRegistration {
     uint64_t memory_bytes = 0;
   };
   std::vector<Gpu> gpus;
+  std::vector<uint64_t> running_jobs;  // ids of the jobs it trains at the time it registers
 };
 std::vector<uint8_t> register_frame(const NodeRegistration& node);
 // The registration in a received (verified) Register table; false without a name or address.
