@@ -2,6 +2,7 @@
 
 #include <cstring>
 
+#include "core/model/model_builder.h"
 #include "core/spec/job_spec_parser.h"
 #include "core/util/error.h"
 
@@ -13,13 +14,14 @@ SavedModel load_saved_model(const std::string& path) {
   SpecParseOptions options;
   options.check_files = false;  // the training data need not exist where the model is used
   s.spec = parse_job_spec_text(s.file.spec_yaml, path + " (embedded spec)", options);
-  s.model = std::make_unique<Model>(s.spec.model);
-  if (static_cast<int64_t>(s.file.params.size()) != s.model->num_params() ||
-      static_cast<int64_t>(s.file.state.size()) != s.model->num_state())
+  // Sizes first: nothing is allocated for a spec the file's contents do not match.
+  const ModelCounts need = count_model(s.spec.model);
+  if (static_cast<int64_t>(s.file.params.size()) != need.params ||
+      static_cast<int64_t>(s.file.state.size()) != need.state)
     throw UserError("model file '" + path + "' holds " + std::to_string(s.file.params.size()) +
-                        " parameters but its spec needs " +
-                        std::to_string(s.model->num_params()),
+                        " parameters but its spec needs " + std::to_string(need.params),
                     "the file is inconsistent; retrain the model");
+  s.model = std::make_unique<Model>(s.spec.model);
   std::memcpy(s.model->params(), s.file.params.data(), sizeof(float) * s.file.params.size());
   if (!s.file.state.empty())
     std::memcpy(s.model->state(), s.file.state.data(), sizeof(float) * s.file.state.size());

@@ -13,6 +13,10 @@ Conv2dLayer::Conv2dLayer(const Shape& input_shape, const Conv2dOptions& options,
                         shape_string(input_shape),
                     "set model.input to [channels, height, width], e.g. [1, 28, 28]");
   input_shape_ = input_shape;
+  checked_product(checked_product(options.filters, input_shape[0], "a convolution's weights"),
+                  checked_product(options.window.kernel_h, options.window.kernel_w,
+                                  "a convolution's kernel"),
+                  "a convolution's weights");
   const kernels::ConvGeometry g = geometry(1);
   if (g.out_h() < 1 || g.out_w() < 1)
     throw UserError("convolution kernel " + std::to_string(options.window.kernel_h) + "x" +

@@ -11,6 +11,7 @@ DenseLayer::DenseLayer(const Shape& input_shape, int64_t units, Activation activ
     : in_(shape_size(input_shape)), out_(units), activation_(activation), init_(init) {
   input_shape_ = input_shape;
   output_shape_ = {units};
+  checked_product(in_ + 1, out_, "a dense layer's weights");  // refuses sizes that overflow
 }
 
 std::vector<ParamSegment> DenseLayer::param_segments() const {

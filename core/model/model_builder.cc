@@ -51,4 +51,13 @@ std::vector<std::unique_ptr<Layer>> build_layers(const ModelSpec& spec) {
   return layers;
 }
 
+ModelCounts count_model(const ModelSpec& spec) {
+  ModelCounts c;
+  for (const auto& layer : build_layers(spec)) {
+    c.params += layer->num_params();  // each layer's count was bounded when it was built
+    c.state += layer->num_state();
+  }
+  return c;
+}
+
 }  // namespace dtrain::core

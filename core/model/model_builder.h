@@ -23,4 +23,10 @@ class LayerShapeError : public UserError {
 std::vector<std::unique_ptr<Layer>> build_layers(const ModelSpec& spec);
 inline void infer_layer_shapes(const ModelSpec& spec) { build_layers(spec); }
 
+// Parameters and state values of the model the spec describes, without allocating them.
+struct ModelCounts {
+  int64_t params = 0, state = 0;
+};
+ModelCounts count_model(const ModelSpec& spec);
+
 }  // namespace dtrain::core

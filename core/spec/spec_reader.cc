@@ -187,13 +187,13 @@ bool SpecReader::boolean(const YAML::Node& map, const std::string& key, const st
 
 std::vector<int64_t> SpecReader::int_list(const YAML::Node& map, const std::string& key,
                                           const std::string& path, std::vector<int64_t> fallback,
-                                          size_t count, int64_t min) const {
+                                          size_t count, int64_t min, int64_t max) const {
   const YAML::Node node = map[key];
   const std::string where = dotted(path, key);
   if (!node.IsDefined() || node.IsNull()) return fallback;
   std::vector<int64_t> values;
   if (node.IsScalar()) {
-    int64_t v = integer(map, key, path, std::nullopt, min, INT64_MAX);
+    int64_t v = integer(map, key, path, std::nullopt, min, max);
     return std::vector<int64_t>(count, v);
   }
   if (!node.IsSequence() || node.size() != count)
@@ -205,10 +205,11 @@ std::vector<int64_t> SpecReader::int_list(const YAML::Node& map, const std::stri
     const YAML::Node item = node[i];
     if (!item.IsScalar()) fail(item, where, "expected integers, got " + describe(item), "");
     char* end = nullptr;
+    errno = 0;
     long long v = std::strtoll(item.Scalar().c_str(), &end, 10);
-    if (item.Scalar().empty() || *end != '\0' || v < min)
-      fail(item, where, "expected integers >= " + std::to_string(min) + ", got " +
-                            describe(item), "");
+    if (item.Scalar().empty() || *end != '\0' || errno == ERANGE || v < min || v > max)
+      fail(item, where, "expected integers from " + std::to_string(min) + " to " +
+                            std::to_string(max) + ", got " + describe(item), "");
     values.push_back(v);
   }
   return values;

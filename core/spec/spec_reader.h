@@ -51,7 +51,8 @@ class SpecReader {
   // A list of `count` positive integers, or one integer repeated (kernel: 5 == [5, 5]).
   std::vector<int64_t> int_list(const YAML::Node& map, const std::string& key,
                                 const std::string& path, std::vector<int64_t> fallback,
-                                size_t count, int64_t min) const;
+                                size_t count, int64_t min,
+                                int64_t max = int64_t(1) << 24) const;
 
   const std::string& source_name() const { return source_name_; }
 

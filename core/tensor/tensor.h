@@ -12,15 +12,30 @@
 #include <vector>
 
 #include "core/util/check.h"
+#include "core/util/error.h"
 #include "kernels/backend.h"
 
 namespace dtrain::core {
 
 using Shape = std::vector<int64_t>;
 
+// The most elements one tensor (or one layer's weights) may have: far beyond any model that
+// fits a machine, and far below where int64 arithmetic on sizes could overflow.
+constexpr int64_t kMaxTensorElements = int64_t(1) << 40;
+
+// a * b for sizes; throws UserError naming `what` when it is negative or over
+// kMaxTensorElements (a spec with absurd shapes is refused, never wrapped around).
+inline int64_t checked_product(int64_t a, int64_t b, const std::string& what) {
+  int64_t out = 0;
+  if (a < 0 || b < 0 || __builtin_mul_overflow(a, b, &out) || out > kMaxTensorElements)
+    throw UserError(what + " would have more than 2^40 elements",
+                    "use smaller inputs, layers or kernels");
+  return out;
+}
+
 inline int64_t shape_size(const Shape& shape) {
   int64_t n = 1;
-  for (int64_t d : shape) n *= d;
+  for (int64_t d : shape) n = checked_product(n, d, "a tensor");
   return n;
 }
 

@@ -10,6 +10,8 @@
 #include "core/eval/evaluate.h"
 #include "core/train/device_placement.h"
 #include "core/train/divergence_monitor.h"
+#include "core/train/memory_budget.h"
+#include "kernels/gpu_devices.h"
 #include "core/io/model_file.h"
 #include "core/train/training_data.h"
 #include "core/util/error.h"
@@ -144,6 +146,24 @@ int64_t take_over(const NodeExchange::EpochEnd& end, int64_t epoch, int shards,
   return done;
 }
 
+// The job's parameter cap on this node: its workers' parameter-sized buffers must fit the host's
+// memory, or each GPU's (core/train/memory_budget).
+void check_memory(const JobSpec& job, int64_t params, int workers, const std::vector<int>& gpus) {
+  const int vectors = kernels::updater_state_vectors(updater_rule(job.model.updater.type));
+  if (gpus.empty()) {
+    check_parameter_memory(params, workers, vectors, available_host_memory(),
+                           "this node's memory");
+    return;
+  }
+  for (const kernels::GpuInfo& g : kernels::list_gpus()) {
+    int on_it = 0;
+    for (int w = 0; w < workers; ++w) on_it += gpus[size_t(w) % gpus.size()] == g.index;
+    if (on_it > 0)
+      check_parameter_memory(params, on_it, vectors, g.memory_bytes - g.memory_used_bytes,
+                             "GPU " + std::to_string(g.index));
+  }
+}
+
 // One backend per GPU worker (each its own stream), or none for CPU workers. Throws UserError
 // when a GPU cannot be used, with the driver's reason.
 std::vector<std::unique_ptr<kernels::Backend>> make_gpu_backends(const std::vector<int>& gpus,
@@ -198,6 +218,7 @@ TrainingResult train_local(const JobSpec& job, TrainingListener& listener,
   MessageBus bus(num_workers, &gate);
   std::atomic<bool> stop{false};
   UpdateAudit audit(initial.num_params(), sharing && job.training.audit_updates);
+  check_memory(job, initial.num_params(), num_workers, options.gpus);
   // Declared before the workers, so that their models (in GPU memory) go first.
   const std::vector<std::unique_ptr<kernels::Backend>> gpu_backends =
       make_gpu_backends(options.gpus, num_workers);

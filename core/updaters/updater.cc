@@ -20,20 +20,24 @@ double scheduled_learning_rate(const UpdaterSpec& spec, int64_t iteration) {
   return spec.learning_rate;
 }
 
-std::unique_ptr<Updater> Updater::create(const UpdaterSpec& spec, double l2,
-                                         std::vector<ParamSegment> segments, int64_t n,
-                                         kernels::Backend* backend) {
+kernels::UpdaterRule updater_rule(const std::string& type) {
   using kernels::UpdaterRule;
   static const std::pair<const char*, UpdaterRule> kRules[] = {
       {"sgd", UpdaterRule::kSgd},         {"nesterovs", UpdaterRule::kNesterovs},
       {"adam", UpdaterRule::kAdam},       {"amsgrad", UpdaterRule::kAmsgrad},
       {"rmsprop", UpdaterRule::kRmsProp}};
   for (const auto& [name, rule] : kRules)
-    if (spec.type == name)
-      return std::unique_ptr<Updater>(new Updater(spec, rule, l2, std::move(segments), n,
-                                                  backend ? *backend : kernels::backend()));
-  throw UserError("unknown updater '" + spec.type + "'",
+    if (type == name) return rule;
+  throw UserError("unknown updater '" + type + "'",
                   "use one of: sgd, nesterovs, adam, amsgrad, rmsprop");
+}
+
+std::unique_ptr<Updater> Updater::create(const UpdaterSpec& spec, double l2,
+                                         std::vector<ParamSegment> segments, int64_t n,
+                                         kernels::Backend* backend) {
+  return std::unique_ptr<Updater>(new Updater(spec, updater_rule(spec.type), l2,
+                                              std::move(segments), n,
+                                              backend ? *backend : kernels::backend()));
 }
 
 std::vector<float> Updater::host_state() const {

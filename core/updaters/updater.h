@@ -13,6 +13,9 @@
 
 namespace dtrain::core {
 
+// The rule an updater type names; throws UserError listing the valid names.
+kernels::UpdaterRule updater_rule(const std::string& type);
+
 // Learning rate at `iteration` (0-based) under the schedule.
 double scheduled_learning_rate(const UpdaterSpec& spec, int64_t iteration);
 

@@ -207,3 +207,17 @@ TEST_CASE("training.device: auto by default, cpu or gpu; anything else is refuse
 }
 
 }  // namespace dtrain
+
+namespace dtrain {
+
+TEST_CASE("absurd shapes are refused, never wrapped around", "[limits]") {
+  Fixture f;
+  const std::string huge_input = replace(kGood, "input: [2]", "input: [16777216, 16777216, 16777216]");
+  REQUIRE(huge_input != kGood);
+  const std::string message = f.error_of(huge_input);
+  CHECK(message.find("more than 2^40 elements") != std::string::npos);
+  CHECK(f.error_of(replace(kGood, "input: [2]", "input: [99999999999999999999]"))
+            .find("expected integers from 1 to 16777216") != std::string::npos);
+}
+
+}  // namespace dtrain
