@@ -59,7 +59,7 @@ float loss_derivative(Loss loss, float a, float y, int64_t cols) {
 }
 }  // namespace
 
-void add_row_vector(float* x, const float* v, int64_t rows, int64_t cols) {
+void add_row_vector(float* __restrict x, const float* __restrict v, int64_t rows, int64_t cols) {
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t c = 0; c < cols; ++c) x[r * cols + c] += v[c];
 }
@@ -70,7 +70,7 @@ void column_sums(const float* x, int64_t rows, int64_t cols, float* sums) {
     for (int64_t c = 0; c < cols; ++c) sums[c] += x[r * cols + c];
 }
 
-void axpy(float alpha, const float* x, float* y, int64_t n) {
+void axpy(float alpha, const float* __restrict x, float* __restrict y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] += alpha * x[i];
 }
 
@@ -78,7 +78,7 @@ void multiply(const float* a, const float* b, float* out, int64_t n) {
   for (int64_t i = 0; i < n; ++i) out[i] = a[i] * b[i];
 }
 
-void scale(float* x, int64_t n, float alpha) {
+void scale(float* __restrict x, int64_t n, float alpha) {
   for (int64_t i = 0; i < n; ++i) x[i] *= alpha;
 }
 
