@@ -46,14 +46,8 @@ EncodedMessage CodecEngine::encode_segment(float* r, const float* u, int64_t n, 
   if (!kernels_) return reference_encode(r, u, n, tau, clip, residual_sum_squares);
   scratch.bitmap.resize(bitmap_words(n));
   scratch.sparse.resize(kernels::sparse_capacity(n));
-  kernels::CodecEncodeArgs args;
-  args.residual = r;
-  args.update = u;
-  args.n = n;
-  args.tau = tau;
-  args.clip = clip;
-  args.bitmap = scratch.bitmap.data();
-  args.sparse = scratch.sparse.data();
+  const kernels::CodecEncodeArgs args{r, u, n, tau, clip, scratch.bitmap.data(),
+                                       scratch.sparse.data()};
   const kernels::CodecEncodeResult result = kernels_->encode(args);
   if (result.nonfinite_index >= 0) {
     // The kernel stops before storing the vector that holds the bad element, so r + u there
@@ -62,11 +56,7 @@ EncodedMessage CodecEngine::encode_segment(float* r, const float* u, int64_t n, 
     refuse_nonfinite_update(i, r[i] + u[i]);
   }
   if (residual_sum_squares) *residual_sum_squares = result.residual_sum_squares;
-  EncodedMessage m;
-  m.tau = tau;
-  m.length = n;
-  m.count = result.count;
-  m.encoding = choose_encoding(result.count, n);
+  EncodedMessage m = message_for(tau, n, result.count);
   if (m.encoding == Encoding::kSparse)
     m.words.assign(scratch.sparse.begin(), scratch.sparse.begin() + result.count);
   else

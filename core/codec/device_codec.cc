@@ -39,14 +39,7 @@ EncodedMessage DeviceCodec::encode_segment(float* r, const float* u, int64_t n, 
                                            float clip, double* residual_sum_squares) {
   bitmap_.resize({bitmap_words(n)});
   sparse_.resize({kernels::sparse_capacity(n)});
-  kernels::CodecEncodeArgs args;
-  args.residual = r;
-  args.update = u;
-  args.n = n;
-  args.tau = tau;
-  args.clip = clip;
-  args.bitmap = words(bitmap_);
-  args.sparse = words(sparse_);
+  const kernels::CodecEncodeArgs args{r, u, n, tau, clip, words(bitmap_), words(sparse_)};
   kernels::CodecEncodeResult result;
   {
     Span span(profiling_, backend_, profile_.encode_s);
@@ -61,11 +54,7 @@ EncodedMessage DeviceCodec::encode_segment(float* r, const float* u, int64_t n, 
     refuse_nonfinite_update(i, ri + ui);
   }
   if (residual_sum_squares) *residual_sum_squares = result.residual_sum_squares;
-  EncodedMessage m;
-  m.tau = tau;
-  m.length = n;
-  m.count = result.count;
-  m.encoding = choose_encoding(result.count, n);
+  EncodedMessage m = message_for(tau, n, result.count);
   const bool sparse = m.encoding == Encoding::kSparse;
   m.words.resize(size_t(sparse ? result.count : bitmap_words(n)));
   Span span(profiling_, backend_, profile_.copy_s);

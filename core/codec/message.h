@@ -45,4 +45,15 @@ inline Encoding choose_encoding(int64_t count, int64_t length) {
 
 inline int64_t bitmap_words(int64_t length) { return (length + 15) / 16; }
 
+// The message for `count` elements sent out of `length` at threshold tau, its encoding chosen;
+// every encoder fills in the words (the sparse words, or the whole bitmap).
+inline EncodedMessage message_for(float tau, int64_t length, int64_t count) {
+  EncodedMessage m;
+  m.tau = tau;
+  m.length = length;
+  m.count = count;
+  m.encoding = choose_encoding(count, length);
+  return m;
+}
+
 }  // namespace dtrain::core

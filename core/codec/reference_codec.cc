@@ -33,11 +33,7 @@ EncodedMessage reference_encode(float* r, const float* u, int64_t n, float tau, 
     r[i] = r[i] + u[i];
     if (std::fabs(r[i]) >= tau) ++count;
   }
-  EncodedMessage m;
-  m.tau = tau;
-  m.length = n;
-  m.count = count;
-  m.encoding = choose_encoding(count, n);
+  EncodedMessage m = message_for(tau, n, count);
   if (m.encoding == Encoding::kSparse) m.words.reserve(count);
   else m.words.assign(bitmap_words(n), 0u);
 
