@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# Runs issue 12's GPU checks on a GPU machine from a bundle made by tools/gpu/bundle.sh:
+# the GPU test binaries (DTRAIN_REQUIRE_GPU=1: a missing GPU fails instead of skipping), the
+# mixed GPU/CPU cluster test on the real GPU, and optionally the GPU benchmarks. Prints one
+# PASS/FAIL line per check and a total; each check's whole output goes to LOG_DIR.
+#
+#   tools/gpu/checks.sh BUNDLE.tar.xz [--data DIR] [--logs LOG_DIR] [--tests "codec conformance
+#                       worker lenet cluster"] [--bench "codec train"] [--bench-args "..."]
+#
+# --data: a folder with Fashion-MNIST's four .gz files, copied to /usr/share/datasets when the
+# machine lacks them. cuBLAS comes from the CUDA toolkit (/usr/local/cuda/lib64), cuDNN from
+# PyTorch's nvidia-cudnn wheel when the system has none.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+[[ ${1:-} == -h || ${1:-} == --help || $# -lt 1 ]] && { sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; exit 0; }
+BUNDLE=$1; shift
+DATA=""; LOGS=${TMPDIR:-/tmp}/gpu-checks; TESTS="codec conformance worker lenet cluster"; BENCH=""
+BENCH_ARGS=""
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    --data) DATA=$2; shift 2 ;;
+    --logs) LOGS=$2; shift 2 ;;
+    --tests) TESTS=$2; shift 2 ;;
+    --bench) BENCH=$2; shift 2 ;;
+    --bench-args) BENCH_ARGS=$2; shift 2 ;;
+    *) echo "unknown option $1 (see --help)" >&2; exit 2 ;;
+  esac
+done
+mkdir -p "$LOGS"
+ROOT=$(mktemp -d)
+tar -C "$ROOT" -xJf "$BUNDLE" || { echo "cannot unpack $BUNDLE" >&2; exit 2; }
+BIN=$ROOT/bin
+datasets=/usr/share/datasets/fashion-mnist
+if [[ ! -f $datasets/t10k-labels-idx1-ubyte.gz && -n $DATA ]]; then
+  mkdir -p "$datasets" && cp "$DATA"/*.gz "$datasets/"
+fi
+cudnn_dir=$(python3 -c 'import nvidia.cudnn, os; print(os.path.join(os.path.dirname(nvidia.cudnn.__file__), "lib"))' 2>/dev/null)
+cublas_dir=$(python3 -c 'import nvidia.cublas, os; print(os.path.join(os.path.dirname(nvidia.cublas.__file__), "lib"))' 2>/dev/null)
+export LD_LIBRARY_PATH=$ROOT/lib:/usr/local/cuda/lib64:${cudnn_dir:-}:${cublas_dir:-}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
+for b in "$BIN"/*; do
+  missing=$(ldd "$b" | grep 'not found') && { echo "$(basename "$b") cannot load: $missing"; }
+done
+
+passed=0; failed=0
+check() {  # check NAME COMMAND...: runs it with a deadline, logs it, counts it
+  local name=$1; shift
+  local start=$SECONDS
+  timeout 900 "$@" > "$LOGS/$name.log" 2>&1
+  local rc=$?
+  if [[ $rc -eq 0 ]]; then
+    passed=$((passed + 1)); echo "PASS $name ($((SECONDS - start)) s)"
+  else
+    failed=$((failed + 1)); echo "FAIL $name (exit $rc, $((SECONDS - start)) s); its last lines:"
+    tail -n 25 "$LOGS/$name.log"
+  fi
+}
+export DTRAIN_REQUIRE_GPU=1
+for t in $TESTS; do
+  case "$t" in
+    codec) check codec "$BIN/codec_cuda_test" ;;
+    conformance) check conformance "$BIN/backend_conformance_test" ;;
+    worker) check worker "$BIN/gpu_worker_test" ;;
+    lenet) check lenet "$BIN/gpu_lenet_test" ;;
+    cluster) REAL_GPUS=1 check cluster bash tests/cluster/gpu_cluster_test.sh "$BIN/dtraind" \
+               "$BIN/dtrain-submit" tools/local_cluster.sh configs/fashion-mnist-mlp.yaml ;;
+    *) echo "unknown check $t" >&2; failed=$((failed + 1)) ;;
+  esac
+done
+for b in $BENCH; do
+  case "$b" in
+    codec) "$BIN/codec_cuda_bench" $BENCH_ARGS 2>&1 | tee "$LOGS/bench-codec.log" ;;
+    train) tools/bench/gpu --bench "$BIN/gpu_bench" $BENCH_ARGS 2>&1 | tee "$LOGS/bench-train.log" ;;
+    *) echo "unknown benchmark $b" >&2 ;;
+  esac
+done
+rm -rf "$ROOT"
+echo "gpu checks: $passed passed, $failed failed"
+[[ $failed -eq 0 ]]
