@@ -1,6 +1,7 @@
 // dtraind: the node daemon (DESIGN.md §3). `dtraind --config dtraind.yaml` runs the roles the
-// config names (node, controller or both) until SIGTERM or SIGINT; `dtraind keygen PATH`
-// writes a new cluster key file (mode 0600) to copy to every machine.
+// config names (node, controller or both) until SIGTERM or SIGINT (SIGHUP reloads the client
+// credentials of clients_dir); `dtraind keygen PATH` writes a new cluster key file (mode 0600)
+// to copy to every machine, `dtraind keygen --client NAME PATH` a client credential.
 #include <signal.h>
 #include <spdlog/spdlog.h>
 #include <systemd/sd-daemon.h>
@@ -10,6 +11,8 @@
 #include <cstdio>
 #include <filesystem>
 #include <memory>
+#include <mutex>
+#include <optional>
 #include <thread>
 
 #include "core/util/error.h"
@@ -18,6 +21,7 @@
 #include "daemon/http/status_server.h"
 #include "daemon/node/node_agent.h"
 #include "transport/control/control_server.h"
+#include "transport/security/client_credential.h"
 #include "transport/security/cluster_key.h"
 
 namespace {
@@ -25,13 +29,56 @@ namespace {
 constexpr int kExitOk = 0;
 constexpr int kExitBadInput = 2;
 
+// The clients the controller lets in, reloaded on SIGHUP; read by every handshake.
+class Clients {
+ public:
+  explicit Clients(std::string dir)
+      : dir_(std::move(dir)),
+        list_(std::make_shared<dtrain::transport::ClientList>(dtrain::transport::ClientList::load(dir_))) {}
+  void reload() {
+    try {
+      auto fresh = std::make_shared<dtrain::transport::ClientList>(
+          dtrain::transport::ClientList::load(dir_));
+      std::lock_guard<std::mutex> lock(mutex_);
+      list_ = fresh;
+      spdlog::info("controller: {} client credentials in {}", fresh->size(), dir_);
+    } catch (const std::exception& e) {
+      spdlog::error("controller: clients_dir not reloaded, the previous list stays: {}", e.what());
+    }
+  }
+  // Daemons prove themselves with the cluster key, clients with their listed credential.
+  dtrain::transport::KeyLookup lookup(const dtrain::transport::ClusterKey& cluster_key) {
+    using dtrain::transport::ControlIdentity;
+    return [this, cluster_key](const ControlIdentity& who,
+                               std::string& refusal) -> std::optional<dtrain::transport::ClusterKey> {
+      if (who.role == ControlIdentity::Role::kDaemon) return cluster_key;
+      std::shared_ptr<const dtrain::transport::ClientList> list;
+      {
+        std::lock_guard<std::mutex> lock(mutex_);
+        list = list_;
+      }
+      if (auto key = list->key_of(who.name)) return key;
+      refusal = "client '" + who.name + "' is not listed in the controller's clients_dir" +
+                (dir_.empty() ? " (none is configured)" : " (or was revoked)");
+      return std::nullopt;
+    };
+  }
+
+ private:
+  std::string dir_;
+  std::mutex mutex_;
+  std::shared_ptr<const dtrain::transport::ClientList> list_;
+};
+
 int run_daemon(const std::string& config_path) {
   using namespace dtrain;
   daemon::DaemonConfig config;
   transport::ClusterKey key;
+  std::unique_ptr<Clients> clients;
   try {
     config = daemon::load_daemon_config(config_path);
     key = transport::load_cluster_key(config.key_file);
+    if (config.controller) clients = std::make_unique<Clients>(config.clients_dir);
     std::filesystem::create_directories(config.data_dir);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "dtraind: %s\n", e.what());
@@ -42,6 +89,7 @@ int run_daemon(const std::string& config_path) {
   sigemptyset(&signals);
   sigaddset(&signals, SIGTERM);
   sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGHUP);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
   std::unique_ptr<daemon::Controller> controller;
@@ -54,7 +102,7 @@ int run_daemon(const std::string& config_path) {
     if (config.controller) {
       controller = std::make_unique<daemon::Controller>(config);
       control = std::make_unique<transport::ControlServer>(
-          config.control_address, config.control_port, key,
+          config.control_address, config.control_port, clients->lookup(key),
           [&controller](transport::ControlConnection& c) { controller->serve(c); });
       spdlog::info("controller: control channel on {}:{}", config.control_address, control->port());
     }
@@ -81,7 +129,8 @@ int run_daemon(const std::string& config_path) {
                config.node ? " node" : "", config.controller ? " controller" : "", config.data_dir);
   sd_notify(0, "READY=1");
   int signal = 0;
-  sigwait(&signals, &signal);
+  while (sigwait(&signals, &signal) == 0 && signal == SIGHUP)
+    if (clients) clients->reload();
   spdlog::info("dtraind {}: {} received, shutting down", config.name,
                signal == SIGTERM ? "SIGTERM" : "SIGINT");
   sd_notify(0, "STOPPING=1");
@@ -103,15 +152,21 @@ int main(int argc, char** argv) {
       "node) and/or accepts jobs and builds the mesh (role controller).\n\n"
       "  dtraind --config /etc/dtrain/dtraind.yaml   run until SIGTERM\n"
       "  dtraind keygen /etc/dtrain/cluster.key      make a cluster key (copy it to every "
-      "machine, mode 0600)\n\n"
+      "machine, mode 0600)\n"
+      "  dtraind keygen --client alice alice.cred    make a client credential for dtrain-submit "
+      "(its copy goes in the controller's clients_dir)\n\n"
       "Ports: TCP 7070 control, UDP 40123 data, TCP 7080 status (see the sample config in "
       "configs/dtraind/).",
       "dtraind"};
   std::string config_path;
   app.add_option("--config", config_path, "daemon config (YAML)");
-  auto* keygen = app.add_subcommand("keygen", "write a new random cluster key file (mode 0600)");
-  std::string key_path;
+  auto* keygen = app.add_subcommand(
+      "keygen", "write a new random cluster key file, or with --client a client credential (mode 0600)");
+  std::string key_path, client_name;
   keygen->add_option("path", key_path, "where to write it (refuses to overwrite)")->required();
+  keygen->add_option("--client", client_name,
+                     "a credential for the client NAME (dtrain-submit --credential) instead of a "
+                     "cluster key");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -119,12 +174,20 @@ int main(int argc, char** argv) {
   }
   if (*keygen) {
     try {
-      dtrain::transport::generate_cluster_key(key_path);
+      if (client_name.empty())
+        dtrain::transport::generate_cluster_key(key_path);
+      else
+        dtrain::transport::generate_client_credential(key_path, client_name);
     } catch (const std::exception& e) {
       std::fprintf(stderr, "dtraind keygen: %s\n", e.what());
       return kExitBadInput;
     }
-    std::printf("wrote %s (mode 0600): copy it to every machine of the cluster\n", key_path.c_str());
+    if (client_name.empty())
+      std::printf("wrote %s (mode 0600): copy it to every machine of the cluster\n", key_path.c_str());
+    else
+      std::printf("wrote %s (mode 0600): give it to %s (dtrain-submit --credential %s), and put a "
+                  "copy named %s.cred in the controller's clients_dir, then SIGHUP the controller\n",
+                  key_path.c_str(), client_name.c_str(), key_path.c_str(), client_name.c_str());
     return kExitOk;
   }
   if (config_path.empty()) {

@@ -19,6 +19,8 @@
 #include "submit/exit_codes.h"
 #include "submit/progress_printer.h"
 #include "transport/control/control_connection.h"
+#include "transport/security/client_credential.h"
+#include "transport/security/cluster_key.h"
 
 namespace dtrain::submit {
 namespace {
@@ -62,8 +64,15 @@ Json call(const ClusterArgs& a, const std::string& kind, uint64_t job_id, const 
                                   "' is not host:port\n  fix: e.g. --controller 10.0.0.1:7070");
     host = host.substr(0, colon);
   }
-  const transport::ClusterKey key = transport::load_cluster_key(a.key_file);
-  auto c = transport::ControlConnection::connect(host, static_cast<uint16_t>(port), key,
+  // A user's own credential when given; the cluster key otherwise (operators on a daemon host).
+  transport::ControlCredential who;
+  if (!a.credential.empty()) {
+    const transport::ClientCredential c = transport::load_client_credential(a.credential);
+    who = {{transport::ControlIdentity::Role::kClient, c.name}, c.key};
+  } else {
+    who = transport::ControlCredential::daemon(transport::load_cluster_key(a.key_file));
+  }
+  auto c = transport::ControlConnection::connect(host, static_cast<uint16_t>(port), who,
                                                  std::chrono::milliseconds(a.connect_timeout_ms));
   return daemon::request(*c, kind, job_id, body, std::chrono::seconds(30));
 }

@@ -9,6 +9,7 @@ namespace dtrain::submit {
 struct ClusterArgs {
   std::string controller = "127.0.0.1:7070";  // host:port of the controller's control channel
   std::string key_file = "/etc/dtrain/cluster.key";
+  std::string credential;  // a client credential file; when set, used instead of key_file
   int connect_timeout_ms = 10000;
 };
 

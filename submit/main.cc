@@ -43,8 +43,12 @@ int main(int argc, char** argv) {
   app.add_option("--controller", cluster.controller,
                  "controller's control channel, host:port (default $DTRAIN_CONTROLLER or "
                  "127.0.0.1:7070)");
+  if (const char* k = std::getenv("DTRAIN_CREDENTIAL")) cluster.credential = k;
   app.add_option("--key-file", cluster.key_file,
                  "cluster key file (default $DTRAIN_KEY_FILE or /etc/dtrain/cluster.key)");
+  app.add_option("--credential", cluster.credential,
+                 "your client credential (from `dtraind keygen --client NAME FILE`; default "
+                 "$DTRAIN_CREDENTIAL), used instead of the cluster key");
   app.add_option("--connect-timeout-ms", cluster.connect_timeout_ms,
                  "give up reaching the controller after this long (exit code 3)")
       ->check(CLI::Range(1, 600000));
@@ -62,6 +66,7 @@ int main(int argc, char** argv) {
   for (auto* sub : {status_cmd, nodes_cmd, cancel_cmd, logs_cmd}) {
     sub->add_option("--controller", cluster.controller, "controller host:port");
     sub->add_option("--key-file", cluster.key_file, "cluster key file");
+    sub->add_option("--credential", cluster.credential, "client credential file");
     sub->add_option("--connect-timeout-ms", cluster.connect_timeout_ms, "connect deadline");
   }
 

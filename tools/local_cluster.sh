@@ -5,7 +5,8 @@
 #   tools/local_cluster.sh stop [DIR]      SIGTERM them all (and wait)
 #   tools/local_cluster.sh env [DIR]       print the exports that point dtrain-submit at it
 #
-# DIR (default /tmp/dtrain-cluster) holds the cluster key, each daemon's config, data_dir and
+# DIR (default /tmp/dtrain-cluster) holds the cluster key, the controller's clients/ (client
+# credentials it lets in; SIGHUP node-1 after changing it), each daemon's config, data_dir and
 # log. Free ports are picked at start. Binaries: $DTRAIND and $DTRAIN_SUBMIT, by default the
 # ones `bazel build //daemon:dtraind //submit:dtrain-submit` made. $PEER_TIMEOUT_MS and
 # $HEARTBEAT_MS tune failure detection (defaults 10000 and 1000, as in production).
@@ -49,8 +50,9 @@ start() {
   (( threads >= 1 )) || threads=1
   : > "$dir/pids"
   for i in $(seq 1 "$n"); do
-    local roles="[node]" gpus=all emulated=""
-    [[ $i -eq 1 ]] && roles="[node, controller]"
+    local roles="[node]" gpus=all emulated="" clients=""
+    # The controller lets in the client credentials in DIR/clients (README "Client credentials").
+    [[ $i -eq 1 ]] && { roles="[node, controller]"; clients="clients_dir: $dir/clients"; mkdir -p -m 700 "$dir/clients"; }
     if [[ -n ${GPU_NODES:-} ]]; then
       if [[ $i -le $GPU_NODES ]]; then emulated=${EMULATED_GPUS:-}; else gpus=none; fi
     fi
@@ -59,6 +61,7 @@ name: node-$i
 roles: $roles
 data_dir: $dir/data-$i
 key_file: $dir/cluster.key
+$clients
 controller: 127.0.0.1:$control_port
 control: {address: 127.0.0.1, port: $control_port}
 data: {interface: lo, port: $(free_port)}

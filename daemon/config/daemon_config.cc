@@ -79,7 +79,7 @@ DaemonConfig parse_daemon_config(const std::string& text, const std::string& sou
   DaemonConfig c;
   c.source = source_name;
   if (!root || root.IsNull()) root = YAML::Node(YAML::NodeType::Map);
-  r.expect_map(root, "", {"name", "roles", "data_dir", "key_file", "controller", "control",
+  r.expect_map(root, "", {"name", "roles", "data_dir", "key_file", "clients_dir", "controller", "control",
                           "data", "http", "threads", "gpus", "heartbeat_ms", "peer_timeout_ms"});
   char host[256] = "dtrain-node";
   gethostname(host, sizeof host - 1);
@@ -103,6 +103,7 @@ DaemonConfig parse_daemon_config(const std::string& text, const std::string& sou
   }
   c.data_dir = r.text(root, "data_dir", "data_dir", c.data_dir);
   c.key_file = r.text(root, "key_file", "key_file", c.key_file);
+  c.clients_dir = r.text(root, "clients_dir", "clients_dir", c.clients_dir);
   host_port(r, root, "controller", c.controller_host, c.controller_port);
   auto port = [&](const YAML::Node& map, const std::string& path, uint16_t fallback) {
     return static_cast<uint16_t>(r.integer(map, "port", path + ".port", fallback, 0, 65535));

@@ -6,6 +6,7 @@
 //   roles: [node, controller]      # node hosts workers; controller accepts jobs
 //   data_dir: /var/lib/dtrain      # job state, logs, model files
 //   key_file: /etc/dtrain/cluster.key
+//   clients_dir: /etc/dtrain/clients  # controller: the client credentials it lets in (NAME.cred)
 //   controller: 10.0.0.1:7070      # where a node registers (default: this machine)
 //   control: {address: 0.0.0.0, port: 7070}
 //   data: {network: 10.0.0.0/16, port: 40123}    # or interface: eth0
@@ -25,6 +26,7 @@ struct DaemonConfig {
   bool controller = false;
   std::string data_dir = "/var/lib/dtrain";
   std::string key_file = "/etc/dtrain/cluster.key";
+  std::string clients_dir;  // empty: no client credentials (only the cluster key)
   std::string controller_host = "127.0.0.1";
   uint16_t controller_port = 7070;
   std::string control_address = "0.0.0.0";

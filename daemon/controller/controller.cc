@@ -13,7 +13,9 @@
 #include "core/eval/evaluation.h"
 #include "core/spec/job_spec_parser.h"
 #include "core/train/local_trainer.h"
+#include "transport/control/control_connection.h"
 #include "transport/control/control_frames.h"
+#include "transport/wire/datagram.h"
 
 namespace dtrain::daemon {
 
@@ -61,9 +63,23 @@ Controller::Controller(const DaemonConfig& config)
   spdlog::info("controller: {} past jobs, {} queued", jobs_.size(), queue_.size());
 }
 
+// What a client credential may ask for (DESIGN.md §12): the requests of dtrain-submit.
+bool Controller::client_may(const std::string& kind) {
+  return kind == "submit" || kind == "nodes" || kind == "status" || kind == "logs" ||
+         kind == "cancel";
+}
+
 void Controller::serve(ControlConnection& c) {
   const std::vector<uint8_t> first = c.receive(std::chrono::seconds(10));
   const transport::control::ControlFrame& frame = transport::read_control_frame(first);
+  const bool client = c.peer_identity().role == transport::ControlIdentity::Role::kClient;
+  if (frame.body_as_Register() && client) {
+    spdlog::warn("controller: {} ({}) tried to register as a node: refused", c.peer(),
+                 c.peer_identity().describe());
+    c.send(reply_error("a client credential cannot register a node",
+                       "nodes register with the cluster key (key_file in dtraind.yaml)"));
+    return;
+  }
   if (const auto* r = frame.body_as_Register()) {
     NodeRegistration node;
     if (!read_registration(*r, node)) {
@@ -75,6 +91,13 @@ void Controller::serve(ControlConnection& c) {
     return;
   }
   if (const auto* q = frame.body_as_Request()) {
+    const std::string kind = q->kind() ? q->kind()->str() : "";
+    if (client && !client_may(kind)) {
+      c.send(reply_error("client credentials may submit, query, cancel and read logs, not '" +
+                             kind + "'",
+                         "use dtrain-submit's commands"));
+      return;
+    }
     c.send(handle_request(q->kind() ? q->kind()->str() : "", q->job_id(),
                           q->body() ? q->body()->str() : "{}"));
     return;
@@ -164,6 +187,12 @@ void Controller::on_job_message(Member& m, uint64_t job_id, const std::string& k
   auto it = jobs_.find(job_id);
   if (it == jobs_.end()) return;
   JobRecord& job = it->second;
+  // A node speaks only about jobs it is a member of.
+  if (!listed(job.nodes, m.name)) {
+    spdlog::warn("controller: node {} sent '{}' about job {}, which it is not a member of: "
+                 "ignored", m.name, kind, job_id_text(job_id));
+    return;
+  }
   // A restarted node that was never admitted may still report after the job ended.
   if (job.finished() && kind != "log") return;
   if (kind == "progress") {
@@ -224,8 +253,16 @@ std::vector<NodeOffer> Controller::alive_offers() const {
 }
 
 Json Controller::start_message(const JobRecord& job, size_t rank) const {
+  // Each member's boot as registered now (a member that restarted since the job began has a
+  // new one): its peers take datagrams from that boot only.
+  Json members = job.members;
+  for (Json& member : members) {
+    auto it = members_.find(member.value("name", ""));
+    if (it != members_.end() && it->second.id == member.value("id", 0u))
+      member["boot"] = it->second.boot_id;
+  }
   return {{"spec", job.spec_text}, {"base_dir", job.base_dir}, {"name", job.name},
-          {"rank", rank}, {"members", job.members}, {"mesh", job.mesh},
+          {"rank", rank}, {"members", members}, {"mesh", job.mesh},
           {"peer_timeout_ms", config_.peer_timeout_ms}};
 }
 
@@ -255,7 +292,8 @@ void Controller::offer_rejoin(Member& m) {
   m.outbox.push_back(job_frame(job.id, "start", start));
   for (const std::string& n : job.nodes)
     if (n != m.name && members_.count(n) && members_[n].alive && !listed(job.lost_nodes, n))
-      members_[n].outbox.push_back(job_frame(job.id, "rejoin", {{"id", m.id}}));
+      members_[n].outbox.push_back(
+          job_frame(job.id, "rejoin", {{"id", m.id}, {"boot", m.boot_id}}));
   job.rejoining.push_back(m.name);
   job.add_log("node " + m.name + " restarted; it rejoins at the next epoch end");
 }
@@ -520,7 +558,11 @@ Json Controller::nodes_locked() {
                                             jobs_[running_].nodes.end(), name)
                              ? job_id_text(running_)
                              : ""}});
-  return {{"nodes", nodes}};
+  // What a node or a client must speak to join or talk to this cluster, and where.
+  const Json protocol = {{"control_version", transport::kControlVersion},
+                         {"wire_version", transport::kWireVersion},
+                         {"control_port", config_.control_port}};
+  return {{"nodes", nodes}, {"protocol", protocol}};
 }
 
 Json Controller::jobs_locked() {

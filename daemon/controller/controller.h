@@ -47,6 +47,7 @@ class Controller {
     std::deque<std::vector<uint8_t>> outbox;  // frames for the node
   };
 
+  static bool client_may(const std::string& kind);
   void serve_node(transport::ControlConnection& c, const NodeRegistration& node);
   std::vector<uint8_t> handle_request(const std::string& kind, uint64_t job_id,
                                       const std::string& body);

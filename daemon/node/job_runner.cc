@@ -158,6 +158,10 @@ void JobRunner::run() {
     members.push_back({m["id"].get<uint32_t>(), m["name"].get<std::string>(), m["workers"].get<int>()});
     mesh_members.push_back({m["id"].get<uint32_t>(), m["address"].get<std::string>(),
                             m["port"].get<uint16_t>(), 0});
+    // Peers' datagrams are taken only from the boot the controller registered for them.
+    const uint64_t boot = m.value("boot", uint64_t(0));
+    if (boot != 0 && m["id"].get<uint32_t>() != self_)
+      channel_.endpoint().announce_boot(m["id"].get<uint32_t>(), boot);
   }
   const auto deadline = std::chrono::milliseconds(
       std::max<int64_t>(120000, 6 * start_.value("peer_timeout_ms", config_.peer_timeout_ms)));

@@ -42,7 +42,7 @@ NodeAgent::NodeAgent(const DaemonConfig& config, const transport::ClusterKey& ke
   std::error_code ec;
   std::filesystem::create_directories(config_.data_dir, ec);
   node_id_ = load_or_draw_node_id(config_.data_dir);
-  randombytes_buf(&boot_id_, sizeof boot_id_);
+  while (boot_id_ == 0) randombytes_buf(&boot_id_, sizeof boot_id_);
   const transport::InterfaceAddress chosen =
       transport::choose_interface(config_.data_network, config_.data_allow_excluded);
   address_ = chosen.address;
@@ -51,6 +51,9 @@ NodeAgent::NodeAgent(const DaemonConfig& config, const transport::ClusterKey& ke
   ec_config.bind_address = address_;
   ec_config.port = config_.data_port;
   ec_config.key = key_;
+  // The data channel's datagrams carry the boot this process registers with, the one the
+  // controller announces to its peers (they refuse any other).
+  ec_config.boot_id = boot_id_;
   ec_config.peer_timeout = std::chrono::milliseconds(config_.peer_timeout_ms);
   ec_config.heartbeat_interval = std::chrono::milliseconds(config_.heartbeat_ms);
   channel_ = std::make_unique<DataChannel>(ec_config);
@@ -97,6 +100,8 @@ void NodeAgent::on_job_message(uint64_t job_id, const std::string& kind, const J
     // A lost member of this job restarted and is coming back (DESIGN.md §7).
     std::lock_guard<std::mutex> lock(jobs_mutex_);
     auto it = jobs_.find(job_id);
+    const uint64_t boot = body.value("boot", uint64_t(0));
+    if (boot != 0) channel_->endpoint().announce_boot(body.value("id", 0u), boot);
     if (it != jobs_.end()) it->second->rejoin(body.value("id", 0u));
   }
 }

@@ -11,16 +11,24 @@
 
 #include <cerrno>
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <sys/stat.h>
 #include <vector>
 #include <thread>
 
 #include "transport/control/control_connection.h"
 #include "transport/control/control_frames.h"
 #include "transport/control/control_server.h"
+#include "transport/security/client_credential.h"
 
 using namespace dtrain::transport;
 using Clock = std::chrono::steady_clock;
@@ -52,6 +60,13 @@ Kind kind_of(const std::function<void()>& f) {
   }
   FAIL("no ControlError thrown");
   return Kind::kClosed;
+}
+
+// A version 2 hello claiming to be a daemon: "DTC", version, 32 nonce bytes, role, no name.
+std::array<uint8_t, 38> daemon_hello() {
+  std::array<uint8_t, 38> h{'D', 'T', 'C', 2};
+  h[36] = 'D';
+  return h;
 }
 
 // A raw TCP client, for writing bytes the real client never would.
@@ -179,10 +194,10 @@ TEST_CASE("hostile byte streams are refused and the server keeps serving", "[con
   }
   SECTION("a correct hello, then a 4 GB length and garbage") {
     const int fd = raw_connect(server.port());
-    uint8_t hello[36] = {'D', 'T', 'C', 1};
-    REQUIRE(write(fd, hello, sizeof hello) == 36);
-    uint8_t server_hello[36];
-    REQUIRE(read(fd, server_hello, 36) == 36);
+    const auto hello = daemon_hello();
+    REQUIRE(write(fd, hello.data(), hello.size()) == 38);
+    uint8_t server_hello[38];
+    REQUIRE(read(fd, server_hello, 38) == 38);
     const uint32_t huge = 0xFFFFFFF0u;
     std::vector<uint8_t> junk(4 + 64, 0xAB);
     std::memcpy(junk.data(), &huge, 4);
@@ -195,10 +210,10 @@ TEST_CASE("hostile byte streams are refused and the server keeps serving", "[con
     // that has not proven the key. The handshake timeout is 2 s: closing well before it shows
     // the refusal came from the length itself.
     const int fd = raw_connect(server.port());
-    uint8_t hello[36] = {'D', 'T', 'C', 1};
-    REQUIRE(write(fd, hello, sizeof hello) == 36);
-    uint8_t server_hello[36];
-    REQUIRE(read(fd, server_hello, 36) == 36);
+    const auto hello = daemon_hello();
+    REQUIRE(write(fd, hello.data(), hello.size()) == 38);
+    uint8_t server_hello[38];
+    REQUIRE(read(fd, server_hello, 38) == 38);
     const uint32_t large = 60u << 20;
     REQUIRE(write(fd, &large, 4) == 4);
     const auto start = Clock::now();
@@ -208,8 +223,8 @@ TEST_CASE("hostile byte streams are refused and the server keeps serving", "[con
   }
   SECTION("an unauthenticated frame after the hello") {
     const int fd = raw_connect(server.port());
-    uint8_t hello[36] = {'D', 'T', 'C', 1};
-    REQUIRE(write(fd, hello, sizeof hello) == 36);
+    const auto hello = daemon_hello();
+    REQUIRE(write(fd, hello.data(), hello.size()) == 38);
     std::vector<uint8_t> frame(4 + 16, 0);  // empty body, all-zero tag
     REQUIRE(write(fd, frame.data(), frame.size()) == 20);
     CHECK(closed_by_server(fd));
@@ -248,8 +263,8 @@ TEST_CASE("200 half-open connections announcing large frames cost the server lit
   std::vector<int> fds;
   for (int i = 0; i < 200; ++i) {
     const int fd = raw_connect(server.port());
-    uint8_t hello[36] = {'D', 'T', 'C', 1};
-    REQUIRE(write(fd, hello, sizeof hello) == 36);
+    const auto hello = daemon_hello();
+    REQUIRE(write(fd, hello.data(), hello.size()) == 38);
     const uint32_t large = 64u << 20;  // the frame limit, announced as the key proof
     REQUIRE(write(fd, &large, 4) == 4);
     fds.push_back(fd);
@@ -293,4 +308,106 @@ TEST_CASE("stop() ends open connections and returns", "[control]") {
   server->stop();
   CHECK(Clock::now() - start < 2s);
   CHECK(kind_of([&] { c->receive(5s); }) == Kind::kClosed);
+}
+
+namespace {
+
+// A controller-like lookup: daemons with the cluster key, and the listed clients.
+KeyLookup clients_lookup(const ClusterKey& cluster, std::map<std::string, ClusterKey>* clients) {
+  return [cluster, clients](const ControlIdentity& who, std::string& refusal) -> std::optional<ClusterKey> {
+    if (who.role == ControlIdentity::Role::kDaemon) return cluster;
+    auto it = clients->find(who.name);
+    if (it != clients->end()) return it->second;
+    refusal = "client '" + who.name + "' is not listed";
+    return std::nullopt;
+  };
+}
+
+ControlCredential client(const std::string& name, const ClusterKey& key) {
+  return {{ControlIdentity::Role::kClient, name}, key};
+}
+
+}  // namespace
+
+TEST_CASE("client credentials: listed ones get in under their name; others are refused, saying why",
+          "[control]") {
+  std::map<std::string, ClusterKey> clients{{"alice", key_of(5)}};
+  std::atomic<int> handled{0};
+  std::string seen_name;
+  std::mutex seen_mutex;
+  ControlServer server("127.0.0.1", 0, clients_lookup(key_of(1), &clients),
+                       [&](ControlConnection& c) {
+                         ++handled;
+                         {
+                           std::lock_guard<std::mutex> lock(seen_mutex);
+                           seen_name = c.peer_identity().describe();
+                         }
+                         for (;;) c.send(c.receive(5s));
+                       }, 2s);
+  // A listed client: in, and the server knows who it is.
+  auto c = ControlConnection::connect("127.0.0.1", server.port(), client("alice", key_of(5)), 5s);
+  c->send({4});
+  CHECK(c->receive(5s) == std::vector<uint8_t>{4});
+  {
+    std::lock_guard<std::mutex> lock(seen_mutex);
+    CHECK(seen_name == "client 'alice'");
+  }
+  // An unlisted (or revoked) name: refused by the server before any frame, with its reason.
+  try {
+    ControlConnection::connect("127.0.0.1", server.port(), client("mallory", key_of(5)), 5s);
+    FAIL("an unlisted client got in");
+  } catch (const ControlError& e) {
+    CHECK(e.kind() == Kind::kAuthentication);
+    CHECK(std::string(e.what()).find("client 'mallory' is not listed") != std::string::npos);
+    CHECK(e.fix().find("clients_dir") != std::string::npos);
+  }
+  // A listed name with the wrong key: the key proof fails on both ends.
+  try {
+    ControlConnection::connect("127.0.0.1", server.port(), client("alice", key_of(6)), 5s);
+    FAIL("a wrong client key got in");
+  } catch (const ControlError& e) {
+    CHECK(e.kind() == Kind::kAuthentication);
+    CHECK(std::string(e.what()).find("does not hold the key of client 'alice'") != std::string::npos);
+  }
+  // A client's key is not the cluster key: claiming to be a daemon with it fails too.
+  CHECK(kind_of([&] { ControlConnection::connect("127.0.0.1", server.port(), key_of(5), 5s); }) ==
+        Kind::kAuthentication);
+  // Revoked: taken off the list, the same credential no longer gets in.
+  clients.clear();  // (the lookup reads the map at each handshake; this test's only writer)
+  CHECK(kind_of([&] {
+          ControlConnection::connect("127.0.0.1", server.port(), client("alice", key_of(5)), 5s);
+        }) == Kind::kAuthentication);
+  const auto end = Clock::now() + 5s;
+  while (server.refused() < 4 && Clock::now() < end) std::this_thread::sleep_for(10ms);
+  CHECK(server.refused() == 4);
+  CHECK(handled == 1);
+  // A daemon with the cluster key is still served.
+  auto d = ControlConnection::connect("127.0.0.1", server.port(), key_of(1), 5s);
+  d->send({9});
+  CHECK(d->receive(5s) == std::vector<uint8_t>{9});
+}
+
+TEST_CASE("client credential files: made, read back, checked", "[control]") {
+  const std::string dir = "/tmp/dtrain-cred-test-" + std::to_string(getpid());
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir + "/clients");
+  generate_client_credential(dir + "/alice.cred", "alice");
+  const ClientCredential a = load_client_credential(dir + "/alice.cred");
+  CHECK(a.name == "alice");
+  CHECK(a.key != ClusterKey{});
+  CHECK_THROWS_WITH(generate_client_credential(dir + "/x.cred", "no spaces"),
+                    Catch::Contains("not a client name"));
+  std::filesystem::copy_file(dir + "/alice.cred", dir + "/clients/alice.cred");
+  ClientList list = ClientList::load(dir + "/clients");
+  CHECK(list.size() == 1);
+  CHECK(list.key_of("alice") == a.key);
+  CHECK_FALSE(list.key_of("bob"));
+  // A credential under another client's file name is refused, naming the fix.
+  std::filesystem::copy_file(dir + "/alice.cred", dir + "/clients/bob.cred");
+  CHECK_THROWS_WITH(ClientList::load(dir + "/clients"), Catch::Contains("name the file alice.cred"));
+  std::filesystem::remove(dir + "/clients/bob.cred");
+  // One that others may read is refused like a cluster key.
+  chmod((dir + "/clients/alice.cred").c_str(), 0644);
+  CHECK_THROWS_WITH(ClientList::load(dir + "/clients"), Catch::Contains("chmod 600"));
+  std::filesystem::remove_all(dir);
 }

@@ -92,3 +92,24 @@ TEST_CASE("credit bounds the bytes in flight and acks give back only own bytes")
   REQUIRE(s.idle());
   REQUIRE(s.pending_own_payload() == 0);
 }
+
+TEST_CASE("a link whose peer acknowledges nothing for the limit is not acknowledging") {
+  LinkSender s(1 << 20);
+  const auto start = LinkSender::Clock::now();
+  REQUIRE_FALSE(s.not_acknowledging(start + std::chrono::hours(1), std::chrono::seconds(1)));
+  enqueue_all(s, message(1, false, 4));
+  enqueue_all(s, message(2, true, 2));
+  REQUIRE(s.relayed_bytes() == 2 * (1000 + OutgoingChunk::kFramingBytes));
+  const auto sent = transmit(s);
+  REQUIRE(sent.size() == 6);
+  const auto later = LinkSender::Clock::now() + std::chrono::seconds(2);
+  REQUIRE(s.not_acknowledging(later, std::chrono::seconds(1)));
+  // Any progress (here a selective ack of one datagram) counts as acknowledging.
+  const uint64_t one[] = {sent[5].seq, sent[5].seq};
+  s.on_ack(0, 1 << 20, one, 2, later);
+  REQUIRE_FALSE(s.not_acknowledging(later, std::chrono::seconds(1)));
+  REQUIRE(s.relayed_bytes() == (sent[5].relayed ? 1 : 2) * (1000 + OutgoingChunk::kFramingBytes));
+  s.on_ack(sent.back().seq, 1 << 20, nullptr, 0, later);
+  REQUIRE(s.relayed_bytes() == 0);
+  REQUIRE_FALSE(s.not_acknowledging(later + std::chrono::hours(1), std::chrono::seconds(1)));
+}

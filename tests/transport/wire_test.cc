@@ -37,7 +37,7 @@ std::vector<uint8_t> chunk_datagram(const Authenticator& auth, uint64_t counter,
                                        fbb.CreateVector(data));
   fbb.Finish(wire::CreateEnvelope(fbb, 1, link_seq, wire::Frame::Chunk, chunk.Union()));
   std::vector<uint8_t> out;
-  seal_datagram({3, 99, counter}, fbb.GetBufferPointer(), fbb.GetSize(), auth, out);
+  seal_datagram({3, 1, 99, counter}, fbb.GetBufferPointer(), fbb.GetSize(), auth, out);
   return out;
 }
 
@@ -87,7 +87,7 @@ TEST_CASE("bad datagrams are rejected with the reason they are counted under") {
   REQUIRE(reject_reason(flipped_body, auth) == DropReason::kBadTag);
 
   std::vector<uint8_t> version = good;
-  version[2] = 2;
+  version[2] = 1;  // version 1 had no receiver in its header
   REQUIRE(reject_reason(version, auth) == DropReason::kWrongVersion);
   std::vector<uint8_t> magic = good;
   magic[0] = 'X';
@@ -202,6 +202,40 @@ TEST_CASE("reassembly: out of order, duplicates, inconsistent chunks, memory bou
   REQUIRE(r.bytes_held() == 0);
 }
 
+TEST_CASE("reassembly room: origins wait in turn, and no room now is not never") {
+  Reassembler r(10000, std::chrono::milliseconds(1000));
+  std::vector<uint8_t> bytes(1000, 1);
+  // Chunk `index` of the `count` 1000-byte chunks of message `id` from `origin`.
+  auto chunk = [&](uint32_t origin, uint64_t id, uint32_t count, uint32_t index = 0) {
+    ChunkView c;
+    c.key = {1, origin, id};
+    c.index = index;
+    c.count = count;
+    c.total_bytes = count * 1000;
+    c.chunk_bytes = 1000;
+    c.data = bytes.data();
+    c.size = 1000;
+    return c;
+  };
+  using R = Reassembler::Result;
+  std::vector<uint8_t> out;
+  REQUIRE(r.add(chunk(1, 1, 6), out) == R::kIncomplete);  // A holds 6000
+  REQUIRE(r.add(chunk(2, 1, 5), out) == R::kNoRoom);      // B waits for 5000: its turn is first
+  REQUIRE(r.add(chunk(1, 2, 3), out) == R::kNoRoom);      // A is over its half, and B is ahead
+  for (uint32_t i = 1; i < 6; ++i)
+    REQUIRE(r.add(chunk(1, 1, 6, i), out) == (i == 5 ? R::kComplete : R::kIncomplete));
+  REQUIRE(r.bytes_held() == 0);
+  // Room for A's next 6000, but not with B's 5000 set aside: B waited first.
+  REQUIRE(r.add(chunk(1, 3, 6), out) == R::kNoRoom);
+  REQUIRE(r.add(chunk(2, 1, 5), out) == R::kIncomplete);  // B, asking again, gets its turn
+  REQUIRE(r.bytes_held_for(2) == 5000);
+  REQUIRE(r.add(chunk(1, 3, 6), out) == R::kNoRoom);      // 5000 + 6000 do not fit
+  REQUIRE(r.add(chunk(1, 4, 4), out) == R::kIncomplete);  // A's smaller one does
+  REQUIRE(r.bytes_held_for(1) == 4000);
+  // Larger than the whole bound: never fits, refused for good.
+  REQUIRE(r.add(chunk(3, 1, 11), out) == R::kRejected);
+}
+
 TEST_CASE("mesh maps: plain star, breadth-first tree, repair after a loss") {
   std::vector<MeshMember> m;
   for (uint32_t i = 0; i < 12; ++i) m.push_back({i, "127.0.0.1", uint16_t(1000 + i), 0});
@@ -239,7 +273,7 @@ TEST_CASE("a union type without its table is malformed, not a crash (found by th
   e.add_frame_type(wire::Frame::Chunk);  // and no frame
   fbb.Finish(e.Finish());
   std::vector<uint8_t> bytes;
-  seal_datagram({3, 99, 1}, fbb.GetBufferPointer(), fbb.GetSize(), auth, bytes);
+  seal_datagram({3, 1, 99, 1}, fbb.GetBufferPointer(), fbb.GetSize(), auth, bytes);
   REQUIRE(reject_reason(bytes, auth) == DropReason::kMalformed);
 }
 

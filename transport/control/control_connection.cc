@@ -8,6 +8,9 @@
 #include <asio.hpp>
 #include <atomic>
 #include <cstring>
+#include <optional>
+
+#include "transport/security/client_credential.h"
 
 namespace dtrain::transport {
 namespace {
@@ -15,9 +18,14 @@ namespace {
 using asio::ip::tcp;
 using Kind = ControlError::Kind;
 
-constexpr uint8_t kVersion = 1;
+// Version 2: the client names its role (and a client its name) in its hello, and the server
+// answers with its verdict (transport/README.md, "The control channel").
+constexpr uint8_t kVersion = kControlVersion;
 constexpr size_t kNonceBytes = 32;
-constexpr size_t kHelloBytes = 4 + kNonceBytes;  // "DTC", version, nonce
+// "DTC", version, nonce, then the client's role or the server's verdict (0: go on, 1: refused),
+// and the length of what follows: the client's name, or why the server refused.
+constexpr size_t kHelloBytes = 4 + kNonceBytes + 2;
+constexpr size_t kMaxHelloText = 255;
 constexpr size_t kTag = crypto_aead_chacha20poly1305_ietf_ABYTES;
 constexpr char kKeyFix[] =
     "use the cluster's key file (the one every dtraind of this cluster reads; pass it with "
@@ -64,6 +72,13 @@ std::unique_ptr<ControlConnection> ControlConnection::connect(const std::string&
                                                               uint16_t port,
                                                               const ClusterKey& key,
                                                               Millis timeout) {
+  return connect(host, port, ControlCredential::daemon(key), timeout);
+}
+
+std::unique_ptr<ControlConnection> ControlConnection::connect(const std::string& host,
+                                                              uint16_t port,
+                                                              const ControlCredential& credential,
+                                                              Millis timeout) {
   const std::string where = host + ":" + std::to_string(port);
   const std::string fix = "start the controller (dtraind with role controller) on " + where +
                           ", or point --controller at it";
@@ -100,12 +115,16 @@ std::unique_ptr<ControlConnection> ControlConnection::connect(const std::string&
   io->socket.set_option(tcp::no_delay(true));
   std::unique_ptr<ControlConnection> c(new ControlConnection(std::move(io)));
   c->peer_ = where;
-  c->send_key_ = key;  // the cluster key, until the handshake derives this connection's keys
-  c->handshake(/*is_client=*/true, left());
+  c->client_handshake(credential, left());
   return c;
 }
 
 std::unique_ptr<ControlConnection> ControlConnection::accept(int socket_fd, const ClusterKey& key,
+                                                             Millis timeout) {
+  return accept(socket_fd, daemons_only(key), timeout);
+}
+
+std::unique_ptr<ControlConnection> ControlConnection::accept(int socket_fd, const KeyLookup& lookup,
                                                              Millis timeout) {
   auto io = std::make_unique<Io>();
   asio::error_code ec;
@@ -122,66 +141,160 @@ std::unique_ptr<ControlConnection> ControlConnection::accept(int socket_fd, cons
   std::unique_ptr<ControlConnection> c(new ControlConnection(std::move(io)));
   const auto remote = c->io_->socket.remote_endpoint(ec);
   c->peer_ = ec ? "?" : remote.address().to_string() + ":" + std::to_string(remote.port());
-  c->send_key_ = key;
-  c->handshake(/*is_client=*/false, timeout);
+  c->server_handshake(lookup, timeout);
   return c;
 }
 
-void ControlConnection::handshake(bool is_client, Millis timeout) {
-  const ClusterKey key = send_key_;
-  std::array<uint8_t, kHelloBytes> ours{'D', 'T', 'C', kVersion}, theirs{};
-  randombytes_buf(ours.data() + 4, kNonceBytes);
-  asio::error_code ec = io_->run(timeout, [&](auto handler) {
-    asio::async_write(io_->socket, asio::buffer(ours), handler);
+// Reads or writes exactly `n` bytes of the handshake before `deadline`; a timeout or a closed
+// connection is reported as the handshake's failure.
+void ControlConnection::handshake_io(bool write, uint8_t* data, size_t n,
+                                     std::chrono::steady_clock::time_point deadline,
+                                     bool is_client) {
+  const auto left = std::max(Millis(1), std::chrono::duration_cast<Millis>(
+                                            deadline - std::chrono::steady_clock::now()));
+  const asio::error_code ec = io_->run(left, [&](auto handler) {
+    if (write)
+      asio::async_write(io_->socket, asio::buffer(data, n), handler);
+    else
+      asio::async_read(io_->socket, asio::buffer(data, n), handler);
   });
-  if (!ec)
-    ec = io_->run(timeout, [&](auto handler) {
-      asio::async_read(io_->socket, asio::buffer(theirs), handler);
-    });
   const std::string check = is_client ? "check that " + peer_ + " is a dtrain control port"
                                       : "nothing to do unless it recurs: then find what on " +
                                             peer_ + " connects to this port";
   if (ec == asio::error::timed_out)
-    throw ControlError(Kind::kTimeout,
-                       peer_ + " did not complete the control handshake within " +
-                           std::to_string(timeout.count()) + " ms",
+    throw ControlError(Kind::kTimeout, peer_ + " did not complete the control handshake in time",
                        check);
   if (ec)
     throw ControlError(Kind::kClosed, peer_ + " closed the connection during the handshake: " +
                                           ec.message(),
                        check);
-  if (std::memcmp(theirs.data(), "DTC", 3) != 0)
-    throw ControlError(Kind::kMalformed, peer_ + " does not speak the dtrain control protocol",
-                       check);
-  if (theirs[3] != kVersion)
+}
+
+namespace {
+
+void check_hello_start(const uint8_t* hello, const std::string& peer) {
+  if (std::memcmp(hello, "DTC", 3) != 0)
+    throw ControlError(Kind::kMalformed, peer + " does not speak the dtrain control protocol",
+                       "check that " + peer + " is a dtrain control port");
+  if (hello[3] != kVersion)
     throw ControlError(Kind::kMalformed,
-                       peer_ + " speaks control protocol version " + std::to_string(theirs[3]) +
+                       peer + " speaks control protocol version " + std::to_string(hello[3]) +
                            ", this program version " + std::to_string(kVersion),
-                       "run the same dtrain release on every machine");
-  // Keys for this connection: BLAKE2b keyed with the cluster key over both nonces (client's
-  // first); the first half protects client -> server, the second server -> client.
-  std::array<uint8_t, 3 + 2 * kNonceBytes> input{'D', 'T', 'C'};
-  const auto& client = is_client ? ours : theirs;
-  const auto& server = is_client ? theirs : ours;
-  std::memcpy(input.data() + 3, client.data() + 4, kNonceBytes);
-  std::memcpy(input.data() + 3 + kNonceBytes, server.data() + 4, kNonceBytes);
+                       "run the same dtrain release on every machine and every client");
+}
+
+}  // namespace
+
+void ControlConnection::client_handshake(const ControlCredential& credential, Millis timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  const std::string& name = credential.identity.name;
+  std::vector<uint8_t> ours(kHelloBytes + name.size());
+  std::memcpy(ours.data(), "DTC", 3);
+  ours[3] = kVersion;
+  randombytes_buf(ours.data() + 4, kNonceBytes);
+  ours[4 + kNonceBytes] = static_cast<uint8_t>(credential.identity.role);
+  ours[5 + kNonceBytes] = static_cast<uint8_t>(std::min(name.size(), kMaxHelloText));
+  std::memcpy(ours.data() + kHelloBytes, name.data(), std::min(name.size(), kMaxHelloText));
+  handshake_io(true, ours.data(), ours.size(), deadline, true);
+  std::array<uint8_t, kHelloBytes> theirs{};
+  handshake_io(false, theirs.data(), 4, deadline, true);
+  check_hello_start(theirs.data(), peer_);
+  handshake_io(false, theirs.data() + 4, kHelloBytes - 4, deadline, true);
+  if (theirs[4 + kNonceBytes] != 0) {
+    std::string why(theirs[5 + kNonceBytes], '\0');
+    handshake_io(false, reinterpret_cast<uint8_t*>(why.data()), why.size(), deadline, true);
+    throw ControlError(Kind::kAuthentication,
+                       peer_ + " refused " + credential.identity.describe() + ": " + why,
+                       credential.identity.role == ControlIdentity::Role::kClient
+                           ? "ask the cluster's operator to list your credential (its .cred file "
+                             "in the controller's clients_dir, then SIGHUP), or use another"
+                           : kKeyFix);
+  }
+  peer_identity_ = {ControlIdentity::Role::kDaemon, ""};
+  derive_keys(credential.key, ours.data(), theirs.data(), credential.identity, true);
+  prove_key(timeout, true, credential.identity);
+}
+
+void ControlConnection::server_handshake(const KeyLookup& lookup, Millis timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  std::array<uint8_t, kHelloBytes> theirs{};
+  std::array<uint8_t, kHelloBytes> ours{'D', 'T', 'C', kVersion};
+  randombytes_buf(ours.data() + 4, kNonceBytes);
+  handshake_io(false, theirs.data(), 4, deadline, false);
+  try {
+    check_hello_start(theirs.data(), peer_);
+  } catch (const ControlError&) {
+    // Our hello tells a client of another version which version this is.
+    ours[4 + kNonceBytes] = 1;
+    asio::error_code ignored;
+    asio::write(io_->socket, asio::buffer(ours), ignored);
+    throw;
+  }
+  handshake_io(false, theirs.data() + 4, kHelloBytes - 4, deadline, false);
+  ControlIdentity who;
+  who.role = static_cast<ControlIdentity::Role>(theirs[4 + kNonceBytes]);
+  who.name.resize(theirs[5 + kNonceBytes]);  // at most 255 bytes, whoever says so
+  handshake_io(false, reinterpret_cast<uint8_t*>(who.name.data()), who.name.size(), deadline, false);
+  std::string refusal;
+  std::optional<ClusterKey> key;
+  if (who.role != ControlIdentity::Role::kDaemon && who.role != ControlIdentity::Role::kClient)
+    refusal = "unknown role";
+  else if (who.role == ControlIdentity::Role::kClient && !valid_client_name(who.name))
+    refusal = "not a client name";
+  else
+    key = lookup(who, refusal);
+  if (!key) {
+    if (refusal.size() > kMaxHelloText) refusal.resize(kMaxHelloText);
+    std::vector<uint8_t> no(ours.begin(), ours.end());
+    no[4 + kNonceBytes] = 1;
+    no[5 + kNonceBytes] = static_cast<uint8_t>(refusal.size());
+    no.insert(no.end(), refusal.begin(), refusal.end());
+    handshake_io(true, no.data(), no.size(), deadline, false);
+    throw ControlError(Kind::kAuthentication,
+                       peer_ + " (" + who.describe() + ") refused: " + refusal,
+                       "nothing to do unless it recurs: then find who on " + peer_ +
+                           " uses that credential");
+  }
+  handshake_io(true, ours.data(), ours.size(), deadline, false);
+  peer_identity_ = who;
+  derive_keys(*key, theirs.data(), ours.data(), who, false);
+  prove_key(timeout, false, who);
+}
+
+// Keys for this connection: BLAKE2b keyed with the proving key (the cluster key, or the client's)
+// over both nonces (client's first) and the client's role and name; the first half protects
+// client -> server, the second server -> client.
+void ControlConnection::derive_keys(const ClusterKey& key, const uint8_t* client_hello,
+                                    const uint8_t* server_hello, const ControlIdentity& client,
+                                    bool is_client) {
+  std::vector<uint8_t> input{'D', 'T', 'C', static_cast<uint8_t>(client.role)};
+  input.insert(input.end(), client_hello + 4, client_hello + 4 + kNonceBytes);
+  input.insert(input.end(), server_hello + 4, server_hello + 4 + kNonceBytes);
+  input.insert(input.end(), client.name.begin(), client.name.end());
   std::array<uint8_t, 64> derived{};
   crypto_generichash(derived.data(), derived.size(), input.data(), input.size(), key.data(),
                      key.size());
   std::memcpy((is_client ? send_key_ : receive_key_).data(), derived.data(), 32);
   std::memcpy((is_client ? receive_key_ : send_key_).data(), derived.data() + 32, 32);
   sodium_memzero(derived.data(), derived.size());
-  // Each side proves it holds the key with an empty authenticated frame. The proof must be
-  // empty: a peer that has not proven the key gets no allocation on its say-so.
+}
+
+// Each side proves it holds the key with an empty authenticated frame. The proof must be empty:
+// a peer that has not proven the key gets no allocation on its say-so.
+void ControlConnection::prove_key(Millis timeout, bool is_client, const ControlIdentity& client) {
   send({}, timeout);
   try {
     receive_at_most(timeout, 0);
   } catch (const ControlError& e) {
     if (e.kind() != Kind::kAuthentication && e.kind() != Kind::kClosed) throw;
+    const bool daemon = client.role == ControlIdentity::Role::kDaemon;
     throw ControlError(Kind::kAuthentication,
-                       peer_ + (is_client ? " (the controller)" : " (a client)") +
-                           " does not use this cluster key",
-                       kKeyFix);
+                       peer_ + (is_client ? " (the controller)" : " (" + client.describe() + ")") +
+                           (daemon ? " does not use this cluster key"
+                                   : " does not hold the key of " + client.describe()),
+                       daemon ? std::string(kKeyFix)
+                              : "use the credential file made for " + client.describe() +
+                                    " (the controller's copy and yours must match)");
   }
 }
 

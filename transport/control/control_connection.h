@@ -5,9 +5,13 @@
 // is part of the tag's nonce, so a replayed, dropped, reordered or altered frame fails its tag;
 // a recorded connection cannot be replayed either (the other side's nonce differs).
 //
-// The handshake: each side sends "DTC" + version + 32 random bytes, then an empty
-// authenticated frame. A side that does not hold the same cluster key fails the other's tag
-// at once, so a wrong key is reported by name on both ends before any request is read.
+// The handshake (version 2): the client sends "DTC" + version + 32 random bytes + its role
+// (daemon, or client with its name); the server looks up the key that proves that identity
+// (the cluster key for daemons, the client's credential for a client) and answers with its own
+// random bytes, or with why it refuses (an unknown or revoked client). Then each side sends an
+// empty frame authenticated with keys derived from that key, both nonces and the identity: a
+// side that does not hold the key fails the other's tag at once, so a wrong key is reported by
+// name on both ends before any request is read.
 //
 // Every call has a deadline; nothing blocks forever. One thread uses a connection at a time,
 // except close(), which any thread may call to unblock it.
@@ -19,9 +23,13 @@
 #include <vector>
 
 #include "transport/control/control_error.h"
+#include "transport/control/control_identity.h"
 #include "transport/security/cluster_key.h"
 
 namespace dtrain::transport {
+
+// The control protocol's version (2: identities in the hello). Both ends must speak the same.
+constexpr uint8_t kControlVersion = 2;
 
 class ControlConnection {
  public:
@@ -33,10 +41,19 @@ class ControlConnection {
 
   // Connects to host:port and authenticates. Throws ControlError: kUnreachable (refused, no
   // such host, or no answer within `timeout`), kAuthentication (different key), kTimeout.
+  // kAuthentication also when the server refuses the credential (with its reason).
+  static std::unique_ptr<ControlConnection> connect(const std::string& host, uint16_t port,
+                                                    const ControlCredential& credential,
+                                                    Millis timeout = kDefaultTimeout);
+  // As a daemon, with the cluster key.
   static std::unique_ptr<ControlConnection> connect(const std::string& host, uint16_t port,
                                                     const ClusterKey& key,
                                                     Millis timeout = kDefaultTimeout);
-  // Takes over an accepted socket (its file descriptor) and authenticates the client.
+  // Takes over an accepted socket (its file descriptor) and authenticates the client with the
+  // key `lookup` gives for the identity it claims.
+  static std::unique_ptr<ControlConnection> accept(int socket_fd, const KeyLookup& lookup,
+                                                   Millis timeout = kDefaultTimeout);
+  // Daemons with the cluster key only.
   static std::unique_ptr<ControlConnection> accept(int socket_fd, const ClusterKey& key,
                                                    Millis timeout = kDefaultTimeout);
   ~ControlConnection();
@@ -54,17 +71,26 @@ class ControlConnection {
   void close();
   // "address:port" of the other side.
   const std::string& peer() const { return peer_; }
+  // Who the other side proved to be (on a client: the daemon it reached).
+  const ControlIdentity& peer_identity() const { return peer_identity_; }
 
  private:
   struct Io;
   explicit ControlConnection(std::unique_ptr<Io> io);
-  void handshake(bool is_client, Millis timeout);
+  void client_handshake(const ControlCredential& credential, Millis timeout);
+  void server_handshake(const KeyLookup& lookup, Millis timeout);
+  void handshake_io(bool write, uint8_t* data, size_t n,
+                    std::chrono::steady_clock::time_point deadline, bool is_client);
+  void derive_keys(const ClusterKey& key, const uint8_t* client_hello, const uint8_t* server_hello,
+                   const ControlIdentity& client, bool is_client);
+  void prove_key(Millis timeout, bool is_client, const ControlIdentity& client);
   // receive() with a smaller bound on the announced length (0 for the handshake's proof), checked
   // before anything is allocated; a frame over it closes the connection.
   std::vector<uint8_t> receive_at_most(Millis timeout, uint32_t max_bytes);
 
   std::unique_ptr<Io> io_;
   std::string peer_;
+  ControlIdentity peer_identity_;
   std::array<uint8_t, 32> send_key_{}, receive_key_{};
   uint64_t sent_ = 0, received_ = 0;  // frames per direction: part of each tag's nonce
 };

@@ -9,9 +9,9 @@
 
 namespace dtrain::transport {
 
-ControlServer::ControlServer(const std::string& address, uint16_t port, const ClusterKey& key,
+ControlServer::ControlServer(const std::string& address, uint16_t port, KeyLookup lookup,
                              Handler handler, ControlConnection::Millis handshake_timeout)
-    : key_(key), handler_(std::move(handler)), handshake_timeout_(handshake_timeout) {
+    : lookup_(std::move(lookup)), handler_(std::move(handler)), handshake_timeout_(handshake_timeout) {
   asio::error_code ec;
   const auto ip = asio::ip::make_address(address, ec);
   if (ec)
@@ -48,7 +48,7 @@ void ControlServer::accept_loop() {
     s.thread = std::thread([this, fd, &s] {
       std::shared_ptr<ControlConnection> c;
       try {
-        c = ControlConnection::accept(fd, key_, handshake_timeout_);
+        c = ControlConnection::accept(fd, lookup_, handshake_timeout_);
       } catch (const ControlError& e) {
         ++refused_;
         spdlog::warn("control: refused a connection: {}", e.what());

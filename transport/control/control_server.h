@@ -22,9 +22,14 @@ class ControlServer {
   using Handler = std::function<void(ControlConnection&)>;
 
   // Binds address:port (port 0: any free port). Throws TransportError when the port is taken.
+  // Connections prove the identity they claim with the key `lookup` gives for it.
+  ControlServer(const std::string& address, uint16_t port, KeyLookup lookup, Handler handler,
+                ControlConnection::Millis handshake_timeout = ControlConnection::kDefaultTimeout);
+  // Daemons with the cluster key only.
   ControlServer(const std::string& address, uint16_t port, const ClusterKey& key,
                 Handler handler,
-                ControlConnection::Millis handshake_timeout = ControlConnection::kDefaultTimeout);
+                ControlConnection::Millis handshake_timeout = ControlConnection::kDefaultTimeout)
+      : ControlServer(address, port, daemons_only(key), std::move(handler), handshake_timeout) {}
   ~ControlServer();
   ControlServer(const ControlServer&) = delete;
   ControlServer& operator=(const ControlServer&) = delete;
@@ -43,7 +48,7 @@ class ControlServer {
   void accept_loop();
   void reap_finished();
 
-  ClusterKey key_;
+  KeyLookup lookup_;
   Handler handler_;
   ControlConnection::Millis handshake_timeout_;
   int listen_fd_ = -1;

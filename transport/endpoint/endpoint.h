@@ -2,8 +2,9 @@
 // A node's UDP endpoint (DESIGN.md §7): one socket on one port carrying every job (told apart
 // by job id), authenticated datagrams, reliable links to each peer (sequence numbers, NAKs,
 // cumulative acks, credit-based flow control), chunking and reassembly of messages of any
-// size, heartbeats with round-trip times, and the peer declared lost after a silence. One I/O
-// thread owns all link state; public calls are thread-safe and never wait without a deadline.
+// size, heartbeats with round-trip times, and the peer declared lost after a silence (or after
+// it stops acknowledging). One I/O thread owns all link state (one transport/endpoint/link.h per
+// peer); public calls are thread-safe and never wait without a deadline.
 #include <array>
 #include <chrono>
 #include <condition_variable>
@@ -17,6 +18,7 @@
 #include <thread>
 #include <vector>
 
+#include "transport/endpoint/peer_counters.h"
 #include "transport/faults/fault_injector.h"
 #include "transport/security/cluster_key.h"
 #include "transport/wire/datagram.h"
@@ -30,24 +32,19 @@ struct EndpointConfig {
   size_t max_datagram = kDefaultMaxDatagram;
   size_t credit_window = 128 * 1024;       // bytes a sender may have unacknowledged
   size_t send_queue_bytes = 64 << 20;      // beyond this, send() waits (up to its deadline)
-  size_t reassembly_bytes = 512 << 20;
+  size_t reassembly_bytes = 512 << 20;    // shared fairly between the messages' origins
+  // Relayed bytes queued or in flight towards one peer beyond which chunks that would be relayed
+  // there are not taken (nor acknowledged): their senders slow down instead of this node's
+  // memory growing.
+  size_t relay_queue_bytes = 64 << 20;
+  uint64_t boot_id = 0;                    // this process's boot (daemons: their registered
+                                           // one, which the controller announces); 0: drawn
   std::chrono::milliseconds reassembly_timeout{30000};
   std::chrono::milliseconds heartbeat_interval{1000};
   std::chrono::milliseconds peer_timeout{10000};
   ClusterKey key{};
   bool insecure = false;                   // benchmarks only: no authentication
   FaultSpec faults;
-};
-
-struct PeerCounters {
-  uint64_t datagrams_in = 0, bytes_in = 0, datagrams_out = 0, bytes_out = 0;
-  uint64_t messages_in = 0, messages_out = 0;
-  uint64_t naks_sent = 0, naks_received = 0, retransmits = 0, credit_stalls = 0;
-  uint64_t duplicates = 0;
-  uint64_t queued_bytes = 0, in_flight_bytes = 0;  // towards this peer, now
-  std::array<uint64_t, static_cast<size_t>(DropReason::kCount)> drops{};
-  double rtt_us = 0;  // smoothed; 0 until the first heartbeat echo
-  bool lost = false;
 };
 
 struct Delivery {
@@ -81,7 +78,13 @@ class Endpoint {
   size_t chunk_payload() const { return chunk_payload_; }
   std::chrono::milliseconds peer_timeout() const { return config_.peer_timeout; }
 
+  uint64_t boot_id() const;
+
   void add_peer(uint32_t id, const std::string& address, uint16_t port);
+  // The only boot of `peer` whose datagrams are taken from now on (the controller announces it
+  // when the peer registers): older boots' datagrams are refused and counted as stale_boot.
+  // Without an announcement a peer's first boot is taken, and any boot it left is refused.
+  void announce_boot(uint32_t peer, uint64_t boot_id);
   void remove_peer(uint32_t id);
   // Jobs whose chunks are delivered; chunks of other jobs are acknowledged and dropped.
   void add_job(uint64_t job_id);
@@ -105,9 +108,7 @@ class Endpoint {
   std::map<uint32_t, PeerCounters> counters();
 
  private:
-  struct Peer;
   struct State;
-  void io_loop();
 
   EndpointConfig config_;
   uint16_t port_ = 0;

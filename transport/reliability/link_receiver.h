@@ -21,14 +21,23 @@ class LinkReceiver {
 
   enum class Accept { kNew, kDuplicate, kTooFarAhead };
 
+  // What accept(seq) would say, changing nothing: the endpoint takes a chunk into reassembly
+  // first and acknowledges it only once it was taken (a chunk refused for want of room is
+  // not acknowledged, so its sender sends it again).
+  Accept peek(uint64_t seq) const {
+    if (seq <= cumulative_ || above_.count(seq)) return Accept::kDuplicate;
+    if (seq > cumulative_ + kMaxAhead) return Accept::kTooFarAhead;
+    return Accept::kNew;
+  }
   Accept accept(uint64_t seq) {
-    if (seq <= cumulative_ || above_.count(seq)) {
+    const Accept verdict = peek(seq);
+    if (verdict == Accept::kDuplicate) {
       // A retransmission of something we have: our ack was probably lost. Ack again, or the
       // sender's window never empties.
       unacked_ = std::max<uint64_t>(unacked_, 1);
-      return Accept::kDuplicate;
+      return verdict;
     }
-    if (seq > cumulative_ + kMaxAhead) return Accept::kTooFarAhead;
+    if (verdict == Accept::kTooFarAhead) return verdict;
     ++unacked_;
     if (seq == cumulative_ + 1) {
       ++cumulative_;

@@ -48,6 +48,7 @@ class LinkSender {
 
   void enqueue(OutgoingChunk chunk) {
     queued_bytes_ += chunk.wire_bytes();
+    if (chunk.message->relayed) relayed_bytes_ += chunk.wire_bytes();
     Queue& q = chunk.message->relayed ? relayed_ : own_;
     if (q.chunks.empty()) q.sent = std::max(q.sent, other(q).sent);  // no credit for idle time
     q.chunks.push_back(std::move(chunk));
@@ -83,7 +84,10 @@ class LinkSender {
     const size_t before = in_flight_.size();
     auto release = [&](std::map<uint64_t, InFlight>::iterator it) {
       in_flight_bytes_ -= it->second.chunk.wire_bytes();
-      if (!it->second.chunk.message->relayed) freed += it->second.chunk.payload;
+      if (it->second.chunk.message->relayed)
+        relayed_bytes_ -= it->second.chunk.wire_bytes();
+      else
+        freed += it->second.chunk.payload;
       return in_flight_.erase(it);
     };
     while (!in_flight_.empty() && in_flight_.begin()->first <= cumulative)
@@ -140,6 +144,13 @@ class LinkSender {
     }
   }
 
+  // Something is in flight and nothing of it was acknowledged for `limit`: the peer stopped
+  // acknowledging (heartbeats alone do not keep a link alive that never drains).
+  bool not_acknowledging(Clock::time_point now, std::chrono::milliseconds limit) const {
+    return !in_flight_.empty() && now - last_progress_ > limit;
+  }
+  // Wire bytes of relayed chunks queued or in flight (bounded by the endpoint: backpressure).
+  size_t relayed_bytes() const { return relayed_bytes_; }
   size_t queued_bytes() const { return queued_bytes_; }
   size_t in_flight_bytes() const { return in_flight_bytes_; }
   uint64_t retransmits() const { return retransmits_; }
@@ -168,6 +179,7 @@ class LinkSender {
   size_t credit_;
   Queue own_, relayed_;
   size_t queued_bytes_ = 0;
+  size_t relayed_bytes_ = 0;
   std::map<uint64_t, InFlight> in_flight_;
   size_t in_flight_bytes_ = 0;
   Clock::time_point last_progress_ = Clock::now();

@@ -1,5 +1,6 @@
 #include "transport/reliability/reassembler.h"
 
+#include <algorithm>
 #include <cstring>
 
 namespace dtrain::transport {
@@ -23,7 +24,8 @@ Reassembler::Result Reassembler::add(const ChunkView& c, std::vector<uint8_t>& m
   }
   auto it = partial_.find(c.key);
   if (it == partial_.end()) {
-    if (bytes_held_ + c.total_bytes > max_bytes_) return Result::kRejected;
+    if (c.total_bytes > max_bytes_) return Result::kRejected;
+    if (!has_room(c.key.origin, c.total_bytes, now)) return Result::kNoRoom;
     Partial p;
     p.count = c.count;
     p.total_bytes = c.total_bytes;
@@ -31,7 +33,7 @@ Reassembler::Result Reassembler::add(const ChunkView& c, std::vector<uint8_t>& m
     p.have.assign(c.count, false);
     p.bytes.resize(c.total_bytes);
     p.first_seen = now;
-    bytes_held_ += c.total_bytes;
+    hold(c.key.origin, c.total_bytes);
     it = partial_.emplace(c.key, std::move(p)).first;
   }
   Partial& p = it->second;
@@ -42,7 +44,7 @@ Reassembler::Result Reassembler::add(const ChunkView& c, std::vector<uint8_t>& m
   p.have[c.index] = true;
   if (++p.received < p.count) return Result::kIncomplete;
   message.swap(p.bytes);
-  bytes_held_ -= p.total_bytes;
+  let_go(c.key.origin, p.total_bytes);
   partial_.erase(it);
   remember(c.key);
   return Result::kComplete;
@@ -52,7 +54,7 @@ size_t Reassembler::expire(Clock::time_point now) {
   size_t dropped = 0;
   for (auto it = partial_.begin(); it != partial_.end();) {
     if (now - it->second.first_seen > timeout_) {
-      bytes_held_ -= it->second.total_bytes;
+      let_go(it->first.origin, it->second.total_bytes);
       it = partial_.erase(it);
       ++dropped;
     } else {
@@ -60,6 +62,49 @@ size_t Reassembler::expire(Clock::time_point now) {
     }
   }
   return dropped;
+}
+
+// Room for a new message of `bytes` from `origin`: within the bound once the reservations of
+// origins that waited before this one are set aside, and, for an origin that already holds
+// partial messages, within its fair share of the bound (split evenly between the origins
+// holding partial messages). A lone origin may use the whole bound.
+bool Reassembler::has_room(uint32_t origin, size_t bytes, Clock::time_point now) {
+  // A sender that stopped asking (lost, or done) gives its turn up.
+  for (auto it = reservations_.begin(); it != reservations_.end();)
+    it = now - it->second.last_asked > kReservationLife ? reservations_.erase(it) : std::next(it);
+  auto mine = reservations_.find(origin);
+  size_t ahead = 0;
+  for (const auto& [o, r] : reservations_)
+    if (o != origin && (mine == reservations_.end() || r.turn < mine->second.turn)) ahead += r.bytes;
+  const size_t held = bytes_held_for(origin);
+  const size_t origins = held_by_origin_.size() + (held ? 0 : 1);
+  const bool fits = bytes_held_ + bytes + ahead <= max_bytes_;
+  if (fits && (held == 0 || held + bytes <= max_bytes_ / origins)) {
+    if (mine != reservations_.end()) reservations_.erase(mine);
+    return true;
+  }
+  if (!fits) {
+    if (mine != reservations_.end()) {
+      mine->second.bytes = bytes;
+      mine->second.last_asked = now;
+    } else if (reservations_.size() < kMaxReservations) {
+      reservations_[origin] = {bytes, next_turn_++, now};
+    }
+  }
+  return false;
+}
+
+void Reassembler::hold(uint32_t origin, size_t bytes) {
+  bytes_held_ += bytes;
+  held_by_origin_[origin] += bytes;
+}
+
+void Reassembler::let_go(uint32_t origin, size_t bytes) {
+  bytes_held_ -= bytes;
+  auto it = held_by_origin_.find(origin);
+  if (it == held_by_origin_.end()) return;
+  it->second -= std::min(it->second, bytes);
+  if (it->second == 0) held_by_origin_.erase(it);
 }
 
 void Reassembler::remember(const MessageKey& key) {

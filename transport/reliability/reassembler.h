@@ -1,6 +1,7 @@
 #pragma once
 // Puts messages back together from their chunks, keyed by (origin, message id), with a bound on
-// the bytes held and a timeout for messages whose chunks stop coming; and remembers recently
+// the bytes held, shared fairly between origins (one origin's burst cannot take the room every
+// other origin needs), and a timeout for messages whose chunks stop coming; and remembers recently
 // delivered messages so a duplicate (a retransmission that crossed an ack, or a relay after a
 // re-attachment) is never delivered twice.
 #include <chrono>
@@ -42,17 +43,24 @@ struct ChunkView {
 class Reassembler {
  public:
   using Clock = std::chrono::steady_clock;
-  enum class Result { kIncomplete, kComplete, kDuplicate, kRejected };
+  // kNoRoom: a new message that does not fit now (the bound, or its origin's fair share of it);
+  // the caller leaves the chunk unacknowledged and it comes again. kRejected: never fits (an
+  // inconsistent chunk, or a message larger than the whole bound).
+  enum class Result { kIncomplete, kComplete, kDuplicate, kRejected, kNoRoom };
 
   Reassembler(size_t max_bytes, std::chrono::milliseconds timeout, size_t remembered = 1 << 16)
       : max_bytes_(max_bytes), timeout_(timeout), remembered_(remembered) {}
 
-  // kComplete: `message` holds the whole message. kRejected: inconsistent chunk or no memory.
+  // kComplete: `message` holds the whole message.
   Result add(const ChunkView& chunk, std::vector<uint8_t>& message,
              Clock::time_point now = Clock::now());
   // Drops partial messages older than the timeout; returns how many.
   size_t expire(Clock::time_point now = Clock::now());
   size_t bytes_held() const { return bytes_held_; }
+  size_t bytes_held_for(uint32_t origin) const {
+    auto it = held_by_origin_.find(origin);
+    return it == held_by_origin_.end() ? 0 : it->second;
+  }
   size_t partial_messages() const { return partial_.size(); }
   bool delivered(const MessageKey& key) const { return delivered_.count(key) > 0; }
 
@@ -64,11 +72,27 @@ class Reassembler {
     Clock::time_point first_seen;
   };
   void remember(const MessageKey& key);
+  bool has_room(uint32_t origin, size_t bytes, Clock::time_point now);
+  void hold(uint32_t origin, size_t bytes);
+  void let_go(uint32_t origin, size_t bytes);
 
   size_t max_bytes_;
   std::chrono::milliseconds timeout_;
   size_t remembered_;
   size_t bytes_held_ = 0;
+  std::map<uint32_t, size_t> held_by_origin_;  // origins with partial messages only
+  // Origins refused for room wait in turn: each reserves the room its message needs, and an
+  // origin that asks later must leave room for the reservations made before its own (without
+  // them an origin that streams back-to-back messages would take the room each time it frees).
+  struct Reservation {
+    size_t bytes = 0;
+    uint64_t turn = 0;
+    Clock::time_point last_asked;
+  };
+  static constexpr size_t kMaxReservations = 1024;
+  static constexpr std::chrono::seconds kReservationLife{2};  // senders ask again within 250 ms
+  std::map<uint32_t, Reservation> reservations_;
+  uint64_t next_turn_ = 0;
   std::map<MessageKey, Partial> partial_;
   std::unordered_set<MessageKey, MessageKeyHash> delivered_;
   std::deque<MessageKey> delivered_order_;

@@ -63,6 +63,9 @@ const char* drop_reason_name(DropReason reason) {
     case DropReason::kUnknownPeer: return "unknown_peer";
     case DropReason::kUnknownJob: return "unknown_job";
     case DropReason::kInjected: return "injected";
+    case DropReason::kWrongReceiver: return "wrong_receiver";
+    case DropReason::kStaleBoot: return "stale_boot";
+    case DropReason::kNoRoom: return "no_room";
     case DropReason::kCount: break;
   }
   return "?";
@@ -77,8 +80,10 @@ void seal_datagram(const DatagramHeader& h, const uint8_t* body, size_t body_len
   p[2] = kWireVersion;
   p[3] = 0;
   put<uint32_t>(p + 4, h.sender);
-  put<uint64_t>(p + 8, h.boot_id);
-  put<uint64_t>(p + 16, h.counter);
+  put<uint32_t>(p + 8, h.receiver);
+  put<uint32_t>(p + 12, 0);
+  put<uint64_t>(p + 16, h.boot_id);
+  put<uint64_t>(p + 24, h.counter);
   std::memcpy(p + kHeaderBytes, body, body_len);
   auth.seal(p, kHeaderBytes + body_len, h.sender, h.boot_id, h.counter);
 }
@@ -102,8 +107,9 @@ bool parse_datagram(const uint8_t* data, size_t len, size_t max_datagram,
     return false;
   }
   out.header.sender = get<uint32_t>(data + 4);
-  out.header.boot_id = get<uint64_t>(data + 8);
-  out.header.counter = get<uint64_t>(data + 16);
+  out.header.receiver = get<uint32_t>(data + 8);
+  out.header.boot_id = get<uint64_t>(data + 16);
+  out.header.counter = get<uint64_t>(data + 24);
   const size_t signed_len = len - kTagBytes;
   if (!auth.verify(data, signed_len, out.header.sender, out.header.boot_id,
                    out.header.counter)) {

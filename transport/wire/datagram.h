@@ -1,10 +1,14 @@
 #pragma once
-// One datagram on the data channel:
-//   0  "DT" | version | flags(0) | sender node (u32) | boot id (u64) | counter (u64)
-//   24 a FlatBuffers Envelope (transport/schema/data.fbs)
+// One datagram on the data channel (wire version 2):
+//   0  "DT" | version | flags(0) | sender node (u32) | receiver node (u32) | reserved (u32, 0)
+//   16 boot id (u64) | counter (u64)
+//   32 a FlatBuffers Envelope (transport/schema/data.fbs), 8-byte aligned
 //   .. 16-byte tag over everything before it (transport/security/authenticator.h)
-// All integers little-endian. parse_datagram() checks the size, magic, version and tag before
-// the FlatBuffers verifier runs, and the verifier before anything reads the Envelope.
+// All integers little-endian. The receiver is under the tag: a datagram captured on its way to
+// one node and replayed at another is refused there (version 1 had no receiver, and another
+// node's replay window had never seen it). parse_datagram() checks the size, magic, version and
+// tag before the FlatBuffers verifier runs, and the verifier before anything reads the Envelope;
+// the receiver and the boot id are the endpoint's checks (they need its state).
 #include <cstddef>
 #include <cstdint>
 #include <vector>
@@ -14,13 +18,14 @@
 
 namespace dtrain::transport {
 
-constexpr uint8_t kWireVersion = 1;
-constexpr size_t kHeaderBytes = 24;
+constexpr uint8_t kWireVersion = 2;
+constexpr size_t kHeaderBytes = 32;
 constexpr size_t kDefaultMaxDatagram = 1408;  // fits a 1500-byte MTU with IPv6 + UDP headers
 constexpr size_t kMinDatagram = kHeaderBytes + 8 + kTagBytes;
 
 struct DatagramHeader {
   uint32_t sender = 0;
+  uint32_t receiver = 0;
   uint64_t boot_id = 0;
   uint64_t counter = 0;
 };
@@ -37,6 +42,9 @@ enum class DropReason : int {
   kUnknownPeer,
   kUnknownJob,
   kInjected,      // the fault injector's own drops
+  kWrongReceiver, // sealed for another node: a replay from elsewhere
+  kStaleBoot,     // from a boot of the peer that is not (or no longer) the one it may use
+  kNoRoom,        // reassembly or relay room is short: not acknowledged, the sender repeats it
   kCount
 };
 const char* drop_reason_name(DropReason reason);

@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# Client credentials as an operator and a user meet them (issue 13, README "Client
+# credentials"), on one daemon (node and controller) on loopback:
+# - `dtraind keygen --client alice FILE` makes a credential of mode 0600;
+# - before the controller lists it, `dtrain-submit --credential FILE` is refused (exit 2) with
+#   the reason and the fix;
+# - once its copy is in clients_dir and the controller got SIGHUP, alice submits a job (it
+#   succeeds), lists nodes and jobs, reads its log, all without the cluster key;
+# - revoked (the copy removed, SIGHUP), the same credential is refused again.
+# Every wait has a deadline and says what it was waiting for.
+set -u
+DTRAIND="$(cd "$(dirname "$1")" && pwd)/$(basename "$1")"
+SUBMIT="$(cd "$(dirname "$2")" && pwd)/$(basename "$2")"
+CLUSTER_TOOL="$(cd "$(dirname "$3")" && pwd)/$(basename "$3")"
+SPEC="$(cd "$(dirname "$4")" && pwd)/$(basename "$4")"
+WORK="${TEST_TMPDIR:-$(mktemp -d)}/clients"
+rm -rf "$WORK" && mkdir -p "$WORK" && cd "$WORK"
+export DTRAIND DTRAIN_SUBMIT="$SUBMIT"
+failures=0
+fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+cleanup() { "$CLUSTER_TOOL" stop "$WORK/c" > /dev/null 2>&1 || true; }
+trap cleanup EXIT
+
+sed -e 's/workers_per_node: auto/workers_per_node: 1/' -e 's/checkpoint_every: 1000/checkpoint_every: 0/' \
+    -e 's/epochs: 5/epochs: 1/' "$SPEC" > job.yaml
+"$CLUSTER_TOOL" start 1 "$WORK/c" > start.out || { echo "FAIL: the cluster did not start"; cat start.out; exit 1; }
+source "$WORK/c/env"
+unset DTRAIN_KEY_FILE  # the user below holds no cluster key
+controller_pid=$(awk '$2 == "node-1" { print $1 }' "$WORK/c/pids")
+as_alice() { "$SUBMIT" "$@" --credential "$WORK/alice.cred" --key-file /nonexistent; }
+
+echo "== keygen --client"
+"$DTRAIND" keygen --client alice "$WORK/alice.cred" > keygen.out || fail "keygen --client exited $?"
+[[ $(stat -c %a "$WORK/alice.cred") == 600 ]] || fail "the credential's mode is $(stat -c %a "$WORK/alice.cred")"
+grep -q "clients_dir" keygen.out || { fail "keygen does not say where the controller's copy goes"; cat keygen.out; }
+
+echo "== not listed yet: refused"
+as_alice status > refused.out 2>&1
+rc=$?
+[[ $rc -eq 2 ]] || fail "an unlisted credential: exit $rc (expected 2)"
+grep -q "client 'alice' is not listed in the controller's clients_dir" refused.out &&
+  grep -q "fix: ask the cluster's operator" refused.out || { fail "the refusal does not say why and what to do"; cat refused.out; }
+
+echo "== listed (copy + SIGHUP): alice submits, queries, reads logs"
+cp "$WORK/alice.cred" "$WORK/c/clients/alice.cred"
+kill -HUP "$controller_pid"
+listed=""
+for _ in $(seq 1 100); do as_alice status > /dev/null 2>&1 && { listed=yes; break; }; sleep 0.1; done
+[[ -n $listed ]] || fail "waited 10 s for the controller to let alice in after SIGHUP"
+timeout 300 "$SUBMIT" job.yaml --credential "$WORK/alice.cred" --quiet > submit.out 2>&1 ||
+  { fail "alice's job: submit exited $?"; tail -n 20 submit.out; }
+as_alice status --json > jobs.json || fail "alice: status --json"
+id=$(python3 -c "import json; print(json.load(open('jobs.json'))['jobs'][-1]['id'])")
+state=$(python3 -c "import json; print(json.load(open('jobs.json'))['jobs'][-1]['state'])")
+[[ $state == succeeded ]] || fail "alice's job is $state"
+as_alice nodes --json > nodes.json || fail "alice: nodes --json"
+as_alice logs "$id" > log.txt && grep -q "started on 1 nodes" log.txt || fail "alice: logs $id"
+
+echo "== revoked (removed + SIGHUP): refused again"
+rm "$WORK/c/clients/alice.cred"
+kill -HUP "$controller_pid"
+revoked=""
+for _ in $(seq 1 100); do
+  as_alice status > revoked.out 2>&1 || { revoked=yes; break; }
+  sleep 0.1
+done
+[[ -n $revoked ]] || fail "waited 10 s for the controller to refuse alice after SIGHUP"
+grep -q "is not listed" revoked.out || { fail "the revoked credential's refusal"; cat revoked.out; }
+grep -q "SIGHUP" "$WORK/c/node-1.log" || grep -q "client credentials in" "$WORK/c/node-1.log" ||
+  fail "the controller's log does not show the reload"
+
+echo "client credentials test: $failures failures"
+[[ $failures -eq 0 ]]

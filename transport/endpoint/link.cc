@@ -1,0 +1,187 @@
+#include "transport/endpoint/link.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+
+namespace dtrain::transport {
+namespace {
+
+constexpr auto kAckInterval = std::chrono::microseconds(300);
+constexpr uint64_t kAckEvery = 16;
+constexpr size_t kMaxAckRanges = 32;  // selective-ack ranges per ack (16 bytes each)
+constexpr auto kNakInterval = std::chrono::milliseconds(1);
+constexpr auto kRto = std::chrono::milliseconds(20);
+constexpr auto kMaxRto = std::chrono::milliseconds(250);
+
+uint64_t now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace
+
+bool BootRecord::refuses(uint64_t boot) const {
+  if (announced != 0) return boot != announced;
+  return std::find(retired.begin(), retired.end(), boot) != retired.end();
+}
+
+void BootRecord::retire(uint64_t boot) {
+  if (boot == 0 || std::find(retired.begin(), retired.end(), boot) != retired.end()) return;
+  retired.push_back(boot);
+  if (retired.size() > kRemembered) retired.pop_front();
+}
+
+Link::Link(uint32_t id, const asio::ip::udp::endpoint& address, const LinkTiming& timing,
+           LinkHost& host)
+    : id_(id), address_(address), timing_(timing), host_(host), sender_(timing.credit_window) {}
+
+void Link::revive(Clock::time_point now) {
+  last_heard_ = now;
+  counters_.lost = false;
+}
+
+std::optional<DropReason> Link::admit(const DatagramHeader& header, const wire::Envelope& e,
+                                      BootRecord& boots, Clock::time_point now, size_t len) {
+  // The boot first: a replay window that started over for an old boot would take its
+  // datagrams again.
+  if (boots.refuses(header.boot_id)) return DropReason::kStaleBoot;
+  if (!replay_.accept(header.boot_id, header.counter)) return DropReason::kReplayed;
+  if (boot_seen_ != header.boot_id) {
+    // A restarted peer numbers everything from the start again.
+    if (boot_seen_ != 0) {
+      boots.retire(boot_seen_);
+      reset_sender();
+    }
+    boot_seen_ = header.boot_id;
+    receiver_ = LinkReceiver();
+    recv_epoch_ = e.link_epoch();
+  } else if (e.link_epoch() != recv_epoch_) {
+    if (e.link_epoch() < recv_epoch_) return DropReason::kReplayed;  // from before its reset
+    receiver_ = LinkReceiver();
+    recv_epoch_ = e.link_epoch();
+  }
+  last_heard_ = now;
+  counters_.lost = false;
+  ++counters_.datagrams_in;
+  counters_.bytes_in += len;
+  return std::nullopt;
+}
+
+void Link::on_ack(const wire::Ack& a, Clock::time_point now) {
+  if (a.epoch() != send_epoch_) return;  // about our link before its reset
+  const auto* received = a.received();
+  host_.release_budget(sender_.on_ack(a.cumulative(), a.credit_bytes(),
+                                      received ? received->data() : nullptr,
+                                      received ? received->size() : 0, now));
+  transmit(now);  // credit came back: use it now rather than at the next tick
+}
+
+void Link::on_nak(const wire::Nak& n, Clock::time_point now) {
+  if (n.epoch() != send_epoch_) return;
+  ++counters_.naks_received;
+  const std::vector<uint64_t> missing(n.missing()->begin(), n.missing()->end());
+  // One round trip between repeats (at least the NAK interval, at most the longest RTO).
+  const auto min_gap = std::clamp<std::chrono::microseconds>(
+      std::chrono::microseconds(static_cast<int64_t>(counters_.rtt_us)), kNakInterval, kMaxRto);
+  sender_.on_nak(missing, now, min_gap,
+                 [&](uint64_t seq, const OutgoingChunk& c) { send_chunk(seq, c); });
+}
+
+void Link::on_heartbeat(const wire::Heartbeat& h) {
+  last_peer_sent_ns_ = h.sent_ns();
+  last_peer_heard_ns_ = now_ns();
+  if (h.echo_ns() == 0) return;
+  const double rtt = (double(now_ns()) - double(h.echo_ns()) - double(h.echo_delay_ns())) / 1e3;
+  counters_.rtt_us = counters_.rtt_us == 0 ? rtt : 0.875 * counters_.rtt_us + 0.125 * rtt;
+}
+
+void Link::took_chunk(uint64_t seq, Clock::time_point now) {
+  receiver_.accept(seq);
+  // Ack every kAckEvery datagrams as they arrive: the sender's credit comes back without
+  // waiting for the next tick.
+  if (receiver_.ack_due(now, kAckEvery, std::chrono::hours(1))) send_ack(now);
+}
+
+void Link::transmit(Clock::time_point now) {
+  sender_.transmit(now, [&](uint64_t seq, const OutgoingChunk& c) { send_chunk(seq, c); });
+}
+
+Link::Health Link::tick(Clock::time_point now) {
+  if (now - last_heard_ > timing_.peer_timeout) return Health::kSilent;
+  if (sender_.not_acknowledging(now, timing_.peer_timeout)) return Health::kNotAcknowledging;
+  auto send = [&](uint64_t seq, const OutgoingChunk& c) { send_chunk(seq, c); };
+  sender_.transmit(now, send);
+  // Retransmit on silence only well past the round trip: on a loaded machine a fixed short
+  // timeout resends what is merely waiting for CPU, doubling the traffic.
+  const auto rto = std::clamp<std::chrono::microseconds>(
+      std::chrono::microseconds(static_cast<int64_t>(4 * counters_.rtt_us)), kRto, kMaxRto);
+  sender_.on_tick(now, rto, send);
+  if (receiver_.ack_due(now, kAckEvery, kAckInterval)) send_ack(now);
+  send_naks(now);
+  if (now - last_heartbeat_ >= timing_.heartbeat_interval) send_heartbeat(now);
+  return Health::kAlive;
+}
+
+void Link::reset_sender() {
+  host_.release_budget(sender_.pending_own_payload());
+  sender_ = LinkSender(timing_.credit_window);
+  ++send_epoch_;
+}
+
+void Link::declare_lost() {
+  counters_.lost = true;
+  reset_sender();
+}
+
+// A chunk's datagram is built as it goes out (first time or again): nothing is copied while it
+// waits in the link's queue.
+void Link::send_chunk(uint64_t seq, const OutgoingChunk& c) {
+  const OutgoingMessage& m = *c.message;
+  flatbuffers::FlatBufferBuilder& fbb = host_.builder();
+  const auto data = fbb.CreateVector(c.data(), c.payload);
+  const auto chunk = wire::CreateChunk(fbb, m.origin, m.message_id, c.index, m.chunk_count,
+                                       static_cast<uint32_t>(m.bytes->size()), m.chunk_payload,
+                                       data);
+  fbb.Finish(wire::CreateEnvelope(fbb, m.job_id, seq, wire::Frame::Chunk, chunk.Union(),
+                                  send_epoch_));
+  host_.emit(*this);
+}
+
+void Link::send_control(flatbuffers::FlatBufferBuilder& fbb, wire::Frame type,
+                        flatbuffers::Offset<void> frame) {
+  fbb.Finish(wire::CreateEnvelope(fbb, 0, 0, type, frame, send_epoch_));
+  host_.emit(*this);
+}
+
+void Link::send_ack(Clock::time_point now) {
+  flatbuffers::FlatBufferBuilder& fbb = host_.builder();
+  const auto ranges = fbb.CreateVector(receiver_.received_ranges(kMaxAckRanges));
+  const auto ack = wire::CreateAck(fbb, receiver_.cumulative(),
+                                   static_cast<uint32_t>(timing_.credit_window), recv_epoch_,
+                                   ranges);
+  send_control(fbb, wire::Frame::Ack, ack.Union());
+  receiver_.acked(now);
+}
+
+void Link::send_naks(Clock::time_point now) {
+  const std::vector<uint64_t> naks = receiver_.naks_due(now, kNakInterval);
+  if (naks.empty()) return;
+  flatbuffers::FlatBufferBuilder& fbb = host_.builder();
+  const auto nak = wire::CreateNak(fbb, fbb.CreateVector(naks), recv_epoch_);
+  send_control(fbb, wire::Frame::Nak, nak.Union());
+  ++counters_.naks_sent;
+}
+
+void Link::send_heartbeat(Clock::time_point now) {
+  flatbuffers::FlatBufferBuilder& fbb = host_.builder();
+  const uint64_t t = now_ns();
+  const auto hb = wire::CreateHeartbeat(
+      fbb, 0, t, last_peer_sent_ns_,
+      last_peer_sent_ns_ ? t - std::min(t, last_peer_heard_ns_) : 0);
+  send_control(fbb, wire::Frame::Heartbeat, hb.Union());
+  last_heartbeat_ = now;
+}
+
+}  // namespace dtrain::transport

@@ -1,0 +1,25 @@
+#pragma once
+// What an endpoint counts per peer (and for unknown senders): traffic, reliability events,
+// drops by reason, queues and the smoothed round trip. Served by /metrics and `status --json`.
+#include <array>
+#include <cstdint>
+
+#include "transport/wire/datagram.h"
+
+namespace dtrain::transport {
+
+struct PeerCounters {
+  uint64_t datagrams_in = 0, bytes_in = 0, datagrams_out = 0, bytes_out = 0;
+  uint64_t messages_in = 0, messages_out = 0;
+  uint64_t naks_sent = 0, naks_received = 0, retransmits = 0, credit_stalls = 0;
+  uint64_t duplicates = 0;
+  uint64_t queued_bytes = 0, in_flight_bytes = 0;  // towards this peer, now
+  std::array<uint64_t, static_cast<size_t>(DropReason::kCount)> drops{};
+  double rtt_us = 0;  // smoothed; 0 until the first heartbeat echo
+  bool lost = false;
+
+  void drop(DropReason reason) { ++drops[static_cast<size_t>(reason)]; }
+  uint64_t dropped(DropReason reason) const { return drops[static_cast<size_t>(reason)]; }
+};
+
+}  // namespace dtrain::transport

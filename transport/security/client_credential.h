@@ -1,0 +1,44 @@
+#pragma once
+// Client credentials (DESIGN.md §12, transport/README.md "Roles"): users of dtrain-submit hold
+// one instead of the cluster key, which stays with the daemons. A credential is a name and a
+// 32-byte key in a file of mode 0600:
+//   dtrain-client NAME
+//   <64 hex digits>
+// made by `dtraind keygen --client NAME FILE`. The controller lets in the clients whose
+// credential files lie in its `clients_dir` (NAME.cred); revoking one is deleting its file and
+// sending the controller SIGHUP.
+#include <map>
+#include <optional>
+#include <string>
+
+#include "transport/security/cluster_key.h"
+
+namespace dtrain::transport {
+
+struct ClientCredential {
+  std::string name;
+  ClusterKey key{};
+};
+
+// 1 to 64 of letters, digits, '-', '_' and '.'.
+bool valid_client_name(const std::string& name);
+
+// Throws TransportError naming the problem and the fix.
+ClientCredential load_client_credential(const std::string& path);
+void generate_client_credential(const std::string& path, const std::string& name);
+
+// The clients a controller lets in: every *.cred file in a folder, by name.
+class ClientList {
+ public:
+  static constexpr size_t kMaxClients = 10000;
+  // An empty list when `dir` is empty. Throws TransportError for a file that is not a
+  // credential, or one whose name differs from its file name.
+  static ClientList load(const std::string& dir);
+  std::optional<ClusterKey> key_of(const std::string& name) const;
+  size_t size() const { return keys_.size(); }
+
+ private:
+  std::map<std::string, ClusterKey> keys_;
+};
+
+}  // namespace dtrain::transport
