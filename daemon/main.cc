@@ -1,4 +1,4 @@
-// dtraind: the node daemon (DESIGN.md §3). `dtraind --config dtraind.yaml` runs the roles the
+// dtraind: the node daemon (daemon/README.md). `dtraind --config dtraind.yaml` runs the roles the
 // config names (node, controller or both) until SIGTERM or SIGINT (SIGHUP reloads the client
 // credentials of clients_dir); `dtraind keygen PATH` writes a new cluster key file (mode 0600)
 // to copy to every machine, `dtraind keygen --client NAME PATH` a client credential.

@@ -1,8 +1,8 @@
 #pragma once
-// The compute backend (DESIGN.md §11): every operation a layer, an updater or the codec runs on
-// a worker's tensors, behind one interface, so core/ decides what to compute and never names
-// oneDNN or CUDA. "cpu" (oneDNN + OpenMP) is always present; "cuda" registers itself in
-// --config=cuda builds when a GPU is present (kernels/backend_registry.cc).
+// The compute backend (kernels/README.md, "The backend interface"): every operation a layer, an
+// updater or the codec runs on a worker's tensors, behind one interface, so core/ decides what to
+// compute and never names oneDNN or CUDA. "cpu" (oneDNN + OpenMP) is always present; "cuda"
+// registers itself in --config=cuda builds when a GPU is present (kernels/backend_registry.cc).
 //
 // Every pointer an operation takes lives in the backend's memory: host memory for the CPU
 // backend, device memory for CUDA (allocate / upload / download move data in and out). An
@@ -92,7 +92,8 @@ class Backend {
 
   // ---- updaters and the codec
   virtual void updater_step(const UpdaterArgs& args) = 0;
-  // The update codec on this backend's memory (DESIGN.md §5), bit for bit the reference's.
+  // The update codec on this backend's memory (core/README.md, "The update"), bit for bit the
+  // reference's.
   virtual const CodecKernels& codec() = 0;
   // x[i] = 0 at every element a message sends (momentum factor masking): sparse words, or the
   // n elements a bitmap covers.

@@ -1,7 +1,8 @@
 #pragma once
-// The update codec's hot loops (DESIGN.md §5 steps 2-4 and 6-7) behind one interface, so that
-// core/codec can pick the fastest implementation the CPU supports at run time. The semantics
-// (and the plain reference every implementation must match bit for bit) live in core/codec.
+// The update codec's hot loops (core/README.md, "The update", steps 2-4 and 6-7) behind
+// one interface, so that core/codec can pick the fastest implementation the CPU supports
+// at run time. The semantics (and the plain reference every implementation must match
+// bit for bit) live in core/codec.
 //
 // Bitmap layout: element j of a segment is bits 2(j%16) and 2(j%16)+1 of word j/16;
 // 01 = +tau, 10 = -tau, 00 = nothing. Sparse word: bit 31 sign (1 = -tau), bits 0-30 index.
@@ -36,8 +37,9 @@ class CodecKernels {
   virtual const char* name() const = 0;
   // One pass: r += u; for |r| >= tau: mark in the bitmap and r -= tau*sign(r); clip.
   // Which elements are sent does not depend on the encoding, so the caller chooses sparse or
-  // bitmap from the returned count and no step can be lost on the way (DESIGN §5 step 3).
-  // When a non-finite value is found the residual is left partly updated and must be dropped.
+  // bitmap from the returned count and no step can be lost on the way (core/README.md,
+  // "The update", step 3). When a non-finite value is found the residual is left
+  // partly updated and must be dropped.
   virtual CodecEncodeResult encode(const CodecEncodeArgs& args) const = 0;
   // params[i] -= decoded[i] for the n elements the bitmap covers.
   virtual void apply_bitmap(const uint32_t* bitmap, int64_t n, float tau, float* params) const = 0;

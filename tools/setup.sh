@@ -7,7 +7,7 @@ set -euo pipefail
 PACKAGES=(
   # build
   bazel-bootstrap bazel-platforms g++ python3
-  # libraries (DESIGN.md §2)
+  # libraries (tools/README.md, "Building offline")
   libasio-dev libflatbuffers-dev flatbuffers-compiler libdnnl-dev libspdlog-dev libfmt-dev
   libcli11-dev libyaml-cpp-dev catch2 libsodium-dev zlib1g-dev libcpp-httplib-dev
   nlohmann-json3-dev libsystemd-dev

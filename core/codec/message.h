@@ -1,6 +1,6 @@
 #pragma once
-// One encoded update (DESIGN.md §5): the elements of one parameter segment whose residual
-// reached tau, each worth exactly +tau or -tau. Decoding is additive, so messages sum, and
+// One encoded update (core/README.md, "The update"): the elements of one parameter segment whose
+// residual reached tau, each worth exactly +tau or -tau. Decoding is additive, so messages sum, and
 // every replica is the initial parameters minus the sum of all messages it applied.
 #include <cstdint>
 #include <vector>

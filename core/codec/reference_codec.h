@@ -1,7 +1,8 @@
 #pragma once
-// The codec written as plainly as DESIGN.md §5 states it. It defines the semantics: the fast
-// kernels (kernels/cpu/codec, kernels/cuda) must produce the same words and the same residual,
-// bit for bit, and tests hold them to it. It is also the fallback on CPUs without AVX2.
+// The codec written as plainly as core/README.md ("The update") states it. It defines the
+// semantics: the fast kernels (kernels/cpu/codec, kernels/cuda) must produce the same
+// words and the same residual, bit for bit, and tests hold them to it. It is also the
+// fallback on CPUs without AVX2.
 #include <cstdint>
 
 #include "core/codec/message.h"

@@ -1,6 +1,6 @@
 #pragma once
-// A worker's side of gradient sharing (DESIGN.md §5 steps 2-5): its residual, its threshold
-// algorithm and its message numbering. encode() turns the step u into messages, one per
+// A worker's side of gradient sharing (core/README.md, "The update", steps 2-5): its residual, its
+// threshold algorithm and its message numbering. encode() turns the step u into messages, one per
 // parameter segment, and records the figures the progress output and /metrics show.
 #include <cstdint>
 #include <memory>

@@ -56,7 +56,7 @@ class Reader {
     uint64_t count = get<uint64_t>();
     if (count > (n_ - pos_) / sizeof(float)) corrupt("a float array runs past its section");
     std::vector<float> v(count);
-    std::memcpy(v.data(), p_ + pos_, count * sizeof(float));
+    if (count) std::memcpy(v.data(), p_ + pos_, count * sizeof(float));  // data() may be null
     pos_ += count * sizeof(float);
     return v;
   }

@@ -1,6 +1,6 @@
 #pragma once
-// The .dtm model file (DESIGN.md §9): versioned, checksummed, little-endian, written
-// atomically (temp file + fsync + rename).
+// The .dtm model file (core/README.md, "Spec, data and files"): versioned, checksummed,
+// little-endian, written atomically (temp file + fsync + rename).
 //
 // Layout: "DTRAINM\0" | u32 version | u32 sections | u64 total bytes |
 //         sections: (u32 tag, u32 0, u64 length, payload)... | u32 CRC-32 of all bytes before it.

@@ -1,6 +1,6 @@
 #pragma once
-// The job spec of DESIGN.md §4, parsed and validated (job_spec_parser.h). Defaults here are
-// the documented defaults.
+// The job spec (core/README.md, "Spec, data and files"), parsed and validated (job_spec_parser.h).
+// Defaults here are the documented defaults.
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -87,9 +87,10 @@ struct ResidualSpec {
   int64_t every = 5;
 };
 
-// Staleness control for gradient sharing (DESIGN.md §13): a worker starts minibatch b of an
-// epoch only once it has applied the messages of minibatches 0..b-bound of every live worker.
-// bound 0 is `async` (never waits); `bsp` is bound 1 (all of step t before step t+1).
+// Staleness control for gradient sharing (core/README.md, "Staleness and corrections"): a
+// worker starts minibatch b of an epoch only once it has applied the messages of
+// minibatches 0..b-bound of every live worker. bound 0 is `async` (never waits); `bsp` is
+// bound 1 (all of step t before step t+1).
 struct SyncSpec {
   std::string mode = "bsp";  // async | bounded | bsp
   int64_t bound = 1;
@@ -121,8 +122,8 @@ struct TrainingSpec {
   int64_t batch_size_per_worker = 32;
   int64_t nodes = 0;             // 0 = all
   int64_t workers_per_node = 0;  // 0 = auto (one per GPU on GPU nodes, else up to 8 per node)
-  // Where workers run (DESIGN.md §11): cpu, gpu (every node of the job needs a GPU) or auto
-  // (GPUs where a node has them, the CPU elsewhere).
+  // Where workers run (core/README.md, "The model"): cpu, gpu (every node of the job needs a GPU)
+  // or auto (GPUs where a node has them, the CPU elsewhere).
   std::string device = "auto";
   ThresholdSpec threshold;
   ResidualSpec residual;

@@ -281,7 +281,7 @@ class JobSpecParser {
     return t;
   }
 
-  // `sync: async | bsp | {bounded: K}` (DESIGN.md §13).
+  // `sync: async | bsp | {bounded: K}` (core/README.md, "Staleness and corrections").
   SyncSpec parse_sync(const YAML::Node& training) {
     SyncSpec s;
     const YAML::Node v = training["sync"];

@@ -1,6 +1,7 @@
 #pragma once
-// Parses and validates a job spec (DESIGN.md §4). Every problem throws SpecError naming the file,
-// line, column, the key and the fix; nothing is started for an invalid spec.
+// Parses and validates a job spec (core/README.md, "Spec, data and files"). Every
+// problem throws SpecError naming the file, line, column, the key and the fix; nothing
+// is started for an invalid spec.
 #include <string>
 
 #include "core/spec/job_spec.h"

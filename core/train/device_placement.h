@@ -1,6 +1,6 @@
 #pragma once
-// Where the workers of this process run (DESIGN.md §11), for `dtrain-submit --local`; a
-// cluster job gets the same decision from the controller (daemon/controller/placement).
+// Where the workers of this process run (core/README.md, "The model"), for `dtrain-submit --local`;
+// a cluster job gets the same decision from the controller (daemon/controller/placement).
 // training.device: cpu | gpu | auto against the GPUs this machine offers.
 #include <string>
 #include <vector>

@@ -61,7 +61,7 @@ void average_state(Workers& workers) {
   for (auto& w : workers) w->worker().model().set_state(mean.data());
 }
 
-// DESIGN.md §5: thresholds are per worker and averaged at each epoch end.
+// core/README.md, "The update": thresholds are per worker and averaged at each epoch end.
 void average_tau(Workers& workers) {
   double sum = 0.0;
   for (auto& w : workers) sum += w->encoder().threshold().tau();
@@ -89,7 +89,7 @@ void on_every_worker(int workers, Run& run) {
 }
 
 // One parameter-averaging round; with average_updater_state the updater's momentum/moments
-// travel with the parameters and are averaged the same way (DESIGN.md §6 "if asked").
+// travel with the parameters and are averaged the same way (core/README.md, "Sharing").
 void average_round(NodeExchange& exchange, Worker& worker, bool with_updater_state,
                    int64_t round) {
   Model& m = worker.model();
@@ -110,9 +110,9 @@ void average_round(NodeExchange& exchange, Worker& worker, bool with_updater_sta
   worker.updater().set_state(state);
 }
 
-// Survivors of a lost node do its minibatches that are left in this epoch (DESIGN.md §8): the
-// same list on every node, dealt round-robin over the live workers of the job. Returns how many
-// this node did.
+// Survivors of a lost node do its minibatches that are left in this epoch (core/README.md,
+// "Sharing"): the same list on every node, dealt round-robin over the live workers of the job.
+// Returns how many this node did.
 int64_t take_over(const NodeExchange::EpochEnd& end, int64_t epoch, int shards,
                   Workers& workers, std::vector<int64_t>& iterations,
                   const std::atomic<bool>* cancel) {

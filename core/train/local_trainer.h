@@ -1,7 +1,7 @@
 #pragma once
 // Trains a job inside this process (dtrain-submit --local): loads the data, runs the epochs on
-// workers_per_node worker threads (gradient sharing between them through memory, DESIGN.md §5),
-// evaluates the test set after each epoch, checkpoints and writes the model file.
+// workers_per_node worker threads (gradient sharing between them through memory, core/README.md,
+// "Sharing"), evaluates the test set after each epoch, checkpoints and writes the model file.
 #include <atomic>
 #include <string>
 #include <vector>

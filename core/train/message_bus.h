@@ -1,6 +1,6 @@
 #pragma once
-// Same-node delivery of encoded messages (DESIGN.md §5 step 6: "same-node workers through
-// memory"). A published message is shared, never copied: each other worker's inbox gets a
+// Same-node delivery of encoded messages (core/README.md, "The update", step 6,
+// and "Sharing"). A published message is shared, never copied: each other worker's inbox gets a
 // pointer and applies it on its own thread. Publishing never blocks on a slow worker.
 #include <functional>
 #include <memory>

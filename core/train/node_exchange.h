@@ -1,6 +1,6 @@
 #pragma once
-// How the workers of one node reach the other nodes of a cluster job (DESIGN.md §5 step 6:
-// "other nodes through the mesh"). core/ has no networking: the daemon implements this over
+// How the workers of one node reach the other nodes of a cluster job (core/README.md,
+// "Sharing"). core/ has no networking: the daemon implements this over
 // the transport; --local training has none.
 #include <chrono>
 #include <cstdint>
@@ -35,9 +35,10 @@ class NodeExchange {
   // a silent node has been declared lost and is no longer waited for.
   virtual std::chrono::milliseconds wait_deadline() const = 0;
 
-  // Parameter averaging (DESIGN.md §6): replaces `params` with the mean over every live node
-  // of round `round` (each node calls it with its own parameters, rounds in the same order).
-  // Waits with a deadline; a node that misses it is named in the log and left out of the round.
+  // Parameter averaging (core/README.md, "Sharing"): replaces `params` with the mean
+  // over every live node of round `round` (each node calls it with its own parameters,
+  // rounds in the same order). Waits with a deadline; a node that misses it is named in
+  // the log and left out of the round.
   virtual void average_parameters(float* params, int64_t n, int64_t round) = 0;
 
   // Minibatches of a lost node's worker (global shard `shard` of total_workers) that nobody
@@ -71,9 +72,9 @@ class NodeExchange {
   };
   virtual EvaluationShard evaluation_shard() = 0;
 
-  // A restarted node rejoining a running job (DESIGN.md §7): resume() waits for a live node's
-  // parameters as of the end of an epoch and returns true with them; false for a node that
-  // starts with the job.
+  // A restarted node rejoining a running job (core/README.md, "Sharing"): resume() waits for a
+  // live node's parameters as of the end of an epoch and returns true with them; false for a
+  // node that starts with the job.
   struct Resume {
     int64_t next_epoch = 0;
     float tau = 0.0f;

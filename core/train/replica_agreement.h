@@ -1,5 +1,5 @@
 #pragma once
-// How far replicas are apart (DESIGN.md §5's invariant: once every message is applied
+// How far replicas are apart (core/README.md, "Invariants": once every message is applied
 // everywhere, all replicas agree up to float rounding; a gap means a lost or doubled update).
 #include <cstdint>
 #include <vector>

@@ -1,7 +1,8 @@
 #pragma once
-// A worker in gradient-sharing mode (DESIGN.md §5): each step it waits as long as
-// training.sync asks (§13), applies what the other workers sent, computes its step u, encodes
-// u against its residual, applies its own quantised message to its replica and publishes it.
+// A worker in gradient-sharing mode (core/README.md, "The update"): each step it waits as long as
+// training.sync asks (core/README.md, "Staleness and corrections"), applies what the other
+// workers sent, computes its step u, encodes u against its residual, applies its own quantised
+// message to its replica and publishes it.
 #include <chrono>
 #include <cstdint>
 #include <functional>

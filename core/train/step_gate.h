@@ -1,9 +1,9 @@
 #pragma once
-// Staleness control for gradient sharing (DESIGN.md §13). Counts, per worker of the job and per
-// epoch, the steps whose messages have reached this node's bus, and holds a worker back until
-// it may start its next minibatch: with bound K it starts minibatch b of an epoch only once
-// minibatches 0..b-K of every live worker are in (bsp is K = 1; async, K = 0, never waits).
-// Every local worker empties its inbox before it computes, so "in the bus" is "applied".
+// Staleness control for gradient sharing (core/README.md, "Staleness and corrections"). Counts, per
+// worker of the job and per epoch, the steps whose messages have reached this node's bus, and holds
+// a worker back until it may start its next minibatch: with bound K it starts minibatch b of an
+// epoch only once minibatches 0..b-K of every live worker are in (bsp is K = 1; async, K = 0, never
+// waits). Every local worker empties its inbox before it computes, so "in the bus" is "applied".
 // The epoch ends are barriers already, so counts start again at each epoch.
 #include <chrono>
 #include <cstdint>

@@ -1,5 +1,5 @@
 #pragma once
-// Exactly-once, checked on one replica (DESIGN.md §5 invariant): every replica equals the
+// Exactly-once, checked on one replica (core/README.md, "Checks"): every replica equals the
 // initial parameters minus the sum of the messages it applied, and every replica applied the
 // same set of messages. The audit keeps an order-independent digest of the (origin, id) pairs
 // applied, their count and, when asked, the sum of the decoded messages in double precision.

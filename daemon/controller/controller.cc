@@ -63,7 +63,8 @@ Controller::Controller(const DaemonConfig& config)
   spdlog::info("controller: {} past jobs, {} queued", jobs_.size(), queue_.size());
 }
 
-// What a client credential may ask for (DESIGN.md §12): the requests of dtrain-submit.
+// What a client credential may ask for (daemon/README.md, "Credentials"): the requests of
+// dtrain-submit.
 bool Controller::client_may(const std::string& kind) {
   return kind == "submit" || kind == "nodes" || kind == "status" || kind == "logs" ||
          kind == "cancel";
@@ -172,6 +173,7 @@ void Controller::serve_node(ControlConnection& c, const NodeRegistration& node) 
       Member& m = members_[name];
       m.last_heard = Clock::now();
       if (job_message) on_job_message(m, in.job_id, in.kind, in.body);
+      else spdlog::warn("controller: ignored a malformed control frame from {}", name);
     }
   } catch (const ControlError& e) {
     why = std::string("its connection ended: ") + e.what();

@@ -1,8 +1,8 @@
 #pragma once
-// The controller (DESIGN.md §3): tracks member nodes (registration, heartbeats, loss), accepts
-// jobs (the spec validated first), gives each a random 64-bit id, runs one at a time (the
-// others queue), picks its nodes, builds the mesh, starts it on every node, follows it to the
-// end, checks that the replicas agree, and keeps every job on disk.
+// The controller (daemon/README.md, "The controller"): tracks member nodes (registration,
+// heartbeats, loss), accepts jobs (the spec validated first), gives each a random 64-bit id, runs
+// one at a time (the others queue), picks its nodes, builds the mesh, starts it on every node,
+// follows it to the end, checks that the replicas agree, and keeps every job on disk.
 #include <chrono>
 #include <cstdint>
 #include <deque>

@@ -1,6 +1,7 @@
 #pragma once
-// HTTP on the status port (DESIGN.md §8; loopback by default): /status as JSON and /metrics in
-// Prometheus text format, both rendered on request from the daemon's live state.
+// HTTP on the status port (daemon/README.md, "Status and metrics"; loopback by default): /status as
+// JSON and /metrics in Prometheus text format, both rendered on request from the daemon's live
+// state.
 #include <cstdint>
 #include <functional>
 #include <memory>

@@ -186,7 +186,8 @@ void JobRunner::run() {
     };
   }
   transport::MeshNode mesh(channel_.endpoint(), map, handlers);
-  exchange.set_mesh(&mesh);
+  JobMesh job_mesh(mesh, job_id_);
+  exchange.set_mesh(&job_mesh);
   {
     std::lock_guard<std::mutex> lock(exchange_mutex_);
     exchange_ = &exchange;

@@ -3,41 +3,11 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
-#include <cstring>
 
-#include "core/codec/message_bytes.h"
+#include "core/codec/message_check.h"
 #include "core/util/error.h"
 
 namespace dtrain::daemon {
-namespace {
-
-// The first byte of a mesh message says what it carries.
-constexpr uint8_t kUpdate = 'U';  // 'U', epoch (8), minibatch (8), the encoded message
-constexpr size_t kUpdateHeader = 1 + 8 + 8;
-// 'E', epoch (8), phase (4), updates published in the epoch (8), tau sum (8), workers (4),
-// joiners (4), their ids (4 each)
-constexpr uint8_t kEpochEnd = 'E';
-constexpr size_t kEpochEndBytes = 1 + 8 + 4 + 8 + 8 + 4 + 4;
-constexpr size_t kMaxJoiners = 4096;
-// 'S', for node (4), epoch (8), tau (4), parameters (8), state (8), then the floats: a live
-// node's replica at the end of `epoch`, for a restarted node.
-constexpr uint8_t kSnapshot = 'S';
-constexpr size_t kSnapshotHeader = 1 + 4 + 8 + 4 + 8 + 8;
-constexpr uint8_t kParameters = 'P';  // 'P', round (8 bytes), the parameters (floats)
-
-template <class T>
-T read_at(const std::vector<uint8_t>& b, size_t offset) {
-  T v;
-  std::memcpy(&v, b.data() + offset, sizeof v);
-  return v;
-}
-
-template <class T>
-void write_at(std::vector<uint8_t>& b, size_t offset, T v) {
-  std::memcpy(b.data() + offset, &v, sizeof v);
-}
-
-}  // namespace
 
 MeshExchange::MeshExchange(uint64_t job_id, uint32_t self, const std::vector<JobMember>& members,
                            std::chrono::milliseconds epoch_deadline)
@@ -98,10 +68,11 @@ bool MeshExchange::deliverable(const Position& at) const {
 
 void MeshExchange::release_pending() {
   for (auto it = pending_.begin(); it != pending_.end();) {
-    if (it->at.epoch < first_epoch_) {
+    const Position at{it->message.epoch, it->message.batch};
+    if (at.epoch < first_epoch_) {
       it = pending_.erase(it);  // in the snapshot already
-    } else if (deliverable(it->at)) {
-      deliver(it->bytes.data(), it->bytes.size(), it->origin, it->at);
+    } else if (deliverable(at)) {
+      deliver(std::move(it->message), it->origin);
       it = pending_.erase(it);
     } else {
       ++it;
@@ -109,51 +80,62 @@ void MeshExchange::release_pending() {
   }
 }
 
-void MeshExchange::deliver(const uint8_t* data, size_t size, uint32_t origin, Position at) {
-  core::EncodedMessage m;
+void MeshExchange::deliver(core::EncodedMessage m, uint32_t origin) {
   std::string error;
-  if (!core::message_from_bytes(data, size, num_params_, m, error)) {
+  if (!core::check_message(m, num_params_, error)) {
     if (bad_message_.empty())
       bad_message_ = "a malformed update from " + name_of(origin) + ": " + error;
     return;
   }
+  const Position at{m.epoch, m.batch};
   Position& last = last_position_[m.origin];
   if (std::make_pair(at.epoch, at.batch) > std::make_pair(last.epoch, last.batch)) last = at;
-  m.epoch = at.epoch;
-  m.batch = at.batch;
   bus_->publish(-1, std::make_shared<const core::EncodedMessage>(std::move(m)));
   ++received_[origin][at.epoch];
 }
 
 void MeshExchange::on_message(const transport::Delivery& d) {
-  if (d.bytes.empty()) return;
+  MeshPayloadIn in = read_mesh_payload(d.bytes.data(), d.bytes.size());
   std::lock_guard<std::mutex> lock(mutex_);
-  if (d.bytes[0] == kUpdate && d.bytes.size() >= kUpdateHeader) {
-    if (detached_) return;  // after training: nobody applies it
-    const Position at{read_at<int64_t>(d.bytes, 1), read_at<int64_t>(d.bytes, 9)};
-    if (deliverable(at))
-      deliver(d.bytes.data() + kUpdateHeader, d.bytes.size() - kUpdateHeader, d.origin, at);
-    else if (at.epoch >= first_epoch_)
-      pending_.push_back(
-          {d.origin, at, std::vector<uint8_t>(d.bytes.begin() + kUpdateHeader, d.bytes.end())});
-  } else if (d.bytes[0] == kSnapshot && d.bytes.size() >= kSnapshotHeader) {
-    on_snapshot(d);
-  } else if (d.bytes[0] == kParameters && d.bytes.size() >= 9 && (d.bytes.size() - 9) % 4 == 0) {
-    std::vector<float>& p = rounds_[read_at<int64_t>(d.bytes, 1)][d.origin];
-    p.resize((d.bytes.size() - 9) / 4);
-    std::memcpy(p.data(), d.bytes.data() + 9, p.size() * 4);
-  } else if (d.bytes[0] == kEpochEnd && d.bytes.size() >= kEpochEndBytes) {
-    const Barrier barrier{read_at<int64_t>(d.bytes, 1), read_at<int32_t>(d.bytes, 9)};
-    const uint32_t joiners = read_at<uint32_t>(d.bytes, 33);
-    if (joiners <= kMaxJoiners && d.bytes.size() == kEpochEndBytes + 4 * size_t(joiners)) {
-      Announcement a{read_at<uint64_t>(d.bytes, 13), read_at<double>(d.bytes, 21),
-                     read_at<int32_t>(d.bytes, 29), {}};
-      for (uint32_t i = 0; i < joiners; ++i)
-        a.joiners.push_back(read_at<uint32_t>(d.bytes, kEpochEndBytes + 4 * i));
-      announced_[d.origin][barrier] = std::move(a);
+  switch (in.kind) {
+    case MeshPayloadIn::Kind::kUpdate:
+      on_update(std::move(in.update), d.origin);
+      break;
+    case MeshPayloadIn::Kind::kEpochEnd:
+      on_epoch_end(std::move(in.epoch_end), d.origin);
+      break;
+    case MeshPayloadIn::Kind::kSnapshot:
+      on_snapshot(in.snapshot, d.origin);
+      break;
+    case MeshPayloadIn::Kind::kParameters: {
+      const FloatView& v = in.parameters.values;
+      rounds_[in.parameters.round][d.origin].assign(v.data, v.data + v.size);
+      break;
     }
+    case MeshPayloadIn::Kind::kMalformed:
+      if (bad_message_.empty()) bad_message_ = in.error + " from " + name_of(d.origin);
+      break;
   }
   changed_.notify_all();
+}
+
+void MeshExchange::on_update(core::EncodedMessage m, uint32_t origin) {
+  if (detached_) return;  // after training: nobody applies it
+  if (deliverable({m.epoch, m.batch}))
+    deliver(std::move(m), origin);
+  else if (m.epoch >= first_epoch_)
+    pending_.push_back({origin, std::move(m)});
+}
+
+void MeshExchange::on_epoch_end(EpochEndPayload e, uint32_t origin) {
+  announced_[origin][{e.epoch, e.phase}] =
+      Announcement{e.published, e.tau_sum, e.workers, std::move(e.joiners)};
+}
+
+void MeshExchange::send(PayloadBytes bytes, const std::string& failure) {
+  if (!mesh_->publish(next_message_id_++, std::move(bytes), epoch_deadline_))
+    throw core::UserError(failure,
+                          "check the data network between the nodes (dtrain-submit nodes)");
 }
 
 void MeshExchange::on_loss(uint32_t lost) {
@@ -183,38 +165,24 @@ std::vector<std::string> MeshExchange::lost_names() {
 }
 
 void MeshExchange::publish(const core::SharedMessage& message) {
-  const int64_t epoch = message->epoch, batch = message->batch;
-  std::vector<uint8_t> bytes = core::message_to_bytes(*message);
-  bytes.insert(bytes.begin(), kUpdateHeader, 0);
-  bytes[0] = kUpdate;
-  write_at(bytes, 1, epoch);
-  write_at(bytes, 9, batch);
-  const size_t size = bytes.size();
-  auto shared = std::make_shared<const std::vector<uint8_t>>(std::move(bytes));
+  PayloadBytes bytes = update_payload(*message);
+  const size_t size = bytes->size();
   std::lock_guard<std::mutex> lock(publish_mutex_);
-  ++published_in_[epoch];
-  if (!mesh_->publish(job_id_, next_message_id_++, shared, epoch_deadline_))
-    throw core::UserError("this node could not hand an update to the mesh within " +
-                              std::to_string(epoch_deadline_.count()) + " ms",
-                          "check the data network between the nodes (dtrain-submit nodes)");
+  ++published_in_[message->epoch];
+  send(std::move(bytes), "this node could not hand an update to the mesh within " +
+                             std::to_string(epoch_deadline_.count()) + " ms");
   ++published_;
   bytes_published_ += size;
 }
 
 void MeshExchange::average_parameters(float* params, int64_t n, int64_t round) {
   {
-    std::vector<uint8_t> bytes(9 + size_t(n) * 4);
-    bytes[0] = kParameters;
-    std::memcpy(bytes.data() + 1, &round, 8);
-    std::memcpy(bytes.data() + 9, params, size_t(n) * 4);
+    PayloadBytes bytes = parameters_payload(round, params, n);
+    const size_t size = bytes->size();
     std::lock_guard<std::mutex> lock(publish_mutex_);
-    if (!mesh_->publish(job_id_, next_message_id_++,
-                        std::make_shared<const std::vector<uint8_t>>(std::move(bytes)),
-                        epoch_deadline_))
-      throw core::UserError("this node could not send its parameters within " +
-                                std::to_string(epoch_deadline_.count()) + " ms",
-                            "check the data network between the nodes (dtrain-submit nodes)");
-    bytes_published_ += 9 + size_t(n) * 4;  // not counted in published_: that counts updates
+    send(std::move(bytes), "this node could not send its parameters within " +
+                               std::to_string(epoch_deadline_.count()) + " ms");
+    bytes_published_ += size;  // not counted in published_: that counts updates
   }
   std::unique_lock<std::mutex> lock(mutex_);
   std::vector<std::string> missing;
@@ -259,18 +227,10 @@ void MeshExchange::meet(Barrier barrier, double tau_sum, int workers) {
   }
   {
     std::lock_guard<std::mutex> lock(publish_mutex_);
-    std::vector<uint8_t> bytes(kEpochEndBytes + 4 * joiners.size());
-    bytes[0] = kEpochEnd;
-    write_at(bytes, 1, barrier.first);
-    write_at(bytes, 9, int32_t(barrier.second));
-    write_at(bytes, 13, published_in_[barrier.first]);
-    write_at(bytes, 21, tau_sum);
-    write_at(bytes, 29, int32_t(workers));
-    write_at(bytes, 33, uint32_t(joiners.size()));
-    for (size_t i = 0; i < joiners.size(); ++i) write_at(bytes, kEpochEndBytes + 4 * i, joiners[i]);
-    mesh_->publish(job_id_, next_message_id_++,
-                   std::make_shared<const std::vector<uint8_t>>(std::move(bytes)),
-                   epoch_deadline_);
+    EpochEndPayload e{barrier.first, barrier.second, published_in_[barrier.first], tau_sum,
+                      workers, joiners};
+    send(epoch_end_payload(e), "this node could not announce the end of epoch " +
+                                   std::to_string(barrier.first + 1) + " to the mesh");
   }
   std::unique_lock<std::mutex> lock(mutex_);
   std::vector<std::string> waiting;
@@ -338,23 +298,14 @@ void MeshExchange::on_rejoin(uint32_t id) {
   changed_.notify_all();
 }
 
-void MeshExchange::on_snapshot(const transport::Delivery& d) {
-  const uint32_t target = read_at<uint32_t>(d.bytes, 1);
-  if (target != self_ || !rejoining_ || snapshot_) return;
-  const uint64_t n = read_at<uint64_t>(d.bytes, 17), ns = read_at<uint64_t>(d.bytes, 25);
-  if (n > (uint64_t(1) << 32) || ns > (uint64_t(1) << 32) ||
-      d.bytes.size() != kSnapshotHeader + 4 * (n + ns)) {
-    if (bad_message_.empty()) bad_message_ = "a malformed snapshot from " + name_of(d.origin);
-    return;
-  }
+void MeshExchange::on_snapshot(const SnapshotPayload& in, uint32_t origin) {
+  if (in.for_node != self_ || !rejoining_ || snapshot_) return;
   Snapshot s;
-  s.epoch = read_at<int64_t>(d.bytes, 5);
-  s.tau = read_at<float>(d.bytes, 13);
-  s.from = d.origin;
-  s.params.resize(n);
-  s.state.resize(ns);
-  std::memcpy(s.params.data(), d.bytes.data() + kSnapshotHeader, 4 * n);
-  std::memcpy(s.state.data(), d.bytes.data() + kSnapshotHeader + 4 * n, 4 * ns);
+  s.epoch = in.epoch;
+  s.tau = in.tau;
+  s.from = origin;
+  s.params.assign(in.params.data, in.params.data + in.params.size);
+  s.state.assign(in.state.data, in.state.data + in.state.size);
   snapshot_ = std::move(s);
 }
 
@@ -407,23 +358,11 @@ void MeshExchange::epoch_applied(int64_t epoch, const float* params, int64_t num
     admitted_now_.clear();
   }
   for (uint32_t target : send_to) {
-    std::vector<uint8_t> bytes(kSnapshotHeader + 4 * size_t(num_params + num_state));
-    bytes[0] = kSnapshot;
-    write_at(bytes, 1, target);
-    write_at(bytes, 5, epoch);
-    write_at(bytes, 13, tau);
-    write_at(bytes, 17, uint64_t(num_params));
-    write_at(bytes, 25, uint64_t(num_state));
-    std::memcpy(bytes.data() + kSnapshotHeader, params, 4 * size_t(num_params));
-    if (num_state > 0)
-      std::memcpy(bytes.data() + kSnapshotHeader + 4 * num_params, state, 4 * size_t(num_state));
-    const size_t size = bytes.size();
+    PayloadBytes bytes =
+        snapshot_payload(target, epoch, tau, params, num_params, state, num_state);
+    const size_t size = bytes->size();
     std::lock_guard<std::mutex> lock(publish_mutex_);
-    if (!mesh_->publish(job_id_, next_message_id_++,
-                        std::make_shared<const std::vector<uint8_t>>(std::move(bytes)),
-                        epoch_deadline_))
-      throw core::UserError("this node could not send its parameters to " + name_of(target),
-                            "check the data network between the nodes (dtrain-submit nodes)");
+    send(std::move(bytes), "this node could not send its parameters to " + name_of(target));
     bytes_published_ += size;
     spdlog::info("job {}: sent the parameters of epoch {} to {}", job_id_, epoch + 1,
                  name_of(target));

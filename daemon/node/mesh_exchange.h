@@ -1,12 +1,12 @@
 #pragma once
-// Gradient sharing between nodes (DESIGN.md §5 step 6-7) over the job's mesh: every message of
-// this node's workers goes once to the mesh, tagged with the epoch and minibatch its worker was
-// at, every message from another node goes to the local workers' bus. At an epoch end each
-// node announces how many messages it published in that epoch and its workers' thresholds; a
-// node continues once it has received that many from every live node, so that all replicas
-// agree before they are evaluated (and tau is averaged over every worker of the job). A lost
-// node is not waited for: the survivors do its minibatches that are left (from the last
-// position its messages carried) and meet at a second barrier.
+// Gradient sharing between nodes (daemon/README.md, "The mesh exchange") over the job's mesh: every
+// message of this node's workers goes once to the mesh, tagged with the epoch and minibatch its
+// worker was at, every message from another node goes to the local workers' bus. At an epoch end
+// each node announces how many messages it published in that epoch and its workers' thresholds; a
+// node continues once it has received that many from every live node, so that all replicas agree
+// before they are evaluated (and tau is averaged over every worker of the job). A lost node is not
+// waited for: the survivors do its minibatches that are left (from the last position its messages
+// carried) and meet at a second barrier.
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -22,6 +22,8 @@
 #include <vector>
 
 #include "core/train/node_exchange.h"
+#include "daemon/node/mesh_port.h"
+#include "daemon/protocol/mesh_payloads.h"
 #include "transport/mesh/mesh_node.h"
 
 namespace dtrain::daemon {
@@ -37,8 +39,8 @@ class MeshExchange : public core::NodeExchange {
   MeshExchange(uint64_t job_id, uint32_t self, const std::vector<JobMember>& members,
                std::chrono::milliseconds epoch_deadline);
 
-  // The mesh carrying this job; set before training starts.
-  void set_mesh(transport::MeshNode* mesh) { mesh_ = mesh; }
+  // The mesh carrying this job (JobMesh, or a test's fake); set before training starts.
+  void set_mesh(MeshPort* mesh) { mesh_ = mesh; }
   // From the mesh (the endpoint's I/O thread).
   void on_message(const transport::Delivery& d);
   void on_loss(uint32_t lost);
@@ -95,12 +97,16 @@ class MeshExchange : public core::NodeExchange {
   using Barrier = std::pair<int64_t, int>;  // (epoch, phase): 0 own shards, 1 takeover
   // Publishes this node's announcement for `barrier`, then waits for every live node's.
   void meet(Barrier barrier, double tau_sum, int workers);
-  void deliver(const uint8_t* data, size_t size, uint32_t origin, Position at);  // under mutex_
+  void deliver(core::EncodedMessage m, uint32_t origin);  // under mutex_
   // Under mutex_: whether an update tagged `at` may go to the bus now; release_pending() moves
   // the held ones that may.
   bool deliverable(const Position& at) const;
   void release_pending();
-  void on_snapshot(const transport::Delivery& d);  // under mutex_
+  void on_update(core::EncodedMessage m, uint32_t origin);         // under mutex_
+  void on_snapshot(const SnapshotPayload& s, uint32_t origin);     // under mutex_
+  void on_epoch_end(EpochEndPayload e, uint32_t origin);           // under mutex_
+  // Under publish_mutex_: the next message id; throws `failure` if the mesh took nothing.
+  void send(PayloadBytes bytes, const std::string& failure);
   void admit(int64_t epoch, std::vector<uint32_t> joiners);  // under mutex_
   std::string name_of(uint32_t id) const;
   int live_first_worker(int* live_workers) const;  // under mutex_
@@ -114,7 +120,7 @@ class MeshExchange : public core::NodeExchange {
   std::vector<JobMember> members_;
   std::chrono::milliseconds epoch_deadline_;
   int first_worker_ = 0, total_workers_ = 0;
-  transport::MeshNode* mesh_ = nullptr;
+  MeshPort* mesh_ = nullptr;
 
   std::mutex mutex_;
   std::condition_variable changed_;
@@ -123,8 +129,7 @@ class MeshExchange : public core::NodeExchange {
   int64_t num_params_ = 0;
   struct Pending {
     uint32_t origin;
-    Position at;
-    std::vector<uint8_t> bytes;
+    core::EncodedMessage message;  // with its position (epoch, batch)
   };
   // Updates not yet in the bus: before attach(), while rejoining without parameters, and those
   // tagged with a later epoch than this node's (a faster node's): a snapshot for a rejoining

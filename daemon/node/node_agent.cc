@@ -97,7 +97,7 @@ void NodeAgent::on_job_message(uint64_t job_id, const std::string& kind, const J
       it->second->cancel();
     }
   } else if (kind == "rejoin") {
-    // A lost member of this job restarted and is coming back (DESIGN.md §7).
+    // A lost member of this job restarted and is coming back (daemon/README.md, "Lost and restarted members").
     std::lock_guard<std::mutex> lock(jobs_mutex_);
     auto it = jobs_.find(job_id);
     const uint64_t boot = body.value("boot", uint64_t(0));
@@ -152,6 +152,8 @@ void NodeAgent::session(const std::atomic<bool>& stop) {
     JobMessageIn m;
     if (read_job_message(c->receive(std::chrono::seconds(30)), m))
       on_job_message(m.job_id, m.kind, m.body);
+    else
+      spdlog::warn("ignored a malformed control frame from the controller");
   }
   // Stopping: jobs are told (cancelled) and the controller hears it before the connection goes.
   connected_ = false;

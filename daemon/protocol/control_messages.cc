@@ -64,7 +64,12 @@ std::vector<uint8_t> job_frame(uint64_t job_id, const std::string& kind, const J
 }
 
 bool read_job_message(const std::vector<uint8_t>& frame, JobMessageIn& out) {
-  const control::JobMessage* jm = read_control_frame(frame).body_as_JobMessage();
+  const control::JobMessage* jm = nullptr;
+  try {
+    jm = read_control_frame(frame).body_as_JobMessage();
+  } catch (const ControlError&) {
+    return false;  // one malformed frame is dropped; the connection goes on
+  }
   if (!jm) return false;
   const std::string text(jm->body() ? reinterpret_cast<const char*>(jm->body()->data()) : "",
                          jm->body() ? jm->body()->size() : 0);

@@ -1,5 +1,5 @@
 #pragma once
-// The control conversations of DESIGN.md §3 as ControlFrames (transport/schema/control.fbs):
+// The control conversations (daemon/README.md) as ControlFrames (transport/schema/control.fbs):
 // a node registers and then exchanges job messages with the controller on one long-lived
 // connection; a command-line client sends one request per connection and reads the reply.
 // Bodies are JSON (nlohmann): the same objects `dtrain-submit ... --json` prints.
@@ -45,8 +45,8 @@ struct JobMessageIn {
   std::string kind;
   Json body;
 };
-// The job message in a received frame (verified first); false when the frame holds something
-// else or its body is not JSON.
+// The job message in a received frame (verified first); false, never an exception, when the
+// frame is malformed, holds something else, or its body is not JSON.
 bool read_job_message(const std::vector<uint8_t>& frame, JobMessageIn& out);
 
 // kind: submit | status | nodes | cancel | logs

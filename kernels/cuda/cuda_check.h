@@ -1,7 +1,7 @@
 #pragma once
-// Every CUDA, cuBLAS and cuDNN call is checked (DESIGN.md §11): a failure throws CudaError
-// naming the call, the device and what to do. The trainer turns it into a failed job; the
-// daemon stays up.
+// Every CUDA, cuBLAS and cuDNN call is checked (kernels/README.md, "Invariants"): a failure
+// throws CudaError naming the call, the device and what to do. The trainer turns it into a
+// failed job; the daemon stays up.
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 #include <cudnn.h>

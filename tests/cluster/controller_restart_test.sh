@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# A controller SIGKILLed mid-job and restarted (issue 13, DESIGN.md §14): it marks the job it
-# was running as failed ("the controller stopped while the job was running"), and the nodes
-# that were still training it, when they register again, are told to stop: no node keeps
-# training a job the controller lists as ended, and the next job runs alone and succeeds.
-# Three daemons on loopback; node-1 holds the controller (and a node). Every wait has a
-# deadline and says what it was waiting for.
+# A controller SIGKILLed mid-job and restarted (issue 13, daemon/README.md, "Controller restart"):
+# it marks the job it was running as failed ("the controller stopped while the job was running"),
+# and the nodes that were still training it, when they register again, are told to stop: no node
+# keeps training a job the controller lists as ended, and the next job runs alone and succeeds.
+# Three daemons on loopback; node-1 holds the controller (and a node). Every wait has a deadline
+# and says what it was waiting for.
 set -u
 DTRAIND="$(cd "$(dirname "$1")" && pwd)/$(basename "$1")"
 SUBMIT="$(cd "$(dirname "$2")" && pwd)/$(basename "$2")"

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# GPU and CPU nodes in one cluster (DESIGN.md §11): three daemons on this machine, node-1 with
-# GPUs (emulated ones here: DTRAIN_EMULATED_GPUS, CPU arithmetic behind device-memory
-# discipline; on a GPU machine with a --config=cuda build set REAL_GPUS=1 to use the real one),
-# node-2 and node-3 with `gpus: none`.
+# GPU and CPU nodes in one cluster (daemon/README.md, "The controller"): three daemons on this
+# machine, node-1 with GPUs (emulated ones here: DTRAIN_EMULATED_GPUS, CPU arithmetic behind
+# device-memory discipline; on a GPU machine with a --config=cuda build set REAL_GPUS=1 to use the
+# real one), node-2 and node-3 with `gpus: none`.
 # - `dtrain-submit nodes --json` lists node-1's GPU (index, name, memory) and none elsewhere;
 #   the table shows it; node-1's /metrics has its memory;
 # - `device: auto`: node-1 trains on its GPU, the others on their CPUs, sharing the same

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Convergence at scale (DESIGN.md §13): nine dtraind processes on loopback, one worker each,
-# train the example MLP with the default settings in plain and in mesh mode and must come
-# close to what one worker reaches in the same epochs (measured here first, with --local).
-# Each of those jobs also checks, across processes:
+# Convergence at scale (core/README.md, "Staleness and corrections"): nine dtraind processes on
+# loopback, one worker each, train the example MLP with the default settings in plain and in mesh
+# mode and must come close to what one worker reaches in the same epochs (measured here first, with
+# --local). Each of those jobs also checks, across processes:
 # - exactly once: every node applied the same set of updates (count and digest of their ids)
 #   and each replica equals its initial parameters minus the sum of the updates it applied;
 # - bsp: the replicas agree at every epoch end (each node logs its replica's fingerprint);

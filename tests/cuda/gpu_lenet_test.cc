@@ -1,6 +1,6 @@
-// On a real GPU (DESIGN.md §11): the LeNet config trains on one GPU worker to at least 0.90 test
-// accuracy in its 3 epochs. Built with --config=cuda by tools/test.sh; exits 77 (skipped) where
-// no GPU is present. Needs Debian's Fashion-MNIST files (the config's paths).
+// On a real GPU (kernels/README.md, "Implementations"): the LeNet config trains on one GPU worker
+// to at least 0.90 test accuracy in its 3 epochs. Built with --config=cuda by tools/test.sh; exits
+// 77 (skipped) where no GPU is present. Needs Debian's Fashion-MNIST files (the config's paths).
 #include <cstdio>
 
 #include "core/spec/job_spec_parser.h"

@@ -1,6 +1,6 @@
-// Who may say what to the controller (issue 13, DESIGN.md §12), in one process over a real
-// loopback control channel: a client credential may submit, query, cancel and read logs, and
-// nothing else; it cannot register a node; a daemon with the cluster key registers.
+// Who may say what to the controller (issue 13, daemon/README.md, "Credentials"), in one process
+// over a real loopback control channel: a client credential may submit, query, cancel and read
+// logs, and nothing else; it cannot register a node; a daemon with the cluster key registers.
 #include <catch2/catch.hpp>
 
 #include <chrono>

@@ -1,4 +1,5 @@
-// The corrections of DESIGN.md §13, each against a small case computed by hand.
+// The corrections (core/README.md, "Staleness and corrections"), each against a small case computed
+// by hand.
 #include <catch2/catch.hpp>
 
 #include <cmath>

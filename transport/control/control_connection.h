@@ -1,9 +1,10 @@
 #pragma once
-// One authenticated TCP control connection (DESIGN.md §7): length-prefixed frames, each with a
-// 16-byte Poly1305 tag under a key for this connection and direction, derived from the cluster
-// key and a fresh random nonce from each side. Frames are counted per direction and the count
-// is part of the tag's nonce, so a replayed, dropped, reordered or altered frame fails its tag;
-// a recorded connection cannot be replayed either (the other side's nonce differs).
+// One authenticated TCP control connection (transport/README.md, "The control channel"):
+// length-prefixed frames, each with a 16-byte Poly1305 tag under a key for this connection and
+// direction, derived from the cluster key and a fresh random nonce from each side. Frames are
+// counted per direction and the count is part of the tag's nonce, so a replayed, dropped, reordered
+// or altered frame fails its tag; a recorded connection cannot be replayed either (the other side's
+// nonce differs).
 //
 // The handshake (version 2): the client sends "DTC" + version + 32 random bytes + its role
 // (daemon, or client with its name); the server looks up the key that proves that identity

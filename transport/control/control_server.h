@@ -1,13 +1,17 @@
 #pragma once
 // The listening side of the control channel: accepts TCP connections on one port, runs the
-// handshake (a client without the cluster key is refused and logged), and hands each
-// authenticated connection to the handler on a thread of its own (control traffic is a few
-// nodes and command-line clients, not a data path). stop() closes the listener and every open
-// connection and joins the threads.
+// handshake (a client without the key for the identity it claims is refused and logged), and
+// hands each authenticated connection to the handler on a thread of its own (control traffic
+// is a few nodes and command-line clients, not a data path). Connections are bounded (Limits):
+// those still in their handshake, in total and per source address, and the authenticated
+// sessions. One over a bound is closed as soon as it is accepted, before a byte of it is read,
+// so no one can make the server hold more than the bounds' threads and buffers.
+// stop() closes the listener and every open connection and joins the threads.
 #include <atomic>
 #include <cstdint>
 #include <functional>
 #include <list>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -17,14 +21,22 @@
 
 namespace dtrain::transport {
 
+struct ControlServerLimits {
+  int handshakes = 64;            // connections not yet authenticated, in total
+  int handshakes_per_source = 8;  // ... from one IP address
+  int sessions = 1024;            // authenticated connections (nodes and clients)
+};
+
 class ControlServer {
  public:
   using Handler = std::function<void(ControlConnection&)>;
+  using Limits = ControlServerLimits;
 
   // Binds address:port (port 0: any free port). Throws TransportError when the port is taken.
   // Connections prove the identity they claim with the key `lookup` gives for it.
   ControlServer(const std::string& address, uint16_t port, KeyLookup lookup, Handler handler,
-                ControlConnection::Millis handshake_timeout = ControlConnection::kDefaultTimeout);
+                ControlConnection::Millis handshake_timeout = ControlConnection::kDefaultTimeout,
+                Limits limits = Limits());
   // Daemons with the cluster key only.
   ControlServer(const std::string& address, uint16_t port, const ClusterKey& key,
                 Handler handler,
@@ -37,27 +49,36 @@ class ControlServer {
   uint16_t port() const { return port_; }
   // Connections refused because the client did not hold the key (or spoke something else).
   uint64_t refused() const { return refused_; }
+  // Connections closed unread because a bound was reached.
+  uint64_t over_limit() const { return over_limit_; }
   void stop();
 
  private:
   struct Session {
     std::thread thread;
+    std::string source;                             // the peer's IP address
     std::shared_ptr<ControlConnection> connection;  // set once authenticated
     std::atomic<bool> done{false};
   };
   void accept_loop();
   void reap_finished();
+  // Under mutex_: why a new connection from `source` may not be taken now ("" if it may).
+  std::string over_bound(const std::string& source) const;
+  void serve(int fd, Session& s);
 
   KeyLookup lookup_;
   Handler handler_;
   ControlConnection::Millis handshake_timeout_;
+  Limits limits_;
   int listen_fd_ = -1;
   uint16_t port_ = 0;
   std::atomic<bool> stopping_{false};
-  std::atomic<uint64_t> refused_{0};
+  std::atomic<uint64_t> refused_{0}, over_limit_{0};
   std::thread acceptor_;
   std::mutex mutex_;
-  std::list<Session> sessions_;  // guarded by mutex_
+  std::list<Session> sessions_;  // guarded by mutex_, as are the counts below
+  int handshaking_ = 0, authenticated_ = 0;
+  std::map<std::string, int> handshaking_from_;
 };
 
 }  // namespace dtrain::transport

@@ -1,10 +1,10 @@
 #pragma once
-// A node's UDP endpoint (DESIGN.md §7): one socket on one port carrying every job (told apart
-// by job id), authenticated datagrams, reliable links to each peer (sequence numbers, NAKs,
-// cumulative acks, credit-based flow control), chunking and reassembly of messages of any
-// size, heartbeats with round-trip times, and the peer declared lost after a silence (or after
-// it stops acknowledging). One I/O thread owns all link state (one transport/endpoint/link.h per
-// peer); public calls are thread-safe and never wait without a deadline.
+// A node's UDP endpoint (transport/README.md, "The data channel"): one socket on one port carrying
+// every job (told apart by job id), authenticated datagrams, reliable links to each peer (sequence
+// numbers, NAKs, cumulative acks, credit-based flow control), chunking and reassembly of messages
+// of any size, heartbeats with round-trip times, and the peer declared lost after a silence (or
+// after it stops acknowledging). One I/O thread owns all link state (one transport/endpoint/link.h
+// per peer); public calls are thread-safe and never wait without a deadline.
 #include <array>
 #include <chrono>
 #include <condition_variable>

@@ -1,5 +1,5 @@
 #pragma once
-// Client credentials (DESIGN.md §12, transport/README.md "Roles"): users of dtrain-submit hold
+// Client credentials (daemon/README.md, "Credentials"): users of dtrain-submit hold
 // one instead of the cluster key, which stays with the daemons. A credential is a name and a
 // 32-byte key in a file of mode 0600:
 //   dtrain-client NAME

@@ -1,0 +1,41 @@
+#pragma once
+// What MeshExchange needs of the mesh: two calls. The daemon passes the job's MeshNode
+// (JobMesh below); the in-process tests pass a fake that connects several exchanges
+// directly (tests/unit/mesh_exchange_test), so the epoch barrier, the takeover, rejoining
+// and parameter averaging are tested without sockets.
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "transport/mesh/mesh_node.h"
+
+namespace dtrain::daemon {
+
+class MeshPort {
+ public:
+  virtual ~MeshPort() = default;
+  // Hands `bytes` (message `message_id` of this node, ids increasing) to every other member of
+  // the job, each exactly once; false when the mesh could not take it within `deadline`.
+  virtual bool publish(uint64_t message_id, std::shared_ptr<const std::vector<uint8_t>> bytes,
+                       std::chrono::milliseconds deadline) = 0;
+  // Member `id` (restarted) is part of the mesh again: relay to it and accept its messages.
+  virtual void add_member(uint32_t id) = 0;
+};
+
+// One job's view of a node's MeshNode.
+class JobMesh : public MeshPort {
+ public:
+  JobMesh(transport::MeshNode& mesh, uint64_t job_id) : mesh_(mesh), job_id_(job_id) {}
+  bool publish(uint64_t message_id, std::shared_ptr<const std::vector<uint8_t>> bytes,
+               std::chrono::milliseconds deadline) override {
+    return mesh_.publish(job_id_, message_id, std::move(bytes), deadline);
+  }
+  void add_member(uint32_t id) override { mesh_.add_member(id); }
+
+ private:
+  transport::MeshNode& mesh_;
+  uint64_t job_id_;
+};
+
+}  // namespace dtrain::daemon

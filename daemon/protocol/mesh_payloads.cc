@@ -1,0 +1,124 @@
+#include "daemon/protocol/mesh_payloads.h"
+
+#include "core/util/error.h"
+#include "daemon/protocol/mesh_payloads_generated.h"
+
+namespace dtrain::daemon {
+namespace {
+
+// FlatBuffers addresses a buffer with 32-bit offsets; a payload also has to fit the
+// endpoint's reassembly. Refused here with the reason instead of failing inside the builder.
+constexpr size_t kMaxPayloadBytes = size_t(1) << 30;
+
+PayloadBytes finish(flatbuffers::FlatBufferBuilder& fbb, mesh::Payload type,
+                    flatbuffers::Offset<void> payload) {
+  fbb.Finish(mesh::CreateMeshPayload(fbb, type, payload));
+  const uint8_t* p = fbb.GetBufferPointer();
+  return std::make_shared<const std::vector<uint8_t>>(p, p + fbb.GetSize());
+}
+
+void check_floats(int64_t count, const char* what) {
+  if (count < 0 || size_t(count) > (kMaxPayloadBytes - 1024) / sizeof(float))
+    throw core::UserError(std::string(what) + " of " + std::to_string(count) +
+                              " floats do not fit one mesh message (at most " +
+                              std::to_string(kMaxPayloadBytes >> 20) + " MiB)",
+                          "train a smaller model, or use gradient sharing (training.mode)");
+}
+
+FloatView view(const flatbuffers::Vector<float>* v) {
+  return v ? FloatView{v->data(), v->size()} : FloatView{};
+}
+
+MeshPayloadIn malformed(std::string why) {
+  MeshPayloadIn in;
+  in.error = std::move(why);
+  return in;
+}
+
+void read_update(const mesh::Update& u, MeshPayloadIn& in) {
+  core::EncodedMessage& m = in.update;
+  m.epoch = u.epoch();
+  m.batch = u.minibatch();
+  m.id = u.id();
+  m.origin = u.origin();
+  m.encoding = static_cast<core::Encoding>(u.encoding());
+  m.tau = u.tau();
+  m.param_offset = u.param_offset();
+  m.length = u.length();
+  m.count = u.count();
+  if (u.words()) m.words.assign(u.words()->begin(), u.words()->end());
+  in.kind = MeshPayloadIn::Kind::kUpdate;
+}
+
+void read_epoch_end(const mesh::EpochEnd& e, MeshPayloadIn& in) {
+  if (e.joiners() && e.joiners()->size() > kMaxJoiners) {
+    in.error = "an epoch end naming " + std::to_string(e.joiners()->size()) + " joiners";
+    return;
+  }
+  in.epoch_end = {e.epoch(), e.phase(), e.published(), e.tau_sum(), e.workers(), {}};
+  if (e.joiners()) in.epoch_end.joiners.assign(e.joiners()->begin(), e.joiners()->end());
+  in.kind = MeshPayloadIn::Kind::kEpochEnd;
+}
+
+}  // namespace
+
+PayloadBytes update_payload(const core::EncodedMessage& m) {
+  flatbuffers::FlatBufferBuilder fbb(128 + m.words.size() * 4);
+  const auto words = fbb.CreateVector(m.words);
+  const auto u = mesh::CreateUpdate(fbb, m.epoch, m.batch, m.id, m.origin,
+                                    static_cast<mesh::Encoding>(m.encoding), m.tau,
+                                    m.param_offset, m.length, m.count, words);
+  return finish(fbb, mesh::Payload::Update, u.Union());
+}
+
+PayloadBytes epoch_end_payload(const EpochEndPayload& e) {
+  flatbuffers::FlatBufferBuilder fbb(128 + e.joiners.size() * 4);
+  const auto joiners = fbb.CreateVector(e.joiners);
+  const auto t = mesh::CreateEpochEnd(fbb, e.epoch, e.phase, e.published, e.tau_sum, e.workers,
+                                      joiners);
+  return finish(fbb, mesh::Payload::EpochEnd, t.Union());
+}
+
+PayloadBytes snapshot_payload(uint32_t for_node, int64_t epoch, float tau, const float* params,
+                              int64_t num_params, const float* state, int64_t num_state) {
+  check_floats(num_params + num_state, "parameters and updater state");
+  flatbuffers::FlatBufferBuilder fbb(1024 + size_t(num_params + num_state) * 4);
+  const auto s = fbb.CreateVector(state, size_t(num_state));
+  const auto p = fbb.CreateVector(params, size_t(num_params));
+  const auto t = mesh::CreateSnapshot(fbb, for_node, epoch, tau, p, s);
+  return finish(fbb, mesh::Payload::Snapshot, t.Union());
+}
+
+PayloadBytes parameters_payload(int64_t round, const float* values, int64_t n) {
+  check_floats(n, "parameters");
+  flatbuffers::FlatBufferBuilder fbb(1024 + size_t(n) * 4);
+  const auto v = fbb.CreateVector(values, size_t(n));
+  return finish(fbb, mesh::Payload::Parameters, mesh::CreateParameters(fbb, round, v).Union());
+}
+
+MeshPayloadIn read_mesh_payload(const uint8_t* data, size_t size) {
+  if (!data || size == 0 || size > kMaxPayloadBytes)
+    return malformed("a mesh payload of " + std::to_string(size) + " bytes");
+  flatbuffers::Verifier verifier(data, size, /*max_depth=*/8, /*max_tables=*/16);
+  if (!mesh::VerifyMeshPayloadBuffer(verifier))
+    return malformed("a mesh payload of " + std::to_string(size) +
+                     " bytes that is not a valid MeshPayload");
+  const mesh::MeshPayload& p = *mesh::GetMeshPayload(data);
+  MeshPayloadIn in;
+  if (const auto* u = p.payload_as_Update()) {
+    read_update(*u, in);
+  } else if (const auto* e = p.payload_as_EpochEnd()) {
+    read_epoch_end(*e, in);
+  } else if (const auto* s = p.payload_as_Snapshot()) {
+    in.snapshot = {s->for_node(), s->epoch(), s->tau(), view(s->params()), view(s->state())};
+    in.kind = MeshPayloadIn::Kind::kSnapshot;
+  } else if (const auto* q = p.payload_as_Parameters()) {
+    in.parameters = {q->round(), view(q->values())};
+    in.kind = MeshPayloadIn::Kind::kParameters;
+  } else {
+    in.error = "a mesh payload of an unknown kind";  // a newer release, or no body at all
+  }
+  return in;
+}
+
+}  // namespace dtrain::daemon

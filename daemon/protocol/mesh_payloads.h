@@ -1,0 +1,68 @@
+#pragma once
+// The payloads nodes of a job send each other over the mesh (mesh_payloads.fbs): one function
+// builds each kind, and read_mesh_payload() reads any of them, after the FlatBuffers verifier
+// and the checks that need no model. Whether an update fits the model is the receiver's check
+// (core::check_message), since a node may hear updates before it has built its model.
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/codec/message.h"
+
+namespace dtrain::daemon {
+
+using PayloadBytes = std::shared_ptr<const std::vector<uint8_t>>;
+
+// An update with the position its worker was at (m.epoch, m.batch).
+PayloadBytes update_payload(const core::EncodedMessage& m);
+
+struct EpochEndPayload {
+  int64_t epoch = 0;
+  int32_t phase = 0;        // 0: the node's own shards; 1: the lost nodes' takeover
+  uint64_t published = 0;   // updates the node published tagged with `epoch`
+  double tau_sum = 0.0;
+  int32_t workers = 0;
+  std::vector<uint32_t> joiners;  // restarted members the node knows of (phase 1)
+};
+// At most this many joiners are believed (a cluster has far fewer nodes).
+constexpr size_t kMaxJoiners = 4096;
+PayloadBytes epoch_end_payload(const EpochEndPayload& e);
+
+// Floats inside a received payload's bytes: valid while those bytes live.
+struct FloatView {
+  const float* data = nullptr;
+  size_t size = 0;
+};
+
+struct SnapshotPayload {
+  uint32_t for_node = 0;
+  int64_t epoch = 0;
+  float tau = 0.0f;
+  FloatView params, state;
+};
+// A replica at the end of `epoch` for the restarted node `for_node`. Throws core::UserError
+// when the floats cannot be one message.
+PayloadBytes snapshot_payload(uint32_t for_node, int64_t epoch, float tau, const float* params,
+                              int64_t num_params, const float* state, int64_t num_state);
+
+struct ParametersPayload {
+  int64_t round = 0;
+  FloatView values;
+};
+PayloadBytes parameters_payload(int64_t round, const float* values, int64_t n);
+
+struct MeshPayloadIn {
+  enum class Kind { kMalformed, kUpdate, kEpochEnd, kSnapshot, kParameters };
+  Kind kind = Kind::kMalformed;
+  std::string error;               // kMalformed: what is wrong with it
+  core::EncodedMessage update;     // kUpdate (not yet checked against a model)
+  EpochEndPayload epoch_end;       // kEpochEnd
+  SnapshotPayload snapshot;        // kSnapshot (views into the bytes)
+  ParametersPayload parameters;    // kParameters (views into the bytes)
+};
+// Never throws; anything that is not a well-formed payload is kMalformed with the reason.
+MeshPayloadIn read_mesh_payload(const uint8_t* data, size_t size);
+
+}  // namespace dtrain::daemon

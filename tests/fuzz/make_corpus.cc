@@ -1,0 +1,114 @@
+// Writes the starting corpora of the mesh payload, control and model input fuzzers: real
+// messages of every kind as the daemons build them, the example specs and a real model file,
+// so that the fuzzers start past the verifiers and the parsers' first checks.
+//   bazel run //tests/fuzz:make_corpus -- $PWD/tests/fuzz/corpus $PWD/configs
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "core/codec/reference_codec.h"
+#include "core/io/model_file.h"
+#include "core/model/model_builder.h"
+#include "core/spec/job_spec_parser.h"
+#include "daemon/protocol/control_messages.h"
+#include "daemon/protocol/mesh_payloads.h"
+
+using namespace dtrain;
+
+namespace {
+
+void write(const std::filesystem::path& dir, const std::string& name,
+           const std::vector<uint8_t>& bytes, int prefix = -1) {
+  std::filesystem::create_directories(dir);
+  std::ofstream out(dir / name, std::ios::binary);
+  if (prefix >= 0) out.put(char(prefix));
+  out.write(reinterpret_cast<const char*>(bytes.data()), std::streamsize(bytes.size()));
+}
+
+core::EncodedMessage update(int64_t n, int every) {
+  std::vector<float> u(n, 0.f), r(n, 0.f);
+  for (int64_t i = 0; i < n; i += every) u[i] = (i % 3 ? 1.f : -1.f);
+  core::EncodedMessage m = core::reference_encode(r.data(), u.data(), n, 0.5f, 0.f, nullptr);
+  m.epoch = 2;
+  m.batch = 7;
+  return m;
+}
+
+std::vector<uint8_t> hello(char role, const std::string& name) {
+  std::vector<uint8_t> h{'D', 'T', 'C', transport::kControlVersion};
+  h.resize(36, 0x42);
+  h.push_back(uint8_t(role));
+  h.push_back(uint8_t(name.size()));
+  h.insert(h.end(), name.begin(), name.end());
+  return h;
+}
+
+}  // namespace
+
+std::vector<uint8_t> file_bytes(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::vector<uint8_t>(std::istreambuf_iterator<char>(in), {});
+}
+
+// A small model file: its spec, and parameters and state of the sizes the spec needs.
+std::vector<uint8_t> small_model_file(const std::filesystem::path& scratch) {
+  core::ModelFile f;
+  f.spec_yaml =
+      "name: small\nmodel:\n  input: [6]\n  layers:\n    - dense: {units: 4, activation: relu}\n"
+      "    - batch_norm: {}\n    - output: {units: 3, activation: softmax, loss: mcxent}\n"
+      "data:\n  train: {format: csv, path: train.csv, label_column: 0}\n";
+  core::SpecParseOptions options;
+  options.check_files = false;
+  const core::JobSpec spec = core::parse_job_spec_text(f.spec_yaml, "small", options);
+  const core::ModelCounts counts = core::count_model(spec.model);
+  f.params.assign(size_t(counts.params), 0.25f);
+  f.state.assign(size_t(counts.state), 1.0f);
+  f.epoch = 2;
+  const auto path = scratch / "small.dtm";
+  core::write_model_file(path.string(), f);
+  std::vector<uint8_t> bytes = file_bytes(path);
+  std::filesystem::remove(path);
+  return bytes;
+}
+
+int main(int argc, char** argv) {
+  if (argc != 3) {
+    std::fprintf(stderr, "usage: make_corpus CORPUS_DIR CONFIGS_DIR (tests/fuzz/corpus configs)\n");
+    return 2;
+  }
+  const std::filesystem::path root = argv[1];
+  const auto mesh = root / "mesh_payload_fuzzer";
+  write(mesh, "update_sparse", *daemon::update_payload(update(200, 20)));
+  write(mesh, "update_bitmap", *daemon::update_payload(update(100, 1)));
+  write(mesh, "epoch_end", *daemon::epoch_end_payload({3, 1, 40, 1.5, 2, {4, 5}}));
+  const std::vector<float> params{1.f, 2.f, 3.f, 4.f}, state{0.5f};
+  write(mesh, "snapshot", *daemon::snapshot_payload(2, 1, 0.25f, params.data(), 4, state.data(), 1));
+  write(mesh, "parameters", *daemon::parameters_payload(9, params.data(), 4));
+
+  const auto control = root / "control_fuzzer";
+  daemon::NodeRegistration node;
+  node.name = "node-1";
+  node.address = "10.0.0.5";
+  node.data_port = 7100;
+  node.gpus.push_back({0, "NVIDIA H100", 80ull << 30});
+  node.running_jobs = {0x1234};
+  write(control, "register", daemon::register_frame(node), 1);
+  write(control, "job_start", daemon::job_frame(7, "start", {{"rank", 0}, {"spec", "name: x"}}), 1);
+  write(control, "job_result", daemon::job_frame(7, "result", {{"accuracy", 0.9}}), 1);
+  write(control, "request", daemon::request_frame("status", 7, daemon::Json::object()), 1);
+  write(control, "reply_ok", daemon::reply_ok({{"jobs", daemon::Json::array()}}), 1);
+  write(control, "reply_error", daemon::reply_error("no such job", "check the id"), 1);
+  write(control, "hello_daemon", hello('D', ""), 0);
+  write(control, "hello_client", hello('C', "alice"), 0);
+  std::vector<uint8_t> proof = hello('D', "");
+  proof.insert(proof.end(), {0, 0, 0, 1});  // a key proof announcing 16 MB
+  write(control, "hello_then_proof", proof, 0);
+  const auto model = root / "model_input_fuzzer";
+  for (const char* name : {"fashion-mnist-mlp.yaml", "fashion-mnist-lenet.yaml"})
+    write(model, name, file_bytes(std::filesystem::path(argv[2]) / name), 0);
+  write(model, "small.dtm", small_model_file(std::filesystem::temp_directory_path()), 1);
+  std::printf("wrote the corpora under %s\n", root.c_str());
+  return 0;
+}

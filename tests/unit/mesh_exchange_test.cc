@@ -1,0 +1,247 @@
+// MeshExchange over a fake mesh (daemon/node/mesh_port.h): several nodes' exchanges in one
+// process, connected directly, each driven from its own thread as the daemon's job runners
+// would. Covers parameter averaging (with and without a lost node), the epoch-end barrier and
+// the tau average, the takeover of a lost node's remaining minibatches, a restarted node
+// rejoining with a live node's parameters, and a malformed payload failing the epoch end.
+#include <catch2/catch.hpp>
+
+#include <future>
+#include <map>
+#include <thread>
+
+#include "core/codec/reference_codec.h"
+#include "daemon/node/mesh_exchange.h"
+
+using namespace dtrain;
+using namespace dtrain::daemon;
+using std::chrono::milliseconds;
+
+namespace {
+
+// Every publish reaches every other attached exchange at once (the real mesh relays over
+// UDP; what the exchange relies on is the same: each message once, per origin in order).
+class FakeMesh {
+ public:
+  class Port : public MeshPort {
+   public:
+    Port(FakeMesh& mesh, uint32_t self) : mesh_(mesh), self_(self) {}
+    bool publish(uint64_t message_id, std::shared_ptr<const std::vector<uint8_t>> bytes,
+                 milliseconds) override {
+      mesh_.deliver(self_, message_id, *bytes);
+      return true;
+    }
+    void add_member(uint32_t id) override { mesh_.added.push_back(id); }
+
+   private:
+    FakeMesh& mesh_;
+    uint32_t self_;
+  };
+
+  void join(uint32_t id, MeshExchange& exchange) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    nodes_[id] = &exchange;
+    ports_[id] = std::make_unique<Port>(*this, id);
+    exchange.set_mesh(ports_[id].get());
+  }
+  // The node's process is gone: it neither sends nor receives any more.
+  void cut(uint32_t id) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    nodes_.erase(id);
+  }
+  void deliver(uint32_t origin, uint64_t message_id, const std::vector<uint8_t>& bytes) {
+    std::vector<MeshExchange*> to;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (!nodes_.count(origin)) return;
+      for (auto& [id, ex] : nodes_)
+        if (id != origin) to.push_back(ex);
+    }
+    for (MeshExchange* ex : to) {
+      transport::Delivery d;
+      d.job_id = 1;
+      d.origin = d.from = origin;
+      d.message_id = message_id;
+      d.bytes = bytes;
+      ex->on_message(d);
+    }
+  }
+  std::vector<uint32_t> added;
+
+ private:
+  std::mutex mutex_;
+  std::map<uint32_t, MeshExchange*> nodes_;
+  std::map<uint32_t, std::unique_ptr<Port>> ports_;
+};
+
+std::vector<JobMember> members(int nodes) {
+  std::vector<JobMember> out;
+  for (int i = 0; i < nodes; ++i) out.push_back({uint32_t(i + 1), "node-" + std::to_string(i + 1), 1});
+  return out;
+}
+
+constexpr int64_t kParams = 64;
+
+// A sparse update of worker `origin` at (epoch, batch).
+core::SharedMessage update(uint32_t origin, uint64_t id, int64_t epoch, int64_t batch) {
+  std::vector<float> u(kParams, 0.f), r(kParams, 0.f);
+  u[size_t(id % kParams)] = 1.f;
+  core::EncodedMessage m = core::reference_encode(r.data(), u.data(), kParams, 0.5f, 0.f, nullptr);
+  m.origin = origin;
+  m.id = id;
+  m.epoch = epoch;
+  m.batch = batch;
+  return std::make_shared<const core::EncodedMessage>(std::move(m));
+}
+
+}  // namespace
+
+TEST_CASE("parameter averaging gives every node the same mean", "[mesh_exchange]") {
+  FakeMesh mesh;
+  std::vector<std::unique_ptr<MeshExchange>> ex;
+  for (uint32_t id = 1; id <= 3; ++id) {
+    ex.push_back(std::make_unique<MeshExchange>(1, id, members(3), milliseconds(5000)));
+    mesh.join(id, *ex.back());
+  }
+  std::vector<std::vector<float>> params(3, std::vector<float>(5));
+  for (int n = 0; n < 3; ++n)
+    for (int i = 0; i < 5; ++i) params[n][i] = float(n * 10 + i);
+  std::vector<std::thread> threads;
+  for (int n = 0; n < 3; ++n)
+    threads.emplace_back([&, n] { ex[n]->average_parameters(params[n].data(), 5, 0); });
+  for (auto& t : threads) t.join();
+  for (int n = 0; n < 3; ++n)
+    for (int i = 0; i < 5; ++i) CHECK(params[n][i] == float(10 + i));  // mean of i, 10+i, 20+i
+
+  SECTION("a lost node is not waited for, and left out of the mean") {
+    mesh.cut(3);
+    ex[0]->on_loss(3);
+    ex[1]->on_loss(3);
+    const auto start = std::chrono::steady_clock::now();
+    std::thread other([&] { ex[1]->average_parameters(params[1].data(), 5, 1); });
+    ex[0]->average_parameters(params[0].data(), 5, 1);
+    other.join();
+    CHECK(std::chrono::steady_clock::now() - start < milliseconds(2000));
+    CHECK(params[0] == params[1]);
+  }
+}
+
+TEST_CASE("an epoch ends once every live node's updates are in the bus", "[mesh_exchange]") {
+  FakeMesh mesh;
+  MeshExchange a(1, 1, members(2), milliseconds(5000)), b(1, 2, members(2), milliseconds(5000));
+  mesh.join(1, a);
+  mesh.join(2, b);
+  core::MessageBus bus_a(1), bus_b(1);
+  a.attach(bus_a, kParams);
+  b.attach(bus_b, kParams);
+  for (uint64_t i = 0; i < 3; ++i) a.publish(update(0, i, 0, int64_t(i)));
+  for (uint64_t i = 0; i < 2; ++i) b.publish(update(1, 100 + i, 0, int64_t(i)));
+  auto end_b = std::async(std::launch::async, [&] { return b.end_epoch(0, 0.25, 1); });
+  const auto end_a = a.end_epoch(0, 0.5, 1);
+  const auto eb = end_b.get();
+  CHECK(end_a.tau_sum == 0.75);
+  CHECK(eb.tau_sum == 0.75);
+  CHECK(end_a.workers == 2);
+  CHECK(end_a.takeover.empty());
+  CHECK(bus_a.take(0).size() == 2);  // b's two
+  CHECK(bus_b.take(0).size() == 3);  // a's three
+  // An update tagged with the next epoch waits until this node has applied the current one.
+  b.publish(update(1, 200, 1, 0));
+  CHECK(bus_a.take(0).empty());
+  a.epoch_applied(0, nullptr, 0, nullptr, 0, 0.5f);
+  CHECK(bus_a.take(0).size() == 1);
+  a.detach();
+  b.detach();
+}
+
+TEST_CASE("a lost node's remaining minibatches are taken over from its last position",
+          "[mesh_exchange]") {
+  FakeMesh mesh;
+  std::vector<std::unique_ptr<MeshExchange>> ex;
+  std::vector<std::unique_ptr<core::MessageBus>> bus;
+  for (uint32_t id = 1; id <= 3; ++id) {
+    ex.push_back(std::make_unique<MeshExchange>(1, id, members(3), milliseconds(5000)));
+    bus.push_back(std::make_unique<core::MessageBus>(1));
+    mesh.join(id, *ex.back());
+    ex.back()->attach(*bus.back(), kParams);
+  }
+  for (int64_t batch = 0; batch < 5; ++batch) ex[2]->publish(update(2, uint64_t(batch), 0, batch));
+  mesh.cut(3);  // node-3 dies after its fifth minibatch
+  ex[0]->on_loss(3);
+  ex[1]->on_loss(3);
+  auto end_b = std::async(std::launch::async, [&] { return ex[1]->end_epoch(0, 0.5, 1); });
+  const auto ea = ex[0]->end_epoch(0, 0.5, 1);
+  const auto eb = end_b.get();
+  for (const auto& e : {ea, eb}) {
+    REQUIRE(e.takeover.size() == 1);
+    CHECK(e.takeover[0].shard == 2);
+    CHECK(e.takeover[0].from_batch == 5);
+    CHECK(e.lost == std::vector<std::string>{"node-3"});
+    CHECK(e.live_workers == 2);
+    CHECK(e.workers == 2);
+  }
+  CHECK(ea.live_first_worker == 0);
+  CHECK(eb.live_first_worker == 1);
+  CHECK(ex[0]->evaluation_shard().count == 2);
+  for (auto& e : ex) e->detach();
+}
+
+TEST_CASE("a restarted node rejoins with a live node's parameters", "[mesh_exchange]") {
+  FakeMesh mesh;
+  MeshExchange a(1, 1, members(2), milliseconds(5000));
+  MeshExchange b(1, 2, members(2), milliseconds(5000));  // node-2's new process
+  mesh.join(1, a);
+  mesh.join(2, b);
+  a.set_epochs(5);
+  b.set_epochs(5);
+  core::MessageBus bus_a(1), bus_b(1);
+  a.attach(bus_a, kParams);
+  b.set_rejoining({});
+  b.attach(bus_b, kParams);
+  a.on_rejoin(2);  // the controller told node-1 that node-2 is back
+  CHECK(mesh.added == std::vector<uint32_t>{2});
+  std::string resumed_from;
+  b.on_resumed = [&](int64_t, const std::string& from) { resumed_from = from; };
+  auto resumed = std::async(std::launch::async, [&] {
+    core::NodeExchange::Resume r;
+    const bool rejoined = b.resume(r);
+    return std::make_pair(rejoined, r);
+  });
+  // node-1 ends epoch 1 without waiting for node-2, admits it, and sends it its replica.
+  const auto end = a.end_epoch(0, 0.5, 1);
+  CHECK(end.workers == 1);
+  a.end_takeover(0);
+  std::vector<float> params(kParams, 0.375f), state(3, 2.f);
+  a.epoch_applied(0, params.data(), kParams, state.data(), 3, 0.5f);
+  const auto [rejoined, r] = resumed.get();
+  CHECK(rejoined);
+  CHECK(r.next_epoch == 1);
+  CHECK(r.tau == 0.5f);
+  CHECK(r.params == params);
+  CHECK(r.state == state);
+  CHECK(resumed_from == "node-1");
+  // From now on node-1 waits for node-2 again.
+  auto end_a = std::async(std::launch::async, [&] { return a.end_epoch(1, 0.5, 1); });
+  CHECK(end_a.wait_for(milliseconds(200)) == std::future_status::timeout);
+  b.end_epoch(1, 0.5, 1);
+  CHECK(end_a.get().workers == 2);
+  a.detach();
+  b.detach();
+}
+
+TEST_CASE("a malformed payload from a peer fails the epoch end, naming it", "[mesh_exchange]") {
+  FakeMesh mesh;
+  MeshExchange a(1, 1, members(2), milliseconds(5000)), b(1, 2, members(2), milliseconds(5000));
+  mesh.join(1, a);
+  mesh.join(2, b);
+  core::MessageBus bus(1);
+  a.attach(bus, kParams);
+  mesh.deliver(2, 9, std::vector<uint8_t>(40, 0x5A));
+  try {
+    a.end_epoch(0, 0.5, 1);
+    FAIL("the epoch ended");
+  } catch (const std::exception& e) {
+    CHECK(std::string(e.what()).find("not a valid MeshPayload") != std::string::npos);
+    CHECK(std::string(e.what()).find("node-2") != std::string::npos);
+  }
+  a.detach();
+}

@@ -1,0 +1,165 @@
+// Mesh payloads between nodes (daemon/protocol/mesh_payloads.h): every kind survives the trip
+// through bytes; bytes that are not a payload are refused by name, never read; and an update
+// that could write outside the model is refused by core::check_message.
+#include <catch2/catch.hpp>
+
+#include <limits>
+
+#include "core/codec/message_check.h"
+#include "core/codec/reference_codec.h"
+#include "daemon/protocol/mesh_payloads.h"
+#include "daemon/protocol/mesh_payloads_generated.h"
+
+using namespace dtrain::core;
+using namespace dtrain::daemon;
+
+namespace {
+
+EncodedMessage encode_some(int64_t n, float fill_every, float tau) {
+  std::vector<float> u(n, 0.f), r(n, 0.f);
+  for (int64_t i = 0; i < n; i += static_cast<int64_t>(fill_every)) u[i] = (i % 3 ? 1.f : -1.f);
+  EncodedMessage m = reference_encode(r.data(), u.data(), n, tau, 0.f, nullptr);
+  m.id = 77;
+  m.origin = 5;
+  return m;
+}
+
+MeshPayloadIn read(const PayloadBytes& b) { return read_mesh_payload(b->data(), b->size()); }
+
+// The update after a trip through the mesh, checked against a model of `params` parameters.
+bool applies(const EncodedMessage& m, int64_t params, std::string* why = nullptr) {
+  const MeshPayloadIn in = read(update_payload(m));
+  REQUIRE(in.kind == MeshPayloadIn::Kind::kUpdate);
+  std::string error;
+  const bool ok = check_message(in.update, params, error);
+  if (why) *why = error;
+  return ok;
+}
+
+}  // namespace
+
+TEST_CASE("updates survive the trip through the mesh with their position", "[mesh]") {
+  for (float every : {1.f, 3.f, 50.f}) {
+    EncodedMessage m = encode_some(1000, every, 0.5f);
+    m.param_offset = 24;
+    m.epoch = 3;
+    m.batch = -1;
+    const MeshPayloadIn in = read(update_payload(m));
+    REQUIRE(in.kind == MeshPayloadIn::Kind::kUpdate);
+    const EncodedMessage& back = in.update;
+    CHECK(back.id == m.id);
+    CHECK(back.origin == m.origin);
+    CHECK(back.encoding == m.encoding);
+    CHECK(back.tau == m.tau);
+    CHECK(back.param_offset == 24);
+    CHECK(back.length == m.length);
+    CHECK(back.count == m.count);
+    CHECK(back.words == m.words);
+    CHECK(back.epoch == 3);
+    CHECK(back.batch == -1);
+    std::string error;
+    CHECK(check_message(back, 1024, error));
+  }
+}
+
+TEST_CASE("updates that could write outside the model are refused", "[mesh]") {
+  const EncodedMessage sparse = encode_some(1000, 50.f, 0.5f);
+  const EncodedMessage bitmap = encode_some(1000, 1.f, 0.5f);
+  REQUIRE(sparse.encoding == Encoding::kSparse);
+  REQUIRE(bitmap.encoding == Encoding::kBitmap);
+  std::string why;
+  // A model smaller than the segment.
+  CHECK_FALSE(applies(sparse, 999, &why));
+  CHECK(why.find("outside the model") != std::string::npos);
+  // Offsets past the end, negative, or overflowing; lengths that are not a segment.
+  for (int64_t offset : {int64_t(1), int64_t(-1), std::numeric_limits<int64_t>::max()}) {
+    EncodedMessage m = sparse;
+    m.param_offset = offset;
+    CHECK_FALSE(applies(m, 1000));
+  }
+  for (int64_t length : {int64_t(0), int64_t(-5), kMaxSegmentLength + 1}) {
+    EncodedMessage m = sparse;
+    m.length = length;
+    CHECK_FALSE(applies(m, std::numeric_limits<int64_t>::max()));
+  }
+  // A sparse index beyond the segment.
+  EncodedMessage m = sparse;
+  m.words[0] = 1000;
+  CHECK_FALSE(applies(m, 1000, &why));
+  CHECK(why.find("sparse index") != std::string::npos);
+  // Word count that disagrees with the count, or with the bitmap length; a negative count.
+  m = sparse;
+  m.count += 1;
+  CHECK_FALSE(applies(m, 1000));
+  m = sparse;
+  m.count = -1;
+  CHECK_FALSE(applies(m, 1000));
+  m = bitmap;
+  m.words.pop_back();
+  CHECK_FALSE(applies(m, 1000));
+  // Bitmap bits past the end of a segment of 1000 (= 62.5 words).
+  m = bitmap;
+  m.words.back() |= 1u << 30;
+  CHECK_FALSE(applies(m, 1000, &why));
+  CHECK(why.find("past the end") != std::string::npos);
+  // Unknown encoding, and tau that is not a positive number.
+  m = sparse;
+  m.encoding = static_cast<Encoding>(7);
+  CHECK_FALSE(applies(m, 1000, &why));
+  CHECK(why.find("unknown encoding") != std::string::npos);
+  for (float tau : {0.f, -1.f, std::numeric_limits<float>::infinity(),
+                    std::numeric_limits<float>::quiet_NaN()}) {
+    m = sparse;
+    m.tau = tau;
+    CHECK_FALSE(applies(m, 1000));
+  }
+}
+
+TEST_CASE("epoch ends, snapshots and parameter rounds survive the trip", "[mesh]") {
+  const MeshPayloadIn e = read(epoch_end_payload({4, 1, 123, 2.5, 3, {7, 9}}));
+  REQUIRE(e.kind == MeshPayloadIn::Kind::kEpochEnd);
+  CHECK(e.epoch_end.epoch == 4);
+  CHECK(e.epoch_end.phase == 1);
+  CHECK(e.epoch_end.published == 123);
+  CHECK(e.epoch_end.tau_sum == 2.5);
+  CHECK(e.epoch_end.workers == 3);
+  CHECK(e.epoch_end.joiners == std::vector<uint32_t>{7, 9});
+
+  const std::vector<float> params{1.f, -2.f, 3.5f}, state{0.25f};
+  const PayloadBytes sb = snapshot_payload(8, 2, 0.125f, params.data(), 3, state.data(), 1);
+  const MeshPayloadIn s = read(sb);
+  REQUIRE(s.kind == MeshPayloadIn::Kind::kSnapshot);
+  CHECK(s.snapshot.for_node == 8);
+  CHECK(s.snapshot.epoch == 2);
+  CHECK(s.snapshot.tau == 0.125f);
+  CHECK(std::vector<float>(s.snapshot.params.data, s.snapshot.params.data + 3) == params);
+  REQUIRE(s.snapshot.state.size == 1);
+  CHECK(s.snapshot.state.data[0] == 0.25f);
+
+  const MeshPayloadIn p = read(parameters_payload(11, params.data(), 3));
+  REQUIRE(p.kind == MeshPayloadIn::Kind::kParameters);
+  CHECK(p.parameters.round == 11);
+  CHECK(std::vector<float>(p.parameters.values.data, p.parameters.values.data + 3) == params);
+}
+
+TEST_CASE("bytes that are not a mesh payload are refused by name", "[mesh]") {
+  CHECK(read_mesh_payload(nullptr, 0).kind == MeshPayloadIn::Kind::kMalformed);
+  const std::vector<uint8_t> garbage(64, 0xA5);
+  const MeshPayloadIn g = read_mesh_payload(garbage.data(), garbage.size());
+  CHECK(g.kind == MeshPayloadIn::Kind::kMalformed);
+  CHECK(g.error.find("not a valid MeshPayload") != std::string::npos);
+  // Every truncation of a real update.
+  const PayloadBytes u = update_payload(encode_some(1000, 50.f, 0.5f));
+  for (size_t n = 0; n < u->size(); ++n)
+    CHECK(read_mesh_payload(u->data(), n).kind == MeshPayloadIn::Kind::kMalformed);
+  // A union type without its table, and more joiners than a cluster has nodes.
+  flatbuffers::FlatBufferBuilder fbb;
+  fbb.Finish(mesh::CreateMeshPayload(fbb, mesh::Payload::Update, 0));
+  CHECK(read_mesh_payload(fbb.GetBufferPointer(), fbb.GetSize()).kind ==
+        MeshPayloadIn::Kind::kMalformed);
+  EpochEndPayload crowded;
+  crowded.joiners.assign(kMaxJoiners + 1, 1);
+  const MeshPayloadIn c = read(epoch_end_payload(crowded));
+  CHECK(c.kind == MeshPayloadIn::Kind::kMalformed);
+  CHECK(c.error.find("joiners") != std::string::npos);
+}
