@@ -9,7 +9,8 @@
 # credentials it lets in; SIGHUP node-1 after changing it), each daemon's config, data_dir and
 # log. Free ports are picked at start. Binaries: $DTRAIND and $DTRAIN_SUBMIT, by default the
 # ones `bazel build //daemon:dtraind //submit:dtrain-submit` made. $PEER_TIMEOUT_MS and
-# $HEARTBEAT_MS tune failure detection (defaults 10000 and 1000, as in production).
+# $HEARTBEAT_MS tune failure detection (defaults 10000 and 1000, as in production);
+# $REASSEMBLY_MB sets each daemon's data.reassembly_mb (default 512).
 # $GPU_NODES=K: nodes 1..K offer their GPUs (gpus: all), the others none (gpus: none), e.g. one
 # GPU node and two CPU nodes on one GPU machine; with $EMULATED_GPUS=G those K nodes get G
 # emulated GPUs instead (tests on machines without one; CPU arithmetic, see kernels/emulated).
@@ -18,7 +19,7 @@ root="$(cd "$(dirname "$0")/.." && pwd)"
 DTRAIND="${DTRAIND:-$root/bazel-bin/daemon/dtraind}"
 DTRAIN_SUBMIT="${DTRAIN_SUBMIT:-$root/bazel-bin/submit/dtrain-submit}"
 
-usage() { sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
+usage() { sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
 
 free_port() {  # a port the kernel just handed out (TCP and UDP are checked)
   python3 -c 'import socket
@@ -64,7 +65,7 @@ key_file: $dir/cluster.key
 $clients
 controller: 127.0.0.1:$control_port
 control: {address: 127.0.0.1, port: $control_port}
-data: {interface: lo, port: $(free_port)}
+data: {interface: lo, port: $(free_port)${REASSEMBLY_MB:+, reassembly_mb: $REASSEMBLY_MB}}
 http: {address: 127.0.0.1, port: $(free_port)}
 threads: $threads
 gpus: $gpus

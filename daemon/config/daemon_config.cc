@@ -114,7 +114,7 @@ DaemonConfig parse_daemon_config(const std::string& text, const std::string& sou
     c.control_port = port(n, "control", c.control_port);
   }
   if (const YAML::Node n = root["data"]) {
-    r.expect_map(n, "data", {"network", "interface", "port", "allow_loopback"});
+    r.expect_map(n, "data", {"network", "interface", "port", "allow_loopback", "reassembly_mb"});
     if (n["network"] && n["interface"])
       r.fail(n, "data", "give data.network or data.interface, not both",
              "keep the one that identifies the cluster network");
@@ -122,6 +122,8 @@ DaemonConfig parse_daemon_config(const std::string& text, const std::string& sou
                             n["interface"] ? "data.interface" : "data.network", "");
     c.data_allow_excluded = r.boolean(n, "allow_loopback", "data.allow_loopback", false);
     c.data_port = port(n, "data", c.data_port);
+    c.data_reassembly_mb =
+        r.integer(n, "reassembly_mb", "data.reassembly_mb", c.data_reassembly_mb, 1, 1 << 20);
   }
   if (const YAML::Node n = root["http"]) {
     r.expect_map(n, "http", {"address", "port"});

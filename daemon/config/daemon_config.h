@@ -35,6 +35,9 @@ struct DaemonConfig {
   std::string data_network;  // CIDR or interface name; empty: the first suitable interface
   bool data_allow_excluded = false;  // allow lo/docker*/veth* (local clusters, tests)
   uint16_t data_port = 40123;
+  // Memory for messages being reassembled, shared fairly between the peers sending them; a
+  // message larger than it (a snapshot or an averaging round's parameters) cannot arrive.
+  int64_t data_reassembly_mb = 512;
   std::string http_address = "127.0.0.1";
   uint16_t http_port = 7080;
   int64_t threads = 0;  // compute threads for jobs on this node; 0 = every core

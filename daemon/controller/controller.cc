@@ -172,7 +172,7 @@ void Controller::serve_node(ControlConnection& c, const NodeRegistration& node) 
       std::lock_guard<std::mutex> lock(mutex_);
       Member& m = members_[name];
       m.last_heard = Clock::now();
-      if (job_message) on_job_message(m, in.job_id, in.kind, in.body);
+      if (job_message) on_job_message(m, in);
       else spdlog::warn("controller: ignored a malformed control frame from {}", name);
     }
   } catch (const ControlError& e) {
@@ -183,45 +183,58 @@ void Controller::serve_node(ControlConnection& c, const NodeRegistration& node) 
   if (m.session == session && m.alive) node_lost(m, why);
 }
 
-void Controller::on_job_message(Member& m, uint64_t job_id, const std::string& kind,
-                                const Json& body) {
-  if (kind == "heartbeat" || job_id == 0) return;
+void Controller::on_job_message(Member& m, const JobMessageIn& in) {
+  const uint64_t job_id = in.job_id;
+  const Json& body = in.body;
+  if (in.kind == JobKind::Heartbeat || job_id == 0) return;
   auto it = jobs_.find(job_id);
   if (it == jobs_.end()) return;
   JobRecord& job = it->second;
-  // A node speaks only about jobs it is a member of.
-  if (!listed(job.nodes, m.name)) {
-    spdlog::warn("controller: node {} sent '{}' about job {}, which it is not a member of: "
-                 "ignored", m.name, kind, job_id_text(job_id));
+  // A node speaks only about jobs it is a member of, and only reports.
+  if (!listed(job.nodes, m.name) || in.kind == JobKind::Start || in.kind == JobKind::Cancel ||
+      in.kind == JobKind::Rejoin) {
+    spdlog::warn("controller: node {} sent '{}' about job {}, which it is not a member of or "
+                 "may not send: ignored", m.name, job_kind_name(in.kind), job_id_text(job_id));
     return;
   }
   // A restarted node that was never admitted may still report after the job ended.
-  if (job.finished() && kind != "log") return;
-  if (kind == "progress") {
-    job.progress[m.name] = body;
-  } else if (kind == "log") {
-    job.add_log(m.name + ": " + body.value("line", ""));
-  } else if (kind == "rejoined") {
-    unlist(job.rejoining, m.name);
-    if (!listed(job.rejoined_nodes, m.name)) job.rejoined_nodes.push_back(m.name);
-    job.add_log(m.name + ": rejoined at epoch " + std::to_string(body.value("epoch", 0)) +
-                " with parameters from " + body.value("from", std::string("?")));
-  } else if (kind == "result") {
-    job.results[m.name] = body;
-    job.add_log(m.name + ": finished");
-    check_finished(job);
-  } else if (kind == "failed") {
-    job.failures[m.name] = body;
-    job.add_log(m.name + ": failed: " + body.value("error", "?"));
-    if (!job.cancel_requested && !body.value("cancelled", false)) {
-      // One node's failure ends the job everywhere.
-      job.cancel_requested = true;
-      for (const std::string& n : job.nodes)
-        if (n != m.name && members_.count(n))
-          members_[n].outbox.push_back(job_frame(job.id, "cancel", Json::object()));
-    }
-    check_finished(job);
+  if (job.finished() && in.kind != JobKind::Log) return;
+  switch (in.kind) {
+    case JobKind::Progress:
+      job.progress[m.name] = body;
+      break;
+    case JobKind::Log:
+      job.add_log(m.name + ": " + body.value("line", ""));
+      break;
+    case JobKind::Rejoined:
+      unlist(job.rejoining, m.name);
+      if (!listed(job.rejoined_nodes, m.name)) job.rejoined_nodes.push_back(m.name);
+      job.add_log(m.name + ": rejoined at epoch " + std::to_string(body.value("epoch", 0)) +
+                  " with parameters from " + body.value("from", std::string("?")));
+      break;
+    case JobKind::Result:
+      job.results[m.name] = body;
+      job.add_log(m.name + ": finished");
+      check_finished(job);
+      break;
+    case JobKind::Failed:
+      on_node_failed(job, m, body);
+      break;
+    default:
+      break;
   }
+}
+
+void Controller::on_node_failed(JobRecord& job, Member& m, const Json& body) {
+  job.failures[m.name] = body;
+  job.add_log(m.name + ": failed: " + body.value("error", "?"));
+  if (!job.cancel_requested && !body.value("cancelled", false)) {
+    // One node's failure ends the job everywhere.
+    job.cancel_requested = true;
+    for (const std::string& n : job.nodes)
+      if (n != m.name && members_.count(n)) members_[n].outbox.push_back(cancel_frame(job.id));
+  }
+  check_finished(job);
 }
 
 // A node that trains a job this controller is not running (it restarted mid-job and marked the
@@ -229,7 +242,7 @@ void Controller::on_job_message(Member& m, uint64_t job_id, const std::string& k
 void Controller::stop_orphans(Member& m, const std::vector<uint64_t>& running) {
   for (uint64_t id : running) {
     if (id == running_) continue;
-    m.outbox.push_back(job_frame(id, "cancel", Json::object()));
+    m.outbox.push_back(cancel_frame(id));
     spdlog::warn("controller: node {} is still training job {}, which is not running here; "
                  "told it to stop", m.name, job_id_text(id));
     auto it = jobs_.find(id);
@@ -254,18 +267,30 @@ std::vector<NodeOffer> Controller::alive_offers() const {
   return out;
 }
 
-Json Controller::start_message(const JobRecord& job, size_t rank) const {
-  // Each member's boot as registered now (a member that restarted since the job began has a
-  // new one): its peers take datagrams from that boot only.
-  Json members = job.members;
-  for (Json& member : members) {
-    auto it = members_.find(member.value("name", ""));
-    if (it != members_.end() && it->second.id == member.value("id", 0u))
-      member["boot"] = it->second.boot_id;
+StartMessage Controller::start_message(const JobRecord& job, size_t rank) const {
+  StartMessage start;
+  start.spec = job.spec_text;
+  start.base_dir = job.base_dir;
+  start.name = job.name;
+  start.rank = uint32_t(rank);
+  start.mesh = job.mesh;
+  start.peer_timeout_ms = config_.peer_timeout_ms;
+  for (const Json& j : job.members) {  // the controller's own record of where it placed them
+    JobMemberInfo m;
+    m.id = j.value("id", 0u);
+    m.name = j.value("name", "");
+    m.address = j.value("address", "");
+    m.port = j.value("port", uint16_t(0));
+    m.workers = j.value("workers", 1);
+    m.device = j.value("device", std::string("cpu"));
+    m.gpus = j.value("gpus", std::vector<int>{});
+    // Each member's boot as registered now (a member that restarted since the job began has a
+    // new one): its peers take datagrams from that boot only.
+    auto it = members_.find(m.name);
+    if (it != members_.end() && it->second.id == m.id) m.boot = it->second.boot_id;
+    start.members.push_back(std::move(m));
   }
-  return {{"spec", job.spec_text}, {"base_dir", job.base_dir}, {"name", job.name},
-          {"rank", rank}, {"members", members}, {"mesh", job.mesh},
-          {"peer_timeout_ms", config_.peer_timeout_ms}};
+  return start;
 }
 
 void Controller::offer_rejoin(Member& m) {
@@ -276,7 +301,7 @@ void Controller::offer_rejoin(Member& m) {
       job.results.count(m.name) || job.failures.count(m.name) || job.cancel_requested)
     return;
   int rank = -1;
-  Json lost = Json::array();
+  std::vector<uint32_t> lost;
   for (size_t i = 0; i < job.members.size(); ++i) {
     const Json& member = job.members[i];
     const std::string name = member.value("name", "");
@@ -284,18 +309,18 @@ void Controller::offer_rejoin(Member& m) {
       if (member.value("id", 0u) != m.id) return;  // another machine under the same name
       rank = int(i);
     } else if (listed(job.lost_nodes, name) && !listed(job.rejoined_nodes, name)) {
-      lost.push_back(member["id"]);
+      lost.push_back(member.value("id", 0u));
     }
   }
   if (rank < 0) return;
-  Json start = start_message(job, size_t(rank));
-  start["rejoin"] = true;
-  start["lost"] = lost;
-  m.outbox.push_back(job_frame(job.id, "start", start));
+  StartMessage start = start_message(job, size_t(rank));
+  start.rejoin = true;
+  start.lost = lost;
+  m.outbox.push_back(start_frame(job.id, start));
   for (const std::string& n : job.nodes)
     if (n != m.name && members_.count(n) && members_[n].alive && !listed(job.lost_nodes, n))
       members_[n].outbox.push_back(
-          job_frame(job.id, "rejoin", {{"id", m.id}, {"boot", m.boot_id}}));
+          rejoin_frame(job.id, {m.id, m.boot_id}));
   job.rejoining.push_back(m.name);
   job.add_log("node " + m.name + " restarted; it rejoins at the next epoch end");
 }
@@ -323,7 +348,7 @@ void Controller::check_finished(JobRecord& job) {
     if (!lost && !job.results.count(n) && !job.failures.count(n)) return;
   }
   for (const std::string& n : job.rejoining)
-    if (members_.count(n)) members_[n].outbox.push_back(job_frame(job.id, "cancel", Json::object()));
+    if (members_.count(n)) members_[n].outbox.push_back(cancel_frame(job.id));
   job.rejoining.clear();
   finish(job);
 }
@@ -472,7 +497,7 @@ void Controller::start_next() {
   job.members = members;
   job.mesh = spec.training.mesh;
   for (size_t rank = 0; rank < alive.size(); ++rank)
-    alive[rank]->outbox.push_back(job_frame(job.id, "start", start_message(job, rank)));
+    alive[rank]->outbox.push_back(start_frame(job.id, start_message(job, rank)));
   job.add_log("started on " + std::to_string(alive.size()) + " nodes");
   spdlog::info("controller: job {} ({}) started on {} nodes", job_id_text(job.id), job.name,
                alive.size());
@@ -519,7 +544,7 @@ std::vector<uint8_t> Controller::handle_request(const std::string& kind, uint64_
       } else {
         for (const std::string& n : job.nodes)
           if (members_.count(n) && members_[n].alive)
-            members_[n].outbox.push_back(job_frame(job.id, "cancel", Json::object()));
+            members_[n].outbox.push_back(cancel_frame(job.id));
       }
       save(job);
       return reply_ok(job.to_json());
@@ -536,7 +561,7 @@ void Controller::stop() {
   if (running_ != 0) {
     JobRecord& job = jobs_[running_];
     for (const std::string& n : job.nodes)
-      if (members_.count(n)) members_[n].outbox.push_back(job_frame(job.id, "cancel", Json::object()));
+      if (members_.count(n)) members_[n].outbox.push_back(cancel_frame(job.id));
     job.state = "cancelled";
     job.error = "the controller was stopped";
     job.fix = "submit the job again";

@@ -51,7 +51,8 @@ class Controller {
   void serve_node(transport::ControlConnection& c, const NodeRegistration& node);
   std::vector<uint8_t> handle_request(const std::string& kind, uint64_t job_id,
                                       const std::string& body);
-  void on_job_message(Member& m, uint64_t job_id, const std::string& kind, const Json& body);
+  void on_job_message(Member& m, const JobMessageIn& in);
+  void on_node_failed(JobRecord& job, Member& m, const Json& body);
 
   // Under mutex_:
   static NodeOffer offer(const Member& m);  // what placement needs to know of a node
@@ -66,7 +67,7 @@ class Controller {
   // others are told to admit it at their next epoch end (gradient sharing only).
   void offer_rejoin(Member& m);
   // What a node is sent to start its part of `job` as member `rank`.
-  Json start_message(const JobRecord& job, size_t rank) const;
+  StartMessage start_message(const JobRecord& job, size_t rank) const;
   void check_finished(JobRecord& job);
   void finish(JobRecord& job);
   void save(const JobRecord& job);

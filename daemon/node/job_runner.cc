@@ -74,7 +74,7 @@ class JobRunner::ProgressReporter : public core::TrainingListener {
       std::lock_guard<std::mutex> lock(mutex_);
       latest_ = j;
     }
-    report_("progress", j);
+    report_(JobKind::Progress, j);
   }
 
   void on_epoch(const core::EpochSummary& s) override {
@@ -95,7 +95,7 @@ class JobRunner::ProgressReporter : public core::TrainingListener {
       accuracy_ = s.eval.accuracy();
       line += ", test accuracy " + std::to_string(accuracy_);
     }
-    report_("log", {{"line", line}});
+    report_(JobKind::Log, {{"line", line}});
   }
 
  private:
@@ -110,22 +110,22 @@ class JobRunner::ProgressReporter : public core::TrainingListener {
 };
 
 JobRunner::JobRunner(const DaemonConfig& config, DataChannel& channel, uint32_t self,
-                     uint64_t job_id, Json start, Report report)
+                     uint64_t job_id, StartMessage start, Report report)
     : config_(config),
       channel_(channel),
       self_(self),
       job_id_(job_id),
       start_(std::move(start)),
       report_(std::move(report)),
-      progress_(std::make_unique<ProgressReporter>(start_.value("rank", 0), report_)) {
+      progress_(std::make_unique<ProgressReporter>(int(start_.rank), report_)) {
   thread_ = std::thread([this] { run(); });
 }
 
 Json JobRunner::snapshot() const {
   Json j = progress_->snapshot();
   j["id"] = job_id_text(job_id_);
-  j["name"] = start_.value("name", "");
-  j["rank"] = start_.value("rank", 0);
+  j["name"] = start_.name;
+  j["rank"] = start_.rank;
   return j;
 }
 
@@ -147,42 +147,39 @@ void JobRunner::cancel() {
 
 void JobRunner::run() {
   const std::string id = job_id_text(job_id_);
-  const int rank = start_.value("rank", 0);
+  const int rank = int(start_.rank);
   auto fail = [&](const std::string& error, const std::string& fix) {
     spdlog::error("job {}: {}", id, error);
-    report_("failed", {{"rank", rank}, {"error", error}, {"fix", fix}, {"cancelled", bool(cancel_)}});
+    report_(JobKind::Failed, {{"rank", rank}, {"error", error}, {"fix", fix}, {"cancelled", bool(cancel_)}});
   };
   std::vector<JobMember> members;
   std::vector<transport::MeshMember> mesh_members;
-  for (const Json& m : start_["members"]) {
-    members.push_back({m["id"].get<uint32_t>(), m["name"].get<std::string>(), m["workers"].get<int>()});
-    mesh_members.push_back({m["id"].get<uint32_t>(), m["address"].get<std::string>(),
-                            m["port"].get<uint16_t>(), 0});
+  for (const JobMemberInfo& m : start_.members) {
+    members.push_back({m.id, m.name, m.workers});
+    mesh_members.push_back({m.id, m.address, m.port, 0});
     // Peers' datagrams are taken only from the boot the controller registered for them.
-    const uint64_t boot = m.value("boot", uint64_t(0));
-    if (boot != 0 && m["id"].get<uint32_t>() != self_)
-      channel_.endpoint().announce_boot(m["id"].get<uint32_t>(), boot);
+    if (m.boot != 0 && m.id != self_) channel_.endpoint().announce_boot(m.id, m.boot);
   }
-  const auto deadline = std::chrono::milliseconds(
-      std::max<int64_t>(120000, 6 * start_.value("peer_timeout_ms", config_.peer_timeout_ms)));
+  const int64_t peer_timeout_ms = std::clamp<int64_t>(start_.peer_timeout_ms, 500, 600000);
+  const auto deadline = std::chrono::milliseconds(std::max<int64_t>(120000, 6 * peer_timeout_ms));
   MeshExchange exchange(job_id_, self_, members, deadline);
   transport::MeshNode::Handlers handlers;
   handlers.on_message = [&exchange](const transport::Delivery& d) { exchange.on_message(d); };
   handlers.on_loss = [&exchange, id](uint32_t lost, const std::vector<uint32_t>&, uint64_t) {
     exchange.on_loss(lost);
   };
-  transport::MeshMap map = transport::MeshMap::build(start_.value("mesh", "plain"), mesh_members);
-  const bool rejoin = start_.value("rejoin", false);
+  transport::MeshMap map = transport::MeshMap::build(start_.mesh, mesh_members);
+  const bool rejoin = start_.rejoin;
   if (rejoin) {
     // Restarted mid-job: the map as the live nodes have it (the lost ones out, this node back
     // as a leaf), and their parameters before training (MeshExchange::resume).
     const transport::MeshMember me = *map.find(self_);
-    const auto lost = start_.value("lost", std::vector<uint32_t>{});
+    const std::vector<uint32_t>& lost = start_.lost;
     for (uint32_t id : lost) map = map.without(id);
     map = map.with(me);
     exchange.set_rejoining(lost);
     exchange.on_resumed = [this](int64_t epoch, const std::string& from) {
-      report_("rejoined", {{"epoch", epoch + 1}, {"from", from}});
+      report_(JobKind::Rejoined, {{"epoch", epoch + 1}, {"from", from}});
     };
   }
   transport::MeshNode mesh(channel_.endpoint(), map, handlers);
@@ -195,15 +192,15 @@ void JobRunner::run() {
   channel_.attach(job_id_, &mesh);
   try {
     core::SpecParseOptions options;
-    options.base_dir = start_.value("base_dir", ".");
+    options.base_dir = start_.base_dir;
     const core::JobSpec job =
-        core::parse_job_spec_text(start_.value("spec", ""), start_.value("name", "job"), options);
+        core::parse_job_spec_text(start_.spec, start_.name, options);
     spdlog::info("job {} ({}): rank {} of {}, workers {}..{} of {}", id, job.name, rank,
                  members.size(), exchange.first_worker(),
                  exchange.first_worker() + members[rank].workers - 1, exchange.total_workers());
     exchange.set_epochs(job.training.epochs);
     if (job.training.mode == "parameter_averaging")
-      report_("log", {{"line", "parameter averaging every " +
+      report_(JobKind::Log, {{"line", "parameter averaging every " +
                                    std::to_string(job.training.averaging_frequency) +
                                    " minibatches" +
                                    (job.training.average_updater_state
@@ -214,9 +211,8 @@ void JobRunner::run() {
     core::LocalTrainingOptions o;
     // The controller placed this node's workers (daemon/controller/placement): on its GPUs or
     // its CPU.
-    const Json& me = start_["members"][size_t(rank)];
-    if (me.value("device", std::string("cpu")) == "gpu")
-      o.gpus = me.value("gpus", std::vector<int>{});
+    const JobMemberInfo& me = start_.members[size_t(rank)];
+    if (me.device == "gpu") o.gpus = me.gpus;
     o.exchange = &exchange;
     o.cancel = &cancel_;
     // Every node writes the final model into its own data directory: whichever node speaks
@@ -278,7 +274,7 @@ void JobRunner::run() {
     const int64_t stride = std::max<int64_t>(1, int64_t(params.size()) / kParamSample);
     for (size_t i = 0; i < params.size(); i += stride) sample.push_back(params[i]);
     result["params_sample"] = sample;
-    report_("result", result);
+    report_(JobKind::Result, result);
   } catch (const core::UserError& e) {
     fail(e.what_happened(), e.fix());
   } catch (const std::exception& e) {

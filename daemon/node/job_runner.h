@@ -23,10 +23,10 @@ class MeshExchange;
 class JobRunner {
  public:
   // Queues a job message for the controller (thread-safe).
-  using Report = std::function<void(const std::string& kind, const Json& body)>;
+  using Report = std::function<void(JobKind kind, const Json& body)>;
 
   JobRunner(const DaemonConfig& config, DataChannel& channel, uint32_t self, uint64_t job_id,
-            Json start, Report report);
+            StartMessage start, Report report);
   ~JobRunner();  // cancels and joins
 
   void cancel();
@@ -45,7 +45,7 @@ class JobRunner {
   DataChannel& channel_;
   uint32_t self_;
   uint64_t job_id_;
-  Json start_;
+  StartMessage start_;
   Report report_;
   std::unique_ptr<ProgressReporter> progress_;
   std::atomic<bool> cancel_{false};

@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "core/codec/message_check.h"
+#include "daemon/protocol/control_messages.h"
 #include "core/util/error.h"
 
 namespace dtrain::daemon {
@@ -197,7 +198,7 @@ void MeshExchange::average_parameters(float* params, int64_t n, int64_t round) {
     std::string names;
     for (const std::string& m : missing) names += (names.empty() ? "" : ", ") + m;
     spdlog::warn("job {}: averaging round {} went on without {} (nothing within {} ms)",
-                 job_id_, round, names, epoch_deadline_.count());
+                 job_id_text(job_id_), round, names, epoch_deadline_.count());
   }
   if (cancelled_) throw core::UserError("the job was cancelled", "");
   // Summed in member order on every node: the same floats everywhere.
@@ -274,7 +275,8 @@ void MeshExchange::admit(int64_t epoch, std::vector<uint32_t> joiners) {
     joining_.erase(id);
     admitted_now_.push_back(id);
     if (readmitted_.insert(id).second) mesh_->add_member(id);
-    spdlog::info("job {}: {} is admitted back from epoch {}", job_id_, name_of(id), epoch + 2);
+    spdlog::info("job {}: {} is admitted back from epoch {}", job_id_text(job_id_), name_of(id),
+                 epoch + 2);
   }
 }
 
@@ -312,7 +314,8 @@ void MeshExchange::on_snapshot(const SnapshotPayload& in, uint32_t origin) {
 bool MeshExchange::resume(Resume& resume) {
   std::unique_lock<std::mutex> lock(mutex_);
   if (!rejoining_) return false;
-  spdlog::info("job {}: rejoining; waiting for parameters from a live node", job_id_);
+  spdlog::info("job {}: rejoining; waiting for parameters from a live node",
+               job_id_text(job_id_));
   if (!changed_.wait_for(lock, epoch_deadline_,
                          [&] { return snapshot_ || cancelled_ || !bad_message_.empty(); }))
     throw core::UserError("no live node sent its parameters within " +
@@ -335,7 +338,7 @@ bool MeshExchange::resume(Resume& resume) {
   release_pending();
   const std::string from = name_of(snapshot_->from);
   lock.unlock();
-  spdlog::info("job {}: rejoined at epoch {} with parameters from {}", job_id_,
+  spdlog::info("job {}: rejoined at epoch {} with parameters from {}", job_id_text(job_id_),
                resume.next_epoch + 1, from);
   if (on_resumed) on_resumed(resume.next_epoch, from);
   return true;
@@ -364,8 +367,8 @@ void MeshExchange::epoch_applied(int64_t epoch, const float* params, int64_t num
     std::lock_guard<std::mutex> lock(publish_mutex_);
     send(std::move(bytes), "this node could not send its parameters to " + name_of(target));
     bytes_published_ += size;
-    spdlog::info("job {}: sent the parameters of epoch {} to {}", job_id_, epoch + 1,
-                 name_of(target));
+    spdlog::info("job {}: sent the parameters of epoch {} to {}", job_id_text(job_id_),
+                 epoch + 1, name_of(target));
   }
 }
 

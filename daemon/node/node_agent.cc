@@ -56,6 +56,7 @@ NodeAgent::NodeAgent(const DaemonConfig& config, const transport::ClusterKey& ke
   ec_config.boot_id = boot_id_;
   ec_config.peer_timeout = std::chrono::milliseconds(config_.peer_timeout_ms);
   ec_config.heartbeat_interval = std::chrono::milliseconds(config_.heartbeat_ms);
+  ec_config.reassembly_bytes = size_t(config_.data_reassembly_mb) << 20;
   channel_ = std::make_unique<DataChannel>(ec_config);
   spdlog::info("node {} (id {}): data channel on interface {} ({}:{})", config_.name, node_id_,
                chosen.name, address_, channel_->endpoint().port());
@@ -69,9 +70,9 @@ NodeAgent::~NodeAgent() {
   channel_.reset();
 }
 
-void NodeAgent::queue(uint64_t job_id, const std::string& kind, const Json& body) {
+void NodeAgent::queue(uint64_t job_id, JobKind kind, const Json& body) {
   std::lock_guard<std::mutex> lock(mutex_);
-  outbox_.push_back(job_frame(job_id, kind, body));
+  outbox_.push_back(report_frame(job_id, kind, body));
 }
 
 std::deque<std::vector<uint8_t>> NodeAgent::take_outbox() {
@@ -81,28 +82,28 @@ std::deque<std::vector<uint8_t>> NodeAgent::take_outbox() {
   return out;
 }
 
-void NodeAgent::on_job_message(uint64_t job_id, const std::string& kind, const Json& body) {
-  if (kind == "start") {
-    std::lock_guard<std::mutex> lock(jobs_mutex_);
-    if (jobs_.count(job_id)) return;
+void NodeAgent::on_job_message(const JobMessageIn& m) {
+  const uint64_t job_id = m.job_id;
+  std::lock_guard<std::mutex> lock(jobs_mutex_);
+  auto it = jobs_.find(job_id);
+  if (m.kind == JobKind::Start) {
+    if (it != jobs_.end()) return;
     spdlog::info("node {}: starting job {}", config_.name, job_id_text(job_id));
     jobs_[job_id] = std::make_unique<JobRunner>(
-        config_, *channel_, node_id_, job_id, body,
-        [this, job_id](const std::string& k, const Json& b) { queue(job_id, k, b); });
-  } else if (kind == "cancel") {
-    std::lock_guard<std::mutex> lock(jobs_mutex_);
-    auto it = jobs_.find(job_id);
-    if (it != jobs_.end()) {
-      spdlog::info("node {}: cancelling job {}", config_.name, job_id_text(job_id));
-      it->second->cancel();
-    }
-  } else if (kind == "rejoin") {
-    // A lost member of this job restarted and is coming back (daemon/README.md, "Lost and restarted members").
-    std::lock_guard<std::mutex> lock(jobs_mutex_);
-    auto it = jobs_.find(job_id);
-    const uint64_t boot = body.value("boot", uint64_t(0));
-    if (boot != 0) channel_->endpoint().announce_boot(body.value("id", 0u), boot);
-    if (it != jobs_.end()) it->second->rejoin(body.value("id", 0u));
+        config_, *channel_, node_id_, job_id, m.start,
+        [this, job_id](JobKind kind, const Json& body) { queue(job_id, kind, body); });
+  } else if (m.kind == JobKind::Cancel) {
+    if (it == jobs_.end()) return;
+    spdlog::info("node {}: cancelling job {}", config_.name, job_id_text(job_id));
+    it->second->cancel();
+  } else if (m.kind == JobKind::Rejoin) {
+    // A lost member of this job restarted and is coming back (daemon/README.md, "Lost and
+    // restarted members"): its new boot is the one to take datagrams from.
+    if (m.rejoin.boot != 0) channel_->endpoint().announce_boot(m.rejoin.id, m.rejoin.boot);
+    if (it != jobs_.end()) it->second->rejoin(m.rejoin.id);
+  } else if (m.kind != JobKind::Heartbeat) {
+    spdlog::warn("node {}: ignored a '{}' message from the controller", config_.name,
+                 job_kind_name(m.kind));
   }
 }
 
@@ -138,7 +139,7 @@ void NodeAgent::session(const std::atomic<bool>& stop) {
   while (!stop) {
     for (const auto& frame : take_outbox()) c->send(frame);
     if (Clock::now() - last_heartbeat >= heartbeat) {
-      c->send(job_frame(0, "heartbeat", Json::object()));
+      c->send(report_frame(0, JobKind::Heartbeat, Json::object()));
       last_heartbeat = Clock::now();
     }
     {
@@ -151,7 +152,7 @@ void NodeAgent::session(const std::atomic<bool>& stop) {
     if (!c->wait_readable(std::chrono::milliseconds(50))) continue;
     JobMessageIn m;
     if (read_job_message(c->receive(std::chrono::seconds(30)), m))
-      on_job_message(m.job_id, m.kind, m.body);
+      on_job_message(m);
     else
       spdlog::warn("ignored a malformed control frame from the controller");
   }

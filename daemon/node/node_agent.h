@@ -37,9 +37,9 @@ class NodeAgent {
 
  private:
   void session(const std::atomic<bool>& stop);
-  void queue(uint64_t job_id, const std::string& kind, const Json& body);
+  void queue(uint64_t job_id, JobKind kind, const Json& body);
   std::deque<std::vector<uint8_t>> take_outbox();  // what is queued for the controller
-  void on_job_message(uint64_t job_id, const std::string& kind, const Json& body);
+  void on_job_message(const JobMessageIn& m);
   void stop_jobs();  // cancels and joins every runner
 
   DaemonConfig config_;

@@ -1,6 +1,7 @@
 #include "daemon/protocol/control_messages.h"
 
 #include <algorithm>
+#include <string>
 #include <cstdio>
 
 #include "transport/control/control_frames.h"
@@ -24,6 +25,10 @@ std::vector<uint8_t> register_frame(const NodeRegistration& node) {
 
 bool read_registration(const transport::control::Register& r, NodeRegistration& out) {
   if (!r.node_name() || !r.address() || r.node_name()->size() == 0) return false;
+  // The verifier checks a vector's length word (4 bytes), not that 64-bit elements are aligned;
+  // our builder aligns them, so a misaligned one is a forged or broken frame.
+  if (r.running_jobs() && reinterpret_cast<uintptr_t>(r.running_jobs()->data()) % 8 != 0)
+    return false;
   out.node_id = r.node_id();
   out.boot_id = r.boot_id();
   out.name = r.node_name()->str();
@@ -54,13 +59,93 @@ Json gpus_json(const std::vector<NodeRegistration::Gpu>& gpus) {
   return out;
 }
 
-std::vector<uint8_t> job_frame(uint64_t job_id, const std::string& kind, const Json& body) {
-  flatbuffers::FlatBufferBuilder fbb;
-  const std::string text = body.dump();
-  const auto m = control::CreateJobMessage(
-      fbb, job_id, fbb.CreateString(kind),
-      fbb.CreateVector(reinterpret_cast<const uint8_t*>(text.data()), text.size()));
+const char* job_kind_name(JobKind kind) { return control::EnumNameJobKind(kind); }
+
+namespace {
+
+// Bounds on what a start message may name: far above any real cluster, far below what would
+// cost a node memory on a forged frame's say-so.
+constexpr size_t kMaxMembers = 4096, kMaxGpus = 64, kMaxText = 1024, kMaxSpec = 1 << 20;
+
+std::vector<uint8_t> job_message_bytes(
+    flatbuffers::FlatBufferBuilder& fbb, uint64_t job_id, JobKind kind,
+    flatbuffers::Offset<flatbuffers::Vector<uint8_t>> body,
+    flatbuffers::Offset<control::StartJob> start, flatbuffers::Offset<control::RejoinJob> rejoin) {
+  const auto m = control::CreateJobMessage(fbb, job_id, kind, body, start, rejoin);
   return control_frame_bytes(fbb, control::ControlBody::JobMessage, m.Union());
+}
+
+std::string text(const flatbuffers::String* s, size_t limit = kMaxText) {
+  if (!s) return "";
+  return std::string(s->c_str(), std::min<size_t>(s->size(), limit));
+}
+
+bool read_member(const control::JobMember& m, JobMemberInfo& out) {
+  if (!m.name() || m.name()->size() == 0 || (m.gpus() && m.gpus()->size() > kMaxGpus))
+    return false;
+  out = {m.id(), text(m.name()), text(m.address()), m.port(), m.workers(),
+         m.device() ? text(m.device()) : "cpu", {}, m.boot()};
+  if (m.gpus()) out.gpus.assign(m.gpus()->begin(), m.gpus()->end());
+  return out.workers >= 1;
+}
+
+bool read_start(const control::StartJob& s, StartMessage& out) {
+  if (!s.spec() || s.spec()->size() > kMaxSpec || !s.members() ||
+      s.members()->size() > kMaxMembers || s.rank() >= s.members()->size() ||
+      (s.lost() && s.lost()->size() > kMaxMembers))
+    return false;
+  out.spec = s.spec()->str();
+  out.base_dir = s.base_dir() ? text(s.base_dir(), 4096) : ".";
+  out.name = text(s.name());
+  out.mesh = s.mesh() ? text(s.mesh()) : "plain";
+  out.rank = s.rank();
+  out.peer_timeout_ms = s.peer_timeout_ms();
+  out.rejoin = s.rejoin();
+  out.members.clear();
+  for (const control::JobMember* m : *s.members()) {
+    JobMemberInfo member;
+    if (!m || !read_member(*m, member)) return false;
+    out.members.push_back(std::move(member));
+  }
+  out.lost.clear();
+  if (s.lost()) out.lost.assign(s.lost()->begin(), s.lost()->end());
+  return true;
+}
+
+}  // namespace
+
+std::vector<uint8_t> start_frame(uint64_t job_id, const StartMessage& start) {
+  flatbuffers::FlatBufferBuilder fbb(1024 + start.spec.size());
+  std::vector<flatbuffers::Offset<control::JobMember>> members;
+  for (const JobMemberInfo& m : start.members)
+    members.push_back(control::CreateJobMember(
+        fbb, m.id, fbb.CreateString(m.name), fbb.CreateString(m.address), m.port, m.workers,
+        fbb.CreateString(m.device), fbb.CreateVector(m.gpus), m.boot));
+  const auto s = control::CreateStartJob(
+      fbb, fbb.CreateString(start.spec), fbb.CreateString(start.base_dir),
+      fbb.CreateString(start.name), start.rank, fbb.CreateVector(members),
+      fbb.CreateString(start.mesh), start.peer_timeout_ms, start.rejoin,
+      fbb.CreateVector(start.lost));
+  return job_message_bytes(fbb, job_id, JobKind::Start, 0, s, 0);
+}
+
+std::vector<uint8_t> rejoin_frame(uint64_t job_id, const RejoinMessage& rejoin) {
+  flatbuffers::FlatBufferBuilder fbb;
+  const auto r = control::CreateRejoinJob(fbb, rejoin.id, rejoin.boot);
+  return job_message_bytes(fbb, job_id, JobKind::Rejoin, 0, 0, r);
+}
+
+std::vector<uint8_t> cancel_frame(uint64_t job_id) {
+  flatbuffers::FlatBufferBuilder fbb;
+  return job_message_bytes(fbb, job_id, JobKind::Cancel, 0, 0, 0);
+}
+
+std::vector<uint8_t> report_frame(uint64_t job_id, JobKind kind, const Json& body) {
+  flatbuffers::FlatBufferBuilder fbb;
+  const std::string json = body.dump(-1, ' ', false, Json::error_handler_t::replace);
+  const auto bytes =
+      fbb.CreateVector(reinterpret_cast<const uint8_t*>(json.data()), json.size());
+  return job_message_bytes(fbb, job_id, kind, bytes, 0, 0);
 }
 
 bool read_job_message(const std::vector<uint8_t>& frame, JobMessageIn& out) {
@@ -71,12 +156,31 @@ bool read_job_message(const std::vector<uint8_t>& frame, JobMessageIn& out) {
     return false;  // one malformed frame is dropped; the connection goes on
   }
   if (!jm) return false;
-  const std::string text(jm->body() ? reinterpret_cast<const char*>(jm->body()->data()) : "",
-                         jm->body() ? jm->body()->size() : 0);
   out.job_id = jm->job_id();
-  out.kind = jm->kind() ? jm->kind()->str() : "";
-  out.body = Json::parse(text.empty() ? "{}" : text, nullptr, /*allow_exceptions=*/false);
-  return !out.body.is_discarded();
+  out.kind = jm->kind();
+  out.body = Json::object();
+  switch (out.kind) {
+    case JobKind::Start:
+      return jm->start() && read_start(*jm->start(), out.start);
+    case JobKind::Rejoin:
+      if (!jm->rejoin()) return false;
+      out.rejoin = {jm->rejoin()->id(), jm->rejoin()->boot()};
+      return true;
+    case JobKind::Cancel:
+    case JobKind::Heartbeat:
+      return true;
+    case JobKind::Progress:
+    case JobKind::Log:
+    case JobKind::Result:
+    case JobKind::Failed:
+    case JobKind::Rejoined: {
+      if (!jm->body()) return true;
+      const std::string text(reinterpret_cast<const char*>(jm->body()->data()), jm->body()->size());
+      out.body = Json::parse(text.empty() ? "{}" : text, nullptr, /*allow_exceptions=*/false);
+      return out.body.is_object();
+    }
+  }
+  return false;  // a kind this release does not know
 }
 
 std::vector<uint8_t> request_frame(const std::string& kind, uint64_t job_id, const Json& body) {

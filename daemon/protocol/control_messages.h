@@ -9,10 +9,7 @@
 #include <vector>
 
 #include "transport/control/control_connection.h"
-
-namespace dtrain::transport::control {
-struct Register;  // transport/schema/control.fbs
-}
+#include "transport/schema/control_generated.h"
 
 namespace dtrain::daemon {
 
@@ -38,15 +35,49 @@ std::vector<uint8_t> register_frame(const NodeRegistration& node);
 bool read_registration(const transport::control::Register& r, NodeRegistration& out);
 // {index, name, memory_bytes} objects, as `dtrain-submit nodes --json` prints them.
 Json gpus_json(const std::vector<NodeRegistration::Gpu>& gpus);
-// kind: start | cancel | progress | result | failed | heartbeat | log
-std::vector<uint8_t> job_frame(uint64_t job_id, const std::string& kind, const Json& body);
+using JobKind = transport::control::JobKind;
+const char* job_kind_name(JobKind kind);
+
+// A member of a job as the controller placed it (control.fbs JobMember).
+struct JobMemberInfo {
+  uint32_t id = 0;
+  std::string name, address;
+  uint16_t port = 0;
+  int workers = 1;
+  std::string device = "cpu";
+  std::vector<int> gpus;
+  uint64_t boot = 0;
+};
+// What a node is sent to train its part of a job (control.fbs StartJob).
+struct StartMessage {
+  std::string spec, base_dir, name, mesh = "plain";
+  uint32_t rank = 0;
+  std::vector<JobMemberInfo> members;
+  int64_t peer_timeout_ms = 10000;
+  bool rejoin = false;
+  std::vector<uint32_t> lost;
+};
+struct RejoinMessage {
+  uint32_t id = 0;
+  uint64_t boot = 0;
+};
+
+std::vector<uint8_t> start_frame(uint64_t job_id, const StartMessage& start);
+std::vector<uint8_t> rejoin_frame(uint64_t job_id, const RejoinMessage& rejoin);
+std::vector<uint8_t> cancel_frame(uint64_t job_id);
+// A node's report (heartbeat, progress, log, result, failed, rejoined) with its JSON body.
+std::vector<uint8_t> report_frame(uint64_t job_id, JobKind kind, const Json& body);
+
 struct JobMessageIn {
   uint64_t job_id = 0;
-  std::string kind;
-  Json body;
+  JobKind kind = JobKind::Heartbeat;
+  Json body = Json::object();  // reports
+  StartMessage start;          // kind Start
+  RejoinMessage rejoin;        // kind Rejoin
 };
 // The job message in a received frame (verified first); false, never an exception, when the
-// frame is malformed, holds something else, or its body is not JSON.
+// frame is malformed, holds something else, lacks its kind's table, or names figures no real
+// job has (a rank outside the members, more members than a cluster has, unbounded lists).
 bool read_job_message(const std::vector<uint8_t>& frame, JobMessageIn& out);
 
 // kind: submit | status | nodes | cancel | logs

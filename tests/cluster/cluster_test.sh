@@ -7,20 +7,9 @@
 # on the others (they cover its minibatches), and once restarted it rejoins with a live
 # node's parameters. Every wait has a deadline and says what it was waiting for.
 set -u
-DTRAIND="$(cd "$(dirname "$1")" && pwd)/$(basename "$1")"
-SUBMIT="$(cd "$(dirname "$2")" && pwd)/$(basename "$2")"
-CLUSTER_TOOL="$(cd "$(dirname "$3")" && pwd)/$(basename "$3")"
 SPEC="$(cd "$(dirname "$4")" && pwd)/$(basename "$4")"
-WORK="${TEST_TMPDIR:-$(mktemp -d)}/cluster"
-rm -rf "$WORK" && mkdir -p "$WORK" && cd "$WORK"
-export DTRAIND DTRAIN_SUBMIT="$SUBMIT" PEER_TIMEOUT_MS=3000 HEARTBEAT_MS=300
-failures=0
-fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
-cleanup() { "$CLUSTER_TOOL" stop "$WORK/c" > /dev/null 2>&1 || true; }
-trap cleanup EXIT
-json() {  # json FILE PYTHON-EXPRESSION-ON-j
-  python3 -c "import json,sys; j=json.load(open(sys.argv[1])); print($2)" "$1"
-}
+source "$(dirname "$0")/lib.sh" cluster "$1" "$2" "$3"
+export PEER_TIMEOUT_MS=3000 HEARTBEAT_MS=300
 
 # Node ids fixed in advance so that ranks (by id) are known: node-2 is rank 0 (the root of the
 # plain mesh and the first node), node-1 (also the controller) is rank 2.
@@ -87,7 +76,6 @@ python3 -c "import sys; sys.exit(0 if $diff <= 1e-5 else 1)" || fail "parameter 
 
 echo "== status and metrics over HTTP"
 http_port=$(sed -nE 's/^http: .*port: ([0-9]+).*/\1/p' "$WORK/c/node-1.yaml")
-fetch() { python3 -c "import sys,urllib.request; print(urllib.request.urlopen(sys.argv[1], timeout=10).read().decode())" "$1"; }
 fetch "http://127.0.0.1:$http_port/metrics" > metrics.txt || fail "GET /metrics"
 grep -q '^dtrain_jobs{state="succeeded"} 2$' metrics.txt || { fail "/metrics lacks the succeeded job"; head -n 30 metrics.txt; }
 grep -q '^dtrain_nodes{state="alive"} 3$' metrics.txt || fail "/metrics lacks 3 alive nodes"

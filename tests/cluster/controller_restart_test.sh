@@ -6,18 +6,9 @@
 # Three daemons on loopback; node-1 holds the controller (and a node). Every wait has a deadline
 # and says what it was waiting for.
 set -u
-DTRAIND="$(cd "$(dirname "$1")" && pwd)/$(basename "$1")"
-SUBMIT="$(cd "$(dirname "$2")" && pwd)/$(basename "$2")"
-CLUSTER_TOOL="$(cd "$(dirname "$3")" && pwd)/$(basename "$3")"
 SPEC="$(cd "$(dirname "$4")" && pwd)/$(basename "$4")"
-WORK="${TEST_TMPDIR:-$(mktemp -d)}/restart"
-rm -rf "$WORK" && mkdir -p "$WORK" && cd "$WORK"
-export DTRAIND DTRAIN_SUBMIT="$SUBMIT" PEER_TIMEOUT_MS=3000 HEARTBEAT_MS=300
-failures=0
-fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
-cleanup() { "$CLUSTER_TOOL" stop "$WORK/c" > /dev/null 2>&1 || true; }
-trap cleanup EXIT
-json() { python3 -c "import json,sys; j=json.load(open(sys.argv[1])); print($2)" "$1"; }
+source "$(dirname "$0")/lib.sh" restart "$1" "$2" "$3"
+export PEER_TIMEOUT_MS=3000 HEARTBEAT_MS=300
 http_port() { sed -nE 's/^http: \{address: 127.0.0.1, port: ([0-9]+)\}/\1/p' "$WORK/c/$1.yaml"; }
 # The jobs a node's daemon is training now (its /status), as ids; "unreadable" when the status
 # cannot be read, so that a silent node never passes for one that stopped.

@@ -14,21 +14,10 @@
 #   dtraind refuses to start with a GPU in `gpus:` that the machine lacks.
 # Every wait has a deadline and says what it was waiting for.
 set -u
-DTRAIND="$(cd "$(dirname "$1")" && pwd)/$(basename "$1")"
-SUBMIT="$(cd "$(dirname "$2")" && pwd)/$(basename "$2")"
-CLUSTER_TOOL="$(cd "$(dirname "$3")" && pwd)/$(basename "$3")"
 SPEC="$(cd "$(dirname "$4")" && pwd)/$(basename "$4")"
-WORK="${TEST_TMPDIR:-$(mktemp -d)}/gpu"
-rm -rf "$WORK" && mkdir -p "$WORK" && cd "$WORK"
-export DTRAIND DTRAIN_SUBMIT="$SUBMIT" PEER_TIMEOUT_MS=3000 HEARTBEAT_MS=300 GPU_NODES=1
+source "$(dirname "$0")/lib.sh" gpu "$1" "$2" "$3"
+export PEER_TIMEOUT_MS=3000 HEARTBEAT_MS=300 GPU_NODES=1
 [[ ${REAL_GPUS:-0} == 1 ]] || export EMULATED_GPUS=1
-failures=0
-fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
-cleanup() { "$CLUSTER_TOOL" stop "$WORK/c" > /dev/null 2>&1 || true; }
-trap cleanup EXIT
-json() {  # json FILE PYTHON-EXPRESSION-ON-j
-  python3 -c "import json,sys; j=json.load(open(sys.argv[1])); print($2)" "$1"
-}
 
 # Two epochs of the example, one worker per node (one per GPU on node-1 under auto).
 sed -e 's/workers_per_node: auto/workers_per_node: 1/' -e 's/checkpoint_every: 1000/checkpoint_every: 0/' \

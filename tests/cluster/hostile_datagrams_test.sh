@@ -9,19 +9,10 @@
 # Three daemons on loopback. Needs root to capture (reported as skipped otherwise). Every wait
 # has a deadline and says what it was waiting for.
 set -u
-DTRAIND="$(cd "$(dirname "$1")" && pwd)/$(basename "$1")"
-SUBMIT="$(cd "$(dirname "$2")" && pwd)/$(basename "$2")"
-CLUSTER_TOOL="$(cd "$(dirname "$3")" && pwd)/$(basename "$3")"
 SPEC="$(cd "$(dirname "$4")" && pwd)/$(basename "$4")"
 ATTACKER="$(cd "$(dirname "$5")" && pwd)/$(basename "$5")"
-WORK="${TEST_TMPDIR:-$(mktemp -d)}/hostile"
-rm -rf "$WORK" && mkdir -p "$WORK" && cd "$WORK"
-export DTRAIND DTRAIN_SUBMIT="$SUBMIT" PEER_TIMEOUT_MS=3000 HEARTBEAT_MS=300
-failures=0
-fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
-cleanup() { "$CLUSTER_TOOL" stop "$WORK/c" > /dev/null 2>&1 || true; }
-trap cleanup EXIT
-json() { python3 -c "import json,sys; j=json.load(open(sys.argv[1])); print($2)" "$1"; }
+source "$(dirname "$0")/lib.sh" hostile "$1" "$2" "$3"
+export PEER_TIMEOUT_MS=3000 HEARTBEAT_MS=300
 port_of() { sed -nE "s/^$2: \{.*port: ([0-9]+)\}/\1/p" "$WORK/c/$1.yaml"; }  # port_of NODE data|http
 
 if ! python3 -c 'import socket; socket.socket(socket.AF_PACKET, socket.SOCK_RAW)' 2> /dev/null; then
@@ -30,7 +21,7 @@ if ! python3 -c 'import socket; socket.socket(socket.AF_PACKET, socket.SOCK_RAW)
 fi
 
 sed -e 's/workers_per_node: auto/workers_per_node: 1/' -e 's/checkpoint_every: 1000/checkpoint_every: 0/' \
-    -e 's/epochs: 5/epochs: 3/' -e 's/  mesh: plain/  mesh: plain\n  audit_updates: true/' \
+    -e 's/epochs: 5/epochs: 6/' -e 's/  mesh: plain/  mesh: plain\n  audit_updates: true/' \
     "$SPEC" > job.yaml
 "$CLUSTER_TOOL" start 3 "$WORK/c" > start.out || { echo "FAIL: the cluster did not start"; cat start.out; exit 1; }
 source "$WORK/c/env"

@@ -12,23 +12,12 @@
 # within the peer timeout and the job succeeds. Every wait has a deadline and says what it
 # was waiting for.
 set -u
-DTRAIND="$(cd "$(dirname "$1")" && pwd)/$(basename "$1")"
-SUBMIT="$(cd "$(dirname "$2")" && pwd)/$(basename "$2")"
-CLUSTER_TOOL="$(cd "$(dirname "$3")" && pwd)/$(basename "$3")"
 SPEC="$(cd "$(dirname "$4")" && pwd)/$(basename "$4")"
 # How far below the one-worker accuracy nine workers may end (points of accuracy). The issue
 # asks for 0.5; measured gaps were 0.26-0.71 (README, "Convergence at scale"), so 1.0 here.
 TOLERANCE=${DTRAIN_SCALE_TOLERANCE:-1.0}
-WORK="${TEST_TMPDIR:-$(mktemp -d)}/scale"
-rm -rf "$WORK" && mkdir -p "$WORK" && cd "$WORK"
-export DTRAIND DTRAIN_SUBMIT="$SUBMIT" PEER_TIMEOUT_MS=3000 HEARTBEAT_MS=300
-failures=0
-fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
-cleanup() { "$CLUSTER_TOOL" stop "$WORK/c" > /dev/null 2>&1 || true; }
-trap cleanup EXIT
-json() {  # json FILE PYTHON-EXPRESSION-ON-j
-  python3 -c "import json,sys; j=json.load(open(sys.argv[1])); print($2)" "$1"
-}
+source "$(dirname "$0")/lib.sh" scale "$1" "$2" "$3"
+export PEER_TIMEOUT_MS=3000 HEARTBEAT_MS=300
 at_least() { python3 -c "import sys; sys.exit(0 if $1 >= $2 else 1)"; }
 
 # The example with one worker per node and nothing else changed: the defaults are under test.

@@ -84,7 +84,8 @@ int main(int argc, char** argv) {
   write(mesh, "update_bitmap", *daemon::update_payload(update(100, 1)));
   write(mesh, "epoch_end", *daemon::epoch_end_payload({3, 1, 40, 1.5, 2, {4, 5}}));
   const std::vector<float> params{1.f, 2.f, 3.f, 4.f}, state{0.5f};
-  write(mesh, "snapshot", *daemon::snapshot_payload(2, 1, 0.25f, params.data(), 4, state.data(), 1));
+  write(mesh, "snapshot",
+        *daemon::snapshot_payload(2, 1, 0.25f, params.data(), 4, state.data(), 1));
   write(mesh, "parameters", *daemon::parameters_payload(9, params.data(), 4));
 
   const auto control = root / "control_fuzzer";
@@ -95,8 +96,18 @@ int main(int argc, char** argv) {
   node.gpus.push_back({0, "NVIDIA H100", 80ull << 30});
   node.running_jobs = {0x1234};
   write(control, "register", daemon::register_frame(node), 1);
-  write(control, "job_start", daemon::job_frame(7, "start", {{"rank", 0}, {"spec", "name: x"}}), 1);
-  write(control, "job_result", daemon::job_frame(7, "result", {{"accuracy", 0.9}}), 1);
+  daemon::StartMessage start;
+  start.spec = "name: x";
+  start.name = "x";
+  start.members = {{1, "node-1", "10.0.0.5", 7100, 2, "gpu", {0}, 99},
+                   {2, "node-2", "10.0.0.6", 7100, 1, "cpu", {}, 98}};
+  start.rejoin = true;
+  start.lost = {2};
+  write(control, "job_start", daemon::start_frame(7, start), 1);
+  write(control, "job_rejoin", daemon::rejoin_frame(7, {2, 97}), 1);
+  write(control, "job_cancel", daemon::cancel_frame(7), 1);
+  write(control, "job_result",
+        daemon::report_frame(7, daemon::JobKind::Result, {{"accuracy", 0.9}}), 1);
   write(control, "request", daemon::request_frame("status", 7, daemon::Json::object()), 1);
   write(control, "reply_ok", daemon::reply_ok({{"jobs", daemon::Json::array()}}), 1);
   write(control, "reply_error", daemon::reply_error("no such job", "check the id"), 1);

@@ -62,9 +62,9 @@ Kind kind_of(const std::function<void()>& f) {
   return Kind::kClosed;
 }
 
-// A version 2 hello claiming to be a daemon: "DTC", version, 32 nonce bytes, role, no name.
+// A hello of this version claiming to be a daemon: "DTC", version, 32 nonce bytes, role, no name.
 std::array<uint8_t, 38> daemon_hello() {
-  std::array<uint8_t, 38> h{'D', 'T', 'C', 2};
+  std::array<uint8_t, 38> h{'D', 'T', 'C', kControlVersion};
   h[36] = 'D';
   return h;
 }

@@ -113,3 +113,26 @@ TEST_CASE("a link whose peer acknowledges nothing for the limit is not acknowled
   REQUIRE(s.relayed_bytes() == 0);
   REQUIRE_FALSE(s.not_acknowledging(later + std::chrono::hours(1), std::chrono::seconds(1)));
 }
+
+TEST_CASE("chunks the receiver refused for room are outside the credit, and it is busy, not dead") {
+  const size_t chunk_wire = 1000 + OutgoingChunk::kFramingBytes;
+  LinkSender s(2 * chunk_wire);
+  enqueue_all(s, message(1, /*relayed=*/true, 6));
+  const auto start = LinkSender::Clock::now();
+  const std::vector<Sent> first = transmit(s);
+  REQUIRE(first.size() == 2);  // the credit: two chunks
+  // The receiver refused both for want of room: it acknowledges nothing, but says so. Their
+  // bytes no longer hold the window: two more chunks may go (those of the message that has
+  // the room, in the deadlock this prevents).
+  s.on_ack(0, uint32_t(2 * chunk_wire), nullptr, 0, start, /*refused=*/2,
+           /*refused_bytes=*/uint32_t(2 * chunk_wire));
+  REQUIRE(transmit(s).size() == 2);
+  REQUIRE(s.in_flight_bytes() == 4 * chunk_wire);
+  // Busy is alive: no loss for as long as the refusals are reported...
+  const auto later = start + std::chrono::seconds(2);
+  s.on_ack(0, uint32_t(2 * chunk_wire), nullptr, 0, later, 4, uint32_t(4 * chunk_wire));
+  REQUIRE_FALSE(
+      s.not_acknowledging(later + std::chrono::milliseconds(500), std::chrono::seconds(1)));
+  // ...and a receiver that reports nothing at all for the limit is not acknowledging.
+  REQUIRE(s.not_acknowledging(later + std::chrono::seconds(2), std::chrono::seconds(1)));
+}

@@ -11,6 +11,7 @@
 #include "tests/test_util.h"
 #include "transport/endpoint/interface_select.h"
 #include "transport/mesh/mesh_map.h"
+#include "transport/reliability/link_receiver.h"
 #include "transport/reliability/reassembler.h"
 #include "transport/security/cluster_key.h"
 #include "transport/security/replay_window.h"
@@ -297,4 +298,24 @@ TEST_CASE("interface selection: by network, by name, skipping lo/docker/veth unl
                       Catch::Contains("a.b.c.d/n"));
   // The real machine: loopback is always there and found when asked for.
   REQUIRE(choose_interface("127.0.0.0/8", true).address == "127.0.0.1");
+}
+
+TEST_CASE("a chunk refused for room is reported, not NAKed, until it is taken") {
+  LinkReceiver r;
+  REQUIRE(r.accept(1) == LinkReceiver::Accept::kNew);
+  r.refused(2, 1096);  // no room for it
+  REQUIRE(r.accept(3) == LinkReceiver::Accept::kNew);
+  CHECK(r.refused_count() == 1);
+  CHECK(r.refused_bytes() == 1096);
+  // 2 is a gap below 3, but its sender knows why: no NAK storm for it.
+  CHECK(r.naks_due(LinkReceiver::Clock::now(), std::chrono::microseconds(0)).empty());
+  r.refused(2, 1096);  // refused again: counted once
+  CHECK(r.refused_count() == 1);
+  // Room freed: every refused chunk is asked for at once, and stays refused until taken.
+  CHECK(r.refused_to_ask_again() == std::vector<uint64_t>{2});
+  CHECK(r.refused_count() == 1);
+  REQUIRE(r.accept(2) == LinkReceiver::Accept::kNew);  // room at last
+  CHECK(r.refused_count() == 0);
+  CHECK(r.refused_bytes() == 0);
+  CHECK(r.cumulative() == 3);
 }

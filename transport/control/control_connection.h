@@ -29,8 +29,9 @@
 
 namespace dtrain::transport {
 
-// The control protocol's version (2: identities in the hello). Both ends must speak the same.
-constexpr uint8_t kControlVersion = 2;
+// The control protocol's version (2: identities in the hello; 3: typed job start and rejoin
+// messages). Both ends must speak the same.
+constexpr uint8_t kControlVersion = 3;
 
 class ControlConnection {
  public:

@@ -61,6 +61,8 @@ struct Endpoint::State final : LinkHost {
   void receive();
   void drain_socket();
   void tick();
+  // Every link asks again for the chunks it refused for want of room.
+  void retry_refused();
   void flush() { batch.flush(socket.native_handle()); }
 
   const EndpointConfig config;
@@ -88,6 +90,7 @@ struct Endpoint::State final : LinkHost {
   std::vector<uint8_t> tx;
   flatbuffers::FlatBufferBuilder fbb{2048};
   Clock::time_point last_expire = Clock::now();
+  Clock::time_point last_retry{};  // retry_refused() at the latest every 500 ms
 };
 
 Endpoint::Endpoint(const EndpointConfig& config) : config_(config), state_(new State(config)) {
@@ -346,21 +349,24 @@ void Endpoint::State::on_chunk(Link& from, const wire::Envelope& e, Clock::time_
     from.counters().drop(DropReason::kUnknownJob);
     return;
   }
+  const ChunkView v = chunk_view(e);
   if (relay_backlogged(from.id())) {
     from.counters().drop(DropReason::kNoRoom);
+    from.refused_chunk(seq, uint32_t(v.size), now);
     return;
   }
-  const ChunkView v = chunk_view(e);
   std::vector<uint8_t> message;
   const Reassembler::Result result = reassembler.add(v, message, now);
   if (result == Reassembler::Result::kNoRoom) {
     from.counters().drop(DropReason::kNoRoom);
+    from.refused_chunk(seq, uint32_t(v.size), now);
     return;
   }
   from.took_chunk(seq, now);
   switch (result) {
     case Reassembler::Result::kComplete: {
       ++from.counters().messages_in;
+      retry_refused();  // its room is free: the chunks refused for room are wanted now
       if (on_message)
         on_message(Delivery{v.key.job_id, v.key.origin, v.key.message_id, from.id(),
                             std::move(message)});
@@ -419,6 +425,10 @@ void Endpoint::State::drain_socket() {
   }
 }
 
+void Endpoint::State::retry_refused() {
+  for (auto& [id, link] : links) link->retry_refused();
+}
+
 void Endpoint::State::tick() {
   const auto now = Clock::now();
   for (auto& [id, link] : links) {
@@ -448,6 +458,10 @@ void Endpoint::State::tick() {
   if (now - last_expire > std::chrono::milliseconds(100)) {
     reassembler.expire(now);
     last_expire = now;
+  }
+  if (now - last_retry > std::chrono::milliseconds(500)) {
+    retry_refused();  // room freed by expiry, or a relay backlog that drained
+    last_retry = now;
   }
   flush();
   timer.expires_after(kTick);

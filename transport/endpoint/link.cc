@@ -74,7 +74,8 @@ void Link::on_ack(const wire::Ack& a, Clock::time_point now) {
   const auto* received = a.received();
   host_.release_budget(sender_.on_ack(a.cumulative(), a.credit_bytes(),
                                       received ? received->data() : nullptr,
-                                      received ? received->size() : 0, now));
+                                      received ? received->size() : 0, now, a.refused(),
+                                      a.refused_bytes()));
   transmit(now);  // credit came back: use it now rather than at the next tick
 }
 
@@ -95,6 +96,19 @@ void Link::on_heartbeat(const wire::Heartbeat& h) {
   if (h.echo_ns() == 0) return;
   const double rtt = (double(now_ns()) - double(h.echo_ns()) - double(h.echo_delay_ns())) / 1e3;
   counters_.rtt_us = counters_.rtt_us == 0 ? rtt : 0.875 * counters_.rtt_us + 0.125 * rtt;
+}
+
+void Link::refused_chunk(uint64_t seq, uint32_t payload_bytes, Clock::time_point now) {
+  receiver_.refused(seq, uint32_t(payload_bytes + OutgoingChunk::kFramingBytes));
+  if (receiver_.ack_due(now, kAckEvery, kAckInterval)) send_ack(now);
+}
+
+void Link::retry_refused() {
+  const std::vector<uint64_t> seqs = receiver_.refused_to_ask_again();
+  for (size_t i = 0; i < seqs.size(); i += LinkReceiver::kMaxNakEntries) {
+    const size_t n = std::min<size_t>(LinkReceiver::kMaxNakEntries, seqs.size() - i);
+    send_nak(std::vector<uint64_t>(seqs.begin() + long(i), seqs.begin() + long(i + n)));
+  }
 }
 
 void Link::took_chunk(uint64_t seq, Clock::time_point now) {
@@ -158,18 +172,22 @@ void Link::send_control(flatbuffers::FlatBufferBuilder& fbb, wire::Frame type,
 void Link::send_ack(Clock::time_point now) {
   flatbuffers::FlatBufferBuilder& fbb = host_.builder();
   const auto ranges = fbb.CreateVector(receiver_.received_ranges(kMaxAckRanges));
-  const auto ack = wire::CreateAck(fbb, receiver_.cumulative(),
-                                   static_cast<uint32_t>(timing_.credit_window), recv_epoch_,
-                                   ranges);
+  const auto ack = wire::CreateAck(
+      fbb, receiver_.cumulative(), static_cast<uint32_t>(timing_.credit_window), recv_epoch_,
+      ranges, static_cast<uint32_t>(receiver_.refused_count()),
+      static_cast<uint32_t>(std::min<uint64_t>(receiver_.refused_bytes(), UINT32_MAX)));
   send_control(fbb, wire::Frame::Ack, ack.Union());
   receiver_.acked(now);
 }
 
 void Link::send_naks(Clock::time_point now) {
   const std::vector<uint64_t> naks = receiver_.naks_due(now, kNakInterval);
-  if (naks.empty()) return;
+  if (!naks.empty()) send_nak(naks);
+}
+
+void Link::send_nak(const std::vector<uint64_t>& missing) {
   flatbuffers::FlatBufferBuilder& fbb = host_.builder();
-  const auto nak = wire::CreateNak(fbb, fbb.CreateVector(naks), recv_epoch_);
+  const auto nak = wire::CreateNak(fbb, fbb.CreateVector(missing), recv_epoch_);
   send_control(fbb, wire::Frame::Nak, nak.Union());
   ++counters_.naks_sent;
 }

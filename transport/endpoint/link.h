@@ -76,6 +76,10 @@ class Link {
   void on_nak(const wire::Nak& nak, Clock::time_point now);
   void on_heartbeat(const wire::Heartbeat& heartbeat);
   void took_chunk(uint64_t seq, Clock::time_point now);
+  // Reassembly (or the relay backlog) had no room for it: left unacknowledged, reported in acks.
+  void refused_chunk(uint64_t seq, uint32_t payload_bytes, Clock::time_point now);
+  // Room was freed: NAKs every chunk refused for room, so its sender sends them again now.
+  void retry_refused();
 
   void enqueue(OutgoingChunk chunk) { sender_.enqueue(std::move(chunk)); }
   // Sends what the credit allows now.
@@ -100,6 +104,7 @@ class Link {
                     flatbuffers::Offset<void> frame);
   void send_ack(Clock::time_point now);
   void send_naks(Clock::time_point now);
+  void send_nak(const std::vector<uint64_t>& missing);
   void send_heartbeat(Clock::time_point now);
 
   uint32_t id_;

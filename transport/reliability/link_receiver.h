@@ -38,6 +38,7 @@ class LinkReceiver {
       return verdict;
     }
     if (verdict == Accept::kTooFarAhead) return verdict;
+    forget_refusal(seq);
     ++unacked_;
     if (seq == cumulative_ + 1) {
       ++cumulative_;
@@ -52,6 +53,33 @@ class LinkReceiver {
     }
     return Accept::kNew;
   }
+
+  // A new chunk `seq` (of `wire_bytes`) that reassembly refused for want of room: it stays
+  // unacknowledged and is not NAKed (its sender sends it again on its own timer), and the acks
+  // say how many such chunks and bytes are outstanding. The sender counts those bytes outside
+  // its credit (else refused chunks of one message fill the window and block the chunks of
+  // the message that holds the room: a deadlock), and knows this peer is alive and busy,
+  // not dead. At most kMaxRefused are remembered.
+  static constexpr size_t kMaxRefused = 16384;
+  void refused(uint64_t seq, uint32_t wire_bytes) {
+    if (refused_.size() >= kMaxRefused && !refused_.count(seq)) return;
+    auto [it, added] = refused_.emplace(seq, wire_bytes);
+    if (added) refused_bytes_ += wire_bytes;
+    unacked_ = std::max<uint64_t>(unacked_, 1);  // an ack soon: the sender learns it is busy
+  }
+  size_t refused_count() const { return refused_.size(); }
+  // Room was freed (a message completed or expired): the refused chunks, to be NAKed now (all
+  // of them: the periodic NAKs look only just above the cumulative ack, and the chunks a
+  // partial message still lacks can lie far beyond it). They stay refused, their bytes outside
+  // the sender's credit, until they are taken: were the credit to shrink back while they are
+  // in flight again, the sender could not send the rest of the message that holds the room.
+  std::vector<uint64_t> refused_to_ask_again() const {
+    std::vector<uint64_t> seqs;
+    seqs.reserve(refused_.size());
+    for (const auto& [seq, bytes] : refused_) seqs.push_back(seq);
+    return seqs;
+  }
+  uint64_t refused_bytes() const { return refused_bytes_; }
 
   uint64_t cumulative() const { return cumulative_; }
   // What arrived above the cumulative ack, as inclusive [first, last] pairs (at most
@@ -85,7 +113,7 @@ class LinkReceiver {
     const uint64_t highest = *above_.rbegin();
     const uint64_t last = std::min(highest, cumulative_ + 1 + 4 * kMaxNakEntries);
     for (uint64_t seq = cumulative_ + 1; seq < last && out.size() < kMaxNakEntries; ++seq) {
-      if (above_.count(seq)) continue;
+      if (above_.count(seq) || refused_.count(seq)) continue;
       auto it = naked_.find(seq);
       if (it != naked_.end() && now - it->second < nak_interval) continue;
       naked_[seq] = now;
@@ -95,11 +123,20 @@ class LinkReceiver {
   }
 
  private:
+  void forget_refusal(uint64_t seq) {
+    auto it = refused_.find(seq);
+    if (it == refused_.end()) return;
+    refused_bytes_ -= it->second;
+    refused_.erase(it);
+  }
+
   uint64_t cumulative_ = 0;
   std::set<uint64_t> above_;
   std::map<uint64_t, Clock::time_point> naked_;
   uint64_t unacked_ = 0;
   Clock::time_point last_ack_{};
+  std::map<uint64_t, uint32_t> refused_;  // seq -> wire bytes, refused for room
+  uint64_t refused_bytes_ = 0;
 };
 
 }  // namespace dtrain::transport

@@ -76,10 +76,15 @@ class LinkSender {
   }
 
   // `received`: selectively acknowledged inclusive ranges [first, last] above `cumulative`, as
-  // pairs. Returns the payload bytes of own messages acknowledged (for the send budget).
+  // pairs. `refused`, `refused_bytes`: chunks the receiver refused for want of reassembly room
+  // (LinkReceiver::refused): their bytes do not count against the credit, so the chunks of the
+  // message that holds the room still flow, and a receiver that refuses is alive. Returns the
+  // payload bytes of own messages acknowledged (for the send budget).
   size_t on_ack(uint64_t cumulative, uint32_t credit, const uint64_t* received,
-                size_t received_len, Clock::time_point now) {
-    credit_ = credit;
+                size_t received_len, Clock::time_point now, uint32_t refused = 0,
+                uint32_t refused_bytes = 0) {
+    credit_ = size_t(credit) + refused_bytes;
+    if (refused > 0) last_busy_ = now;
     size_t freed = 0;
     const size_t before = in_flight_.size();
     auto release = [&](std::map<uint64_t, InFlight>::iterator it) {
@@ -134,6 +139,9 @@ class LinkSender {
       return;
     }
     if (now - last_progress_ < rto) return;
+    // A receiver that refused chunks for room asks for them (NAKs) once it has room again:
+    // resending them on a timer meanwhile is a storm of refusals.
+    if (now - last_busy_ < std::chrono::seconds(1)) return;
     int resent = 0;
     for (auto& [seq, f] : in_flight_) {
       if (now - f.last_sent < rto) continue;
@@ -144,10 +152,11 @@ class LinkSender {
     }
   }
 
-  // Something is in flight and nothing of it was acknowledged for `limit`: the peer stopped
-  // acknowledging (heartbeats alone do not keep a link alive that never drains).
+  // Something is in flight and nothing of it was acknowledged for `limit`, nor did the peer
+  // say it refused chunks for want of room: it stopped acknowledging (heartbeats alone do not
+  // keep a link alive that never drains).
   bool not_acknowledging(Clock::time_point now, std::chrono::milliseconds limit) const {
-    return !in_flight_.empty() && now - last_progress_ > limit;
+    return !in_flight_.empty() && now - std::max(last_progress_, last_busy_) > limit;
   }
   // Wire bytes of relayed chunks queued or in flight (bounded by the endpoint: backpressure).
   size_t relayed_bytes() const { return relayed_bytes_; }
@@ -183,6 +192,7 @@ class LinkSender {
   std::map<uint64_t, InFlight> in_flight_;
   size_t in_flight_bytes_ = 0;
   Clock::time_point last_progress_ = Clock::now();
+  Clock::time_point last_busy_{};  // the last ack that reported chunks refused for room
   uint64_t retransmits_ = 0, credit_stalls_ = 0;
 };
 

@@ -1,0 +1,34 @@
+# Shared by the cluster tests. A test starts with
+#   source "$(dirname "$0")/lib.sh" NAME DTRAIND SUBMIT CLUSTER_TOOL
+# which sets DTRAIND, SUBMIT and CLUSTER_TOOL (absolute paths), makes WORK (a fresh NAME folder
+# under TEST_TMPDIR) the current directory, exports what tools/local_cluster.sh reads, and stops
+# the test's cluster in WORK/c on exit, also when the test fails or is killed by its deadline.
+# Checks call fail; the test ends with `finish NAME`. Make other arguments absolute before.
+abs_path() { echo "$(cd "$(dirname "$1")" && pwd)/$(basename "$1")"; }
+DTRAIND=$(abs_path "$2")
+SUBMIT=$(abs_path "$3")
+CLUSTER_TOOL=$(abs_path "$4")
+WORK="${TEST_TMPDIR:-$(mktemp -d)}/$1"
+rm -rf "$WORK" && mkdir -p "$WORK" && cd "$WORK" || exit 1
+export DTRAIND DTRAIN_SUBMIT="$SUBMIT"
+
+failures=0
+fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+json() {  # json FILE PYTHON-EXPRESSION-ON-j
+  python3 -c "import json,sys; j=json.load(open(sys.argv[1])); print($2)" "$1"
+}
+fetch() {  # fetch URL: the body, or a failure status
+  python3 -c "import sys,urllib.request; print(urllib.request.urlopen(sys.argv[1], timeout=10).read().decode())" "$1"
+}
+http_port() {  # http_port NODE-NUMBER: that daemon's status port
+  sed -nE 's/^http: .*port: ([0-9]+).*/\1/p' "$WORK/c/node-$1.yaml"
+}
+cluster_cleanup() { "$CLUSTER_TOOL" stop "$WORK/c" > /dev/null 2>&1 || true; }
+trap cluster_cleanup EXIT
+finish() {
+  if [[ $failures -ne 0 ]]; then
+    echo "$1: $failures check(s) failed"
+    exit 1
+  fi
+  echo "$1: all checks passed"
+}

@@ -1,0 +1,129 @@
+#pragma once
+// An in-process controller on a real loopback control channel, with fake nodes and a client
+// credential, for the controller's unit tests (controller_roles_test, controller_test).
+// A FakeNode registers with the cluster key and reads the job frames the controller sends it,
+// as a node agent would, without training anything.
+#include <catch2/catch.hpp>
+
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "daemon/controller/controller.h"
+#include "daemon/protocol/control_messages.h"
+#include "tests/test_util.h"
+#include "transport/control/control_frames.h"
+#include "transport/control/control_server.h"
+
+namespace dtrain::testing {
+
+using namespace std::chrono_literals;
+
+inline transport::ClusterKey key_of(uint8_t fill) {
+  transport::ClusterKey k;
+  k.fill(fill);
+  return k;
+}
+
+struct ControllerUnderTest {
+  // A fresh data directory, or `data_dir` (a restarted controller reads its jobs back).
+  explicit ControllerUnderTest(std::string data_dir = "", int64_t peer_timeout_ms = 10000) {
+    config.name = "ctl";
+    config.node = false;
+    config.controller = true;
+    config.data_dir = data_dir.empty() ? temp_dir() : data_dir;
+    config.peer_timeout_ms = peer_timeout_ms;
+    controller = std::make_unique<daemon::Controller>(config);
+    const transport::ClusterKey cluster = key_of(1);
+    using transport::ControlIdentity;
+    server = std::make_unique<transport::ControlServer>(
+        "127.0.0.1", 0,
+        [cluster](const ControlIdentity& who,
+                  std::string& refusal) -> std::optional<transport::ClusterKey> {
+          if (who.role == ControlIdentity::Role::kDaemon) return cluster;
+          if (who.name == "alice") return key_of(5);
+          refusal = "not listed";
+          return std::nullopt;
+        },
+        [this](transport::ControlConnection& c) { controller->serve(c); }, 2s);
+  }
+  ~ControllerUnderTest() {
+    server->stop();
+    controller->stop();
+  }
+  std::unique_ptr<transport::ControlConnection> as_alice() {
+    return transport::ControlConnection::connect(
+        "127.0.0.1", server->port(),
+        {{transport::ControlIdentity::Role::kClient, "alice"}, key_of(5)}, 5s);
+  }
+  std::unique_ptr<transport::ControlConnection> as_daemon() {
+    return transport::ControlConnection::connect("127.0.0.1", server->port(), key_of(1), 5s);
+  }
+  // One client request (a connection each, as dtrain-submit does).
+  daemon::Json ask(const std::string& kind, uint64_t job_id = 0,
+                   const daemon::Json& body = daemon::Json::object()) {
+    auto c = as_alice();
+    return daemon::request(*c, kind, job_id, body, 5s);
+  }
+  daemon::Json job(uint64_t id) { return ask("status", id); }
+
+  daemon::DaemonConfig config;
+  std::unique_ptr<daemon::Controller> controller;
+  std::unique_ptr<transport::ControlServer> server;
+};
+
+inline daemon::NodeRegistration node_named(const std::string& name, uint32_t id = 77,
+                                           uint64_t boot = 1) {
+  daemon::NodeRegistration n;
+  n.name = name;
+  n.address = "127.0.0.1";
+  n.data_port = 40123;
+  n.cores = 2;
+  n.node_id = id;
+  n.boot_id = boot;
+  return n;
+}
+
+// The controller's answer to a Register frame: its error, or "" when it took the node.
+inline std::string register_reply(transport::ControlConnection& c,
+                                  const daemon::NodeRegistration& node) {
+  c.send(daemon::register_frame(node));
+  const std::vector<uint8_t> reply = c.receive(5s);
+  const auto& frame = transport::read_control_frame(reply);
+  if (const auto* r = frame.body_as_Reply())
+    return r->ok() ? "" : (r->error() ? r->error()->str() : "?");
+  return "";  // a job frame or heartbeat: the node session is open
+}
+
+class FakeNode {
+ public:
+  FakeNode(ControllerUnderTest& t, daemon::NodeRegistration node) : node_(std::move(node)) {
+    connection = t.as_daemon();
+    REQUIRE(register_reply(*connection, node_) == "");
+  }
+  // The next job message the controller sends; fails the test naming what it waited for.
+  daemon::JobMessageIn next(std::chrono::milliseconds within = 5000ms) {
+    const auto deadline = std::chrono::steady_clock::now() + within;
+    while (std::chrono::steady_clock::now() < deadline) {
+      if (!connection->wait_readable(50ms)) continue;
+      daemon::JobMessageIn m;
+      if (daemon::read_job_message(connection->receive(5s), m)) return m;
+    }
+    FAIL("node " << node_.name << " got no job message within " << within.count() << " ms");
+    return {};
+  }
+  // True when the controller sent nothing for `quiet`.
+  bool quiet_for(std::chrono::milliseconds quiet) { return !connection->wait_readable(quiet); }
+  void send(uint64_t job_id, daemon::JobKind kind, const daemon::Json& body = {}) {
+    connection->send(
+        daemon::report_frame(job_id, kind, body.is_null() ? daemon::Json::object() : body));
+  }
+  std::unique_ptr<transport::ControlConnection> connection;
+
+ private:
+  daemon::NodeRegistration node_;
+};
+
+}  // namespace dtrain::testing

@@ -1,0 +1,213 @@
+// The controller's job queue and its view of nodes, in one process over a real loopback
+// control channel with fake nodes (tests/unit/controller_harness.h): jobs start one at a time
+// in the order submitted; a cancelled queued job never starts; a job waits for its
+// `training.nodes`; queued jobs survive a controller restart while a running one is stopped on
+// its nodes (the SIGKILL case is tests/cluster/controller_restart_test); a silent node is lost at the peer timeout while one that heartbeats is not; and a
+// node registering again while its old session lives replaces that session (a restarted
+// daemon rejoins the running job); a node cannot report for a job it is not a member of.
+#include <catch2/catch.hpp>
+
+#include <thread>
+
+#include "tests/unit/controller_harness.h"
+
+using namespace dtrain;
+using namespace dtrain::testing;
+using namespace std::chrono_literals;
+
+namespace {
+
+std::string spec(const std::string& name, int nodes) {
+  return "name: " + name +
+         "\nmodel:\n  input: [4]\n  layers:\n"
+         "    - output: {units: 3, activation: softmax, loss: mcxent}\n"
+         "data:\n  train: {format: csv, path: none.csv}\n"
+         "training:\n  nodes: " + std::to_string(nodes) + "\n";
+}
+
+uint64_t submit(ControllerUnderTest& t, const std::string& name, int nodes = 1) {
+  const daemon::Json job = t.ask("submit", 0, {{"spec", spec(name, nodes)}, {"source", name}});
+  uint64_t id = 0;
+  REQUIRE(daemon::parse_job_id(job.at("id").get<std::string>(), id));
+  return id;
+}
+
+std::string state(ControllerUnderTest& t, uint64_t id) {
+  return t.job(id).at("state").get<std::string>();
+}
+
+// Polls `what` until it holds, for at most `within`.
+bool eventually(const std::function<bool()>& what, std::chrono::milliseconds within = 5000ms) {
+  const auto deadline = std::chrono::steady_clock::now() + within;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (what()) return true;
+    std::this_thread::sleep_for(20ms);
+  }
+  return what();
+}
+
+bool alive(ControllerUnderTest& t, const std::string& node) {
+  const daemon::Json nodes = t.ask("nodes");  // kept: a loop over a temporary's member dangles
+  for (const auto& n : nodes.at("nodes"))
+    if (n.value("name", "") == node) return n.value("state", "") == "alive";
+  return false;
+}
+
+// A node ends its part of a job (the fake nodes train nothing: they report a failure).
+void end_job(FakeNode& node, uint64_t id) {
+  node.send(id, daemon::JobKind::Failed,
+            {{"rank", 0}, {"error", "ended by the test"}, {"fix", ""}});
+}
+
+}  // namespace
+
+TEST_CASE("jobs start one at a time in the order submitted; a cancelled queued one never does",
+          "[controller]") {
+  ControllerUnderTest t;
+  FakeNode node(t, node_named("node-a", 1));
+  const uint64_t a = submit(t, "a"), b = submit(t, "b"), c = submit(t, "c");
+  daemon::JobMessageIn m = node.next();
+  CHECK(m.kind == daemon::JobKind::Start);
+  CHECK(m.job_id == a);
+  CHECK(state(t, a) == "running");
+  CHECK(state(t, b) == "queued");
+  CHECK(state(t, c) == "queued");
+  t.ask("cancel", b);
+  CHECK(state(t, b) == "cancelled");
+  CHECK(node.quiet_for(300ms));  // nothing else starts while a runs
+  end_job(node, a);
+  m = node.next();
+  CHECK(m.kind == daemon::JobKind::Start);
+  CHECK(m.job_id == c);  // b was cancelled while queued
+  CHECK(eventually([&] { return state(t, a) == "failed"; }));
+  CHECK(t.job(b).at("nodes").empty());
+  CHECK(state(t, c) == "running");
+}
+
+TEST_CASE("a job waits for its training.nodes, then starts on all of them", "[controller]") {
+  ControllerUnderTest t;
+  FakeNode first(t, node_named("node-a", 1));
+  const uint64_t id = submit(t, "two", 2);
+  CHECK(first.quiet_for(300ms));
+  const daemon::Json waiting = t.ask("logs", id);
+  CHECK(waiting.at("log").dump().find("waiting for 2 nodes (1 registered)") != std::string::npos);
+  CHECK(state(t, id) == "queued");
+  FakeNode second(t, node_named("node-b", 2));
+  const daemon::JobMessageIn ma = first.next(), mb = second.next();
+  CHECK(ma.kind == daemon::JobKind::Start);
+  CHECK(mb.kind == daemon::JobKind::Start);
+  CHECK(ma.start.rank == 0);  // ranks follow node ids
+  CHECK(mb.start.rank == 1);
+  REQUIRE(ma.start.members.size() == 2);
+  CHECK(ma.start.members[0].name == "node-a");
+  CHECK(ma.start.members[1].boot == 1);  // each member's registered boot
+  CHECK(t.job(id).at("nodes") == daemon::Json({"node-a", "node-b"}));
+}
+
+TEST_CASE("after a controller restart queued jobs run; a running one is stopped on its nodes",
+          "[controller]") {
+  const std::string dir = temp_dir();
+  uint64_t running = 0, queued = 0;
+  {
+    ControllerUnderTest t(dir);
+    FakeNode node(t, node_named("node-a", 1));
+    running = submit(t, "running");
+    queued = submit(t, "queued");
+    CHECK(node.next().job_id == running);
+  }  // the controller goes away with the job running (its nodes' sessions end with it)
+  ControllerUnderTest t(dir);
+  CHECK(state(t, running) == "failed");  // not running again, and not left "running"
+  CHECK(state(t, queued) == "queued");
+  daemon::NodeRegistration back = node_named("node-a", 1);
+  back.running_jobs = {running};  // the node kept training it meanwhile
+  FakeNode node(t, back);
+  daemon::JobMessageIn m = node.next();
+  CHECK(m.kind == daemon::JobKind::Cancel);
+  CHECK(m.job_id == running);
+  m = node.next();
+  CHECK(m.kind == daemon::JobKind::Start);
+  CHECK(m.job_id == queued);
+}
+
+TEST_CASE("a silent node is lost at the peer timeout; one that heartbeats is not",
+          "[controller]") {
+  ControllerUnderTest t("", /*peer_timeout_ms=*/600);
+  FakeNode silent(t, node_named("node-a", 1));
+  FakeNode talking(t, node_named("node-b", 2));
+  const uint64_t id = submit(t, "on-both", 2);
+  CHECK(silent.next().kind == daemon::JobKind::Start);
+  CHECK(talking.next().kind == daemon::JobKind::Start);
+  const auto start = std::chrono::steady_clock::now();
+  bool lost = false;
+  while (!lost && std::chrono::steady_clock::now() - start < 3s) {
+    talking.send(0, daemon::JobKind::Heartbeat);
+    std::this_thread::sleep_for(100ms);
+    lost = !alive(t, "node-a");
+  }
+  CHECK(lost);
+  CHECK(std::chrono::steady_clock::now() - start >= 500ms);  // not before the timeout
+  CHECK(alive(t, "node-b"));
+  CHECK(t.job(id).at("lost_nodes") == daemon::Json({"node-a"}));
+  CHECK(state(t, id) == "running");  // it goes on with node-b
+}
+
+TEST_CASE("a node registering again while its old session lives replaces that session",
+          "[controller]") {
+  ControllerUnderTest t;
+  FakeNode a(t, node_named("node-a", 1, /*boot=*/1));
+  FakeNode b(t, node_named("node-b", 2));
+  const uint64_t id = submit(t, "on-both", 2);
+  CHECK(a.next().kind == daemon::JobKind::Start);
+  CHECK(b.next().kind == daemon::JobKind::Start);
+  SECTION("the same process reconnecting: one member, the old connection closed") {
+    FakeNode again(t, node_named("node-a", 1, /*boot=*/1));
+    CHECK(eventually([&] {
+      try {
+        a.connection->receive(100ms);
+        return false;
+      } catch (const transport::ControlError& e) {
+        return e.kind() == transport::ControlError::Kind::kClosed;
+      }
+    }));
+    CHECK(t.ask("nodes").at("nodes").size() == 2);
+    CHECK(alive(t, "node-a"));
+    CHECK(t.job(id).at("lost_nodes").empty());
+  }
+  SECTION("a restarted process: lost from the job, then sent it again to rejoin") {
+    FakeNode restarted(t, node_named("node-a", 1, /*boot=*/2));
+    const daemon::JobMessageIn start = restarted.next();
+    CHECK(start.kind == daemon::JobKind::Start);
+    CHECK(start.job_id == id);
+    CHECK(start.start.rejoin);
+    CHECK(start.start.rank == 0);
+    const daemon::JobMessageIn told = b.next();
+    CHECK(told.kind == daemon::JobKind::Rejoin);
+    CHECK(told.rejoin.id == 1);
+    CHECK(told.rejoin.boot == 2);
+    CHECK(t.job(id).at("lost_nodes") == daemon::Json({"node-a"}));
+  }
+}
+
+TEST_CASE("a node cannot report for a job it is not a member of", "[controller]") {
+  ControllerUnderTest t;
+  FakeNode member(t, node_named("node-a", 1));
+  FakeNode outsider(t, node_named("node-b", 2));
+  const uint64_t id = submit(t, "on-one", 1);  // on node-a, the lower node id
+  CHECK(member.next().job_id == id);
+  CHECK(t.job(id).at("nodes") == daemon::Json({"node-a"}));
+  outsider.send(id, daemon::JobKind::Failed,
+                {{"rank", 0}, {"error", "forged failure"}, {"fix", ""}});
+  outsider.send(id, daemon::JobKind::Result, {{"rank", 0}, {"accuracy", 0.99}});
+  outsider.send(id, daemon::JobKind::Progress, {{"epoch", 3}});
+  outsider.send(id, daemon::JobKind::Log, {{"line", "forged line"}});
+  CHECK(member.quiet_for(500ms));  // no cancel: the forged failure did not end the job
+  const daemon::Json job = t.job(id);
+  CHECK(job.at("state") == "running");
+  CHECK_FALSE(job.at("progress").contains("node-b"));
+  const std::string log = t.ask("logs", id).at("log").dump();
+  CHECK(log.find("forged") == std::string::npos);
+  // The member's own report still counts.
+  end_job(member, id);
+  CHECK(eventually([&] { return state(t, id) == "failed"; }));
+  CHECK(t.job(id).at("error").get<std::string>().find("ended by the test") != std::string::npos);
+}
