@@ -27,7 +27,9 @@ bool read_registration(const transport::control::Register& r, NodeRegistration& 
   if (!r.node_name() || !r.address() || r.node_name()->size() == 0) return false;
   // The verifier checks a vector's length word (4 bytes), not that 64-bit elements are aligned;
   // our builder aligns them, so a misaligned one is a forged or broken frame.
-  if (r.running_jobs() && reinterpret_cast<uintptr_t>(r.running_jobs()->data()) % 8 != 0)
+  // (An empty vector has no elements to misalign: the builder does not pad it.)
+  if (r.running_jobs() && r.running_jobs()->size() > 0 &&
+      reinterpret_cast<uintptr_t>(r.running_jobs()->data()) % 8 != 0)
     return false;
   out.node_id = r.node_id();
   out.boot_id = r.boot_id();

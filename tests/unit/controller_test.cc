@@ -211,3 +211,16 @@ TEST_CASE("a node cannot report for a job it is not a member of", "[controller]"
   CHECK(eventually([&] { return state(t, id) == "failed"; }));
   CHECK(t.job(id).at("error").get<std::string>().find("ended by the test") != std::string::npos);
 }
+
+TEST_CASE("registrations with GPUs and with or without running jobs are taken", "[controller]") {
+  // Their 64-bit running_jobs vector is checked for alignment (a forged frame's can be off):
+  // what our own builder makes, empty or not, must pass.
+  ControllerUnderTest t;
+  for (const bool running : {false, true}) {
+    daemon::NodeRegistration node = node_named(running ? "node-b" : "node-a", running ? 2 : 1);
+    node.gpus.push_back({0, "NVIDIA H100", 80ull << 30});
+    if (running) node.running_jobs = {0x1234};
+    FakeNode registered(t, node);  // REQUIREs that the controller took it
+    CHECK(alive(t, node.name));
+  }
+}

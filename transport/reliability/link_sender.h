@@ -139,9 +139,8 @@ class LinkSender {
       return;
     }
     if (now - last_progress_ < rto) return;
-    // A receiver that refused chunks for room asks for them (NAKs) once it has room again:
-    // resending them on a timer meanwhile is a storm of refusals.
-    if (now - last_busy_ < std::chrono::seconds(1)) return;
+    // Also while the receiver refuses chunks for room (it NAKs them once it has room): the
+    // timer must still find a lost tail, which nothing else reveals. At most 8 per tick.
     int resent = 0;
     for (auto& [seq, f] : in_flight_) {
       if (now - f.last_sent < rto) continue;
