@@ -1,10 +1,11 @@
 #include "daemon/protocol/control_messages.h"
 
 #include <algorithm>
-#include <string>
 #include <cstdio>
+#include <string>
 
 #include "transport/control/control_frames.h"
+#include "transport/schema/vector_alignment.h"
 
 namespace dtrain::daemon {
 
@@ -25,12 +26,7 @@ std::vector<uint8_t> register_frame(const NodeRegistration& node) {
 
 bool read_registration(const transport::control::Register& r, NodeRegistration& out) {
   if (!r.node_name() || !r.address() || r.node_name()->size() == 0) return false;
-  // The verifier checks a vector's length word (4 bytes), not that 64-bit elements are aligned;
-  // our builder aligns them, so a misaligned one is a forged or broken frame.
-  // (An empty vector has no elements to misalign: the builder does not pad it.)
-  if (r.running_jobs() && r.running_jobs()->size() > 0 &&
-      reinterpret_cast<uintptr_t>(r.running_jobs()->data()) % 8 != 0)
-    return false;
+  if (!transport::elements_aligned(r.running_jobs())) return false;  // a forged or broken frame
   out.node_id = r.node_id();
   out.boot_id = r.boot_id();
   out.name = r.node_name()->str();

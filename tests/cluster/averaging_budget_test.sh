@@ -32,7 +32,7 @@ echo "replicas differ by $diff"
 
 no_room=0
 for i in 1 2 3; do
-  fetch "http://127.0.0.1:$(http_port $i)/metrics" > metrics-$i.txt || fail "GET /metrics of node-$i"
+  fetch "http://127.0.0.1:$(http_port node-$i)/metrics" > metrics-$i.txt || fail "GET /metrics of node-$i"
   n=$(python3 - "metrics-$i.txt" <<'PY'
 import re, sys
 total = 0

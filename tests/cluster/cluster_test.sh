@@ -75,12 +75,11 @@ python3 -c "import sys; sys.exit(0 if $diff <= 1e-5 else 1)" || fail "parameter 
   fail "the parameter-averaging job did not average the updater state"
 
 echo "== status and metrics over HTTP"
-http_port=$(sed -nE 's/^http: .*port: ([0-9]+).*/\1/p' "$WORK/c/node-1.yaml")
-fetch "http://127.0.0.1:$http_port/metrics" > metrics.txt || fail "GET /metrics"
+fetch "http://127.0.0.1:$(http_port node-1)/metrics" > metrics.txt || fail "GET /metrics"
 grep -q '^dtrain_jobs{state="succeeded"} 2$' metrics.txt || { fail "/metrics lacks the succeeded job"; head -n 30 metrics.txt; }
 grep -q '^dtrain_nodes{state="alive"} 3$' metrics.txt || fail "/metrics lacks 3 alive nodes"
 grep -q '^dtrain_transport_datagrams_in_total{peer=' metrics.txt || fail "/metrics lacks transport counters"
-fetch "http://127.0.0.1:$http_port/status" > status.json || fail "GET /status"
+fetch "http://127.0.0.1:$(http_port node-1)/status" > status.json || fail "GET /status"
 [[ $(json status.json "j['node']['name']") == node-1 ]] || fail "/status node name"
 
 echo "== refused before any node is touched"

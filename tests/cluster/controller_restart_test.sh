@@ -9,7 +9,6 @@ set -u
 SPEC="$(cd "$(dirname "$4")" && pwd)/$(basename "$4")"
 source "$(dirname "$0")/lib.sh" restart "$1" "$2" "$3"
 export PEER_TIMEOUT_MS=3000 HEARTBEAT_MS=300
-http_port() { sed -nE 's/^http: \{address: 127.0.0.1, port: ([0-9]+)\}/\1/p' "$WORK/c/$1.yaml"; }
 # The jobs a node's daemon is training now (its /status), as ids; "unreadable" when the status
 # cannot be read, so that a silent node never passes for one that stopped.
 node_jobs() {

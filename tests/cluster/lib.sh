@@ -20,8 +20,8 @@ json() {  # json FILE PYTHON-EXPRESSION-ON-j
 fetch() {  # fetch URL: the body, or a failure status
   python3 -c "import sys,urllib.request; print(urllib.request.urlopen(sys.argv[1], timeout=10).read().decode())" "$1"
 }
-http_port() {  # http_port NODE-NUMBER: that daemon's status port
-  sed -nE 's/^http: .*port: ([0-9]+).*/\1/p' "$WORK/c/node-$1.yaml"
+http_port() {  # http_port NODE (node-1, ...): that daemon's status port
+  sed -nE 's/^http: .*port: ([0-9]+).*/\1/p' "$WORK/c/$1.yaml"
 }
 cluster_cleanup() { "$CLUSTER_TOOL" stop "$WORK/c" > /dev/null 2>&1 || true; }
 trap cluster_cleanup EXIT

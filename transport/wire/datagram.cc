@@ -2,6 +2,8 @@
 
 #include <cstring>
 
+#include "transport/schema/vector_alignment.h"
+
 namespace dtrain::transport {
 namespace {
 
@@ -16,15 +18,8 @@ T get(const uint8_t* p) {
   return v;
 }
 
-// Frame-level checks the verifier cannot know: sizes inside a Chunk must be consistent.
-// 64-bit vectors must sit on 8-byte boundaries (a FlatBuffers builder puts them there; the
-// verifier checks only 4): reading a misaligned one is undefined behaviour (found by the fuzzer
-// once sanitizer reports halted it).
-template <class Vector>
-bool aligned8(const Vector* v) {
-  return v == nullptr || reinterpret_cast<uintptr_t>(v->data()) % 8 == 0;
-}
-
+// Frame-level checks the verifier cannot know: sizes inside a Chunk must be consistent, and
+// 64-bit vectors aligned (schema/vector_alignment.h).
 bool frame_is_sane(const wire::Envelope& e, size_t max_datagram) {
   // A union's type without its table passes the verifier (found by the fuzzer).
   if (e.frame() == nullptr) return false;
@@ -37,10 +32,10 @@ bool frame_is_sane(const wire::Envelope& e, size_t max_datagram) {
              c->data()->size() <= c->total_bytes() && e.link_seq() > 0;
     }
     case wire::Frame::Nak:
-      return e.frame_as_Nak()->missing() != nullptr && aligned8(e.frame_as_Nak()->missing());
+      return e.frame_as_Nak()->missing() != nullptr && elements_aligned(e.frame_as_Nak()->missing());
     case wire::Frame::Ack: {
       const auto* r = e.frame_as_Ack()->received();
-      return r == nullptr || (r->size() % 2 == 0 && aligned8(r));
+      return r == nullptr || (r->size() % 2 == 0 && elements_aligned(r));
     }
     case wire::Frame::Heartbeat:
       return true;
