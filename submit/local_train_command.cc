@@ -4,6 +4,7 @@
 #include <cstdio>
 
 #include "core/spec/job_spec_parser.h"
+#include "core/train/batch_split.h"
 #include "core/train/device_placement.h"
 #include "core/train/local_trainer.h"
 #include "core/util/error.h"
@@ -30,10 +31,10 @@ int run_local_training(const LocalTrainArgs& args) {
   }
   job.training.workers_per_node = place.workers;
   const int workers = place.workers;
-  std::printf("job %s: %s, %lld epochs, batch %lld per worker, %d worker%s in this process on %s\n",
+  std::printf("job %s: %s, %lld epochs, %s, %d worker%s in this process on %s\n",
               job.name.c_str(), job.training.mode.c_str(), (long long)job.training.epochs,
-              (long long)job.training.batch_size_per_worker, workers, workers == 1 ? "" : "s",
-              place.description.c_str());
+              core::describe_batch(job.training, workers).c_str(), workers,
+              workers == 1 ? "" : "s", place.description.c_str());
   std::fflush(stdout);
   ProgressPrinter printer(stdout, !args.quiet && ::isatty(STDOUT_FILENO));
   core::TrainingListener silent;

@@ -119,7 +119,10 @@ struct CorrectionsSpec {
 struct TrainingSpec {
   std::string mode = "gradient_sharing";  // gradient_sharing | parameter_averaging
   int64_t epochs = 1;
-  int64_t batch_size_per_worker = 32;
+  // The job's minibatch, split over its workers (core/train/batch_split.h); 0 when
+  // batch_size_per_worker fixes each worker's instead. Exactly one of the two is set.
+  int64_t batch_size = 32;
+  int64_t batch_size_per_worker = 0;
   int64_t nodes = 0;             // 0 = all
   int64_t workers_per_node = 0;  // 0 = auto (one per GPU on GPU nodes, else up to 8 per node)
   // Where workers run (core/README.md, "The model"): cpu, gpu (every node of the job needs a GPU)

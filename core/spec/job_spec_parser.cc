@@ -233,13 +233,13 @@ class JobSpecParser {
     TrainingSpec t;
     if (!node) return t;
     const std::string p = "training";
-    r_.expect_map(node, p, {"mode", "epochs", "batch_size_per_worker", "nodes",
+    r_.expect_map(node, p, {"mode", "epochs", "batch_size", "batch_size_per_worker", "nodes",
                             "workers_per_node", "device", "threshold", "residual", "mesh",
                             "averaging_frequency", "average_updater_state", "sync",
                             "corrections", "stop_on_divergence", "audit_updates"});
     t.mode = r_.choice(node, "mode", p, t.mode, {"gradient_sharing", "parameter_averaging"});
     t.epochs = r_.integer(node, "epochs", p, 1, 1, 100000);
-    t.batch_size_per_worker = r_.integer(node, "batch_size_per_worker", p, 32, 1, 1 << 20);
+    parse_batch(node, t);
     t.nodes = all_or_count(node, "nodes", "all", 1 << 16);
     t.workers_per_node = all_or_count(node, "workers_per_node", "auto", 256);
     t.mesh = r_.choice(node, "mesh", p, t.mesh, {"plain", "mesh"});
@@ -279,6 +279,25 @@ class JobSpecParser {
     }
     t.corrections = parse_corrections(node["corrections"], t.threshold.algorithm);
     return t;
+  }
+
+  // `batch_size: B` (the job's, split over its workers; the default, 32) or
+  // `batch_size_per_worker: b` (each worker's), never both (core/train/batch_split.h).
+  void parse_batch(const YAML::Node& node, TrainingSpec& t) {
+    const std::string p = "training";
+    if (node["batch_size"] && node["batch_size_per_worker"])
+      r_.fail(node["batch_size_per_worker"], p + ".batch_size_per_worker",
+              "batch_size and batch_size_per_worker are both set",
+              "keep batch_size (the job's batch, split over its workers: accuracy does not "
+              "depend on the number of workers) or batch_size_per_worker (each worker's: a "
+              "step grows with the workers), not both");
+    if (node["batch_size_per_worker"]) {
+      t.batch_size = 0;
+      t.batch_size_per_worker = r_.integer(node, "batch_size_per_worker", p, 32, 1, 1 << 20);
+    } else {
+      t.batch_size = r_.integer(node, "batch_size", p, 32, 1, 1 << 20);
+      t.batch_size_per_worker = 0;
+    }
   }
 
   // `sync: async | bsp | {bounded: K}` (core/README.md, "Staleness and corrections").

@@ -8,14 +8,15 @@
 #include <thread>
 
 #include "core/eval/evaluate.h"
+#include "core/io/model_file.h"
+#include "core/train/batch_split.h"
 #include "core/train/device_placement.h"
 #include "core/train/divergence_monitor.h"
 #include "core/train/memory_budget.h"
-#include "kernels/gpu_devices.h"
-#include "core/io/model_file.h"
 #include "core/train/training_data.h"
 #include "core/util/error.h"
 #include "kernels/backend.h"
+#include "kernels/gpu_devices.h"
 
 namespace dtrain::core {
 namespace {
@@ -114,7 +115,7 @@ void average_round(NodeExchange& exchange, Worker& worker, bool with_updater_sta
 // "Sharing"): the same list on every node, dealt round-robin over the live workers of the job.
 // Returns how many this node did.
 int64_t take_over(const NodeExchange::EpochEnd& end, int64_t epoch, int shards,
-                  Workers& workers, std::vector<int64_t>& iterations,
+                  const WorkerBatch& batching, Workers& workers, std::vector<int64_t>& iterations,
                   const std::atomic<bool>* cancel) {
   if (end.takeover.empty()) return 0;
   std::atomic<int64_t> done{0};
@@ -130,7 +131,8 @@ int64_t take_over(const NodeExchange::EpochEnd& end, int64_t epoch, int shards,
           if (index % end.live_workers != me) continue;
           if (cancel && *cancel) return;
           const int64_t it = iterations[w];
-          if (sw.step_on(t.shard, shards, b, it, it * shards + me, epoch)) {
+          if (sw.step_on(t.shard, shards, b, it, schedule_iteration(batching, it, shards, me),
+                         epoch)) {
             ++iterations[w];
             ++done;
           }
@@ -210,7 +212,11 @@ TrainingResult train_local(const JobSpec& job, TrainingListener& listener,
   NodeExchange* exchange = options.exchange;
   const int first_shard = exchange ? exchange->first_worker() : 0;
   const int shards = exchange ? exchange->total_workers() : num_workers;
-  const int64_t batch = job.training.batch_size_per_worker;
+  // Every worker runs the per-worker form of the spec: its batch, and for a split batch the
+  // learning rate and clipping that make W workers' steps one step of the job's batch.
+  const JobSpec worker_job = per_worker_spec(job, shards);
+  const WorkerBatch batching = worker_batch(job.training, shards);
+  const int64_t batch = worker_job.training.batch_size_per_worker;
   std::vector<int64_t> shard_batches;
   for (int s = 0; s < shards; ++s)
     shard_batches.push_back(MinibatchIterator::shard_batches(data.train.size(), batch, s, shards));
@@ -225,7 +231,7 @@ TrainingResult train_local(const JobSpec& job, TrainingListener& listener,
   Workers workers;
   for (int w = 0; w < num_workers; ++w) {
     kernels::Backend* backend = gpu_backends.empty() ? nullptr : gpu_backends[w].get();
-    workers.push_back(std::make_unique<SharingWorker>(job, data.train, initial, w, first_shard + w,
+    workers.push_back(std::make_unique<SharingWorker>(worker_job, data.train, initial, w, first_shard + w,
                                                       shards, bus, engine, backend));
     SharingWorker& sw = *workers.back();
     if (options.message_observer) sw.set_observer(options.message_observer);
@@ -260,8 +266,8 @@ TrainingResult train_local(const JobSpec& job, TrainingListener& listener,
   // Parameter-averaging rounds per epoch, the same on every node: from the smallest shard.
   const int64_t smallest_shard = data.train.size() / shards;
   const int64_t rounds_per_epoch = std::max<int64_t>(
-      1, (smallest_shard + job.training.batch_size_per_worker - 1) /
-             job.training.batch_size_per_worker / std::max<int64_t>(1, job.training.averaging_frequency));
+      1, (smallest_shard + batch - 1) / batch /
+             std::max<int64_t>(1, job.training.averaging_frequency));
   const int64_t total_iterations = per_epoch * job.training.epochs;
   std::vector<int64_t> iterations(num_workers, 0);  // each worker's own step count
   double elapsed_total = 0.0;
@@ -304,10 +310,7 @@ TrainingResult train_local(const JobSpec& job, TrainingListener& listener,
         int64_t in_epoch = 0, in_epoch_own = 0;
         while (!stop && !(options.cancel && *options.cancel)) {
           const int64_t it = iterations[w];
-          // Learning-rate schedules follow the minibatches of the whole job (every worker of
-          // every node), so a schedule reaches the same point after an epoch whatever
-          // workers_per_node and the number of nodes are.
-          const int64_t schedule_it = it * shards + first_shard + w;
+          const int64_t schedule_it = schedule_iteration(batching, it, shards, first_shard + w);
           if (sharing) {
             if (!sw.step(it, schedule_it, epoch, in_epoch_own)) break;
             ++in_epoch_own;
@@ -379,7 +382,7 @@ TrainingResult train_local(const JobSpec& job, TrainingListener& listener,
       for (auto& w : workers) w->encoder().threshold().set_tau(
           static_cast<float>(end.tau_sum / std::max(1, end.workers)));
       result.lost_nodes = end.lost;
-      takeover_batches = take_over(end, epoch, shards, workers, iterations, options.cancel);
+      takeover_batches = take_over(end, epoch, shards, batching, workers, iterations, options.cancel);
       exchange->end_takeover(epoch);
     }
     for (auto& w : workers) w->apply_received();

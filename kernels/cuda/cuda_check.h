@@ -19,7 +19,7 @@ class CudaError : public std::runtime_error {
 // The advice that goes with an error: what a user can change.
 inline std::string cuda_fix(bool out_of_memory) {
   return out_of_memory
-             ? "fix: lower training.batch_size_per_worker or run fewer workers on this GPU"
+             ? "fix: lower training.batch_size (or batch_size_per_worker) or run fewer workers on this GPU"
              : "fix: check the GPU with nvidia-smi; if it persists run the job with "
                "training.device: cpu and report the message";
 }

@@ -14,8 +14,8 @@
 set -u
 SPEC="$(cd "$(dirname "$4")" && pwd)/$(basename "$4")"
 # How far below the one-worker accuracy nine workers may end (points of accuracy). The issue
-# asks for 0.5; measured gaps were 0.26-0.71 (README, "Convergence at scale"), so 1.0 here.
-TOLERANCE=${DTRAIN_SCALE_TOLERANCE:-1.0}
+# asks for 0.5, and the default (the job's batch split over its workers) meets it.
+TOLERANCE=${DTRAIN_SCALE_TOLERANCE:-0.5}
 source "$(dirname "$0")/lib.sh" scale "$1" "$2" "$3"
 export PEER_TIMEOUT_MS=3000 HEARTBEAT_MS=300
 at_least() { python3 -c "import sys; sys.exit(0 if $1 >= $2 else 1)"; }
@@ -101,9 +101,10 @@ ahead=$(json bounded.json "j['result']['max_steps_ahead']")
 echo "at most $ahead steps ahead"
 [[ $ahead -le 2 && $ahead -ge 1 ]] || fail "bounded 2: a worker was $ahead steps ahead"
 
-echo "== a job made to diverge (learning rate 5) fails, saying so; no daemon goes down"
+echo "== a job made to diverge (learning rate 50) fails, saying so; no daemon goes down"
 # Gradient clipping (on by default) keeps even this learning rate in check: turned off here.
-sed -e 's/learning_rate: 0.05/learning_rate: 5/' -e 's/name: fashion-mnist-mlp/name: scale-diverge/' \
+# (At 5 the job's batch of 64 ends near 0.67: bad, not diverged.)
+sed -e 's/learning_rate: 0.05/learning_rate: 50/' -e 's/name: fashion-mnist-mlp/name: scale-diverge/' \
     -e 's/  mesh: plain/  mesh: plain\n  corrections: {clip_norm: 0}/' base.yaml > diverge.yaml
 run_job diverge.yaml diverge
 rc=$?
@@ -160,7 +161,10 @@ for _ in $(seq 1 1200); do  # 120 s
   [[ $state == succeeded || $state == failed || $state == cancelled ]] && break
   sleep 0.1
 done
-[[ $state == succeeded ]] || fail "after losing node-5 the bsp job ended '$state': $(json kill.json "j.get('error')")"
+if [[ $state != succeeded ]]; then
+  fail "after losing node-5 the bsp job ended '$state': $(json kill.json "j.get('error')")"
+  "$SUBMIT" logs "$id" | grep -E "epoch|lost|diverg|fail" | tail -n 40
+fi
 json kill.json "j['result']['lost_nodes']" | grep -q node-5 || fail "result.lost_nodes lacks node-5"
 
 if [[ $failures -ne 0 ]]; then

@@ -56,7 +56,8 @@ TEST_CASE("the shipped example specs parse with their documented values") {
   CHECK(job.model.updater.type == "nesterovs");
   CHECK(job.model.updater.learning_rate == Approx(0.05));
   CHECK(job.model.l2 == Approx(1e-4));
-  CHECK(job.training.batch_size_per_worker == 64);
+  CHECK(job.training.batch_size == 64);
+  CHECK(job.training.batch_size_per_worker == 0);
   CHECK(job.training.workers_per_node == 0);  // auto
   CHECK(job.training.threshold.algorithm == "adaptive");
   CHECK(job.training.residual.clip_multiple == 5);
@@ -76,6 +77,23 @@ TEST_CASE("a good spec parses and relative data paths resolve against the spec's
   CHECK(job.output.model == "ok.dtm");
 }
 
+TEST_CASE("the batch is the job's, split over its workers, unless batch_size_per_worker says") {
+  Fixture f;
+  const std::string no_batch = replace(kGood, "  batch_size_per_worker: 8\n", "");
+  REQUIRE(f.error_of(no_batch) == "");
+  core::JobSpec job = core::parse_job_spec_file(f.dir + "/job.yaml");
+  CHECK(job.training.batch_size == 32);
+  CHECK(job.training.batch_size_per_worker == 0);
+  REQUIRE(f.error_of(replace(kGood, "batch_size_per_worker: 8", "batch_size: 96")) == "");
+  job = core::parse_job_spec_file(f.dir + "/job.yaml");
+  CHECK(job.training.batch_size == 96);
+  CHECK(job.training.batch_size_per_worker == 0);
+  REQUIRE(f.error_of(kGood) == "");
+  job = core::parse_job_spec_file(f.dir + "/job.yaml");
+  CHECK(job.training.batch_size == 0);
+  CHECK(job.training.batch_size_per_worker == 8);
+}
+
 TEST_CASE("bad specs are refused with location, key and fix") {
   Fixture f;
   struct Case {
@@ -88,6 +106,10 @@ TEST_CASE("bad specs are refused with location, key and fix") {
        {"job.yaml:10:11", "training.epochs", "expected an integer", "'two'"}},
       {"negative size", replace(kGood, "batch_size_per_worker: 8", "batch_size_per_worker: -8"),
        {"job.yaml:11:26", "training.batch_size_per_worker", "out of range"}},
+      {"both batch keys", replace(kGood, "epochs: 2", "epochs: 2\n  batch_size: 64"),
+       {"job.yaml:12:", "training.batch_size_per_worker", "both set", "not both"}},
+      {"zero batch", replace(kGood, "batch_size_per_worker: 8", "batch_size: 0"),
+       {"training.batch_size", "out of range"}},
       {"not a boolean", replace(kGood, "epochs: 2", "epochs: 2\n  average_updater_state: maybe"),
        {"job.yaml:11:", "training.average_updater_state", "'maybe'"}},
       {"unknown key with suggestion", replace(kGood, "epochs: 2", "epoch: 2"),

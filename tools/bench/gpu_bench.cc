@@ -37,6 +37,7 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
   try {
     core::JobSpec job = core::parse_job_spec_file(job_path);
+    job.training.batch_size = 0;  // one worker, its own batch
     job.training.batch_size_per_worker = batch;
     std::string why;
     std::unique_ptr<kernels::Backend> backend = kernels::make_gpu_backend(gpu, &why);

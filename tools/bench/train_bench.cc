@@ -10,6 +10,7 @@
 
 #include "core/model/model.h"
 #include "core/spec/job_spec_parser.h"
+#include "core/train/batch_split.h"
 #include "core/train/training_data.h"
 #include "core/train/worker.h"
 #include "kernels/backend.h"
@@ -31,7 +32,8 @@ int main(int argc, char** argv) {
     core::TrainingData data = core::load_training_data(job);
     core::Model initial(job.model);
     initial.init(job.seed);
-    core::Worker worker(job, data.train, initial, 0, 1);
+    const core::JobSpec one = core::per_worker_spec(job, 1);
+    core::Worker worker(one, data.train, initial, 0, 1);
     int64_t iteration = 0, epoch = 0;
     worker.start_epoch(epoch);
     auto step = [&] {
