@@ -115,16 +115,21 @@ void average_round(NodeExchange& exchange, Worker& worker, bool with_updater_sta
 // "Sharing"): the same list on every node, dealt round-robin over the live workers of the job.
 // Returns how many this node did.
 int64_t take_over(const NodeExchange::EpochEnd& end, int64_t epoch, int shards,
-                  const WorkerBatch& batching, Workers& workers, std::vector<int64_t>& iterations,
+                  const WorkerBatch& batching, StepGate& gate, Workers& workers, std::vector<int64_t>& iterations,
                   const std::atomic<bool>* cancel) {
   if (end.takeover.empty()) return 0;
+  int64_t dealt = 0;
+  for (const NodeExchange::Takeover& t : end.takeover)
+    dealt += std::max<int64_t>(0, workers[0]->worker().batches_in_shard(t.shard, shards) -
+                                      t.from_batch);
+  gate.start_takeover(epoch, takeover_counts(gate, dealt, end.live_workers));
   std::atomic<int64_t> done{0};
   std::vector<std::exception_ptr> errors(workers.size());
   auto run = [&](int w) {
     try {
       SharingWorker& sw = *workers[w];
       const int me = end.live_first_worker + w;
-      int64_t index = 0;
+      int64_t index = 0, step = 0;
       for (const NodeExchange::Takeover& t : end.takeover) {
         const int64_t batches = sw.worker().batches_in_shard(t.shard, shards);
         for (int64_t b = t.from_batch; b < batches; ++b, ++index) {
@@ -132,7 +137,7 @@ int64_t take_over(const NodeExchange::EpochEnd& end, int64_t epoch, int shards,
           if (cancel && *cancel) return;
           const int64_t it = iterations[w];
           if (sw.step_on(t.shard, shards, b, it, schedule_iteration(batching, it, shards, me),
-                         epoch)) {
+                         epoch, step++)) {
             ++iterations[w];
             ++done;
           }
@@ -382,7 +387,7 @@ TrainingResult train_local(const JobSpec& job, TrainingListener& listener,
       for (auto& w : workers) w->encoder().threshold().set_tau(
           static_cast<float>(end.tau_sum / std::max(1, end.workers)));
       result.lost_nodes = end.lost;
-      takeover_batches = take_over(end, epoch, shards, batching, workers, iterations, options.cancel);
+      takeover_batches = take_over(end, epoch, shards, batching, gate, workers, iterations, options.cancel);
       exchange->end_takeover(epoch);
     }
     for (auto& w : workers) w->apply_received();

@@ -59,17 +59,8 @@ bool SharingWorker::step(int64_t own_iteration, int64_t schedule_iteration, int6
   }
   if (StepGate* gate = bus_.gate()) {
     std::vector<int> waiting;
-    if (!gate->wait(shard_, epoch, batch, wait_deadline_, stopped_, &waiting)) {
-      if (stopped_()) return false;
-      std::string names;
-      for (int w : waiting) names += (names.empty() ? "" : ", ") + std::to_string(w);
-      throw UserError("worker " + std::to_string(shard_) + " waited " +
-                          std::to_string(wait_deadline_.count()) + " ms for the messages of "
-                          "workers " + names + " (training.sync allows " +
-                          std::to_string(gate->bound()) + " steps of staleness)",
-                      "check the nodes of those workers (dtrain-submit nodes), or use "
-                      "training.sync: async");
-    }
+    if (!gate->wait(shard_, epoch, batch, wait_deadline_, stopped_, &waiting))
+      return waited_too_long(*gate, waiting);
   }
   apply_received();  // step 7 for everything that arrived since the last step
   measure_ahead(batch);
@@ -78,8 +69,26 @@ bool SharingWorker::step(int64_t own_iteration, int64_t schedule_iteration, int6
   return true;
 }
 
+bool SharingWorker::waited_too_long(const StepGate& gate, const std::vector<int>& waiting) const {
+  if (stopped_()) return false;
+  std::string names;
+  for (int w : waiting) names += (names.empty() ? "" : ", ") + std::to_string(w);
+  throw UserError("worker " + std::to_string(shard_) + " waited " +
+                      std::to_string(wait_deadline_.count()) + " ms for the messages of "
+                      "workers " + names + " (training.sync allows " +
+                      std::to_string(gate.bound()) + " steps of staleness)",
+                  "check the nodes of those workers (dtrain-submit nodes), or use "
+                  "training.sync: async");
+}
+
 bool SharingWorker::step_on(int64_t shard, int64_t num_shards, int64_t batch,
-                            int64_t own_iteration, int64_t schedule_iteration, int64_t epoch) {
+                            int64_t own_iteration, int64_t schedule_iteration, int64_t epoch,
+                            int64_t takeover_step) {
+  if (StepGate* gate = bus_.gate()) {
+    std::vector<int> waiting;
+    if (!gate->wait_takeover(shard_, epoch, takeover_step, wait_deadline_, stopped_, &waiting))
+      return waited_too_long(*gate, waiting);
+  }
   apply_received();
   if (!worker_.compute_step_on(shard, num_shards, batch, own_iteration, schedule_iteration))
     return false;

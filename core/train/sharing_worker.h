@@ -41,9 +41,10 @@ class SharingWorker {
   // wait was ended by set_wait's `stopped` (nothing done then). Iterations as in
   // Worker::compute_step. Throws UserError when the wait passes its deadline.
   bool step(int64_t own_iteration, int64_t schedule_iteration, int64_t epoch, int64_t batch);
-  // One minibatch of another shard of this epoch (Worker::compute_step_on); never waits.
+  // One minibatch of another shard of this epoch (Worker::compute_step_on): this worker's
+  // takeover step `takeover_step` (0-based), which waits as StepGate::wait_takeover says.
   bool step_on(int64_t shard, int64_t num_shards, int64_t batch, int64_t own_iteration,
-               int64_t schedule_iteration, int64_t epoch);
+               int64_t schedule_iteration, int64_t epoch, int64_t takeover_step);
   // Applies every message waiting in this worker's inbox; returns how many.
   int64_t apply_received();
 
@@ -64,6 +65,8 @@ class SharingWorker {
   // params -= m, on whichever memory the worker's model lives; clears `momentum` where m sent.
   void apply(const EncodedMessage& m, float* params, float* momentum = nullptr);
   void measure_ahead(int64_t batch);
+  // A wait ended without its messages: false when stopped, else throws UserError naming them.
+  bool waited_too_long(const StepGate& gate, const std::vector<int>& waiting) const;
 
   Worker worker_;
   UpdateEncoder encoder_;

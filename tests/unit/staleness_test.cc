@@ -81,6 +81,37 @@ TEST_CASE("the step gate waits for minibatches 0..b-K of every live worker") {
   CHECK(async.wait(0, 0, 4, 1ms, never, &waiting));  // async never waits
 }
 
+TEST_CASE("takeover steps wait for the other survivors' takeover steps, dealt round-robin") {
+  StepGate gate(1, {5, 5, 5, 5});
+  std::vector<int> waiting;
+  gate.set_live(2, false);  // worker 2's node was lost: 3 survivors take over 8 minibatches
+  const std::vector<int64_t> counts = takeover_counts(gate, 8, 3);
+  CHECK(counts == std::vector<int64_t>{3, 3, 0, 2});  // indices 0,3,6 / 1,4,7 / - / 2,5
+  CHECK(takeover_counts(gate, 8, 4) == std::vector<int64_t>{0, 0, 0, 0});  // not the gate's view
+  CHECK(gate.wait_takeover(0, 1, 1, 1ms, never, &waiting));  // not started: nothing to wait for
+  gate.start_takeover(1, counts);
+  CHECK(gate.wait_takeover(0, 1, 0, 1ms, never, &waiting));  // step 0 waits for nothing (bsp)
+  CHECK_FALSE(gate.wait_takeover(0, 1, 1, 20ms, never, &waiting));  // needs step 0 of 1 and 3
+  CHECK(waiting == std::vector<int>{1, 3});
+  gate.delivered(1, 1, -1);
+  gate.delivered(3, 1, 0);  // an own step does not count as a takeover step
+  CHECK_FALSE(gate.wait_takeover(0, 1, 1, 1ms, never, &waiting));
+  CHECK(waiting == std::vector<int>{3});
+  gate.delivered(3, 1, -1);
+  CHECK(gate.wait_takeover(0, 1, 1, 1ms, never, &waiting));
+  gate.delivered(1, 1, -1);
+  gate.delivered(3, 1, -1);  // worker 3's last: it has 2 in all
+  CHECK(gate.wait_takeover(0, 1, 2, 1ms, never, &waiting));
+  CHECK_FALSE(gate.wait_takeover(0, 1, 3, 1ms, never, &waiting));  // step 2 of worker 1
+  CHECK(waiting == std::vector<int>{1});
+  gate.delivered(1, 1, -1);
+  CHECK(gate.wait_takeover(0, 1, 3, 1ms, never, &waiting));  // worker 3 is waited for up to 2
+  CHECK(gate.steps_in(1, 1) == 0);  // takeover steps are not own steps
+  StepGate async(0, {5, 5});
+  async.start_takeover(0, {3, 3});
+  CHECK(async.wait_takeover(0, 0, 2, 1ms, never, &waiting));  // async never waits
+}
+
 TEST_CASE("a waiting worker wakes when the message comes, and a stop ends the wait") {
   StepGate gate(1, {10, 10});
   std::thread later([&] {
