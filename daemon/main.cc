@@ -105,6 +105,11 @@ int run_daemon(const std::string& config_path) {
           config.control_address, config.control_port, clients->lookup(key),
           [&controller](transport::ControlConnection& c) { controller->serve(c); });
       spdlog::info("controller: control channel on {}:{}", config.control_address, control->port());
+      if (!config.controller_named) {  // this daemon's node reaches its own controller
+        config.controller_host =
+            config.control_address == "0.0.0.0" ? "127.0.0.1" : config.control_address;
+        config.controller_port = control->port();
+      }
     }
     if (config.node) {
       node = std::make_unique<daemon::NodeAgent>(config, key);

@@ -7,9 +7,11 @@
 #
 # DIR (default /tmp/dtrain-cluster) holds the cluster key, the controller's clients/ (client
 # credentials it lets in; SIGHUP node-1 after changing it), each daemon's config, data_dir and
-# log. Free ports are picked at start. Binaries: $DTRAIND and $DTRAIN_SUBMIT, by default the
-# ones `bazel build //daemon:dtraind //submit:dtrain-submit` made. $PEER_TIMEOUT_MS and
-# $HEARTBEAT_MS tune failure detection (defaults 10000 and 1000, as in production);
+# log. Every daemon binds port 0 (the kernel picks free ports); the ports they bound, read from
+# their logs, are then written into their configs so that a restarted daemon comes back on them.
+# Binaries: $DTRAIND and $DTRAIN_SUBMIT, by default the ones `bazel build //daemon:dtraind
+# //submit:dtrain-submit` made. $PEER_TIMEOUT_MS and $HEARTBEAT_MS tune failure detection
+# (defaults 10000 and 1000, as in production);
 # $REASSEMBLY_MB sets each daemon's data.reassembly_mb (default 512).
 # $GPU_NODES=K: nodes 1..K offer their GPUs (gpus: all), the others none (gpus: none), e.g. one
 # GPU node and two CPU nodes on one GPU machine; with $EMULATED_GPUS=G those K nodes get G
@@ -19,17 +21,17 @@ root="$(cd "$(dirname "$0")/.." && pwd)"
 DTRAIND="${DTRAIND:-$root/bazel-bin/daemon/dtraind}"
 DTRAIN_SUBMIT="${DTRAIN_SUBMIT:-$root/bazel-bin/submit/dtrain-submit}"
 
-usage() { sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
+usage() { sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
 
-free_port() {  # a port the kernel just handed out (TCP and UDP are checked)
-  python3 -c 'import socket
-while True:
-    t = socket.socket(); t.bind(("127.0.0.1", 0)); p = t.getsockname()[1]
-    u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    try:
-        u.bind(("127.0.0.1", p)); print(p); break
-    except OSError: pass
-    finally: u.close(); t.close()'
+# wait_for_log FILE REGEX: the first capture group of the first matching line (10 s at most).
+wait_for_log() {
+  local value=""
+  for _ in $(seq 1 100); do
+    value=$(sed -nE "s/$2/\1/p" "$1" 2>/dev/null | tail -n 1)
+    [[ -n $value ]] && break
+    sleep 0.1
+  done
+  echo "$value"
 }
 
 start() {
@@ -44,16 +46,20 @@ start() {
   fi
   mkdir -p "$dir"
   [[ -f $dir/cluster.key ]] || "$DTRAIND" keygen "$dir/cluster.key" > /dev/null
-  local control_port threads
-  control_port=$(free_port)
+  local control_port="" threads
   # The daemons share this machine's cores: each gets its part (at least one thread).
   threads=$(( $(nproc) / n ))
   (( threads >= 1 )) || threads=1
   : > "$dir/pids"
   for i in $(seq 1 "$n"); do
-    local roles="[node]" gpus=all emulated="" clients=""
+    local roles="[node]" gpus=all emulated="" clients="" controller=""
     # The controller lets in the client credentials in DIR/clients (README "Client credentials").
-    [[ $i -eq 1 ]] && { roles="[node, controller]"; clients="clients_dir: $dir/clients"; mkdir -p -m 700 "$dir/clients"; }
+    # It names no controller: its own node reaches the port it bound.
+    if [[ $i -eq 1 ]]; then
+      roles="[node, controller]"; clients="clients_dir: $dir/clients"; mkdir -p -m 700 "$dir/clients"
+    else
+      controller="controller: 127.0.0.1:$control_port"
+    fi
     if [[ -n ${GPU_NODES:-} ]]; then
       if [[ $i -le $GPU_NODES ]]; then emulated=${EMULATED_GPUS:-}; else gpus=none; fi
     fi
@@ -63,10 +69,10 @@ roles: $roles
 data_dir: $dir/data-$i
 key_file: $dir/cluster.key
 $clients
-controller: 127.0.0.1:$control_port
-control: {address: 127.0.0.1, port: $control_port}
-data: {interface: lo, port: $(free_port)${REASSEMBLY_MB:+, reassembly_mb: $REASSEMBLY_MB}}
-http: {address: 127.0.0.1, port: $(free_port)}
+$controller
+control: {address: 127.0.0.1, port: ${control_port:-0}}
+data: {interface: lo, port: 0${REASSEMBLY_MB:+, reassembly_mb: $REASSEMBLY_MB}}
+http: {address: 127.0.0.1, port: 0}
 threads: $threads
 gpus: $gpus
 heartbeat_ms: ${HEARTBEAT_MS:-1000}
@@ -74,6 +80,14 @@ peer_timeout_ms: ${PEER_TIMEOUT_MS:-10000}
 YAML
     DTRAIN_EMULATED_GPUS=$emulated "$DTRAIND" --config "$dir/node-$i.yaml" > "$dir/node-$i.log" 2>&1 &
     echo "$! node-$i" >> "$dir/pids"
+    if [[ $i -eq 1 ]]; then
+      control_port=$(wait_for_log "$dir/node-1.log" '.*controller: control channel on [0-9.]+:([0-9]+).*')
+      if [[ -z $control_port ]]; then
+        echo "error: node-1 did not open its control channel within 10 s; its log:" >&2
+        tail -n 5 "$dir/node-1.log" >&2
+        exit 1
+      fi
+    fi
   done
   printf 'export DTRAIN_CONTROLLER=127.0.0.1:%s\nexport DTRAIN_KEY_FILE=%s\n' \
     "$control_port" "$dir/cluster.key" > "$dir/env"
@@ -90,6 +104,19 @@ YAML
     tail -n 5 "$dir"/node-*.log >&2
     exit 1
   fi
+  # Each daemon's bound ports into its config, for restarts and for the tests that read them.
+  for i in $(seq 1 "$n"); do
+    local data_port http_port
+    data_port=$(wait_for_log "$dir/node-$i.log" '.*data channel on interface .*:([0-9]+)\).*')
+    http_port=$(wait_for_log "$dir/node-$i.log" '.*status: http:\/\/[0-9.]+:([0-9]+)\/status.*')
+    if [[ -z $data_port || -z $http_port ]]; then
+      echo "error: node-$i did not log its data and status ports; logs in $dir/node-$i.log" >&2
+      exit 1
+    fi
+    sed -i -E -e "s/^(data: \{interface: lo, port: )0/\1$data_port/" \
+        -e "s/^(http: \{address: 127.0.0.1, port: )0/\1$http_port/" \
+        -e "s/^(control: \{address: 127.0.0.1, port: )0/\1$control_port/" "$dir/node-$i.yaml"
+  done
   echo "started $n daemons in $dir (controller 127.0.0.1:$control_port; status pages:"
   grep -h "^http:" "$dir"/node-*.yaml | sed -E 's/.*port: ([0-9]+).*/  http:\/\/127.0.0.1:\1\/metrics/'
   echo "); use it with:"

@@ -105,6 +105,7 @@ DaemonConfig parse_daemon_config(const std::string& text, const std::string& sou
   c.key_file = r.text(root, "key_file", "key_file", c.key_file);
   c.clients_dir = r.text(root, "clients_dir", "clients_dir", c.clients_dir);
   host_port(r, root, "controller", c.controller_host, c.controller_port);
+  c.controller_named = bool(root["controller"]);
   auto port = [&](const YAML::Node& map, const std::string& path, uint16_t fallback) {
     return static_cast<uint16_t>(r.integer(map, "port", path + ".port", fallback, 0, 65535));
   };

@@ -30,6 +30,9 @@ struct DaemonConfig {
   std::string clients_dir;  // empty: no client credentials (only the cluster key)
   std::string controller_host = "127.0.0.1";
   uint16_t controller_port = 7070;
+  // false when dtraind.yaml names no `controller`: a daemon that is the controller then reaches
+  // its own control port, the one it bound (control.port: 0 lets the kernel pick it).
+  bool controller_named = true;
   std::string control_address = "0.0.0.0";
   uint16_t control_port = 7070;
   std::string data_network;  // CIDR or interface name; empty: the first suitable interface
