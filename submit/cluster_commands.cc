@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "core/spec/job_spec_parser.h"
+#include "core/train/init_from.h"
 #include "daemon/protocol/control_messages.h"
 #include "submit/cluster_commands.h"
 #include "submit/exit_codes.h"
@@ -144,7 +145,9 @@ void print_result(const Json& job) {
 int run_cluster_submit(const ClusterArgs& a, const std::string& job_path, bool detach) {
   std::string text;
   try {
-    core::parse_job_spec_file(job_path);  // refused here, before the controller or any node
+    // Refused here, before the controller or any node (a model.init_from file is read here
+    // too; every node reads it again at the same path).
+    core::check_init_from(core::parse_job_spec_file(job_path));
     std::ifstream in(job_path);
     std::stringstream s;
     s << in.rdbuf();

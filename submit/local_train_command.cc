@@ -6,6 +6,7 @@
 #include "core/spec/job_spec_parser.h"
 #include "core/train/batch_split.h"
 #include "core/train/device_placement.h"
+#include "core/train/init_from.h"
 #include "core/train/local_trainer.h"
 #include "core/util/error.h"
 #include "submit/commands.h"
@@ -18,6 +19,7 @@ int run_local_training(const LocalTrainArgs& args) {
   core::JobSpec job;
   try {
     job = core::parse_job_spec_file(args.job_path);
+    core::check_init_from(job);
   } catch (const core::UserError& e) {
     std::fprintf(stderr, "error: %s\n", e.what());
     return kExitBadInput;

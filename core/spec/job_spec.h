@@ -55,6 +55,10 @@ struct ModelSpec {
   UpdaterSpec updater;
   WeightInit weight_init = WeightInit::kXavier;
   double l2 = 0.0;
+  // Fine-tuning (core/train/init_from.h): start from a trained .dtm's parameters (and batch-norm
+  // statistics) instead of weight_init; with init_from_updater also its updater state.
+  std::string init_from;
+  bool init_from_updater = false;
 };
 
 struct DataSourceSpec {

@@ -50,7 +50,8 @@ class JobSpecParser {
  private:
   ModelSpec parse_model(const YAML::Node& node) {
     ModelSpec m;
-    r_.expect_map(node, "model", {"input", "layers", "updater", "weight_init", "l2"});
+    r_.expect_map(node, "model", {"input", "layers", "updater", "weight_init", "l2",
+                                  "init_from", "init_from_updater"});
     const YAML::Node input = node["input"];
     if (!input || !input.IsSequence() || (input.size() != 1 && input.size() != 3))
       r_.fail(input ? input : node, "model.input",
@@ -61,6 +62,11 @@ class JobSpecParser {
         r_.choice(node, "weight_init", "model", std::string("xavier"), weight_init_names()));
     m.l2 = r_.number(node, "l2", "model", 0.0, 0.0, 1.0, false);
     m.updater = parse_updater(node["updater"]);
+    if (node["init_from"]) m.init_from = existing_file(node, "init_from", "model");
+    m.init_from_updater = r_.boolean(node, "init_from_updater", "model", false);
+    if (m.init_from_updater && m.init_from.empty())
+      r_.fail(node["init_from_updater"], "model.init_from_updater",
+              "init_from_updater needs model.init_from", "add 'init_from: model.dtm' or drop it");
 
     const YAML::Node layers = node["layers"];
     if (!layers || !layers.IsSequence() || layers.size() == 0)

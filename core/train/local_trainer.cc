@@ -12,6 +12,7 @@
 #include "core/train/batch_split.h"
 #include "core/train/device_placement.h"
 #include "core/train/divergence_monitor.h"
+#include "core/train/init_from.h"
 #include "core/train/memory_budget.h"
 #include "core/train/training_data.h"
 #include "core/util/error.h"
@@ -213,6 +214,7 @@ TrainingResult train_local(const JobSpec& job, TrainingListener& listener,
   TrainingData data = load_training_data(job);
   Model initial(job.model);
   initial.init(job.seed);
+  const std::vector<float> initial_updater = init_from_model(job, initial);  // fine-tuning
   const CodecEngine& engine = CodecEngine::get();
   NodeExchange* exchange = options.exchange;
   const int first_shard = exchange ? exchange->first_worker() : 0;
@@ -243,6 +245,7 @@ TrainingResult train_local(const JobSpec& job, TrainingListener& listener,
     sw.set_wait(exchange ? exchange->wait_deadline() : std::chrono::minutes(10),
                 [&stop, cancel = options.cancel] { return stop || (cancel && *cancel); });
   }
+  for (auto& w : workers) set_initial_updater_state(job, initial_updater, w->worker().updater());
   if (sharing) workers[0]->set_audit(&audit);
   // The exchange delivers from the network's thread into `bus`, which dies with this frame,
   // also when training throws: it must let go of it first.

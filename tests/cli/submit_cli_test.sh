@@ -44,6 +44,25 @@ expect_rc 0 "eval --json" -- "$SUBMIT" eval demo.dtm --json
 acc=$(sed -n 's/.*"accuracy": \([0-9.]*\).*/\1/p' out.txt)
 awk -v a="$acc" 'BEGIN { exit !(a >= 0.95) }' || fail "eval accuracy '$acc' below 0.95"
 
+# Fine-tuning: one epoch at a learning rate too small to learn anything keeps the saved
+# model's accuracy with model.init_from, and stays near chance without it.
+accuracy_of() { "$SUBMIT" eval "$1" --json | sed -n 's/.*"accuracy": \([0-9.]*\).*/\1/p'; }
+sed -e 's/learning_rate: 0.01/learning_rate: 1.0e-6/' -e 's/epochs: 3/epochs: 1/' \
+    -e 's/model: demo.dtm/model: scratch.dtm/' job.yaml > scratch.yaml
+sed -e 's/^model:$/model:\n  init_from: demo.dtm/' -e 's/model: scratch.dtm/model: tuned.dtm/' \
+    scratch.yaml > tuned.yaml
+expect_rc 0 "train from scratch, tiny learning rate" -- "$SUBMIT" --local scratch.yaml
+expect_rc 0 "fine-tune from demo.dtm, tiny learning rate" -- "$SUBMIT" --local tuned.yaml
+scratch=$(accuracy_of scratch.dtm); tuned=$(accuracy_of tuned.dtm)
+echo "one epoch at lr 1e-6: from scratch $scratch, from demo.dtm $tuned (saved $acc)"
+awk -v t="$tuned" -v a="$acc" 'BEGIN { exit !(t >= a - 0.02) }' ||
+  fail "fine-tuned accuracy $tuned is not the saved model's $acc"
+awk -v s="$scratch" 'BEGIN { exit !(s < 0.9) }' || fail "the control from scratch reached $scratch"
+sed 's/units: 8, activation: tanh/units: 9, activation: tanh/' tuned.yaml > wider.yaml
+expect_rc 2 "fine-tune into another shape" -- "$SUBMIT" --local wider.yaml
+grep -q "model.layers\[0\] is dense with 45 parameters" err.txt || fail "shape mismatch message: $(cat err.txt)"
+grep -q "drop model.init_from" err.txt || fail "shape mismatch fix"
+
 expect_rc 0 "eval on an explicit CSV" -- "$SUBMIT" eval demo.dtm --data test.csv
 grep -q "confusion matrix" out.txt || fail "eval report lacks the confusion matrix"
 

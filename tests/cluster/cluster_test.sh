@@ -59,6 +59,22 @@ echo "accuracy $acc, replicas within $diff, eval $eval_acc"
 "$SUBMIT" nodes --json > nodes.json
 [[ $(json nodes.json "sum(n['state'] == 'alive' for n in j['nodes'])") == 3 ]] || fail "nodes --json"
 
+echo "== fine-tuning: a job that starts from the cluster's model"
+# One epoch at a learning rate too small to learn: with model.init_from it is at once at the
+# saved model's accuracy (a fresh start would be near chance after such an epoch).
+sed -e "s|^model:$|model:\n  init_from: $model|" -e 's/learning_rate: 0.05/learning_rate: 1.0e-7/' \
+    -e 's/epochs: 8/epochs: 1/' -e 's/name: cluster-test/name: cluster-tune/' \
+    -e 's/model: cluster-test.dtm/model: cluster-tune.dtm/' job.yaml > tune.yaml
+timeout 120 "$SUBMIT" tune.yaml > tune.out 2> tune.err || { fail "fine-tuning job exited $?"; cat tune.err; }
+tuned=$(sed -nE 's/^ +test accuracy ([0-9.]+),.*/\1/p' tune.out | tail -n 1)
+echo "fine-tuned for one epoch at lr 1e-7: accuracy $tuned (saved model $eval_acc)"
+python3 -c "import sys; sys.exit(0 if ${tuned:-0} >= $eval_acc - 0.01 else 1)" ||
+  fail "fine-tuning did not start from the saved model: $tuned against $eval_acc"
+sed 's/units: 256, activation: relu/units: 200, activation: relu/' tune.yaml > wider.yaml
+"$SUBMIT" wider.yaml > wider.out 2> wider.err
+[[ $? -eq 2 ]] || fail "fine-tuning into another shape: exit code not 2"
+grep -q "model.layers\[0\] is dense with" wider.err || fail "no shape mismatch message: $(cat wider.err)"
+
 echo "== parameter averaging on 3 nodes"
 sed -e 's/mode: gradient_sharing/mode: parameter_averaging/' -e 's/epochs: 8/epochs: 5/' \
     -e 's/  mesh: plain/  mesh: plain\n  average_updater_state: true/' \
@@ -79,7 +95,7 @@ python3 -c "import sys; sys.exit(0 if $diff <= 1e-5 else 1)" || fail "parameter 
 
 echo "== status and metrics over HTTP"
 fetch "http://127.0.0.1:$(http_port node-1)/metrics" > metrics.txt || fail "GET /metrics"
-grep -q '^dtrain_jobs{state="succeeded"} 2$' metrics.txt || { fail "/metrics lacks the succeeded job"; head -n 30 metrics.txt; }
+grep -q '^dtrain_jobs{state="succeeded"} 3$' metrics.txt || { fail "/metrics lacks the succeeded jobs"; head -n 30 metrics.txt; }
 grep -q '^dtrain_nodes{state="alive"} 3$' metrics.txt || fail "/metrics lacks 3 alive nodes"
 grep -q '^dtrain_transport_datagrams_in_total{peer=' metrics.txt || fail "/metrics lacks transport counters"
 fetch "http://127.0.0.1:$(http_port node-1)/status" > status.json || fail "GET /status"
