@@ -8,7 +8,8 @@ WorkerBatch worker_batch(const TrainingSpec& t, int workers) {
   const int64_t w = std::max(1, workers);
   WorkerBatch b;
   b.split = t.batch_size > 0;
-  b.per_worker = b.split ? std::max<int64_t>(1, (t.batch_size + w / 2) / w) : t.batch_size_per_worker;
+  b.per_worker =
+      b.split ? std::max<int64_t>(1, (t.batch_size + w / 2) / w) : t.batch_size_per_worker;
   b.per_step = b.per_worker * w;
   return b;
 }
@@ -36,7 +37,8 @@ std::string describe_batch(const TrainingSpec& t, int workers) {
   if (!b.split) return "batch " + std::to_string(b.per_worker) + " per worker";
   std::string text = "batch " + std::to_string(t.batch_size);
   if (workers <= 1) return text;
-  text += " over " + std::to_string(workers) + " workers (" + std::to_string(b.per_worker) + " each";
+  text += " over " + std::to_string(workers) + " workers (" + std::to_string(b.per_worker) +
+          " each";
   if (b.per_step != t.batch_size) text += ", " + std::to_string(b.per_step) + " a step";
   return text + ")";
 }

@@ -1,7 +1,5 @@
 #include "core/train/init_from.h"
 
-#include <cstring>
-#include <memory>
 
 #include "core/io/saved_model.h"
 #include "core/layers/layer.h"

@@ -116,7 +116,8 @@ void average_round(NodeExchange& exchange, Worker& worker, bool with_updater_sta
 // "Sharing"): the same list on every node, dealt round-robin over the live workers of the job.
 // Returns how many this node did.
 int64_t take_over(const NodeExchange::EpochEnd& end, int64_t epoch, int shards,
-                  const WorkerBatch& batching, StepGate& gate, Workers& workers, std::vector<int64_t>& iterations,
+                  const WorkerBatch& batching, StepGate& gate, Workers& workers,
+                  std::vector<int64_t>& iterations,
                   const std::atomic<bool>* cancel) {
   if (end.takeover.empty()) return 0;
   int64_t dealt = 0;
@@ -238,8 +239,9 @@ TrainingResult train_local(const JobSpec& job, TrainingListener& listener,
   Workers workers;
   for (int w = 0; w < num_workers; ++w) {
     kernels::Backend* backend = gpu_backends.empty() ? nullptr : gpu_backends[w].get();
-    workers.push_back(std::make_unique<SharingWorker>(worker_job, data.train, initial, w, first_shard + w,
-                                                      shards, bus, engine, backend));
+    workers.push_back(std::make_unique<SharingWorker>(worker_job, data.train, initial, w,
+                                                      first_shard + w, shards, bus, engine,
+                                                      backend));
     SharingWorker& sw = *workers.back();
     if (options.message_observer) sw.set_observer(options.message_observer);
     sw.set_wait(exchange ? exchange->wait_deadline() : std::chrono::minutes(10),
@@ -390,7 +392,8 @@ TrainingResult train_local(const JobSpec& job, TrainingListener& listener,
       for (auto& w : workers) w->encoder().threshold().set_tau(
           static_cast<float>(end.tau_sum / std::max(1, end.workers)));
       result.lost_nodes = end.lost;
-      takeover_batches = take_over(end, epoch, shards, batching, gate, workers, iterations, options.cancel);
+      takeover_batches =
+          take_over(end, epoch, shards, batching, gate, workers, iterations, options.cancel);
       exchange->end_takeover(epoch);
     }
     for (auto& w : workers) w->apply_received();
