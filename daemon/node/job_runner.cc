@@ -9,6 +9,7 @@
 #include <mutex>
 
 #include "core/spec/job_spec_parser.h"
+#include "core/train/batch_split.h"
 #include "core/train/local_trainer.h"
 #include "daemon/node/mesh_exchange.h"
 
@@ -199,6 +200,10 @@ void JobRunner::run() {
                  members.size(), exchange.first_worker(),
                  exchange.first_worker() + members[rank].workers - 1, exchange.total_workers());
     exchange.set_epochs(job.training.epochs);
+    // How the job's batch is divided, once for the job (the user sees it in the submit output).
+    if (rank == 0)
+      report_(JobKind::Log,
+              {{"line", core::describe_batch(job.training, exchange.total_workers())}});
     if (job.training.mode == "parameter_averaging")
       report_(JobKind::Log, {{"line", "parameter averaging every " +
                                    std::to_string(job.training.averaging_frequency) +

@@ -85,6 +85,8 @@ print("%d nodes applied %s updates each; replica vs initial - sum: %.1e" % (len(
 sys.exit(0 if len(r) == 9 and len(sets) == 1 and worst <= 1e-4 else 1)
 PY
   check_epoch_replicas "$mesh.log" 9
+  grep -q "batch 64 over 9 workers (7 each, 63 a step)" "$mesh.log" ||
+    fail "$mesh: the log does not say how the batch was split"
   ahead=$(json "$mesh.json" "j['result']['max_steps_ahead']")
   [[ $ahead -le 1 ]] || fail "$mesh: a worker was $ahead steps ahead under bsp"
 done
