@@ -42,6 +42,17 @@ std::vector<Sent> transmit(LinkSender& s) {
 
 }  // namespace
 
+// One ack's report, the way wire::Ack carries it.
+LinkSender::AckReport ack(uint64_t cumulative, size_t credit, const uint64_t* received = nullptr,
+                          size_t received_len = 0) {
+  LinkSender::AckReport a;
+  a.cumulative = cumulative;
+  a.credit = uint32_t(credit);
+  a.received = received;
+  a.received_len = received_len;
+  return a;
+}
+
 TEST_CASE("own messages are not starved by a relay backlog queued before them") {
   LinkSender s(1 << 30);
   enqueue_all(s, message(1, /*relayed=*/true, 100));
@@ -84,10 +95,10 @@ TEST_CASE("credit bounds the bytes in flight and acks give back only own bytes")
   size_t own_sent = 0;
   for (const Sent& x : sent) own_sent += !x.relayed;
   // Everything sent so far acknowledged: the budget gets back the own bytes among them only.
-  const size_t freed = s.on_ack(4, uint32_t(4 * chunk_wire), nullptr, 0, LinkSender::Clock::now());
+  const size_t freed = s.on_ack(ack(4, 4 * chunk_wire), LinkSender::Clock::now());
   REQUIRE(freed == own_sent * 1000);
   REQUIRE(transmit(s).size() == 4);
-  REQUIRE(s.on_ack(8, uint32_t(4 * chunk_wire), nullptr, 0, LinkSender::Clock::now()) ==
+  REQUIRE(s.on_ack(ack(8, 4 * chunk_wire), LinkSender::Clock::now()) ==
           (4 - own_sent) * 1000);
   REQUIRE(s.idle());
   REQUIRE(s.pending_own_payload() == 0);
@@ -106,10 +117,10 @@ TEST_CASE("a link whose peer acknowledges nothing for the limit is not acknowled
   REQUIRE(s.not_acknowledging(later, std::chrono::seconds(1)));
   // Any progress (here a selective ack of one datagram) counts as acknowledging.
   const uint64_t one[] = {sent[5].seq, sent[5].seq};
-  s.on_ack(0, 1 << 20, one, 2, later);
+  s.on_ack(ack(0, 1 << 20, one, 2), later);
   REQUIRE_FALSE(s.not_acknowledging(later, std::chrono::seconds(1)));
   REQUIRE(s.relayed_bytes() == (sent[5].relayed ? 1 : 2) * (1000 + OutgoingChunk::kFramingBytes));
-  s.on_ack(sent.back().seq, 1 << 20, nullptr, 0, later);
+  s.on_ack(ack(sent.back().seq, 1 << 20), later);
   REQUIRE(s.relayed_bytes() == 0);
   REQUIRE_FALSE(s.not_acknowledging(later + std::chrono::hours(1), std::chrono::seconds(1)));
 }
@@ -124,15 +135,48 @@ TEST_CASE("chunks the receiver refused for room are outside the credit, and it i
   // The receiver refused both for want of room: it acknowledges nothing, but says so. Their
   // bytes no longer hold the window: two more chunks may go (those of the message that has
   // the room, in the deadlock this prevents).
-  s.on_ack(0, uint32_t(2 * chunk_wire), nullptr, 0, start, /*refused=*/2,
-           /*refused_bytes=*/uint32_t(2 * chunk_wire));
+  LinkSender::AckReport refusing = ack(0, 2 * chunk_wire);
+  refusing.refused = 2;
+  refusing.refused_bytes = uint32_t(2 * chunk_wire);
+  s.on_ack(refusing, start);
   REQUIRE(transmit(s).size() == 2);
   REQUIRE(s.in_flight_bytes() == 4 * chunk_wire);
   // Busy is alive: no loss for as long as the refusals are reported...
   const auto later = start + std::chrono::seconds(2);
-  s.on_ack(0, uint32_t(2 * chunk_wire), nullptr, 0, later, 4, uint32_t(4 * chunk_wire));
+  refusing.refused = 4;
+  refusing.refused_bytes = uint32_t(4 * chunk_wire);
+  s.on_ack(refusing, later);
   REQUIRE_FALSE(
       s.not_acknowledging(later + std::chrono::milliseconds(500), std::chrono::seconds(1)));
   // ...and a receiver that reports nothing at all for the limit is not acknowledging.
   REQUIRE(s.not_acknowledging(later + std::chrono::seconds(2), std::chrono::seconds(1)));
+}
+
+TEST_CASE("chunks taken but not listed in the ack are outside the credit too") {
+  // The receiver took chunks 2, 4 and 6 and refused 1, 3, 5 (room): three ranges, but say its
+  // ack lists only the first. Before unlisted_bytes, the two unlisted chunks held the window
+  // (credit: three chunks) and nothing more could go: the averaging deadlock of issue 13.
+  const size_t chunk_wire = 1000 + OutgoingChunk::kFramingBytes;
+  LinkSender s(3 * chunk_wire);
+  enqueue_all(s, message(1, false, 12));
+  const auto now = LinkSender::Clock::now();
+  REQUIRE(transmit(s).size() == 3);
+  REQUIRE(transmit(s).empty());  // the window is full
+  LinkSender::AckReport a = ack(0, 3 * chunk_wire);
+  const uint64_t first_taken[] = {2, 2};
+  a.received = first_taken;
+  a.received_len = 2;
+  a.refused = 2;  // chunks 1 and 3
+  a.refused_bytes = uint32_t(2 * chunk_wire);
+  s.on_ack(a, now);
+  REQUIRE(transmit(s).size() == 3);  // 4, 5, 6: the window counts only what is on its way
+  a.refused = 3;
+  a.refused_bytes = uint32_t(3 * chunk_wire);  // 1, 3, 5
+  a.unlisted_bytes = uint32_t(2 * chunk_wire);  // 4 and 6, taken, not listed
+  s.on_ack(a, now);
+  REQUIRE(s.in_flight_bytes() == 5 * chunk_wire);  // 1, 3, 4, 5, 6: held until acknowledged
+  REQUIRE(transmit(s).size() == 3);                 // the window is free again
+  a.unlisted_bytes = 0;  // the same report without them: the window stays full
+  s.on_ack(a, now);
+  REQUIRE(transmit(s).empty());
 }

@@ -302,9 +302,9 @@ TEST_CASE("interface selection: by network, by name, skipping lo/docker/veth unl
 
 TEST_CASE("a chunk refused for room is reported, not NAKed, until it is taken") {
   LinkReceiver r;
-  REQUIRE(r.accept(1) == LinkReceiver::Accept::kNew);
+  REQUIRE(r.accept(1, 1096) == LinkReceiver::Accept::kNew);
   r.refused(2, 1096);  // no room for it
-  REQUIRE(r.accept(3) == LinkReceiver::Accept::kNew);
+  REQUIRE(r.accept(3, 1096) == LinkReceiver::Accept::kNew);
   CHECK(r.refused_count() == 1);
   CHECK(r.refused_bytes() == 1096);
   // 2 is a gap below 3, but its sender knows why: no NAK storm for it.
@@ -314,8 +314,28 @@ TEST_CASE("a chunk refused for room is reported, not NAKed, until it is taken") 
   // Room freed: every refused chunk is asked for at once, and stays refused until taken.
   CHECK(r.refused_to_ask_again() == std::vector<uint64_t>{2});
   CHECK(r.refused_count() == 1);
-  REQUIRE(r.accept(2) == LinkReceiver::Accept::kNew);  // room at last
+  REQUIRE(r.accept(2, 1096) == LinkReceiver::Accept::kNew);  // room at last
   CHECK(r.refused_count() == 0);
   CHECK(r.refused_bytes() == 0);
   CHECK(r.cumulative() == 3);
+}
+
+TEST_CASE("an ack lists the lowest ranges taken and counts the bytes of the rest") {
+  LinkReceiver r;
+  // Taken: 2, 4, 6, 8 (1, 3, 5, 7 refused for room, as when two messages interleave).
+  for (uint64_t seq : {2, 4, 6, 8}) REQUIRE(r.accept(seq, 1000 + uint32_t(seq)) ==
+                                            LinkReceiver::Accept::kNew);
+  LinkReceiver::Ranges two = r.received_ranges(2);
+  CHECK(two.pairs == std::vector<uint64_t>{2, 2, 4, 4});
+  CHECK(two.unlisted_bytes == 1006 + 1008);
+  CHECK(r.received_ranges(8).unlisted_bytes == 0);
+  // 1 and 3 arrive: the cumulative ack passes 1..4 and their bytes leave the count.
+  REQUIRE(r.accept(1, 500) == LinkReceiver::Accept::kNew);
+  REQUIRE(r.accept(3, 500) == LinkReceiver::Accept::kNew);
+  CHECK(r.cumulative() == 4);
+  LinkReceiver::Ranges one = r.received_ranges(1);
+  CHECK(one.pairs == std::vector<uint64_t>{6, 6});
+  CHECK(one.unlisted_bytes == 1008);
+  REQUIRE(r.accept(8, 0) == LinkReceiver::Accept::kDuplicate);  // counted once
+  CHECK(r.received_ranges(1).unlisted_bytes == 1008);
 }

@@ -340,16 +340,16 @@ void Endpoint::State::on_chunk(Link& from, const wire::Envelope& e, Clock::time_
     case LinkReceiver::Accept::kTooFarAhead: from.counters().drop(DropReason::kMalformed); return;
     case LinkReceiver::Accept::kDuplicate:
       ++from.counters().duplicates;
-      from.receiver().accept(seq);  // acknowledged again: our ack was probably lost
+      from.receiver().accept(seq, 0);  // acknowledged again: our ack was probably lost
       return;
     case LinkReceiver::Accept::kNew: break;
   }
+  const ChunkView v = chunk_view(e);
   if (!jobs.count(e.job_id())) {
-    from.took_chunk(seq, now);
+    from.took_chunk(seq, uint32_t(v.size), now);
     from.counters().drop(DropReason::kUnknownJob);
     return;
   }
-  const ChunkView v = chunk_view(e);
   if (relay_backlogged(from.id())) {
     from.counters().drop(DropReason::kNoRoom);
     from.refused_chunk(seq, uint32_t(v.size), now);
@@ -362,7 +362,7 @@ void Endpoint::State::on_chunk(Link& from, const wire::Envelope& e, Clock::time_
     from.refused_chunk(seq, uint32_t(v.size), now);
     return;
   }
-  from.took_chunk(seq, now);
+  from.took_chunk(seq, uint32_t(v.size), now);
   switch (result) {
     case Reassembler::Result::kComplete: {
       ++from.counters().messages_in;

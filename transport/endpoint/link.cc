@@ -72,10 +72,15 @@ std::optional<DropReason> Link::admit(const DatagramHeader& header, const wire::
 void Link::on_ack(const wire::Ack& a, Clock::time_point now) {
   if (a.epoch() != send_epoch_) return;  // about our link before its reset
   const auto* received = a.received();
-  host_.release_budget(sender_.on_ack(a.cumulative(), a.credit_bytes(),
-                                      received ? received->data() : nullptr,
-                                      received ? received->size() : 0, now, a.refused(),
-                                      a.refused_bytes()));
+  LinkSender::AckReport report;
+  report.cumulative = a.cumulative();
+  report.credit = a.credit_bytes();
+  report.received = received ? received->data() : nullptr;
+  report.received_len = received ? received->size() : 0;
+  report.refused = a.refused();
+  report.refused_bytes = a.refused_bytes();
+  report.unlisted_bytes = a.unlisted_bytes();
+  host_.release_budget(sender_.on_ack(report, now));
   transmit(now);  // credit came back: use it now rather than at the next tick
 }
 
@@ -111,8 +116,8 @@ void Link::retry_refused() {
   }
 }
 
-void Link::took_chunk(uint64_t seq, Clock::time_point now) {
-  receiver_.accept(seq);
+void Link::took_chunk(uint64_t seq, uint32_t payload_bytes, Clock::time_point now) {
+  receiver_.accept(seq, uint32_t(payload_bytes + OutgoingChunk::kFramingBytes));
   // Ack every kAckEvery datagrams as they arrive: the sender's credit comes back without
   // waiting for the next tick.
   if (receiver_.ack_due(now, kAckEvery, std::chrono::hours(1))) send_ack(now);
@@ -171,11 +176,13 @@ void Link::send_control(flatbuffers::FlatBufferBuilder& fbb, wire::Frame type,
 
 void Link::send_ack(Clock::time_point now) {
   flatbuffers::FlatBufferBuilder& fbb = host_.builder();
-  const auto ranges = fbb.CreateVector(receiver_.received_ranges(kMaxAckRanges));
+  const LinkReceiver::Ranges taken = receiver_.received_ranges(kMaxAckRanges);
+  const auto ranges = fbb.CreateVector(taken.pairs);
   const auto ack = wire::CreateAck(
       fbb, receiver_.cumulative(), static_cast<uint32_t>(timing_.credit_window), recv_epoch_,
       ranges, static_cast<uint32_t>(receiver_.refused_count()),
-      static_cast<uint32_t>(std::min<uint64_t>(receiver_.refused_bytes(), UINT32_MAX)));
+      static_cast<uint32_t>(std::min<uint64_t>(receiver_.refused_bytes(), UINT32_MAX)),
+      static_cast<uint32_t>(std::min<uint64_t>(taken.unlisted_bytes, UINT32_MAX)));
   send_control(fbb, wire::Frame::Ack, ack.Union());
   receiver_.acked(now);
 }

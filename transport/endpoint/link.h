@@ -75,7 +75,7 @@ class Link {
   void on_ack(const wire::Ack& ack, Clock::time_point now);
   void on_nak(const wire::Nak& nak, Clock::time_point now);
   void on_heartbeat(const wire::Heartbeat& heartbeat);
-  void took_chunk(uint64_t seq, Clock::time_point now);
+  void took_chunk(uint64_t seq, uint32_t payload_bytes, Clock::time_point now);
   // Reassembly (or the relay backlog) had no room for it: left unacknowledged, reported in acks.
   void refused_chunk(uint64_t seq, uint32_t payload_bytes, Clock::time_point now);
   // Room was freed: NAKs every chunk refused for room, so its sender sends them again now.

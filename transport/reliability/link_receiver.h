@@ -7,7 +7,6 @@
 #include <chrono>
 #include <cstdint>
 #include <map>
-#include <set>
 #include <vector>
 
 namespace dtrain::transport {
@@ -29,7 +28,8 @@ class LinkReceiver {
     if (seq > cumulative_ + kMaxAhead) return Accept::kTooFarAhead;
     return Accept::kNew;
   }
-  Accept accept(uint64_t seq) {
+  // `wire_bytes`: the chunk's size, held against nobody's credit once taken (Ranges).
+  Accept accept(uint64_t seq, uint32_t wire_bytes) {
     const Accept verdict = peek(seq);
     if (verdict == Accept::kDuplicate) {
       // A retransmission of something we have: our ack was probably lost. Ack again, or the
@@ -42,13 +42,15 @@ class LinkReceiver {
     ++unacked_;
     if (seq == cumulative_ + 1) {
       ++cumulative_;
-      while (!above_.empty() && *above_.begin() == cumulative_ + 1) {
+      while (!above_.empty() && above_.begin()->first == cumulative_ + 1) {
+        above_bytes_ -= above_.begin()->second;
         above_.erase(above_.begin());
         ++cumulative_;
       }
       naked_.erase(naked_.begin(), naked_.upper_bound(cumulative_));
     } else {
-      above_.insert(seq);
+      above_.emplace(seq, wire_bytes);
+      above_bytes_ += wire_bytes;
       naked_.erase(seq);
     }
     return Accept::kNew;
@@ -82,19 +84,28 @@ class LinkReceiver {
   uint64_t refused_bytes() const { return refused_bytes_; }
 
   uint64_t cumulative() const { return cumulative_; }
-  // What arrived above the cumulative ack, as inclusive [first, last] pairs (at most
-  // max_ranges of them, lowest first): the sender frees their credit at once.
-  std::vector<uint64_t> received_ranges(size_t max_ranges) const {
-    std::vector<uint64_t> out;
-    for (uint64_t seq : above_) {
-      if (!out.empty() && out.back() + 1 == seq) {
-        out.back() = seq;
-        continue;
+  // What arrived above the cumulative ack: inclusive [first, last] pairs (at most max_ranges
+  // of them, lowest first), which the sender frees at once, and the wire bytes of the rest,
+  // which it counts outside its credit. Chunks refused for room interleave with taken ones, so
+  // the taken ones can make far more ranges than an ack has room for.
+  struct Ranges {
+    std::vector<uint64_t> pairs;
+    uint64_t unlisted_bytes = 0;
+  };
+  Ranges received_ranges(size_t max_ranges) const {
+    Ranges out;
+    uint64_t listed = 0;
+    for (const auto& [seq, bytes] : above_) {
+      if (!out.pairs.empty() && out.pairs.back() + 1 == seq) {
+        out.pairs.back() = seq;
+      } else {
+        if (out.pairs.size() / 2 == max_ranges) break;
+        out.pairs.push_back(seq);
+        out.pairs.push_back(seq);
       }
-      if (out.size() / 2 == max_ranges) break;
-      out.push_back(seq);
-      out.push_back(seq);
+      listed += bytes;
     }
+    out.unlisted_bytes = above_bytes_ - listed;
     return out;
   }
   // An ack is due after `every` new datagrams or `interval` since the last one.
@@ -110,7 +121,7 @@ class LinkReceiver {
   std::vector<uint64_t> naks_due(Clock::time_point now, std::chrono::microseconds nak_interval) {
     std::vector<uint64_t> out;
     if (above_.empty()) return out;
-    const uint64_t highest = *above_.rbegin();
+    const uint64_t highest = above_.rbegin()->first;
     const uint64_t last = std::min(highest, cumulative_ + 1 + 4 * kMaxNakEntries);
     for (uint64_t seq = cumulative_ + 1; seq < last && out.size() < kMaxNakEntries; ++seq) {
       if (above_.count(seq) || refused_.count(seq)) continue;
@@ -131,7 +142,8 @@ class LinkReceiver {
   }
 
   uint64_t cumulative_ = 0;
-  std::set<uint64_t> above_;
+  std::map<uint64_t, uint32_t> above_;  // seq -> wire bytes, taken above the cumulative ack
+  uint64_t above_bytes_ = 0;
   std::map<uint64_t, Clock::time_point> naked_;
   uint64_t unacked_ = 0;
   Clock::time_point last_ack_{};

@@ -3,8 +3,8 @@
 // this node's own messages and the ones it relays for others, which share the link equally
 // when both have something (a relay node's own updates must not wait behind everything it
 // forwards); each chunk gets its link sequence number as it first goes out, while the bytes in
-// flight stay within the receiver's credit; chunks stay buffered until cumulatively acked, and are sent again when
-// the receiver NAKs them or when acks stop coming (tail loss). A chunk is a reference into its
+// flight stay within the receiver's credit; chunks stay buffered until acknowledged, and are sent
+// again when the receiver NAKs them or when acks stop coming (tail loss). A chunk is a reference into its
 // message: the datagram is built only when it goes out, so queueing costs no copy and no
 // allocation per chunk. Single-threaded: the endpoint's I/O thread owns it.
 #include <chrono>
@@ -75,16 +75,31 @@ class LinkSender {
     }
   }
 
-  // `received`: selectively acknowledged inclusive ranges [first, last] above `cumulative`, as
-  // pairs. `refused`, `refused_bytes`: chunks the receiver refused for want of reassembly room
-  // (LinkReceiver::refused): their bytes do not count against the credit, so the chunks of the
-  // message that holds the room still flow, and a receiver that refuses is alive. Returns the
-  // payload bytes of own messages acknowledged (for the send budget).
-  size_t on_ack(uint64_t cumulative, uint32_t credit, const uint64_t* received,
-                size_t received_len, Clock::time_point now, uint32_t refused = 0,
-                uint32_t refused_bytes = 0) {
-    credit_ = size_t(credit) + refused_bytes;
-    if (refused > 0) last_busy_ = now;
+  // What one ack says (wire::Ack, transport/README.md "The data channel").
+  struct AckReport {
+    uint64_t cumulative = 0;  // every sequence number up to it arrived
+    uint32_t credit = 0;      // the receiver's window, in wire bytes
+    // Selectively acknowledged inclusive ranges [first, last] above `cumulative`, as pairs.
+    const uint64_t* received = nullptr;
+    size_t received_len = 0;
+    // Chunks refused for want of reassembly room (LinkReceiver::refused), and their bytes.
+    uint32_t refused = 0;
+    uint32_t refused_bytes = 0;
+    // Wire bytes taken above `cumulative` that the ranges could not list (an ack lists only
+    // the lowest few ranges).
+    uint32_t unlisted_bytes = 0;
+  };
+
+  // Bytes the receiver holds do not count against the credit, whether it refused them for room
+  // or took them without room in the ack to list them: the credit bounds what is still on its
+  // way. Else refused or unlisted chunks of one message fill the window and block the chunks
+  // of the message that holds the room, a deadlock (seen with parameter averaging through a
+  // small reassembly budget: refused chunks interleave with taken ones, so the taken ones
+  // make far more ranges than an ack lists). A receiver that refuses is alive, and busy.
+  // Returns the payload bytes of own messages acknowledged (for the send budget).
+  size_t on_ack(const AckReport& ack, Clock::time_point now) {
+    credit_ = size_t(ack.credit) + ack.refused_bytes + ack.unlisted_bytes;
+    if (ack.refused > 0) last_busy_ = now;
     size_t freed = 0;
     const size_t before = in_flight_.size();
     auto release = [&](std::map<uint64_t, InFlight>::iterator it) {
@@ -95,11 +110,11 @@ class LinkSender {
         freed += it->second.chunk.payload;
       return in_flight_.erase(it);
     };
-    while (!in_flight_.empty() && in_flight_.begin()->first <= cumulative)
+    while (!in_flight_.empty() && in_flight_.begin()->first <= ack.cumulative)
       release(in_flight_.begin());
-    for (size_t i = 0; i + 1 < received_len; i += 2)
-      for (auto it = in_flight_.lower_bound(received[i]);
-           it != in_flight_.end() && it->first <= received[i + 1];)
+    for (size_t i = 0; i + 1 < ack.received_len; i += 2)
+      for (auto it = in_flight_.lower_bound(ack.received[i]);
+           it != in_flight_.end() && it->first <= ack.received[i + 1];)
         it = release(it);
     if (in_flight_.size() < before || in_flight_.empty()) last_progress_ = now;
     return freed;
