@@ -141,6 +141,7 @@ void Controller::serve_node(ControlConnection& c, const NodeRegistration& node) 
     m.last_heard = Clock::now();
     m.outbox.clear();
     stop_orphans(m, node.running_jobs);
+    recall_dropped(m, node.running_jobs);
     offer_rejoin(m);
     start_next();
   }
@@ -199,6 +200,7 @@ void Controller::on_job_message(Member& m, const JobMessageIn& in) {
   }
   // A restarted node that was never admitted may still report after the job ended.
   if (job.finished() && in.kind != JobKind::Log) return;
+  if (dropped_from(job, m.name) && !on_dropped_report(job, m, in)) return;
   switch (in.kind) {
     case JobKind::Progress:
       job.progress[m.name] = body;
@@ -223,6 +225,47 @@ void Controller::on_job_message(Member& m, const JobMessageIn& in) {
     default:
       break;
   }
+}
+
+bool Controller::dropped_from(const JobRecord& job, const std::string& name) {
+  return listed(job.lost_nodes, name) && !listed(job.rejoined_nodes, name);
+}
+
+// A node the job dropped (lost, not taken back yet) may still report: what its old part did
+// while it was away (a pause, a cut cable) and queued for when the controller is back, or the
+// failure of its attempt to rejoin. Neither may count: the others covered its minibatches, and
+// one dropped node must not fail a healthy job. Returns whether the report counts (a log line,
+// or the news that it rejoined).
+bool Controller::on_dropped_report(JobRecord& job, Member& m, const JobMessageIn& in) {
+  if (in.kind == JobKind::Log || in.kind == JobKind::Rejoined) return true;
+  if (in.kind == JobKind::Failed && !in.body.value("cancelled", false)) {
+    unlist(job.rejoining, m.name);  // a later registration may offer it again
+    job.add_log(m.name + ": failed after the job dropped it (" +
+                in.body.value("error", std::string("?")) + "); the job continues without it");
+    save(job);
+  }
+  return false;
+}
+
+// A node the running job dropped came back with its old part still running (it was paused, or
+// cut off, for longer than the peer timeout: the same process, the same boot). Gradient sharing
+// takes it back with a live replica (offer_rejoin); a job that cannot, tells it to stop.
+void Controller::recall_dropped(Member& m, const std::vector<uint64_t>& running) {
+  if (running_ == 0 || std::find(running.begin(), running.end(), running_) == running.end())
+    return;
+  JobRecord& job = jobs_[running_];
+  if (!dropped_from(job, m.name) || listed(job.rejoining, m.name)) return;
+  spdlog::warn("controller: node {} is back and still trains job {}, which dropped it", m.name,
+               job_id_text(job.id));
+  if (job.mode == "gradient_sharing") {
+    job.add_log("node " + m.name + " is back after the job dropped it; it is taken back with a "
+                "live replica");
+    return;  // offer_rejoin sends it the job again; the node stops its old part for it
+  }
+  m.outbox.push_back(cancel_frame(job.id));
+  job.add_log("node " + m.name + " is back after the job dropped it; " + job.mode +
+              " does not take nodes back, so it was told to stop its part (dropped)");
+  save(job);
 }
 
 void Controller::on_node_failed(JobRecord& job, Member& m, const Json& body) {
@@ -322,7 +365,7 @@ void Controller::offer_rejoin(Member& m) {
       members_[n].outbox.push_back(
           rejoin_frame(job.id, {m.id, m.boot_id}));
   job.rejoining.push_back(m.name);
-  job.add_log("node " + m.name + " restarted; it rejoins at the next epoch end");
+  job.add_log("node " + m.name + " is back; it rejoins at the next epoch end");
 }
 
 void Controller::node_lost(Member& m, const std::string& why) {

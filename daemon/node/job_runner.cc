@@ -111,14 +111,19 @@ class JobRunner::ProgressReporter : public core::TrainingListener {
 };
 
 JobRunner::JobRunner(const DaemonConfig& config, DataChannel& channel, uint32_t self,
-                     uint64_t job_id, StartMessage start, Report report)
+                     uint64_t job_id, StartMessage start, Report report,
+                     std::unique_ptr<JobRunner> predecessor)
     : config_(config),
       channel_(channel),
       self_(self),
       job_id_(job_id),
       start_(std::move(start)),
-      report_(std::move(report)),
-      progress_(std::make_unique<ProgressReporter>(int(start_.rank), report_)) {
+      report_([this, report = std::move(report)](JobKind kind, const Json& body) {
+        if (!dropped_) report(kind, body);
+      }),
+      progress_(std::make_unique<ProgressReporter>(int(start_.rank), report_)),
+      predecessor_(std::move(predecessor)) {
+  if (predecessor_) predecessor_->drop();
   thread_ = std::thread([this] { run(); });
 }
 
@@ -140,6 +145,11 @@ void JobRunner::rejoin(uint32_t id) {
   if (exchange_) exchange_->on_rejoin(id);
 }
 
+void JobRunner::drop() {
+  dropped_ = true;
+  cancel();
+}
+
 void JobRunner::cancel() {
   cancel_ = true;
   std::lock_guard<std::mutex> lock(exchange_mutex_);
@@ -148,6 +158,10 @@ void JobRunner::cancel() {
 
 void JobRunner::run() {
   const std::string id = job_id_text(job_id_);
+  if (predecessor_) {
+    predecessor_.reset();  // stopped and joined: it leaves the job's mesh before this one joins
+    spdlog::info("job {}: this node's dropped part stopped; rejoining", id);
+  }
   const int rank = int(start_.rank);
   auto fail = [&](const std::string& error, const std::string& fix) {
     spdlog::error("job {}: {}", id, error);

@@ -25,11 +25,17 @@ class JobRunner {
   // Queues a job message for the controller (thread-safe).
   using Report = std::function<void(JobKind kind, const Json& body)>;
 
+  // `predecessor`: this node's earlier part of the same job, which the job dropped while this
+  // node was away (paused, cut off) and which this runner replaces (a rejoin): it is stopped
+  // quietly and joined before this one joins the mesh.
   JobRunner(const DaemonConfig& config, DataChannel& channel, uint32_t self, uint64_t job_id,
-            StartMessage start, Report report);
+            StartMessage start, Report report, std::unique_ptr<JobRunner> predecessor = nullptr);
   ~JobRunner();  // cancels and joins
 
   void cancel();
+  // The job dropped this part and another takes its place: it stops, and reports nothing more
+  // (its progress and failure are no longer the job's).
+  void drop();
   // Member `id` restarted and rejoins: it is admitted at the next epoch end.
   void rejoin(uint32_t id);
   bool done() const { return done_; }
@@ -48,7 +54,9 @@ class JobRunner {
   StartMessage start_;
   Report report_;
   std::unique_ptr<ProgressReporter> progress_;
+  std::unique_ptr<JobRunner> predecessor_;
   std::atomic<bool> cancel_{false};
+  std::atomic<bool> dropped_{false};
   std::atomic<bool> done_{false};
   // cancel() and rejoin() reach the exchange only while run() has it (it lives on run()'s stack).
   std::mutex exchange_mutex_;

@@ -87,11 +87,21 @@ void NodeAgent::on_job_message(const JobMessageIn& m) {
   std::lock_guard<std::mutex> lock(jobs_mutex_);
   auto it = jobs_.find(job_id);
   if (m.kind == JobKind::Start) {
-    if (it != jobs_.end()) return;
-    spdlog::info("node {}: starting job {}", config_.name, job_id_text(job_id));
+    std::unique_ptr<JobRunner> dropped;
+    if (it != jobs_.end()) {
+      if (!m.start.rejoin) return;  // a repeat
+      // The job dropped this node while it was away (paused, cut off: the same process) and
+      // takes it back: its old part stops for a new one that starts from a live replica.
+      spdlog::warn("node {}: job {} dropped this node while it was away; rejoining it",
+                   config_.name, job_id_text(job_id));
+      dropped = std::move(it->second);
+    } else {
+      spdlog::info("node {}: starting job {}", config_.name, job_id_text(job_id));
+    }
     jobs_[job_id] = std::make_unique<JobRunner>(
         config_, *channel_, node_id_, job_id, m.start,
-        [this, job_id](JobKind kind, const Json& body) { queue(job_id, kind, body); });
+        [this, job_id](JobKind kind, const Json& body) { queue(job_id, kind, body); },
+        std::move(dropped));
   } else if (m.kind == JobKind::Cancel) {
     if (it == jobs_.end()) return;
     spdlog::info("node {}: cancelling job {}", config_.name, job_id_text(job_id));

@@ -4,7 +4,8 @@
 // `training.nodes`; queued jobs survive a controller restart while a running one is stopped on
 // its nodes (the SIGKILL case is tests/cluster/controller_restart_test); a silent node is lost at the peer timeout while one that heartbeats is not; and a
 // node registering again while its old session lives replaces that session (a restarted
-// daemon rejoins the running job); a node cannot report for a job it is not a member of.
+// daemon rejoins the running job); a node back from a pause is taken back or told to stop, and
+// its old part's reports do not count; a node cannot report for a job it is not a member of.
 #include <catch2/catch.hpp>
 
 #include <thread>
@@ -17,16 +18,19 @@ using namespace std::chrono_literals;
 
 namespace {
 
-std::string spec(const std::string& name, int nodes) {
+std::string spec(const std::string& name, int nodes,
+                 const std::string& mode = "gradient_sharing") {
   return "name: " + name +
          "\nmodel:\n  input: [4]\n  layers:\n"
          "    - output: {units: 3, activation: softmax, loss: mcxent}\n"
          "data:\n  train: {format: csv, path: none.csv}\n"
-         "training:\n  nodes: " + std::to_string(nodes) + "\n";
+         "training:\n  mode: " + mode + "\n  nodes: " + std::to_string(nodes) + "\n";
 }
 
-uint64_t submit(ControllerUnderTest& t, const std::string& name, int nodes = 1) {
-  const daemon::Json job = t.ask("submit", 0, {{"spec", spec(name, nodes)}, {"source", name}});
+uint64_t submit(ControllerUnderTest& t, const std::string& name, int nodes = 1,
+                const std::string& mode = "gradient_sharing") {
+  const daemon::Json job =
+      t.ask("submit", 0, {{"spec", spec(name, nodes, mode)}, {"source", name}});
   uint64_t id = 0;
   REQUIRE(daemon::parse_job_id(job.at("id").get<std::string>(), id));
   return id;
@@ -186,6 +190,56 @@ TEST_CASE("a node registering again while its old session lives replaces that se
     CHECK(told.rejoin.boot == 2);
     CHECK(t.job(id).at("lost_nodes") == daemon::Json({"node-a"}));
   }
+}
+
+TEST_CASE("a node back after the job dropped it: taken back or told to stop; its old reports "
+          "do not count", "[controller]") {
+  const std::string mode = GENERATE(as<std::string>(), "gradient_sharing", "parameter_averaging");
+  ControllerUnderTest t("", /*peer_timeout_ms=*/600);
+  FakeNode a(t, node_named("node-a", 1, /*boot=*/1));
+  FakeNode b(t, node_named("node-b", 2));
+  const uint64_t id = submit(t, "paused", 2, mode);
+  CHECK(a.next().kind == daemon::JobKind::Start);
+  CHECK(b.next().kind == daemon::JobKind::Start);
+  // node-a is paused: silent past the peer timeout while node-b heartbeats.
+  CHECK(eventually([&] {
+    b.send(0, daemon::JobKind::Heartbeat);
+    return !alive(t, "node-a");
+  }));
+  CHECK(t.job(id).at("lost_nodes") == daemon::Json({"node-a"}));
+  // The same process is back (same boot) and still runs its old part.
+  daemon::NodeRegistration same = node_named("node-a", 1, /*boot=*/1);
+  same.running_jobs = {id};
+  FakeNode back(t, same);
+  const daemon::JobMessageIn told = back.next();
+  CHECK(told.job_id == id);
+  if (mode == "gradient_sharing") {
+    // Taken back like a restarted node: sent the job to rejoin, node-b told to admit it.
+    CHECK(told.kind == daemon::JobKind::Start);
+    CHECK(told.start.rejoin);
+    CHECK(b.next().kind == daemon::JobKind::Rejoin);
+  } else {
+    CHECK(told.kind == daemon::JobKind::Cancel);  // averaging cannot take it back
+  }
+  // What its old part did while it was away does not count, nor does its failure.
+  back.send(id, daemon::JobKind::Progress, {{"epoch", 9}});
+  back.send(id, daemon::JobKind::Result, {{"rank", 0}, {"accuracy", 0.5}});
+  back.send(id, daemon::JobKind::Failed,
+            {{"rank", 0}, {"error", "its old part failed"}, {"fix", ""}});
+  CHECK(b.quiet_for(500ms));  // no cancel for node-b: the job goes on
+  daemon::Json job = t.job(id);
+  CHECK(job.at("state") == "running");
+  CHECK_FALSE(job.at("progress").contains("node-a"));
+  if (mode == "parameter_averaging") {
+    // The log says it was dropped, and why its failure did not end the job.
+    const std::string log = t.ask("logs", id).at("log").dump();
+    CHECK(log.find("node-a is back after the job dropped it") != std::string::npos);
+    CHECK(log.find("its old part failed") != std::string::npos);
+  }
+  // node-b alone decides the job's end.
+  end_job(b, id);
+  CHECK(eventually([&] { return state(t, id) == "failed"; }));
+  CHECK(t.job(id).at("error").get<std::string>().find("ended by the test") != std::string::npos);
 }
 
 TEST_CASE("a node cannot report for a job it is not a member of", "[controller]") {

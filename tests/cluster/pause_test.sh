@@ -1,0 +1,106 @@
+#!/usr/bin/env bash
+# A node paused for longer than the peer timeout (SIGSTOP, then SIGCONT: a VM migration or a
+# long stall looks the same) must not kill a healthy job (issue 14). While it is away the
+# others drop it and cover its minibatches; when it is back, gradient sharing takes it back
+# with a live replica at the next epoch end, and parameter averaging tells it plainly that it
+# was dropped and it stops its part. Either way the job succeeds and the replicas of the nodes
+# that finish agree, and the paused node trains nothing afterwards that nobody asked for.
+set -u
+SPEC="$(cd "$(dirname "$4")" && pwd)/$(basename "$4")"  # before lib.sh changes directory
+source "$(dirname "$0")/lib.sh" pause "$1" "$2" "$3"
+export PEER_TIMEOUT_MS=2000 HEARTBEAT_MS=300
+PAUSE_S=3  # 1.5x the peer timeout
+
+"$CLUSTER_TOOL" start 3 "$WORK/c" || { echo "FAIL: the cluster did not start"; exit 1; }
+source "$WORK/c/env"
+victim=node-3  # not the controller (node-1)
+pid=$(awk -v n="$victim" '$2 == n { print $1 }' "$WORK/c/pids")
+
+job_state() { json "$1" "j['state']"; }
+# wait_epoch ID EPOCH: until some node reports EPOCH (60 s).
+wait_epoch() {
+  for _ in $(seq 1 600); do
+    "$SUBMIT" status "$1" --json > progress.json 2> /dev/null &&
+      [[ $(json progress.json "max([p.get('epoch', 0) for p in j['progress'].values()] or [0])") -ge $2 ]] &&
+      return 0
+    sleep 0.1
+  done
+  fail "waited 60 s for job $1 to reach epoch $2"
+  return 1
+}
+# wait_end ID FILE: until the job has ended (180 s); its status in FILE.
+wait_end() {
+  local state=""
+  for _ in $(seq 1 1800); do
+    "$SUBMIT" status "$1" --json > "$2" 2> /dev/null
+    state=$(job_state "$2")
+    [[ $state == succeeded || $state == failed || $state == cancelled ]] && return 0
+    sleep 0.1
+  done
+  fail "waited 180 s for job $1 to end; it is '$state'"
+  return 1
+}
+# pause_victim ID: SIGSTOP for PAUSE_S seconds, and the controller must have named it lost.
+pause_victim() {
+  kill -STOP "$pid"
+  echo "paused $victim (pid $pid) for $PAUSE_S s"
+  sleep "$PAUSE_S"
+  "$SUBMIT" status "$1" --json > paused.json 2> /dev/null
+  json paused.json "j['lost_nodes']" | grep -q "$victim" ||
+    fail "after $PAUSE_S s the job does not name $victim as lost: $(json paused.json "j['lost_nodes']")"
+  kill -CONT "$pid"
+  echo "resumed $victim"
+}
+# check_end ID FILE MODE: succeeded, replicas agree; the log lines about the victim shown.
+check_end() {
+  "$SUBMIT" logs "$1" > "$1.log"
+  [[ $(job_state "$2") == succeeded ]] ||
+    { fail "$3: after pausing $victim the job ended '$(job_state "$2")': $(json "$2" "j.get('error')")"
+      tail -n 15 "$1.log"; }
+  grep -E "$victim|lost|rejoin|dropped" "$1.log" | cut -c1-160 | head -n 8
+  local diff
+  diff=$(json "$2" "j['result']['replica_max_relative_difference']" 2> /dev/null)
+  python3 -c "import sys; sys.exit(0 if ${diff:-1} <= 1e-5 else 1)" ||
+    fail "$3: replicas differ by ${diff:-?}"
+  echo "$3: job $(job_state "$2"), replicas within ${diff:-?}," \
+    "accuracy $(json "$2" "j['result'].get('accuracy')")"
+}
+
+sed -e 's/epochs: 5/epochs: 12/' -e 's/name: fashion-mnist-mlp/name: pause-test/' \
+    -e 's/  batch_size: 64/  batch_size_per_worker: 64/' \
+    -e 's/model: fashion-mnist-mlp.dtm/model: pause-test.dtm/' "$SPEC" > sharing.yaml
+
+echo "== gradient sharing: $victim paused for 1.5x the peer timeout is taken back"
+id=$("$SUBMIT" sharing.yaml --detach) || fail "detached submit"
+if wait_epoch "$id" 2; then
+  pause_victim "$id"
+  wait_end "$id" sharing.json
+  check_end "$id" sharing.json "gradient sharing"
+  json sharing.json "j['result']['rejoined_nodes']" | grep -q "$victim" ||
+    fail "$victim was not taken back: $(grep "$victim" "$id.log" | tail -n 4)"
+  grep -q "evaluation over 3 nodes" "$id.log" || fail "the taken-back node's replica was not in the end"
+fi
+
+echo "== parameter averaging: $victim paused for 1.5x the peer timeout is told it was dropped"
+sed -e 's/mode: gradient_sharing/mode: parameter_averaging/' -e 's/name: pause-test/name: pause-avg/' \
+    -e 's/model: pause-test.dtm/model: pause-avg.dtm/' sharing.yaml > averaging.yaml
+grep -q "mode: parameter_averaging" averaging.yaml || fail "averaging.yaml is not parameter averaging"
+id=$("$SUBMIT" averaging.yaml --detach) || fail "detached submit"
+if wait_epoch "$id" 2; then
+  pause_victim "$id"
+  wait_end "$id" averaging.json
+  check_end "$id" averaging.json "parameter averaging"
+  grep -q "$victim.*dropped" "$id.log" || fail "the log does not say $victim was dropped"
+  [[ $(json averaging.json "len(j['result']['lost_nodes'])") == 1 ]] ||
+    fail "lost nodes: $(json averaging.json "j['result']['lost_nodes']")"
+fi
+# Whatever happened, the paused node is not still training either job.
+sleep 1
+"$SUBMIT" nodes --json > nodes.json
+[[ $(json nodes.json "sum(n['state'] == 'alive' for n in j['nodes'])") == 3 ]] ||
+  fail "not every node is alive again: $(json nodes.json "[(n['name'], n['state']) for n in j['nodes']]")"
+fetch "http://127.0.0.1:$(http_port $victim)/status" > victim-status.json ||
+  fail "GET /status of $victim"
+running=$(json victim-status.json "[x['id'] for x in j['node']['jobs']]")
+[[ -z $running || $running == "[]" ]] || fail "$victim still runs $running"
+finish pause_test
