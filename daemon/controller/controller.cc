@@ -26,13 +26,6 @@ using transport::ControlError;
 
 namespace {
 
-bool listed(const std::vector<std::string>& names, const std::string& name) {
-  return std::find(names.begin(), names.end(), name) != names.end();
-}
-void unlist(std::vector<std::string>& names, const std::string& name) {
-  names.erase(std::remove(names.begin(), names.end(), name), names.end());
-}
-
 bool escapes(const std::string& path) {
   if (path.empty() || path[0] == '/') return true;
   for (const auto& part : fs::path(path))
@@ -50,7 +43,10 @@ Controller::Controller(const DaemonConfig& config)
     throw core::UserError("cannot create " + jobs_dir_ + ": " + ec.message(),
                           "make data_dir (" + config.data_dir + ") writable for dtraind");
   for (JobRecord& job : load_jobs(jobs_dir_)) {
-    if (job.state == "running") {
+    if (job.state == "running" && running_ == 0) {
+      running_ = job.id;
+      begin_adoption(job);
+    } else if (job.state == "running") {  // two running jobs on disk: only one can be real
       job.state = "failed";
       job.error = "the controller stopped while the job was running";
       job.fix = "submit the job again";
@@ -142,6 +138,7 @@ void Controller::serve_node(ControlConnection& c, const NodeRegistration& node) 
     m.outbox.clear();
     stop_orphans(m, node.running_jobs);
     recall_dropped(m, node.running_jobs);
+    adopt(m, node.running_jobs);
     offer_rejoin(m);
     start_next();
   }
@@ -158,6 +155,7 @@ void Controller::serve_node(ControlConnection& c, const NodeRegistration& node) 
         std::lock_guard<std::mutex> lock(mutex_);
         Member& m = members_[name];
         if (m.session != session) return;  // replaced by a newer registration
+        end_adoption_if_due();
         out.swap(m.outbox);
         stop = stopping_;
         if (Clock::now() - m.last_heard > timeout) {
@@ -217,6 +215,7 @@ void Controller::on_job_message(Member& m, const JobMessageIn& in) {
     case JobKind::Result:
       job.results[m.name] = body;
       job.add_log(m.name + ": finished");
+      save(job);  // a restarted controller must not wait for it again
       check_finished(job);
       break;
     case JobKind::Failed:
@@ -371,14 +370,16 @@ void Controller::offer_rejoin(Member& m) {
 void Controller::node_lost(Member& m, const std::string& why) {
   m.alive = false;
   spdlog::warn("controller: node {} lost: {}", m.name, why);
-  if (running_ == 0) return;
-  JobRecord& job = jobs_[running_];
-  if (!listed(job.nodes, m.name)) return;
-  if (job.results.count(m.name) || job.failures.count(m.name)) return;
-  if (!listed(job.lost_nodes, m.name)) job.lost_nodes.push_back(m.name);
-  unlist(job.rejoining, m.name);
-  unlist(job.rejoined_nodes, m.name);
-  job.add_log("node " + m.name + " lost (" + why + "); the job continues on the others");
+  if (running_ != 0) drop_from_job(jobs_[running_], m.name, why);
+}
+
+void Controller::drop_from_job(JobRecord& job, const std::string& name, const std::string& why) {
+  if (!listed(job.nodes, name)) return;
+  if (job.results.count(name) || job.failures.count(name)) return;
+  if (!listed(job.lost_nodes, name)) job.lost_nodes.push_back(name);
+  unlist(job.rejoining, name);
+  unlist(job.rejoined_nodes, name);
+  job.add_log("node " + name + " lost (" + why + "); the job continues on the others");
   check_finished(job);
   save(job);
 }
@@ -506,7 +507,22 @@ void Controller::start_next() {
   core::SpecParseOptions options;
   options.check_files = false;
   options.base_dir = job.base_dir;
-  const core::JobSpec spec = core::parse_job_spec_text(job.spec_text, job.name, options);
+  core::JobSpec spec;
+  try {
+    spec = core::parse_job_spec_text(job.spec_text, job.name, options);
+  } catch (const core::UserError& e) {
+    // Checked at submit; a record from another release may still not parse. That job fails,
+    // the queue goes on.
+    queue_.pop_front();
+    job.state = "failed";
+    job.error = e.what_happened();
+    job.fix = e.fix();
+    job.finished_at = unix_now();
+    job.add_log("failed before it started: " + job.error);
+    save(job);
+    start_next();
+    return;
+  }
   std::vector<Member*> alive;
   size_t registered = 0;
   for (auto& [name, m] : members_) {
@@ -532,7 +548,8 @@ void Controller::start_next() {
   Json members = Json::array();
   for (Member* m : alive) {
     const NodePlacement place = place_on(spec.training, offer(*m));
-    members.push_back({{"id", m->id}, {"name", m->name}, {"address", m->address},
+    members.push_back({{"id", m->id}, {"name", m->name}, {"boot", m->boot_id},
+                       {"address", m->address},
                        {"port", m->data_port}, {"workers", place.workers},
                        {"device", place.gpu ? "gpu" : "cpu"}, {"gpus", place.gpus}});
     job.nodes.push_back(m->name);
@@ -552,6 +569,7 @@ std::vector<uint8_t> Controller::handle_request(const std::string& kind, uint64_
   const Json body = Json::parse(body_text.empty() ? "{}" : body_text, nullptr, false);
   if (body.is_discarded()) return reply_error("the request body is not JSON", "use dtrain-submit");
   std::lock_guard<std::mutex> lock(mutex_);
+  end_adoption_if_due();  // also when no node of the job ever comes back
   try {
     if (kind == "submit") return reply_ok(submit(body));
     if (kind == "nodes") return reply_ok(nodes_locked());

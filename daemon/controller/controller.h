@@ -66,6 +66,14 @@ class Controller {
   Json submit(const Json& body);
   void start_next();
   void node_lost(Member& m, const std::string& why);
+  // `name` leaves the running `job` (it goes on without it), whether or not its daemon is alive.
+  void drop_from_job(JobRecord& job, const std::string& name, const std::string& why);
+  // A restarted controller adopts the job that was running (controller_adoption.cc): its nodes
+  // keep training while the controller is away and are adopted as they register again.
+  void begin_adoption(JobRecord& job);
+  void adopt(Member& m, const std::vector<uint64_t>& running);
+  void end_adoption_if_due();
+  void end_adoption(JobRecord& job);
   // A lost member of the running job registered again: it is sent the job to rejoin, the
   // others are told to admit it at their next epoch end (gradient sharing only).
   void offer_rejoin(Member& m);

@@ -43,6 +43,8 @@ Json JobRecord::to_json(bool with_log) const {
     j["results"] = results;
     j["failures"] = failures;
     j["log"] = log;
+    j["members"] = members;
+    j["mesh"] = mesh;
   }
   return j;
 }
@@ -71,6 +73,8 @@ JobRecord JobRecord::from_json(const Json& j) {
   r.error = j.value("error", "");
   r.fix = j.value("fix", "");
   r.log = j.value("log", std::vector<std::string>{});
+  if (j.contains("members") && j["members"].is_array()) r.members = j["members"];
+  r.mesh = j.value("mesh", "");
   return r;
 }
 

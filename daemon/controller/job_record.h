@@ -2,6 +2,8 @@
 // What the controller knows about one job, kept on disk (one JSON file per job under
 // <data_dir>/controller/jobs/) so that a restarted controller still shows past jobs. Its JSON
 // form is what `dtrain-submit status --json` prints (README: "status --json").
+#include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <string>
@@ -23,8 +25,15 @@ struct JobRecord {
   // Not kept on disk (only a running job needs them): restarted nodes waiting to be admitted,
   // and the members list every node got at the start.
   std::vector<std::string> rejoining;
+  // Kept on disk for a restarted controller that adopts the job (daemon/README.md,
+  // "Controller restart"): every node's start entry (with its boot) and the mesh kind.
   Json members = Json::array();
   std::string mesh;
+  // A running job found on disk by a restarted controller: its nodes are adopted as they
+  // register, until adopt_until. Not on disk.
+  bool adopting = false;
+  std::vector<std::string> adopted;  // registered again, still training it
+  std::chrono::steady_clock::time_point adopt_until;
   double submitted_at = 0, started_at = 0, finished_at = 0;  // Unix seconds
   std::map<std::string, Json> progress;  // latest per node
   std::map<std::string, Json> results;   // per node, at the end
@@ -42,6 +51,14 @@ struct JobRecord {
   static JobRecord from_json(const Json& j);
   void add_log(const std::string& line);
 };
+
+// A job's lists of node names (nodes, lost_nodes, rejoining, ...).
+inline bool listed(const std::vector<std::string>& names, const std::string& name) {
+  return std::find(names.begin(), names.end(), name) != names.end();
+}
+inline void unlist(std::vector<std::string>& names, const std::string& name) {
+  names.erase(std::remove(names.begin(), names.end(), name), names.end());
+}
 
 // Writes <dir>/<id>.json atomically (temporary file, then rename).
 void save_job(const std::string& dir, const JobRecord& job);

@@ -3,6 +3,7 @@
 #include <sodium.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -70,16 +71,34 @@ NodeAgent::~NodeAgent() {
   channel_.reset();
 }
 
+// Reports wait here while the controller is away (it may be for hours: a restarted controller
+// adopts the job). Bounded: past kMaxOutbox, progress reports give way (each is superseded by
+// the next), so logs, results and failures are kept.
 void NodeAgent::queue(uint64_t job_id, JobKind kind, const Json& body) {
   std::lock_guard<std::mutex> lock(mutex_);
-  outbox_.push_back(report_frame(job_id, kind, body));
+  if (outbox_.size() >= kMaxOutbox) {
+    if (kind == JobKind::Progress) return;
+    auto progress = std::find_if(outbox_.begin(), outbox_.end(),
+                                 [](const Queued& q) { return q.kind == JobKind::Progress; });
+    if (progress != outbox_.end()) outbox_.erase(progress);
+  }
+  outbox_.push_back({kind, report_frame(job_id, kind, body)});
 }
 
-std::deque<std::vector<uint8_t>> NodeAgent::take_outbox() {
-  std::deque<std::vector<uint8_t>> out;
-  std::lock_guard<std::mutex> lock(mutex_);
-  out.swap(outbox_);
-  return out;
+// Sends what waits for the controller. A frame is taken off only once sent: when the
+// connection fails midway, the rest (a result, say) waits for the next session.
+void NodeAgent::send_outbox(transport::ControlConnection& c, std::chrono::milliseconds timeout) {
+  for (;;) {
+    std::vector<uint8_t> frame;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (outbox_.empty()) return;
+      frame = outbox_.front().frame;
+    }
+    c.send(frame, timeout);
+    std::lock_guard<std::mutex> lock(mutex_);
+    outbox_.pop_front();
+  }
 }
 
 void NodeAgent::on_job_message(const JobMessageIn& m) {
@@ -147,7 +166,7 @@ void NodeAgent::session(const std::atomic<bool>& stop) {
   auto last_heartbeat = Clock::time_point{};
   const auto heartbeat = std::chrono::milliseconds(config_.heartbeat_ms);
   while (!stop) {
-    for (const auto& frame : take_outbox()) c->send(frame);
+    send_outbox(*c, std::chrono::seconds(10));
     if (Clock::now() - last_heartbeat >= heartbeat) {
       c->send(report_frame(0, JobKind::Heartbeat, Json::object()));
       last_heartbeat = Clock::now();
@@ -169,7 +188,7 @@ void NodeAgent::session(const std::atomic<bool>& stop) {
   // Stopping: jobs are told (cancelled) and the controller hears it before the connection goes.
   connected_ = false;
   stop_jobs();
-  for (const auto& frame : take_outbox()) c->send(frame, std::chrono::seconds(2));
+  send_outbox(*c, std::chrono::seconds(2));
 }
 
 void NodeAgent::run(const std::atomic<bool>& stop) {

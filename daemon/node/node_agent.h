@@ -5,6 +5,7 @@
 // their progress and results back. The node id is drawn once and kept in <data_dir>/node_id, so a
 // restarted daemon is the same member.
 #include <atomic>
+#include <chrono>
 #include <deque>
 #include <map>
 #include <memory>
@@ -16,6 +17,7 @@
 #include "daemon/node/data_channel.h"
 #include "daemon/node/gpu_inventory.h"
 #include "daemon/node/job_runner.h"
+#include "transport/control/control_connection.h"
 #include "transport/security/cluster_key.h"
 
 namespace dtrain::daemon {
@@ -38,7 +40,7 @@ class NodeAgent {
  private:
   void session(const std::atomic<bool>& stop);
   void queue(uint64_t job_id, JobKind kind, const Json& body);
-  std::deque<std::vector<uint8_t>> take_outbox();  // what is queued for the controller
+  void send_outbox(transport::ControlConnection& c, std::chrono::milliseconds timeout);
   void on_job_message(const JobMessageIn& m);
   void stop_jobs();  // cancels and joins every runner
 
@@ -50,7 +52,12 @@ class NodeAgent {
   std::vector<kernels::GpuInfo> gpus_;
   std::unique_ptr<DataChannel> channel_;
   std::mutex mutex_;
-  std::deque<std::vector<uint8_t>> outbox_;  // guarded by mutex_
+  struct Queued {
+    JobKind kind;
+    std::vector<uint8_t> frame;
+  };
+  static constexpr size_t kMaxOutbox = 4096;
+  std::deque<Queued> outbox_;  // reports for the controller; guarded by mutex_
   std::mutex jobs_mutex_;  // run()'s thread changes jobs_; status() reads it
   std::map<uint64_t, std::unique_ptr<JobRunner>> jobs_;
   std::atomic<bool> connected_{false};

@@ -1,13 +1,14 @@
 // The controller's job queue and its view of nodes, in one process over a real loopback
 // control channel with fake nodes (tests/unit/controller_harness.h): jobs start one at a time
 // in the order submitted; a cancelled queued job never starts; a job waits for its
-// `training.nodes`; queued jobs survive a controller restart while a running one is stopped on
-// its nodes (the SIGKILL case is tests/cluster/controller_restart_test); a silent node is lost at the peer timeout while one that heartbeats is not; and a
+// `training.nodes`; a restarted controller adopts the running job, keeps queued ones queued and
+// stops orphans (the SIGKILL case is tests/cluster/controller_restart_test); a silent node is lost at the peer timeout while one that heartbeats is not; and a
 // node registering again while its old session lives replaces that session (a restarted
 // daemon rejoins the running job); a node back from a pause is taken back or told to stop, and
 // its old part's reports do not count; a node cannot report for a job it is not a member of.
 #include <catch2/catch.hpp>
 
+#include <filesystem>
 #include <thread>
 
 #include "tests/unit/controller_harness.h"
@@ -108,29 +109,78 @@ TEST_CASE("a job waits for its training.nodes, then starts on all of them", "[co
   CHECK(t.job(id).at("nodes") == daemon::Json({"node-a", "node-b"}));
 }
 
-TEST_CASE("after a controller restart queued jobs run; a running one is stopped on its nodes",
+// A job record as a controller killed mid-job left it on disk.
+daemon::JobRecord record(uint64_t id, const std::string& name, const std::string& state_name,
+                         const std::vector<std::string>& nodes) {
+  daemon::JobRecord r;
+  r.id = id;
+  r.name = name;
+  r.state = state_name;
+  r.mode = "gradient_sharing";
+  r.spec_text = spec(name, std::max(1, int(nodes.size())));
+  r.nodes = nodes;
+  uint32_t node_id = 1;
+  for (const std::string& n : nodes)
+    r.members.push_back({{"id", node_id++}, {"name", n}, {"boot", 1}, {"address", "127.0.0.1"},
+                         {"port", 40123}, {"workers", 1}, {"device", "cpu"}});
+  return r;
+}
+
+TEST_CASE("a restarted controller adopts the running job; queued jobs wait; orphans are stopped",
           "[controller]") {
   const std::string dir = temp_dir();
-  uint64_t running = 0, queued = 0;
-  {
-    ControllerUnderTest t(dir);
-    FakeNode node(t, node_named("node-a", 1));
-    running = submit(t, "running");
-    queued = submit(t, "queued");
-    CHECK(node.next().job_id == running);
-  }  // the controller goes away with the job running (its nodes' sessions end with it)
+  std::filesystem::create_directories(dir + "/controller/jobs");
+  const uint64_t running = 0x1111, queued = 0x2222, ended = 0x3333;
+  daemon::save_job(dir + "/controller/jobs", record(running, "running", "running", {"node-a"}));
+  daemon::save_job(dir + "/controller/jobs", record(queued, "queued", "queued", {}));
+  daemon::save_job(dir + "/controller/jobs", record(ended, "ended", "failed", {"node-a"}));
   ControllerUnderTest t(dir);
-  CHECK(state(t, running) == "failed");  // not running again, and not left "running"
+  CHECK(state(t, running) == "running");  // not failed blindly: its nodes may still train it
   CHECK(state(t, queued) == "queued");
-  daemon::NodeRegistration back = node_named("node-a", 1);
-  back.running_jobs = {running};  // the node kept training it meanwhile
+  daemon::NodeRegistration back = node_named("node-a", 1, /*boot=*/1);
+  back.running_jobs = {running, ended};  // kept training while the controller was away
   FakeNode node(t, back);
   daemon::JobMessageIn m = node.next();
-  CHECK(m.kind == daemon::JobKind::Cancel);
-  CHECK(m.job_id == running);
+  CHECK(m.kind == daemon::JobKind::Cancel);  // the job the controller lists as ended
+  CHECK(m.job_id == ended);
+  CHECK(node.quiet_for(300ms));  // the adopted one goes on
+  const std::string log = t.ask("logs", running).at("log").dump();
+  CHECK(log.find("node-a still trains it: adopted") != std::string::npos);
+  CHECK(state(t, running) == "running");
+  end_job(node, running);  // its end is what the node reports, as before the restart
+  CHECK(eventually([&] { return state(t, running) == "failed"; }));
+  CHECK(t.job(running).at("error").get<std::string>().find("ended by the test") !=
+        std::string::npos);
   m = node.next();
-  CHECK(m.kind == daemon::JobKind::Start);
+  CHECK(m.kind == daemon::JobKind::Start);  // then the queued job
   CHECK(m.job_id == queued);
+}
+
+TEST_CASE("adoption: a restarted node is offered the rejoin; one that never returns is dropped",
+          "[controller]") {
+  const std::string dir = temp_dir();
+  std::filesystem::create_directories(dir + "/controller/jobs");
+  const uint64_t id = 0x4444;
+  daemon::save_job(dir + "/controller/jobs", record(id, "two", "running", {"node-a", "node-b"}));
+  ControllerUnderTest t(dir, /*peer_timeout_ms=*/600);  // adoption waits 2x that + 5 s
+  SECTION("node-b restarted while the controller was away (a new boot)") {
+    daemon::NodeRegistration a = node_named("node-a", 1, 1);
+    a.running_jobs = {id};
+    FakeNode node_a(t, a);
+    FakeNode node_b(t, node_named("node-b", 2, /*boot=*/2));
+    const daemon::JobMessageIn start = node_b.next();
+    CHECK(start.kind == daemon::JobKind::Start);
+    CHECK(start.start.rejoin);
+    CHECK(node_a.next().kind == daemon::JobKind::Rejoin);
+    CHECK(t.job(id).at("lost_nodes") == daemon::Json({"node-b"}));
+    CHECK(state(t, id) == "running");
+  }
+  SECTION("no node comes back: the job fails at the deadline, it is not left running") {
+    CHECK(state(t, id) == "running");
+    CHECK(eventually([&] { return state(t, id) == "failed"; }, 10s));
+    CHECK(t.job(id).at("error").get<std::string>().find("every node of the job was lost") !=
+          std::string::npos);
+  }
 }
 
 TEST_CASE("a silent node is lost at the peer timeout; one that heartbeats is not",

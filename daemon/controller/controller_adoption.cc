@@ -1,0 +1,84 @@
+// A restarted controller adopts the job that was running (daemon/README.md, "Controller
+// restart"). Its nodes kept training while the controller was away, their reports waiting in
+// their outboxes; as each registers again it says which jobs it still runs. A node that still
+// runs the job is adopted. One that does not may have finished its part (its result is on its
+// way) or restarted (its part is gone): it has until the deadline to report, then it is dropped
+// from the job like a lost node, and gradient sharing offers it the rejoin.
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+
+#include "daemon/controller/controller.h"
+
+namespace dtrain::daemon {
+namespace {
+
+// The boot a member started the job with (0 in records from before boots were kept).
+uint64_t start_boot(const JobRecord& job, const std::string& name) {
+  for (const Json& m : job.members)
+    if (m.is_object() && m.value("name", std::string()) == name)
+      return m.value("boot", uint64_t(0));
+  return 0;
+}
+
+}  // namespace
+
+void Controller::begin_adoption(JobRecord& job) {
+  // Long enough for every node to notice the controller is gone and reconnect (every 2 s).
+  const auto grace = std::chrono::milliseconds(2 * config_.peer_timeout_ms + 5000);
+  job.adopting = true;
+  job.adopt_until = std::chrono::steady_clock::now() + grace;
+  job.add_log("the controller restarted; the job goes on with the nodes that still train it "
+              "(waiting up to " + std::to_string(grace.count() / 1000) + " s for them)");
+  spdlog::info("controller: adopting running job {} ({})", job_id_text(job.id), job.name);
+  save(job);
+}
+
+void Controller::adopt(Member& m, const std::vector<uint64_t>& running) {
+  if (running_ == 0) return;
+  JobRecord& job = jobs_[running_];
+  if (!job.adopting || !listed(job.nodes, m.name) || listed(job.adopted, m.name) ||
+      listed(job.lost_nodes, m.name) || job.results.count(m.name) || job.failures.count(m.name))
+    return;
+  if (std::find(running.begin(), running.end(), job.id) != running.end()) {
+    job.adopted.push_back(m.name);
+    job.add_log("node " + m.name + " still trains it: adopted");
+    // Nodes already offered the rejoin before this one was back: it must admit them too.
+    for (const std::string& r : job.rejoining)
+      if (members_.count(r)) m.outbox.push_back(rejoin_frame(job.id, {members_[r].id,
+                                                                      members_[r].boot_id}));
+  } else if (start_boot(job, m.name) != 0 && start_boot(job, m.name) != m.boot_id) {
+    // A new process: its part of the job is gone (offer_rejoin may take it back).
+    drop_from_job(job, m.name, "its daemon restarted while the controller was away");
+  }
+  // Else the same process, its part ended: its result or failure is in its outbox, on its way.
+  bool everyone = true;
+  for (const std::string& n : job.nodes)
+    everyone = everyone && (listed(job.adopted, n) || listed(job.lost_nodes, n) ||
+                            job.results.count(n) || job.failures.count(n));
+  if (everyone) end_adoption(job);
+}
+
+void Controller::end_adoption_if_due() {
+  if (running_ == 0) return;
+  JobRecord& job = jobs_[running_];
+  if (job.adopting && std::chrono::steady_clock::now() >= job.adopt_until) end_adoption(job);
+}
+
+void Controller::end_adoption(JobRecord& job) {
+  job.adopting = false;
+  for (const std::string& n : job.nodes) {
+    if (listed(job.adopted, n) || listed(job.lost_nodes, n) || job.results.count(n) ||
+        job.failures.count(n))
+      continue;
+    drop_from_job(job, n, "it did not report after the controller restarted");
+    if (job.finished()) return;
+    if (members_.count(n) && members_[n].alive) offer_rejoin(members_[n]);
+  }
+  if (job.finished()) return;
+  job.add_log("adopted by the restarted controller: " + std::to_string(job.adopted.size()) +
+              " of " + std::to_string(job.nodes.size()) + " nodes still train it");
+  save(job);
+}
+
+}  // namespace dtrain::daemon
