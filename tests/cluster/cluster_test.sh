@@ -126,13 +126,7 @@ for _ in $(seq 1 300); do  # 30 s for it to start
   sleep 0.1
 done
 "$SUBMIT" cancel "$id" > /dev/null || fail "cancel exited $?"
-state=""
-for _ in $(seq 1 300); do  # 30 s for every node to stop
-  "$SUBMIT" status "$id" --json > cancel.json 2> /dev/null
-  state=$(json cancel.json "j['state']")
-  [[ $state == cancelled || $state == failed || $state == succeeded ]] && break
-  sleep 0.1
-done
+state=$(wait_job_end "$id" cancel.json 30)  # for every node to stop
 [[ $state == cancelled ]] || fail "a cancelled job ended '$state' (waited 30 s)"
 
 echo "== SIGKILL of a node mid-job, then its restart: the survivors cover its data, it rejoins"
@@ -169,13 +163,7 @@ else
   sed -i "/ $name\$/d" "$WORK/c/pids"
   echo "$! $name" >> "$WORK/c/pids"
   echo "restarted $name (pid $!)"
-  state=""
-  for _ in $(seq 1 1800); do  # 180 s
-    "$SUBMIT" status "$id" --json > long.json 2> /dev/null
-    state=$(json long.json "j['state']")
-    [[ $state == succeeded || $state == failed || $state == cancelled ]] && break
-    sleep 0.1
-  done
+  state=$(wait_job_end "$id" long.json 180)
   "$SUBMIT" logs "$id" > long.log
   [[ $state == succeeded ]] ||
     { fail "after losing and restarting $name the job ended '$state' (waited 180 s)"; tail -n 20 long.log; }

@@ -55,13 +55,7 @@ done
 [[ $(json job.json "j['state']") == running ]] ||
   fail "job $id is '$(json job.json "j['state']")' after the restart, not running (adopted)"
 
-state=""
-for _ in $(seq 1 1800); do  # 180 s for the job to end
-  "$SUBMIT" status "$id" --json > job.json 2> /dev/null
-  state=$(json job.json "j['state']")
-  [[ $state == succeeded || $state == failed || $state == cancelled ]] && break
-  sleep 0.1
-done
+state=$(wait_job_end "$id" job.json 180)
 "$SUBMIT" logs "$id" > job.log
 [[ $state == succeeded ]] ||
   { fail "after the controller's restart job $id ended '$state' (waited 180 s): $(json job.json "j.get('error')")"

@@ -23,6 +23,18 @@ fetch() {  # fetch URL: the body, or a failure status
 http_port() {  # http_port NODE (node-1, ...): that daemon's status port
   sed -nE 's/^http: .*port: ([0-9]+).*/\1/p' "$WORK/c/$1.yaml"
 }
+# wait_job_end ID FILE SECONDS: polls until job ID has ended, for at most SECONDS; its status
+# JSON is left in FILE and its state (or the last state seen) printed.
+wait_job_end() {
+  local state=""
+  for _ in $(seq 1 $(($3 * 10))); do
+    "$DTRAIN_SUBMIT" status "$1" --json > "$2" 2> /dev/null
+    state=$(json "$2" "j['state']" 2> /dev/null)
+    [[ $state == succeeded || $state == failed || $state == cancelled ]] && break
+    sleep 0.1
+  done
+  echo "$state"
+}
 cluster_cleanup() { "$CLUSTER_TOOL" stop "$WORK/c" > /dev/null 2>&1 || true; }
 trap cluster_cleanup EXIT
 finish() {

@@ -28,18 +28,6 @@ wait_epoch() {
   fail "waited 60 s for job $1 to reach epoch $2"
   return 1
 }
-# wait_end ID FILE: until the job has ended (180 s); its status in FILE.
-wait_end() {
-  local state=""
-  for _ in $(seq 1 1800); do
-    "$SUBMIT" status "$1" --json > "$2" 2> /dev/null
-    state=$(job_state "$2")
-    [[ $state == succeeded || $state == failed || $state == cancelled ]] && return 0
-    sleep 0.1
-  done
-  fail "waited 180 s for job $1 to end; it is '$state'"
-  return 1
-}
 # pause_victim ID: SIGSTOP for PAUSE_S seconds, and the controller must have named it lost.
 pause_victim() {
   kill -STOP "$pid"
@@ -74,7 +62,7 @@ echo "== gradient sharing: $victim paused for 1.5x the peer timeout is taken bac
 id=$("$SUBMIT" sharing.yaml --detach) || fail "detached submit"
 if wait_epoch "$id" 2; then
   pause_victim "$id"
-  wait_end "$id" sharing.json
+  wait_job_end "$id" sharing.json 180 > /dev/null
   check_end "$id" sharing.json "gradient sharing"
   json sharing.json "j['result']['rejoined_nodes']" | grep -q "$victim" ||
     fail "$victim was not taken back: $(grep "$victim" "$id.log" | tail -n 4)"
@@ -88,7 +76,7 @@ grep -q "mode: parameter_averaging" averaging.yaml || fail "averaging.yaml is no
 id=$("$SUBMIT" averaging.yaml --detach) || fail "detached submit"
 if wait_epoch "$id" 2; then
   pause_victim "$id"
-  wait_end "$id" averaging.json
+  wait_job_end "$id" averaging.json 180 > /dev/null
   check_end "$id" averaging.json "parameter averaging"
   grep -q "$victim.*dropped" "$id.log" || fail "the log does not say $victim was dropped"
   [[ $(json averaging.json "len(j['result']['lost_nodes'])") == 1 ]] ||
