@@ -9,6 +9,7 @@ struct LocalTrainArgs {
   int threads = 0;
   std::string output;
   bool quiet = false;
+  std::string resume;  // a checkpoint, or a model file whose newest whole checkpoint is used
 };
 int run_local_training(const LocalTrainArgs& args);
 

@@ -1,10 +1,12 @@
-// dtrain-submit --local job.yaml: validate, train in this process, evaluate, write the model.
+// dtrain-submit --local job.yaml [--resume CHECKPOINT]: validate, train in this process (from the
+// start, or from a checkpoint), evaluate, write the model.
 #include <unistd.h>
 
 #include <cstdio>
 
 #include "core/spec/job_spec_parser.h"
 #include "core/train/batch_split.h"
+#include "core/train/checkpoints.h"
 #include "core/train/device_placement.h"
 #include "core/train/init_from.h"
 #include "core/train/local_trainer.h"
@@ -15,10 +17,41 @@
 
 namespace dtrain::submit {
 
+namespace {
+
+// --resume: the checkpoint to go on from (skipping damaged ones), and the job: job.yaml when
+// given, else the spec the checkpoint holds. The checkpoint's parameters, batch-norm statistics
+// and updater state come in through model.init_from; its position through `options`.
+core::JobSpec resume_job(const LocalTrainArgs& args, const core::ResumePoint& point,
+                         core::LocalTrainingOptions& options) {
+  for (const std::string& s : point.skipped)
+    std::fprintf(stderr, "warning: skipped a damaged checkpoint: %s\n", s.c_str());
+  core::JobSpec job =
+      args.job_path.empty()
+          ? core::parse_job_spec_text(point.model.spec_yaml, point.path + " (embedded spec)", {})
+          : core::parse_job_spec_file(args.job_path);
+  job.model.init_from = point.path;
+  job.model.init_from_updater = point.model.has_updater;
+  options.resume = &point.model;
+  // It goes on writing the same model and checkpoints.
+  const std::string model = core::model_of_checkpoint(point.path);
+  if (args.output.empty() && !model.empty()) options.output_path = model;
+  std::printf("resuming from %s: epoch %lld, after minibatch %lld of the job\n",
+              point.path.c_str(), (long long)point.model.epoch + 1,
+              (long long)point.model.iteration);
+  return job;
+}
+
+}  // namespace
+
 int run_local_training(const LocalTrainArgs& args) {
   core::JobSpec job;
+  core::LocalTrainingOptions options;
+  core::ResumePoint point;
   try {
-    job = core::parse_job_spec_file(args.job_path);
+    if (!args.resume.empty()) point = core::find_resume_point(args.resume);
+    job = args.resume.empty() ? core::parse_job_spec_file(args.job_path)
+                              : resume_job(args, point, options);
     core::check_init_from(job);
   } catch (const core::UserError& e) {
     std::fprintf(stderr, "error: %s\n", e.what());
@@ -40,9 +73,8 @@ int run_local_training(const LocalTrainArgs& args) {
   std::fflush(stdout);
   ProgressPrinter printer(stdout, !args.quiet && ::isatty(STDOUT_FILENO));
   core::TrainingListener silent;
-  core::LocalTrainingOptions options;
   options.threads = args.threads;
-  options.output_path = args.output;
+  if (!args.output.empty()) options.output_path = args.output;
   options.gpus = place.gpus;
   core::TrainingResult result;
   try {

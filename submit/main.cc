@@ -18,6 +18,9 @@ int main(int argc, char** argv) {
       "  dtrain-submit nodes [--json]            the cluster's nodes\n"
       "  dtrain-submit cancel JOB | logs JOB\n"
       "  dtrain-submit --local job.yaml          train in this process (one machine)\n"
+      "  dtrain-submit --local [job.yaml] --resume model.ckpt-N.dtm\n"
+      "                                          go on from a checkpoint (or the newest whole\n"
+      "                                          checkpoint of model.dtm)\n"
       "  dtrain-submit validate job.yaml         check a job spec without running it\n"
       "  dtrain-submit eval model.dtm            evaluate a saved model on its test set\n"
       "  dtrain-submit infer model.dtm --input X.csv --output preds.csv\n\n"
@@ -35,6 +38,10 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 4096));
   app.add_option("--output", train.output, "model file to write (default: the spec's output.model)");
   app.add_flag("--quiet", train.quiet, "print only the final result");
+  app.add_option("--resume", train.resume,
+                 "with --local: go on from this checkpoint (MODEL.ckpt-N.dtm), or from the newest "
+                 "whole checkpoint of MODEL.dtm; the job is job.yaml if given, else the one the "
+                 "checkpoint holds");
   bool detach = false;
   app.add_flag("--detach", detach, "submit and return at once (prints the job id)");
   ClusterArgs cluster;
@@ -112,7 +119,13 @@ int main(int argc, char** argv) {
   if (*logs_cmd) return run_cluster_logs(cluster, job_arg);
   if (*eval_cmd) return run_eval(eval);
   if (*infer_cmd) return run_infer(infer);
-  if (train.job_path.empty()) {
+  if (!train.resume.empty() && !local) {
+    std::fprintf(stderr, "error: --resume trains in this process\n  fix: add --local; a cluster "
+                         "job goes on from a checkpoint with model.init_from (README: \"When "
+                         "things fail\")\n");
+    return kExitBadInput;
+  }
+  if (train.job_path.empty() && !(local && !train.resume.empty())) {
     std::fprintf(stderr, "%s", app.help().c_str());
     std::fprintf(stderr, "\nerror: no job spec given\n  fix: dtrain-submit --local job.yaml\n");
     return kExitBadInput;

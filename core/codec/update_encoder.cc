@@ -30,6 +30,14 @@ std::vector<float> UpdateEncoder::residual() const {
   return out;
 }
 
+bool UpdateEncoder::restore(const std::vector<float>& residual, float tau, int64_t steps) {
+  if (int64_t(residual.size()) != residual_.size()) return false;
+  residual_.copy_from_host(residual.data());
+  threshold_.set_tau(tau);
+  steps_ = steps;
+  return true;
+}
+
 std::vector<EncodedMessage> UpdateEncoder::encode(const float* update) {
   ++steps_;
   const float tau = threshold_.tau();

@@ -41,7 +41,11 @@ class UpdateEncoder {
 
   const CodecStepStats& last_stats() const { return stats_; }
   ThresholdAlgorithm& threshold() { return threshold_; }
+  const ThresholdAlgorithm& threshold() const { return threshold_; }
   std::vector<float> residual() const;  // a host copy
+  // Goes on from a checkpoint's residual, threshold and step count (core/train/checkpoints.h);
+  // false, changing nothing, when the residual is not this encoder's size.
+  bool restore(const std::vector<float>& residual, float tau, int64_t steps);
   // The device codec when the residual lives on a GPU, else null.
   DeviceCodec* device_codec() { return device_codec_.get(); }
   int64_t steps() const { return steps_; }

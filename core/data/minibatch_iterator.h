@@ -2,6 +2,7 @@
 // Shuffled minibatches over shard k of K. Every shard permutes the whole dataset with the same
 // seed-derived permutation per epoch and takes its own contiguous slice, so the shards of one
 // epoch are disjoint and together cover every example exactly once.
+#include <algorithm>
 #include <cstdint>
 #include <vector>
 
@@ -16,6 +17,10 @@ class MinibatchIterator {
 
   // Reshuffles for `epoch` (0-based) and rewinds.
   void start_epoch(int64_t epoch);
+  // Moves past the next `batches` minibatches of this epoch, as next() would.
+  void skip(int64_t batches) {
+    cursor_ = std::min(end_, cursor_ + std::max<int64_t>(0, batches) * batch_);
+  }
   // Fills the next minibatch (the last one of an epoch may be smaller); false at epoch end.
   bool next(Tensor& features, Tensor& targets);
   // Minibatch `batch` of another shard in this epoch's order (a lost node's data taken over by

@@ -20,7 +20,7 @@ static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "model files are little
 constexpr char kMagic[8] = {'D', 'T', 'R', 'A', 'I', 'N', 'M', '\0'};
 constexpr size_t kHeaderBytes = 8 + 4 + 4 + 8;
 enum Tag : uint32_t { kSpec = 1, kParams = 2, kState = 3, kUpdater = 4, kNormalizer = 5,
-                      kProgress = 6 };
+                      kProgress = 6, kSharing = 7 };
 
 class Writer {
  public:
@@ -96,7 +96,7 @@ void write_model_file(const std::string& path, const ModelFile& m) {
   Writer out;
   out.put_bytes(kMagic, sizeof kMagic);
   out.put<uint32_t>(kModelFileVersion);
-  out.put<uint32_t>(m.has_updater ? 6 : 5);
+  out.put<uint32_t>(5 + (m.has_updater ? 1 : 0) + (m.has_sharing ? 1 : 0));
   out.put<uint64_t>(0);  // total size, patched below
   Writer spec, params, state, normalizer, progress;
   spec.put_string(m.spec_yaml);
@@ -116,6 +116,13 @@ void write_model_file(const std::string& path, const ModelFile& m) {
     updater.put_string(m.updater_type);
     updater.put_floats(m.updater_state);
     add_section(out, kUpdater, updater);
+  }
+  if (m.has_sharing) {
+    Writer sharing;
+    sharing.put<float>(m.tau);
+    sharing.put<int64_t>(m.encoder_steps);
+    sharing.put_floats(m.residual);
+    add_section(out, kSharing, sharing);
   }
   std::string& bytes = out.bytes();
   const uint64_t total = bytes.size() + sizeof(uint32_t);
@@ -185,6 +192,12 @@ ModelFile read_model_file(const std::string& path) {
         m.has_updater = true;
         m.updater_type = body.get_string();
         m.updater_state = body.get_floats();
+        break;
+      case kSharing:
+        m.has_sharing = true;
+        m.tau = body.get<float>();
+        m.encoder_steps = body.get<int64_t>();
+        m.residual = body.get_floats();
         break;
       default: break;  // a newer writer's section: skip it
     }

@@ -25,6 +25,12 @@ struct ModelFile {
   Normalizer normalizer;
   int64_t iteration = 0;             // training progress when written
   int64_t epoch = 0;
+  // Gradient sharing's state of the lead worker, in checkpoints (a resumed run goes on exactly
+  // where it stopped): its threshold, residual and step count.
+  bool has_sharing = false;
+  float tau = 0.f;
+  std::vector<float> residual;
+  int64_t encoder_steps = 0;
 };
 
 // Throws UserError when the directory is not writable or the disk is full.

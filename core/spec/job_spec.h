@@ -152,6 +152,7 @@ struct EvaluationSpec {
 struct OutputSpec {
   std::string model;             // path of the .dtm written at the end
   int64_t checkpoint_every = 0;  // iterations; 0 = no checkpoints
+  int64_t keep_checkpoints = 2;  // the newest ones kept beside the model (core/train/checkpoints.h)
 };
 
 struct JobSpec {

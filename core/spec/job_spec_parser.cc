@@ -379,9 +379,10 @@ class JobSpecParser {
     OutputSpec o;
     o.model = name + ".dtm";
     if (!node) return o;
-    r_.expect_map(node, "output", {"model", "checkpoint_every"});
+    r_.expect_map(node, "output", {"model", "checkpoint_every", "keep_checkpoints"});
     o.model = r_.text(node, "model", "output", o.model);
     o.checkpoint_every = r_.integer(node, "checkpoint_every", "output", 0, 0, INT64_MAX);
+    o.keep_checkpoints = r_.integer(node, "keep_checkpoints", "output", 2, 1, 1000);
     return o;
   }
 

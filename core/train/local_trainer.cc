@@ -12,6 +12,7 @@
 #include "core/train/batch_split.h"
 #include "core/train/device_placement.h"
 #include "core/train/divergence_monitor.h"
+#include "core/train/checkpoints.h"
 #include "core/train/init_from.h"
 #include "core/train/memory_budget.h"
 #include "core/train/training_data.h"
@@ -28,8 +29,9 @@ double seconds_since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
 }
 
+// `encoder`: the worker's gradient-sharing state, for checkpoints (null: the model alone).
 ModelFile snapshot(const JobSpec& job, Worker& worker, const Normalizer& normalizer,
-                   int64_t iteration, int64_t epoch) {
+                   int64_t iteration, int64_t epoch, const UpdateEncoder* encoder = nullptr) {
   ModelFile f;
   Model& m = worker.model();
   f.spec_yaml = job.source_text;
@@ -43,6 +45,12 @@ ModelFile snapshot(const JobSpec& job, Worker& worker, const Normalizer& normali
   f.normalizer = normalizer;
   f.iteration = iteration;
   f.epoch = epoch;
+  if (encoder) {
+    f.has_sharing = true;
+    f.tau = encoder->threshold().tau();
+    f.residual = encoder->residual();
+    f.encoder_steps = encoder->steps();
+  }
   return f;
 }
 
@@ -302,8 +310,23 @@ TrainingResult train_local(const JobSpec& job, TrainingListener& listener,
     result.resumed = true;
     for (auto& it : iterations) it = first_epoch * per_epoch;
   }
+  // From a checkpoint: the parameters came with init_from; the position is the next minibatch.
+  int64_t skip = 0;
+  if (const ModelFile* from = options.resume) {
+    first_epoch = std::max<int64_t>(0, from->epoch);
+    skip = std::clamp<int64_t>(from->iteration - first_epoch * per_epoch, 0, per_epoch);
+    if (skip == per_epoch) ++first_epoch, skip = 0;  // written at its epoch's last minibatch
+    for (auto& it : iterations) it = first_epoch * per_epoch + skip;
+    // The lead worker's sharing state (the others' residuals were not saved: they start empty).
+    if (sharing && from->has_sharing) {
+      workers[0]->encoder().restore(from->residual, from->tau, from->encoder_steps);
+      for (auto& w : workers) w->encoder().threshold().set_tau(from->tau);
+    }
+  }
   for (int64_t epoch = first_epoch; epoch < job.training.epochs && !stop; ++epoch) {
     for (auto& w : workers) w->worker().start_epoch(epoch);
+    if (epoch == first_epoch && skip > 0)
+      for (auto& w : workers) w->worker().skip_batches(skip);
     const auto start = Clock::now();
     epoch_samples = 0;
     std::vector<WorkerEpoch> stats(num_workers);
@@ -317,7 +340,8 @@ TrainingResult train_local(const JobSpec& job, TrainingListener& listener,
         kernels::backend().set_num_threads(threads_per_worker);
         SharingWorker& sw = *workers[w];
         Worker& worker = sw.worker();
-        int64_t in_epoch = 0, in_epoch_own = 0;
+        const int64_t skipped = epoch == first_epoch ? skip : 0;
+        int64_t in_epoch = skipped, in_epoch_own = skipped;
         while (!stop && !(options.cancel && *options.cancel)) {
           const int64_t it = iterations[w];
           const int64_t schedule_it = schedule_iteration(batching, it, shards, first_shard + w);
@@ -368,8 +392,11 @@ TrainingResult train_local(const JobSpec& job, TrainingListener& listener,
           listener.on_step(p);
           if (job.output.checkpoint_every > 0 && options.write_model &&
               iterations[0] % job.output.checkpoint_every == 0) {
-            write_model_file(output, snapshot(job, worker, data.normalizer, iterations[0], epoch));
-            listener.on_checkpoint(output, iterations[0]);
+            write_checkpoint(output,
+                             snapshot(job, worker, data.normalizer, iterations[0], epoch,
+                                      sharing ? &sw.encoder() : nullptr),
+                             job.output.keep_checkpoints);
+            listener.on_checkpoint(checkpoint_path(output, iterations[0]), iterations[0]);
           }
           if (options.max_iterations >= 0 && iterations[0] >= options.max_iterations) stop = true;
         }
@@ -469,7 +496,7 @@ TrainingResult train_local(const JobSpec& job, TrainingListener& listener,
   result.train_seconds = elapsed_total;
   if (options.write_model) {
     write_model_file(output, snapshot(job, lead, data.normalizer, iterations[0],
-                                      static_cast<int64_t>(result.epochs.size())));
+                                      first_epoch + static_cast<int64_t>(result.epochs.size())));
     result.model_path = output;
   }
   return result;

@@ -8,6 +8,7 @@
 
 #include "core/codec/update_encoder.h"
 #include "core/eval/evaluation.h"
+#include "core/io/model_file.h"
 #include "core/spec/job_spec.h"
 #include "core/train/replica_agreement.h"
 #include "core/train/node_exchange.h"
@@ -102,6 +103,11 @@ struct LocalTrainingOptions {
   // GPU workers: worker w runs on GPU gpus[w % gpus.size()], each with its own backend
   // (stream); empty: every worker on the CPU (core/train/device_placement decides).
   std::vector<int> gpus;
+  // Resuming from a checkpoint (core/train/checkpoints.h): the caller puts its path in
+  // job.model.init_from (with init_from_updater: parameters, statistics, updater state) and the
+  // checkpoint here (its position and gradient-sharing state). Training goes on from the next
+  // minibatch. Null: a fresh start.
+  const ModelFile* resume = nullptr;
 };
 
 // workers_per_node resolved for this machine: the spec's number, or for `auto` one worker per

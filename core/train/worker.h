@@ -21,6 +21,8 @@ class Worker {
          int64_t num_shards, kernels::Backend* backend = nullptr);
 
   void start_epoch(int64_t epoch) { iterator_.start_epoch(epoch); }
+  // Passes over the epoch's next `batches` minibatches (resuming mid-epoch from a checkpoint).
+  void skip_batches(int64_t batches) { iterator_.skip(batches); }
   // Computes u for the next minibatch into step(); false at the end of the epoch.
   // own_iteration counts this worker's steps (0-based); the learning-rate schedule is evaluated
   // at schedule_iteration (the node's minibatch count; the same when there is one worker).

@@ -63,6 +63,30 @@ expect_rc 2 "fine-tune into another shape" -- "$SUBMIT" --local wider.yaml
 grep -q "model.layers\[0\] is dense with 45 parameters" err.txt || fail "shape mismatch message: $(cat err.txt)"
 grep -q "drop model.init_from" err.txt || fail "shape mismatch fix"
 
+# Checkpoints and resume: one worker, a checkpoint every 5 of the 100 minibatches, 3 kept. A run
+# resumed from a checkpoint ends with the very model the uninterrupted run wrote; a checkpoint
+# cut short by a crash is skipped for the one before it.
+sed -e 's/epochs: 3, batch_size_per_worker: 16/epochs: 4, batch_size_per_worker: 16, workers_per_node: 1/' \
+    -e 's/output: {model: demo.dtm}/output: {model: ck.dtm, checkpoint_every: 5, keep_checkpoints: 3}/' \
+    job.yaml > ck.yaml
+expect_rc 0 "train with checkpoints" -- "$SUBMIT" --local ck.yaml
+[[ $(ls ck.ckpt-*.dtm | sort | tr '\n' ' ') == "ck.ckpt-100.dtm ck.ckpt-90.dtm ck.ckpt-95.dtm " ]] ||
+  fail "checkpoints kept: $(ls ck.ckpt-*.dtm | tr '\n' ' ') (wanted the newest 3 of every 5th of 100)"
+cp ck.dtm uninterrupted.dtm
+expect_rc 0 "resume from a checkpoint" -- "$SUBMIT" --local ck.yaml --resume ck.ckpt-90.dtm
+grep -q "resuming from ck.ckpt-90.dtm: epoch 4, after minibatch 90" out.txt || fail "resume line: $(head -n 2 out.txt)"
+cmp -s ck.dtm uninterrupted.dtm || fail "the resumed run's model differs from the uninterrupted run's"
+size=$(stat -c %s ck.ckpt-100.dtm)
+head -c $((size / 2)) ck.ckpt-100.dtm > cut.dtm && mv cut.dtm ck.ckpt-100.dtm
+expect_rc 0 "resume a model's newest whole checkpoint (its own spec)" -- "$SUBMIT" --local --resume ck.dtm
+grep -q "skipped a damaged checkpoint: ck.ckpt-100.dtm.*truncated" err.txt || fail "no word of the damaged checkpoint: $(cat err.txt)"
+grep -q "resuming from ck.ckpt-95.dtm" out.txt || fail "did not resume from the previous checkpoint: $(head -n 1 out.txt)"
+cmp -s ck.dtm uninterrupted.dtm || fail "resumed from ck.ckpt-95.dtm, the model differs from the uninterrupted run's"
+expect_rc 2 "resume without checkpoints" -- "$SUBMIT" --local --resume demo.dtm
+grep -q "no checkpoint of demo.dtm" err.txt || fail "no-checkpoint message: $(cat err.txt)"
+expect_rc 2 "resume without --local" -- "$SUBMIT" job.yaml --resume ck.dtm
+grep -q "fix: add --local" err.txt || fail "resume-without-local message: $(cat err.txt)"
+
 expect_rc 0 "eval on an explicit CSV" -- "$SUBMIT" eval demo.dtm --data test.csv
 grep -q "confusion matrix" out.txt || fail "eval report lacks the confusion matrix"
 
