@@ -390,7 +390,9 @@ TrainingResult train_local(const JobSpec& job, TrainingListener& listener,
           p.sharing = sharing;
           if (sharing) p.codec = sw.encoder().last_stats();
           listener.on_step(p);
-          if (job.output.checkpoint_every > 0 && options.write_model &&
+          // A cluster job checkpoints at epoch ends instead (below): mid-epoch, the nodes'
+          // replicas are not at one point of the job.
+          if (job.output.checkpoint_every > 0 && options.write_model && !exchange &&
               iterations[0] % job.output.checkpoint_every == 0) {
             write_checkpoint(output,
                              snapshot(job, worker, data.normalizer, iterations[0], epoch,
@@ -431,6 +433,14 @@ TrainingResult train_local(const JobSpec& job, TrainingListener& listener,
                               lead.model().host_state(), lead.model().num_state(),
                               workers[0]->encoder().threshold().tau());
     if (cancelled) stop = true;
+    if (exchange && job.output.checkpoint_every > 0 && options.write_model && !cancelled) {
+      // Every node's replica is the same here: the job's checkpoint is every node's file.
+      write_checkpoint(output,
+                       snapshot(job, lead, data.normalizer, iterations[0], epoch + 1,
+                                sharing ? &workers[0]->encoder() : nullptr),
+                       job.output.keep_checkpoints);
+      listener.on_epoch_checkpoint(checkpoint_path(output, iterations[0]), epoch + 1);
+    }
 
     EpochSummary summary;
     summary.epoch = epoch;

@@ -82,6 +82,9 @@ class TrainingListener {
   virtual void on_worker_codec(int worker, int64_t iteration, const CodecStepStats& stats) {}
   virtual void on_epoch(const EpochSummary& summary) {}
   virtual void on_checkpoint(const std::string& path, int64_t iteration) {}
+  // A cluster job's checkpoint, taken at an epoch end (where the replicas agree): training can
+  // go on from it at `next_epoch` (0-based).
+  virtual void on_epoch_checkpoint(const std::string& path, int64_t next_epoch) {}
 };
 
 struct LocalTrainingOptions {

@@ -221,9 +221,26 @@ void Controller::on_job_message(Member& m, const JobMessageIn& in) {
     case JobKind::Failed:
       on_node_failed(job, m, body);
       break;
+    case JobKind::Checkpoint:
+      on_checkpoint(job, m, body);
+      break;
     default:
       break;
   }
+}
+
+// A node wrote its replica at an epoch end. Once every live node has, that epoch is the job's
+// consistent checkpoint (status shows it; the log says when it moves on).
+void Controller::on_checkpoint(JobRecord& job, Member& m, const Json& body) {
+  const Json& epoch = body.contains("epoch") ? body["epoch"] : Json();
+  if (!epoch.is_number_integer() || epoch.get<int64_t>() < 0) return;
+  const int64_t before = job.consistent_checkpoint();
+  job.checkpoints[m.name] = epoch.get<int64_t>();
+  const int64_t now = job.consistent_checkpoint();
+  if (now <= before) return;
+  job.add_log("checkpoint: every live node has its replica at the end of epoch " +
+              std::to_string(now) + " (" + body.value("path", std::string("?")) + ")");
+  save(job);
 }
 
 bool Controller::dropped_from(const JobRecord& job, const std::string& name) {

@@ -53,6 +53,7 @@ class Controller {
                                       const std::string& body);
   void on_job_message(Member& m, const JobMessageIn& in);
   void on_node_failed(JobRecord& job, Member& m, const Json& body);
+  void on_checkpoint(JobRecord& job, Member& m, const Json& body);
   static bool dropped_from(const JobRecord& job, const std::string& name);
   bool on_dropped_report(JobRecord& job, Member& m, const JobMessageIn& in);
   void recall_dropped(Member& m, const std::vector<uint64_t>& running);

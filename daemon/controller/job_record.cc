@@ -35,6 +35,8 @@ Json JobRecord::to_json(bool with_log) const {
   j["progress"] = Json::object();
   for (const auto& [node, p] : progress) j["progress"][node] = p;
   j["result"] = result;
+  if (consistent_checkpoint() >= 0)
+    j["checkpoint"] = {{"epoch", consistent_checkpoint()}, {"nodes", checkpoints}};
   j["error"] = error;
   j["fix"] = fix;
   if (with_log) {
@@ -44,6 +46,7 @@ Json JobRecord::to_json(bool with_log) const {
     j["failures"] = failures;
     j["log"] = log;
     j["members"] = members;
+    j["checkpoints"] = checkpoints;
     j["mesh"] = mesh;
   }
   return j;
@@ -75,7 +78,21 @@ JobRecord JobRecord::from_json(const Json& j) {
   r.log = j.value("log", std::vector<std::string>{});
   if (j.contains("members") && j["members"].is_array()) r.members = j["members"];
   r.mesh = j.value("mesh", "");
+  if (j.contains("checkpoints") && j["checkpoints"].is_object())
+    for (const auto& [k, v] : j["checkpoints"].items())
+      if (v.is_number_integer()) r.checkpoints[k] = v.get<int64_t>();
   return r;
+}
+
+int64_t JobRecord::consistent_checkpoint() const {
+  int64_t epoch = -1;
+  for (const std::string& n : nodes) {
+    if (listed(lost_nodes, n) && !listed(rejoined_nodes, n)) continue;  // not live
+    auto it = checkpoints.find(n);
+    if (it == checkpoints.end()) return -1;
+    epoch = epoch < 0 ? it->second : std::min(epoch, it->second);
+  }
+  return epoch;
 }
 
 void JobRecord::add_log(const std::string& line) {

@@ -38,12 +38,18 @@ struct JobRecord {
   std::map<std::string, Json> progress;  // latest per node
   std::map<std::string, Json> results;   // per node, at the end
   std::map<std::string, Json> failures;  // per node
+  // Per node: the epoch (0-based) its newest epoch-end checkpoint resumes at.
+  std::map<std::string, int64_t> checkpoints;
   Json result = Json::object();          // merged, once finished
   std::string error, fix;
   bool cancel_requested = false;
   std::vector<std::string> log;
   uint64_t log_dropped = 0;  // lines dropped from the front (the log keeps the newest)
 
+  // The job's consistent checkpoint: the latest epoch every live node has a checkpoint for
+  // (the replicas agree at epoch ends, so any node's file of it is the job's); -1 when some
+  // live node has none.
+  int64_t consistent_checkpoint() const;
   bool finished() const {
     return state == "succeeded" || state == "failed" || state == "cancelled";
   }

@@ -78,6 +78,10 @@ class JobRunner::ProgressReporter : public core::TrainingListener {
     report_(JobKind::Progress, j);
   }
 
+  void on_epoch_checkpoint(const std::string& path, int64_t next_epoch) override {
+    report_(JobKind::Checkpoint, {{"epoch", next_epoch}, {"path", path}});
+  }
+
   void on_epoch(const core::EpochSummary& s) override {
     training_seconds_ += s.seconds;
     char seconds[32];

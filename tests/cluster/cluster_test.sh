@@ -55,6 +55,21 @@ eval_acc=$(json eval.json "j['accuracy']")
 python3 -c "import sys; sys.exit(0 if abs($eval_acc - $acc) <= 3e-4 else 1)" ||
   fail "eval gives $eval_acc, the job reported $acc"
 echo "accuracy $acc, replicas within $diff, eval $eval_acc"
+# Epoch-end checkpoints (output.checkpoint_every in the example): every node keeps its newest 2,
+# the controller shows the epoch every node has one for, and a node's last one is the model.
+[[ $(json job.json "j.get('checkpoint', {}).get('epoch')") == 8 ]] ||
+  fail "the job's consistent checkpoint is $(json job.json "j.get('checkpoint')"), not epoch 8"
+for i in 1 2 3; do
+  n=$(ls "$WORK/c/data-$i/models/" | grep -c '^cluster-test\.ckpt-[0-9]*\.dtm$')
+  [[ $n == 2 ]] || fail "node-$i keeps $n checkpoints, not 2: $(ls "$WORK/c/data-$i/models/")"
+done
+last=$(ls "$WORK/c/data-2/models" | sed -n 's/^cluster-test\.ckpt-\([0-9]*\)\.dtm$/\1/p' | sort -n | tail -n 1)
+newest="$WORK/c/data-2/models/cluster-test.ckpt-$last.dtm"
+"$SUBMIT" eval "$newest" --json > ckpt.json || fail "eval of the checkpoint $newest"
+python3 -c "import sys; sys.exit(0 if abs($(json ckpt.json "j['accuracy']") - $eval_acc) <= 3e-4 else 1)" ||
+  fail "node-2's last checkpoint evaluates to $(json ckpt.json "j['accuracy']"), the model to $eval_acc"
+"$SUBMIT" logs "$id" | grep -q "checkpoint: every live node has its replica at the end of epoch 8" ||
+  fail "the log does not record the last consistent checkpoint"
 "$SUBMIT" logs "$id" | grep -q "epoch 8" || fail "logs lack the epoch lines"
 "$SUBMIT" nodes --json > nodes.json
 [[ $(json nodes.json "sum(n['state'] == 'alive' for n in j['nodes'])") == 3 ]] || fail "nodes --json"

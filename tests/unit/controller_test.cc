@@ -292,6 +292,36 @@ TEST_CASE("a node back after the job dropped it: taken back or told to stop; its
   CHECK(t.job(id).at("error").get<std::string>().find("ended by the test") != std::string::npos);
 }
 
+TEST_CASE("the job's consistent checkpoint is the latest epoch every live node has one for",
+          "[controller]") {
+  ControllerUnderTest t("", /*peer_timeout_ms=*/600);
+  FakeNode a(t, node_named("node-a", 1));
+  FakeNode b(t, node_named("node-b", 2));
+  const uint64_t id = submit(t, "ckpt", 2);
+  CHECK(a.next().kind == daemon::JobKind::Start);
+  CHECK(b.next().kind == daemon::JobKind::Start);
+  auto consistent = [&] {
+    return t.job(id).value("checkpoint", daemon::Json::object()).value("epoch", -1);
+  };
+  a.send(id, daemon::JobKind::Checkpoint, {{"epoch", 1}, {"path", "m.ckpt-10.dtm"}});
+  a.send(id, daemon::JobKind::Checkpoint, {{"epoch", 2}, {"path", "m.ckpt-20.dtm"}});
+  CHECK(a.quiet_for(200ms));
+  CHECK(consistent() == -1);  // node-b has none yet
+  b.send(id, daemon::JobKind::Checkpoint, {{"epoch", 1}, {"path", "m.ckpt-11.dtm"}});
+  CHECK(eventually([&] { return consistent() == 1; }));
+  b.send(id, daemon::JobKind::Checkpoint, {{"epoch", "two"}});  // malformed: ignored
+  b.send(id, daemon::JobKind::Checkpoint, {{"epoch", 2}, {"path", "m.ckpt-21.dtm"}});
+  CHECK(eventually([&] { return consistent() == 2; }));
+  a.send(id, daemon::JobKind::Checkpoint, {{"epoch", 3}, {"path", "m.ckpt-30.dtm"}});
+  // node-b is lost: the live node's newest is the job's.
+  CHECK(eventually([&] {
+    a.send(0, daemon::JobKind::Heartbeat);
+    return consistent() == 3;
+  }));
+  const std::string log = t.ask("logs", id).at("log").dump();
+  CHECK(log.find("every live node has its replica at the end of epoch 2") != std::string::npos);
+}
+
 TEST_CASE("a node cannot report for a job it is not a member of", "[controller]") {
   ControllerUnderTest t;
   FakeNode member(t, node_named("node-a", 1));
