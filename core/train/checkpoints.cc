@@ -101,4 +101,22 @@ ResumePoint find_resume_point(const std::string& from) {
                       ", say), written when output.checkpoint_every is set");
 }
 
+ResumePoint find_epoch_checkpoint(const std::string& model_path, int64_t epochs_done) {
+  ResumePoint point;
+  for (const Checkpoint& c : list_checkpoints(model_path)) {
+    try {
+      ModelFile f = read_model_file(c.path);
+      if (f.epoch != epochs_done) continue;
+      point.model = std::move(f);
+      point.path = c.path;
+      return point;
+    } catch (const UserError& e) {
+      point.skipped.push_back(c.path + ": " + e.what_happened());
+    }
+  }
+  throw UserError("no whole checkpoint of " + model_path + " with " +
+                      std::to_string(epochs_done) + " epochs done on this node",
+                  "submit the job again with model.init_from: a checkpoint of another node");
+}
+
 }  // namespace dtrain::core

@@ -36,6 +36,10 @@ struct ResumePoint {
 // Throws UserError (with the fix) when nothing usable is found.
 ResumePoint find_resume_point(const std::string& from);
 
+// The newest checkpoint of `model_path` that reads back whole and has `epochs_done` epochs done
+// (a cluster node resuming the job's consistent checkpoint). Throws UserError when there is none.
+ResumePoint find_epoch_checkpoint(const std::string& model_path, int64_t epochs_done);
+
 // The model file whose checkpoint `path` is ("" when it is not a checkpoint's name).
 std::string model_of_checkpoint(const std::string& path);
 

@@ -314,7 +314,9 @@ TrainingResult train_local(const JobSpec& job, TrainingListener& listener,
   int64_t skip = 0;
   if (const ModelFile* from = options.resume) {
     first_epoch = std::max<int64_t>(0, from->epoch);
-    skip = std::clamp<int64_t>(from->iteration - first_epoch * per_epoch, 0, per_epoch);
+    // A cluster checkpoint is taken at an epoch end (its iteration counts takeover steps too).
+    if (!exchange)
+      skip = std::clamp<int64_t>(from->iteration - first_epoch * per_epoch, 0, per_epoch);
     if (skip == per_epoch) ++first_epoch, skip = 0;  // written at its epoch's last minibatch
     for (auto& it : iterations) it = first_epoch * per_epoch + skip;
     // The lead worker's sharing state (the others' residuals were not saved: they start empty).

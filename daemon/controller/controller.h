@@ -75,6 +75,7 @@ class Controller {
   void adopt(Member& m, const std::vector<uint64_t>& running);
   void end_adoption_if_due();
   void end_adoption(JobRecord& job);
+  bool resume_from_checkpoint(JobRecord& job);
   // A lost member of the running job registered again: it is sent the job to rejoin, the
   // others are told to admit it at their next epoch end (gradient sharing only).
   void offer_rejoin(Member& m);

@@ -3,7 +3,8 @@
 // their outboxes; as each registers again it says which jobs it still runs. A node that still
 // runs the job is adopted. One that does not may have finished its part (its result is on its
 // way) or restarted (its part is gone): it has until the deadline to report, then it is dropped
-// from the job like a lost node, and gradient sharing offers it the rejoin.
+// from the job like a lost node, and gradient sharing offers it the rejoin. When every node
+// restarted (the whole cluster went down), the job resumes from its consistent checkpoint.
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -48,15 +49,41 @@ void Controller::adopt(Member& m, const std::vector<uint64_t>& running) {
       if (members_.count(r)) m.outbox.push_back(rejoin_frame(job.id, {members_[r].id,
                                                                       members_[r].boot_id}));
   } else if (start_boot(job, m.name) != 0 && start_boot(job, m.name) != m.boot_id) {
-    // A new process: its part of the job is gone (offer_rejoin may take it back).
-    drop_from_job(job, m.name, "its daemon restarted while the controller was away");
+    // A new process: its part of the job is gone. end_adoption decides: the rejoin, or, when
+    // every node restarted, the job's resumption from its consistent checkpoint.
+    if (!listed(job.restarted, m.name)) job.restarted.push_back(m.name);
   }
   // Else the same process, its part ended: its result or failure is in its outbox, on its way.
   bool everyone = true;
   for (const std::string& n : job.nodes)
-    everyone = everyone && (listed(job.adopted, n) || listed(job.lost_nodes, n) ||
-                            job.results.count(n) || job.failures.count(n));
+    everyone = everyone && (listed(job.adopted, n) || listed(job.restarted, n) ||
+                            listed(job.lost_nodes, n) || job.results.count(n) ||
+                            job.failures.count(n));
   if (everyone) end_adoption(job);
+}
+
+// Every node of the job restarted (power loss, SIGKILL of all) and has registered again: the
+// job goes on from its consistent checkpoint, each node from its own copy of it.
+bool Controller::resume_from_checkpoint(JobRecord& job) {
+  const int64_t epoch = job.consistent_checkpoint();
+  if (epoch < 0 || !job.adopted.empty() || !job.results.empty()) return false;
+  for (const std::string& n : job.nodes)
+    if (!listed(job.restarted, n) || listed(job.lost_nodes, n) || !members_.count(n) ||
+        !members_[n].alive)
+      return false;
+  job.add_log("every node restarted: the job resumes from its checkpoint at the end of epoch " +
+              std::to_string(epoch));
+  spdlog::info("controller: job {} resumes from its checkpoint at the end of epoch {}",
+               job_id_text(job.id), epoch);
+  for (size_t rank = 0; rank < job.nodes.size(); ++rank) {
+    StartMessage start = start_message(job, rank);
+    start.resume_epoch = epoch;
+    members_[job.nodes[rank]].outbox.push_back(start_frame(job.id, start));
+  }
+  job.adopted = job.restarted;
+  job.restarted.clear();
+  save(job);
+  return true;
 }
 
 void Controller::end_adoption_if_due() {
@@ -67,6 +94,14 @@ void Controller::end_adoption_if_due() {
 
 void Controller::end_adoption(JobRecord& job) {
   job.adopting = false;
+  if (resume_from_checkpoint(job)) return;
+  const std::vector<std::string> restarted = std::move(job.restarted);
+  job.restarted.clear();
+  for (const std::string& n : restarted) {
+    drop_from_job(job, n, "its daemon restarted while the controller was away");
+    if (job.finished()) return;
+    if (members_.count(n) && members_[n].alive) offer_rejoin(members_[n]);
+  }
   for (const std::string& n : job.nodes) {
     if (listed(job.adopted, n) || listed(job.lost_nodes, n) || job.results.count(n) ||
         job.failures.count(n))

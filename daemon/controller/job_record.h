@@ -32,7 +32,8 @@ struct JobRecord {
   // A running job found on disk by a restarted controller: its nodes are adopted as they
   // register, until adopt_until. Not on disk.
   bool adopting = false;
-  std::vector<std::string> adopted;  // registered again, still training it
+  std::vector<std::string> adopted;    // registered again, still training it
+  std::vector<std::string> restarted;  // registered again as a new process: its part is gone
   std::chrono::steady_clock::time_point adopt_until;
   double submitted_at = 0, started_at = 0, finished_at = 0;  // Unix seconds
   std::map<std::string, Json> progress;  // latest per node

@@ -10,6 +10,7 @@
 
 #include "core/spec/job_spec_parser.h"
 #include "core/train/batch_split.h"
+#include "core/train/checkpoints.h"
 #include "core/train/local_trainer.h"
 #include "daemon/node/mesh_exchange.h"
 
@@ -246,6 +247,17 @@ void JobRunner::run() {
     const std::filesystem::path model = std::filesystem::path(config_.data_dir) / "models" / job.output.model;
     std::filesystem::create_directories(model.parent_path());
     o.output_path = model.string();
+    // Every member restarted: the job goes on from its consistent checkpoint, this node's copy.
+    core::ResumePoint checkpoint;
+    if (start_.resume_epoch >= 0) {
+      checkpoint = core::find_epoch_checkpoint(model.string(), start_.resume_epoch);
+      local.model.init_from = checkpoint.path;
+      local.model.init_from_updater = checkpoint.model.has_updater;
+      o.resume = &checkpoint.model;
+      exchange.start_at(start_.resume_epoch);
+      report_(JobKind::Log, {{"line", "resuming from " + checkpoint.path + " (" +
+                                          std::to_string(start_.resume_epoch) + " epochs done)"}});
+    }
     std::vector<float> params;
     o.final_params = &params;
     const core::TrainingResult r = core::train_local(local, *progress_, o);

@@ -60,6 +60,11 @@ class MeshExchange : public core::NodeExchange {
 
   // This node is a restarted member rejoining the job; `lost`: the members lost now.
   void set_rejoining(const std::vector<uint32_t>& lost);
+  // The whole job goes on from its consistent checkpoint: every node starts at `epoch`.
+  void start_at(int64_t epoch) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    first_epoch_ = current_epoch_ = epoch;
+  }
   // Member `id` restarted and rejoins (the controller says so): it is not waited for until the
   // live nodes admit it at an epoch end; it joins the mesh now so that it misses nothing.
   void on_rejoin(uint32_t id);

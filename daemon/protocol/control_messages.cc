@@ -90,7 +90,8 @@ bool read_member(const control::JobMember& m, JobMemberInfo& out) {
 bool read_start(const control::StartJob& s, StartMessage& out) {
   if (!s.spec() || s.spec()->size() > kMaxSpec || !s.members() ||
       s.members()->size() > kMaxMembers || s.rank() >= s.members()->size() ||
-      (s.lost() && s.lost()->size() > kMaxMembers))
+      (s.lost() && s.lost()->size() > kMaxMembers) || s.resume_epoch() < -1 ||
+      s.resume_epoch() > (int64_t(1) << 40))
     return false;
   out.spec = s.spec()->str();
   out.base_dir = s.base_dir() ? text(s.base_dir(), 4096) : ".";
@@ -99,6 +100,7 @@ bool read_start(const control::StartJob& s, StartMessage& out) {
   out.rank = s.rank();
   out.peer_timeout_ms = s.peer_timeout_ms();
   out.rejoin = s.rejoin();
+  out.resume_epoch = s.resume_epoch();
   out.members.clear();
   for (const control::JobMember* m : *s.members()) {
     JobMemberInfo member;
@@ -123,7 +125,7 @@ std::vector<uint8_t> start_frame(uint64_t job_id, const StartMessage& start) {
       fbb, fbb.CreateString(start.spec), fbb.CreateString(start.base_dir),
       fbb.CreateString(start.name), start.rank, fbb.CreateVector(members),
       fbb.CreateString(start.mesh), start.peer_timeout_ms, start.rejoin,
-      fbb.CreateVector(start.lost));
+      fbb.CreateVector(start.lost), start.resume_epoch);
   return job_message_bytes(fbb, job_id, JobKind::Start, 0, s, 0);
 }
 

@@ -56,6 +56,7 @@ struct StartMessage {
   int64_t peer_timeout_ms = 10000;
   bool rejoin = false;
   std::vector<uint32_t> lost;
+  int64_t resume_epoch = -1;  // >= 0: go on from the checkpoint with this many epochs done
 };
 struct RejoinMessage {
   uint32_t id = 0;

@@ -292,6 +292,38 @@ TEST_CASE("a node back after the job dropped it: taken back or told to stop; its
   CHECK(t.job(id).at("error").get<std::string>().find("ended by the test") != std::string::npos);
 }
 
+TEST_CASE("every node restarted: the job resumes from its consistent checkpoint, or fails "
+          "without one", "[controller]") {
+  const std::string dir = temp_dir();
+  std::filesystem::create_directories(dir + "/controller/jobs");
+  const uint64_t id = 0x5555;
+  daemon::JobRecord r = record(id, "two", "running", {"node-a", "node-b"});
+  const bool checkpointed = GENERATE(true, false);
+  if (checkpointed) r.checkpoints = {{"node-a", 4}, {"node-b", 3}};
+  daemon::save_job(dir + "/controller/jobs", r);
+  ControllerUnderTest t(dir, /*peer_timeout_ms=*/600);
+  FakeNode a(t, node_named("node-a", 1, /*boot=*/7));  // new boots, no running jobs
+  FakeNode b(t, node_named("node-b", 2, /*boot=*/8));
+  if (checkpointed) {
+    for (FakeNode* n : {&a, &b}) {
+      const daemon::JobMessageIn start = n->next();
+      CHECK(start.kind == daemon::JobKind::Start);
+      CHECK(start.job_id == id);
+      CHECK(start.start.resume_epoch == 3);  // the epoch both have
+      CHECK_FALSE(start.start.rejoin);
+      CHECK(start.start.members.at(start.start.rank).boot == (n == &a ? 7u : 8u));
+    }
+    CHECK(state(t, id) == "running");
+    CHECK(t.job(id).at("lost_nodes").empty());
+    const std::string log = t.ask("logs", id).at("log").dump();
+    CHECK(log.find("resumes from its checkpoint at the end of epoch 3") != std::string::npos);
+  } else {
+    CHECK(eventually([&] { return state(t, id) == "failed"; }));
+    CHECK(t.job(id).at("error").get<std::string>().find("every node of the job was lost") !=
+          std::string::npos);
+  }
+}
+
 TEST_CASE("the job's consistent checkpoint is the latest epoch every live node has one for",
           "[controller]") {
   ControllerUnderTest t("", /*peer_timeout_ms=*/600);
