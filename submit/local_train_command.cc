@@ -83,6 +83,7 @@ int run_local_training(const LocalTrainArgs& args) {
     std::fprintf(stderr, "error: %s\n", e.what());
     return kExitJobFailed;
   }
+  if (!result.stopped_early.empty()) std::printf("\n%s\n", result.stopped_early.c_str());
   if (result.evaluated) {
     std::printf("\nfinal evaluation on the test set\n%s", result.final_eval.report().c_str());
   }

@@ -120,6 +120,15 @@ struct CorrectionsSpec {
   double lr_warmup_epochs = 1.0;
 };
 
+// training.early_stopping (core/train/early_stopping.h): stop after `patience` evaluations
+// (one per epoch) without an improvement of more than min_delta; the best model is kept.
+struct EarlyStoppingSpec {
+  bool enabled = false;
+  std::string metric = "accuracy";  // accuracy (higher is better) | loss (lower is better)
+  int64_t patience = 3;
+  double min_delta = 0.0;
+};
+
 struct TrainingSpec {
   std::string mode = "gradient_sharing";  // gradient_sharing | parameter_averaging
   int64_t epochs = 1;
@@ -143,6 +152,7 @@ struct TrainingSpec {
   bool stop_on_divergence = true;
   // Keep a double-precision sum of every message applied and check the replica against it.
   bool audit_updates = false;
+  EarlyStoppingSpec early_stopping;
 };
 
 struct EvaluationSpec {

@@ -242,7 +242,8 @@ class JobSpecParser {
     r_.expect_map(node, p, {"mode", "epochs", "batch_size", "batch_size_per_worker", "nodes",
                             "workers_per_node", "device", "threshold", "residual", "mesh",
                             "averaging_frequency", "average_updater_state", "sync",
-                            "corrections", "stop_on_divergence", "audit_updates"});
+                            "corrections", "stop_on_divergence", "audit_updates",
+                            "early_stopping"});
     t.mode = r_.choice(node, "mode", p, t.mode, {"gradient_sharing", "parameter_averaging"});
     t.epochs = r_.integer(node, "epochs", p, 1, 1, 100000);
     parse_batch(node, t);
@@ -255,6 +256,7 @@ class JobSpecParser {
     t.stop_on_divergence = r_.boolean(node, "stop_on_divergence", p, true);
     t.audit_updates = r_.boolean(node, "audit_updates", p, false);
     t.sync = parse_sync(node);
+    t.early_stopping = parse_early_stopping(node["early_stopping"]);
 
     const YAML::Node th = node["threshold"];
     if (th) {
@@ -285,6 +287,18 @@ class JobSpecParser {
     }
     t.corrections = parse_corrections(node["corrections"], t.threshold.algorithm);
     return t;
+  }
+
+  EarlyStoppingSpec parse_early_stopping(const YAML::Node& node) {
+    EarlyStoppingSpec e;
+    if (!node) return e;
+    const std::string p = "training.early_stopping";
+    r_.expect_map(node, p, {"metric", "patience", "min_delta"});
+    e.enabled = true;
+    e.metric = r_.choice(node, "metric", p, e.metric, {"accuracy", "loss"});
+    e.patience = r_.integer(node, "patience", p, 3, 1, 100000);
+    e.min_delta = r_.number(node, "min_delta", p, 0.0, 0.0, 1e6, false);
+    return e;
   }
 
   // `batch_size: B` (the job's, split over its workers; the default, 32) or

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstring>
 #include <exception>
+#include <optional>
 #include <thread>
 
 #include "core/eval/evaluate.h"
@@ -13,6 +14,7 @@
 #include "core/train/device_placement.h"
 #include "core/train/divergence_monitor.h"
 #include "core/train/checkpoints.h"
+#include "core/train/early_stopping.h"
 #include "core/train/init_from.h"
 #include "core/train/memory_budget.h"
 #include "core/train/training_data.h"
@@ -52,6 +54,20 @@ ModelFile snapshot(const JobSpec& job, Worker& worker, const Normalizer& normali
     f.encoder_steps = encoder->steps();
   }
   return f;
+}
+
+// A model's parameters and batch-norm statistics on the host (the best one, for early
+// stopping).
+struct Replica {
+  std::vector<float> params, state;
+};
+Replica copy_replica(Model& m) {
+  return {std::vector<float>(m.host_params(), m.host_params() + m.num_params()),
+          std::vector<float>(m.host_state(), m.host_state() + m.num_state())};
+}
+void restore_replica(Model& m, const Replica& r) {
+  m.set_params(r.params.data());
+  if (!r.state.empty()) m.set_state(r.state.data());
 }
 
 using Workers = std::vector<std::unique_ptr<SharingWorker>>;
@@ -325,6 +341,9 @@ TrainingResult train_local(const JobSpec& job, TrainingListener& listener,
       for (auto& w : workers) w->encoder().threshold().set_tau(from->tau);
     }
   }
+  std::optional<EarlyStopping> early;
+  if (job.training.early_stopping.enabled) early.emplace(job.training.early_stopping);
+  Replica best;  // the best model so far, for early stopping
   for (int64_t epoch = first_epoch; epoch < job.training.epochs && !stop; ++epoch) {
     for (auto& w : workers) w->worker().start_epoch(epoch);
     if (epoch == first_epoch && skip > 0)
@@ -461,7 +480,19 @@ TrainingResult train_local(const JobSpec& job, TrainingListener& listener,
     summary.samples_per_sec = summary.seconds > 0 ? samples / summary.seconds : 0.0;
     elapsed_total += summary.seconds;
     result.samples += samples;
+    const bool early_evaluated = data.test.size() > 0 && early.has_value() && !cancelled;
+    if (early_evaluated) {
+      summary.evaluated = true;
+      summary.eval = evaluate(lead.model(), data.test, job.evaluation.top_n);
+      if (early->observe(epoch, summary.eval)) best = copy_replica(lead.model());
+      if (early->should_stop()) {
+        stop = true;
+        result.stopped_early = early->reason();
+      }
+    }
     const bool last = epoch + 1 == job.training.epochs || stop;
+    if (last && early_evaluated && early->has_best() && early->best_epoch() != epoch)
+      for (auto& w : workers) restore_replica(w->worker().model(), best);
     if (data.test.size() > 0 && last && exchange) {
       // A cluster job's final evaluation is spread over the live nodes; the controller merges
       // the parts (Evaluation::merge adds counts, so the result is exact).
@@ -473,7 +504,8 @@ TrainingResult train_local(const JobSpec& job, TrainingListener& listener,
       result.eval_part = part.index;
       result.eval_parts = part.count;
       result.test_examples = n;
-    } else if (data.test.size() > 0 && (options.evaluate_each_epoch || last)) {
+    } else if (data.test.size() > 0 &&
+               ((options.evaluate_each_epoch && !early_evaluated) || last)) {
       summary.evaluated = true;
       summary.eval = evaluate(lead.model(), data.test, job.evaluation.top_n);
       result.final_eval = summary.eval;

@@ -51,6 +51,7 @@ struct TrainingResult {
   int64_t messages = 0;                // produced by all workers
   int64_t message_bytes = 0;
   std::vector<EpochSummary> epochs;
+  std::string stopped_early;           // why training.early_stopping ended it ("" if it did not)
   Evaluation final_eval;
   bool evaluated = false;
   // Cluster jobs: final_eval covers part eval_part of eval_parts of the test set (the

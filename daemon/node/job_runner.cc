@@ -305,6 +305,10 @@ void JobRunner::run() {
                                    {"loss_sum", r.final_eval.loss_sum()}};
     }
     if (!r.model_path.empty()) result["model_path"] = r.model_path;
+    if (!r.stopped_early.empty()) {
+      result["stopped_early"] = r.stopped_early;
+      if (rank == 0) report_(JobKind::Log, {{"line", r.stopped_early}});
+    }
     std::vector<float> sample;
     const int64_t stride = std::max<int64_t>(1, int64_t(params.size()) / kParamSample);
     for (size_t i = 0; i < params.size(); i += stride) sample.push_back(params[i]);

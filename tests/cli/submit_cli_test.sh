@@ -87,6 +87,21 @@ grep -q "no checkpoint of demo.dtm" err.txt || fail "no-checkpoint message: $(ca
 expect_rc 2 "resume without --local" -- "$SUBMIT" job.yaml --resume ck.dtm
 grep -q "fix: add --local" err.txt || fail "resume-without-local message: $(cat err.txt)"
 
+# Early stopping on a crafted case: a min_delta no gain reaches means the first evaluation stays
+# the best, so with patience 1 training stops after epoch 2 of 4 and keeps epoch 1's model: it
+# evaluates exactly like a run of one epoch (one worker: the same steps).
+sed -e 's/epochs: 3, batch_size_per_worker: 16/epochs: 4, batch_size_per_worker: 16, workers_per_node: 1,\n    early_stopping: {metric: loss, patience: 1, min_delta: 10}/' \
+    -e 's/output: {model: demo.dtm}/output: {model: early.dtm}/' job.yaml > early.yaml
+sed -e 's/epochs: 3, batch_size_per_worker: 16/epochs: 1, batch_size_per_worker: 16, workers_per_node: 1/' \
+    -e 's/output: {model: demo.dtm}/output: {model: one.dtm}/' job.yaml > one.yaml
+expect_rc 0 "train with early stopping" -- "$SUBMIT" --local early.yaml
+grep -q "early stopping after epoch 2: the test loss did not improve by more than 10 in 1 evaluations; the model kept is epoch 1's" out.txt ||
+  fail "early stopping line: $(grep -i early out.txt)"
+grep -q "epoch 3" out.txt && fail "training went on after early stopping"
+expect_rc 0 "train one epoch" -- "$SUBMIT" --local one.yaml
+"$SUBMIT" eval early.dtm --json > early.json; "$SUBMIT" eval one.dtm --json > one.json
+cmp -s early.json one.json || fail "the kept model is not epoch 1's: $(cat early.json) vs $(cat one.json)"
+
 expect_rc 0 "eval on an explicit CSV" -- "$SUBMIT" eval demo.dtm --data test.csv
 grep -q "confusion matrix" out.txt || fail "eval report lacks the confusion matrix"
 

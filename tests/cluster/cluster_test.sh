@@ -132,6 +132,24 @@ printf 'name: [broken\n' > broken.yaml
 "$SUBMIT" status --json > jobs2.json
 [[ $(json jobs2.json "len(j['jobs'])") == "$jobs_before" ]] || fail "a refused job reached the controller"
 
+echo "== early stopping: every node stops at the same epoch and keeps the same best model"
+# A min_delta no gain reaches: epoch 1 stays the best, patience 1 stops after epoch 2 of 8.
+sed -e 's/  mesh: plain/  mesh: plain\n  early_stopping: {metric: loss, patience: 1, min_delta: 10}/' \
+    -e 's/name: cluster-test/name: early-stop/' -e 's/model: cluster-test.dtm/model: early-stop.dtm/' \
+    job.yaml > early.yaml
+grep -q "early_stopping" early.yaml || fail "early.yaml has no early_stopping"
+timeout 300 "$SUBMIT" early.yaml > early.out 2> early.err || { fail "early-stopping job exited $?"; cat early.err; }
+"$SUBMIT" status --json > early.json
+early_id=$(json early.json "j['jobs'][-1]['id']")
+"$SUBMIT" status "$early_id" --json > early.json
+[[ $(json early.json "j['state']") == succeeded ]] || fail "early-stopping job: $(json early.json "j['state']")"
+json early.json "j['result'].get('stopped_early', '')" | grep -q "after epoch 2: .* the model kept is epoch 1's" ||
+  fail "the result does not say why it stopped: $(json early.json "j['result'].get('stopped_early')")"
+"$SUBMIT" logs "$early_id" | grep -q "epoch 3:" && fail "a node trained epoch 3 after early stopping"
+diff=$(json early.json "j['result']['replica_max_relative_difference']")
+python3 -c "import sys; sys.exit(0 if $diff <= 1e-5 else 1)" || fail "early stopping: replicas differ by $diff"
+echo "early stopping: $(json early.json "j['result']['stopped_early']" | cut -c1-90), replicas within $diff"
+
 echo "== cancel a running job"
 sed 's/epochs: 8/epochs: 12/' job.yaml > long.yaml
 id=$("$SUBMIT" long.yaml --detach 2> /dev/null) || fail "detached submit for cancel"
