@@ -68,6 +68,13 @@ void write_checkpoint(const std::string& model_path, const ModelFile& model, int
   }
 }
 
+void remove_checkpoints(const std::string& model_path) {
+  for (const Checkpoint& c : list_checkpoints(model_path)) {
+    std::error_code ec;
+    fs::remove(c.path, ec);
+  }
+}
+
 ResumePoint find_resume_point(const std::string& from) {
   ResumePoint point;
   // The candidates, newest first: the named checkpoint and the older ones of its model, or

@@ -18,6 +18,10 @@ std::string checkpoint_path(const std::string& model_path, int64_t iteration);
 // Writes `model` (its iteration names the file), then removes all but the newest `keep`.
 void write_checkpoint(const std::string& model_path, const ModelFile& model, int64_t keep);
 
+// Removes every checkpoint of `model_path`: a fresh run writing that model starts a new series
+// (an earlier run's checkpoints would otherwise pass for this run's, and outrank them).
+void remove_checkpoints(const std::string& model_path);
+
 struct Checkpoint {
   int64_t iteration = 0;
   std::string path;

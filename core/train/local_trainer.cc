@@ -326,6 +326,8 @@ TrainingResult train_local(const JobSpec& job, TrainingListener& listener,
     result.resumed = true;
     for (auto& it : iterations) it = first_epoch * per_epoch;
   }
+  // A fresh run (not a resume, not a rejoin) starts a new series of checkpoints.
+  if (options.write_model && !options.resume && !result.resumed) remove_checkpoints(output);
   // From a checkpoint: the parameters came with init_from; the position is the next minibatch.
   int64_t skip = 0;
   if (const ModelFile* from = options.resume) {

@@ -171,7 +171,7 @@ void Controller::serve_node(ControlConnection& c, const NodeRegistration& node) 
       std::lock_guard<std::mutex> lock(mutex_);
       Member& m = members_[name];
       m.last_heard = Clock::now();
-      if (job_message) on_job_message(m, in);
+      if (job_message) on_job_message_safely(m, in);
       else spdlog::warn("controller: ignored a malformed control frame from {}", name);
     }
   } catch (const ControlError& e) {
@@ -180,6 +180,17 @@ void Controller::serve_node(ControlConnection& c, const NodeRegistration& node) 
   std::lock_guard<std::mutex> lock(mutex_);
   Member& m = members_[name];
   if (m.session == session && m.alive) node_lost(m, why);
+}
+
+// One malformed report (a field of the wrong type, say) fails that report, never the node's
+// session: were it to end the session, the member would stay "alive" with nobody reading it.
+void Controller::on_job_message_safely(Member& m, const JobMessageIn& in) {
+  try {
+    on_job_message(m, in);
+  } catch (const std::exception& e) {
+    spdlog::warn("controller: ignored a malformed '{}' report from {}: {}",
+                 job_kind_name(in.kind), m.name, e.what());
+  }
 }
 
 void Controller::on_job_message(Member& m, const JobMessageIn& in) {
@@ -211,6 +222,7 @@ void Controller::on_job_message(Member& m, const JobMessageIn& in) {
       if (!listed(job.rejoined_nodes, m.name)) job.rejoined_nodes.push_back(m.name);
       job.add_log(m.name + ": rejoined at epoch " + std::to_string(body.value("epoch", 0)) +
                   " with parameters from " + body.value("from", std::string("?")));
+      save(job);  // a restarted controller must know it is back
       break;
     case JobKind::Result:
       job.results[m.name] = body;
@@ -233,13 +245,18 @@ void Controller::on_job_message(Member& m, const JobMessageIn& in) {
 // consistent checkpoint (status shows it; the log says when it moves on).
 void Controller::on_checkpoint(JobRecord& job, Member& m, const Json& body) {
   const Json& epoch = body.contains("epoch") ? body["epoch"] : Json();
-  if (!epoch.is_number_integer() || epoch.get<int64_t>() < 0) return;
+  // At most the largest epoch count a spec may ask for (a resume message carries it).
+  if (!epoch.is_number_integer() || epoch.get<int64_t>() < 0 || epoch.get<int64_t>() > 100000)
+    return;
   const int64_t before = job.consistent_checkpoint();
   job.checkpoints[m.name] = epoch.get<int64_t>();
   const int64_t now = job.consistent_checkpoint();
   if (now <= before) return;
+  const std::string path = body.contains("path") && body["path"].is_string()
+                               ? body["path"].get<std::string>()
+                               : std::string("?");
   job.add_log("checkpoint: every live node has its replica at the end of epoch " +
-              std::to_string(now) + " (" + body.value("path", std::string("?")) + ")");
+              std::to_string(now) + " (" + path + ")");
   save(job);
 }
 
@@ -396,6 +413,7 @@ void Controller::drop_from_job(JobRecord& job, const std::string& name, const st
   if (!listed(job.lost_nodes, name)) job.lost_nodes.push_back(name);
   unlist(job.rejoining, name);
   unlist(job.rejoined_nodes, name);
+  job.checkpoints.erase(name);  // back, it reports new ones; its old ones must not hold back
   job.add_log("node " + name + " lost (" + why + "); the job continues on the others");
   check_finished(job);
   save(job);

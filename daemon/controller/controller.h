@@ -52,6 +52,7 @@ class Controller {
   std::vector<uint8_t> handle_request(const std::string& kind, uint64_t job_id,
                                       const std::string& body);
   void on_job_message(Member& m, const JobMessageIn& in);
+  void on_job_message_safely(Member& m, const JobMessageIn& in);
   void on_node_failed(JobRecord& job, Member& m, const Json& body);
   void on_checkpoint(JobRecord& job, Member& m, const Json& body);
   static bool dropped_from(const JobRecord& job, const std::string& name);

@@ -39,7 +39,7 @@ void Controller::adopt(Member& m, const std::vector<uint64_t>& running) {
   if (running_ == 0) return;
   JobRecord& job = jobs_[running_];
   if (!job.adopting || !listed(job.nodes, m.name) || listed(job.adopted, m.name) ||
-      listed(job.lost_nodes, m.name) || job.results.count(m.name) || job.failures.count(m.name))
+      dropped_from(job, m.name) || job.results.count(m.name) || job.failures.count(m.name))
     return;
   if (std::find(running.begin(), running.end(), job.id) != running.end()) {
     job.adopted.push_back(m.name);
@@ -57,7 +57,7 @@ void Controller::adopt(Member& m, const std::vector<uint64_t>& running) {
   bool everyone = true;
   for (const std::string& n : job.nodes)
     everyone = everyone && (listed(job.adopted, n) || listed(job.restarted, n) ||
-                            listed(job.lost_nodes, n) || job.results.count(n) ||
+                            dropped_from(job, n) || job.results.count(n) ||
                             job.failures.count(n));
   if (everyone) end_adoption(job);
 }
@@ -68,7 +68,7 @@ bool Controller::resume_from_checkpoint(JobRecord& job) {
   const int64_t epoch = job.consistent_checkpoint();
   if (epoch < 0 || !job.adopted.empty() || !job.results.empty()) return false;
   for (const std::string& n : job.nodes)
-    if (!listed(job.restarted, n) || listed(job.lost_nodes, n) || !members_.count(n) ||
+    if (!listed(job.restarted, n) || dropped_from(job, n) || !members_.count(n) ||
         !members_[n].alive)
       return false;
   job.add_log("every node restarted: the job resumes from its checkpoint at the end of epoch " +
@@ -103,7 +103,7 @@ void Controller::end_adoption(JobRecord& job) {
     if (members_.count(n) && members_[n].alive) offer_rejoin(members_[n]);
   }
   for (const std::string& n : job.nodes) {
-    if (listed(job.adopted, n) || listed(job.lost_nodes, n) || job.results.count(n) ||
+    if (listed(job.adopted, n) || dropped_from(job, n) || job.results.count(n) ||
         job.failures.count(n))
       continue;
     drop_from_job(job, n, "it did not report after the controller restarted");

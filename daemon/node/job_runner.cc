@@ -209,6 +209,7 @@ void JobRunner::run() {
     std::lock_guard<std::mutex> lock(exchange_mutex_);
     exchange_ = &exchange;
   }
+  if (cancel_) exchange.cancel();  // cancelled before the exchange existed (joining a predecessor)
   channel_.attach(job_id_, &mesh);
   try {
     core::SpecParseOptions options;

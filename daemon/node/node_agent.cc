@@ -78,9 +78,15 @@ void NodeAgent::queue(uint64_t job_id, JobKind kind, const Json& body) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (outbox_.size() >= kMaxOutbox) {
     if (kind == JobKind::Progress) return;
-    auto progress = std::find_if(outbox_.begin(), outbox_.end(),
-                                 [](const Queued& q) { return q.kind == JobKind::Progress; });
-    if (progress != outbox_.end()) outbox_.erase(progress);
+    // Progress first, then the oldest log line; results and failures (a few per job) stay.
+    for (JobKind give_way : {JobKind::Progress, JobKind::Log}) {
+      auto it = std::find_if(outbox_.begin(), outbox_.end(),
+                             [&](const Queued& q) { return q.kind == give_way; });
+      if (it == outbox_.end()) continue;
+      outbox_.erase(it);
+      break;
+    }
+    if (outbox_.size() >= kMaxOutbox && kind == JobKind::Log) return;
   }
   outbox_.push_back({kind, report_frame(job_id, kind, body)});
 }

@@ -82,6 +82,11 @@ expect_rc 0 "resume a model's newest whole checkpoint (its own spec)" -- "$SUBMI
 grep -q "skipped a damaged checkpoint: ck.ckpt-100.dtm.*truncated" err.txt || fail "no word of the damaged checkpoint: $(cat err.txt)"
 grep -q "resuming from ck.ckpt-95.dtm" out.txt || fail "did not resume from the previous checkpoint: $(head -n 1 out.txt)"
 cmp -s ck.dtm uninterrupted.dtm || fail "resumed from ck.ckpt-95.dtm, the model differs from the uninterrupted run's"
+# A fresh run of the same model starts a new series: an earlier run's checkpoints are gone.
+expect_rc 0 "train ck.yaml again from the start" -- "$SUBMIT" --local ck.yaml
+[[ $(ls ck.ckpt-*.dtm | sort | tr '\n' ' ') == "ck.ckpt-100.dtm ck.ckpt-90.dtm ck.ckpt-95.dtm " ]] ||
+  fail "after a fresh run: $(ls ck.ckpt-*.dtm | tr '\n' ' ')"
+cmp -s ck.dtm uninterrupted.dtm || fail "a fresh run of ck.yaml differs from the first"
 expect_rc 2 "resume without checkpoints" -- "$SUBMIT" --local --resume demo.dtm
 grep -q "no checkpoint of demo.dtm" err.txt || fail "no-checkpoint message: $(cat err.txt)"
 expect_rc 2 "resume without --local" -- "$SUBMIT" job.yaml --resume ck.dtm

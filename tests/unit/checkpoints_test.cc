@@ -50,6 +50,9 @@ TEST_CASE("checkpoints are named by iteration and only the newest are kept") {
   // 100 sorts after 40 by number, not by name.
   core::write_checkpoint(model, at(100), 2);
   CHECK(core::list_checkpoints(model).front().iteration == 100);
+  // Another model's checkpoints beside them are not this model's.
+  core::write_checkpoint(std::filesystem::path(model).parent_path().string() + "/mm.dtm", at(7), 2);
+  CHECK(core::list_checkpoints(model).size() == 2);
   // What a resume needs comes back: position and gradient-sharing state.
   const core::ModelFile back = core::read_model_file(core::checkpoint_path(model, 100));
   CHECK(back.iteration == 100);
@@ -58,6 +61,10 @@ TEST_CASE("checkpoints are named by iteration and only the newest are kept") {
   CHECK(back.tau == 0.25f);
   CHECK(back.residual == std::vector<float>{0.5f, -0.5f, 0.125f});
   CHECK(back.encoder_steps == 100);
+  // A fresh run of the model starts a new series.
+  core::remove_checkpoints(model);
+  CHECK(core::list_checkpoints(model).empty());
+  CHECK(core::list_checkpoints(dir + "/mm.dtm").size() == 1);
 }
 
 TEST_CASE("a resume skips a checkpoint cut short by a crash and takes the previous one") {

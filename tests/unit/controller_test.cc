@@ -292,6 +292,28 @@ TEST_CASE("a node back after the job dropped it: taken back or told to stop; its
   CHECK(t.job(id).at("error").get<std::string>().find("ended by the test") != std::string::npos);
 }
 
+TEST_CASE("adoption: a node that was lost and rejoined before the restart is adopted too",
+          "[controller]") {
+  const std::string dir = temp_dir();
+  std::filesystem::create_directories(dir + "/controller/jobs");
+  const uint64_t id = 0x6666;
+  daemon::JobRecord r = record(id, "two", "running", {"node-a", "node-b"});
+  r.lost_nodes = {"node-b"};
+  r.rejoined_nodes = {"node-b"};  // it is back in the job: a live member like node-a
+  r.checkpoints = {{"node-a", 2}, {"node-b", 2}};
+  daemon::save_job(dir + "/controller/jobs", r);
+  ControllerUnderTest t(dir, /*peer_timeout_ms=*/600);
+  daemon::NodeRegistration ra = node_named("node-a", 1, 1), rb = node_named("node-b", 2, 1);
+  ra.running_jobs = rb.running_jobs = {id};
+  FakeNode a(t, ra);
+  FakeNode b(t, rb);
+  CHECK(b.quiet_for(300ms));  // adopted: nothing to do
+  const std::string log = t.ask("logs", id).at("log").dump();
+  CHECK(log.find("node node-b still trains it: adopted") != std::string::npos);
+  CHECK(log.find("adopted by the restarted controller: 2 of 2") != std::string::npos);
+  CHECK(t.job(id).at("checkpoint").at("epoch") == 2);
+}
+
 TEST_CASE("every node restarted: the job resumes from its consistent checkpoint, or fails "
           "without one", "[controller]") {
   const std::string dir = temp_dir();
