@@ -457,11 +457,13 @@ TrainingResult train_local(const JobSpec& job, TrainingListener& listener,
                               workers[0]->encoder().threshold().tau());
     if (cancelled) stop = true;
     if (exchange && job.output.checkpoint_every > 0 && options.write_model && !cancelled) {
-      // Every node's replica is the same here: the job's checkpoint is every node's file.
+      // Every node's replica is the same here: the job's checkpoint is every node's file. At
+      // least two are kept: a node a checkpoint ahead of the others must still hold the one
+      // every node has (the job's consistent checkpoint) when the cluster goes down.
       write_checkpoint(output,
                        snapshot(job, lead, data.normalizer, iterations[0], epoch + 1,
                                 sharing ? &workers[0]->encoder() : nullptr),
-                       job.output.keep_checkpoints);
+                       std::max<int64_t>(2, job.output.keep_checkpoints));
       listener.on_epoch_checkpoint(checkpoint_path(output, iterations[0]), epoch + 1);
     }
 
