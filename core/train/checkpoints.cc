@@ -27,6 +27,25 @@ int64_t iteration_in(const std::string& name, const std::string& stem) {
   return std::stoll(digits);
 }
 
+// The first of `candidates` (newest first) that reads back whole and that `wanted` accepts, in
+// `point`; those that do not read back are named in point.skipped. False when none is found.
+template <class Wanted>
+bool first_whole(const std::vector<Checkpoint>& candidates, Wanted&& wanted,
+                 ResumePoint& point) {
+  for (const Checkpoint& c : candidates) {
+    try {
+      ModelFile f = read_model_file(c.path);
+      if (!wanted(f)) continue;
+      point.model = std::move(f);
+      point.path = c.path;
+      return true;
+    } catch (const UserError& e) {
+      point.skipped.push_back(c.path + ": " + e.what_happened());
+    }
+  }
+  return false;
+}
+
 }  // namespace
 
 std::string checkpoint_path(const std::string& model_path, int64_t iteration) {
@@ -91,15 +110,7 @@ ResumePoint find_resume_point(const std::string& from) {
     model = from;
     candidates = list_checkpoints(model);
   }
-  for (const Checkpoint& c : candidates) {
-    try {
-      point.model = read_model_file(c.path);
-      point.path = c.path;
-      return point;
-    } catch (const UserError& e) {
-      point.skipped.push_back(c.path + ": " + e.what_happened());
-    }
-  }
+  if (first_whole(candidates, [](const ModelFile&) { return true; }, point)) return point;
   std::string tried;
   for (const std::string& s : point.skipped) tried += "\n  skipped " + s;
   throw UserError("no checkpoint of " + model + " to resume from" +
@@ -110,17 +121,9 @@ ResumePoint find_resume_point(const std::string& from) {
 
 ResumePoint find_epoch_checkpoint(const std::string& model_path, int64_t epochs_done) {
   ResumePoint point;
-  for (const Checkpoint& c : list_checkpoints(model_path)) {
-    try {
-      ModelFile f = read_model_file(c.path);
-      if (f.epoch != epochs_done) continue;
-      point.model = std::move(f);
-      point.path = c.path;
-      return point;
-    } catch (const UserError& e) {
-      point.skipped.push_back(c.path + ": " + e.what_happened());
-    }
-  }
+  if (first_whole(list_checkpoints(model_path),
+                  [&](const ModelFile& f) { return f.epoch == epochs_done; }, point))
+    return point;
   throw UserError("no whole checkpoint of " + model_path + " with " +
                       std::to_string(epochs_done) + " epochs done on this node",
                   "submit the job again with model.init_from: a checkpoint of another node");

@@ -209,7 +209,7 @@ void Controller::on_job_message(Member& m, const JobMessageIn& in) {
   }
   // A restarted node that was never admitted may still report after the job ended.
   if (job.finished() && in.kind != JobKind::Log) return;
-  if (dropped_from(job, m.name) && !on_dropped_report(job, m, in)) return;
+  if (job.dropped(m.name) && !on_dropped_report(job, m, in)) return;
   switch (in.kind) {
     case JobKind::Progress:
       job.progress[m.name] = body;
@@ -260,10 +260,6 @@ void Controller::on_checkpoint(JobRecord& job, Member& m, const Json& body) {
   save(job);
 }
 
-bool Controller::dropped_from(const JobRecord& job, const std::string& name) {
-  return listed(job.lost_nodes, name) && !listed(job.rejoined_nodes, name);
-}
-
 // A node the job dropped (lost, not taken back yet) may still report: what its old part did
 // while it was away (a pause, a cut cable) and queued for when the controller is back, or the
 // failure of its attempt to rejoin. Neither may count: the others covered its minibatches, and
@@ -287,7 +283,7 @@ void Controller::recall_dropped(Member& m, const std::vector<uint64_t>& running)
   if (running_ == 0 || std::find(running.begin(), running.end(), running_) == running.end())
     return;
   JobRecord& job = jobs_[running_];
-  if (!dropped_from(job, m.name) || listed(job.rejoining, m.name)) return;
+  if (!job.dropped(m.name) || listed(job.rejoining, m.name)) return;
   spdlog::warn("controller: node {} is back and still trains job {}, which dropped it", m.name,
                job_id_text(job.id));
   if (job.mode == "gradient_sharing") {
@@ -372,8 +368,7 @@ StartMessage Controller::start_message(const JobRecord& job, size_t rank) const 
 void Controller::offer_rejoin(Member& m) {
   if (running_ == 0) return;
   JobRecord& job = jobs_[running_];
-  if (job.mode != "gradient_sharing" || !listed(job.lost_nodes, m.name) ||
-      listed(job.rejoining, m.name) || listed(job.rejoined_nodes, m.name) ||
+  if (job.mode != "gradient_sharing" || !job.dropped(m.name) || listed(job.rejoining, m.name) ||
       job.results.count(m.name) || job.failures.count(m.name) || job.cancel_requested)
     return;
   int rank = -1;
@@ -384,7 +379,7 @@ void Controller::offer_rejoin(Member& m) {
     if (name == m.name) {
       if (member.value("id", 0u) != m.id) return;  // another machine under the same name
       rank = int(i);
-    } else if (listed(job.lost_nodes, name) && !listed(job.rejoined_nodes, name)) {
+    } else if (job.dropped(name)) {
       lost.push_back(member.value("id", 0u));
     }
   }
@@ -423,8 +418,7 @@ void Controller::check_finished(JobRecord& job) {
   if (job.finished()) return;
   // A rejoined node is waited for again; one still waiting to be admitted is not.
   for (const std::string& n : job.nodes) {
-    const bool lost = listed(job.lost_nodes, n) && !listed(job.rejoined_nodes, n);
-    if (!lost && !job.results.count(n) && !job.failures.count(n)) return;
+    if (!job.dropped(n) && !job.results.count(n) && !job.failures.count(n)) return;
   }
   for (const std::string& n : job.rejoining)
     if (members_.count(n)) members_[n].outbox.push_back(cancel_frame(job.id));

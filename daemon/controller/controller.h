@@ -55,7 +55,6 @@ class Controller {
   void on_job_message_safely(Member& m, const JobMessageIn& in);
   void on_node_failed(JobRecord& job, Member& m, const Json& body);
   void on_checkpoint(JobRecord& job, Member& m, const Json& body);
-  static bool dropped_from(const JobRecord& job, const std::string& name);
   bool on_dropped_report(JobRecord& job, Member& m, const JobMessageIn& in);
   void recall_dropped(Member& m, const std::vector<uint64_t>& running);
 

@@ -39,7 +39,7 @@ void Controller::adopt(Member& m, const std::vector<uint64_t>& running) {
   if (running_ == 0) return;
   JobRecord& job = jobs_[running_];
   if (!job.adopting || !listed(job.nodes, m.name) || listed(job.adopted, m.name) ||
-      dropped_from(job, m.name) || job.results.count(m.name) || job.failures.count(m.name))
+      job.dropped(m.name) || job.results.count(m.name) || job.failures.count(m.name))
     return;
   if (std::find(running.begin(), running.end(), job.id) != running.end()) {
     job.adopted.push_back(m.name);
@@ -48,7 +48,7 @@ void Controller::adopt(Member& m, const std::vector<uint64_t>& running) {
     for (const std::string& r : job.rejoining)
       if (members_.count(r)) m.outbox.push_back(rejoin_frame(job.id, {members_[r].id,
                                                                       members_[r].boot_id}));
-  } else if (start_boot(job, m.name) != 0 && start_boot(job, m.name) != m.boot_id) {
+  } else if (const uint64_t boot = start_boot(job, m.name); boot != 0 && boot != m.boot_id) {
     // A new process: its part of the job is gone. end_adoption decides: the rejoin, or, when
     // every node restarted, the job's resumption from its consistent checkpoint.
     if (!listed(job.restarted, m.name)) job.restarted.push_back(m.name);
@@ -57,7 +57,7 @@ void Controller::adopt(Member& m, const std::vector<uint64_t>& running) {
   bool everyone = true;
   for (const std::string& n : job.nodes)
     everyone = everyone && (listed(job.adopted, n) || listed(job.restarted, n) ||
-                            dropped_from(job, n) || job.results.count(n) ||
+                            job.dropped(n) || job.results.count(n) ||
                             job.failures.count(n));
   if (everyone) end_adoption(job);
 }
@@ -68,7 +68,7 @@ bool Controller::resume_from_checkpoint(JobRecord& job) {
   const int64_t epoch = job.consistent_checkpoint();
   if (epoch < 0 || !job.adopted.empty() || !job.results.empty()) return false;
   for (const std::string& n : job.nodes)
-    if (!listed(job.restarted, n) || dropped_from(job, n) || !members_.count(n) ||
+    if (!listed(job.restarted, n) || job.dropped(n) || !members_.count(n) ||
         !members_[n].alive)
       return false;
   job.add_log("every node restarted: the job resumes from its checkpoint at the end of epoch " +
@@ -95,20 +95,22 @@ void Controller::end_adoption_if_due() {
 void Controller::end_adoption(JobRecord& job) {
   job.adopting = false;
   if (resume_from_checkpoint(job)) return;
+  // Dropped like a lost node; a live daemon is offered the rejoin. False once the job ended.
+  auto drop = [&](const std::string& n, const std::string& why) {
+    drop_from_job(job, n, why);
+    if (job.finished()) return false;
+    if (members_.count(n) && members_[n].alive) offer_rejoin(members_[n]);
+    return true;
+  };
   const std::vector<std::string> restarted = std::move(job.restarted);
   job.restarted.clear();
-  for (const std::string& n : restarted) {
-    drop_from_job(job, n, "its daemon restarted while the controller was away");
-    if (job.finished()) return;
-    if (members_.count(n) && members_[n].alive) offer_rejoin(members_[n]);
-  }
+  for (const std::string& n : restarted)
+    if (!drop(n, "its daemon restarted while the controller was away")) return;
   for (const std::string& n : job.nodes) {
-    if (listed(job.adopted, n) || dropped_from(job, n) || job.results.count(n) ||
+    if (listed(job.adopted, n) || job.dropped(n) || job.results.count(n) ||
         job.failures.count(n))
       continue;
-    drop_from_job(job, n, "it did not report after the controller restarted");
-    if (job.finished()) return;
-    if (members_.count(n) && members_[n].alive) offer_rejoin(members_[n]);
+    if (!drop(n, "it did not report after the controller restarted")) return;
   }
   if (job.finished()) return;
   job.add_log("adopted by the restarted controller: " + std::to_string(job.adopted.size()) +

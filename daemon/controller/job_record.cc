@@ -35,8 +35,8 @@ Json JobRecord::to_json(bool with_log) const {
   j["progress"] = Json::object();
   for (const auto& [node, p] : progress) j["progress"][node] = p;
   j["result"] = result;
-  if (consistent_checkpoint() >= 0)
-    j["checkpoint"] = {{"epoch", consistent_checkpoint()}, {"nodes", checkpoints}};
+  if (const int64_t epoch = consistent_checkpoint(); epoch >= 0)
+    j["checkpoint"] = {{"epoch", epoch}, {"nodes", checkpoints}};
   j["error"] = error;
   j["fix"] = fix;
   if (with_log) {
@@ -84,10 +84,14 @@ JobRecord JobRecord::from_json(const Json& j) {
   return r;
 }
 
+bool JobRecord::dropped(const std::string& node) const {
+  return listed(lost_nodes, node) && !listed(rejoined_nodes, node);
+}
+
 int64_t JobRecord::consistent_checkpoint() const {
   int64_t epoch = -1;
   for (const std::string& n : nodes) {
-    if (listed(lost_nodes, n) && !listed(rejoined_nodes, n)) continue;  // not live
+    if (dropped(n)) continue;  // not live
     auto it = checkpoints.find(n);
     if (it == checkpoints.end()) return -1;
     epoch = epoch < 0 ? it->second : std::min(epoch, it->second);

@@ -51,6 +51,8 @@ struct JobRecord {
   // (the replicas agree at epoch ends, so any node's file of it is the job's); -1 when some
   // live node has none.
   int64_t consistent_checkpoint() const;
+  // Lost and not back in the job (lost_nodes keeps a node that rejoined; rejoined_nodes says so).
+  bool dropped(const std::string& node) const;
   bool finished() const {
     return state == "succeeded" || state == "failed" || state == "cancelled";
   }
