@@ -165,18 +165,43 @@ int run_cluster_submit(const ClusterArgs& a, const std::string& job_path, bool d
     return report_error(e);
   }
   const std::string id = job.value("id", "");
-  uint64_t numeric = 0;
-  daemon::parse_job_id(id, numeric);
   if (detach) {
     std::printf("%s\n", id.c_str());
     return kExitSuccess;
   }
   std::printf("submitted job %s (%s) to %s\n", id.c_str(), job.value("name", "").c_str(),
               a.controller.c_str());
+  return follow_job(a, id);
+}
+
+int run_cluster_resume(const ClusterArgs& a, const std::string& job_text, bool detach) {
+  uint64_t id = 0;
+  if (!job_id_arg(job_text, id)) return kExitBadInput;
+  Json job;
+  uint64_t log_from = 0;  // the log from the resume on (not the run before it)
+  try {
+    log_from = call(a, "status", id, {{"log_from", UINT64_MAX}}).value("log_next", uint64_t(0));
+    job = call(a, "resume", id, Json::object());
+  } catch (const std::exception& e) {
+    return report_error(e);
+  }
+  if (detach) {
+    std::printf("%s\n", job.value("id", "").c_str());
+    return kExitSuccess;
+  }
+  std::printf("resuming job %s (%s) on %s\n", job.value("id", "").c_str(),
+              job.value("name", "").c_str(), a.controller.c_str());
+  return follow_job(a, job.value("id", ""), log_from);
+}
+
+// Prints the job's log and progress until it ends; its exit code is the job's outcome.
+int follow_job(const ClusterArgs& a, const std::string& id, uint64_t log_next) {
+  uint64_t numeric = 0;
+  daemon::parse_job_id(id, numeric);
+  Json job;
   std::fflush(stdout);
   const bool terminal = isatty(fileno(stdout));
   std::signal(SIGINT, [](int) { g_interrupted = 1; });
-  uint64_t log_next = 0;  // the next log line to print
   auto last_plain = std::chrono::steady_clock::now();
   int failures = 0;
   while (!g_interrupted) {

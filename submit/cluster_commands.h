@@ -2,6 +2,7 @@
 // dtrain-submit's cluster subcommands (the controller's control channel). Exit codes as in
 // exit_codes.h: 3 when the controller cannot be reached, 2 for bad input or a refused request
 // (wrong key, invalid spec, unknown job), 1 when a followed job fails.
+#include <cstdint>
 #include <string>
 
 namespace dtrain::submit {
@@ -14,6 +15,11 @@ struct ClusterArgs {
 };
 
 int run_cluster_submit(const ClusterArgs& a, const std::string& job_path, bool detach);
+// `resume JOB`: a failed or cancelled job goes on from its consistent checkpoint.
+int run_cluster_resume(const ClusterArgs& a, const std::string& job, bool detach);
+// Follows job `id` (16 hex digits) to its end, printing its log (from line `log_next`) and
+// progress.
+int follow_job(const ClusterArgs& a, const std::string& id, uint64_t log_next = 0);
 int run_cluster_status(const ClusterArgs& a, const std::string& job, bool json);
 int run_cluster_nodes(const ClusterArgs& a, bool json);
 int run_cluster_cancel(const ClusterArgs& a, const std::string& job);

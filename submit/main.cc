@@ -17,6 +17,8 @@ int main(int argc, char** argv) {
       "  dtrain-submit status [JOB] [--json]     jobs (or one job) and their figures\n"
       "  dtrain-submit nodes [--json]            the cluster's nodes\n"
       "  dtrain-submit cancel JOB | logs JOB\n"
+      "  dtrain-submit resume JOB [--detach]     go on with a failed or cancelled job from its\n"
+      "                                          consistent checkpoint (on the nodes holding it)\n"
       "  dtrain-submit --local job.yaml          train in this process (one machine)\n"
       "  dtrain-submit --local [job.yaml] --resume model.ckpt-N.dtm\n"
       "                                          go on from a checkpoint (or the newest whole\n"
@@ -70,7 +72,11 @@ int main(int argc, char** argv) {
   cancel_cmd->add_option("job", job_arg, "job id")->required();
   auto* logs_cmd = app.add_subcommand("logs", "a job's log, as the controller recorded it");
   logs_cmd->add_option("job", job_arg, "job id")->required();
-  for (auto* sub : {status_cmd, nodes_cmd, cancel_cmd, logs_cmd}) {
+  auto* resume_cmd = app.add_subcommand(
+      "resume", "go on with a failed or cancelled job from its consistent checkpoint");
+  resume_cmd->add_option("job", job_arg, "job id")->required();
+  resume_cmd->add_flag("--detach", detach, "queue the resume and return at once");
+  for (auto* sub : {status_cmd, nodes_cmd, cancel_cmd, logs_cmd, resume_cmd}) {
     sub->add_option("--controller", cluster.controller, "controller host:port");
     sub->add_option("--key-file", cluster.key_file, "cluster key file");
     sub->add_option("--credential", cluster.credential, "client credential file");
@@ -117,6 +123,7 @@ int main(int argc, char** argv) {
   if (*nodes_cmd) return run_cluster_nodes(cluster, json);
   if (*cancel_cmd) return run_cluster_cancel(cluster, job_arg);
   if (*logs_cmd) return run_cluster_logs(cluster, job_arg);
+  if (*resume_cmd) return run_cluster_resume(cluster, job_arg, detach);
   if (*eval_cmd) return run_eval(eval);
   if (*infer_cmd) return run_infer(infer);
   if (!train.resume.empty() && !local) {

@@ -63,7 +63,7 @@ Controller::Controller(const DaemonConfig& config)
 // dtrain-submit.
 bool Controller::client_may(const std::string& kind) {
   return kind == "submit" || kind == "nodes" || kind == "status" || kind == "logs" ||
-         kind == "cancel";
+         kind == "cancel" || kind == "resume";
 }
 
 void Controller::serve(ControlConnection& c) {
@@ -313,7 +313,8 @@ void Controller::on_node_failed(JobRecord& job, Member& m, const Json& body) {
 // job failed, or never heard of it) is told to stop, so no orphan trains beside the next job.
 void Controller::stop_orphans(Member& m, const std::vector<uint64_t>& running) {
   for (uint64_t id : running) {
-    if (id == running_) continue;
+    // The running job's members keep it; anyone else (left out when it resumed) stops.
+    if (id == running_ && listed(jobs_[running_].nodes, m.name)) continue;
     m.outbox.push_back(cancel_frame(id));
     spdlog::warn("controller: node {} is still training job {}, which is not running here; "
                  "told it to stop", m.name, job_id_text(id));
@@ -486,6 +487,12 @@ void Controller::finish(JobRecord& job) {
     r.erase("params_sample");
     r.erase("evaluation_part");
   }
+  if (job.state != "succeeded" && job.consistent_checkpoint() >= 0) {
+    const std::string how = "dtrain-submit resume " + job_id_text(job.id) +
+                            " goes on from its checkpoint at the end of epoch " +
+                            std::to_string(job.consistent_checkpoint());
+    job.fix = job.fix.empty() ? how : job.fix + "; or " + how;
+  }
   job.add_log("job " + job.state + (job.error.empty() ? "" : ": " + job.error));
   spdlog::info("controller: job {} ({}) {}", job_id_text(job.id), job.name, job.state);
   save(job);
@@ -550,6 +557,10 @@ void Controller::start_next() {
     job.add_log("failed before it started: " + job.error);
     save(job);
     start_next();
+    return;
+  }
+  if (job.resume_epoch >= 0) {
+    start_resumed(job);
     return;
   }
   std::vector<Member*> alive;
@@ -623,6 +634,7 @@ std::vector<uint8_t> Controller::handle_request(const std::string& kind, uint64_
       return reply_ok(j);
     }
     if (kind == "logs") return reply_ok({{"id", job_id_text(job.id)}, {"log", job.log}});
+    if (kind == "resume") return reply_ok(resume_request(job));
     if (kind == "cancel") {
       if (job.finished()) return reply_ok(job.to_json());
       job.cancel_requested = true;
@@ -654,7 +666,11 @@ void Controller::stop() {
       if (members_.count(n)) members_[n].outbox.push_back(cancel_frame(job.id));
     job.state = "cancelled";
     job.error = "the controller was stopped";
-    job.fix = "submit the job again";
+    job.fix = job.consistent_checkpoint() >= 0
+                  ? "dtrain-submit resume " + job_id_text(job.id) +
+                        " goes on from its checkpoint at the end of epoch " +
+                        std::to_string(job.consistent_checkpoint())
+                  : "submit the job again";
     job.finished_at = unix_now();
     job.add_log("cancelled: the controller was stopped");
     save(job);

@@ -75,7 +75,12 @@ class Controller {
   void adopt(Member& m, const std::vector<uint64_t>& running);
   void end_adoption_if_due();
   void end_adoption(JobRecord& job);
+  // controller_resume.cc: a job goes on from its consistent checkpoint.
   bool resume_from_checkpoint(JobRecord& job);
+  Json resume_request(JobRecord& job);
+  bool start_resumed(JobRecord& job);
+  std::vector<std::string> checkpoint_holders(const JobRecord& job, int64_t epoch) const;
+  void resume_on(JobRecord& job, const std::vector<std::string>& names, int64_t epoch);
   // A lost member of the running job registered again: it is sent the job to rejoin, the
   // others are told to admit it at their next epoch end (gradient sharing only).
   void offer_rejoin(Member& m);

@@ -3,8 +3,9 @@
 // their outboxes; as each registers again it says which jobs it still runs. A node that still
 // runs the job is adopted. One that does not may have finished its part (its result is on its
 // way) or restarted (its part is gone): it has until the deadline to report, then it is dropped
-// from the job like a lost node, and gradient sharing offers it the rejoin. When every node
-// restarted (the whole cluster went down), the job resumes from its consistent checkpoint.
+// from the job like a lost node, and gradient sharing offers it the rejoin. When no node still
+// trains it (the whole cluster went down), the job resumes from its consistent checkpoint on the
+// nodes that came back (controller_resume.cc).
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -60,30 +61,6 @@ void Controller::adopt(Member& m, const std::vector<uint64_t>& running) {
                             job.dropped(n) || job.results.count(n) ||
                             job.failures.count(n));
   if (everyone) end_adoption(job);
-}
-
-// Every node of the job restarted (power loss, SIGKILL of all) and has registered again: the
-// job goes on from its consistent checkpoint, each node from its own copy of it.
-bool Controller::resume_from_checkpoint(JobRecord& job) {
-  const int64_t epoch = job.consistent_checkpoint();
-  if (epoch < 0 || !job.adopted.empty() || !job.results.empty()) return false;
-  for (const std::string& n : job.nodes)
-    if (!listed(job.restarted, n) || job.dropped(n) || !members_.count(n) ||
-        !members_[n].alive)
-      return false;
-  job.add_log("every node restarted: the job resumes from its checkpoint at the end of epoch " +
-              std::to_string(epoch));
-  spdlog::info("controller: job {} resumes from its checkpoint at the end of epoch {}",
-               job_id_text(job.id), epoch);
-  for (size_t rank = 0; rank < job.nodes.size(); ++rank) {
-    StartMessage start = start_message(job, rank);
-    start.resume_epoch = epoch;
-    members_[job.nodes[rank]].outbox.push_back(start_frame(job.id, start));
-  }
-  job.adopted = job.restarted;
-  job.restarted.clear();
-  save(job);
-  return true;
 }
 
 void Controller::end_adoption_if_due() {

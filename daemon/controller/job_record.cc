@@ -48,6 +48,7 @@ Json JobRecord::to_json(bool with_log) const {
     j["members"] = members;
     j["checkpoints"] = checkpoints;
     j["mesh"] = mesh;
+    j["resume_epoch"] = resume_epoch;
   }
   return j;
 }
@@ -78,6 +79,7 @@ JobRecord JobRecord::from_json(const Json& j) {
   r.log = j.value("log", std::vector<std::string>{});
   if (j.contains("members") && j["members"].is_array()) r.members = j["members"];
   r.mesh = j.value("mesh", "");
+  r.resume_epoch = j.value("resume_epoch", int64_t(-1));
   if (j.contains("checkpoints") && j["checkpoints"].is_object())
     for (const auto& [k, v] : j["checkpoints"].items())
       if (v.is_number_integer()) r.checkpoints[k] = v.get<int64_t>();

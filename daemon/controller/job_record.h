@@ -41,6 +41,9 @@ struct JobRecord {
   std::map<std::string, Json> failures;  // per node
   // Per node: the epoch (0-based) its newest epoch-end checkpoint resumes at.
   std::map<std::string, int64_t> checkpoints;
+  // A queued job that goes on from its checkpoint with this many epochs done (`dtrain-submit
+  // resume`); -1 for a fresh start.
+  int64_t resume_epoch = -1;
   Json result = Json::object();          // merged, once finished
   std::string error, fix;
   bool cancel_requested = false;

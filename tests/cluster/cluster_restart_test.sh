@@ -11,22 +11,14 @@ source "$(dirname "$0")/lib.sh" cluster_restart "$1" "$2" "$3"
 export PEER_TIMEOUT_MS=3000 HEARTBEAT_MS=300
 
 EPOCHS=12
-sed -e "s/epochs: 5/epochs: $EPOCHS/" -e 's/  batch_size: 64/  batch_size_per_worker: 64/' \
-    -e 's/checkpoint_every: 1000/checkpoint_every: 1/' -e 's/name: fashion-mnist-mlp/name: power-loss/' \
-    -e 's/model: fashion-mnist-mlp.dtm/model: power-loss.dtm/' "$SPEC" > job.yaml
+checkpointing_spec "$SPEC" $EPOCHS power-loss > job.yaml
 grep -q "checkpoint_every: 1" job.yaml || fail "job.yaml does not checkpoint"
 
 "$CLUSTER_TOOL" start 3 "$WORK/c" > start.out || { echo "FAIL: the cluster did not start"; cat start.out; exit 1; }
 source "$WORK/c/env"
 id=$("$SUBMIT" job.yaml --detach) || fail "detached submit"
 
-at=""
-for _ in $(seq 1 600); do  # 60 s for a consistent checkpoint of epoch 2 or later
-  "$SUBMIT" status "$id" --json > job.json 2> /dev/null
-  at=$(json job.json "j.get('checkpoint', {}).get('epoch', 0)" 2> /dev/null)
-  [[ ${at:-0} -ge 2 ]] && break
-  sleep 0.1
-done
+at=$(wait_checkpoint "$id" 2 60)
 [[ ${at:-0} -ge 2 ]] || fail "waited 60 s for job $id's consistent checkpoint of epoch 2; it is '${at:-none}'"
 
 while read -r pid name; do kill -KILL "$pid"; done < "$WORK/c/pids"

@@ -35,6 +35,25 @@ wait_job_end() {
   done
   echo "$state"
 }
+# checkpointing_spec SPEC EPOCHS NAME: the MLP example (SPEC) as job NAME writing NAME.dtm, with
+# EPOCHS epochs, 64 examples per worker and a checkpoint at every epoch end, on stdout.
+checkpointing_spec() {
+  sed -e "s/epochs: 5/epochs: $2/" -e 's/  batch_size: 64/  batch_size_per_worker: 64/' \
+      -e 's/checkpoint_every: 1000/checkpoint_every: 1/' -e "s/name: fashion-mnist-mlp/name: $3/" \
+      -e "s/model: fashion-mnist-mlp.dtm/model: $3.dtm/" "$1"
+}
+# wait_checkpoint ID EPOCH SECONDS: polls until job ID's consistent checkpoint has at least EPOCH
+# epochs done, for at most SECONDS; prints the epoch seen (empty or smaller on a timeout).
+wait_checkpoint() {
+  local at=""
+  for _ in $(seq 1 $(($3 * 10))); do
+    "$DTRAIN_SUBMIT" status "$1" --json > checkpoint.json 2> /dev/null
+    at=$(json checkpoint.json "j.get('checkpoint', {}).get('epoch', 0)" 2> /dev/null)
+    [[ ${at:-0} -ge $2 ]] && break
+    sleep 0.1
+  done
+  echo "$at"
+}
 cluster_cleanup() { "$CLUSTER_TOOL" stop "$WORK/c" > /dev/null 2>&1 || true; }
 trap cluster_cleanup EXIT
 finish() {

@@ -412,3 +412,87 @@ TEST_CASE("registrations with GPUs and with or without running jobs are taken", 
     CHECK(alive(t, node.name));
   }
 }
+
+TEST_CASE("the whole cluster went down and one node stays away: the job resumes on those back",
+          "[controller]") {
+  const std::string dir = temp_dir();
+  std::filesystem::create_directories(dir + "/controller/jobs");
+  const uint64_t id = 0x7777;
+  daemon::JobRecord r = record(id, "three", "running", {"node-a", "node-b", "node-c"});
+  r.checkpoints = {{"node-a", 3}, {"node-b", 4}, {"node-c", 3}};
+  daemon::save_job(dir + "/controller/jobs", r);
+  ControllerUnderTest t(dir, /*peer_timeout_ms=*/600);  // adoption waits 2x that + 5 s
+  FakeNode a(t, node_named("node-a", 1, /*boot=*/7));     // new boots: their parts are gone
+  FakeNode b(t, node_named("node-b", 2, /*boot=*/8));
+  // At the deadline, not before node-c had its chance; both heartbeat meanwhile.
+  const auto deadline = std::chrono::steady_clock::now() + 10s;
+  while (a.quiet_for(100ms) && std::chrono::steady_clock::now() < deadline) {
+    a.send(0, daemon::JobKind::Heartbeat);
+    b.send(0, daemon::JobKind::Heartbeat);
+  }
+  for (FakeNode* n : {&a, &b}) {
+    const daemon::JobMessageIn start = n->next();
+    CHECK(start.kind == daemon::JobKind::Start);
+    CHECK(start.start.resume_epoch == 3);
+    CHECK(start.start.members.size() == 2);  // the shards spread over the two
+    CHECK(start.start.members.at(start.start.rank).name == (n == &a ? "node-a" : "node-b"));
+  }
+  const daemon::Json job = t.job(id);
+  CHECK(job.at("state") == "running");
+  CHECK(job.at("nodes") == daemon::Json({"node-a", "node-b"}));
+  const std::string log = t.ask("logs", id).at("log").dump();
+  CHECK(log.find("resumes from its checkpoint at the end of epoch 3 on 2 nodes (without "
+                 "node-c") != std::string::npos);
+  // node-c comes back still training its old part: it is no member now, and is told to stop.
+  daemon::NodeRegistration c = node_named("node-c", 3, 1);
+  c.running_jobs = {id};
+  FakeNode late(t, c);
+  const daemon::JobMessageIn stop = late.next();
+  CHECK(stop.kind == daemon::JobKind::Cancel);
+  CHECK(stop.job_id == id);
+}
+
+TEST_CASE("`resume JOB`: a failed job goes on from its checkpoint on the nodes that hold it",
+          "[controller]") {
+  ControllerUnderTest t("", /*peer_timeout_ms=*/2000);
+  auto a = std::make_unique<FakeNode>(t, node_named("node-a", 1));
+  FakeNode b(t, node_named("node-b", 2));
+  const uint64_t id = submit(t, "resumable", 2);
+  CHECK(a->next().kind == daemon::JobKind::Start);
+  CHECK(b.next().kind == daemon::JobKind::Start);
+  auto refusal = [&](uint64_t job) {
+    try {
+      t.ask("resume", job);
+    } catch (const daemon::RequestRefused& e) {
+      return std::string(e.what());
+    }
+    return std::string("(accepted)");
+  };
+  CHECK(refusal(id).find("only a failed or cancelled job can be resumed") != std::string::npos);
+  a->send(id, daemon::JobKind::Checkpoint, {{"epoch", 2}, {"path", "m.ckpt-20.dtm"}});
+  b.send(id, daemon::JobKind::Checkpoint, {{"epoch", 2}, {"path", "m.ckpt-21.dtm"}});
+  CHECK(eventually([&] { return t.job(id).value("checkpoint", daemon::Json()).is_object(); }));
+  end_job(*a, id);  // node-a fails: the job fails, node-b is told to stop
+  CHECK(b.next().kind == daemon::JobKind::Cancel);
+  b.send(id, daemon::JobKind::Failed, {{"rank", 1}, {"error", "cancelled"}, {"cancelled", true}});
+  CHECK(eventually([&] { return state(t, id) == "failed"; }));
+  CHECK(t.job(id).at("fix").get<std::string>().find("dtrain-submit resume " +
+                                                    daemon::job_id_text(id)) != std::string::npos);
+  a.reset();  // node-a is gone; node-b holds the checkpoint too
+  CHECK(eventually([&] { return !alive(t, "node-a"); }));
+  const daemon::Json queued = t.ask("resume", id);
+  CHECK((queued.at("state") == "queued" || queued.at("state") == "running"));
+  const daemon::JobMessageIn start = b.next();
+  CHECK(start.kind == daemon::JobKind::Start);
+  CHECK(start.start.resume_epoch == 2);
+  CHECK(start.start.members.size() == 1);
+  CHECK(start.start.rank == 0);
+  CHECK(state(t, id) == "running");
+  CHECK(t.job(id).at("error") == "");
+  CHECK(t.job(id).at("nodes") == daemon::Json({"node-b"}));
+  // A job without a checkpoint cannot be resumed; the refusal names the fix.
+  const uint64_t other = submit(t, "no-checkpoint", 1);
+  t.ask("cancel", other);  // queued behind the resumed one: cancelled at once
+  CHECK(refusal(other).find("has no consistent checkpoint") != std::string::npos);
+  CHECK(refusal(other).find("output.checkpoint_every") != std::string::npos);
+}

@@ -1,0 +1,150 @@
+// A job goes on from its consistent checkpoint (daemon/README.md, "Resume"): after the whole
+// cluster went down (every node that came back restarted; those that did not are left out),
+// or by hand (`dtrain-submit resume JOB`) after it failed or was cancelled. Each node that holds
+// the checkpoint is sent the job again with `resume_epoch`, finds its own copy of it
+// (core::find_epoch_checkpoint) and starts there; the replicas agree at epoch ends, so any
+// subset of the holders can go on, the shards spread over the members it has now.
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+
+#include "daemon/controller/controller.h"
+
+namespace dtrain::daemon {
+
+// Holders of the job's consistent checkpoint that are registered now as the machine that wrote
+// it (same node id), in their old rank order.
+std::vector<std::string> Controller::checkpoint_holders(const JobRecord& job,
+                                                        int64_t epoch) const {
+  std::vector<std::string> out;
+  for (const Json& member : job.members) {
+    if (!member.is_object()) continue;
+    const std::string name = member.value("name", std::string());
+    auto cp = job.checkpoints.find(name);
+    auto m = members_.find(name);
+    if (cp == job.checkpoints.end() || cp->second < epoch || m == members_.end() ||
+        !m->second.alive || m->second.id != member.value("id", 0u))
+      continue;
+    out.push_back(name);
+  }
+  return out;
+}
+
+void Controller::resume_on(JobRecord& job, const std::vector<std::string>& names,
+                           int64_t epoch) {
+  Json members = Json::array();
+  for (const Json& old : job.members) {
+    const std::string name = old.value("name", std::string());
+    if (!listed(names, name)) continue;
+    const Member& m = members_.at(name);
+    Json now = old;  // its place (workers, device) as before; where it listens as it is now
+    now["address"] = m.address;
+    now["port"] = m.data_port;
+    now["boot"] = m.boot_id;
+    members.push_back(now);
+  }
+  std::vector<std::string> left_out;
+  for (const std::string& n : job.nodes)
+    if (!listed(names, n)) left_out.push_back(n);
+  job.members = members;
+  job.nodes = names;
+  for (auto it = job.checkpoints.begin(); it != job.checkpoints.end();)
+    it = listed(names, it->first) ? std::next(it) : job.checkpoints.erase(it);
+  job.lost_nodes.clear();
+  job.rejoined_nodes.clear();
+  job.rejoining.clear();
+  job.adopted.clear();
+  job.restarted.clear();
+  job.adopting = false;
+  job.progress.clear();
+  job.results.clear();
+  job.failures.clear();
+  job.result = Json::object();
+  job.error.clear();
+  job.fix.clear();
+  job.cancel_requested = false;
+  job.finished_at = 0;
+  job.resume_epoch = -1;  // from here on a running job like any other (adopted on a restart)
+  job.state = "running";
+  running_ = job.id;
+  std::string line = "the job resumes from its checkpoint at the end of epoch " +
+                     std::to_string(epoch) + " on " + std::to_string(names.size()) + " nodes";
+  if (!left_out.empty()) {
+    line += " (without";
+    for (const std::string& n : left_out) line += " " + n;
+    line += ": not back, or without the checkpoint)";
+  }
+  job.add_log(line);
+  spdlog::info("controller: job {}: {}", job_id_text(job.id), line);
+  for (size_t rank = 0; rank < names.size(); ++rank) {
+    StartMessage start = start_message(job, rank);
+    start.resume_epoch = epoch;
+    members_[names[rank]].outbox.push_back(start_frame(job.id, start));
+  }
+  save(job);
+}
+
+// At the end of an adoption: no node still trains the job and none finished it, and some came
+// back as new processes (the whole cluster went down, or all but the ones that stay away). The
+// job goes on from its consistent checkpoint on those that came back.
+bool Controller::resume_from_checkpoint(JobRecord& job) {
+  const int64_t epoch = job.consistent_checkpoint();
+  if (epoch < 0 || !job.adopted.empty() || !job.results.empty() || !job.failures.empty() ||
+      job.restarted.empty())
+    return false;
+  std::vector<std::string> back;
+  for (const std::string& n : checkpoint_holders(job, epoch))
+    if (listed(job.restarted, n)) back.push_back(n);
+  if (back.empty()) return false;
+  resume_on(job, back, epoch);
+  return true;
+}
+
+// `dtrain-submit resume JOB`: a failed or cancelled job with a consistent checkpoint is queued
+// again; it starts (start_next) on the holders of its checkpoint that are registered then.
+Json Controller::resume_request(JobRecord& job) {
+  const std::string id = job_id_text(job.id);
+  if (!job.finished())
+    throw core::UserError("job " + id + " is " + job.state + "; only a failed or cancelled job "
+                          "can be resumed", "wait for it to end, or cancel it first "
+                          "(dtrain-submit cancel " + id + ")");
+  if (job.state == "succeeded")
+    throw core::UserError("job " + id + " succeeded; there is nothing to resume",
+                          "to train further, submit a job with model.init_from: its model");
+  const int64_t epoch = job.consistent_checkpoint();
+  if (epoch < 0)
+    throw core::UserError("job " + id + " has no consistent checkpoint (no epoch end that every "
+                          "node wrote)", "set output.checkpoint_every and submit it again");
+  job.resume_epoch = epoch;
+  job.state = "queued";
+  job.cancel_requested = false;
+  job.add_log("resume requested: from the checkpoint at the end of epoch " +
+              std::to_string(epoch));
+  queue_.push_back(job.id);
+  save(job);
+  start_next();
+  return job.to_json();
+}
+
+// start_next for a queued resume: it waits until a holder of the checkpoint is registered.
+bool Controller::start_resumed(JobRecord& job) {
+  const std::vector<std::string> holders = checkpoint_holders(job, job.resume_epoch);
+  if (holders.empty()) {
+    std::string line = "waiting for a node that holds its checkpoint of epoch " +
+                       std::to_string(job.resume_epoch) + " (";
+    bool first = true;
+    for (const auto& [n, e] : job.checkpoints) {
+      if (e < job.resume_epoch) continue;
+      line += (first ? "" : ", ") + n;
+      first = false;
+    }
+    line += ")";
+    if (job.log.empty() || job.log.back().find(line) == std::string::npos) job.add_log(line);
+    return false;
+  }
+  queue_.pop_front();
+  resume_on(job, holders, job.resume_epoch);
+  return true;
+}
+
+}  // namespace dtrain::daemon

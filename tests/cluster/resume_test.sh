@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# `dtrain-submit resume JOB` (issue 14, daemon/README.md "Resume"): a cancelled job with a
+# consistent checkpoint goes on from it, by hand, on the nodes that hold it and are back. Here
+# node-3 is SIGKILLed after the cancel, so the job resumes on node-1 and node-2 only, and still
+# reaches the accuracy of an uninterrupted run (>= 0.85) with their replicas agreeing. Every
+# wait has a deadline and says what it was waiting for.
+set -u
+SPEC="$(cd "$(dirname "$4")" && pwd)/$(basename "$4")"
+source "$(dirname "$0")/lib.sh" resume "$1" "$2" "$3"
+export PEER_TIMEOUT_MS=3000 HEARTBEAT_MS=300
+
+checkpointing_spec "$SPEC" 10 resumable > job.yaml
+grep -q "checkpoint_every: 1" job.yaml || fail "job.yaml does not checkpoint"
+
+"$CLUSTER_TOOL" start 3 "$WORK/c" > start.out || { echo "FAIL: the cluster did not start"; cat start.out; exit 1; }
+source "$WORK/c/env"
+id=$("$SUBMIT" job.yaml --detach) || fail "detached submit"
+
+# Refused while it runs, with the reason.
+"$SUBMIT" resume "$id" > refused.out 2>&1 && fail "resume of a running job was accepted"
+grep -q "only a failed or cancelled job can be resumed" refused.out ||
+  fail "resume of a running job: $(cat refused.out)"
+
+at=$(wait_checkpoint "$id" 2 60)
+[[ ${at:-0} -ge 2 ]] || fail "waited 60 s for job $id's consistent checkpoint of epoch 2; it is '${at:-none}'"
+"$SUBMIT" cancel "$id" > /dev/null || fail "cancel"
+state=$(wait_job_end "$id" job.json 60)
+[[ $state == cancelled ]] || fail "after the cancel job $id is '$state' (waited 60 s)"
+json job.json "j['fix']" | grep -q "dtrain-submit resume $id" ||
+  fail "the cancelled job's fix does not name the resume: $(json job.json "j['fix']")"
+at=$(json job.json "j.get('checkpoint', {}).get('epoch', -1)")
+
+pid3=$(awk '$2 == "node-3" {print $1}' "$WORK/c/pids")
+kill -KILL "$pid3"
+lost=""
+for _ in $(seq 1 200); do  # 20 s for the controller to see node-3 gone
+  "$SUBMIT" nodes --json > nodes.json 2> /dev/null
+  lost=$(json nodes.json "[n['state'] for n in j['nodes'] if n['name'] == 'node-3'][0]" 2> /dev/null)
+  [[ $lost == lost ]] && break
+  sleep 0.1
+done
+[[ $lost == lost ]] || fail "waited 20 s for node-3 to be lost after its SIGKILL; it is '$lost'"
+
+timeout 240 "$SUBMIT" resume "$id" > resume.out 2>&1
+rc=$?
+"$SUBMIT" status "$id" --json > job.json
+"$SUBMIT" logs "$id" > job.log
+[[ $rc == 0 ]] || { fail "resume exited $rc (124: still running after 240 s)"; tail -n 20 resume.out; }
+grep -q "resuming job $id" resume.out || fail "resume did not say what it resumes"
+grep -q "resumes from its checkpoint at the end of epoch $at on 2 nodes (without node-3" resume.out ||
+  fail "resume's output does not say it went on from epoch $at without node-3"
+grep -q "epoch 1:" resume.out && fail "resume printed the run before it (epoch 1)"
+for i in 1 2; do
+  grep -q "node-$i: resuming from .*resumable.ckpt-[0-9]*.dtm ($at epochs done)" job.log ||
+    fail "node-$i did not say which checkpoint it resumed from"
+done
+[[ $(json job.json "j['state']") == succeeded ]] || fail "the resumed job ended $(json job.json "j['state']"): $(json job.json "j['error']")"
+[[ $(json job.json "len(j['nodes'])") == 2 ]] || fail "the resumed job ran on $(json job.json "j['nodes']")"
+acc=$(json job.json "j['result'].get('accuracy', 0)")
+python3 -c "import sys; sys.exit(0 if $acc >= 0.85 else 1)" || fail "accuracy $acc < 0.85"
+diff=$(json job.json "j['result'].get('replica_max_relative_difference', 1)")
+python3 -c "import sys; sys.exit(0 if $diff <= 1e-5 else 1)" || fail "replicas differ by $diff"
+"$SUBMIT" resume "$id" > again.out 2>&1 && fail "a succeeded job was resumed again"
+grep -q "nothing to resume" again.out || fail "resume of a succeeded job: $(cat again.out)"
+echo "job cancelled at a checkpoint of epoch $at, resumed on node-1 and node-2: accuracy $acc," \
+  "replicas within $diff"
+finish resume_test
