@@ -17,6 +17,7 @@
 #include "core/train/init_from.h"
 #include "daemon/protocol/control_messages.h"
 #include "submit/cluster_commands.h"
+#include "submit/controller_client.h"
 #include "submit/exit_codes.h"
 #include "submit/progress_printer.h"
 #include "transport/control/control_connection.h"
@@ -30,60 +31,6 @@ using daemon::Json;
 using transport::ControlError;
 
 volatile std::sig_atomic_t g_interrupted = 0;
-
-// Exit code and message for a failed call; the message names the controller and the fix.
-int report_error(const std::exception& e) {
-  if (const auto* c = dynamic_cast<const ControlError*>(&e)) {
-    std::fprintf(stderr, "error: %s\n", c->what());
-    switch (c->kind()) {
-      case ControlError::Kind::kUnreachable:
-      case ControlError::Kind::kTimeout:
-      case ControlError::Kind::kClosed:
-        return kExitNoController;
-      default:
-        return kExitBadInput;
-    }
-  }
-  if (const auto* r = dynamic_cast<const daemon::RequestRefused*>(&e)) {
-    std::fprintf(stderr, "error: %s\n", r->error().c_str());
-    if (!r->fix().empty()) std::fprintf(stderr, "  fix: %s\n", r->fix().c_str());
-    return kExitBadInput;
-  }
-  std::fprintf(stderr, "error: %s\n", e.what());
-  return kExitBadInput;
-}
-
-Json call(const ClusterArgs& a, const std::string& kind, uint64_t job_id, const Json& body) {
-  std::string host = a.controller;
-  long port = 7070;
-  const size_t colon = host.rfind(':');
-  if (colon != std::string::npos) {
-    char* end = nullptr;
-    port = std::strtol(host.c_str() + colon + 1, &end, 10);
-    if (*end != '\0' || port < 1 || port > 65535)
-      throw std::invalid_argument("--controller '" + a.controller +
-                                  "' is not host:port\n  fix: e.g. --controller 10.0.0.1:7070");
-    host = host.substr(0, colon);
-  }
-  // A user's own credential when given; the cluster key otherwise (operators on a daemon host).
-  transport::ControlCredential who;
-  if (!a.credential.empty()) {
-    const transport::ClientCredential c = transport::load_client_credential(a.credential);
-    who = {{transport::ControlIdentity::Role::kClient, c.name}, c.key};
-  } else {
-    who = transport::ControlCredential::daemon(transport::load_cluster_key(a.key_file));
-  }
-  auto c = transport::ControlConnection::connect(host, static_cast<uint16_t>(port), who,
-                                                 std::chrono::milliseconds(a.connect_timeout_ms));
-  return daemon::request(*c, kind, job_id, body, std::chrono::seconds(30));
-}
-
-bool job_id_arg(const std::string& text, uint64_t& id) {
-  if (daemon::parse_job_id(text, id)) return true;
-  std::fprintf(stderr, "error: '%s' is not a job id (16 hex digits)\n  fix: list the jobs with "
-                       "`dtrain-submit status`\n", text.c_str());
-  return false;
-}
 
 std::string progress_line(const Json& p) {
   char buf[256];
@@ -133,7 +80,8 @@ void print_result(const Json& job) {
     std::printf("  lost during the job: %s\n", lost.c_str());
   }
   if (r.contains("model_path"))
-    std::printf("  model written on the first node: %s\n", r.value("model_path", "").c_str());
+    std::printf("  model written on the first node: %s\n  (dtrain-submit fetch %s copies it "
+                "here)\n", r.value("model_path", "").c_str(), job.value("id", "").c_str());
   if (!job.value("error", "").empty()) {
     std::printf("  error: %s\n", job.value("error", "").c_str());
     if (!job.value("fix", "").empty()) std::printf("  fix: %s\n", job.value("fix", "").c_str());

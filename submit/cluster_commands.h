@@ -20,6 +20,10 @@ int run_cluster_resume(const ClusterArgs& a, const std::string& job, bool detach
 // Follows job `id` (16 hex digits) to its end, printing its log (from line `log_next`) and
 // progress.
 int follow_job(const ClusterArgs& a, const std::string& id, uint64_t log_next = 0);
+// `fetch JOB [-o FILE]`: copies a finished job's model here (default: its file name), in chunks
+// of `chunk_kb` KiB.
+int run_cluster_fetch(const ClusterArgs& a, const std::string& job, const std::string& output,
+                      uint32_t chunk_kb);
 int run_cluster_status(const ClusterArgs& a, const std::string& job, bool json);
 int run_cluster_nodes(const ClusterArgs& a, bool json);
 int run_cluster_cancel(const ClusterArgs& a, const std::string& job);

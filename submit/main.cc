@@ -17,6 +17,7 @@ int main(int argc, char** argv) {
       "  dtrain-submit status [JOB] [--json]     jobs (or one job) and their figures\n"
       "  dtrain-submit nodes [--json]            the cluster's nodes\n"
       "  dtrain-submit cancel JOB | logs JOB\n"
+      "  dtrain-submit fetch JOB [-o model.dtm]   copy a finished job's model here\n"
       "  dtrain-submit resume JOB [--detach]     go on with a failed or cancelled job from its\n"
       "                                          consistent checkpoint (on the nodes holding it)\n"
       "  dtrain-submit --local job.yaml          train in this process (one machine)\n"
@@ -76,7 +77,16 @@ int main(int argc, char** argv) {
       "resume", "go on with a failed or cancelled job from its consistent checkpoint");
   resume_cmd->add_option("job", job_arg, "job id")->required();
   resume_cmd->add_flag("--detach", detach, "queue the resume and return at once");
-  for (auto* sub : {status_cmd, nodes_cmd, cancel_cmd, logs_cmd, resume_cmd}) {
+  std::string fetch_output;
+  auto* fetch_cmd = app.add_subcommand(
+      "fetch", "copy a finished job's model here from the node that holds it (checksummed)");
+  fetch_cmd->add_option("job", job_arg, "job id")->required();
+  fetch_cmd->add_option("-o,--output", fetch_output,
+                        "file to write (default: the model's file name, here)");
+  uint32_t chunk_kb = 8192;
+  fetch_cmd->add_option("--chunk-kb", chunk_kb, "KiB per request (default 8192, the most)")
+      ->check(CLI::Range(1, 8192));
+  for (auto* sub : {status_cmd, nodes_cmd, cancel_cmd, logs_cmd, resume_cmd, fetch_cmd}) {
     sub->add_option("--controller", cluster.controller, "controller host:port");
     sub->add_option("--key-file", cluster.key_file, "cluster key file");
     sub->add_option("--credential", cluster.credential, "client credential file");
@@ -124,6 +134,7 @@ int main(int argc, char** argv) {
   if (*cancel_cmd) return run_cluster_cancel(cluster, job_arg);
   if (*logs_cmd) return run_cluster_logs(cluster, job_arg);
   if (*resume_cmd) return run_cluster_resume(cluster, job_arg, detach);
+  if (*fetch_cmd) return run_cluster_fetch(cluster, job_arg, fetch_output, chunk_kb);
   if (*eval_cmd) return run_eval(eval);
   if (*infer_cmd) return run_infer(infer);
   if (!train.resume.empty() && !local) {

@@ -24,16 +24,6 @@ using Clock = std::chrono::steady_clock;
 using transport::ControlConnection;
 using transport::ControlError;
 
-namespace {
-
-bool escapes(const std::string& path) {
-  if (path.empty() || path[0] == '/') return true;
-  for (const auto& part : fs::path(path))
-    if (part == "..") return true;
-  return false;
-}
-
-}  // namespace
 
 Controller::Controller(const DaemonConfig& config)
     : config_(config), jobs_dir_(config.data_dir + "/controller/jobs") {
@@ -63,7 +53,7 @@ Controller::Controller(const DaemonConfig& config)
 // dtrain-submit.
 bool Controller::client_may(const std::string& kind) {
   return kind == "submit" || kind == "nodes" || kind == "status" || kind == "logs" ||
-         kind == "cancel" || kind == "resume";
+         kind == "cancel" || kind == "resume" || kind == "fetch";
 }
 
 void Controller::serve(ControlConnection& c) {
@@ -95,8 +85,9 @@ void Controller::serve(ControlConnection& c) {
                          "use dtrain-submit's commands"));
       return;
     }
-    c.send(handle_request(q->kind() ? q->kind()->str() : "", q->job_id(),
-                          q->body() ? q->body()->str() : "{}"));
+    const std::string body = q->body() ? q->body()->str() : "{}";
+    c.send(kind == "fetch" ? fetch_request(q->job_id(), body)
+                           : handle_request(kind, q->job_id(), body));
     return;
   }
   c.send(reply_error("unexpected first control frame", "run the same dtrain release everywhere"));
@@ -197,12 +188,13 @@ void Controller::on_job_message(Member& m, const JobMessageIn& in) {
   const uint64_t job_id = in.job_id;
   const Json& body = in.body;
   if (in.kind == JobKind::Heartbeat || job_id == 0) return;
+  if (in.kind == JobKind::ModelChunk) return on_model_chunk(m, in);
   auto it = jobs_.find(job_id);
   if (it == jobs_.end()) return;
   JobRecord& job = it->second;
   // A node speaks only about jobs it is a member of, and only reports.
   if (!listed(job.nodes, m.name) || in.kind == JobKind::Start || in.kind == JobKind::Cancel ||
-      in.kind == JobKind::Rejoin) {
+      in.kind == JobKind::Rejoin || in.kind == JobKind::FetchModel) {
     spdlog::warn("controller: node {} sent '{}' about job {}, which it is not a member of or "
                  "may not send: ignored", m.name, job_kind_name(in.kind), job_id_text(job_id));
     return;
@@ -399,6 +391,7 @@ void Controller::offer_rejoin(Member& m) {
 
 void Controller::node_lost(Member& m, const std::string& why) {
   m.alive = false;
+  fetched_.notify_all();  // a fetch waiting for it asks the next node
   spdlog::warn("controller: node {} lost: {}", m.name, why);
   if (running_ != 0) drop_from_job(jobs_[running_], m.name, why);
 }
@@ -509,7 +502,7 @@ Json Controller::submit(const Json& body) {
   options.check_files = false;  // the nodes check their data files when the job starts
   options.base_dir = body.value("base_dir", ".");
   const core::JobSpec spec = core::parse_job_spec_text(spec_text, source, options);
-  if (escapes(spec.output.model))
+  if (!stays_inside(spec.output.model))
     throw core::UserError("output.model '" + spec.output.model +
                               "' leaves the daemon's data directory",
                           "give a relative path without '..' (it is written under the node's "
@@ -660,6 +653,7 @@ std::vector<uint8_t> Controller::handle_request(const std::string& kind, uint64_
 void Controller::stop() {
   std::lock_guard<std::mutex> lock(mutex_);
   stopping_ = true;
+  fetched_.notify_all();
   if (running_ != 0) {
     JobRecord& job = jobs_[running_];
     for (const std::string& n : job.nodes)

@@ -4,6 +4,7 @@
 // one at a time (the others queue), picks its nodes, builds the mesh, starts it on every node,
 // follows it to the end, checks that the replicas agree, and keeps every job on disk.
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <map>
@@ -57,6 +58,10 @@ class Controller {
   void on_checkpoint(JobRecord& job, Member& m, const Json& body);
   bool on_dropped_report(JobRecord& job, Member& m, const JobMessageIn& in);
   void recall_dropped(Member& m, const std::vector<uint64_t>& running);
+  // controller_fetch.cc: `dtrain-submit fetch`, one chunk of a finished job's model per call
+  // (locks mutex_ itself: it waits for the node's answer unlocked).
+  std::vector<uint8_t> fetch_request(uint64_t job_id, const std::string& body);
+  void on_model_chunk(Member& m, const JobMessageIn& in);
 
   // Under mutex_:
   static NodeOffer offer(const Member& m);  // what placement needs to know of a node
@@ -99,6 +104,14 @@ class Controller {
   std::map<uint64_t, JobRecord> jobs_;
   std::deque<uint64_t> queue_;
   uint64_t running_ = 0;  // 0: none
+  struct PendingFetch {  // a FetchModel sent to `node`, waiting for its ModelChunk
+    std::string node;
+    bool answered = false;
+    ChunkMessage chunk;
+  };
+  std::map<uint64_t, PendingFetch> fetches_;  // by request number
+  uint64_t next_fetch_ = 1;
+  std::condition_variable fetched_;  // a fetch was answered, or its node lost
 };
 
 }  // namespace dtrain::daemon

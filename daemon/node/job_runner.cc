@@ -305,7 +305,11 @@ void JobRunner::run() {
                                    {"counts", r.final_eval.counts()},
                                    {"loss_sum", r.final_eval.loss_sum()}};
     }
-    if (!r.model_path.empty()) result["model_path"] = r.model_path;
+    if (!r.model_path.empty()) {
+      result["model_path"] = r.model_path;
+      // dtrain-submit fetch checks the file it copies against this (daemon/protocol/model_fetch).
+      result["model_sha256"] = file_sha256(r.model_path);
+    }
     if (!r.stopped_early.empty()) {
       result["stopped_early"] = r.stopped_early;
       if (rank == 0) report_(JobKind::Log, {{"line", r.stopped_early}});

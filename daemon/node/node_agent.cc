@@ -131,6 +131,15 @@ void NodeAgent::on_job_message(const JobMessageIn& m) {
     if (it == jobs_.end()) return;
     spdlog::info("node {}: cancelling job {}", config_.name, job_id_text(job_id));
     it->second->cancel();
+  } else if (m.kind == JobKind::FetchModel) {
+    // dtrain-submit fetch: a chunk of a finished job's model, from this node's models folder.
+    const ChunkMessage chunk =
+        read_model_chunk(config_.data_dir + "/models", m.fetch);
+    if (!chunk.error.empty())
+      spdlog::warn("node {}: fetch of job {}'s model: {}", config_.name, job_id_text(job_id),
+                   chunk.error);
+    std::lock_guard<std::mutex> out(mutex_);
+    outbox_.push_back({JobKind::ModelChunk, chunk_frame(job_id, chunk)});
   } else if (m.kind == JobKind::Rejoin) {
     // A lost member of this job restarted and is coming back (daemon/README.md, "Lost and
     // restarted members"): its new boot is the one to take datagrams from.

@@ -169,6 +169,10 @@ bool read_job_message(const std::vector<uint8_t>& frame, JobMessageIn& out) {
     case JobKind::Cancel:
     case JobKind::Heartbeat:
       return true;
+    case JobKind::FetchModel:
+      return jm->fetch() && read_fetch(*jm->fetch(), out.fetch);
+    case JobKind::ModelChunk:
+      return jm->chunk() && read_chunk(*jm->chunk(), out.chunk);
     case JobKind::Progress:
     case JobKind::Log:
     case JobKind::Result:
@@ -191,9 +195,10 @@ std::vector<uint8_t> request_frame(const std::string& kind, uint64_t job_id, con
   return control_frame_bytes(fbb, control::ControlBody::Request, r.Union());
 }
 
-std::vector<uint8_t> reply_ok(const Json& body) {
-  flatbuffers::FlatBufferBuilder fbb;
-  const auto r = control::CreateReply(fbb, true, fbb.CreateString(body.dump()));
+std::vector<uint8_t> reply_ok(const Json& body, const std::vector<uint8_t>& data) {
+  flatbuffers::FlatBufferBuilder fbb(1024 + data.size());
+  const auto r = control::CreateReply(fbb, true, fbb.CreateString(body.dump()), 0, 0,
+                                      data.empty() ? 0 : fbb.CreateVector(data));
   return control_frame_bytes(fbb, control::ControlBody::Reply, r.Union());
 }
 
@@ -205,7 +210,7 @@ std::vector<uint8_t> reply_error(const std::string& error, const std::string& fi
 }
 
 Json request(ControlConnection& c, const std::string& kind, uint64_t job_id, const Json& body,
-             std::chrono::milliseconds timeout) {
+             std::chrono::milliseconds timeout, std::vector<uint8_t>* data) {
   c.send(request_frame(kind, job_id, body), timeout);
   const std::vector<uint8_t> bytes = c.receive(timeout);
   const control::ControlFrame& f = read_control_frame(bytes);
@@ -221,6 +226,10 @@ Json request(ControlConnection& c, const std::string& kind, uint64_t job_id, con
   if (parsed.is_discarded())
     throw ControlError(ControlError::Kind::kMalformed, "the controller's reply is not JSON",
                        "run the same dtrain release on the controller and here");
+  if (data) {
+    data->clear();
+    if (r->data()) data->assign(r->data()->begin(), r->data()->end());
+  }
   return parsed;
 }
 

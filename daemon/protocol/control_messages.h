@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "daemon/protocol/model_fetch.h"
 #include "transport/control/control_connection.h"
 #include "transport/schema/control_generated.h"
 
@@ -75,15 +76,18 @@ struct JobMessageIn {
   Json body = Json::object();  // reports
   StartMessage start;          // kind Start
   RejoinMessage rejoin;        // kind Rejoin
+  FetchMessage fetch;          // kind FetchModel
+  ChunkMessage chunk;          // kind ModelChunk
 };
 // The job message in a received frame (verified first); false, never an exception, when the
 // frame is malformed, holds something else, lacks its kind's table, or names figures no real
 // job has (a rank outside the members, more members than a cluster has, unbounded lists).
 bool read_job_message(const std::vector<uint8_t>& frame, JobMessageIn& out);
 
-// kind: submit | status | nodes | cancel | logs
+// kind: submit | status | nodes | cancel | logs | resume | fetch
 std::vector<uint8_t> request_frame(const std::string& kind, uint64_t job_id, const Json& body);
-std::vector<uint8_t> reply_ok(const Json& body);
+// `data`: bytes beside the JSON (a fetched chunk of a model file).
+std::vector<uint8_t> reply_ok(const Json& body, const std::vector<uint8_t>& data = {});
 std::vector<uint8_t> reply_error(const std::string& error, const std::string& fix);
 
 // One request and its reply (dtrain-submit). Throws ControlError for the connection, and
@@ -98,8 +102,10 @@ class RequestRefused : public std::runtime_error {
  private:
   std::string error_, fix_;
 };
+// `data`, when given, receives the reply's bytes beside the JSON.
 Json request(transport::ControlConnection& c, const std::string& kind, uint64_t job_id,
-             const Json& body, std::chrono::milliseconds timeout);
+             const Json& body, std::chrono::milliseconds timeout,
+             std::vector<uint8_t>* data = nullptr);
 
 // Job ids are random 64-bit values, shown as 16 hex digits.
 std::string job_id_text(uint64_t id);

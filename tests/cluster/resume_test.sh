@@ -62,6 +62,26 @@ diff=$(json job.json "j['result'].get('replica_max_relative_difference', 1)")
 python3 -c "import sys; sys.exit(0 if $diff <= 1e-5 else 1)" || fail "replicas differ by $diff"
 "$SUBMIT" resume "$id" > again.out 2>&1 && fail "a succeeded job was resumed again"
 grep -q "nothing to resume" again.out || fail "resume of a succeeded job: $(cat again.out)"
+
+# dtrain-submit fetch: the model, from the node that speaks for the job (the lowest rank; the
+# result names its file), without knowing where.
+model=$(json job.json "j['result']['model_path']")
+lead=$(echo "$model" | grep -o "data-[0-9]*/models" | sed -e 's/data-/node-/' -e 's|/models||')
+"$SUBMIT" fetch "$id" -o got.dtm --chunk-kb 64 > fetch.out 2>&1 || fail "fetch: $(cat fetch.out)"
+grep -q "fetched job $id's model from $lead: got.dtm" fetch.out || fail "fetch said: $(cat fetch.out)"
+cmp -s got.dtm "$model" || fail "the fetched model differs from $lead's $model"
+(( $(stat -c %s "$model") > 3 * 65536 )) || fail "the model fits one 64 KiB chunk: the test needs several"
+"$SUBMIT" eval got.dtm --json > eval.json || fail "the fetched model does not evaluate"
+python3 -c "import json,sys; sys.exit(0 if abs(json.load(open('eval.json'))['accuracy'] - $acc) < 0.002 else 1)" ||
+  fail "the fetched model evaluates to $(json eval.json "j['accuracy']"), the job to $acc"
+mkdir here && (cd here && "$SUBMIT" fetch "$id" > ../fetch2.out 2>&1) && [[ -f here/resumable.dtm ]] ||
+  fail "fetch without -o did not write resumable.dtm here: $(cat fetch2.out)"
+# The file on $lead replaced since the job wrote it (a later job of the same output.model):
+# refused by its checksum, never taken for the job's model.
+printf x >> "$model"
+"$SUBMIT" fetch "$id" -o bad.dtm > bad.out 2>&1 && fail "a replaced model was fetched"
+grep -q "does not match the checksum" bad.out || fail "fetch of a replaced model: $(cat bad.out)"
+[[ -f bad.dtm ]] && fail "the replaced model was written as bad.dtm"
 echo "job cancelled at a checkpoint of epoch $at, resumed on node-1 and node-2: accuracy $acc," \
   "replicas within $diff"
 finish resume_test

@@ -1,0 +1,131 @@
+// `dtrain-submit fetch JOB` (daemon/README.md, "Fetching a model"): the client asks for the
+// finished job's model one chunk at a time; the controller asks a node that reported the model
+// with its result (the lowest rank first, or the node the client names to stay on one file) over
+// that node's session, waits for its answer without holding the controller's lock, and passes
+// the chunk back with the SHA-256 the node reported, which the client checks the whole file
+// against.
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <filesystem>
+
+#include "core/spec/job_spec_parser.h"
+#include "daemon/controller/controller.h"
+
+namespace dtrain::daemon {
+namespace {
+
+constexpr size_t kMaxFetches = 16;  // fetches in flight at once (each holds one chunk)
+constexpr auto kChunkDeadline = std::chrono::seconds(30);
+
+// The finished job's nodes that reported a model, lowest rank first.
+std::vector<std::string> model_holders(const JobRecord& job) {
+  std::vector<std::pair<int64_t, std::string>> ranked;
+  for (const auto& [n, r] : job.results)
+    if (r.contains("model_sha256") && r["model_sha256"].is_string() &&
+        !r["model_sha256"].get<std::string>().empty())
+      ranked.push_back({r.value("rank", int64_t(1) << 40), n});
+  std::sort(ranked.begin(), ranked.end());
+  std::vector<std::string> out;
+  for (auto& [rank, n] : ranked) out.push_back(n);
+  return out;
+}
+
+}  // namespace
+
+std::vector<uint8_t> Controller::fetch_request(uint64_t job_id, const std::string& body_text) {
+  Json body = Json::parse(body_text.empty() ? "{}" : body_text, nullptr, false);
+  if (body.is_null()) body = Json::object();
+  if (!body.is_object() || !body.value("offset", Json(0u)).is_number_unsigned() ||
+      !body.value("length", Json(0u)).is_number_unsigned() ||
+      !body.value("node", Json("")).is_string())
+    return reply_error("a fetch request needs an unsigned offset and length",
+                       "use dtrain-submit fetch");
+  const uint64_t offset = body.value("offset", uint64_t(0));
+  const uint32_t length = uint32_t(std::min<uint64_t>(
+      body.value("length", uint64_t(kMaxModelChunk)), kMaxModelChunk));
+  const std::string pinned = body.value("node", std::string());
+  std::unique_lock<std::mutex> lock(mutex_);
+  auto it = jobs_.find(job_id);
+  if (it == jobs_.end())
+    return reply_error("no job " + job_id_text(job_id) + " on this controller",
+                       "list the jobs with `dtrain-submit status`");
+  const JobRecord& job = it->second;  // jobs_ never loses an entry: valid while unlocked too
+  const std::string id = job_id_text(job_id);
+  if (!job.finished())
+    return reply_error("job " + id + " is " + job.state + "; its model is written when it ends",
+                       "wait for it (dtrain-submit status " + id + "), then fetch");
+  if (job.state != "succeeded")
+    return reply_error("job " + id + " " + job.state + " and wrote no final model",
+                       job.consistent_checkpoint() >= 0
+                           ? "dtrain-submit resume " + id + " goes on from its checkpoint"
+                           : "submit the job again");
+  std::vector<std::string> holders = model_holders(job);
+  if (!pinned.empty()) {
+    if (!listed(holders, pinned))
+      return reply_error("node " + pinned + " holds no model of job " + id,
+                         "fetch without naming a node");
+    holders = {pinned};
+  }
+  if (holders.empty())
+    return reply_error("no node of job " + id + " reported the checksum of its model (a job "
+                       "from an older release?)",
+                       "copy it from the first node's data_dir/models/ (status shows the path)");
+  std::string model;
+  try {
+    core::SpecParseOptions options;
+    options.check_files = false;
+    options.base_dir = job.base_dir;
+    model = core::parse_job_spec_text(job.spec_text, job.name, options).output.model;
+  } catch (const core::UserError& e) {
+    return reply_error("job " + id + "'s spec no longer parses: " + e.what_happened(), e.fix());
+  }
+  if (fetches_.size() >= kMaxFetches)
+    return reply_error("the controller is serving " + std::to_string(kMaxFetches) +
+                           " fetches already", "try again in a moment");
+  std::string tried;
+  for (const std::string& n : holders) {
+    const Json sha = job.results.at(n).at("model_sha256");
+    auto m = members_.find(n);
+    if (m == members_.end() || !m->second.alive) {
+      tried += "; " + n + " is not registered";
+      continue;
+    }
+    const uint64_t request = next_fetch_++;
+    fetches_[request].node = n;
+    m->second.outbox.push_back(fetch_frame(job_id, {request, model, offset, length}));
+    fetched_.wait_for(lock, kChunkDeadline, [&] {
+      return fetches_[request].answered || stopping_ || !members_[n].alive;
+    });
+    const PendingFetch p = std::move(fetches_[request]);
+    fetches_.erase(request);
+    if (!p.answered) {
+      tried += "; " + n + " did not answer";
+      continue;
+    }
+    if (!p.chunk.error.empty()) {
+      tried += "; " + n + ": " + p.chunk.error;
+      continue;
+    }
+    return reply_ok({{"node", n},
+                     {"file", std::filesystem::path(model).filename().string()},
+                     {"offset", offset},
+                     {"total", p.chunk.total},
+                     {"sha256", sha}},
+                    p.chunk.data);
+  }
+  return reply_error("cannot fetch job " + id + "'s model" + tried,
+                     "start dtraind again on one of those nodes, or copy the file from its "
+                     "data_dir/models/");
+}
+
+// A node's answer to a FetchModel: taken only for a request still waiting, from the node asked.
+void Controller::on_model_chunk(Member& m, const JobMessageIn& in) {
+  auto it = fetches_.find(in.chunk.request);
+  if (it == fetches_.end() || it->second.node != m.name || it->second.answered) return;
+  it->second.chunk = in.chunk;
+  it->second.answered = true;
+  fetched_.notify_all();
+}
+
+}  // namespace dtrain::daemon

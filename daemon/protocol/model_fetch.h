@@ -1,0 +1,44 @@
+#pragma once
+// `dtrain-submit fetch JOB` (daemon/README.md, "Fetching a model"): the client asks the
+// controller for the job's model chunk by chunk; the controller asks a node that finished the
+// job (FetchModel) and passes its answer (ModelChunk) back. The client checks the whole file
+// against the SHA-256 the node reported with its result, so a file replaced since (a later job
+// with the same output.model) or cut short is never taken for the job's model.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "transport/schema/control_generated.h"
+
+namespace dtrain::daemon {
+
+// A chunk is at most this long (a control frame holds 64 MiB).
+constexpr uint32_t kMaxModelChunk = 8u << 20;
+
+struct FetchMessage {
+  uint64_t request = 0;
+  std::string path;  // relative to the node's data_dir/models/
+  uint64_t offset = 0;
+  uint32_t length = 0;
+};
+struct ChunkMessage {
+  uint64_t request = 0;
+  uint64_t offset = 0, total = 0;
+  std::vector<uint8_t> data;
+  std::string error;  // the node could not read it (then no data)
+};
+
+std::vector<uint8_t> fetch_frame(uint64_t job_id, const FetchMessage& fetch);
+std::vector<uint8_t> chunk_frame(uint64_t job_id, const ChunkMessage& chunk);
+// False for a table no real peer sends (no path, a length or chunk above kMaxModelChunk).
+bool read_fetch(const transport::control::FetchModel& in, FetchMessage& out);
+bool read_chunk(const transport::control::ModelChunk& in, ChunkMessage& out);
+
+// A relative path that stays inside its folder (no '/' at the start, no '..').
+bool stays_inside(const std::string& relative);
+// A node's answer: the chunk of <models_dir>/<fetch.path>, or the error why not.
+ChunkMessage read_model_chunk(const std::string& models_dir, const FetchMessage& fetch);
+// The SHA-256 of a file's content in hex; "" when it cannot be read.
+std::string file_sha256(const std::string& path);
+
+}  // namespace dtrain::daemon
