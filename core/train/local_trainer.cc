@@ -310,7 +310,7 @@ TrainingResult train_local(const JobSpec& job, TrainingListener& listener,
 
   int64_t first_epoch = 0;
   NodeExchange::Resume resume;
-  if (exchange && sharing && exchange->resume(resume)) {
+  if (exchange && exchange->resume(resume)) {
     // Rejoining: every replica starts from a live node's parameters at an epoch end; updater
     // state and residuals start empty (they are per worker and died with the old process).
     for (auto& w : workers) {
@@ -320,7 +320,7 @@ TrainingResult train_local(const JobSpec& job, TrainingListener& listener,
           << "snapshot of " << resume.params.size() << " parameters";
       m.set_params(resume.params.data());
       m.set_state(resume.state.data());
-      w->encoder().threshold().set_tau(resume.tau);
+      if (sharing) w->encoder().threshold().set_tau(resume.tau);
     }
     first_epoch = resume.next_epoch;
     result.resumed = true;
@@ -451,7 +451,10 @@ TrainingResult train_local(const JobSpec& job, TrainingListener& listener,
     for (auto& w : workers) w->apply_received();
     if (sharing && !exchange) average_tau(workers);
     average_state(workers);
-    if (exchange && sharing && !cancelled)
+    // Averaging: the last round of the epoch is done (the replicas agree); restarted nodes
+    // are admitted here.
+    if (exchange && !sharing && !cancelled) exchange->end_averaging_epoch(epoch);
+    if (exchange && !cancelled)
       exchange->epoch_applied(epoch, lead.model().host_params(), lead.model().num_params(),
                               lead.model().host_state(), lead.model().num_state(),
                               workers[0]->encoder().threshold().tau());

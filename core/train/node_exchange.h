@@ -61,6 +61,10 @@ class NodeExchange {
   // naming the nodes it waited for) until every message the other live nodes produced up to
   // the end of their epoch is in the bus, so that the replicas agree once it is applied.
   virtual EpochEnd end_epoch(int64_t epoch, double local_tau_sum, int local_workers) = 0;
+  // Parameter averaging, after the last round of `epoch` (every live replica is the same
+  // then): waits until every live node got here, and admits the restarted nodes that any of
+  // them knows of, the same set on every node (epoch_applied sends them these parameters).
+  virtual void end_averaging_epoch(int64_t epoch) = 0;
   // After this node's share of EpochEnd::takeover (possibly none; every node calls it every
   // epoch): waits like end_epoch until every live node's takeover messages are in the bus.
   virtual void end_takeover(int64_t epoch) = 0;
@@ -72,9 +76,9 @@ class NodeExchange {
   };
   virtual EvaluationShard evaluation_shard() = 0;
 
-  // A restarted node rejoining a running job (core/README.md, "Sharing"): resume() waits for a
-  // live node's parameters as of the end of an epoch and returns true with them; false for a
-  // node that starts with the job.
+  // A restarted node rejoining a running job (core/README.md, "Sharing"), in either mode:
+  // resume() waits for a live node's parameters as of the end of an epoch and returns true with
+  // them; false for a node that starts with the job.
   struct Resume {
     int64_t next_epoch = 0;
     float tau = 0.0f;

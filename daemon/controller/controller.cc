@@ -269,8 +269,8 @@ bool Controller::on_dropped_report(JobRecord& job, Member& m, const JobMessageIn
 }
 
 // A node the running job dropped came back with its old part still running (it was paused, or
-// cut off, for longer than the peer timeout: the same process, the same boot). Gradient sharing
-// takes it back with a live replica (offer_rejoin); a job that cannot, tells it to stop.
+// cut off, for longer than the peer timeout: the same process, the same boot). It is taken back
+// with a live replica (offer_rejoin); the node stops its old part for the new one.
 void Controller::recall_dropped(Member& m, const std::vector<uint64_t>& running) {
   if (running_ == 0 || std::find(running.begin(), running.end(), running_) == running.end())
     return;
@@ -278,15 +278,8 @@ void Controller::recall_dropped(Member& m, const std::vector<uint64_t>& running)
   if (!job.dropped(m.name) || listed(job.rejoining, m.name)) return;
   spdlog::warn("controller: node {} is back and still trains job {}, which dropped it", m.name,
                job_id_text(job.id));
-  if (job.mode == "gradient_sharing") {
-    job.add_log("node " + m.name + " is back after the job dropped it; it is taken back with a "
-                "live replica");
-    return;  // offer_rejoin sends it the job again; the node stops its old part for it
-  }
-  m.outbox.push_back(cancel_frame(job.id));
-  job.add_log("node " + m.name + " is back after the job dropped it; " + job.mode +
-              " does not take nodes back, so it was told to stop its part (dropped)");
-  save(job);
+  job.add_log("node " + m.name + " is back after the job dropped it; it is taken back with a "
+              "live replica");
 }
 
 void Controller::on_node_failed(JobRecord& job, Member& m, const Json& body) {
@@ -361,7 +354,7 @@ StartMessage Controller::start_message(const JobRecord& job, size_t rank) const 
 void Controller::offer_rejoin(Member& m) {
   if (running_ == 0) return;
   JobRecord& job = jobs_[running_];
-  if (job.mode != "gradient_sharing" || !job.dropped(m.name) || listed(job.rejoining, m.name) ||
+  if (!job.dropped(m.name) || listed(job.rejoining, m.name) ||
       job.results.count(m.name) || job.failures.count(m.name) || job.cancel_requested)
     return;
   int rank = -1;

@@ -87,7 +87,7 @@ class Controller {
   std::vector<std::string> checkpoint_holders(const JobRecord& job, int64_t epoch) const;
   void resume_on(JobRecord& job, const std::vector<std::string>& names, int64_t epoch);
   // A lost member of the running job registered again: it is sent the job to rejoin, the
-  // others are told to admit it at their next epoch end (gradient sharing only).
+  // others are told to admit it at their next epoch end (either mode).
   void offer_rejoin(Member& m);
   // What a node is sent to start its part of `job` as member `rank`.
   StartMessage start_message(const JobRecord& job, size_t rank) const;

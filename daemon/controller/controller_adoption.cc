@@ -3,7 +3,7 @@
 // their outboxes; as each registers again it says which jobs it still runs. A node that still
 // runs the job is adopted. One that does not may have finished its part (its result is on its
 // way) or restarted (its part is gone): it has until the deadline to report, then it is dropped
-// from the job like a lost node, and gradient sharing offers it the rejoin. When no node still
+// from the job like a lost node, and offered the rejoin. When no node still
 // trains it (the whole cluster went down), the job resumes from its consistent checkpoint on the
 // nodes that came back (controller_resume.cc).
 #include <spdlog/spdlog.h>

@@ -109,6 +109,9 @@ void MeshExchange::on_message(const transport::Delivery& d) {
       on_snapshot(in.snapshot, d.origin);
       break;
     case MeshPayloadIn::Kind::kParameters: {
+      // A round this node has averaged already: from a dropped node's old part, or sent before
+      // a rejoining node took part. Kept, it would never be freed.
+      if (in.parameters.round <= last_round_) break;
       const FloatView& v = in.parameters.values;
       rounds_[in.parameters.round][d.origin].assign(v.data, v.data + v.size);
       break;
@@ -217,7 +220,8 @@ void MeshExchange::average_parameters(float* params, int64_t n, int64_t round) {
     ++count;
   }
   for (int64_t i = 0; i < n; ++i) params[i] = static_cast<float>(sum[i] / count);
-  rounds_.erase(round);
+  rounds_.erase(rounds_.begin(), rounds_.upper_bound(round));
+  last_round_ = std::max(last_round_, round);
 }
 
 void MeshExchange::meet(Barrier barrier, double tau_sum, int workers) {
@@ -324,7 +328,8 @@ bool MeshExchange::resume(Resume& resume) {
   if (cancelled_) throw core::UserError("the job was cancelled", "");
   if (!bad_message_.empty())
     throw core::UserError(bad_message_, "run the same dtrain release on every node");
-  if (int64_t(snapshot_->params.size()) != num_params_)  // it may come before attach()
+  // It may come before attach(); averaging never attaches (the trainer checks the size).
+  if (num_params_ != 0 && int64_t(snapshot_->params.size()) != num_params_)
     throw core::UserError(name_of(snapshot_->from) + " sent " +
                               std::to_string(snapshot_->params.size()) +
                               " parameters; this model has " + std::to_string(num_params_),
@@ -413,6 +418,11 @@ core::NodeExchange::EpochEnd MeshExchange::end_epoch(int64_t epoch, double local
 }
 
 void MeshExchange::end_takeover(int64_t epoch) { meet({epoch, 1}, 0.0, 0); }
+
+// Averaging publishes no updates, so the barrier is only the exchange of known joiners (phase
+// 1 of meet): every live node admits the same ones at the same epoch end, and from the next
+// round on every live node waits for their parameters.
+void MeshExchange::end_averaging_epoch(int64_t epoch) { meet({epoch, 1}, 0.0, 0); }
 
 core::NodeExchange::EvaluationShard MeshExchange::evaluation_shard() {
   std::lock_guard<std::mutex> lock(mutex_);

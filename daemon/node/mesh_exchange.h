@@ -53,6 +53,7 @@ class MeshExchange : public core::NodeExchange {
   std::chrono::milliseconds wait_deadline() const override { return epoch_deadline_; }
   EpochEnd end_epoch(int64_t epoch, double local_tau_sum, int local_workers) override;
   void end_takeover(int64_t epoch) override;
+  void end_averaging_epoch(int64_t epoch) override;
   EvaluationShard evaluation_shard() override;
   // Every node broadcasts its parameters on the mesh and each computes the same mean (summed in
   // member order, so the replicas stay bit-identical); no controller on the data path.
@@ -154,6 +155,7 @@ class MeshExchange : public core::NodeExchange {
   std::string bad_message_;  // first malformed message, reported by end_epoch
   bool cancelled_ = false;
   std::map<int64_t, std::map<uint32_t, std::vector<float>>> rounds_;  // parameter averaging
+  int64_t last_round_ = -1;  // the latest round averaged here: older ones are stale
 
   std::mutex publish_mutex_;  // message ids in order per origin
   // From the clock at start: a restarted node's messages must not reuse the ids its old

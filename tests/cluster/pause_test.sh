@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # A node paused for longer than the peer timeout (SIGSTOP, then SIGCONT: a VM migration or a
 # long stall looks the same) must not kill a healthy job (issue 14). While it is away the
-# others drop it and cover its minibatches; when it is back, gradient sharing takes it back
-# with a live replica at the next epoch end, and parameter averaging tells it plainly that it
-# was dropped and it stops its part. Either way the job succeeds and the replicas of the nodes
-# that finish agree, and the paused node trains nothing afterwards that nobody asked for.
+# others drop it (gradient sharing covers its minibatches, parameter averaging leaves it out of
+# its rounds); when it is back, either mode takes it back with a live replica at the next epoch
+# end. The job succeeds, the replicas of every node, the paused one included, agree, and the
+# paused node trains nothing afterwards that nobody asked for. Last, a parameter-averaging job
+# takes back a node SIGKILLed and restarted (a new process): its replica agrees at the end.
 set -u
 SPEC="$(cd "$(dirname "$4")" && pwd)/$(basename "$4")"  # before lib.sh changes directory
 source "$(dirname "$0")/lib.sh" pause "$1" "$2" "$3"
@@ -69,7 +70,7 @@ if wait_epoch "$id" 2; then
   grep -q "evaluation over 3 nodes" "$id.log" || fail "the taken-back node's replica was not in the end"
 fi
 
-echo "== parameter averaging: $victim paused for 1.5x the peer timeout is told it was dropped"
+echo "== parameter averaging: $victim paused for 1.5x the peer timeout is taken back"
 sed -e 's/mode: gradient_sharing/mode: parameter_averaging/' -e 's/name: pause-test/name: pause-avg/' \
     -e 's/model: pause-test.dtm/model: pause-avg.dtm/' sharing.yaml > averaging.yaml
 grep -q "mode: parameter_averaging" averaging.yaml || fail "averaging.yaml is not parameter averaging"
@@ -78,9 +79,35 @@ if wait_epoch "$id" 2; then
   pause_victim "$id"
   wait_job_end "$id" averaging.json 180 > /dev/null
   check_end "$id" averaging.json "parameter averaging"
-  grep -q "$victim.*dropped" "$id.log" || fail "the log does not say $victim was dropped"
-  [[ $(json averaging.json "len(j['result']['lost_nodes'])") == 1 ]] ||
-    fail "lost nodes: $(json averaging.json "j['result']['lost_nodes']")"
+  json averaging.json "j['result']['rejoined_nodes']" | grep -q "$victim" ||
+    fail "$victim was not taken back: $(grep "$victim" "$id.log" | tail -n 4)"
+  grep -q "evaluation over 3 nodes" "$id.log" || fail "the taken-back node's replica was not in the end"
+fi
+echo "== parameter averaging: $victim SIGKILLed and restarted rejoins"
+sed -e 's/name: pause-avg/name: kill-avg/' -e 's/model: pause-avg.dtm/model: kill-avg.dtm/' \
+    averaging.yaml > killed.yaml
+id=$("$SUBMIT" killed.yaml --detach) || fail "detached submit"
+if wait_epoch "$id" 2; then
+  kill -KILL "$pid"
+  echo "killed $victim (pid $pid)"
+  lost=""
+  for _ in $(seq 1 100); do  # 10 s for the controller to see it gone
+    "$SUBMIT" status "$id" --json > killed.json 2> /dev/null
+    json killed.json "j['lost_nodes']" | grep -q "$victim" && lost=yes && break
+    sleep 0.1
+  done
+  [[ -n $lost ]] || fail "the job does not name $victim as lost within 10 s of its SIGKILL"
+  "$DTRAIND" --config "$WORK/c/$victim.yaml" >> "$WORK/c/$victim.log" 2>&1 &
+  pid=$!
+  sed -i "/ $victim\$/d" "$WORK/c/pids"
+  echo "$pid $victim" >> "$WORK/c/pids"
+  echo "restarted $victim (pid $pid)"
+  wait_job_end "$id" killed.json 180 > /dev/null
+  check_end "$id" killed.json "parameter averaging, killed"
+  json killed.json "j['result']['rejoined_nodes']" | grep -q "$victim" ||
+    fail "$victim did not rejoin: $(grep "$victim" "$id.log" | tail -n 4)"
+  grep -q "$victim: rejoined at epoch" "$id.log" || fail "the log does not say when $victim rejoined"
+  grep -q "evaluation over 3 nodes" "$id.log" || fail "the rejoined node's replica was not in the end"
 fi
 # Whatever happened, the paused node is not still training either job.
 sleep 1

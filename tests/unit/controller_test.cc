@@ -242,7 +242,7 @@ TEST_CASE("a node registering again while its old session lives replaces that se
   }
 }
 
-TEST_CASE("a node back after the job dropped it: taken back or told to stop; its old reports "
+TEST_CASE("a node back after the job dropped it is taken back in either mode; its old reports "
           "do not count", "[controller]") {
   const std::string mode = GENERATE(as<std::string>(), "gradient_sharing", "parameter_averaging");
   ControllerUnderTest t("", /*peer_timeout_ms=*/600);
@@ -263,14 +263,11 @@ TEST_CASE("a node back after the job dropped it: taken back or told to stop; its
   FakeNode back(t, same);
   const daemon::JobMessageIn told = back.next();
   CHECK(told.job_id == id);
-  if (mode == "gradient_sharing") {
-    // Taken back like a restarted node: sent the job to rejoin, node-b told to admit it.
-    CHECK(told.kind == daemon::JobKind::Start);
-    CHECK(told.start.rejoin);
-    CHECK(b.next().kind == daemon::JobKind::Rejoin);
-  } else {
-    CHECK(told.kind == daemon::JobKind::Cancel);  // averaging cannot take it back
-  }
+  // Taken back like a restarted node, in either mode: sent the job to rejoin, node-b told to
+  // admit it.
+  CHECK(told.kind == daemon::JobKind::Start);
+  CHECK(told.start.rejoin);
+  CHECK(b.next().kind == daemon::JobKind::Rejoin);
   // What its old part did while it was away does not count, nor does its failure.
   back.send(id, daemon::JobKind::Progress, {{"epoch", 9}});
   back.send(id, daemon::JobKind::Result, {{"rank", 0}, {"accuracy", 0.5}});
@@ -280,12 +277,10 @@ TEST_CASE("a node back after the job dropped it: taken back or told to stop; its
   daemon::Json job = t.job(id);
   CHECK(job.at("state") == "running");
   CHECK_FALSE(job.at("progress").contains("node-a"));
-  if (mode == "parameter_averaging") {
-    // The log says it was dropped, and why its failure did not end the job.
-    const std::string log = t.ask("logs", id).at("log").dump();
-    CHECK(log.find("node-a is back after the job dropped it") != std::string::npos);
-    CHECK(log.find("its old part failed") != std::string::npos);
-  }
+  // The log says it was dropped, and why its failure did not end the job.
+  const std::string log = t.ask("logs", id).at("log").dump();
+  CHECK(log.find("node-a is back after the job dropped it") != std::string::npos);
+  CHECK(log.find("its old part failed") != std::string::npos);
   // node-b alone decides the job's end.
   end_job(b, id);
   CHECK(eventually([&] { return state(t, id) == "failed"; }));
