@@ -136,7 +136,10 @@ struct TrainingSpec {
   // batch_size_per_worker fixes each worker's instead. Exactly one of the two is set.
   int64_t batch_size = 32;
   int64_t batch_size_per_worker = 0;
-  int64_t nodes = 0;             // 0 = all
+  int64_t nodes = 0;             // 0 = all; with nodes_max, the fewest the job runs on
+  // Elastic membership (`nodes: {min, max}`, daemon/README.md "Elastic membership"): the job
+  // starts once `nodes` are there and takes later ones up to this many; 0 = exactly `nodes`.
+  int64_t nodes_max = 0;
   int64_t workers_per_node = 0;  // 0 = auto (one per GPU on GPU nodes, else up to 8 per node)
   // Where workers run (core/README.md, "The model"): cpu, gpu (every node of the job needs a GPU)
   // or auto (GPUs where a node has them, the CPU elsewhere).

@@ -247,9 +247,26 @@ class JobSpecParser {
     t.mode = r_.choice(node, "mode", p, t.mode, {"gradient_sharing", "parameter_averaging"});
     t.epochs = r_.integer(node, "epochs", p, 1, 1, 100000);
     parse_batch(node, t);
-    t.nodes = all_or_count(node, "nodes", "all", 1 << 16);
+    if (node["nodes"] && node["nodes"].IsMap()) {
+      const YAML::Node n = node["nodes"];
+      const std::string np = p + ".nodes";
+      r_.expect_map(n, np, {"min", "max"});
+      t.nodes = r_.integer(n, "min", np, std::nullopt, 1, 1 << 16);
+      t.nodes_max = r_.integer(n, "max", np, std::nullopt, 1, 1 << 16);
+      if (t.nodes_max < t.nodes)
+        r_.fail(n, np, "max (" + std::to_string(t.nodes_max) + ") is smaller than min (" +
+                           std::to_string(t.nodes) + ")",
+                "make max at least min, e.g. nodes: {min: 3, max: 4}");
+      if (t.nodes_max == t.nodes) t.nodes_max = 0;  // exactly that many
+    } else {
+      t.nodes = all_or_count(node, "nodes", "all", 1 << 16);
+    }
     t.workers_per_node = all_or_count(node, "workers_per_node", "auto", 256);
     t.mesh = r_.choice(node, "mesh", p, t.mesh, {"plain", "mesh"});
+    if (t.nodes_max > 0 && t.mesh == "mesh")
+      r_.fail(node["mesh"], p + ".mesh",
+              "an elastic job (nodes: {min, max}) runs on the plain mesh only",
+              "remove 'mesh: mesh' (plain is the default), or give nodes a single count");
     t.device = r_.choice(node, "device", p, t.device, {"auto", "cpu", "gpu"});
     t.averaging_frequency = r_.integer(node, "averaging_frequency", p, 5, 1, 1 << 20);
     t.average_updater_state = r_.boolean(node, "average_updater_state", p, false);

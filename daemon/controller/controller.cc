@@ -131,6 +131,7 @@ void Controller::serve_node(ControlConnection& c, const NodeRegistration& node) 
     recall_dropped(m, node.running_jobs);
     adopt(m, node.running_jobs);
     offer_rejoin(m);
+    offer_join(m);
     start_next();
   }
   spdlog::info("controller: node {} (id {}) registered from {}, data {}:{}, {} cores, {} GPUs",
@@ -201,7 +202,9 @@ void Controller::on_job_message(Member& m, const JobMessageIn& in) {
   }
   // A restarted node that was never admitted may still report after the job ended.
   if (job.finished() && in.kind != JobKind::Log) return;
-  if (job.dropped(m.name) && !on_dropped_report(job, m, in)) return;
+  // A dropped node, or one not admitted yet (rejoining, or joining an elastic job).
+  if ((job.dropped(m.name) || listed(job.rejoining, m.name)) && !on_dropped_report(job, m, in))
+    return;
   switch (in.kind) {
     case JobKind::Progress:
       job.progress[m.name] = body;
@@ -209,13 +212,17 @@ void Controller::on_job_message(Member& m, const JobMessageIn& in) {
     case JobKind::Log:
       job.add_log(m.name + ": " + body.value("line", ""));
       break;
-    case JobKind::Rejoined:
+    case JobKind::Rejoined: {
       unlist(job.rejoining, m.name);
-      if (!listed(job.rejoined_nodes, m.name)) job.rejoined_nodes.push_back(m.name);
-      job.add_log(m.name + ": rejoined at epoch " + std::to_string(body.value("epoch", 0)) +
-                  " with parameters from " + body.value("from", std::string("?")));
+      const bool joined = !listed(job.lost_nodes, m.name);  // new to the job (elastic)
+      std::vector<std::string>& list = joined ? job.joined_nodes : job.rejoined_nodes;
+      if (!listed(list, m.name)) list.push_back(m.name);
+      job.add_log(m.name + (joined ? ": joined" : ": rejoined") + " at epoch " +
+                  std::to_string(body.value("epoch", 0)) + " with parameters from " +
+                  body.value("from", std::string("?")));
       save(job);  // a restarted controller must know it is back
       break;
+    }
     case JobKind::Result:
       job.results[m.name] = body;
       job.add_log(m.name + ": finished");
@@ -260,9 +267,14 @@ void Controller::on_checkpoint(JobRecord& job, Member& m, const Json& body) {
 bool Controller::on_dropped_report(JobRecord& job, Member& m, const JobMessageIn& in) {
   if (in.kind == JobKind::Log || in.kind == JobKind::Rejoined) return true;
   if (in.kind == JobKind::Failed && !in.body.value("cancelled", false)) {
+    const std::string error = in.body.value("error", std::string("?"));
+    if (!job.dropped(m.name)) {  // a node joining an elastic job: it leaves it again
+      drop_from_job(job, m.name, "it failed to join: " + error);
+      return false;
+    }
     unlist(job.rejoining, m.name);  // a later registration may offer it again
-    job.add_log(m.name + ": failed after the job dropped it (" +
-                in.body.value("error", std::string("?")) + "); the job continues without it");
+    job.add_log(m.name + ": failed after the job dropped it (" + error +
+                "); the job continues without it");
     save(job);
   }
   return false;
@@ -397,6 +409,7 @@ void Controller::drop_from_job(JobRecord& job, const std::string& name, const st
   unlist(job.rejoined_nodes, name);
   job.checkpoints.erase(name);  // back, it reports new ones; its old ones must not hold back
   job.add_log("node " + name + " lost (" + why + "); the job continues on the others");
+  below_minimum(job);
   check_finished(job);
   save(job);
 }
@@ -405,7 +418,9 @@ void Controller::check_finished(JobRecord& job) {
   if (job.finished()) return;
   // A rejoined node is waited for again; one still waiting to be admitted is not.
   for (const std::string& n : job.nodes) {
-    if (!job.dropped(n) && !job.results.count(n) && !job.failures.count(n)) return;
+    if (!job.dropped(n) && !listed(job.rejoining, n) && !job.results.count(n) &&
+        !job.failures.count(n))
+      return;
   }
   for (const std::string& n : job.rejoining)
     if (members_.count(n)) members_[n].outbox.push_back(cancel_frame(job.id));
@@ -445,6 +460,7 @@ void Controller::finish(JobRecord& job) {
     result["replica_max_relative_difference"] = diff;
     result["lost_nodes"] = job.lost_nodes;
     result["rejoined_nodes"] = job.rejoined_nodes;
+    result["joined_nodes"] = job.joined_nodes;
     // Over all nodes: throughput, the updates each applied (the exactly-once check) and how
     // far ahead of another worker's applied messages any worker ever was (training.sync).
     double samples_per_sec = 0;
@@ -557,6 +573,10 @@ void Controller::start_next() {
   }
   std::sort(alive.begin(), alive.end(), [](Member* a, Member* b) { return a->id < b->id; });
   const size_t wanted = spec.training.nodes > 0 ? size_t(spec.training.nodes) : alive.size();
+  // Elastic (nodes: {min, max}): at least `wanted`, as many as are there up to max.
+  const size_t take = spec.training.nodes_max > 0
+                          ? std::min(alive.size(), size_t(spec.training.nodes_max))
+                          : wanted;
   if (alive.empty() || alive.size() < wanted) {
     const bool gpu = spec.training.device == "gpu";
     const std::string line = "waiting for " + std::to_string(std::max<size_t>(1, wanted)) +
@@ -566,7 +586,7 @@ void Controller::start_next() {
     if (job.log.empty() || job.log.back().find(line) == std::string::npos) job.add_log(line);
     return;
   }
-  alive.resize(wanted);
+  alive.resize(take);
   queue_.pop_front();
   running_ = job.id;
   job.state = "running";
@@ -581,6 +601,7 @@ void Controller::start_next() {
     job.nodes.push_back(m->name);
   }
   job.members = members;
+  add_vacant_slots(job, spec.training);
   job.mesh = spec.training.mesh;
   for (size_t rank = 0; rank < alive.size(); ++rank)
     alive[rank]->outbox.push_back(start_frame(job.id, start_message(job, rank)));

@@ -89,6 +89,10 @@ class Controller {
   // A lost member of the running job registered again: it is sent the job to rejoin, the
   // others are told to admit it at their next epoch end (either mode).
   void offer_rejoin(Member& m);
+  // controller_elastic.cc: training.nodes {min, max}.
+  void add_vacant_slots(JobRecord& job, const core::TrainingSpec& training);
+  void offer_join(Member& m);
+  bool below_minimum(JobRecord& job);  // true when it stopped the job for it
   // What a node is sent to start its part of `job` as member `rank`.
   StartMessage start_message(const JobRecord& job, size_t rank) const;
   void check_finished(JobRecord& job);

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 
+#include "core/spec/job_spec_parser.h"
 #include "daemon/controller/controller.h"
 
 namespace dtrain::daemon {
@@ -48,10 +49,20 @@ void Controller::resume_on(JobRecord& job, const std::vector<std::string>& names
     if (!listed(names, n)) left_out.push_back(n);
   job.members = members;
   job.nodes = names;
+  if (job.min_nodes > 0) {  // elastic: vacant slots again for the nodes it may still take
+    core::SpecParseOptions options;
+    options.check_files = false;
+    options.base_dir = job.base_dir;
+    try {
+      add_vacant_slots(job, core::parse_job_spec_text(job.spec_text, job.name, options).training);
+    } catch (const core::UserError&) {
+    }
+  }
   for (auto it = job.checkpoints.begin(); it != job.checkpoints.end();)
     it = listed(names, it->first) ? std::next(it) : job.checkpoints.erase(it);
   job.lost_nodes.clear();
   job.rejoined_nodes.clear();
+  job.joined_nodes.clear();
   job.rejoining.clear();
   job.adopted.clear();
   job.restarted.clear();

@@ -29,6 +29,7 @@ Json JobRecord::to_json(bool with_log) const {
   j["nodes"] = nodes;
   j["lost_nodes"] = lost_nodes;
   j["rejoined_nodes"] = rejoined_nodes;
+  j["joined_nodes"] = joined_nodes;
   j["submitted_at"] = submitted_at;
   j["started_at"] = started_at;
   j["finished_at"] = finished_at;
@@ -49,6 +50,7 @@ Json JobRecord::to_json(bool with_log) const {
     j["checkpoints"] = checkpoints;
     j["mesh"] = mesh;
     j["resume_epoch"] = resume_epoch;
+    j["min_nodes"] = min_nodes;
   }
   return j;
 }
@@ -64,6 +66,8 @@ JobRecord JobRecord::from_json(const Json& j) {
   r.nodes = j.value("nodes", std::vector<std::string>{});
   r.lost_nodes = j.value("lost_nodes", std::vector<std::string>{});
   r.rejoined_nodes = j.value("rejoined_nodes", std::vector<std::string>{});
+  r.joined_nodes = j.value("joined_nodes", std::vector<std::string>{});
+  r.min_nodes = j.value("min_nodes", int64_t(0));
   r.submitted_at = j.value("submitted_at", 0.0);
   r.started_at = j.value("started_at", 0.0);
   r.finished_at = j.value("finished_at", 0.0);
@@ -93,8 +97,12 @@ bool JobRecord::dropped(const std::string& node) const {
 int64_t JobRecord::consistent_checkpoint() const {
   int64_t epoch = -1;
   for (const std::string& n : nodes) {
-    if (dropped(n)) continue;  // not live
+    if (dropped(n) || listed(rejoining, n)) continue;  // not live, or not admitted yet
     auto it = checkpoints.find(n);
+    // A node back in the job (or new to it) writes its first one at its first epoch end; the
+    // others' files hold the job's until then.
+    if (it == checkpoints.end() && (listed(rejoined_nodes, n) || listed(joined_nodes, n)))
+      continue;
     if (it == checkpoints.end()) return -1;
     epoch = epoch < 0 ? it->second : std::min(epoch, it->second);
   }

@@ -22,6 +22,8 @@ struct JobRecord {
   std::vector<std::string> nodes;       // chosen at start
   std::vector<std::string> lost_nodes;  // declared lost while it ran
   std::vector<std::string> rejoined_nodes;  // lost, restarted and back in the job
+  std::vector<std::string> joined_nodes;    // new to the job mid-way (elastic), admitted
+  int64_t min_nodes = 0;  // elastic: the job stops below this many live nodes; 0: no minimum
   // Not kept on disk (only a running job needs them): restarted nodes waiting to be admitted,
   // and the members list every node got at the start.
   std::vector<std::string> rejoining;

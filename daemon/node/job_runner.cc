@@ -96,7 +96,8 @@ class JobRunner::ProgressReporter : public core::TrainingListener {
                   s.replica.projection);
     line += replica;
     if (s.takeover_batches > 0)
-      line += ", did " + std::to_string(s.takeover_batches) + " minibatches of lost nodes";
+      line += ", did " + std::to_string(s.takeover_batches) +
+              " minibatches of lost nodes or vacant slots";
     if (s.evaluated) {
       accuracy_ = s.eval.accuracy();
       line += ", test accuracy " + std::to_string(accuracy_);
@@ -145,9 +146,12 @@ JobRunner::~JobRunner() {
   if (thread_.joinable()) thread_.join();
 }
 
-void JobRunner::rejoin(uint32_t id) {
+void JobRunner::rejoin(const RejoinMessage& r) {
   std::lock_guard<std::mutex> lock(exchange_mutex_);
-  if (exchange_) exchange_->on_rejoin(id);
+  if (!exchange_) return;
+  if (!r.member) return exchange_->on_rejoin(r.id);
+  exchange_->on_join(r.slot, r.id, r.member->name,
+                     {r.member->id, r.member->address, r.member->port, 0});
 }
 
 void JobRunner::drop() {
@@ -174,8 +178,13 @@ void JobRunner::run() {
   };
   std::vector<JobMember> members;
   std::vector<transport::MeshMember> mesh_members;
+  std::vector<uint32_t> vacant;  // elastic slots no node has taken: in no mesh
   for (const JobMemberInfo& m : start_.members) {
     members.push_back({m.id, m.name, m.workers});
+    if (m.address.empty()) {
+      vacant.push_back(m.id);
+      continue;
+    }
     mesh_members.push_back({m.id, m.address, m.port, 0});
     // Peers' datagrams are taken only from the boot the controller registered for them.
     if (m.boot != 0 && m.id != self_) channel_.endpoint().announce_boot(m.id, m.boot);
@@ -189,13 +198,17 @@ void JobRunner::run() {
     exchange.on_loss(lost);
   };
   transport::MeshMap map = transport::MeshMap::build(start_.mesh, mesh_members);
+  exchange.set_vacant(vacant);
   const bool rejoin = start_.rejoin;
   if (rejoin) {
-    // Restarted mid-job: the map as the live nodes have it (the lost ones out, this node back
-    // as a leaf), and their parameters before training (MeshExchange::resume).
-    const transport::MeshMember me = *map.find(self_);
+    // Restarted mid-job, or new to it (joining): the map as the live nodes have it (the lost
+    // ones out, this node back as a leaf; a newcomer under the root, as MeshNode::add_member
+    // puts it), and their parameters before training (MeshExchange::resume).
+    transport::MeshMember me = *map.find(self_);
+    if (start_.joining) me.parent = me.id;
     const std::vector<uint32_t>& lost = start_.lost;
-    for (uint32_t id : lost) map = map.without(id);
+    for (uint32_t id : lost)
+      if (map.contains(id)) map = map.without(id);
     map = map.with(me);
     exchange.set_rejoining(lost);
     exchange.on_resumed = [this](int64_t epoch, const std::string& from) {

@@ -36,8 +36,9 @@ class JobRunner {
   // The job dropped this part and another takes its place: it stops, and reports nothing more
   // (its progress and failure are no longer the job's).
   void drop();
-  // Member `id` restarted and rejoins: it is admitted at the next epoch end.
-  void rejoin(uint32_t id);
+  // A member restarted and rejoins, or a node new to the job joins it in a vacant slot
+  // (elastic membership): it is admitted at the next epoch end.
+  void rejoin(const RejoinMessage& rejoin);
   bool done() const { return done_; }
   // The latest progress and per-worker codec figures (for /status and /metrics).
   Json snapshot() const;

@@ -164,7 +164,8 @@ void MeshExchange::cancel() {
 std::vector<std::string> MeshExchange::lost_names() {
   std::lock_guard<std::mutex> lock(mutex_);
   std::vector<std::string> out;
-  for (uint32_t id : lost_) out.push_back(name_of(id));
+  for (uint32_t id : lost_)
+    if (!vacant_.count(id)) out.push_back(name_of(id));
   return out;
 }
 
@@ -304,6 +305,35 @@ void MeshExchange::on_rejoin(uint32_t id) {
   changed_.notify_all();
 }
 
+void MeshExchange::set_vacant(const std::vector<uint32_t>& slots) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (uint32_t id : slots) {
+    vacant_.insert(id);
+    set_lost(id, true);  // the gate learns of them at attach()
+  }
+}
+
+void MeshExchange::on_join(uint32_t slot, uint32_t id, const std::string& name,
+                           const transport::MeshMember& where) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (id == self_) return;
+  bool known = false;
+  for (JobMember& m : members_) {
+    if (m.id == slot && vacant_.count(slot)) {  // the slot's workers (and shards) become its
+      m.id = id;
+      m.name = name;
+      vacant_.erase(slot);
+      lost_.erase(slot);
+    }
+    known = known || m.id == id;
+  }
+  if (!known) return;  // no such slot here (a repeat finds the node in it: a rejoin)
+  set_lost(id, true);  // waited for only once admitted
+  joining_.insert(id);
+  if (readmitted_.insert(id).second) mesh_->add_new_member(where);
+  changed_.notify_all();
+}
+
 void MeshExchange::on_snapshot(const SnapshotPayload& in, uint32_t origin) {
   if (in.for_node != self_ || !rejoining_ || snapshot_) return;
   Snapshot s;
@@ -413,7 +443,8 @@ core::NodeExchange::EpochEnd MeshExchange::end_epoch(int64_t epoch, double local
     }
   }
   end.live_first_worker = live_first_worker(&end.live_workers);
-  for (uint32_t id : lost_) end.lost.push_back(name_of(id));
+  for (uint32_t id : lost_)
+    if (!vacant_.count(id)) end.lost.push_back(name_of(id));
   return end;
 }
 

@@ -69,6 +69,14 @@ class MeshExchange : public core::NodeExchange {
   // Member `id` restarted and rejoins (the controller says so): it is not waited for until the
   // live nodes admit it at an epoch end; it joins the mesh now so that it misses nothing.
   void on_rejoin(uint32_t id);
+  // Elastic membership: vacant slots (members without a node yet) are not waited for, and
+  // their shards are done by the live nodes at each epoch end (the takeover), like a lost
+  // node's; they are not named among the lost.
+  void set_vacant(const std::vector<uint32_t>& slots);
+  // A node new to the job takes vacant slot `slot` (its workers are the slot's): from then on
+  // like a rejoining member, admitted at the next epoch end. `where`: its data channel.
+  void on_join(uint32_t slot, uint32_t id, const std::string& name,
+               const transport::MeshMember& where);
   // The job's epoch count: nobody is admitted after the last epoch.
   void set_epochs(int64_t epochs);
   // Called once a rejoining node has its parameters (epoch it starts with, who sent them).
@@ -152,6 +160,7 @@ class MeshExchange : public core::NodeExchange {
   std::map<uint32_t, Position> last_position_;  // per global worker, from its messages
   std::map<uint32_t, std::map<Barrier, Announcement>> announced_;
   std::set<uint32_t> lost_;
+  std::set<uint32_t> vacant_;  // elastic slots no node has taken (in lost_ too)
   std::string bad_message_;  // first malformed message, reported by end_epoch
   bool cancelled_ = false;
   std::map<int64_t, std::map<uint32_t, std::vector<float>>> rounds_;  // parameter averaging

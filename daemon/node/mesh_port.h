@@ -21,6 +21,8 @@ class MeshPort {
                        std::chrono::milliseconds deadline) = 0;
   // Member `id` (restarted) is part of the mesh again: relay to it and accept its messages.
   virtual void add_member(uint32_t id) = 0;
+  // A node new to the job (elastic membership, MeshNode::add_member) is part of the mesh now.
+  virtual void add_new_member(const transport::MeshMember& member) = 0;
 };
 
 // One job's view of a node's MeshNode.
@@ -32,6 +34,9 @@ class JobMesh : public MeshPort {
     return mesh_.publish(job_id_, message_id, std::move(bytes), deadline);
   }
   void add_member(uint32_t id) override { mesh_.add_member(id); }
+  void add_new_member(const transport::MeshMember& member) override {
+    mesh_.add_member(member);
+  }
 
  private:
   transport::MeshNode& mesh_;

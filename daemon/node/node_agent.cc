@@ -144,7 +144,7 @@ void NodeAgent::on_job_message(const JobMessageIn& m) {
     // A lost member of this job restarted and is coming back (daemon/README.md, "Lost and
     // restarted members"): its new boot is the one to take datagrams from.
     if (m.rejoin.boot != 0) channel_->endpoint().announce_boot(m.rejoin.id, m.rejoin.boot);
-    if (it != jobs_.end()) it->second->rejoin(m.rejoin.id);
+    if (it != jobs_.end()) it->second->rejoin(m.rejoin);
   } else if (m.kind != JobKind::Heartbeat) {
     spdlog::warn("node {}: ignored a '{}' message from the controller", config_.name,
                  job_kind_name(m.kind));

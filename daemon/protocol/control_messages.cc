@@ -101,6 +101,7 @@ bool read_start(const control::StartJob& s, StartMessage& out) {
   out.peer_timeout_ms = s.peer_timeout_ms();
   out.rejoin = s.rejoin();
   out.resume_epoch = s.resume_epoch();
+  out.joining = s.joining();
   out.members.clear();
   for (const control::JobMember* m : *s.members()) {
     JobMemberInfo member;
@@ -125,13 +126,19 @@ std::vector<uint8_t> start_frame(uint64_t job_id, const StartMessage& start) {
       fbb, fbb.CreateString(start.spec), fbb.CreateString(start.base_dir),
       fbb.CreateString(start.name), start.rank, fbb.CreateVector(members),
       fbb.CreateString(start.mesh), start.peer_timeout_ms, start.rejoin,
-      fbb.CreateVector(start.lost), start.resume_epoch);
+      fbb.CreateVector(start.lost), start.resume_epoch, start.joining);
   return job_message_bytes(fbb, job_id, JobKind::Start, 0, s, 0);
 }
 
 std::vector<uint8_t> rejoin_frame(uint64_t job_id, const RejoinMessage& rejoin) {
   flatbuffers::FlatBufferBuilder fbb;
-  const auto r = control::CreateRejoinJob(fbb, rejoin.id, rejoin.boot);
+  flatbuffers::Offset<control::JobMember> member = 0;
+  if (const auto& m = rejoin.member)
+    member = control::CreateJobMember(fbb, m->id, fbb.CreateString(m->name),
+                                      fbb.CreateString(m->address), m->port, m->workers,
+                                      fbb.CreateString(m->device), fbb.CreateVector(m->gpus),
+                                      m->boot);
+  const auto r = control::CreateRejoinJob(fbb, rejoin.id, rejoin.boot, member, rejoin.slot);
   return job_message_bytes(fbb, job_id, JobKind::Rejoin, 0, 0, r);
 }
 
@@ -164,7 +171,14 @@ bool read_job_message(const std::vector<uint8_t>& frame, JobMessageIn& out) {
       return jm->start() && read_start(*jm->start(), out.start);
     case JobKind::Rejoin:
       if (!jm->rejoin()) return false;
-      out.rejoin = {jm->rejoin()->id(), jm->rejoin()->boot()};
+      out.rejoin = {jm->rejoin()->id(), jm->rejoin()->boot(), std::nullopt, jm->rejoin()->slot()};
+      if (const control::JobMember* m = jm->rejoin()->member()) {
+        JobMemberInfo member;
+        if (!read_member(*m, member) || !is_slot_id(out.rejoin.slot) ||
+            member.id != out.rejoin.id || is_slot_id(member.id))
+          return false;
+        out.rejoin.member = std::move(member);
+      }
       return true;
     case JobKind::Cancel:
     case JobKind::Heartbeat:

@@ -5,6 +5,7 @@
 // Bodies are JSON (nlohmann): the same objects `dtrain-submit ... --json` prints.
 #include <cstdint>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -58,10 +59,19 @@ struct StartMessage {
   bool rejoin = false;
   std::vector<uint32_t> lost;
   int64_t resume_epoch = -1;  // >= 0: go on from the checkpoint with this many epochs done
+  bool joining = false;       // with rejoin: new to the job, in a vacant slot
 };
+// Member ids of an elastic job's vacant slots (node ids are drawn below them): slot k is
+// kFirstSlotId + k; its member entry has no address until a node takes it.
+constexpr uint32_t kFirstSlotId = 0xFFFFFFF0u;
+constexpr uint32_t kMaxSlots = 16;
+inline bool is_slot_id(uint32_t id) { return id >= kFirstSlotId; }
 struct RejoinMessage {
   uint32_t id = 0;
   uint64_t boot = 0;
+  // A node joining an elastic job: where it is and the slot it takes (slot 0: a rejoin).
+  std::optional<JobMemberInfo> member;
+  uint32_t slot = 0;
 };
 
 std::vector<uint8_t> start_frame(uint64_t job_id, const StartMessage& start);

@@ -54,6 +54,14 @@ wait_checkpoint() {
   done
   echo "$at"
 }
+# check_trained FILE [PREFIX]: the job in status JSON FILE reached 0.85 test accuracy and its
+# replicas agree within 1e-5 (failures start with PREFIX); sets acc and diff for the summary.
+check_trained() {
+  acc=$(json "$1" "j['result'].get('accuracy', 0)")
+  diff=$(json "$1" "j['result'].get('replica_max_relative_difference', 1)")
+  python3 -c "import sys; sys.exit(0 if $acc >= 0.85 else 1)" || fail "${2:-}accuracy $acc < 0.85"
+  python3 -c "import sys; sys.exit(0 if $diff <= 1e-5 else 1)" || fail "${2:-}replicas differ by $diff"
+}
 cluster_cleanup() { "$CLUSTER_TOOL" stop "$WORK/c" > /dev/null 2>&1 || true; }
 trap cluster_cleanup EXIT
 finish() {

@@ -491,3 +491,58 @@ TEST_CASE("`resume JOB`: a failed job goes on from its checkpoint on the nodes t
   CHECK(refusal(other).find("has no consistent checkpoint") != std::string::npos);
   CHECK(refusal(other).find("output.checkpoint_every") != std::string::npos);
 }
+
+TEST_CASE("elastic membership: starts at min, a later node joins a vacant slot, below min it "
+          "stops", "[controller]") {
+  ControllerUnderTest t("", /*peer_timeout_ms=*/2000);
+  auto a = std::make_unique<FakeNode>(t, node_named("node-a", 1));
+  auto b = std::make_unique<FakeNode>(t, node_named("node-b", 2));
+  const std::string text =
+      "name: elastic\nmodel:\n  input: [4]\n  layers:\n"
+      "    - output: {units: 3, activation: softmax, loss: mcxent}\n"
+      "data:\n  train: {format: csv, path: none.csv}\n"
+      "training:\n  nodes: {min: 2, max: 3}\n  workers_per_node: 2\n";
+  const daemon::Json submitted = t.ask("submit", 0, {{"spec", text}, {"source", "elastic"}});
+  uint64_t id = 0;
+  REQUIRE(daemon::parse_job_id(submitted.at("id").get<std::string>(), id));
+  for (FakeNode* n : {a.get(), b.get()}) {
+    const daemon::JobMessageIn start = n->next();
+    REQUIRE(start.kind == daemon::JobKind::Start);
+    REQUIRE(start.start.members.size() == 3);  // two nodes and one vacant slot
+    const daemon::JobMemberInfo& slot = start.start.members[2];
+    CHECK(slot.address == "");
+    CHECK(daemon::is_slot_id(slot.id));
+    CHECK(slot.workers == 2);
+  }
+  CHECK(t.job(id).at("nodes").size() == 2);
+  FakeNode c(t, node_named("node-c", 3, /*boot=*/33));
+  const daemon::JobMessageIn join = c.next();
+  REQUIRE(join.kind == daemon::JobKind::Start);
+  CHECK(join.start.rejoin);
+  CHECK(join.start.joining);
+  CHECK(join.start.rank == 2);  // the slot's place: its workers and shards
+  CHECK(join.start.members[2].name == "node-c");
+  CHECK(join.start.members[2].workers == 2);
+  for (FakeNode* n : {a.get(), b.get()}) {
+    const daemon::JobMessageIn told = n->next();
+    REQUIRE(told.kind == daemon::JobKind::Rejoin);
+    REQUIRE(told.rejoin.member.has_value());
+    CHECK(told.rejoin.id == 3);
+    CHECK(told.rejoin.boot == 33);
+    CHECK(told.rejoin.member->name == "node-c");
+    CHECK(daemon::is_slot_id(told.rejoin.slot));
+  }
+  // Not admitted yet: its failure would not fail the job; once admitted it is a member.
+  c.send(id, daemon::JobKind::Rejoined, {{"epoch", 3}, {"from", "node-a"}});
+  CHECK(eventually([&] { return t.job(id).at("joined_nodes") == daemon::Json({"node-c"}); }));
+  CHECK(t.job(id).at("rejoined_nodes").empty());
+  a.reset();  // two of three live: at the minimum, the job goes on
+  CHECK(eventually([&] { return !alive(t, "node-a"); }));
+  CHECK(state(t, id) == "running");
+  b.reset();  // one live: below the minimum of 2
+  CHECK(c.next().kind == daemon::JobKind::Cancel);
+  c.send(id, daemon::JobKind::Failed, {{"rank", 2}, {"error", "cancelled"}, {"cancelled", true}});
+  CHECK(eventually([&] { return state(t, id) == "failed"; }));
+  CHECK(t.job(id).at("error").get<std::string>().find("fewer than its minimum of 2") !=
+        std::string::npos);
+}

@@ -242,4 +242,30 @@ TEST_CASE("absurd shapes are refused, never wrapped around", "[limits]") {
             .find("expected integers from 1 to 16777216") != std::string::npos);
 }
 
+TEST_CASE("training.nodes: all, a count, or {min, max} (elastic)") {
+  Fixture f;
+  auto parse = [&](const std::string& nodes) {
+    testing::write_text(f.dir + "/job.yaml",
+                        replace(kGood, "epochs: 2", "epochs: 2\n  nodes: " + nodes));
+    return core::parse_job_spec_file(f.dir + "/job.yaml").training;
+  };
+  CHECK(parse("all").nodes == 0);
+  CHECK(parse("3").nodes == 3);
+  CHECK(parse("3").nodes_max == 0);
+  const core::TrainingSpec elastic = parse("{min: 3, max: 5}");
+  CHECK(elastic.nodes == 3);
+  CHECK(elastic.nodes_max == 5);
+  CHECK(parse("{min: 4, max: 4}").nodes_max == 0);  // exactly 4
+  auto nodes_in = [&](const std::string& nodes) {
+    return replace(kGood, "epochs: 2", "epochs: 2\n  nodes: " + nodes);
+  };
+  CHECK(f.error_of(nodes_in("{min: 4, max: 2}")).find("max (2) is smaller than min (4)") !=
+        std::string::npos);
+  CHECK(f.error_of(nodes_in("{min: 2}")).find("training.nodes") != std::string::npos);
+  CHECK(f.error_of(nodes_in("{min: 2, max: 3, most: 4}")).find("unknown key 'most'") !=
+        std::string::npos);
+  CHECK(f.error_of(nodes_in("{min: 2, max: 3}\n  mesh: mesh"))
+            .find("runs on the plain mesh only") != std::string::npos);
+}
+
 }  // namespace dtrain

@@ -31,6 +31,7 @@ class FakeMesh {
       return true;
     }
     void add_member(uint32_t id) override { mesh_.added.push_back(id); }
+    void add_new_member(const transport::MeshMember& m) override { mesh_.added.push_back(m.id); }
 
    private:
     FakeMesh& mesh_;

@@ -81,15 +81,36 @@ void MeshNode::send_catch_up(const std::vector<uint32_t>& to,
 }
 
 void MeshNode::add_member(uint32_t id) {
-  const MeshMember* member = original_.find(id);
-  if (!member || id == self_) return;
+  MeshMember member;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    const MeshMember* found = original_.find(id);
+    if (!found || id == self_) return;
+    member = *found;
+  }
+  rejoin(member);
+}
+
+void MeshNode::add_member(const MeshMember& member) {
+  if (member.id == self_ || member.address.empty()) return;
+  MeshMember leaf = member;
+  leaf.parent = leaf.id;  // under the root, on every node alike
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!original_.contains(leaf.id)) original_ = original_.with(leaf);
+  }
+  rejoin(leaf);
+}
+
+void MeshNode::rejoin(const MeshMember& member) {
+  const uint32_t id = member.id;
   std::vector<Retained> catch_up;
   std::vector<uint32_t> fresh;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    fresh = replace_map(map_.with(*member), id, catch_up);
+    fresh = replace_map(map_.with(member), id, catch_up);
   }
-  endpoint_.add_peer(id, member->address, member->port);  // live again (it was declared lost)
+  endpoint_.add_peer(id, member.address, member.port);  // live again (it was declared lost)
   // If it was still in the map (it restarted before anyone noticed it was gone), taking it out
   // and back in may have re-attached others: what it was relaying goes again along the new
   // edges, as after a loss.

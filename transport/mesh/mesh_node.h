@@ -45,6 +45,9 @@ class MeshNode {
   // A member of the original map restarted and rejoins (MeshMap::with); if it becomes a
   // neighbour it gets what this node saw recently, like a re-attached child.
   void add_member(uint32_t id);
+  // A node new to the job (elastic membership) joins as a leaf under the root; it is then a
+  // member like the others (one that restarts later rejoins with add_member(id)).
+  void add_member(const MeshMember& member);
 
   // Messages kept for catching up new neighbours after a repair: a node can relay a message
   // before it has itself noticed the loss (and so to the old neighbours only). Nodes notice a
@@ -61,6 +64,7 @@ class MeshNode {
     uint64_t message_id;
     Endpoint::Bytes bytes;
   };
+  void rejoin(const MeshMember& member);  // into the map, and a peer of the endpoint again
   void retain(uint64_t job_id, uint32_t origin, uint64_t message_id, Endpoint::Bytes bytes);
   // Under mutex_: installs `next`; returns the neighbours it adds (and `rejoining`, if it is a
   // neighbour: it starts over), with what they need to catch up in `catch_up`.
@@ -73,7 +77,7 @@ class MeshNode {
   Handlers handlers_;
   mutable std::mutex mutex_;
   MeshMap map_;
-  const MeshMap original_;  // as built: where a rejoining member was
+  MeshMap original_;  // as built (and joined): where a rejoining member was; under mutex_
   std::deque<Retained> retained_;  // guarded by mutex_
   size_t retained_bytes_ = 0;
 };
