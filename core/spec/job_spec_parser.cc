@@ -274,6 +274,11 @@ class JobSpecParser {
     t.audit_updates = r_.boolean(node, "audit_updates", p, false);
     t.sync = parse_sync(node);
     t.early_stopping = parse_early_stopping(node["early_stopping"]);
+    if (t.nodes_max > 0 && t.early_stopping.enabled)
+      r_.fail(node["early_stopping"], p + ".early_stopping",
+              "an elastic job (nodes: {min, max}) cannot stop early: a node that joins lacks "
+              "the best model so far",
+              "give nodes a single count, or remove early_stopping");
 
     const YAML::Node th = node["threshold"];
     if (th) {

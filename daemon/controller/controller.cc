@@ -24,6 +24,24 @@ using Clock = std::chrono::steady_clock;
 using transport::ControlConnection;
 using transport::ControlError;
 
+namespace {
+
+// Whether the job can take a node back (a rejoin): not with early stopping, whose best model
+// so far a node back in the job lacks, so it could not end with the same replica.
+bool takes_nodes_back(const JobRecord& job) {
+  core::SpecParseOptions options;
+  options.check_files = false;
+  options.base_dir = job.base_dir;
+  try {
+    return !core::parse_job_spec_text(job.spec_text, job.name, options)
+                .training.early_stopping.enabled;
+  } catch (const core::UserError&) {
+    return false;
+  }
+}
+
+}  // namespace
+
 
 Controller::Controller(const DaemonConfig& config)
     : config_(config), jobs_dir_(config.data_dir + "/controller/jobs") {
@@ -282,7 +300,8 @@ bool Controller::on_dropped_report(JobRecord& job, Member& m, const JobMessageIn
 
 // A node the running job dropped came back with its old part still running (it was paused, or
 // cut off, for longer than the peer timeout: the same process, the same boot). It is taken back
-// with a live replica (offer_rejoin); the node stops its old part for the new one.
+// with a live replica (offer_rejoin; the node stops its old part for the new one), or, by a job
+// that cannot take nodes back, told to stop its part.
 void Controller::recall_dropped(Member& m, const std::vector<uint64_t>& running) {
   if (running_ == 0 || std::find(running.begin(), running.end(), running_) == running.end())
     return;
@@ -290,8 +309,15 @@ void Controller::recall_dropped(Member& m, const std::vector<uint64_t>& running)
   if (!job.dropped(m.name) || listed(job.rejoining, m.name)) return;
   spdlog::warn("controller: node {} is back and still trains job {}, which dropped it", m.name,
                job_id_text(job.id));
-  job.add_log("node " + m.name + " is back after the job dropped it; it is taken back with a "
-              "live replica");
+  if (takes_nodes_back(job)) {
+    job.add_log("node " + m.name + " is back after the job dropped it; it is taken back with a "
+                "live replica");
+    return;
+  }
+  m.outbox.push_back(cancel_frame(job.id));
+  job.add_log("node " + m.name + " is back after the job dropped it; a job with early stopping "
+              "does not take nodes back, so it was told to stop its part (dropped)");
+  save(job);
 }
 
 void Controller::on_node_failed(JobRecord& job, Member& m, const Json& body) {
@@ -367,7 +393,8 @@ void Controller::offer_rejoin(Member& m) {
   if (running_ == 0) return;
   JobRecord& job = jobs_[running_];
   if (!job.dropped(m.name) || listed(job.rejoining, m.name) ||
-      job.results.count(m.name) || job.failures.count(m.name) || job.cancel_requested)
+      job.results.count(m.name) || job.failures.count(m.name) || job.cancel_requested ||
+      !takes_nodes_back(job))
     return;
   int rank = -1;
   std::vector<uint32_t> lost;
@@ -387,7 +414,7 @@ void Controller::offer_rejoin(Member& m) {
   start.lost = lost;
   m.outbox.push_back(start_frame(job.id, start));
   for (const std::string& n : job.nodes)
-    if (n != m.name && members_.count(n) && members_[n].alive && !listed(job.lost_nodes, n))
+    if (n != m.name && members_.count(n) && members_[n].alive && !job.dropped(n))
       members_[n].outbox.push_back(
           rejoin_frame(job.id, {m.id, m.boot_id}));
   job.rejoining.push_back(m.name);

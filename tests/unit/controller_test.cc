@@ -546,3 +546,30 @@ TEST_CASE("elastic membership: starts at min, a later node joins a vacant slot, 
   CHECK(t.job(id).at("error").get<std::string>().find("fewer than its minimum of 2") !=
         std::string::npos);
 }
+
+TEST_CASE("a job with early stopping does not take a node back: it is told to stop its part",
+          "[controller]") {
+  ControllerUnderTest t("", /*peer_timeout_ms=*/600);
+  FakeNode a(t, node_named("node-a", 1, /*boot=*/1));
+  FakeNode b(t, node_named("node-b", 2));
+  const std::string text = spec("stops-early", 2) +
+                           "  early_stopping: {metric: loss, patience: 2}\n";
+  const daemon::Json submitted = t.ask("submit", 0, {{"spec", text}, {"source", "x"}});
+  uint64_t id = 0;
+  REQUIRE(daemon::parse_job_id(submitted.at("id").get<std::string>(), id));
+  CHECK(a.next().kind == daemon::JobKind::Start);
+  CHECK(b.next().kind == daemon::JobKind::Start);
+  CHECK(eventually([&] {
+    b.send(0, daemon::JobKind::Heartbeat);
+    return !alive(t, "node-a");
+  }));
+  daemon::NodeRegistration same = node_named("node-a", 1, /*boot=*/1);
+  same.running_jobs = {id};
+  FakeNode back(t, same);
+  const daemon::JobMessageIn told = back.next();
+  CHECK(told.kind == daemon::JobKind::Cancel);  // its best model so far would be missing
+  CHECK(told.job_id == id);
+  CHECK(b.quiet_for(300ms));  // node-b is not told to admit anyone
+  const std::string log = t.ask("logs", id).at("log").dump();
+  CHECK(log.find("does not take nodes back") != std::string::npos);
+}

@@ -266,6 +266,9 @@ TEST_CASE("training.nodes: all, a count, or {min, max} (elastic)") {
         std::string::npos);
   CHECK(f.error_of(nodes_in("{min: 2, max: 3}\n  mesh: mesh"))
             .find("runs on the plain mesh only") != std::string::npos);
+  const std::string stops_early = f.error_of(
+      nodes_in("{min: 2, max: 3}\n  early_stopping: {metric: loss, patience: 2}"));
+  CHECK(stops_early.find("cannot stop early") != std::string::npos);
 }
 
 }  // namespace dtrain
