@@ -17,7 +17,7 @@ int main(int argc, char** argv) {
       "  dtrain-submit status [JOB] [--json]     jobs (or one job) and their figures\n"
       "  dtrain-submit nodes [--json]            the cluster's nodes\n"
       "  dtrain-submit cancel JOB | logs JOB\n"
-      "  dtrain-submit fetch JOB [-o model.dtm]   copy a finished job's model here\n"
+      "  dtrain-submit fetch JOB [-o model.dtm]  copy a finished job's model here\n"
       "  dtrain-submit resume JOB [--detach]     go on with a failed or cancelled job from its\n"
       "                                          consistent checkpoint (on the nodes holding it)\n"
       "  dtrain-submit --local job.yaml          train in this process (one machine)\n"
