@@ -36,7 +36,15 @@ int run_cluster_fetch(const ClusterArgs& a, const std::string& job, const std::s
   const std::string node = first.value("node", "");
   const std::string sha256 = first.value("sha256", "");
   const uint64_t total = first.value("total", uint64_t(0));
-  const std::string path = output.empty() ? first.value("file", std::string("model.dtm")) : output;
+  if (sha256.empty()) {
+    std::fprintf(stderr, "error: the controller sent no checksum for job %s's model\n  fix: run "
+                         "the same dtrain release here and on the cluster\n", job.c_str());
+    return kExitJobFailed;
+  }
+  // The file name only: whatever the controller says, nothing is written outside here.
+  std::string name = fs::path(first.value("file", std::string())).filename().string();
+  if (name.empty() || name == "." || name == "..") name = "model.dtm";
+  const std::string path = output.empty() ? name : output;
   const std::string part = path + ".part";
   std::ofstream out(part, std::ios::binary | std::ios::trunc);
   if (!out) {
@@ -49,6 +57,7 @@ int run_cluster_fetch(const ClusterArgs& a, const std::string& job, const std::s
     if (data.empty() && offset < total) {
       std::fprintf(stderr, "error: %s sent no bytes at offset %llu of %llu\n", node.c_str(),
                    (unsigned long long)offset, (unsigned long long)total);
+      fs::remove(part);
       return kExitJobFailed;
     }
     out.write(reinterpret_cast<const char*>(data.data()), std::streamsize(data.size()));
@@ -61,6 +70,7 @@ int run_cluster_fetch(const ClusterArgs& a, const std::string& job, const std::s
       if (next.value("total", uint64_t(0)) != total) {
         std::fprintf(stderr, "error: the model on %s changed size while it was copied\n  fix: "
                              "fetch again\n", node.c_str());
+        fs::remove(part);
         return kExitJobFailed;
       }
     } catch (const std::exception& e) {
@@ -71,6 +81,7 @@ int run_cluster_fetch(const ClusterArgs& a, const std::string& job, const std::s
   out.close();
   if (!out) {
     std::fprintf(stderr, "error: cannot write %s (disk full?)\n", part.c_str());
+    fs::remove(part);
     return kExitBadInput;
   }
   const std::string got = daemon::file_sha256(part);
@@ -85,7 +96,8 @@ int run_cluster_fetch(const ClusterArgs& a, const std::string& job, const std::s
   try {
     core::read_model_file(part);  // it reads back whole as a model
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "error: the fetched file is not a model: %s\n", e.what());
+    std::fprintf(stderr, "error: the fetched file is not a model: %s\n  fix: left as %s; check "
+                         "the node's copy\n", e.what(), part.c_str());
     return kExitJobFailed;
   }
   std::error_code ec;

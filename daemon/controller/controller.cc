@@ -45,6 +45,7 @@ bool takes_nodes_back(const JobRecord& job) {
 
 Controller::Controller(const DaemonConfig& config)
     : config_(config), jobs_dir_(config.data_dir + "/controller/jobs") {
+  randombytes_buf(&next_fetch_, sizeof next_fetch_);
   std::error_code ec;
   fs::create_directories(jobs_dir_, ec);
   if (ec)
@@ -145,6 +146,7 @@ void Controller::serve_node(ControlConnection& c, const NodeRegistration& node) 
     m.session = session = next_session_++;
     m.last_heard = Clock::now();
     m.outbox.clear();
+    fetched_.notify_all();  // a fetch sent on its old session asks again
     stop_orphans(m, node.running_jobs);
     recall_dropped(m, node.running_jobs);
     adopt(m, node.running_jobs);
@@ -220,6 +222,14 @@ void Controller::on_job_message(Member& m, const JobMessageIn& in) {
   }
   // A restarted node that was never admitted may still report after the job ended.
   if (job.finished() && in.kind != JobKind::Log) return;
+  // A report of an earlier part of this node (queued while it was paused or cut off, sent once
+  // it was back and had been sent the job again): not the job's any more.
+  if (in.kind != JobKind::Log && body.contains("part") && body["part"].is_number_unsigned() &&
+      job.parts.count(m.name) && body["part"].get<uint64_t>() != job.parts.at(m.name)) {
+    spdlog::info("controller: ignored a '{}' report of an earlier part of {}",
+                 job_kind_name(in.kind), m.name);
+    return;
+  }
   // A dropped node, or one not admitted yet (rejoining, or joining an elastic job).
   if ((job.dropped(m.name) || listed(job.rejoining, m.name)) && !on_dropped_report(job, m, in))
     return;
@@ -286,6 +296,14 @@ bool Controller::on_dropped_report(JobRecord& job, Member& m, const JobMessageIn
   if (in.kind == JobKind::Log || in.kind == JobKind::Rejoined) return true;
   if (in.kind == JobKind::Failed && !in.body.value("cancelled", false)) {
     const std::string error = in.body.value("error", std::string("?"));
+    // The others expect it at their next epoch end (they were told it comes): it will not.
+    if (listed(job.rejoining, m.name)) {
+      RejoinMessage gone{m.id, m.boot_id};
+      gone.withdrawn = true;
+      for (const std::string& n : job.nodes)
+        if (n != m.name && members_.count(n) && members_[n].alive)
+          members_[n].outbox.push_back(rejoin_frame(job.id, gone));
+    }
     if (!job.dropped(m.name)) {  // a node joining an elastic job: it leaves it again
       drop_from_job(job, m.name, "it failed to join: " + error);
       return false;
@@ -389,6 +407,13 @@ StartMessage Controller::start_message(const JobRecord& job, size_t rank) const 
   return start;
 }
 
+void Controller::send_start(JobRecord& job, Member& m, StartMessage start) {
+  do randombytes_buf(&start.part, sizeof start.part);
+  while (start.part == 0 || start.part >> 53);  // stays exact in JSON readers
+  job.parts[m.name] = start.part;
+  m.outbox.push_back(start_frame(job.id, start));
+}
+
 void Controller::offer_rejoin(Member& m) {
   if (running_ == 0) return;
   JobRecord& job = jobs_[running_];
@@ -412,9 +437,9 @@ void Controller::offer_rejoin(Member& m) {
   StartMessage start = start_message(job, size_t(rank));
   start.rejoin = true;
   start.lost = lost;
-  m.outbox.push_back(start_frame(job.id, start));
+  send_start(job, m, start);
   for (const std::string& n : job.nodes)
-    if (n != m.name && members_.count(n) && members_[n].alive && !job.dropped(n))
+    if (n != m.name && members_.count(n) && members_[n].alive)  // rejoining ones too
       members_[n].outbox.push_back(
           rejoin_frame(job.id, {m.id, m.boot_id}));
   job.rejoining.push_back(m.name);
@@ -631,7 +656,7 @@ void Controller::start_next() {
   add_vacant_slots(job, spec.training);
   job.mesh = spec.training.mesh;
   for (size_t rank = 0; rank < alive.size(); ++rank)
-    alive[rank]->outbox.push_back(start_frame(job.id, start_message(job, rank)));
+    send_start(job, *alive[rank], start_message(job, rank));
   job.add_log("started on " + std::to_string(alive.size()) + " nodes");
   spdlog::info("controller: job {} ({}) started on {} nodes", job_id_text(job.id), job.name,
                alive.size());

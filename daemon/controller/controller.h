@@ -10,6 +10,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -62,6 +63,10 @@ class Controller {
   // (locks mutex_ itself: it waits for the node's answer unlocked).
   std::vector<uint8_t> fetch_request(uint64_t job_id, const std::string& body);
   void on_model_chunk(Member& m, const JobMessageIn& in);
+  struct PendingFetch;
+  std::optional<PendingFetch> ask_for_chunk(std::unique_lock<std::mutex>& lock,
+                                            const std::string& node, const FetchMessage& fetch,
+                                            uint64_t job_id);
 
   // Under mutex_:
   static NodeOffer offer(const Member& m);  // what placement needs to know of a node
@@ -93,6 +98,8 @@ class Controller {
   void add_vacant_slots(JobRecord& job, const core::TrainingSpec& training);
   void offer_join(Member& m);
   bool below_minimum(JobRecord& job);  // true when it stopped the job for it
+  // Sends `start` to node `m` with a fresh part number, which its reports then carry.
+  void send_start(JobRecord& job, Member& m, StartMessage start);
   // What a node is sent to start its part of `job` as member `rank`.
   StartMessage start_message(const JobRecord& job, size_t rank) const;
   void check_finished(JobRecord& job);
@@ -110,11 +117,13 @@ class Controller {
   uint64_t running_ = 0;  // 0: none
   struct PendingFetch {  // a FetchModel sent to `node`, waiting for its ModelChunk
     std::string node;
+    uint64_t session = 0;  // the node's session it was sent on: another one lost it
+    uint64_t job_id = 0, offset = 0;
     bool answered = false;
     ChunkMessage chunk;
   };
   std::map<uint64_t, PendingFetch> fetches_;  // by request number
-  uint64_t next_fetch_ = 1;
+  uint64_t next_fetch_ = 0;  // drawn at start: a chunk queued before a restart matches nothing
   std::condition_variable fetched_;  // a fetch was answered, or its node lost
 };
 

@@ -72,11 +72,10 @@ void Controller::offer_join(Member& m) {
   start.joining = true;
   for (const Json& other : job.members)
     if (job.dropped(other.value("name", std::string()))) start.lost.push_back(other.value("id", 0u));
-  m.outbox.push_back(start_frame(job.id, start));
+  send_start(job, m, start);
   const RejoinMessage join{m.id, m.boot_id, start.members[slot], slot_id};
   for (const std::string& n : job.nodes)
-    if (n != m.name && members_.count(n) && members_[n].alive && !job.dropped(n) &&
-        !listed(job.rejoining, n))
+    if (n != m.name && members_.count(n) && members_[n].alive)  // joining ones too
       members_[n].outbox.push_back(rejoin_frame(job.id, join));
   job.add_log("node " + m.name + " joins the job in its vacant " + slot_name + " (" +
               std::to_string(workers) + (workers == 1 ? " worker" : " workers") +

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <optional>
 
 #include "core/spec/job_spec_parser.h"
 #include "daemon/controller/controller.h"
@@ -24,7 +25,10 @@ std::vector<std::string> model_holders(const JobRecord& job) {
   for (const auto& [n, r] : job.results)
     if (r.contains("model_sha256") && r["model_sha256"].is_string() &&
         !r["model_sha256"].get<std::string>().empty())
-      ranked.push_back({r.value("rank", int64_t(1) << 40), n});
+      ranked.push_back({r.contains("rank") && r["rank"].is_number_integer()
+                            ? r["rank"].get<int64_t>()
+                            : int64_t(1) << 40,
+                        n});
   std::sort(ranked.begin(), ranked.end());
   std::vector<std::string> out;
   for (auto& [rank, n] : ranked) out.push_back(n);
@@ -86,43 +90,59 @@ std::vector<uint8_t> Controller::fetch_request(uint64_t job_id, const std::strin
   std::string tried;
   for (const std::string& n : holders) {
     const Json sha = job.results.at(n).at("model_sha256");
-    auto m = members_.find(n);
-    if (m == members_.end() || !m->second.alive) {
-      tried += "; " + n + " is not registered";
+    std::optional<PendingFetch> answer;
+    // Twice at most: a node that registered again meanwhile lost the request with its session.
+    for (int attempt = 0; attempt < 2 && !answer; ++attempt) {
+      if (!members_.count(n) || !members_[n].alive) break;
+      answer = ask_for_chunk(lock, n, {next_fetch_++, model, offset, length}, job_id);
+      if (!answer && stopping_) break;
+    }
+    if (!answer) {
+      tried += "; " + n + (members_.count(n) && members_[n].alive ? " did not answer"
+                                                                  : " is not registered");
       continue;
     }
-    const uint64_t request = next_fetch_++;
-    fetches_[request].node = n;
-    m->second.outbox.push_back(fetch_frame(job_id, {request, model, offset, length}));
-    fetched_.wait_for(lock, kChunkDeadline, [&] {
-      return fetches_[request].answered || stopping_ || !members_[n].alive;
-    });
-    const PendingFetch p = std::move(fetches_[request]);
-    fetches_.erase(request);
-    if (!p.answered) {
-      tried += "; " + n + " did not answer";
-      continue;
-    }
-    if (!p.chunk.error.empty()) {
-      tried += "; " + n + ": " + p.chunk.error;
+    if (!answer->chunk.error.empty()) {
+      tried += "; " + n + ": " + answer->chunk.error;
       continue;
     }
     return reply_ok({{"node", n},
                      {"file", std::filesystem::path(model).filename().string()},
                      {"offset", offset},
-                     {"total", p.chunk.total},
+                     {"total", answer->chunk.total},
                      {"sha256", sha}},
-                    p.chunk.data);
+                    answer->chunk.data);
   }
   return reply_error("cannot fetch job " + id + "'s model" + tried,
                      "start dtraind again on one of those nodes, or copy the file from its "
                      "data_dir/models/");
 }
 
+// Sends `fetch` to node `n` and waits (unlocked) until it answers, its session ends (a
+// registration clears what it had not sent yet), the deadline passes or the controller stops.
+std::optional<Controller::PendingFetch> Controller::ask_for_chunk(
+    std::unique_lock<std::mutex>& lock, const std::string& n, const FetchMessage& fetch,
+    uint64_t job_id) {
+  Member& m = members_[n];
+  const uint64_t session = m.session;
+  fetches_[fetch.request] = {n, session, job_id, fetch.offset};
+  m.outbox.push_back(fetch_frame(job_id, fetch));
+  fetched_.wait_for(lock, kChunkDeadline, [&] {
+    return fetches_[fetch.request].answered || stopping_ || !members_[n].alive ||
+           members_[n].session != session;
+  });
+  PendingFetch p = std::move(fetches_[fetch.request]);
+  fetches_.erase(fetch.request);
+  if (!p.answered) return std::nullopt;
+  return p;
+}
+
 // A node's answer to a FetchModel: taken only for a request still waiting, from the node asked.
 void Controller::on_model_chunk(Member& m, const JobMessageIn& in) {
   auto it = fetches_.find(in.chunk.request);
-  if (it == fetches_.end() || it->second.node != m.name || it->second.answered) return;
+  if (it == fetches_.end() || it->second.node != m.name || it->second.answered ||
+      it->second.job_id != in.job_id || it->second.offset != in.chunk.offset)
+    return;
   it->second.chunk = in.chunk;
   it->second.answered = true;
   fetched_.notify_all();

@@ -90,7 +90,7 @@ void Controller::resume_on(JobRecord& job, const std::vector<std::string>& names
   for (size_t rank = 0; rank < names.size(); ++rank) {
     StartMessage start = start_message(job, rank);
     start.resume_epoch = epoch;
-    members_[names[rank]].outbox.push_back(start_frame(job.id, start));
+    send_start(job, members_[names[rank]], start);
   }
   save(job);
 }
@@ -140,9 +140,10 @@ Json Controller::resume_request(JobRecord& job) {
 // start_next for a queued resume: it waits until a holder of the checkpoint is registered.
 bool Controller::start_resumed(JobRecord& job) {
   const std::vector<std::string> holders = checkpoint_holders(job, job.resume_epoch);
-  if (holders.empty()) {
-    std::string line = "waiting for a node that holds its checkpoint of epoch " +
-                       std::to_string(job.resume_epoch) + " (";
+  const size_t needed = size_t(std::max<int64_t>(1, job.min_nodes));  // elastic: its minimum
+  if (holders.size() < needed) {
+    std::string line = "waiting for " + std::to_string(needed) + " nodes that hold its "
+                       "checkpoint of epoch " + std::to_string(job.resume_epoch) + " (";
     bool first = true;
     for (const auto& [n, e] : job.checkpoints) {
       if (e < job.resume_epoch) continue;

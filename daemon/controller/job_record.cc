@@ -50,6 +50,7 @@ Json JobRecord::to_json(bool with_log) const {
     j["checkpoints"] = checkpoints;
     j["mesh"] = mesh;
     j["resume_epoch"] = resume_epoch;
+    j["parts"] = parts;
     j["min_nodes"] = min_nodes;
   }
   return j;
@@ -84,6 +85,9 @@ JobRecord JobRecord::from_json(const Json& j) {
   if (j.contains("members") && j["members"].is_array()) r.members = j["members"];
   r.mesh = j.value("mesh", "");
   r.resume_epoch = j.value("resume_epoch", int64_t(-1));
+  if (j.contains("parts") && j["parts"].is_object())
+    for (const auto& [k, v] : j["parts"].items())
+      if (v.is_number_unsigned()) r.parts[k] = v.get<uint64_t>();
   if (j.contains("checkpoints") && j["checkpoints"].is_object())
     for (const auto& [k, v] : j["checkpoints"].items())
       if (v.is_number_integer()) r.checkpoints[k] = v.get<int64_t>();

@@ -43,6 +43,9 @@ struct JobRecord {
   std::map<std::string, Json> failures;  // per node
   // Per node: the epoch (0-based) its newest epoch-end checkpoint resumes at.
   std::map<std::string, int64_t> checkpoints;
+  // Per node: the part number of the latest Start it was sent; reports of an earlier one are
+  // stale (Controller::send_start).
+  std::map<std::string, uint64_t> parts;
   // A queued job that goes on from its checkpoint with this many epochs done (`dtrain-submit
   // resume`); -1 for a fresh start.
   int64_t resume_epoch = -1;

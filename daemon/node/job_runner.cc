@@ -125,7 +125,11 @@ JobRunner::JobRunner(const DaemonConfig& config, DataChannel& channel, uint32_t 
       job_id_(job_id),
       start_(std::move(start)),
       report_([this, report = std::move(report)](JobKind kind, const Json& body) {
-        if (!dropped_) report(kind, body);
+        if (dropped_) return;
+        if (start_.part == 0) return report(kind, body);
+        Json tagged = body;  // which Start of this node it answers (control.fbs StartJob.part)
+        tagged["part"] = start_.part;
+        report(kind, tagged);
       }),
       progress_(std::make_unique<ProgressReporter>(int(start_.rank), report_)),
       predecessor_(std::move(predecessor)) {
@@ -148,10 +152,15 @@ JobRunner::~JobRunner() {
 
 void JobRunner::rejoin(const RejoinMessage& r) {
   std::lock_guard<std::mutex> lock(exchange_mutex_);
-  if (!exchange_) return;
-  if (!r.member) return exchange_->on_rejoin(r.id);
-  exchange_->on_join(r.slot, r.id, r.member->name,
-                     {r.member->id, r.member->address, r.member->port, 0});
+  if (exchange_) return apply(*exchange_, r);
+  if (!done_ && early_rejoins_.size() < 4096) early_rejoins_.push_back(r);
+}
+
+void JobRunner::apply(MeshExchange& exchange, const RejoinMessage& r) {
+  if (r.withdrawn) return exchange.on_withdrawn(r.id);
+  if (!r.member) return exchange.on_rejoin(r.id);
+  exchange.on_join(r.slot, r.id, r.member->name,
+                   {r.member->id, r.member->address, r.member->port, 0});
 }
 
 void JobRunner::drop() {
@@ -221,6 +230,8 @@ void JobRunner::run() {
   {
     std::lock_guard<std::mutex> lock(exchange_mutex_);
     exchange_ = &exchange;
+    for (const RejoinMessage& r : early_rejoins_) apply(exchange, r);
+    early_rejoins_.clear();
   }
   if (cancel_) exchange.cancel();  // cancelled before the exchange existed (joining a predecessor)
   channel_.attach(job_id_, &mesh);

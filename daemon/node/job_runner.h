@@ -11,6 +11,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "daemon/config/daemon_config.h"
 #include "daemon/node/data_channel.h"
@@ -62,6 +63,10 @@ class JobRunner {
   // cancel() and rejoin() reach the exchange only while run() has it (it lives on run()'s stack).
   std::mutex exchange_mutex_;
   MeshExchange* exchange_ = nullptr;
+  // Rejoins that came before the exchange existed (a Rejoin right behind the Start): applied
+  // once it does. Bounded by the job's members (a repeat replaces nothing: at most a few).
+  std::vector<RejoinMessage> early_rejoins_;
+  static void apply(MeshExchange& exchange, const RejoinMessage& rejoin);
   std::thread thread_;
 };
 

@@ -305,6 +305,15 @@ void MeshExchange::on_rejoin(uint32_t id) {
   changed_.notify_all();
 }
 
+void MeshExchange::on_withdrawn(uint32_t id) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (id == self_) return;
+  joining_.erase(id);
+  readmitted_.erase(id);
+  set_lost(id, true);
+  changed_.notify_all();
+}
+
 void MeshExchange::set_vacant(const std::vector<uint32_t>& slots) {
   std::lock_guard<std::mutex> lock(mutex_);
   for (uint32_t id : slots) {

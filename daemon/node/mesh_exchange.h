@@ -73,6 +73,9 @@ class MeshExchange : public core::NodeExchange {
   // their shards are done by the live nodes at each epoch end (the takeover), like a lost
   // node's; they are not named among the lost.
   void set_vacant(const std::vector<uint32_t>& slots);
+  // A rejoining or joining member failed before it was admitted (the controller says so): it is
+  // not admitted, and if it was already, it is taken as lost (the takeover covers its shards).
+  void on_withdrawn(uint32_t id);
   // A node new to the job takes vacant slot `slot` (its workers are the slot's): from then on
   // like a rejoining member, admitted at the next epoch end. `where`: its data channel.
   void on_join(uint32_t slot, uint32_t id, const std::string& name,

@@ -114,11 +114,12 @@ void NodeAgent::on_job_message(const JobMessageIn& m) {
   if (m.kind == JobKind::Start) {
     std::unique_ptr<JobRunner> dropped;
     if (it != jobs_.end()) {
-      if (!m.start.rejoin) return;  // a repeat
+      // A repeat, unless it rejoins or resumes (the old part still winds down: it stops).
+      if (!m.start.rejoin && m.start.resume_epoch < 0) return;
       // The job dropped this node while it was away (paused, cut off: the same process) and
-      // takes it back: its old part stops for a new one that starts from a live replica.
-      spdlog::warn("node {}: job {} dropped this node while it was away; rejoining it",
-                   config_.name, job_id_text(job_id));
+      // takes it back, or goes on from a checkpoint: its old part stops for the new one.
+      spdlog::warn("node {}: job {} starts again here ({}); its earlier part stops",
+                   config_.name, job_id_text(job_id), m.start.rejoin ? "rejoin" : "resume");
       dropped = std::move(it->second);
     } else {
       spdlog::info("node {}: starting job {}", config_.name, job_id_text(job_id));

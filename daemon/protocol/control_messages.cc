@@ -102,6 +102,7 @@ bool read_start(const control::StartJob& s, StartMessage& out) {
   out.rejoin = s.rejoin();
   out.resume_epoch = s.resume_epoch();
   out.joining = s.joining();
+  out.part = s.part();
   out.members.clear();
   for (const control::JobMember* m : *s.members()) {
     JobMemberInfo member;
@@ -126,7 +127,7 @@ std::vector<uint8_t> start_frame(uint64_t job_id, const StartMessage& start) {
       fbb, fbb.CreateString(start.spec), fbb.CreateString(start.base_dir),
       fbb.CreateString(start.name), start.rank, fbb.CreateVector(members),
       fbb.CreateString(start.mesh), start.peer_timeout_ms, start.rejoin,
-      fbb.CreateVector(start.lost), start.resume_epoch, start.joining);
+      fbb.CreateVector(start.lost), start.resume_epoch, start.joining, start.part);
   return job_message_bytes(fbb, job_id, JobKind::Start, 0, s, 0);
 }
 
@@ -138,7 +139,8 @@ std::vector<uint8_t> rejoin_frame(uint64_t job_id, const RejoinMessage& rejoin) 
                                       fbb.CreateString(m->address), m->port, m->workers,
                                       fbb.CreateString(m->device), fbb.CreateVector(m->gpus),
                                       m->boot);
-  const auto r = control::CreateRejoinJob(fbb, rejoin.id, rejoin.boot, member, rejoin.slot);
+  const auto r = control::CreateRejoinJob(fbb, rejoin.id, rejoin.boot, member, rejoin.slot,
+                                          rejoin.withdrawn);
   return job_message_bytes(fbb, job_id, JobKind::Rejoin, 0, 0, r);
 }
 
@@ -171,7 +173,8 @@ bool read_job_message(const std::vector<uint8_t>& frame, JobMessageIn& out) {
       return jm->start() && read_start(*jm->start(), out.start);
     case JobKind::Rejoin:
       if (!jm->rejoin()) return false;
-      out.rejoin = {jm->rejoin()->id(), jm->rejoin()->boot(), std::nullopt, jm->rejoin()->slot()};
+      out.rejoin = {jm->rejoin()->id(), jm->rejoin()->boot(), std::nullopt, jm->rejoin()->slot(),
+                    jm->rejoin()->withdrawn()};
       if (const control::JobMember* m = jm->rejoin()->member()) {
         JobMemberInfo member;
         if (!read_member(*m, member) || !is_slot_id(out.rejoin.slot) ||

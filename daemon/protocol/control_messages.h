@@ -60,6 +60,7 @@ struct StartMessage {
   std::vector<uint32_t> lost;
   int64_t resume_epoch = -1;  // >= 0: go on from the checkpoint with this many epochs done
   bool joining = false;       // with rejoin: new to the job, in a vacant slot
+  uint64_t part = 0;          // echoed in the node's reports as "part" (0: none)
 };
 // Member ids of an elastic job's vacant slots (node ids are drawn below them): slot k is
 // kFirstSlotId + k; its member entry has no address until a node takes it.
@@ -72,6 +73,7 @@ struct RejoinMessage {
   // A node joining an elastic job: where it is and the slot it takes (slot 0: a rejoin).
   std::optional<JobMemberInfo> member;
   uint32_t slot = 0;
+  bool withdrawn = false;  // it failed before it was admitted: take it as lost
 };
 
 std::vector<uint8_t> start_frame(uint64_t job_id, const StartMessage& start);

@@ -58,6 +58,19 @@ bool alive(ControllerUnderTest& t, const std::string& node) {
   return false;
 }
 
+// A job with nodes: {min: 2, max: 3} and `workers` per node.
+uint64_t submit_elastic(ControllerUnderTest& t, int workers) {
+  const std::string text = "name: elastic\nmodel:\n  input: [4]\n  layers:\n"
+                           "    - output: {units: 3, activation: softmax, loss: mcxent}\n"
+                           "data:\n  train: {format: csv, path: none.csv}\n"
+                           "training:\n  nodes: {min: 2, max: 3}\n  workers_per_node: " +
+                           std::to_string(workers) + "\n";
+  const daemon::Json job = t.ask("submit", 0, {{"spec", text}, {"source", "elastic"}});
+  uint64_t id = 0;
+  REQUIRE(daemon::parse_job_id(job.at("id").get<std::string>(), id));
+  return id;
+}
+
 // A node ends its part of a job (the fake nodes train nothing: they report a failure).
 void end_job(FakeNode& node, uint64_t id) {
   node.send(id, daemon::JobKind::Failed,
@@ -249,7 +262,10 @@ TEST_CASE("a node back after the job dropped it is taken back in either mode; it
   FakeNode a(t, node_named("node-a", 1, /*boot=*/1));
   FakeNode b(t, node_named("node-b", 2));
   const uint64_t id = submit(t, "paused", 2, mode);
-  CHECK(a.next().kind == daemon::JobKind::Start);
+  const daemon::JobMessageIn first = a.next();
+  CHECK(first.kind == daemon::JobKind::Start);
+  const uint64_t old_part = first.start.part;  // its old part's reports carry it
+  CHECK(old_part != 0);
   CHECK(b.next().kind == daemon::JobKind::Start);
   // node-a is paused: silent past the peer timeout while node-b heartbeats.
   CHECK(eventually([&] {
@@ -268,19 +284,30 @@ TEST_CASE("a node back after the job dropped it is taken back in either mode; it
   CHECK(told.kind == daemon::JobKind::Start);
   CHECK(told.start.rejoin);
   CHECK(b.next().kind == daemon::JobKind::Rejoin);
-  // What its old part did while it was away does not count, nor does its failure.
-  back.send(id, daemon::JobKind::Progress, {{"epoch", 9}});
-  back.send(id, daemon::JobKind::Result, {{"rank", 0}, {"accuracy", 0.5}});
+  CHECK(told.start.part != old_part);
+  // What its old part did while it was away (queued, sent once it was back) does not count,
+  // nor does its failure: the new part is not withdrawn for it.
+  back.send(id, daemon::JobKind::Progress, {{"epoch", 9}, {"part", old_part}});
+  back.send(id, daemon::JobKind::Result, {{"rank", 0}, {"accuracy", 0.5}, {"part", old_part}});
   back.send(id, daemon::JobKind::Failed,
-            {{"rank", 0}, {"error", "its old part failed"}, {"fix", ""}});
-  CHECK(b.quiet_for(500ms));  // no cancel for node-b: the job goes on
+            {{"rank", 0}, {"error", "its old part failed"}, {"fix", ""}, {"part", old_part}});
+  for (int i = 0; i < 5; ++i) {  // no cancel, no withdrawal for node-b: the job goes on
+    back.send(0, daemon::JobKind::Heartbeat);
+    b.send(0, daemon::JobKind::Heartbeat);
+    CHECK(b.quiet_for(100ms));
+  }
   daemon::Json job = t.job(id);
   CHECK(job.at("state") == "running");
   CHECK_FALSE(job.at("progress").contains("node-a"));
-  // The log says it was dropped, and why its failure did not end the job.
   const std::string log = t.ask("logs", id).at("log").dump();
   CHECK(log.find("node-a is back after the job dropped it") != std::string::npos);
-  CHECK(log.find("its old part failed") != std::string::npos);
+  CHECK(log.find("its old part failed") == std::string::npos);
+  // The new part's failure (before it was admitted) withdraws it: node-b stops expecting it.
+  back.send(id, daemon::JobKind::Failed,
+            {{"rank", 0}, {"error", "no snapshot"}, {"fix", ""}, {"part", told.start.part}});
+  const daemon::JobMessageIn gone = b.next();
+  CHECK(gone.kind == daemon::JobKind::Rejoin);
+  CHECK(gone.rejoin.withdrawn);
   // node-b alone decides the job's end.
   end_job(b, id);
   CHECK(eventually([&] { return state(t, id) == "failed"; }));
@@ -497,14 +524,7 @@ TEST_CASE("elastic membership: starts at min, a later node joins a vacant slot, 
   ControllerUnderTest t("", /*peer_timeout_ms=*/2000);
   auto a = std::make_unique<FakeNode>(t, node_named("node-a", 1));
   auto b = std::make_unique<FakeNode>(t, node_named("node-b", 2));
-  const std::string text =
-      "name: elastic\nmodel:\n  input: [4]\n  layers:\n"
-      "    - output: {units: 3, activation: softmax, loss: mcxent}\n"
-      "data:\n  train: {format: csv, path: none.csv}\n"
-      "training:\n  nodes: {min: 2, max: 3}\n  workers_per_node: 2\n";
-  const daemon::Json submitted = t.ask("submit", 0, {{"spec", text}, {"source", "elastic"}});
-  uint64_t id = 0;
-  REQUIRE(daemon::parse_job_id(submitted.at("id").get<std::string>(), id));
+  const uint64_t id = submit_elastic(t, 2);
   for (FakeNode* n : {a.get(), b.get()}) {
     const daemon::JobMessageIn start = n->next();
     REQUIRE(start.kind == daemon::JobKind::Start);
@@ -572,4 +592,31 @@ TEST_CASE("a job with early stopping does not take a node back: it is told to st
   CHECK(b.quiet_for(300ms));  // node-b is not told to admit anyone
   const std::string log = t.ask("logs", id).at("log").dump();
   CHECK(log.find("does not take nodes back") != std::string::npos);
+}
+
+TEST_CASE("a node that fails to join is withdrawn: the others stop expecting it",
+          "[controller]") {
+  ControllerUnderTest t("", /*peer_timeout_ms=*/2000);
+  FakeNode a(t, node_named("node-a", 1));
+  FakeNode b(t, node_named("node-b", 2));
+  const uint64_t id = submit_elastic(t, 1);
+  CHECK(a.next().kind == daemon::JobKind::Start);
+  CHECK(b.next().kind == daemon::JobKind::Start);
+  FakeNode c(t, node_named("node-c", 3));
+  CHECK(c.next().kind == daemon::JobKind::Start);
+  CHECK(a.next().kind == daemon::JobKind::Rejoin);
+  CHECK(b.next().kind == daemon::JobKind::Rejoin);
+  // Its data files are missing on that machine, say: it fails before it is admitted.
+  c.send(id, daemon::JobKind::Failed, {{"rank", 2}, {"error", "cannot read none.csv"}});
+  for (FakeNode* n : {&a, &b}) {
+    const daemon::JobMessageIn gone = n->next();
+    REQUIRE(gone.kind == daemon::JobKind::Rejoin);
+    CHECK(gone.rejoin.withdrawn);
+    CHECK(gone.rejoin.id == 3);
+  }
+  const daemon::Json job = t.job(id);
+  CHECK(job.at("state") == "running");  // one failed join does not fail the job
+  CHECK(job.at("lost_nodes") == daemon::Json({"node-c"}));
+  const std::string log = t.ask("logs", id).at("log").dump();
+  CHECK(log.find("it failed to join: cannot read none.csv") != std::string::npos);
 }

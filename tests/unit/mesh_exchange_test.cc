@@ -8,9 +8,11 @@
 #include <future>
 #include <map>
 #include <thread>
+#include <tuple>
 
 #include "core/codec/reference_codec.h"
 #include "daemon/node/mesh_exchange.h"
+#include "daemon/protocol/control_messages.h"
 
 using namespace dtrain;
 using namespace dtrain::daemon;
@@ -244,5 +246,75 @@ TEST_CASE("a malformed payload from a peer fails the epoch end, naming it", "[me
     CHECK(std::string(e.what()).find("not a valid MeshPayload") != std::string::npos);
     CHECK(std::string(e.what()).find("node-2") != std::string::npos);
   }
+  a.detach();
+}
+
+TEST_CASE("a vacant slot's shard is taken over until a node joins it, then it is waited for",
+          "[mesh_exchange]") {
+  const uint32_t slot = daemon::kFirstSlotId;
+  std::vector<JobMember> with_slot = members(2);
+  with_slot.push_back({slot, "slot-1", 1});
+  FakeMesh mesh;
+  MeshExchange a(1, 1, with_slot, milliseconds(5000)), b(1, 2, with_slot, milliseconds(5000));
+  std::vector<JobMember> with_c = members(2);
+  with_c.push_back({3, "node-3", 1});  // the newcomer's view: itself in the slot's place
+  MeshExchange c(1, 3, with_c, milliseconds(5000));
+  core::MessageBus bus_a(1), bus_b(1), bus_c(1);
+  for (auto [id, ex, bus] : {std::tuple{1u, &a, &bus_a}, {2u, &b, &bus_b}}) {
+    mesh.join(id, *ex);
+    ex->set_epochs(5);
+    ex->set_vacant({slot});
+    ex->attach(*bus, kParams);
+  }
+  auto end_b = std::async(std::launch::async, [&] { return b.end_epoch(0, 0.5, 1); });
+  const auto first = a.end_epoch(0, 0.5, 1);
+  end_b.get();
+  REQUIRE(first.takeover.size() == 1);  // the slot's whole shard, every epoch
+  CHECK(first.takeover[0].shard == 2);
+  CHECK(first.takeover[0].from_batch == 0);
+  CHECK(first.lost.empty());  // a vacant slot is nobody lost
+  // node-3 takes the slot: both live nodes learn where it is and admit it at this epoch end.
+  mesh.join(3, c);
+  c.set_epochs(5);
+  c.set_rejoining({});
+  c.attach(bus_c, kParams);
+  for (MeshExchange* ex : {&a, &b}) ex->on_join(slot, 3, "node-3", {3, "127.0.0.1", 9, 0});
+  CHECK(mesh.added == std::vector<uint32_t>{3, 3});
+  auto take_b = std::async(std::launch::async, [&] { b.end_takeover(0); });
+  a.end_takeover(0);
+  take_b.get();
+  auto resumed = std::async(std::launch::async, [&] {
+    core::NodeExchange::Resume r;
+    return c.resume(r) ? r.next_epoch : -1;
+  });
+  std::vector<float> params(kParams, 0.25f), state;
+  b.epoch_applied(0, params.data(), kParams, nullptr, 0, 0.5f);
+  a.epoch_applied(0, params.data(), kParams, nullptr, 0, 0.5f);  // node-1 sends the snapshot
+  CHECK(resumed.get() == 1);
+  // Epoch 2: nobody takes the slot's shard over, and the live nodes wait for node-3.
+  auto end_a = std::async(std::launch::async, [&] { return a.end_epoch(1, 0.5, 1); });
+  end_b = std::async(std::launch::async, [&] { return b.end_epoch(1, 0.5, 1); });
+  CHECK(end_a.wait_for(milliseconds(200)) == std::future_status::timeout);
+  c.end_epoch(1, 0.5, 1);
+  const auto second = end_a.get();
+  end_b.get();
+  CHECK(second.takeover.empty());
+  CHECK(second.workers == 3);
+  for (MeshExchange* ex : {&a, &b, &c}) ex->detach();
+}
+
+TEST_CASE("a joiner withdrawn before it is admitted is not waited for", "[mesh_exchange]") {
+  FakeMesh mesh;
+  MeshExchange a(1, 1, members(2), milliseconds(2000));
+  mesh.join(1, a);
+  a.set_epochs(5);
+  core::MessageBus bus(1);
+  a.attach(bus, kParams);
+  a.on_rejoin(2);     // node-2 is back, says the controller ...
+  a.on_withdrawn(2);  // ... and then that it failed before it was admitted
+  a.end_epoch(0, 0.5, 1);
+  a.end_takeover(0);  // alone: node-2 is not admitted
+  const auto next = a.end_epoch(1, 0.5, 1);  // not waited for (the deadline would throw)
+  CHECK(next.lost == std::vector<std::string>{"node-2"});
   a.detach();
 }
