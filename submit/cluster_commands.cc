@@ -74,10 +74,13 @@ void print_result(const Json& job) {
   if (r.contains("samples_per_sec"))
     std::printf("  %.0f samples/s over all nodes, %.1f s of training\n",
                 r.value("samples_per_sec", 0.0), r.value("train_seconds", 0.0));
-  if (!job["lost_nodes"].empty()) {
-    std::string lost;
-    for (const auto& n : job["lost_nodes"]) lost += (lost.empty() ? "" : ", ") + n.get<std::string>();
-    std::printf("  lost during the job: %s\n", lost.c_str());
+  for (const auto& [key, what] : {std::pair<const char*, const char*>{"lost_nodes", "lost"},
+                                  {"rejoined_nodes", "back (rejoined)"},
+                                  {"joined_nodes", "joined (elastic)"}}) {
+    if (!job.contains(key) || !job[key].is_array() || job[key].empty()) continue;
+    std::string names;
+    for (const auto& n : job[key]) names += (names.empty() ? "" : ", ") + n.get<std::string>();
+    std::printf("  %s during the job: %s\n", what, names.c_str());
   }
   if (r.contains("model_path"))
     std::printf("  model written on the first node: %s\n  (dtrain-submit fetch %s copies it "
