@@ -179,6 +179,38 @@ int64_t take_over(const NodeExchange::EpochEnd& end, int64_t epoch, int shards,
   return done;
 }
 
+// Parameter averaging: this node's share of the minibatches of lost members and vacant slots
+// (from EpochEnd::takeover, dealt round-robin over the live nodes as in gradient sharing),
+// applied to its own replica; the takeover round that follows averages them in.
+int64_t average_take_over(const NodeExchange::EpochEnd& end, int shards,
+                          const WorkerBatch& batching, Worker& worker, int64_t& iteration,
+                          const std::atomic<bool>* cancel) {
+  int64_t index = 0, done = 0;
+  for (const NodeExchange::Takeover& t : end.takeover) {
+    const int64_t batches = worker.batches_in_shard(t.shard, shards);
+    for (int64_t b = t.from_batch; b < batches; ++b, ++index) {
+      if (index % std::max(1, end.live_workers) != end.live_first_worker) continue;
+      if (cancel && *cancel) return done;
+      const int64_t schedule = schedule_iteration(batching, iteration, shards,
+                                                  end.live_first_worker);
+      if (!worker.compute_step_on(t.shard, shards, b, iteration, schedule)) continue;
+      worker.apply_own_step();
+      ++iteration;
+      ++done;
+    }
+  }
+  return done;
+}
+
+// Averaging round ids: the epoch's regular rounds are even, its takeover round odd (after the
+// last regular one), so the ids only grow (MeshExchange drops rounds it has averaged).
+int64_t regular_round(int64_t epoch, int64_t per_epoch, int64_t k) {
+  return 2 * (epoch * per_epoch + k);
+}
+int64_t takeover_round(int64_t epoch, int64_t per_epoch) {
+  return regular_round(epoch, per_epoch, per_epoch - 1) + 1;
+}
+
 // The job's parameter cap on this node: its workers' parameter-sized buffers must fit the host's
 // memory, or each GPU's (core/train/memory_budget).
 void check_memory(const JobSpec& job, int64_t params, int workers, const std::vector<int>& gpus) {
@@ -380,7 +412,7 @@ TrainingResult train_local(const JobSpec& job, TrainingListener& listener,
             while (exchange && rounds_done < rounds_per_epoch &&
                    in_epoch + 1 >= (rounds_done + 1) * per_epoch_local / rounds_per_epoch) {
               average_round(*exchange, worker, job.training.average_updater_state,
-                            epoch * rounds_per_epoch + rounds_done);
+                            regular_round(epoch, rounds_per_epoch, rounds_done));
               ++rounds_done;
             }
           }
@@ -451,9 +483,19 @@ TrainingResult train_local(const JobSpec& job, TrainingListener& listener,
     for (auto& w : workers) w->apply_received();
     if (sharing && !exchange) average_tau(workers);
     average_state(workers);
-    // Averaging: the last round of the epoch is done (the replicas agree); restarted nodes
-    // are admitted here.
-    if (exchange && !sharing && !cancelled) exchange->end_averaging_epoch(epoch);
+    // Averaging: the last round of the epoch is done (the replicas agree). The live nodes meet,
+    // do the minibatches of lost members and vacant slots between them and average once more
+    // (every epoch, so that every node takes part in the round whatever it saw lost), then
+    // admit restarted and joining nodes.
+    if (exchange && !sharing && !cancelled) {
+      const NodeExchange::EpochEnd end = exchange->end_epoch(epoch, 0.0, num_workers);
+      result.lost_nodes = end.lost;
+      takeover_batches = average_take_over(end, shards, batching, lead, iterations[0],
+                                           options.cancel);
+      average_round(*exchange, lead, job.training.average_updater_state,
+                    takeover_round(epoch, rounds_per_epoch));
+      exchange->end_averaging_epoch(epoch);
+    }
     if (exchange && !cancelled)
       exchange->epoch_applied(epoch, lead.model().host_params(), lead.model().num_params(),
                               lead.model().host_state(), lead.model().num_state(),

@@ -58,4 +58,42 @@ check_trained job.json
 grep -E "elastic|node-4" job.log | cut -c1-160 | head -n 6
 echo "node-4 started at epoch $epoch joined at epoch ${joined:-?}: job $state, accuracy $acc," \
   "replicas of 4 nodes within $diff"
+
+echo "== parameter averaging: the vacant slot's shard is averaged in; node-4 joins it"
+pid4=$(awk '$2 == "node-4" {print $1}' "$WORK/c/pids")
+kill -TERM "$pid4"
+for _ in $(seq 1 100); do kill -0 "$pid4" 2> /dev/null || break; sleep 0.1; done
+sed -i '/ node-4$/d' "$WORK/c/pids"
+for _ in $(seq 1 100); do  # 10 s for the controller to see node-4 gone
+  "$SUBMIT" nodes --json > nodes.json 2> /dev/null
+  [[ $(json nodes.json "[n['state'] for n in j['nodes'] if n['name'] == 'node-4'][0]") == lost ]] && break
+  sleep 0.1
+done
+sed -e 's/mode: gradient_sharing/mode: parameter_averaging/' -e 's/name: elastic/name: elastic-avg/' \
+    -e 's/model: elastic.dtm/model: elastic-avg.dtm/' job.yaml > averaging.yaml
+grep -q "mode: parameter_averaging" averaging.yaml || fail "averaging.yaml is not parameter averaging"
+id=$("$SUBMIT" averaging.yaml --detach) || fail "detached submit"
+epoch=0
+for _ in $(seq 1 600); do  # 60 s for the job to reach its second epoch on three nodes
+  "$SUBMIT" status "$id" --json > avg.json 2> /dev/null
+  epoch=$(json avg.json "max([p.get('epoch', 0) for p in j['progress'].values()] or [0])" 2> /dev/null)
+  [[ ${epoch:-0} -ge 2 ]] && break
+  sleep 0.1
+done
+[[ ${epoch:-0} -ge 2 ]] || fail "waited 60 s for job $id to reach epoch 2; it is at '${epoch:-none}'"
+"$DTRAIND" --config "$WORK/c/node-4.yaml" >> "$WORK/c/node-4.log" 2>&1 &
+echo "$! node-4" >> "$WORK/c/pids"
+state=$(wait_job_end "$id" avg.json 240)
+"$SUBMIT" logs "$id" > avg.log
+[[ $state == succeeded ]] ||
+  { fail "averaging job $id ended '$state': $(json avg.json "j.get('error')")"; tail -n 20 avg.log; }
+json avg.json "j['result']['joined_nodes']" | grep -q node-4 || fail "node-4 did not join the averaging job"
+grep -q "node-1: epoch 1: .*minibatches of lost nodes or vacant slots" avg.log ||
+  fail "averaging: in epoch 1 nobody did the vacant slot's minibatches"
+grep "node-1: epoch 10: " avg.log | grep -q "minibatches of" &&
+  fail "averaging: after node-4 joined, node-1 still did the vacant slot's minibatches"
+grep -q "evaluation over 4 nodes" avg.log || fail "averaging: the evaluation was not over the 4 nodes"
+check_trained avg.json "averaging: "
+echo "averaging: node-4 $(grep -o "node-4: joined at epoch [0-9]*" avg.log | head -n 1 | cut -d' ' -f2-);" \
+  "job $state, accuracy $acc, replicas of 4 nodes within $diff"
 finish elastic_test
