@@ -20,7 +20,7 @@ static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "model files are little
 constexpr char kMagic[8] = {'D', 'T', 'R', 'A', 'I', 'N', 'M', '\0'};
 constexpr size_t kHeaderBytes = 8 + 4 + 4 + 8;
 enum Tag : uint32_t { kSpec = 1, kParams = 2, kState = 3, kUpdater = 4, kNormalizer = 5,
-                      kProgress = 6, kSharing = 7 };
+                      kProgress = 6, kSharing = 7, kOtherWorkers = 8 };
 
 class Writer {
  public:
@@ -96,7 +96,8 @@ void write_model_file(const std::string& path, const ModelFile& m) {
   Writer out;
   out.put_bytes(kMagic, sizeof kMagic);
   out.put<uint32_t>(kModelFileVersion);
-  out.put<uint32_t>(5 + (m.has_updater ? 1 : 0) + (m.has_sharing ? 1 : 0));
+  out.put<uint32_t>(5 + (m.has_updater ? 1 : 0) + (m.has_sharing ? 1 : 0) +
+                    (m.other_workers.empty() ? 0 : 1));
   out.put<uint64_t>(0);  // total size, patched below
   Writer spec, params, state, normalizer, progress;
   spec.put_string(m.spec_yaml);
@@ -123,6 +124,16 @@ void write_model_file(const std::string& path, const ModelFile& m) {
     sharing.put<int64_t>(m.encoder_steps);
     sharing.put_floats(m.residual);
     add_section(out, kSharing, sharing);
+  }
+  if (!m.other_workers.empty()) {
+    Writer workers;
+    workers.put<uint32_t>(uint32_t(m.other_workers.size()));
+    for (const ModelFile::WorkerState& w : m.other_workers) {
+      workers.put<int64_t>(w.encoder_steps);
+      workers.put_floats(w.residual);
+      workers.put_floats(w.updater_state);
+    }
+    add_section(out, kOtherWorkers, workers);
   }
   std::string& bytes = out.bytes();
   const uint64_t total = bytes.size() + sizeof(uint32_t);
@@ -199,6 +210,17 @@ ModelFile read_model_file(const std::string& path) {
         m.encoder_steps = body.get<int64_t>();
         m.residual = body.get_floats();
         break;
+      case kOtherWorkers: {
+        const uint32_t count = body.get<uint32_t>();
+        if (count > 4096) body.corrupt("more than 4096 workers");
+        m.other_workers.resize(count);
+        for (ModelFile::WorkerState& w : m.other_workers) {
+          w.encoder_steps = body.get<int64_t>();
+          w.residual = body.get_floats();
+          w.updater_state = body.get_floats();
+        }
+        break;
+      }
       default: break;  // a newer writer's section: skip it
     }
     pos += length;

@@ -31,6 +31,14 @@ struct ModelFile {
   float tau = 0.f;
   std::vector<float> residual;
   int64_t encoder_steps = 0;
+  // The other workers of the node (1..W-1), in checkpoints of a run with several: each one's
+  // residual and step count (with has_sharing) and its own updater state, so that a resumed run
+  // loses none of what they had accumulated.
+  struct WorkerState {
+    int64_t encoder_steps = 0;
+    std::vector<float> residual, updater_state;
+  };
+  std::vector<WorkerState> other_workers;
 };
 
 // Throws UserError when the directory is not writable or the disk is full.

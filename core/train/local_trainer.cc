@@ -72,6 +72,24 @@ void restore_replica(Model& m, const Replica& r) {
 
 using Workers = std::vector<std::unique_ptr<SharingWorker>>;
 
+// A checkpoint: the lead worker's snapshot and every other worker's residual, step count and
+// updater state.
+ModelFile checkpoint(const JobSpec& job, Workers& workers, const Normalizer& normalizer,
+                     int64_t iteration, int64_t epoch, bool sharing) {
+  ModelFile f = snapshot(job, workers[0]->worker(), normalizer, iteration, epoch,
+                         sharing ? &workers[0]->encoder() : nullptr);
+  for (size_t w = 1; w < workers.size(); ++w) {
+    ModelFile::WorkerState s;
+    if (sharing) {
+      s.encoder_steps = workers[w]->encoder().steps();
+      s.residual = workers[w]->encoder().residual();
+    }
+    s.updater_state = workers[w]->worker().updater().host_state();
+    f.other_workers.push_back(std::move(s));
+  }
+  return f;
+}
+
 // Batch-norm running statistics are not parameters, so no message carries them: each replica
 // keeps its own and they are averaged at epoch ends (the evaluated and saved model use the mean).
 void average_state(Workers& workers) {
@@ -374,6 +392,17 @@ TrainingResult train_local(const JobSpec& job, TrainingListener& listener,
       workers[0]->encoder().restore(from->residual, from->tau, from->encoder_steps);
       for (auto& w : workers) w->encoder().threshold().set_tau(from->tau);
     }
+    // The other workers' own state, in an epoch-end checkpoint of as many workers (those of a
+    // checkpoint with fewer start empty; a residual or state of another size is not taken).
+    for (size_t w = 1; w < workers.size() && w - 1 < from->other_workers.size(); ++w) {
+      const ModelFile::WorkerState& s = from->other_workers[w - 1];
+      if (sharing && from->has_sharing)
+        workers[w]->encoder().restore(s.residual, from->tau, s.encoder_steps);
+      Updater& u = workers[w]->worker().updater();
+      if (int64_t(s.updater_state.size()) == int64_t(u.host_state().size()) &&
+          !s.updater_state.empty())
+        u.set_state(s.updater_state);
+    }
   }
   std::optional<EarlyStopping> early;
   if (job.training.early_stopping.enabled) early.emplace(job.training.early_stopping);
@@ -506,8 +535,8 @@ TrainingResult train_local(const JobSpec& job, TrainingListener& listener,
       // least two are kept: a node a checkpoint ahead of the others must still hold the one
       // every node has (the job's consistent checkpoint) when the cluster goes down.
       write_checkpoint(output,
-                       snapshot(job, lead, data.normalizer, iterations[0], epoch + 1,
-                                sharing ? &workers[0]->encoder() : nullptr),
+                       checkpoint(job, workers, data.normalizer, iterations[0], epoch + 1,
+                                  sharing),
                        std::max<int64_t>(2, job.output.keep_checkpoints));
       listener.on_epoch_checkpoint(checkpoint_path(output, iterations[0]), epoch + 1);
     }

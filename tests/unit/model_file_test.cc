@@ -48,8 +48,18 @@ TEST_CASE("model file round trip") {
   const std::string dir = testing::temp_dir();
   const std::string path = dir + "/m.dtm";
   core::ModelFile f = sample();
+  f.has_sharing = true;
+  f.tau = 0.25f;
+  f.residual = {0.5f, -0.5f};
+  f.other_workers = {{5, {1.f, 2.f}, {3.f}}, {6, {}, {4.f, 5.f}}};  // workers 1 and 2
   core::write_model_file(path, f);
   core::ModelFile g = core::read_model_file(path);
+  REQUIRE(g.other_workers.size() == 2);
+  CHECK(g.other_workers[0].encoder_steps == 5);
+  CHECK(g.other_workers[0].residual == f.other_workers[0].residual);
+  CHECK(g.other_workers[1].residual.empty());
+  CHECK(g.other_workers[1].updater_state == f.other_workers[1].updater_state);
+  CHECK(g.residual == f.residual);
   CHECK(g.spec_yaml == f.spec_yaml);
   CHECK(g.params == f.params);
   CHECK(g.state == f.state);
