@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The README's first command: installs what is missing, builds dtrain, starts a cluster of
 # three dtraind daemons on this machine (loopback, free ports, a fresh cluster key), submits
-# configs/fashion-mnist-mlp.yaml to it and follows the job to the end, prints the evaluation of
-# the model the cluster wrote, and stops the daemons. `--local` instead trains in one process.
+# configs/fashion-mnist-mlp.yaml to it and follows the job to the end, fetches the model the
+# cluster wrote (dtrain-submit fetch), prints its evaluation, and stops the daemons. `--local` instead trains in one process.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash tools/setup.sh
@@ -23,9 +23,8 @@ echo "== submitting configs/fashion-mnist-mlp.yaml"
 ./bazel-bin/submit/dtrain-submit configs/fashion-mnist-mlp.yaml
 id=$(./bazel-bin/submit/dtrain-submit status --json | python3 -c \
        'import json,sys; print(json.load(sys.stdin)["jobs"][-1]["id"])')
-model=$(./bazel-bin/submit/dtrain-submit status "$id" --json | python3 -c \
-          'import json,sys; print(json.load(sys.stdin)["result"]["model_path"])')
-echo "== evaluating the cluster's model ($model)"
-./bazel-bin/submit/dtrain-submit eval "$model"
-cp "$model" ./fashion-mnist-mlp.dtm
-echo "== model copied to ./fashion-mnist-mlp.dtm; stopping the daemons"
+echo "== fetching the cluster's model (dtrain-submit fetch $id)"
+./bazel-bin/submit/dtrain-submit fetch "$id" -o ./fashion-mnist-mlp.dtm
+echo "== evaluating it"
+./bazel-bin/submit/dtrain-submit eval ./fashion-mnist-mlp.dtm
+echo "== the model is ./fashion-mnist-mlp.dtm; stopping the daemons"
