@@ -154,6 +154,20 @@ void average_round(NodeExchange& exchange, Worker& worker, bool with_updater_sta
   worker.updater().set_state(state);
 }
 
+// Calls visit(shard, batch) for each minibatch of EpochEnd::takeover dealt to live worker `me`:
+// the list in order, round-robin over the live workers, the same deal on every node. Stops
+// when visit returns false.
+template <typename Visit>
+void for_each_dealt(const NodeExchange::EpochEnd& end, int shards, const Worker& worker, int me,
+                    Visit visit) {
+  int64_t index = 0;
+  for (const NodeExchange::Takeover& t : end.takeover) {
+    const int64_t batches = worker.batches_in_shard(t.shard, shards);
+    for (int64_t b = t.from_batch; b < batches; ++b, ++index)
+      if (index % std::max(1, end.live_workers) == me && !visit(t.shard, b)) return;
+  }
+}
+
 // Survivors of a lost node do its minibatches that are left in this epoch (core/README.md,
 // "Sharing"): the same list on every node, dealt round-robin over the live workers of the job.
 // Returns how many this node did.
@@ -173,20 +187,17 @@ int64_t take_over(const NodeExchange::EpochEnd& end, int64_t epoch, int shards,
     try {
       SharingWorker& sw = *workers[w];
       const int me = end.live_first_worker + w;
-      int64_t index = 0, step = 0;
-      for (const NodeExchange::Takeover& t : end.takeover) {
-        const int64_t batches = sw.worker().batches_in_shard(t.shard, shards);
-        for (int64_t b = t.from_batch; b < batches; ++b, ++index) {
-          if (index % end.live_workers != me) continue;
-          if (cancel && *cancel) return;
-          const int64_t it = iterations[w];
-          if (sw.step_on(t.shard, shards, b, it, schedule_iteration(batching, it, shards, me),
-                         epoch, step++)) {
-            ++iterations[w];
-            ++done;
-          }
+      int64_t step = 0;
+      for_each_dealt(end, shards, sw.worker(), me, [&](int64_t shard, int64_t b) {
+        if (cancel && *cancel) return false;
+        const int64_t it = iterations[w];
+        if (sw.step_on(shard, shards, b, it, schedule_iteration(batching, it, shards, me), epoch,
+                       step++)) {
+          ++iterations[w];
+          ++done;
         }
-      }
+        return true;
+      });
     } catch (...) {
       errors[w] = std::current_exception();
     }
@@ -203,20 +214,18 @@ int64_t take_over(const NodeExchange::EpochEnd& end, int64_t epoch, int shards,
 int64_t average_take_over(const NodeExchange::EpochEnd& end, int shards,
                           const WorkerBatch& batching, Worker& worker, int64_t& iteration,
                           const std::atomic<bool>* cancel) {
-  int64_t index = 0, done = 0;
-  for (const NodeExchange::Takeover& t : end.takeover) {
-    const int64_t batches = worker.batches_in_shard(t.shard, shards);
-    for (int64_t b = t.from_batch; b < batches; ++b, ++index) {
-      if (index % std::max(1, end.live_workers) != end.live_first_worker) continue;
-      if (cancel && *cancel) return done;
-      const int64_t schedule = schedule_iteration(batching, iteration, shards,
-                                                  end.live_first_worker);
-      if (!worker.compute_step_on(t.shard, shards, b, iteration, schedule)) continue;
+  const int me = end.live_first_worker;
+  int64_t done = 0;
+  for_each_dealt(end, shards, worker, me, [&](int64_t shard, int64_t b) {
+    if (cancel && *cancel) return false;
+    if (worker.compute_step_on(shard, shards, b, iteration,
+                               schedule_iteration(batching, iteration, shards, me))) {
       worker.apply_own_step();
       ++iteration;
       ++done;
     }
-  }
+    return true;
+  });
   return done;
 }
 

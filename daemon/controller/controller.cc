@@ -29,19 +29,14 @@ namespace {
 // Whether the job can take a node back (a rejoin): not with early stopping, whose best model
 // so far a node back in the job lacks, so it could not end with the same replica.
 bool takes_nodes_back(const JobRecord& job) {
-  core::SpecParseOptions options;
-  options.check_files = false;
-  options.base_dir = job.base_dir;
   try {
-    return !core::parse_job_spec_text(job.spec_text, job.name, options)
-                .training.early_stopping.enabled;
+    return !job.spec().training.early_stopping.enabled;
   } catch (const core::UserError&) {
     return false;
   }
 }
 
 }  // namespace
-
 
 Controller::Controller(const DaemonConfig& config)
     : config_(config), jobs_dir_(config.data_dir + "/controller/jobs") {
@@ -300,9 +295,7 @@ bool Controller::on_dropped_report(JobRecord& job, Member& m, const JobMessageIn
     if (listed(job.rejoining, m.name)) {
       RejoinMessage gone{m.id, m.boot_id};
       gone.withdrawn = true;
-      for (const std::string& n : job.nodes)
-        if (n != m.name && members_.count(n) && members_[n].alive)
-          members_[n].outbox.push_back(rejoin_frame(job.id, gone));
+      tell_others(job, m.name, rejoin_frame(job.id, gone));
     }
     if (!job.dropped(m.name)) {  // a node joining an elastic job: it leaves it again
       drop_from_job(job, m.name, "it failed to join: " + error);
@@ -407,6 +400,12 @@ StartMessage Controller::start_message(const JobRecord& job, size_t rank) const 
   return start;
 }
 
+void Controller::tell_others(const JobRecord& job, const std::string& except,
+                             const std::vector<uint8_t>& frame) {
+  for (const std::string& n : job.nodes)
+    if (n != except && members_.count(n) && members_[n].alive) members_[n].outbox.push_back(frame);
+}
+
 void Controller::send_start(JobRecord& job, Member& m, StartMessage start) {
   do randombytes_buf(&start.part, sizeof start.part);
   while (start.part == 0 || start.part >> 53);  // stays exact in JSON readers
@@ -438,10 +437,7 @@ void Controller::offer_rejoin(Member& m) {
   start.rejoin = true;
   start.lost = lost;
   send_start(job, m, start);
-  for (const std::string& n : job.nodes)
-    if (n != m.name && members_.count(n) && members_[n].alive)  // rejoining ones too
-      members_[n].outbox.push_back(
-          rejoin_frame(job.id, {m.id, m.boot_id}));
+  tell_others(job, m.name, rejoin_frame(job.id, {m.id, m.boot_id}));
   job.rejoining.push_back(m.name);
   job.add_log("node " + m.name + " is back; it rejoins at the next epoch end");
 }
@@ -541,12 +537,8 @@ void Controller::finish(JobRecord& job) {
     r.erase("params_sample");
     r.erase("evaluation_part");
   }
-  if (job.state != "succeeded" && job.consistent_checkpoint() >= 0) {
-    const std::string how = "dtrain-submit resume " + job_id_text(job.id) +
-                            " goes on from its checkpoint at the end of epoch " +
-                            std::to_string(job.consistent_checkpoint());
+  if (const std::string how = job.resume_hint(); job.state != "succeeded" && !how.empty())
     job.fix = job.fix.empty() ? how : job.fix + "; or " + how;
-  }
   job.add_log("job " + job.state + (job.error.empty() ? "" : ": " + job.error));
   spdlog::info("controller: job {} ({}) {}", job_id_text(job.id), job.name, job.state);
   save(job);
@@ -594,12 +586,9 @@ Json Controller::submit(const Json& body) {
 void Controller::start_next() {
   if (running_ != 0 || queue_.empty() || stopping_) return;
   JobRecord& job = jobs_[queue_.front()];
-  core::SpecParseOptions options;
-  options.check_files = false;
-  options.base_dir = job.base_dir;
   core::JobSpec spec;
   try {
-    spec = core::parse_job_spec_text(job.spec_text, job.name, options);
+    spec = job.spec();
   } catch (const core::UserError& e) {
     // Checked at submit; a record from another release may still not parse. That job fails,
     // the queue goes on.
@@ -726,11 +715,7 @@ void Controller::stop() {
       if (members_.count(n)) members_[n].outbox.push_back(cancel_frame(job.id));
     job.state = "cancelled";
     job.error = "the controller was stopped";
-    job.fix = job.consistent_checkpoint() >= 0
-                  ? "dtrain-submit resume " + job_id_text(job.id) +
-                        " goes on from its checkpoint at the end of epoch " +
-                        std::to_string(job.consistent_checkpoint())
-                  : "submit the job again";
+    job.fix = job.resume_hint().empty() ? "submit the job again" : job.resume_hint();
     job.finished_at = unix_now();
     job.add_log("cancelled: the controller was stopped");
     save(job);

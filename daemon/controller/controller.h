@@ -98,6 +98,9 @@ class Controller {
   void add_vacant_slots(JobRecord& job, const core::TrainingSpec& training);
   void offer_join(Member& m);
   bool below_minimum(JobRecord& job);  // true when it stopped the job for it
+  // Queues `frame` for every live node of `job` but `except` (those not admitted yet too).
+  void tell_others(const JobRecord& job, const std::string& except,
+                   const std::vector<uint8_t>& frame);
   // Sends `start` to node `m` with a fresh part number, which its reports then carry.
   void send_start(JobRecord& job, Member& m, StartMessage start);
   // What a node is sent to start its part of `job` as member `rank`.

@@ -11,7 +11,6 @@
 
 #include <algorithm>
 
-#include "core/spec/job_spec_parser.h"
 #include "daemon/controller/controller.h"
 
 namespace dtrain::daemon {
@@ -49,10 +48,7 @@ void Controller::offer_join(Member& m) {
   if (slot == job.members.size()) return;  // not elastic, or every slot taken
   core::JobSpec spec;
   try {
-    core::SpecParseOptions options;
-    options.check_files = false;
-    options.base_dir = job.base_dir;
-    spec = core::parse_job_spec_text(job.spec_text, job.name, options);
+    spec = job.spec();
   } catch (const core::UserError&) {
     return;  // it parsed when the job started; a record from another release: no joins
   }
@@ -74,9 +70,7 @@ void Controller::offer_join(Member& m) {
     if (job.dropped(other.value("name", std::string()))) start.lost.push_back(other.value("id", 0u));
   send_start(job, m, start);
   const RejoinMessage join{m.id, m.boot_id, start.members[slot], slot_id};
-  for (const std::string& n : job.nodes)
-    if (n != m.name && members_.count(n) && members_[n].alive)  // joining ones too
-      members_[n].outbox.push_back(rejoin_frame(job.id, join));
+  tell_others(job, m.name, rejoin_frame(job.id, join));
   job.add_log("node " + m.name + " joins the job in its vacant " + slot_name + " (" +
               std::to_string(workers) + (workers == 1 ? " worker" : " workers") +
               "); it is admitted at the next epoch end");
@@ -98,8 +92,7 @@ bool Controller::below_minimum(JobRecord& job) {
               " (from its checkpoint); or lower training.nodes.min"}};
   job.cancel_requested = true;
   job.add_log("fewer live nodes than the job's minimum: the job stops");
-  for (const std::string& n : job.nodes)
-    if (members_.count(n) && members_[n].alive) members_[n].outbox.push_back(cancel_frame(job.id));
+  tell_others(job, "", cancel_frame(job.id));
   return true;
 }
 

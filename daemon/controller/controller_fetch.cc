@@ -10,7 +10,6 @@
 #include <filesystem>
 #include <optional>
 
-#include "core/spec/job_spec_parser.h"
 #include "daemon/controller/controller.h"
 
 namespace dtrain::daemon {
@@ -61,9 +60,7 @@ std::vector<uint8_t> Controller::fetch_request(uint64_t job_id, const std::strin
                        "wait for it (dtrain-submit status " + id + "), then fetch");
   if (job.state != "succeeded")
     return reply_error("job " + id + " " + job.state + " and wrote no final model",
-                       job.consistent_checkpoint() >= 0
-                           ? "dtrain-submit resume " + id + " goes on from its checkpoint"
-                           : "submit the job again");
+                       job.resume_hint().empty() ? "submit the job again" : job.resume_hint());
   std::vector<std::string> holders = model_holders(job);
   if (!pinned.empty()) {
     if (!listed(holders, pinned))
@@ -77,10 +74,7 @@ std::vector<uint8_t> Controller::fetch_request(uint64_t job_id, const std::strin
                        "copy it from the first node's data_dir/models/ (status shows the path)");
   std::string model;
   try {
-    core::SpecParseOptions options;
-    options.check_files = false;
-    options.base_dir = job.base_dir;
-    model = core::parse_job_spec_text(job.spec_text, job.name, options).output.model;
+    model = job.spec().output.model;
   } catch (const core::UserError& e) {
     return reply_error("job " + id + "'s spec no longer parses: " + e.what_happened(), e.fix());
   }

@@ -8,7 +8,6 @@
 
 #include <algorithm>
 
-#include "core/spec/job_spec_parser.h"
 #include "daemon/controller/controller.h"
 
 namespace dtrain::daemon {
@@ -50,11 +49,8 @@ void Controller::resume_on(JobRecord& job, const std::vector<std::string>& names
   job.members = members;
   job.nodes = names;
   if (job.min_nodes > 0) {  // elastic: vacant slots again for the nodes it may still take
-    core::SpecParseOptions options;
-    options.check_files = false;
-    options.base_dir = job.base_dir;
     try {
-      add_vacant_slots(job, core::parse_job_spec_text(job.spec_text, job.name, options).training);
+      add_vacant_slots(job, job.spec().training);
     } catch (const core::UserError&) {
     }
   }

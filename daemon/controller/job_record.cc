@@ -9,6 +9,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "core/spec/job_spec_parser.h"
 #include "core/util/durable_file.h"
 
 namespace dtrain::daemon {
@@ -92,6 +93,20 @@ JobRecord JobRecord::from_json(const Json& j) {
     for (const auto& [k, v] : j["checkpoints"].items())
       if (v.is_number_integer()) r.checkpoints[k] = v.get<int64_t>();
   return r;
+}
+
+core::JobSpec JobRecord::spec() const {
+  core::SpecParseOptions options;
+  options.check_files = false;
+  options.base_dir = base_dir;
+  return core::parse_job_spec_text(spec_text, name, options);
+}
+
+std::string JobRecord::resume_hint() const {
+  const int64_t epoch = consistent_checkpoint();
+  if (epoch < 0) return "";
+  return "dtrain-submit resume " + job_id_text(id) +
+         " goes on from its checkpoint at the end of epoch " + std::to_string(epoch);
 }
 
 bool JobRecord::dropped(const std::string& node) const {

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "core/spec/job_spec.h"
 #include "daemon/protocol/control_messages.h"
 
 namespace dtrain::daemon {
@@ -59,6 +60,12 @@ struct JobRecord {
   // (the replicas agree at epoch ends, so any node's file of it is the job's); -1 when some
   // live node has none.
   int64_t consistent_checkpoint() const;
+  // The job's spec as submitted, its data files not checked (each node checks its own); throws
+  // core::UserError when it does not parse (a record from another release).
+  core::JobSpec spec() const;
+  // "dtrain-submit resume ID goes on from its checkpoint at the end of epoch N", or "" without
+  // a consistent checkpoint: the fix a stopped job offers.
+  std::string resume_hint() const;
   // Lost and not back in the job (lost_nodes keeps a node that rejoined; rejoined_nodes says so).
   bool dropped(const std::string& node) const;
   bool finished() const {

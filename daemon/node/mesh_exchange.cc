@@ -163,9 +163,13 @@ void MeshExchange::cancel() {
 
 std::vector<std::string> MeshExchange::lost_names() {
   std::lock_guard<std::mutex> lock(mutex_);
+  return lost_names_locked();
+}
+
+std::vector<std::string> MeshExchange::lost_names_locked() const {
   std::vector<std::string> out;
   for (uint32_t id : lost_)
-    if (!vacant_.count(id)) out.push_back(name_of(id));
+    if (!vacant_.count(id)) out.push_back(name_of(id));  // a vacant slot is nobody lost
   return out;
 }
 
@@ -306,12 +310,12 @@ void MeshExchange::on_rejoin(uint32_t id) {
 }
 
 void MeshExchange::on_withdrawn(uint32_t id) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  if (id == self_) return;
-  joining_.erase(id);
-  readmitted_.erase(id);
-  set_lost(id, true);
-  changed_.notify_all();
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (id == self_) return;
+    joining_.erase(id);  // not coming: from here on like any lost member
+  }
+  on_loss(id);
 }
 
 void MeshExchange::set_vacant(const std::vector<uint32_t>& slots) {
@@ -452,8 +456,7 @@ core::NodeExchange::EpochEnd MeshExchange::end_epoch(int64_t epoch, double local
     }
   }
   end.live_first_worker = live_first_worker(&end.live_workers);
-  for (uint32_t id : lost_)
-    if (!vacant_.count(id)) end.lost.push_back(name_of(id));
+  end.lost = lost_names_locked();
   return end;
 }
 

@@ -126,6 +126,7 @@ class MeshExchange : public core::NodeExchange {
   void send(PayloadBytes bytes, const std::string& failure);
   void admit(int64_t epoch, std::vector<uint32_t> joiners);  // under mutex_
   std::string name_of(uint32_t id) const;
+  std::vector<std::string> lost_names_locked() const;  // under mutex_; vacant slots left out
   int live_first_worker(int* live_workers) const;  // under mutex_
   // Under mutex_: node `id` is lost (or back): in lost_, and its workers are no longer (or
   // again) waited for by the bus's step gate.

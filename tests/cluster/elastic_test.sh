@@ -20,14 +20,8 @@ grep -q "nodes: {min: 3, max: 4}" job.yaml || fail "job.yaml is not elastic"
 source "$WORK/c/env"
 id=$("$SUBMIT" job.yaml --detach) || fail "detached submit"
 
-epoch=0
-for _ in $(seq 1 600); do  # 60 s for the job to reach its second epoch on three nodes
-  "$SUBMIT" status "$id" --json > job.json 2> /dev/null
-  epoch=$(json job.json "max([p.get('epoch', 0) for p in j['progress'].values()] or [0])" 2> /dev/null)
-  [[ ${epoch:-0} -ge 2 ]] && break
-  sleep 0.1
-done
-[[ ${epoch:-0} -ge 2 ]] || fail "waited 60 s for job $id to reach epoch 2; it is at '${epoch:-none}'"
+wait_epoch "$id" 2 60  # on three nodes
+"$SUBMIT" status "$id" --json > job.json
 [[ $(json job.json "len(j['nodes'])") == 3 ]] || fail "the job started on $(json job.json "j['nodes']")"
 
 # A fourth daemon like the third, on ports of its own.
@@ -73,14 +67,7 @@ sed -e 's/mode: gradient_sharing/mode: parameter_averaging/' -e 's/name: elastic
     -e 's/model: elastic.dtm/model: elastic-avg.dtm/' job.yaml > averaging.yaml
 grep -q "mode: parameter_averaging" averaging.yaml || fail "averaging.yaml is not parameter averaging"
 id=$("$SUBMIT" averaging.yaml --detach) || fail "detached submit"
-epoch=0
-for _ in $(seq 1 600); do  # 60 s for the job to reach its second epoch on three nodes
-  "$SUBMIT" status "$id" --json > avg.json 2> /dev/null
-  epoch=$(json avg.json "max([p.get('epoch', 0) for p in j['progress'].values()] or [0])" 2> /dev/null)
-  [[ ${epoch:-0} -ge 2 ]] && break
-  sleep 0.1
-done
-[[ ${epoch:-0} -ge 2 ]] || fail "waited 60 s for job $id to reach epoch 2; it is at '${epoch:-none}'"
+wait_epoch "$id" 2 60  # on three nodes
 "$DTRAIND" --config "$WORK/c/node-4.yaml" >> "$WORK/c/node-4.log" 2>&1 &
 echo "$! node-4" >> "$WORK/c/pids"
 state=$(wait_job_end "$id" avg.json 240)

@@ -54,6 +54,20 @@ wait_checkpoint() {
   done
   echo "$at"
 }
+# wait_epoch ID EPOCH SECONDS: polls until some node of job ID reports EPOCH (1-based) or later,
+# for at most SECONDS, and sets `epoch` to the epoch seen. On a timeout the test fails, naming
+# what it waited for, and the status is 1. (Not in $(...): fail must count in this shell.)
+wait_epoch() {
+  epoch=0
+  for _ in $(seq 1 $(($3 * 10))); do
+    "$DTRAIN_SUBMIT" status "$1" --json > progress.json 2> /dev/null
+    epoch=$(json progress.json "max([p.get('epoch', 0) for p in j['progress'].values()] or [0])" 2> /dev/null)
+    [[ ${epoch:-0} -ge $2 ]] && return 0
+    sleep 0.1
+  done
+  fail "waited $3 s for job $1 to reach epoch $2; it is at '${epoch:-none}'"
+  return 1
+}
 # check_trained FILE [PREFIX]: the job in status JSON FILE reached 0.85 test accuracy and its
 # replicas agree within 1e-5 (failures start with PREFIX); sets acc and diff for the summary.
 check_trained() {

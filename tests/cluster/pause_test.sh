@@ -18,17 +18,6 @@ victim=node-3  # not the controller (node-1)
 pid=$(awk -v n="$victim" '$2 == n { print $1 }' "$WORK/c/pids")
 
 job_state() { json "$1" "j['state']"; }
-# wait_epoch ID EPOCH: until some node reports EPOCH (60 s).
-wait_epoch() {
-  for _ in $(seq 1 600); do
-    "$SUBMIT" status "$1" --json > progress.json 2> /dev/null &&
-      [[ $(json progress.json "max([p.get('epoch', 0) for p in j['progress'].values()] or [0])") -ge $2 ]] &&
-      return 0
-    sleep 0.1
-  done
-  fail "waited 60 s for job $1 to reach epoch $2"
-  return 1
-}
 # pause_victim ID: SIGSTOP for PAUSE_S seconds, and the controller must have named it lost.
 pause_victim() {
   kill -STOP "$pid"
@@ -55,19 +44,24 @@ check_end() {
     "accuracy $(json "$2" "j['result'].get('accuracy')")"
 }
 
+# check_taken_back ID FILE: the victim is back in the job, and its replica in the evaluation.
+check_taken_back() {
+  json "$2" "j['result']['rejoined_nodes']" | grep -q "$victim" ||
+    fail "$victim was not taken back: $(grep "$victim" "$1.log" | tail -n 4)"
+  grep -q "evaluation over 3 nodes" "$1.log" || fail "the taken-back node's replica was not in the end"
+}
+
 sed -e 's/epochs: 5/epochs: 12/' -e 's/name: fashion-mnist-mlp/name: pause-test/' \
     -e 's/  batch_size: 64/  batch_size_per_worker: 64/' \
     -e 's/model: fashion-mnist-mlp.dtm/model: pause-test.dtm/' "$SPEC" > sharing.yaml
 
 echo "== gradient sharing: $victim paused for 1.5x the peer timeout is taken back"
 id=$("$SUBMIT" sharing.yaml --detach) || fail "detached submit"
-if wait_epoch "$id" 2; then
+if wait_epoch "$id" 2 60; then
   pause_victim "$id"
   wait_job_end "$id" sharing.json 180 > /dev/null
   check_end "$id" sharing.json "gradient sharing"
-  json sharing.json "j['result']['rejoined_nodes']" | grep -q "$victim" ||
-    fail "$victim was not taken back: $(grep "$victim" "$id.log" | tail -n 4)"
-  grep -q "evaluation over 3 nodes" "$id.log" || fail "the taken-back node's replica was not in the end"
+  check_taken_back "$id" sharing.json
 fi
 
 echo "== parameter averaging: $victim paused for 1.5x the peer timeout is taken back"
@@ -75,19 +69,17 @@ sed -e 's/mode: gradient_sharing/mode: parameter_averaging/' -e 's/name: pause-t
     -e 's/model: pause-test.dtm/model: pause-avg.dtm/' sharing.yaml > averaging.yaml
 grep -q "mode: parameter_averaging" averaging.yaml || fail "averaging.yaml is not parameter averaging"
 id=$("$SUBMIT" averaging.yaml --detach) || fail "detached submit"
-if wait_epoch "$id" 2; then
+if wait_epoch "$id" 2 60; then
   pause_victim "$id"
   wait_job_end "$id" averaging.json 180 > /dev/null
   check_end "$id" averaging.json "parameter averaging"
-  json averaging.json "j['result']['rejoined_nodes']" | grep -q "$victim" ||
-    fail "$victim was not taken back: $(grep "$victim" "$id.log" | tail -n 4)"
-  grep -q "evaluation over 3 nodes" "$id.log" || fail "the taken-back node's replica was not in the end"
+  check_taken_back "$id" averaging.json
 fi
 echo "== parameter averaging: $victim SIGKILLed and restarted rejoins"
 sed -e 's/name: pause-avg/name: kill-avg/' -e 's/model: pause-avg.dtm/model: kill-avg.dtm/' \
     averaging.yaml > killed.yaml
 id=$("$SUBMIT" killed.yaml --detach) || fail "detached submit"
-if wait_epoch "$id" 2; then
+if wait_epoch "$id" 2 60; then
   kill -KILL "$pid"
   echo "killed $victim (pid $pid)"
   lost=""
@@ -104,10 +96,8 @@ if wait_epoch "$id" 2; then
   echo "restarted $victim (pid $pid)"
   wait_job_end "$id" killed.json 180 > /dev/null
   check_end "$id" killed.json "parameter averaging, killed"
-  json killed.json "j['result']['rejoined_nodes']" | grep -q "$victim" ||
-    fail "$victim did not rejoin: $(grep "$victim" "$id.log" | tail -n 4)"
+  check_taken_back "$id" killed.json
   grep -q "$victim: rejoined at epoch" "$id.log" || fail "the log does not say when $victim rejoined"
-  grep -q "evaluation over 3 nodes" "$id.log" || fail "the rejoined node's replica was not in the end"
 fi
 # Whatever happened, the paused node is not still training either job.
 sleep 1
