@@ -24,8 +24,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (d.envelope->frame_type() == wire::Frame::Chunk) {
     const ChunkView v = chunk_view(*d.envelope);
     std::vector<uint8_t> message;
-    reassembler.add(v, message);
-    reassembler.expire();
+    reassembler.add(v, message, /*via=*/1);
+    reassembler.expire(std::chrono::steady_clock::now(), [](uint32_t) { return false; });
   } else if (d.envelope->frame_type() == wire::Frame::Nak) {
     uint64_t sum = 0;
     for (uint64_t s : *d.envelope->frame_as_Nak()->missing()) sum += s;

@@ -102,6 +102,9 @@ int main(int argc, char** argv) {
   app.add_option("--seed", seed);
   app.add_option("--peer-timeout-ms", peer_timeout_ms);
   app.add_option("--deadline-ms", deadline_ms);
+  int reassembly_timeout_ms = 30000;
+  app.add_option("--reassembly-timeout-ms", reassembly_timeout_ms,
+                 "how long a partial message whose links are all lost is kept");
   app.add_option("--expect-lost", expect_lost, "nodes the test will kill: not waited for");
   app.add_flag("--after-loss", after_loss,
                "kill test: after the first loss is reported, send --after-loss-messages more and "
@@ -116,6 +119,7 @@ int main(int argc, char** argv) {
   config.key = load_cluster_key(key_file);
   config.peer_timeout = std::chrono::milliseconds(peer_timeout_ms);
   config.heartbeat_interval = std::chrono::milliseconds(std::max(50, peer_timeout_ms / 10));
+  config.reassembly_timeout = std::chrono::milliseconds(reassembly_timeout_ms);
   config.faults.drop = loss;
   config.faults.duplicate = dup;
   config.faults.reorder = reorder;

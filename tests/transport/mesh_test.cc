@@ -105,9 +105,12 @@ void exchange(int nodes, const std::string& mode, std::vector<std::string> volum
   Cluster c;
   // The default 10 s peer timeout: nine busy processes on two cores can leave one unscheduled
   // for seconds, and a short timeout then declares live nodes lost.
+  // A 1 s reassembly timeout, far shorter than a 2 MB message takes through a busy root: a
+  // partial message whose link is alive must outlive it (its first chunks were acknowledged; a
+  // CI run once lost a message whose partial was dropped for age).
   std::vector<std::string> args = {"--mode", mode, "--loss", "0.05", "--dup", "0.01",
                                    "--reorder", "0.01", "--peer-timeout-ms", "10000",
-                                   "--deadline-ms", "150000"};
+                                   "--reassembly-timeout-ms", "1000", "--deadline-ms", "150000"};
   args.insert(args.end(), volume.begin(), volume.end());
   c.start(nodes, args);
   const std::vector<int> codes = c.wait_all(std::chrono::seconds(170));

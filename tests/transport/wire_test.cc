@@ -7,6 +7,7 @@
 
 #include <fstream>
 #include <random>
+#include <set>
 
 #include "tests/test_util.h"
 #include "transport/endpoint/interface_select.h"
@@ -167,39 +168,75 @@ TEST_CASE("the cluster key file: missing, loose permissions, malformed, good") {
   REQUIRE_THROWS_WITH(load_cluster_key(bad), Catch::Contains("64 hexadecimal digits"));
 }
 
-TEST_CASE("reassembly: out of order, duplicates, inconsistent chunks, memory bound, timeout") {
+constexpr uint32_t kVia = 7;  // the link chunks come by in the reassembly tests
+
+// Chunk `index` of message `id` (job 1, origin 2): `msg` cut into 1000-byte chunks.
+ChunkView chunk_of(const std::vector<uint8_t>& msg, uint64_t id, uint32_t index) {
+  ChunkView c;
+  c.key = {1, 2, id};
+  c.chunk_bytes = 1000;
+  c.total_bytes = uint32_t(msg.size());
+  c.count = uint32_t((msg.size() + 999) / 1000);
+  c.index = index;
+  c.data = msg.data() + index * 1000;
+  c.size = std::min<size_t>(1000, msg.size() - index * 1000);
+  return c;
+}
+
+TEST_CASE("reassembly: out of order, duplicates, inconsistent chunks, memory bound") {
   using namespace std::chrono_literals;
   Reassembler r(10000, 50ms);
   std::vector<uint8_t> msg(2500);
   for (size_t i = 0; i < msg.size(); ++i) msg[i] = uint8_t(i * 7);
-  auto chunk = [&](uint32_t index, uint64_t id = 1) {
-    ChunkView c;
-    c.key = {1, 2, id};
-    c.index = index;
-    c.count = 3;
-    c.total_bytes = 2500;
-    c.chunk_bytes = 1000;
-    c.data = msg.data() + index * 1000;
-    c.size = index == 2 ? 500 : 1000;
-    return c;
-  };
+  auto chunk = [&](uint32_t index, uint64_t id = 1) { return chunk_of(msg, id, index); };
   std::vector<uint8_t> out;
-  REQUIRE(r.add(chunk(2), out) == Reassembler::Result::kIncomplete);
-  REQUIRE(r.add(chunk(2), out) == Reassembler::Result::kDuplicate);
-  REQUIRE(r.add(chunk(0), out) == Reassembler::Result::kIncomplete);
-  REQUIRE(r.add(chunk(1), out) == Reassembler::Result::kComplete);
+  REQUIRE(r.add(chunk(2), out, kVia) == Reassembler::Result::kIncomplete);
+  REQUIRE(r.add(chunk(2), out, kVia) == Reassembler::Result::kDuplicate);
+  REQUIRE(r.add(chunk(0), out, kVia) == Reassembler::Result::kIncomplete);
+  REQUIRE(r.add(chunk(1), out, kVia) == Reassembler::Result::kComplete);
   REQUIRE(out == msg);
-  REQUIRE(r.add(chunk(0), out) == Reassembler::Result::kDuplicate);  // delivered already
+  REQUIRE(r.add(chunk(0), out, kVia) == Reassembler::Result::kDuplicate);  // delivered already
   ChunkView wrong = chunk(1, 2);
   wrong.size = 999;
-  REQUIRE(r.add(wrong, out) == Reassembler::Result::kRejected);
+  REQUIRE(r.add(wrong, out, kVia) == Reassembler::Result::kRejected);
   ChunkView greedy = chunk(0, 3);
   greedy.total_bytes = 20000;
   greedy.count = 20;
-  REQUIRE(r.add(greedy, out) == Reassembler::Result::kRejected);  // over the memory bound
-  REQUIRE(r.add(chunk(0, 4), out) == Reassembler::Result::kIncomplete);
+  REQUIRE(r.add(greedy, out, kVia) == Reassembler::Result::kRejected);  // over the memory bound
+}
+
+// A chunk taken was acknowledged, so its sender let it go: a partial message whose link is
+// alive is never dropped for age (the rest is on its way, however long a relay backlog holds
+// it); it goes when every link that fed it started over, or stayed lost past the timeout.
+TEST_CASE("reassembly keeps a partial message while a link that fed it is alive") {
+  using namespace std::chrono_literals;
+  Reassembler r(10000, 50ms);
+  std::vector<uint8_t> msg(2000, 3);
+  auto chunk = [&](uint32_t index, uint64_t id) { return chunk_of(msg, id, index); };
+  std::vector<uint8_t> out;
+  const auto t0 = Reassembler::Clock::now();
+  std::set<uint32_t> alive = {7, 8};
+  auto is_alive = [&](uint32_t link) { return alive.count(link) > 0; };
+  REQUIRE(r.add(chunk(0, 1), out, 7, t0) == Reassembler::Result::kIncomplete);
+  REQUIRE(r.expire(t0 + 10s, is_alive) == 0);  // link 7 alive: the rest still comes
+  REQUIRE(r.add(chunk(1, 1), out, 7, t0 + 10s) == Reassembler::Result::kComplete);
+  REQUIRE(out == msg);
+
+  // Fed by links 7 and 8 (a re-attachment): 7 starting over leaves it to 8.
+  REQUIRE(r.add(chunk(0, 2), out, 7, t0) == Reassembler::Result::kIncomplete);
+  REQUIRE(r.add(chunk(0, 2), out, 8, t0) == Reassembler::Result::kDuplicate);
+  REQUIRE(r.link_restarted(7) == 0);
   REQUIRE(r.partial_messages() == 1);
-  REQUIRE(r.expire(Reassembler::Clock::now() + 100ms) == 1);
+  // 8 lost, but not for the timeout yet; then past it.
+  alive.erase(8);
+  REQUIRE(r.expire(t0 + 40ms, is_alive) == 0);
+  REQUIRE(r.expire(t0 + 100ms, is_alive) == 1);
+  REQUIRE(r.bytes_held() == 0);
+
+  // Its only link started over: what it still owed will never come.
+  REQUIRE(r.add(chunk(0, 3), out, 7, t0) == Reassembler::Result::kIncomplete);
+  REQUIRE(r.link_restarted(8) == 0);
+  REQUIRE(r.link_restarted(7) == 1);
   REQUIRE(r.bytes_held() == 0);
 }
 
@@ -220,21 +257,21 @@ TEST_CASE("reassembly room: origins wait in turn, and no room now is not never")
   };
   using R = Reassembler::Result;
   std::vector<uint8_t> out;
-  REQUIRE(r.add(chunk(1, 1, 6), out) == R::kIncomplete);  // A holds 6000
-  REQUIRE(r.add(chunk(2, 1, 5), out) == R::kNoRoom);      // B waits for 5000: its turn is first
-  REQUIRE(r.add(chunk(1, 2, 3), out) == R::kNoRoom);      // A is over its half, and B is ahead
+  REQUIRE(r.add(chunk(1, 1, 6), out, kVia) == R::kIncomplete);  // A holds 6000
+  REQUIRE(r.add(chunk(2, 1, 5), out, kVia) == R::kNoRoom);      // B waits for 5000: its turn is first
+  REQUIRE(r.add(chunk(1, 2, 3), out, kVia) == R::kNoRoom);      // A is over its half, and B is ahead
   for (uint32_t i = 1; i < 6; ++i)
-    REQUIRE(r.add(chunk(1, 1, 6, i), out) == (i == 5 ? R::kComplete : R::kIncomplete));
+    REQUIRE(r.add(chunk(1, 1, 6, i), out, kVia) == (i == 5 ? R::kComplete : R::kIncomplete));
   REQUIRE(r.bytes_held() == 0);
   // Room for A's next 6000, but not with B's 5000 set aside: B waited first.
-  REQUIRE(r.add(chunk(1, 3, 6), out) == R::kNoRoom);
-  REQUIRE(r.add(chunk(2, 1, 5), out) == R::kIncomplete);  // B, asking again, gets its turn
+  REQUIRE(r.add(chunk(1, 3, 6), out, kVia) == R::kNoRoom);
+  REQUIRE(r.add(chunk(2, 1, 5), out, kVia) == R::kIncomplete);  // B, asking again, gets its turn
   REQUIRE(r.bytes_held_for(2) == 5000);
-  REQUIRE(r.add(chunk(1, 3, 6), out) == R::kNoRoom);      // 5000 + 6000 do not fit
-  REQUIRE(r.add(chunk(1, 4, 4), out) == R::kIncomplete);  // A's smaller one does
+  REQUIRE(r.add(chunk(1, 3, 6), out, kVia) == R::kNoRoom);      // 5000 + 6000 do not fit
+  REQUIRE(r.add(chunk(1, 4, 4), out, kVia) == R::kIncomplete);  // A's smaller one does
   REQUIRE(r.bytes_held_for(1) == 4000);
   // Larger than the whole bound: never fits, refused for good.
-  REQUIRE(r.add(chunk(3, 1, 11), out) == R::kRejected);
+  REQUIRE(r.add(chunk(3, 1, 11), out, kVia) == R::kRejected);
 }
 
 TEST_CASE("mesh maps: plain star, breadth-first tree, repair after a loss") {

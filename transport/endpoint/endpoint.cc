@@ -27,6 +27,8 @@ constexpr size_t kReceiveBuffer = 65536;
 // recvmmsg slots hold max_datagram + 8 bytes, 8-aligned: a longer datagram is cut to the slot
 // and then fails its size check, as it should.
 constexpr size_t kReceiveBatch = 32;
+constexpr auto kRetryGap = std::chrono::milliseconds(5);
+constexpr uint32_t kNoLink = 0xFFFFFFFF;  // relay_backlogged(kNoLink): any link over its bound
 
 }  // namespace
 
@@ -50,6 +52,8 @@ struct Endpoint::State final : LinkHost {
   }
   void emit(Link& link) override;
   void release_budget(size_t bytes) override { budget.release(bytes); }
+  void receiving_restarted(Link& link) override { reassembler.link_restarted(link.id()); }
+  bool holds_back(const Link& link) const override { return relay_backlogged(link.id()); }
 
   Link* link(uint32_t id) {
     auto it = links.find(id);
@@ -61,8 +65,8 @@ struct Endpoint::State final : LinkHost {
   void receive();
   void drain_socket();
   void tick();
-  // Every link asks again for the chunks it refused for want of room.
-  void retry_refused();
+  // Links whose refused chunks would be taken now ask for them again (see the definition).
+  void retry_refused(Clock::time_point now);
   void flush() { batch.flush(socket.native_handle()); }
 
   const EndpointConfig config;
@@ -90,7 +94,9 @@ struct Endpoint::State final : LinkHost {
   std::vector<uint8_t> tx;
   flatbuffers::FlatBufferBuilder fbb{2048};
   Clock::time_point last_expire = Clock::now();
-  Clock::time_point last_retry{};  // retry_refused() at the latest every 500 ms
+  Clock::time_point last_retry{};
+  bool room_freed = false;        // since last_retry: a message completed or a backlog drained
+  bool was_backlogged = false;    // some link's relay backlog was over its bound at the last tick
 };
 
 Endpoint::Endpoint(const EndpointConfig& config) : config_(config), state_(new State(config)) {
@@ -188,6 +194,7 @@ void Endpoint::remove_peer(uint32_t id) {
     if (it == state_->links.end()) return;
     const size_t freed = it->second->sender().pending_own_payload();
     state_->links.erase(it);
+    state_->reassembler.link_restarted(id);
     state_->budget.release(freed);
   });
 }
@@ -356,7 +363,7 @@ void Endpoint::State::on_chunk(Link& from, const wire::Envelope& e, Clock::time_
     return;
   }
   std::vector<uint8_t> message;
-  const Reassembler::Result result = reassembler.add(v, message, now);
+  const Reassembler::Result result = reassembler.add(v, message, from.id(), now);
   if (result == Reassembler::Result::kNoRoom) {
     from.counters().drop(DropReason::kNoRoom);
     from.refused_chunk(seq, uint32_t(v.size), now);
@@ -366,7 +373,7 @@ void Endpoint::State::on_chunk(Link& from, const wire::Envelope& e, Clock::time_
   switch (result) {
     case Reassembler::Result::kComplete: {
       ++from.counters().messages_in;
-      retry_refused();  // its room is free: the chunks refused for room are wanted now
+      room_freed = true;  // the chunks refused for room are wanted now (at the next tick)
       if (on_message)
         on_message(Delivery{v.key.job_id, v.key.origin, v.key.message_id, from.id(),
                             std::move(message)});
@@ -425,8 +432,14 @@ void Endpoint::State::drain_socket() {
   }
 }
 
-void Endpoint::State::retry_refused() {
-  for (auto& [id, link] : links) link->retry_refused();
+// NAKs the chunks refused for room, on every link whose chunks are not held back by a relay
+// backlog: a backlogged relay would refuse them all again, and asking for everything on every
+// completed message made children of a busy root send nine datagrams for every one taken.
+void Endpoint::State::retry_refused(Clock::time_point now) {
+  for (auto& [id, link] : links)
+    if (link->receiver().refused_count() > 0 && !relay_backlogged(id)) link->retry_refused();
+  room_freed = false;
+  last_retry = now;
 }
 
 void Endpoint::State::tick() {
@@ -456,13 +469,21 @@ void Endpoint::State::tick() {
     }
   }
   if (now - last_expire > std::chrono::milliseconds(100)) {
-    reassembler.expire(now);
+    reassembler.expire(now, [this](uint32_t id) {
+      const Link* l = link(id);
+      return l && !l->lost();
+    });
     last_expire = now;
   }
-  if (now - last_retry > std::chrono::milliseconds(500)) {
-    retry_refused();  // room freed by expiry, or a relay backlog that drained
-    last_retry = now;
-  }
+  // Ask again soon after room frees (a message completed, a relay backlog drained), at most
+  // every kRetryGap so a burst of completions makes one round of NAKs; and every 500 ms anyway
+  // (room freed by expiry or a link that started over).
+  const bool backlogged = relay_backlogged(kNoLink);
+  if (was_backlogged && !backlogged) room_freed = true;
+  was_backlogged = backlogged;
+  if ((room_freed && now - last_retry >= kRetryGap) ||
+      now - last_retry > std::chrono::milliseconds(500))
+    retry_refused(now);
   flush();
   timer.expires_after(kTick);
   timer.async_wait([this](const asio::error_code& ec) {

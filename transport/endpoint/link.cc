@@ -55,18 +55,22 @@ std::optional<DropReason> Link::admit(const DatagramHeader& header, const wire::
       reset_sender();
     }
     boot_seen_ = header.boot_id;
-    receiver_ = LinkReceiver();
-    recv_epoch_ = e.link_epoch();
+    restart_receiving(e.link_epoch());
   } else if (e.link_epoch() != recv_epoch_) {
     if (e.link_epoch() < recv_epoch_) return DropReason::kReplayed;  // from before its reset
-    receiver_ = LinkReceiver();
-    recv_epoch_ = e.link_epoch();
+    restart_receiving(e.link_epoch());
   }
   last_heard_ = now;
   counters_.lost = false;
   ++counters_.datagrams_in;
   counters_.bytes_in += len;
   return std::nullopt;
+}
+
+void Link::restart_receiving(uint32_t epoch) {
+  receiver_ = LinkReceiver();
+  recv_epoch_ = epoch;
+  host_.receiving_restarted(*this);
 }
 
 void Link::on_ack(const wire::Ack& a, Clock::time_point now) {
@@ -178,8 +182,13 @@ void Link::send_ack(Clock::time_point now) {
   flatbuffers::FlatBufferBuilder& fbb = host_.builder();
   const LinkReceiver::Ranges taken = receiver_.received_ranges(kMaxAckRanges);
   const auto ranges = fbb.CreateVector(taken.pairs);
+  // While every chunk from this peer would be refused (a relay backlog), the window closes:
+  // new chunks would only be refused and sent again, each refusal widening the sender's window
+  // by its bytes. Refused chunks are NAKed once the backlog drains; an idle sender may still
+  // send one chunk, which probes the window.
+  const uint32_t credit = host_.holds_back(*this) ? 0 : uint32_t(timing_.credit_window);
   const auto ack = wire::CreateAck(
-      fbb, receiver_.cumulative(), static_cast<uint32_t>(timing_.credit_window), recv_epoch_,
+      fbb, receiver_.cumulative(), credit, recv_epoch_,
       ranges, static_cast<uint32_t>(receiver_.refused_count()),
       static_cast<uint32_t>(std::min<uint64_t>(receiver_.refused_bytes(), UINT32_MAX)),
       static_cast<uint32_t>(std::min<uint64_t>(taken.unlisted_bytes, UINT32_MAX)));

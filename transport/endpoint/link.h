@@ -30,6 +30,12 @@ class LinkHost {
   virtual void emit(Link& link) = 0;
   // Own-message payload bytes acknowledged or dropped: the send budget gets them back.
   virtual void release_budget(size_t bytes) = 0;
+  // The peer's sending half started over (it restarted, or reset the link): the chunks it
+  // still owed us will never come.
+  virtual void receiving_restarted(Link& link) = 0;
+  // Whether chunks from `link` would be refused now whatever message they belong to (a relay
+  // backlog they would join): its acks then offer no credit.
+  virtual bool holds_back(const Link& link) const = 0;
 };
 
 // What this node knows of a peer's boots. Kept by the endpoint across remove_peer/add_peer, so a
@@ -98,6 +104,7 @@ class Link {
   void declare_lost();
 
  private:
+  void restart_receiving(uint32_t epoch);
   void send_chunk(uint64_t seq, const OutgoingChunk& chunk);
   // Finishes the frame begun in `fbb` (from host_.builder()) as an envelope and sends it.
   void send_control(flatbuffers::FlatBufferBuilder& fbb, wire::Frame type,

@@ -6,7 +6,7 @@
 namespace dtrain::transport {
 
 Reassembler::Result Reassembler::add(const ChunkView& c, std::vector<uint8_t>& message,
-                                     Clock::time_point now) {
+                                     uint32_t via, Clock::time_point now) {
   if (delivered_.count(c.key)) return Result::kDuplicate;
   if (c.chunk_bytes == 0) return Result::kRejected;
   const size_t chunk_payload = c.chunk_bytes;
@@ -32,14 +32,16 @@ Reassembler::Result Reassembler::add(const ChunkView& c, std::vector<uint8_t>& m
     p.chunk_bytes = c.chunk_bytes;
     p.have.assign(c.count, false);
     p.bytes.resize(c.total_bytes);
-    p.first_seen = now;
     hold(c.key.origin, c.total_bytes);
     it = partial_.emplace(c.key, std::move(p)).first;
   }
   Partial& p = it->second;
   if (p.count != c.count || p.total_bytes != c.total_bytes || p.chunk_bytes != c.chunk_bytes)
     return Result::kRejected;
+  // A link that brings a chunk already here still brings the rest: it feeds the message too.
+  if (std::find(p.via.begin(), p.via.end(), via) == p.via.end()) p.via.push_back(via);
   if (p.have[c.index]) return Result::kDuplicate;
+  p.last_chunk = now;
   std::memcpy(p.bytes.data() + size_t(c.index) * chunk_payload, c.data, c.size);
   p.have[c.index] = true;
   if (++p.received < p.count) return Result::kIncomplete;
@@ -50,18 +52,11 @@ Reassembler::Result Reassembler::add(const ChunkView& c, std::vector<uint8_t>& m
   return Result::kComplete;
 }
 
-size_t Reassembler::expire(Clock::time_point now) {
-  size_t dropped = 0;
-  for (auto it = partial_.begin(); it != partial_.end();) {
-    if (now - it->second.first_seen > timeout_) {
-      let_go(it->first.origin, it->second.total_bytes);
-      it = partial_.erase(it);
-      ++dropped;
-    } else {
-      ++it;
-    }
-  }
-  return dropped;
+size_t Reassembler::link_restarted(uint32_t via) {
+  return drop_if([via](Partial& p) {
+    p.via.erase(std::remove(p.via.begin(), p.via.end(), via), p.via.end());
+    return p.via.empty();
+  });
 }
 
 // Room for a new message of `bytes` from `origin`: within the bound once the reservations of

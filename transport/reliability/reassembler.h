@@ -1,9 +1,15 @@
 #pragma once
 // Puts messages back together from their chunks, keyed by (origin, message id), with a bound on
 // the bytes held, shared fairly between origins (one origin's burst cannot take the room every
-// other origin needs), and a timeout for messages whose chunks stop coming; and remembers recently
-// delivered messages so a duplicate (a retransmission that crossed an ack, or a relay after a
-// re-attachment) is never delivered twice.
+// other origin needs); and remembers recently delivered messages so a duplicate (a
+// retransmission that crossed an ack, or a relay after a re-attachment) is never delivered twice.
+//
+// A chunk taken here has been acknowledged: its sender let it go. So a partial message is never
+// dropped for age while a link that fed it is alive (that link's sender holds the rest, queued
+// or in flight, however long a relay backlog makes it wait): a CI run once lost a 2 MB message
+// this way, its first chunks taken and its partial dropped 30 s later while the rest waited.
+// A partial is dropped only when every link that fed it started over (its sender dropped
+// what it held: links_restarted) or stayed lost past the timeout (expire).
 #include <chrono>
 #include <cstdint>
 #include <deque>
@@ -51,11 +57,24 @@ class Reassembler {
   Reassembler(size_t max_bytes, std::chrono::milliseconds timeout, size_t remembered = 1 << 16)
       : max_bytes_(max_bytes), timeout_(timeout), remembered_(remembered) {}
 
-  // kComplete: `message` holds the whole message.
-  Result add(const ChunkView& chunk, std::vector<uint8_t>& message,
+  // kComplete: `message` holds the whole message. `via`: the link (peer) the chunk came by.
+  Result add(const ChunkView& chunk, std::vector<uint8_t>& message, uint32_t via,
              Clock::time_point now = Clock::now());
-  // Drops partial messages older than the timeout; returns how many.
-  size_t expire(Clock::time_point now = Clock::now());
+  // The sending half of link `via` started over (the peer restarted or reset the link) or the
+  // link is gone: what it would still have sent will never come. Partials no other link fed
+  // are dropped; returns how many.
+  size_t link_restarted(uint32_t via);
+  // Drops partials that no chunk reached for the timeout while none of the links that fed them
+  // is alive (`alive(link)`); returns how many.
+  template <class Alive>
+  size_t expire(Clock::time_point now, Alive&& alive) {
+    return drop_if([&](const Partial& p) {
+      if (now - p.last_chunk <= timeout_) return false;
+      for (uint32_t link : p.via)
+        if (alive(link)) return false;
+      return true;
+    });
+  }
   size_t bytes_held() const { return bytes_held_; }
   size_t bytes_held_for(uint32_t origin) const {
     auto it = held_by_origin_.find(origin);
@@ -69,8 +88,23 @@ class Reassembler {
     uint32_t count = 0, received = 0, total_bytes = 0, chunk_bytes = 0;
     std::vector<bool> have;
     std::vector<uint8_t> bytes;
-    Clock::time_point first_seen;
+    Clock::time_point last_chunk;
+    std::vector<uint32_t> via;  // the links that fed it (one, but for a re-attachment)
   };
+  template <class Drop>
+  size_t drop_if(Drop&& drop) {
+    size_t dropped = 0;
+    for (auto it = partial_.begin(); it != partial_.end();) {
+      if (drop(it->second)) {
+        let_go(it->first.origin, it->second.total_bytes);
+        it = partial_.erase(it);
+        ++dropped;
+      } else {
+        ++it;
+      }
+    }
+    return dropped;
+  }
   void remember(const MessageKey& key);
   bool has_room(uint32_t origin, size_t bytes, Clock::time_point now);
   void hold(uint32_t origin, size_t bytes);
