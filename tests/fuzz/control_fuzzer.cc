@@ -13,6 +13,7 @@
 #include "daemon/protocol/control_messages.h"
 #include "transport/control/control_connection.h"
 #include "transport/control/control_frames.h"
+#include "transport/control/server_handshake.h"
 
 using namespace dtrain;
 
@@ -38,11 +39,22 @@ void handshake(const uint8_t* data, size_t size) {
     refusal = "unknown client";
     return std::optional<transport::ClusterKey>();
   };
-  try {
-    transport::ControlConnection::accept(fds[0], lookup, std::chrono::milliseconds(20));
-  } catch (const std::exception&) {
-    // refused or closed: what must happen to bytes that do not hold the key
+  // The server's asynchronous handshake on its own I/O context: refused or closed is what must
+  // happen to bytes that do not hold the key; it ends when the bytes do, or at the deadline.
+  asio::io_context io;
+  asio::ip::tcp::socket socket(io);
+  asio::error_code ec;
+  socket.assign(asio::ip::tcp::v4(), fds[0], ec);
+  if (ec) {
+    close(fds[0]);
+    close(fds[1]);
+    return;
   }
+  transport::ServerHandshake::start(std::move(socket), "fuzzer", lookup,
+                                    std::chrono::milliseconds(20),
+                                    [](std::unique_ptr<transport::ControlConnection>,
+                                       const std::string&) {});
+  io.run();
   close(fds[1]);
 }
 

@@ -1,6 +1,5 @@
 #include "transport/control/control_connection.h"
 
-#include <sodium.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -17,24 +16,7 @@ namespace {
 
 using asio::ip::tcp;
 using Kind = ControlError::Kind;
-
-// Version 2: the client names its role (and a client its name) in its hello, and the server
-// answers with its verdict (transport/README.md, "The control channel").
-constexpr uint8_t kVersion = kControlVersion;
-constexpr size_t kNonceBytes = 32;
-// "DTC", version, nonce, then the client's role or the server's verdict (0: go on, 1: refused),
-// and the length of what follows: the client's name, or why the server refused.
-constexpr size_t kHelloBytes = 4 + kNonceBytes + 2;
-constexpr size_t kMaxHelloText = 255;
-constexpr size_t kTag = crypto_aead_chacha20poly1305_ietf_ABYTES;
-constexpr char kKeyFix[] =
-    "use the cluster's key file (the one every dtraind of this cluster reads; pass it with "
-    "--key-file), or make a new one with `dtraind keygen` and copy it to every machine";
-
-void frame_nonce(uint64_t counter, unsigned char nonce[crypto_aead_chacha20poly1305_ietf_NPUBBYTES]) {
-  std::memset(nonce, 0, crypto_aead_chacha20poly1305_ietf_NPUBBYTES);
-  std::memcpy(nonce, &counter, sizeof counter);
-}
+using namespace handshake;
 
 }  // namespace
 
@@ -119,13 +101,9 @@ std::unique_ptr<ControlConnection> ControlConnection::connect(const std::string&
   return c;
 }
 
-std::unique_ptr<ControlConnection> ControlConnection::accept(int socket_fd, const ClusterKey& key,
-                                                             Millis timeout) {
-  return accept(socket_fd, daemons_only(key), timeout);
-}
-
-std::unique_ptr<ControlConnection> ControlConnection::accept(int socket_fd, const KeyLookup& lookup,
-                                                             Millis timeout) {
+std::unique_ptr<ControlConnection> ControlConnection::adopt(int socket_fd, std::string peer,
+                                                            ControlIdentity who,
+                                                            FrameCipher cipher) {
   auto io = std::make_unique<Io>();
   asio::error_code ec;
   sockaddr_storage local{};
@@ -137,19 +115,17 @@ std::unique_ptr<ControlConnection> ControlConnection::accept(int socket_fd, cons
     throw ControlError(Kind::kClosed, "cannot take over an accepted socket: " + ec.message(),
                        "this is a bug; please report it");
   }
-  io->socket.set_option(tcp::no_delay(true), ec);
   std::unique_ptr<ControlConnection> c(new ControlConnection(std::move(io)));
-  const auto remote = c->io_->socket.remote_endpoint(ec);
-  c->peer_ = ec ? "?" : remote.address().to_string() + ":" + std::to_string(remote.port());
-  c->server_handshake(lookup, timeout);
+  c->peer_ = std::move(peer);
+  c->peer_identity_ = std::move(who);
+  c->cipher_ = std::move(cipher);
   return c;
 }
 
 // Reads or writes exactly `n` bytes of the handshake before `deadline`; a timeout or a closed
 // connection is reported as the handshake's failure.
 void ControlConnection::handshake_io(bool write, uint8_t* data, size_t n,
-                                     std::chrono::steady_clock::time_point deadline,
-                                     bool is_client) {
+                                     std::chrono::steady_clock::time_point deadline) {
   const auto left = std::max(Millis(1), std::chrono::duration_cast<Millis>(
                                             deadline - std::chrono::steady_clock::now()));
   const asio::error_code ec = io_->run(left, [&](auto handler) {
@@ -158,9 +134,7 @@ void ControlConnection::handshake_io(bool write, uint8_t* data, size_t n,
     else
       asio::async_read(io_->socket, asio::buffer(data, n), handler);
   });
-  const std::string check = is_client ? "check that " + peer_ + " is a dtrain control port"
-                                      : "nothing to do unless it recurs: then find what on " +
-                                            peer_ + " connects to this port";
+  const std::string check = "check that " + peer_ + " is a dtrain control port";
   if (ec == asio::error::timed_out)
     throw ControlError(Kind::kTimeout, peer_ + " did not complete the control handshake in time",
                        check);
@@ -170,39 +144,18 @@ void ControlConnection::handshake_io(bool write, uint8_t* data, size_t n,
                        check);
 }
 
-namespace {
-
-void check_hello_start(const uint8_t* hello, const std::string& peer) {
-  if (std::memcmp(hello, "DTC", 3) != 0)
-    throw ControlError(Kind::kMalformed, peer + " does not speak the dtrain control protocol",
-                       "check that " + peer + " is a dtrain control port");
-  if (hello[3] != kVersion)
-    throw ControlError(Kind::kMalformed,
-                       peer + " speaks control protocol version " + std::to_string(hello[3]) +
-                           ", this program version " + std::to_string(kVersion),
-                       "run the same dtrain release on every machine and every client");
-}
-
-}  // namespace
-
 void ControlConnection::client_handshake(const ControlCredential& credential, Millis timeout) {
   const auto deadline = std::chrono::steady_clock::now() + timeout;
-  const std::string& name = credential.identity.name;
-  std::vector<uint8_t> ours(kHelloBytes + name.size());
-  std::memcpy(ours.data(), "DTC", 3);
-  ours[3] = kVersion;
-  randombytes_buf(ours.data() + 4, kNonceBytes);
-  ours[4 + kNonceBytes] = static_cast<uint8_t>(credential.identity.role);
-  ours[5 + kNonceBytes] = static_cast<uint8_t>(std::min(name.size(), kMaxHelloText));
-  std::memcpy(ours.data() + kHelloBytes, name.data(), std::min(name.size(), kMaxHelloText));
-  handshake_io(true, ours.data(), ours.size(), deadline, true);
+  std::vector<uint8_t> ours =
+      make_hello(static_cast<uint8_t>(credential.identity.role), credential.identity.name);
+  handshake_io(true, ours.data(), ours.size(), deadline);
   std::array<uint8_t, kHelloBytes> theirs{};
-  handshake_io(false, theirs.data(), 4, deadline, true);
+  handshake_io(false, theirs.data(), 4, deadline);
   check_hello_start(theirs.data(), peer_);
-  handshake_io(false, theirs.data() + 4, kHelloBytes - 4, deadline, true);
-  if (theirs[4 + kNonceBytes] != 0) {
-    std::string why(theirs[5 + kNonceBytes], '\0');
-    handshake_io(false, reinterpret_cast<uint8_t*>(why.data()), why.size(), deadline, true);
+  handshake_io(false, theirs.data() + 4, kHelloBytes - 4, deadline);
+  if (theirs[kVerdictAt] != 0) {
+    std::string why(theirs[kTextLengthAt], '\0');
+    handshake_io(false, reinterpret_cast<uint8_t*>(why.data()), why.size(), deadline);
     throw ControlError(Kind::kAuthentication,
                        peer_ + " refused " + credential.identity.describe() + ": " + why,
                        credential.identity.role == ControlIdentity::Role::kClient
@@ -211,77 +164,14 @@ void ControlConnection::client_handshake(const ControlCredential& credential, Mi
                            : kKeyFix);
   }
   peer_identity_ = {ControlIdentity::Role::kDaemon, ""};
-  derive_keys(credential.key, ours.data(), theirs.data(), credential.identity, true);
-  prove_key(timeout, true, credential.identity);
+  cipher_ = FrameCipher(credential.key, ours.data(), theirs.data(), credential.identity, true);
+  prove_key(timeout, credential.identity);
 }
 
-void ControlConnection::server_handshake(const KeyLookup& lookup, Millis timeout) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  std::array<uint8_t, kHelloBytes> theirs{};
-  std::array<uint8_t, kHelloBytes> ours{'D', 'T', 'C', kVersion};
-  randombytes_buf(ours.data() + 4, kNonceBytes);
-  handshake_io(false, theirs.data(), 4, deadline, false);
-  try {
-    check_hello_start(theirs.data(), peer_);
-  } catch (const ControlError&) {
-    // Our hello tells a client of another version which version this is.
-    ours[4 + kNonceBytes] = 1;
-    asio::error_code ignored;
-    asio::write(io_->socket, asio::buffer(ours), ignored);
-    throw;
-  }
-  handshake_io(false, theirs.data() + 4, kHelloBytes - 4, deadline, false);
-  ControlIdentity who;
-  who.role = static_cast<ControlIdentity::Role>(theirs[4 + kNonceBytes]);
-  who.name.resize(theirs[5 + kNonceBytes]);  // at most 255 bytes, whoever says so
-  handshake_io(false, reinterpret_cast<uint8_t*>(who.name.data()), who.name.size(), deadline, false);
-  std::string refusal;
-  std::optional<ClusterKey> key;
-  if (who.role != ControlIdentity::Role::kDaemon && who.role != ControlIdentity::Role::kClient)
-    refusal = "unknown role";
-  else if (who.role == ControlIdentity::Role::kClient && !valid_client_name(who.name))
-    refusal = "not a client name";
-  else
-    key = lookup(who, refusal);
-  if (!key) {
-    if (refusal.size() > kMaxHelloText) refusal.resize(kMaxHelloText);
-    std::vector<uint8_t> no(ours.begin(), ours.end());
-    no[4 + kNonceBytes] = 1;
-    no[5 + kNonceBytes] = static_cast<uint8_t>(refusal.size());
-    no.insert(no.end(), refusal.begin(), refusal.end());
-    handshake_io(true, no.data(), no.size(), deadline, false);
-    throw ControlError(Kind::kAuthentication,
-                       peer_ + " (" + who.describe() + ") refused: " + refusal,
-                       "nothing to do unless it recurs: then find who on " + peer_ +
-                           " uses that credential");
-  }
-  handshake_io(true, ours.data(), ours.size(), deadline, false);
-  peer_identity_ = who;
-  derive_keys(*key, theirs.data(), ours.data(), who, false);
-  prove_key(timeout, false, who);
-}
-
-// Keys for this connection: BLAKE2b keyed with the proving key (the cluster key, or the client's)
-// over both nonces (client's first) and the client's role and name; the first half protects
-// client -> server, the second server -> client.
-void ControlConnection::derive_keys(const ClusterKey& key, const uint8_t* client_hello,
-                                    const uint8_t* server_hello, const ControlIdentity& client,
-                                    bool is_client) {
-  std::vector<uint8_t> input{'D', 'T', 'C', static_cast<uint8_t>(client.role)};
-  input.insert(input.end(), client_hello + 4, client_hello + 4 + kNonceBytes);
-  input.insert(input.end(), server_hello + 4, server_hello + 4 + kNonceBytes);
-  input.insert(input.end(), client.name.begin(), client.name.end());
-  std::array<uint8_t, 64> derived{};
-  crypto_generichash(derived.data(), derived.size(), input.data(), input.size(), key.data(),
-                     key.size());
-  std::memcpy((is_client ? send_key_ : receive_key_).data(), derived.data(), 32);
-  std::memcpy((is_client ? receive_key_ : send_key_).data(), derived.data() + 32, 32);
-  sodium_memzero(derived.data(), derived.size());
-}
-
-// Each side proves it holds the key with an empty authenticated frame. The proof must be empty:
-// a peer that has not proven the key gets no allocation on its say-so.
-void ControlConnection::prove_key(Millis timeout, bool is_client, const ControlIdentity& client) {
+// Each side proves it holds the key with an empty authenticated frame (the server's side:
+// ServerHandshake). The proof must be empty: a peer that has not proven the key gets no
+// allocation on its say-so.
+void ControlConnection::prove_key(Millis timeout, const ControlIdentity& client) {
   send({}, timeout);
   try {
     receive_at_most(timeout, 0);
@@ -289,7 +179,7 @@ void ControlConnection::prove_key(Millis timeout, bool is_client, const ControlI
     if (e.kind() != Kind::kAuthentication && e.kind() != Kind::kClosed) throw;
     const bool daemon = client.role == ControlIdentity::Role::kDaemon;
     throw ControlError(Kind::kAuthentication,
-                       peer_ + (is_client ? " (the controller)" : " (" + client.describe() + ")") +
+                       peer_ + " (the controller)" +
                            (daemon ? " does not use this cluster key"
                                    : " does not hold the key of " + client.describe()),
                        daemon ? std::string(kKeyFix)
@@ -305,18 +195,7 @@ void ControlConnection::send(const std::vector<uint8_t>& body, Millis timeout) {
                        "control frame of " + std::to_string(body.size()) + " bytes exceeds " +
                            std::to_string(kMaxFrameBytes),
                        "send large data over the data channel");
-  std::vector<uint8_t> frame(4 + body.size() + kTag);
-  const uint32_t len = static_cast<uint32_t>(body.size());
-  std::memcpy(frame.data(), &len, 4);
-  if (!body.empty()) std::memcpy(frame.data() + 4, body.data(), body.size());
-  unsigned char nonce[crypto_aead_chacha20poly1305_ietf_NPUBBYTES];
-  frame_nonce(sent_++, nonce);
-  unsigned long long tag_len = 0;
-  unsigned char none[1] = {0};
-  crypto_aead_chacha20poly1305_ietf_encrypt_detached(none, frame.data() + 4 + body.size(),
-                                                     &tag_len, none, 0, frame.data(),
-                                                     4 + body.size(), nullptr, nonce,
-                                                     send_key_.data());
+  const std::vector<uint8_t> frame = cipher_.seal(body.data(), body.size());
   const asio::error_code ec = io_->run(timeout, [&](auto handler) {
     asio::async_write(io_->socket, asio::buffer(frame), handler);
   });
@@ -360,16 +239,10 @@ std::vector<uint8_t> ControlConnection::receive_at_most(Millis timeout, uint32_t
                            (max_bytes == 0 ? ", the key proof is empty)" : ")"),
                        "check that " + peer_ + " runs dtrain");
   }
-  std::vector<uint8_t> frame(4 + size_t(len) + kTag);
-  std::memcpy(frame.data(), &len, 4);
-  read(frame.data() + 4, len + kTag);
-  unsigned char nonce[crypto_aead_chacha20poly1305_ietf_NPUBBYTES];
-  frame_nonce(received_++, nonce);
-  unsigned char none[1] = {0};
-  if (crypto_aead_chacha20poly1305_ietf_decrypt_detached(none, nullptr, none, 0,
-                                                         frame.data() + 4 + len, frame.data(),
-                                                         4 + size_t(len), nonce,
-                                                         receive_key_.data()) != 0) {
+  std::vector<uint8_t> frame(kFrameHeaderBytes + size_t(len) + kTagBytes);
+  std::memcpy(frame.data(), &len, kFrameHeaderBytes);
+  read(frame.data() + kFrameHeaderBytes, len + kTagBytes);
+  if (!cipher_.open(frame.data(), len)) {
     close();
     throw ControlError(Kind::kAuthentication,
                        "a control frame from " + peer_ +

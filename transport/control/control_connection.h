@@ -6,13 +6,14 @@
 // or altered frame fails its tag; a recorded connection cannot be replayed either (the other side's
 // nonce differs).
 //
-// The handshake (version 2): the client sends "DTC" + version + 32 random bytes + its role
-// (daemon, or client with its name); the server looks up the key that proves that identity
-// (the cluster key for daemons, the client's credential for a client) and answers with its own
-// random bytes, or with why it refuses (an unknown or revoked client). Then each side sends an
-// empty frame authenticated with keys derived from that key, both nonces and the identity: a
-// side that does not hold the key fails the other's tag at once, so a wrong key is reported by
-// name on both ends before any request is read.
+// The handshake (control_handshake.h): the client sends its hello, naming its role (daemon, or
+// client with its name); the server looks up the key that proves that identity (the cluster
+// key for daemons, the client's credential for a client) and answers with its own hello, or
+// with why it refuses (an unknown or revoked client). Then each side sends an empty frame
+// authenticated with keys derived from that key, both nonces and the identity: a side that
+// does not hold the key fails the other's tag at once, so a wrong key is reported by name on
+// both ends before any request is read. The client side runs here (connect); the server side
+// runs asynchronously in ServerHandshake, which hands the connection over (adopt).
 //
 // Every call has a deadline; nothing blocks forever. One thread uses a connection at a time,
 // except close(), which any thread may call to unblock it.
@@ -24,14 +25,11 @@
 #include <vector>
 
 #include "transport/control/control_error.h"
+#include "transport/control/control_handshake.h"
 #include "transport/control/control_identity.h"
 #include "transport/security/cluster_key.h"
 
 namespace dtrain::transport {
-
-// The control protocol's version (2: identities in the hello; 3: typed job start and rejoin
-// messages). Both ends must speak the same.
-constexpr uint8_t kControlVersion = 3;
 
 class ControlConnection {
  public:
@@ -51,13 +49,11 @@ class ControlConnection {
   static std::unique_ptr<ControlConnection> connect(const std::string& host, uint16_t port,
                                                     const ClusterKey& key,
                                                     Millis timeout = kDefaultTimeout);
-  // Takes over an accepted socket (its file descriptor) and authenticates the client with the
-  // key `lookup` gives for the identity it claims.
-  static std::unique_ptr<ControlConnection> accept(int socket_fd, const KeyLookup& lookup,
-                                                   Millis timeout = kDefaultTimeout);
-  // Daemons with the cluster key only.
-  static std::unique_ptr<ControlConnection> accept(int socket_fd, const ClusterKey& key,
-                                                   Millis timeout = kDefaultTimeout);
+  // Takes over a socket whose handshake the server completed (ServerHandshake): `cipher` holds
+  // the connection's keys and the frame counts so far.
+  static std::unique_ptr<ControlConnection> adopt(int socket_fd, std::string peer,
+                                                  ControlIdentity who,
+                                                  handshake::FrameCipher cipher);
   ~ControlConnection();
   ControlConnection(const ControlConnection&) = delete;
   ControlConnection& operator=(const ControlConnection&) = delete;
@@ -80,12 +76,10 @@ class ControlConnection {
   struct Io;
   explicit ControlConnection(std::unique_ptr<Io> io);
   void client_handshake(const ControlCredential& credential, Millis timeout);
-  void server_handshake(const KeyLookup& lookup, Millis timeout);
+  // Reads or writes exactly n bytes of the handshake before `deadline`.
   void handshake_io(bool write, uint8_t* data, size_t n,
-                    std::chrono::steady_clock::time_point deadline, bool is_client);
-  void derive_keys(const ClusterKey& key, const uint8_t* client_hello, const uint8_t* server_hello,
-                   const ControlIdentity& client, bool is_client);
-  void prove_key(Millis timeout, bool is_client, const ControlIdentity& client);
+                    std::chrono::steady_clock::time_point deadline);
+  void prove_key(Millis timeout, const ControlIdentity& client);
   // receive() with a smaller bound on the announced length (0 for the handshake's proof), checked
   // before anything is allocated; a frame over it closes the connection.
   std::vector<uint8_t> receive_at_most(Millis timeout, uint32_t max_bytes);
@@ -93,8 +87,7 @@ class ControlConnection {
   std::unique_ptr<Io> io_;
   std::string peer_;
   ControlIdentity peer_identity_;
-  std::array<uint8_t, 32> send_key_{}, receive_key_{};
-  uint64_t sent_ = 0, received_ = 0;  // frames per direction: part of each tag's nonce
+  handshake::FrameCipher cipher_;
 };
 
 }  // namespace dtrain::transport

@@ -1,13 +1,6 @@
 #include "transport/control/control_server.h"
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <poll.h>
 #include <spdlog/spdlog.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
-#include <asio.hpp>
 
 namespace dtrain::transport {
 
@@ -23,37 +16,22 @@ ControlServer::ControlServer(const std::string& address, uint16_t port, KeyLooku
   if (ec)
     throw TransportError("control address '" + address + "' is not an IP address",
                          "give the control channel an address such as 0.0.0.0 or 10.0.0.5");
-  // Bound with Asio, then served with poll() so that stop() never waits on a blocked accept.
-  asio::io_context io;
-  asio::ip::tcp::acceptor acceptor(io);
   const asio::ip::tcp::endpoint endpoint(ip, port);
-  acceptor.open(endpoint.protocol(), ec);
-  if (!ec) acceptor.set_option(asio::socket_base::reuse_address(true), ec);
-  if (!ec) acceptor.bind(endpoint, ec);
-  if (!ec) acceptor.listen(64, ec);
+  acceptor_.open(endpoint.protocol(), ec);
+  if (!ec) acceptor_.set_option(asio::socket_base::reuse_address(true), ec);
+  if (!ec) acceptor_.bind(endpoint, ec);
+  if (!ec) acceptor_.listen(64, ec);
   if (ec)
     throw TransportError("cannot listen on TCP " + address + ":" + std::to_string(port) + ": " +
                              ec.message(),
                          "another dtraind may be running, or pick a free port (control_port)");
-  port_ = acceptor.local_endpoint().port();
-  listen_fd_ = acceptor.release();
-  acceptor_ = std::thread([this] { accept_loop(); });
+  port_ = acceptor_.local_endpoint().port();
+  accept_next();
+  reap_finished();
+  io_thread_ = std::thread([this] { io_.run(); });
 }
 
 ControlServer::~ControlServer() { stop(); }
-
-namespace {
-
-std::string source_address(const sockaddr_storage& a) {
-  char text[INET6_ADDRSTRLEN] = "?";
-  if (a.ss_family == AF_INET)
-    inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in&>(a).sin_addr, text, sizeof text);
-  else if (a.ss_family == AF_INET6)
-    inet_ntop(AF_INET6, &reinterpret_cast<const sockaddr_in6&>(a).sin6_addr, text, sizeof text);
-  return text;
-}
-
-}  // namespace
 
 std::string ControlServer::over_bound(const std::string& source) const {
   if (authenticated_ >= limits_.sessions)
@@ -67,17 +45,19 @@ std::string ControlServer::over_bound(const std::string& source) const {
   return "";
 }
 
-void ControlServer::accept_loop() {
-  while (!stopping_) {
-    reap_finished();  // every turn: a busy server must not pile up finished threads
-    pollfd p{listen_fd_, POLLIN, 0};
-    if (::poll(&p, 1, 100) <= 0) continue;
-    sockaddr_storage from{};
-    socklen_t from_size = sizeof from;
-    const int fd = ::accept4(listen_fd_, reinterpret_cast<sockaddr*>(&from), &from_size,
-                             SOCK_CLOEXEC);
-    if (fd < 0) continue;
-    const std::string source = source_address(from);
+void ControlServer::accept_next() {
+  acceptor_.async_accept([this](const asio::error_code& ec, asio::ip::tcp::socket socket) {
+    if (stopping_ || !acceptor_.is_open()) return;
+    if (!ec) admit(std::move(socket));
+    accept_next();  // an error (out of descriptors, say) ends that connection, not the server
+  });
+}
+
+void ControlServer::admit(asio::ip::tcp::socket socket) {
+  asio::error_code ec;
+  const auto remote = socket.remote_endpoint(ec);
+  const std::string source = ec ? "?" : remote.address().to_string();
+  {
     std::lock_guard<std::mutex> lock(mutex_);
     const std::string why = over_bound(source);
     if (!why.empty()) {
@@ -85,50 +65,55 @@ void ControlServer::accept_loop() {
       if (over_limit_++ % 1000 == 0)
         spdlog::warn("control: closed a connection from {} unread: {} ({} so far)", source, why,
                      over_limit_.load());
-      ::close(fd);  // unread: nothing of it is held
-      continue;
+      socket.close(ec);  // unread: nothing of it is held
+      return;
     }
     ++handshaking_;
     ++handshaking_from_[source];
-    Session& s = sessions_.emplace_back();
-    s.source = source;
-    s.thread = std::thread([this, fd, &s] { serve(fd, s); });
   }
+  socket.set_option(asio::ip::tcp::no_delay(true), ec);
+  const std::string peer = ec ? source : source + ":" + std::to_string(remote.port());
+  handshakes_.push_back(ServerHandshake::start(
+      std::move(socket), peer, lookup_, handshake_timeout_,
+      [this, source](std::unique_ptr<ControlConnection> c, const std::string& refusal) {
+        handshake_done(source, std::move(c), refusal);
+      }));
 }
 
-void ControlServer::serve(int fd, Session& s) {
-  std::shared_ptr<ControlConnection> c;
-  std::string refusal;
-  try {
-    c = ControlConnection::accept(fd, lookup_, handshake_timeout_);
-  } catch (const ControlError& e) {
-    refusal = e.what();
-  }
+void ControlServer::handshake_done(const std::string& source,
+                                   std::unique_ptr<ControlConnection> c,
+                                   const std::string& refusal) {
+  std::string why = refusal;
+  Session* s = nullptr;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     --handshaking_;
-    if (--handshaking_from_[s.source] == 0) handshaking_from_.erase(s.source);
+    if (--handshaking_from_[source] == 0) handshaking_from_.erase(source);
     if (c && authenticated_ >= limits_.sessions)
-      refusal = std::to_string(authenticated_) + " sessions are open (the most)";
-    if (refusal.empty()) {
+      why = std::to_string(authenticated_) + " sessions are open (the most)";
+    if (c && why.empty()) {
       ++authenticated_;
-      s.connection = c;
-      if (stopping_) c->close();
+      s = &sessions_.emplace_back();
+      s->connection = std::move(c);
+      if (stopping_) s->connection->close();
+      s->thread = std::thread([this, s] { serve(*s); });
     }
   }
-  if (!refusal.empty()) {
+  if (!s && !stopping_) {
     ++refused_;
-    spdlog::warn("control: refused a connection from {}: {}", s.source, refusal);
-    s.done = true;
-    return;
+    spdlog::warn("control: refused a connection from {}: {}", source, why);
   }
+}
+
+void ControlServer::serve(Session& s) {
+  ControlConnection& c = *s.connection;
   try {
-    handler_(*c);
+    handler_(c);
   } catch (const ControlError& e) {
     if (e.kind() != ControlError::Kind::kClosed)
-      spdlog::warn("control: connection from {} ended: {}", c->peer(), e.what());
+      spdlog::warn("control: connection from {} ended: {}", c.peer(), e.what());
   } catch (const std::exception& e) {
-    spdlog::error("control: handling {} failed: {}", c->peer(), e.what());
+    spdlog::error("control: handling {} failed: {}", c.peer(), e.what());
   }
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -138,26 +123,40 @@ void ControlServer::serve(int fd, Session& s) {
 }
 
 void ControlServer::reap_finished() {
-  std::lock_guard<std::mutex> lock(mutex_);
-  for (auto it = sessions_.begin(); it != sessions_.end();) {
-    if (!it->done) {
-      ++it;
-      continue;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (auto it = sessions_.begin(); it != sessions_.end();) {
+      if (!it->done) {
+        ++it;
+        continue;
+      }
+      it->thread.join();
+      it = sessions_.erase(it);
     }
-    it->thread.join();
-    it = sessions_.erase(it);
   }
+  handshakes_.remove_if([](const std::weak_ptr<ServerHandshake>& h) { return h.expired(); });
+  reaper_.expires_after(std::chrono::milliseconds(100));
+  reaper_.async_wait([this](const asio::error_code& ec) {
+    if (!ec && !stopping_) reap_finished();
+  });
 }
 
 void ControlServer::stop() {
   if (stopping_.exchange(true)) return;
-  if (acceptor_.joinable()) acceptor_.join();
-  ::close(listen_fd_);
+  // On the I/O thread: nothing new is accepted, every handshake ends; then run() runs out of
+  // work and returns.
+  asio::post(io_, [this] {
+    asio::error_code ignored;
+    acceptor_.close(ignored);
+    reaper_.cancel();
+    for (auto& weak : handshakes_)
+      if (auto h = weak.lock()) h->abort();
+  });
+  if (io_thread_.joinable()) io_thread_.join();
   std::list<Session> sessions;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    for (Session& s : sessions_)
-      if (s.connection) s.connection->close();
+    for (Session& s : sessions_) s.connection->close();
     sessions.splice(sessions.end(), sessions_);
   }
   for (Session& s : sessions) s.thread.join();

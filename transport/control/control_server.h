@@ -1,12 +1,15 @@
 #pragma once
-// The listening side of the control channel: accepts TCP connections on one port, runs the
-// handshake (a client without the key for the identity it claims is refused and logged), and
-// hands each authenticated connection to the handler on a thread of its own (control traffic
-// is a few nodes and command-line clients, not a data path). Connections are bounded (Limits):
-// those still in their handshake, in total and per source address, and the authenticated
-// sessions. One over a bound is closed as soon as it is accepted, before a byte of it is read,
-// so no one can make the server hold more than the bounds' threads and buffers.
+// The listening side of the control channel: accepts TCP connections on one port and runs
+// their handshakes asynchronously on one I/O thread (ServerHandshake: a client without the key
+// for the identity it claims is refused and logged), then hands each authenticated connection
+// to the handler on a thread of its own (control traffic is a few nodes and command-line
+// clients, not a data path; the controller's handlers block on their session). Connections are
+// bounded (Limits): those still in their handshake, in total and per source address, and the
+// authenticated sessions. One over a bound is closed as soon as it is accepted, before a byte
+// of it is read. So a connection costs a thread only once it is authenticated, and no one can
+// make the server hold more than the bounds' sockets, buffers and session threads.
 // stop() closes the listener and every open connection and joins the threads.
+#include <asio.hpp>
 #include <atomic>
 #include <cstdint>
 #include <functional>
@@ -18,6 +21,7 @@
 #include <thread>
 
 #include "transport/control/control_connection.h"
+#include "transport/control/server_handshake.h"
 
 namespace dtrain::transport {
 
@@ -56,29 +60,37 @@ class ControlServer {
  private:
   struct Session {
     std::thread thread;
-    std::string source;                             // the peer's IP address
-    std::shared_ptr<ControlConnection> connection;  // set once authenticated
+    std::shared_ptr<ControlConnection> connection;
     std::atomic<bool> done{false};
   };
-  void accept_loop();
+  // On the I/O thread: the next connection, and what becomes of it.
+  void accept_next();
+  void admit(asio::ip::tcp::socket socket);
+  void handshake_done(const std::string& source, std::unique_ptr<ControlConnection> c,
+                      const std::string& refusal);
+  void serve(Session& s);
+  // Every 100 ms on the I/O thread: joins the threads of sessions that ended.
   void reap_finished();
   // Under mutex_: why a new connection from `source` may not be taken now ("" if it may).
   std::string over_bound(const std::string& source) const;
-  void serve(int fd, Session& s);
 
   KeyLookup lookup_;
   Handler handler_;
   ControlConnection::Millis handshake_timeout_;
   Limits limits_;
-  int listen_fd_ = -1;
   uint16_t port_ = 0;
   std::atomic<bool> stopping_{false};
   std::atomic<uint64_t> refused_{0}, over_limit_{0};
-  std::thread acceptor_;
   std::mutex mutex_;
   std::list<Session> sessions_;  // guarded by mutex_, as are the counts below
   int handshaking_ = 0, authenticated_ = 0;
   std::map<std::string, int> handshaking_from_;
+  std::list<std::weak_ptr<ServerHandshake>> handshakes_;  // the I/O thread's only
+  // Declared last: destroyed first, with any handler still holding a handshake.
+  asio::io_context io_;
+  asio::ip::tcp::acceptor acceptor_{io_};
+  asio::steady_timer reaper_{io_};
+  std::thread io_thread_;
 };
 
 }  // namespace dtrain::transport
