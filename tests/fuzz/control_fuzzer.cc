@@ -14,6 +14,7 @@
 #include "transport/control/control_connection.h"
 #include "transport/control/control_frames.h"
 #include "transport/control/server_handshake.h"
+#include "tests/fuzz/two_targets.h"
 
 using namespace dtrain;
 
@@ -75,8 +76,5 @@ void frame_body(const uint8_t* data, size_t size) {
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  if (size == 0) return 0;
-  if (data[0] % 2 == 0) handshake(data + 1, size - 1);
-  else frame_body(data + 1, size - 1);
-  return 0;
+  return fuzz::two_targets(data, size, handshake, frame_body);
 }

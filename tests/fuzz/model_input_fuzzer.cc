@@ -16,6 +16,7 @@
 #include "core/io/saved_model.h"
 #include "core/spec/job_spec_parser.h"
 #include "core/util/error.h"
+#include "tests/fuzz/two_targets.h"
 
 using namespace dtrain;
 
@@ -58,8 +59,5 @@ void model_file(const uint8_t* data, size_t size) {
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  if (size == 0) return 0;
-  if (data[0] % 2 == 0) spec(data + 1, size - 1);
-  else model_file(data + 1, size - 1);
-  return 0;
+  return fuzz::two_targets(data, size, spec, model_file);
 }
