@@ -1,8 +1,19 @@
 #!/usr/bin/env bash
-# Installs every Debian package dtrain needs to build, test and benchmark.
+# Installs the Debian packages dtrain needs to build and test (and run the quick start);
+# with --bench also the benchmarks' PyTorch baseline and OpenBLAS (about 230 packages more).
 # Idempotent: does nothing when everything is present; runs `apt-get update` only when a package
-# is missing. Needs root (or sudo) the first time.
+# is missing. Needs root (or sudo) the first time. It changes nothing else on the machine: the
+# benchmarks point only their own PyTorch processes at OpenBLAS (tools/bench/torch_on_openblas),
+# never the system's BLAS alternatives.
 set -euo pipefail
+
+BENCH=0
+case "${1:-}" in
+  --bench) BENCH=1 ;;
+  "") ;;
+  -h|--help) sed -n '2,8p' "$0"; exit 0 ;;
+  *) echo "setup: unknown option '$1' (use --bench, or nothing)" >&2; exit 2 ;;
+esac
 
 PACKAGES=(
   # build
@@ -13,11 +24,11 @@ PACKAGES=(
   nlohmann-json3-dev libsystemd-dev
   # data
   dataset-fashion-mnist
-  # benchmarks: PyTorch baseline on Debian's OpenBLAS (not the reference BLAS)
-  python3-torch libopenblas0-pthread
   # multi-host tests and fuzzing
   iproute2 clang libfuzzer-14-dev
 )
+# benchmarks: the PyTorch baseline, run on Debian's OpenBLAS (not the reference BLAS)
+((BENCH)) && PACKAGES+=(python3-torch libopenblas0-pthread)
 
 missing=()
 for p in "${PACKAGES[@]}"; do
@@ -34,14 +45,4 @@ if ((${#missing[@]})); then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
 fi
 
-# PyTorch must use OpenBLAS, not the reference BLAS (13-18x slower: no fair baseline).
-if command -v update-alternatives >/dev/null; then
-  for alt in libblas.so.3-x86_64-linux-gnu liblapack.so.3-x86_64-linux-gnu; do
-    best=$(update-alternatives --list "$alt" 2>/dev/null | grep openblas | head -n1 || true)
-    if [[ -n "$best" ]]; then
-      SUDO=""; [[ $(id -u) -ne 0 ]] && SUDO="sudo"
-      $SUDO update-alternatives --set "$alt" "$best" >/dev/null
-    fi
-  done
-fi
 echo "setup: all packages present"

@@ -19,6 +19,7 @@ import torch.distributed as dist
 import torch.nn as nn
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from blas_check import require_openblas  # noqa: E402
 from train_torch import DATA, read_idx  # noqa: E402  (the same IDX reader as the 1-node bench)
 
 
@@ -35,6 +36,7 @@ def main():
     p.add_argument("--batch", type=int, default=64)
     p.add_argument("--threads", type=int, default=1)
     args = p.parse_args()
+    require_openblas()
     torch.set_num_threads(args.threads)
     dist.init_process_group("gloo")
     rank, world = dist.get_rank(), dist.get_world_size()

@@ -12,6 +12,8 @@ import numpy as np
 import torch
 import torch.nn as nn
 
+from blas_check import require_openblas
+
 DATA = "/usr/share/datasets/fashion-mnist/"
 
 
@@ -47,6 +49,7 @@ def main():
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--batch", type=int, default=64)
     args = p.parse_args()
+    require_openblas()
     torch.set_num_threads(args.threads)
     torch.manual_seed(12345)
     x, y = load("train")
