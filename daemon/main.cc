@@ -160,8 +160,9 @@ int main(int argc, char** argv) {
       "machine, mode 0600)\n"
       "  dtraind keygen --client alice alice.cred    make a client credential for dtrain-submit "
       "(its copy goes in the controller's clients_dir)\n\n"
-      "Ports: TCP 7070 control, UDP 40123 data, TCP 7080 status (see the sample config in "
-      "configs/dtraind/).",
+      "Ports: TCP 7070 control, UDP 40123 data, TCP 7080 status. Every key is in the sample "
+      "config: /etc/dtrain/dtraind.yaml as the package installs it, configs/dtraind/ in the "
+      "source. Under systemd: systemctl enable --now dtraind; journalctl -u dtraind.",
       "dtraind"};
   std::string config_path;
   app.add_option("--config", config_path, "daemon config (YAML)");

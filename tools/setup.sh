@@ -26,6 +26,8 @@ PACKAGES=(
   dataset-fashion-mnist
   # multi-host tests and fuzzing
   iproute2 clang libfuzzer-14-dev
+  # the Debian package for cluster nodes (tools/package.sh) and its checks
+  fakeroot help2man lintian dpkg-dev
 )
 # benchmarks: the PyTorch baseline, run on Debian's OpenBLAS (not the reference BLAS)
 ((BENCH)) && PACKAGES+=(python3-torch libopenblas0-pthread)
