@@ -28,5 +28,11 @@ int run_cluster_status(const ClusterArgs& a, const std::string& job, bool json);
 int run_cluster_nodes(const ClusterArgs& a, bool json);
 int run_cluster_cancel(const ClusterArgs& a, const std::string& job);
 int run_cluster_logs(const ClusterArgs& a, const std::string& job);
+struct StatsFormat {
+  bool csv = false, json = false;
+  std::string node;  // only this node's rows ("" = every node)
+};
+// `stats JOB`: the job's recorded steps and epochs (a table, --csv or --json).
+int run_cluster_stats(const ClusterArgs& a, const std::string& job, const StatsFormat& format);
 
 }  // namespace dtrain::submit

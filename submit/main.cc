@@ -18,6 +18,8 @@ int main(int argc, char** argv) {
       "  dtrain-submit nodes [--json]            the cluster's nodes\n"
       "  dtrain-submit cancel JOB | logs JOB\n"
       "  dtrain-submit fetch JOB [-o model.dtm]  copy a finished job's model here\n"
+      "  dtrain-submit stats JOB [--csv|--json]  its recorded steps and epochs (loss, samples/s,\n"
+      "                                          tau, density, bytes, step times)\n"
       "  dtrain-submit resume JOB [--detach]     go on with a failed or cancelled job from its\n"
       "                                          consistent checkpoint (on the nodes holding it)\n"
       "  dtrain-submit --local job.yaml          train in this process (one machine)\n"
@@ -86,7 +88,15 @@ int main(int argc, char** argv) {
   uint32_t chunk_kb = 8192;
   fetch_cmd->add_option("--chunk-kb", chunk_kb, "KiB per request (default 8192, the most)")
       ->check(CLI::Range(1, 8192));
-  for (auto* sub : {status_cmd, nodes_cmd, cancel_cmd, logs_cmd, resume_cmd, fetch_cmd}) {
+  StatsFormat stats_format;
+  auto* stats_cmd = app.add_subcommand(
+      "stats", "a job's stats history: loss, samples/s, tau, density, bytes, step times");
+  stats_cmd->add_option("job", job_arg, "job id")->required();
+  auto* csv_flag = stats_cmd->add_flag("--csv", stats_format.csv, "comma-separated, a header line");
+  stats_cmd->add_flag("--json", stats_format.json, "the controller's JSON")->excludes(csv_flag);
+  stats_cmd->add_option("--node", stats_format.node, "only this node's rows");
+  for (auto* sub :
+       {status_cmd, nodes_cmd, cancel_cmd, logs_cmd, resume_cmd, fetch_cmd, stats_cmd}) {
     sub->add_option("--controller", cluster.controller, "controller host:port");
     sub->add_option("--key-file", cluster.key_file, "cluster key file");
     sub->add_option("--credential", cluster.credential, "client credential file");
@@ -135,6 +145,7 @@ int main(int argc, char** argv) {
   if (*logs_cmd) return run_cluster_logs(cluster, job_arg);
   if (*resume_cmd) return run_cluster_resume(cluster, job_arg, detach);
   if (*fetch_cmd) return run_cluster_fetch(cluster, job_arg, fetch_output, chunk_kb);
+  if (*stats_cmd) return run_cluster_stats(cluster, job_arg, stats_format);
   if (*eval_cmd) return run_eval(eval);
   if (*infer_cmd) return run_infer(infer);
   if (!train.resume.empty() && !local) {

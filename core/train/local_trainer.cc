@@ -438,12 +438,17 @@ TrainingResult train_local(const JobSpec& job, TrainingListener& listener,
         while (!stop && !(options.cancel && *options.cancel)) {
           const int64_t it = iterations[w];
           const int64_t schedule_it = schedule_iteration(batching, it, shards, first_shard + w);
+          WorkerStep step;
           if (sharing) {
             if (!sw.step(it, schedule_it, epoch, in_epoch_own)) break;
             ++in_epoch_own;
+            step.times = sw.last_times();
           } else {
+            const auto t0 = Clock::now();
             if (!worker.compute_step(it, schedule_it)) break;
             worker.apply_own_step();
+            const auto t1 = Clock::now();
+            step.times.compute_ms = std::chrono::duration<double, std::milli>(t1 - t0).count();
             // Parameter averaging across nodes: every node runs the same number of rounds per
             // epoch (set by the smallest shard), spread evenly over its own minibatches, the
             // last one after its last minibatch, so all replicas agree at every epoch end.
@@ -453,16 +458,23 @@ TrainingResult train_local(const JobSpec& job, TrainingListener& listener,
                             regular_round(epoch, rounds_per_epoch, rounds_done));
               ++rounds_done;
             }
+            step.times.wait_ms =
+                std::chrono::duration<double, std::milli>(Clock::now() - t1).count();
           }
           mine.loss_sum += worker.last_loss() * worker.last_batch_size();
           mine.samples += worker.last_batch_size();
           const int64_t samples_now = epoch_samples += worker.last_batch_size();
+          step.iteration = it;
+          step.epoch = epoch;
+          step.loss = worker.last_loss();
+          step.samples = worker.last_batch_size();
+          step.sharing = sharing;
           if (sharing) {
-            const CodecStepStats& cs = sw.encoder().last_stats();
-            mine.messages += cs.messages;
-            mine.message_bytes += cs.message_bytes;
-            listener.on_worker_codec(w, it, cs);
+            step.codec = sw.encoder().last_stats();
+            mine.messages += step.codec.messages;
+            mine.message_bytes += step.codec.message_bytes;
           }
+          listener.on_worker_step(w, step);
           ++iterations[w];
           if (w != 0) continue;
           // Worker 0 reports progress, checkpoints and enforces max_iterations.

@@ -13,6 +13,7 @@
 #include "core/train/replica_agreement.h"
 #include "core/train/node_exchange.h"
 #include "core/train/sharing_worker.h"
+#include "core/train/step_stats.h"
 
 namespace dtrain::core {
 
@@ -79,8 +80,9 @@ class TrainingListener {
   virtual void on_data_loaded(int64_t train_examples, int64_t test_examples, int64_t params) {}
   // From worker 0's thread while the workers run.
   virtual void on_step(const StepProgress& progress) {}
-  // From each worker's thread after each of its steps (for metrics); must be thread-safe.
-  virtual void on_worker_codec(int worker, int64_t iteration, const CodecStepStats& stats) {}
+  // From each worker's thread after each of its steps (metrics, the stats history); must be
+  // thread-safe.
+  virtual void on_worker_step(int worker, const WorkerStep& step) {}
   virtual void on_epoch(const EpochSummary& summary) {}
   virtual void on_checkpoint(const std::string& path, int64_t iteration) {}
   // A cluster job's checkpoint, taken at an epoch end (where the replicas agree): training can

@@ -34,6 +34,24 @@ void SharingWorker::apply(const EncodedMessage& m, float* params, float* momentu
     applied_batch_[m.origin] = std::max(applied_batch_[m.origin], m.batch);
 }
 
+namespace {
+
+// Splits one step's time into StepTimes: each lap() is the time since the last.
+class StepClock {
+ public:
+  explicit StepClock(StepTimes& times) : last_(std::chrono::steady_clock::now()) { times = {}; }
+  void lap(double& ms) {
+    const auto now = std::chrono::steady_clock::now();
+    ms = std::chrono::duration<double, std::milli>(now - last_).count();
+    last_ = now;
+  }
+
+ private:
+  std::chrono::steady_clock::time_point last_;
+};
+
+}  // namespace
+
 int64_t SharingWorker::apply_received() {
   const std::vector<SharedMessage> inbox = bus_.take(index_);
   float* params = worker_.model().params();
@@ -57,15 +75,20 @@ bool SharingWorker::step(int64_t own_iteration, int64_t schedule_iteration, int6
     epoch_ = epoch;
     std::fill(applied_batch_.begin(), applied_batch_.end(), -1);
   }
+  StepClock clock(times_);
   if (StepGate* gate = bus_.gate()) {
     std::vector<int> waiting;
     if (!gate->wait(shard_, epoch, batch, wait_deadline_, stopped_, &waiting))
       return waited_too_long(*gate, waiting);
   }
+  clock.lap(times_.wait_ms);
   apply_received();  // step 7 for everything that arrived since the last step
   measure_ahead(batch);
+  clock.lap(times_.apply_ms);
   if (!worker_.compute_step(own_iteration, schedule_iteration)) return false;
+  clock.lap(times_.compute_ms);
   share_step(epoch, batch);
+  clock.lap(times_.encode_ms);
   return true;
 }
 
@@ -84,15 +107,20 @@ bool SharingWorker::waited_too_long(const StepGate& gate, const std::vector<int>
 bool SharingWorker::step_on(int64_t shard, int64_t num_shards, int64_t batch,
                             int64_t own_iteration, int64_t schedule_iteration, int64_t epoch,
                             int64_t takeover_step) {
+  StepClock clock(times_);
   if (StepGate* gate = bus_.gate()) {
     std::vector<int> waiting;
     if (!gate->wait_takeover(shard_, epoch, takeover_step, wait_deadline_, stopped_, &waiting))
       return waited_too_long(*gate, waiting);
   }
+  clock.lap(times_.wait_ms);
   apply_received();
+  clock.lap(times_.apply_ms);
   if (!worker_.compute_step_on(shard, num_shards, batch, own_iteration, schedule_iteration))
     return false;
+  clock.lap(times_.compute_ms);
   share_step(epoch, -1);
+  clock.lap(times_.encode_ms);
   return true;
 }
 

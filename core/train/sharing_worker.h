@@ -11,6 +11,7 @@
 
 #include "core/codec/update_encoder.h"
 #include "core/train/message_bus.h"
+#include "core/train/step_stats.h"
 #include "core/train/update_audit.h"
 #include "core/train/worker.h"
 
@@ -59,6 +60,8 @@ class SharingWorker {
   // The most steps this worker was ever ahead of a live worker's messages it had applied,
   // measured from the positions the messages carry (sync's bound keeps it <= K).
   int64_t max_ahead() const { return max_ahead_; }
+  // Where the last step's time went (the stats history and the timeline).
+  const StepTimes& last_times() const { return times_; }
 
  private:
   void share_step(int64_t epoch, int64_t batch);  // encode u, apply our own message, publish
@@ -83,6 +86,7 @@ class SharingWorker {
   int64_t epoch_ = -1;
   std::vector<int64_t> applied_batch_;
   int64_t max_ahead_ = 0;
+  StepTimes times_;
 };
 
 }  // namespace dtrain::core

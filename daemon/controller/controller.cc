@@ -46,6 +46,7 @@ Controller::Controller(const DaemonConfig& config)
   if (ec)
     throw core::UserError("cannot create " + jobs_dir_ + ": " + ec.message(),
                           "make data_dir (" + config.data_dir + ") writable for dtraind");
+  stats_ = std::make_unique<StatsStore>(config.data_dir + "/controller/stats.db");
   for (JobRecord& job : load_jobs(jobs_dir_)) {
     if (job.state == "running" && running_ == 0) {
       running_ = job.id;
@@ -67,7 +68,7 @@ Controller::Controller(const DaemonConfig& config)
 // dtrain-submit.
 bool Controller::client_may(const std::string& kind) {
   return kind == "submit" || kind == "nodes" || kind == "status" || kind == "logs" ||
-         kind == "cancel" || kind == "resume" || kind == "fetch";
+         kind == "cancel" || kind == "resume" || kind == "fetch" || kind == "stats";
 }
 
 void Controller::serve(ControlConnection& c) {
@@ -100,8 +101,9 @@ void Controller::serve(ControlConnection& c) {
       return;
     }
     const std::string body = q->body() ? q->body()->str() : "{}";
-    c.send(kind == "fetch" ? fetch_request(q->job_id(), body)
-                           : handle_request(kind, q->job_id(), body));
+    c.send(kind == "fetch"   ? fetch_request(q->job_id(), body)
+           : kind == "stats" ? stats_request(q->job_id(), body)
+                             : handle_request(kind, q->job_id(), body));
     return;
   }
   c.send(reply_error("unexpected first control frame", "run the same dtrain release everywhere"));
@@ -258,6 +260,14 @@ void Controller::on_job_message(Member& m, const JobMessageIn& in) {
     case JobKind::Checkpoint:
       on_checkpoint(job, m, body);
       break;
+    case JobKind::Stats: {
+      StatsReport report;
+      if (read_stats_report(body, report))
+        stats_->add(job_id_text(job.id), m.name, report);
+      else
+        spdlog::warn("controller: ignored a malformed stats report from {}", m.name);
+      break;
+    }
     default:
       break;
   }
@@ -702,6 +712,29 @@ std::vector<uint8_t> Controller::handle_request(const std::string& kind, uint64_
     return reply_error("unknown request '" + kind + "'", "run the same dtrain release everywhere");
   } catch (const core::UserError& e) {
     return reply_error(e.what_happened(), e.fix());
+  }
+}
+
+// `dtrain-submit stats JOB [--node N]`: the job's recorded steps and epochs. Read outside the
+// controller's lock (the store has its own, and WAL lets reports be written meanwhile).
+std::vector<uint8_t> Controller::stats_request(uint64_t job_id, const std::string& body_text) {
+  const Json body = Json::parse(body_text.empty() ? "{}" : body_text, nullptr, false);
+  std::string node;
+  if (body.is_object() && body.contains("node") && body["node"].is_string())
+    node = body["node"].get<std::string>();
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!jobs_.count(job_id))
+      return reply_error("no job " + job_id_text(job_id) + " on this controller",
+                         "list the jobs with `dtrain-submit status`");
+  }
+  try {
+    Json j = stats_->query(job_id_text(job_id), node);
+    j["id"] = job_id_text(job_id);
+    return reply_ok(j);
+  } catch (const std::exception& e) {
+    return reply_error("the stats store could not be read: " + std::string(e.what()),
+                       "check the controller's log and its data_dir/controller/stats.db");
   }
 }
 

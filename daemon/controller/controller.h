@@ -17,6 +17,7 @@
 #include "daemon/config/daemon_config.h"
 #include "daemon/controller/job_record.h"
 #include "daemon/controller/placement.h"
+#include "daemon/controller/stats_store.h"
 #include "transport/control/control_connection.h"
 
 namespace dtrain::daemon {
@@ -62,6 +63,7 @@ class Controller {
   // controller_fetch.cc: `dtrain-submit fetch`, one chunk of a finished job's model per call
   // (locks mutex_ itself: it waits for the node's answer unlocked).
   std::vector<uint8_t> fetch_request(uint64_t job_id, const std::string& body);
+  std::vector<uint8_t> stats_request(uint64_t job_id, const std::string& body);
   void on_model_chunk(Member& m, const JobMessageIn& in);
   struct PendingFetch;
   std::optional<PendingFetch> ask_for_chunk(std::unique_lock<std::mutex>& lock,
@@ -111,6 +113,7 @@ class Controller {
 
   DaemonConfig config_;
   std::string jobs_dir_;
+  std::unique_ptr<StatsStore> stats_;  // data_dir/controller/stats.db
   std::mutex mutex_;
   bool stopping_ = false;
   uint64_t next_session_ = 1;

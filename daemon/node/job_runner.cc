@@ -13,6 +13,7 @@
 #include "core/train/checkpoints.h"
 #include "core/train/local_trainer.h"
 #include "daemon/node/mesh_exchange.h"
+#include "daemon/node/stats_recorder.h"
 
 namespace dtrain::daemon {
 namespace {
@@ -28,9 +29,27 @@ constexpr int64_t kParamSample = 65536;
 // the latest figures per worker for /metrics.
 class JobRunner::ProgressReporter : public core::TrainingListener {
  public:
-  ProgressReporter(int rank, JobRunner::Report report) : rank_(rank), report_(std::move(report)) {}
+  ProgressReporter(int rank, JobRunner::Report report)
+      : rank_(rank),
+        report_(std::move(report)),
+        stats_([this](const Json& body) { report_(JobKind::Stats, body); }) {}
 
-  void on_worker_codec(int worker, int64_t iteration, const core::CodecStepStats& c) override {
+  // The stats history's stride: from the job's length in worker steps, once the data is in.
+  void plan_stats(int64_t epochs, int64_t per_worker_batch) {
+    epochs_ = epochs;
+    per_worker_batch_ = std::max<int64_t>(1, per_worker_batch);
+  }
+  void on_data_loaded(int64_t train_examples, int64_t, int64_t) override {
+    stats_.set_stride(StatsRecorder::stride_for(
+        epochs_ * ((train_examples + per_worker_batch_ - 1) / per_worker_batch_)));
+  }
+  StatsRecorder& stats() { return stats_; }
+
+  void on_worker_step(int worker, const core::WorkerStep& step) override {
+    stats_.on_worker_step(worker, step);
+    if (!step.sharing) return;
+    const core::CodecStepStats& c = step.codec;
+    const int64_t iteration = step.iteration;
     std::lock_guard<std::mutex> lock(mutex_);
     Json& w = workers_[worker];
     w["worker"] = worker;
@@ -84,6 +103,7 @@ class JobRunner::ProgressReporter : public core::TrainingListener {
   }
 
   void on_epoch(const core::EpochSummary& s) override {
+    stats_.on_epoch(s);
     training_seconds_ += s.seconds;
     char seconds[32];
     std::snprintf(seconds, sizeof seconds, "%.2f", training_seconds_);
@@ -111,6 +131,8 @@ class JobRunner::ProgressReporter : public core::TrainingListener {
   Clock::time_point last_{};
   double accuracy_ = -1;
   double training_seconds_ = 0;  // evaluation excluded
+  int64_t epochs_ = 1, per_worker_batch_ = 1;
+  StatsRecorder stats_;
   std::mutex mutex_;
   Json latest_ = Json::object();
   std::map<int, Json> workers_;
@@ -183,6 +205,7 @@ void JobRunner::run() {
   const int rank = int(start_.rank);
   auto fail = [&](const std::string& error, const std::string& fix) {
     spdlog::error("job {}: {}", id, error);
+    progress_->stats().flush();  // what it recorded before it failed
     report_(JobKind::Failed, {{"rank", rank}, {"error", error}, {"fix", fix}, {"cancelled", bool(cancel_)}});
   };
   std::vector<JobMember> members;
@@ -285,7 +308,11 @@ void JobRunner::run() {
     }
     std::vector<float> params;
     o.final_params = &params;
+    progress_->plan_stats(
+        job.training.epochs,
+        core::worker_batch(job.training, int(exchange.total_workers())).per_worker);
     const core::TrainingResult r = core::train_local(local, *progress_, o);
+    progress_->stats().flush();  // before the result: the controller has every row then
     if (cancel_) throw core::UserError("the job was cancelled", "");
     // Stay on the mesh until every node has finished: others may still need what this node
     // relays (the root relays everything in plain mode).

@@ -73,20 +73,22 @@ NodeAgent::~NodeAgent() {
 
 // Reports wait here while the controller is away (it may be for hours: a restarted controller
 // adopts the job). Bounded: past kMaxOutbox, progress reports give way (each is superseded by
-// the next), so logs, results and failures are kept.
+// the next), then the oldest stats reports and log lines, so results and failures are kept.
 void NodeAgent::queue(uint64_t job_id, JobKind kind, const Json& body) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (outbox_.size() >= kMaxOutbox) {
     if (kind == JobKind::Progress) return;
-    // Progress first, then the oldest log line; results and failures (a few per job) stay.
-    for (JobKind give_way : {JobKind::Progress, JobKind::Log}) {
+    // Progress first, then the oldest stats and log line; results and failures (a few per job)
+    // stay.
+    for (JobKind give_way : {JobKind::Progress, JobKind::Stats, JobKind::Log}) {
       auto it = std::find_if(outbox_.begin(), outbox_.end(),
                              [&](const Queued& q) { return q.kind == give_way; });
       if (it == outbox_.end()) continue;
       outbox_.erase(it);
       break;
     }
-    if (outbox_.size() >= kMaxOutbox && kind == JobKind::Log) return;
+    if (outbox_.size() >= kMaxOutbox && (kind == JobKind::Log || kind == JobKind::Stats))
+      return;
   }
   outbox_.push_back({kind, report_frame(job_id, kind, body)});
 }

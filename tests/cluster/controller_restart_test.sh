@@ -37,21 +37,9 @@ for _ in $(seq 1 300); do  # 30 s for node-2 and node-3 to be training it
 done
 [[ -n $trained ]] || fail "waited 30 s for node-2 and node-3 to train job $id"
 
-pid=$(awk '$2 == "node-1" { print $1 }' "$WORK/c/pids")
-kill -KILL "$pid"
-echo "killed node-1, the controller (pid $pid)"
-sleep 1
-"$DTRAIND" --config "$WORK/c/node-1.yaml" >> "$WORK/c/node-1.log" 2>&1 &
-sed -i "/ node-1\$/d" "$WORK/c/pids"
-echo "$! node-1" >> "$WORK/c/pids"
-echo "restarted node-1 (pid $!)"
+restart_daemon node-1 KILL  # the controller
 
-answered=""
-for _ in $(seq 1 100); do  # 10 s for the restarted controller to answer
-  "$SUBMIT" status "$id" --json > job.json 2> /dev/null && { answered=yes; break; }
-  sleep 0.1
-done
-[[ -n $answered ]] || fail "the restarted controller did not answer within 10 s"
+answered job.json status "$id" --json || fail "the restarted controller did not answer within 10 s"
 [[ $(json job.json "j['state']") == running ]] ||
   fail "job $id is '$(json job.json "j['state']")' after the restart, not running (adopted)"
 

@@ -76,6 +76,29 @@ check_trained() {
   python3 -c "import sys; sys.exit(0 if $acc >= 0.85 else 1)" || fail "${2:-}accuracy $acc < 0.85"
   python3 -c "import sys; sys.exit(0 if $diff <= 1e-5 else 1)" || fail "${2:-}replicas differ by $diff"
 }
+# restart_daemon NODE SIGNAL: sends the daemon of NODE (node-1, ...) SIGNAL, waits up to 10 s
+# for it to end, and starts it again with its config and log, keeping $WORK/c/pids true.
+restart_daemon() {
+  local pid
+  pid=$(awk -v n="$1" '$2 == n { print $1 }' "$WORK/c/pids")
+  kill "-$2" "$pid"
+  for _ in $(seq 1 100); do kill -0 "$pid" 2> /dev/null || break; sleep 0.1; done
+  "$DTRAIND" --config "$WORK/c/$1.yaml" >> "$WORK/c/$1.log" 2>&1 &
+  sed -i "/ $1\$/d" "$WORK/c/pids"
+  echo "$! $1" >> "$WORK/c/pids"
+  echo "restarted $1 after SIG$2 (pid $pid, now $!)"
+}
+# answered OUT ARGS...: runs `dtrain-submit ARGS` (output in OUT) until it succeeds, for at most
+# 10 s (a restarted controller); the status is 1 if it never did.
+answered() {
+  local out=$1
+  shift
+  for _ in $(seq 1 100); do
+    "$DTRAIN_SUBMIT" "$@" > "$out" 2> /dev/null && return 0
+    sleep 0.1
+  done
+  return 1
+}
 cluster_cleanup() { "$CLUSTER_TOOL" stop "$WORK/c" > /dev/null 2>&1 || true; }
 trap cluster_cleanup EXIT
 finish() {

@@ -1,0 +1,39 @@
+#pragma once
+// The stats history of a job (daemon/README.md, "Stats history"): a node's Stats report holds
+// rows of recorded steps, one per worker per `stride` of its steps, and a row per epoch; the
+// controller keeps them in its SQLite store (controller/stats_store.h) and `dtrain-submit stats`
+// prints them. One place builds the report (stats_report) and one reads it (read_stats_report).
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace dtrain::daemon {
+
+using Json = nlohmann::json;
+
+// The step columns, in the order of a report's rows and of `stats --csv`.
+inline constexpr std::array<const char*, 14> kStepColumns = {
+    "worker",   "iteration",     "epoch",        "loss",       "samples_per_sec",
+    "tau",      "density",       "encoding",     "message_bytes", "residual_norm",
+    "compute_ms", "encode_ms",   "apply_ms",     "wait_ms"};
+// `encoding` is a number in rows: 0 sparse, 1 bitmap, -1 none (parameter averaging).
+inline constexpr std::array<const char*, 5> kEpochColumns = {
+    "epoch", "train_loss", "samples_per_sec", "accuracy", "seconds"};
+
+struct StatsReport {
+  std::vector<std::array<double, kStepColumns.size()>> steps;
+  std::vector<std::array<double, kEpochColumns.size()>> epochs;  // accuracy -1: not evaluated
+};
+
+// A report holds at most this many rows of each kind (a node sends every second).
+constexpr size_t kMaxStatsRows = 20000;
+
+Json stats_report(const StatsReport& report);
+// False (and `out` untouched) for a body no real node sends: rows of the wrong shape or kind,
+// more than kMaxStatsRows, numbers that are not finite where they must be.
+bool read_stats_report(const Json& body, StatsReport& out);
+
+}  // namespace dtrain::daemon

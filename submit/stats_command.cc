@@ -1,0 +1,89 @@
+// `dtrain-submit stats JOB [--csv | --json] [--node N]`: the job's stats history as the
+// controller stores it (daemon/README.md, "Stats history"): one row per recorded step per
+// worker, then one per epoch per node. The default is an aligned table for people; --csv is
+// for spreadsheets and scripts (a header line, then the steps; the epochs follow after an
+// empty line with their own header); --json is the controller's answer as is.
+#include <cmath>
+#include <cstdio>
+#include <string>
+
+#include "submit/cluster_commands.h"
+#include "submit/controller_client.h"
+#include "submit/exit_codes.h"
+
+namespace dtrain::submit {
+
+using daemon::Json;
+
+namespace {
+
+std::string cell(const Json& v) {
+  if (v.is_string()) return v.get<std::string>();
+  if (v.is_null()) return "";
+  const double x = v.get<double>();
+  char text[32];
+  if (x == std::floor(x) && std::fabs(x) < 1e15) std::snprintf(text, sizeof text, "%.0f", x);
+  else std::snprintf(text, sizeof text, "%.6g", x);
+  return text;
+}
+
+void print_csv(const Json& columns, const Json& rows) {
+  std::string line;
+  for (const auto& c : columns) line += (line.empty() ? "" : ",") + c.get<std::string>();
+  std::printf("%s\n", line.c_str());
+  for (const auto& row : rows) {
+    line.clear();
+    for (size_t i = 0; i < row.size(); ++i) line += (i ? "," : "") + cell(row[i]);
+    std::printf("%s\n", line.c_str());
+  }
+}
+
+void print_table(const char* title, const Json& columns, const Json& rows) {
+  std::printf("%s (%zu rows)\n", title, rows.size());
+  std::string line;
+  for (const auto& c : columns) {
+    char text[40];
+    std::snprintf(text, sizeof text, "%14s", c.get<std::string>().c_str());
+    line += text;
+  }
+  std::printf("%s\n", line.c_str());
+  for (const auto& row : rows) {
+    line.clear();
+    for (const auto& v : row) {
+      char text[40];
+      std::snprintf(text, sizeof text, "%14s", cell(v).c_str());
+      line += text;
+    }
+    std::printf("%s\n", line.c_str());
+  }
+}
+
+}  // namespace
+
+int run_cluster_stats(const ClusterArgs& a, const std::string& job, const StatsFormat& format) {
+  uint64_t id = 0;
+  if (!job_id_arg(job, id)) return kExitBadInput;
+  Json r;
+  try {
+    r = call(a, "stats", id, {{"node", format.node}}, nullptr, std::chrono::seconds(120));
+  } catch (const std::exception& e) {
+    return report_error(e);
+  }
+  if (format.json) {
+    std::printf("%s\n", r.dump().c_str());
+  } else if (format.csv) {
+    print_csv(r["step_columns"], r["steps"]);
+    std::printf("\n");
+    print_csv(r["epoch_columns"], r["epochs"]);
+  } else {
+    print_table("steps", r["step_columns"], r["steps"]);
+    std::printf("\n");
+    print_table("epochs", r["epoch_columns"], r["epochs"]);
+  }
+  if (r["steps"].empty() && !format.json && !format.csv)
+    std::printf("(no steps recorded: the job has not trained yet, or ran before the stats "
+                "history existed)\n");
+  return kExitSuccess;
+}
+
+}  // namespace dtrain::submit
