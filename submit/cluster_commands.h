@@ -34,5 +34,7 @@ struct StatsFormat {
 };
 // `stats JOB`: the job's recorded steps and epochs (a table, --csv or --json).
 int run_cluster_stats(const ClusterArgs& a, const std::string& job, const StatsFormat& format);
+// `timeline JOB`: the stats history as Chrome trace events, on stdout.
+int run_cluster_timeline(const ClusterArgs& a, const std::string& job);
 
 }  // namespace dtrain::submit

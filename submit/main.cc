@@ -20,6 +20,7 @@ int main(int argc, char** argv) {
       "  dtrain-submit fetch JOB [-o model.dtm]  copy a finished job's model here\n"
       "  dtrain-submit stats JOB [--csv|--json]  its recorded steps and epochs (loss, samples/s,\n"
       "                                          tau, density, bytes, step times)\n"
+      "  dtrain-submit timeline JOB > trace.json  Chrome trace: a track per worker and per link\n"
       "  dtrain-submit resume JOB [--detach]     go on with a failed or cancelled job from its\n"
       "                                          consistent checkpoint (on the nodes holding it)\n"
       "  dtrain-submit --local job.yaml          train in this process (one machine)\n"
@@ -95,8 +96,12 @@ int main(int argc, char** argv) {
   auto* csv_flag = stats_cmd->add_flag("--csv", stats_format.csv, "comma-separated, a header line");
   stats_cmd->add_flag("--json", stats_format.json, "the controller's JSON")->excludes(csv_flag);
   stats_cmd->add_option("--node", stats_format.node, "only this node's rows");
-  for (auto* sub :
-       {status_cmd, nodes_cmd, cancel_cmd, logs_cmd, resume_cmd, fetch_cmd, stats_cmd}) {
+  auto* timeline_cmd = app.add_subcommand(
+      "timeline", "a job's steps and transport as Chrome trace events (> trace.json; open it in "
+                  "Perfetto or chrome://tracing)");
+  timeline_cmd->add_option("job", job_arg, "job id")->required();
+  for (auto* sub : {status_cmd, nodes_cmd, cancel_cmd, logs_cmd, resume_cmd, fetch_cmd, stats_cmd,
+                    timeline_cmd}) {
     sub->add_option("--controller", cluster.controller, "controller host:port");
     sub->add_option("--key-file", cluster.key_file, "cluster key file");
     sub->add_option("--credential", cluster.credential, "client credential file");
@@ -146,6 +151,7 @@ int main(int argc, char** argv) {
   if (*resume_cmd) return run_cluster_resume(cluster, job_arg, detach);
   if (*fetch_cmd) return run_cluster_fetch(cluster, job_arg, fetch_output, chunk_kb);
   if (*stats_cmd) return run_cluster_stats(cluster, job_arg, stats_format);
+  if (*timeline_cmd) return run_cluster_timeline(cluster, job_arg);
   if (*eval_cmd) return run_eval(eval);
   if (*infer_cmd) return run_infer(infer);
   if (!train.resume.empty() && !local) {

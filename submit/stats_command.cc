@@ -1,8 +1,8 @@
 // `dtrain-submit stats JOB [--csv | --json] [--node N]`: the job's stats history as the
 // controller stores it (daemon/README.md, "Stats history"): one row per recorded step per
 // worker, then one per epoch per node. The default is an aligned table for people; --csv is
-// for spreadsheets and scripts (a header line, then the steps; the epochs follow after an
-// empty line with their own header); --json is the controller's answer as is.
+// for spreadsheets and scripts (a header line, then the steps; the epochs, then the links,
+// each follow after an empty line with their own header); --json is the controller's answer.
 #include <cmath>
 #include <cstdio>
 #include <string>
@@ -75,10 +75,14 @@ int run_cluster_stats(const ClusterArgs& a, const std::string& job, const StatsF
     print_csv(r["step_columns"], r["steps"]);
     std::printf("\n");
     print_csv(r["epoch_columns"], r["epochs"]);
+    std::printf("\n");
+    print_csv(r["link_columns"], r["links"]);
   } else {
     print_table("steps", r["step_columns"], r["steps"]);
     std::printf("\n");
     print_table("epochs", r["epoch_columns"], r["epochs"]);
+    std::printf("\n");
+    print_table("links (cumulative, a sample a second)", r["link_columns"], r["links"]);
   }
   if (r["steps"].empty() && !format.json && !format.csv)
     std::printf("(no steps recorded: the job has not trained yet, or ran before the stats "

@@ -439,6 +439,9 @@ TrainingResult train_local(const JobSpec& job, TrainingListener& listener,
           const int64_t it = iterations[w];
           const int64_t schedule_it = schedule_iteration(batching, it, shards, first_shard + w);
           WorkerStep step;
+          step.start_unix_ms = std::chrono::duration<double, std::milli>(
+                                   std::chrono::system_clock::now().time_since_epoch())
+                                   .count();
           if (sharing) {
             if (!sw.step(it, schedule_it, epoch, in_epoch_own)) break;
             ++in_epoch_own;

@@ -20,6 +20,7 @@ struct WorkerStep {
   int64_t epoch = 0;      // 0-based
   double loss = 0.0;      // of this step's minibatch
   int64_t samples = 0;    // in this step's minibatch
+  double start_unix_ms = 0;  // when the step began (wall clock: the nodes' timelines line up)
   bool sharing = false;   // gradient sharing: `codec` holds this step's figures
   CodecStepStats codec;
   StepTimes times;

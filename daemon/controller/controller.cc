@@ -722,15 +722,18 @@ std::vector<uint8_t> Controller::stats_request(uint64_t job_id, const std::strin
   std::string node;
   if (body.is_object() && body.contains("node") && body["node"].is_string())
     node = body["node"].get<std::string>();
+  Json node_ids = Json::object();  // the link rows name peers by node id
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (!jobs_.count(job_id))
       return reply_error("no job " + job_id_text(job_id) + " on this controller",
                          "list the jobs with `dtrain-submit status`");
+    for (const auto& [name, m] : members_) node_ids[std::to_string(m.id)] = name;
   }
   try {
     Json j = stats_->query(job_id_text(job_id), node);
     j["id"] = job_id_text(job_id);
+    j["node_names"] = node_ids;
     return reply_ok(j);
   } catch (const std::exception& e) {
     return reply_error("the stats store could not be read: " + std::string(e.what()),

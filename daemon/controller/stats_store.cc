@@ -95,11 +95,19 @@ StatsStore::StatsStore(const std::string& path) : path_(path) {
     // WAL: readers (stats queries) never wait for the writer (the nodes' reports).
     exec("PRAGMA journal_mode=WAL");
     exec("PRAGMA synchronous=NORMAL");
+    // A store of another layout (an earlier release) holds only history: it starts over.
+    if (user_version() != kSchemaVersion) {
+      exec("DROP TABLE IF EXISTS steps; DROP TABLE IF EXISTS epochs; DROP TABLE IF EXISTS links");
+      exec(("PRAGMA user_version=" + std::to_string(kSchemaVersion)).c_str());
+    }
     exec(("CREATE TABLE IF NOT EXISTS steps (job TEXT NOT NULL, node TEXT NOT NULL, " +
           column_list(kStepColumns, " REAL") + ", PRIMARY KEY (job, node, worker, iteration))")
              .c_str());
     exec(("CREATE TABLE IF NOT EXISTS epochs (job TEXT NOT NULL, node TEXT NOT NULL, " +
           column_list(kEpochColumns, " REAL") + ", PRIMARY KEY (job, node, epoch))")
+             .c_str());
+    exec(("CREATE TABLE IF NOT EXISTS links (job TEXT NOT NULL, node TEXT NOT NULL, " +
+          column_list(kLinkColumns, " REAL") + ", PRIMARY KEY (job, node, time_ms, peer))")
              .c_str());
   } catch (const std::exception& e) {
     sqlite3_close(db_);
@@ -111,6 +119,11 @@ StatsStore::StatsStore(const std::string& path) : path_(path) {
 }
 
 StatsStore::~StatsStore() { sqlite3_close(db_); }
+
+int StatsStore::user_version() const {
+  Statement s(db_, "PRAGMA user_version");
+  return sqlite3_step(s.stmt) == SQLITE_ROW ? sqlite3_column_int(s.stmt, 0) : 0;
+}
 
 void StatsStore::exec(const char* sql) const {
   char* error = nullptr;
@@ -127,6 +140,7 @@ void StatsStore::add(const std::string& job, const std::string& node, const Stat
     exec("BEGIN");
     insert_rows(db_, "steps", kStepColumns, job, node, r.steps);
     insert_rows(db_, "epochs", kEpochColumns, job, node, r.epochs);
+    insert_rows(db_, "links", kLinkColumns, job, node, r.links);
     exec("COMMIT");
   } catch (const std::exception& e) {
     sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
@@ -140,7 +154,9 @@ Json StatsStore::query(const std::string& job, const std::string& node) const {
   return {{"step_columns", names(kStepColumns)},
           {"steps", select_rows(db_, "steps", kStepColumns, "node, worker, iteration", job, node)},
           {"epoch_columns", names(kEpochColumns)},
-          {"epochs", select_rows(db_, "epochs", kEpochColumns, "node, epoch", job, node)}};
+          {"epochs", select_rows(db_, "epochs", kEpochColumns, "node, epoch", job, node)},
+          {"link_columns", names(kLinkColumns)},
+          {"links", select_rows(db_, "links", kLinkColumns, "node, peer, time_ms", job, node)}};
 }
 
 }  // namespace dtrain::daemon

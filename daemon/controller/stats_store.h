@@ -25,11 +25,15 @@ class StatsStore {
   // and the rest of the controller goes on.
   void add(const std::string& job, const std::string& node, const StatsReport& report);
   // The job's rows, of `node` only unless it is empty: {"step_columns", "steps", "epoch_columns",
-  // "epochs"}, steps ordered by node, worker and iteration (figures that are not finite: null).
+  // "epochs", "link_columns", "links"}, steps ordered by node, worker and iteration, links by
+  // node, peer and time (figures that are not finite: null).
   Json query(const std::string& job, const std::string& node) const;
 
  private:
+  // The tables' layout (PRAGMA user_version); a store of another is started over.
+  static constexpr int kSchemaVersion = 1;
   void exec(const char* sql) const;
+  int user_version() const;
   sqlite3* db_ = nullptr;
   std::string path_;
   mutable std::mutex mutex_;

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <map>
 #include <mutex>
+#include <set>
 
 #include "core/spec/job_spec_parser.h"
 #include "core/train/batch_split.h"
@@ -311,6 +312,16 @@ void JobRunner::run() {
     progress_->plan_stats(
         job.training.epochs,
         core::worker_batch(job.training, int(exchange.total_workers())).per_worker);
+    std::set<uint32_t> peers;
+    for (const JobMember& m : members)
+      if (m.id != self_) peers.insert(m.id);
+    progress_->stats().sample_links_with([this, peers] {
+      std::vector<StatsRecorder::LinkSample> out;
+      for (const auto& [peer, c] : channel_.endpoint().counters())
+        if (peers.count(peer))
+          out.push_back({peer, c.bytes_out, c.bytes_in, c.retransmits, c.rtt_us});
+      return out;
+    });
     const core::TrainingResult r = core::train_local(local, *progress_, o);
     progress_->stats().flush();  // before the result: the controller has every row then
     if (cancel_) throw core::UserError("the job was cancelled", "");

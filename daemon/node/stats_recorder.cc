@@ -23,7 +23,7 @@ void StatsRecorder::on_worker_step(int worker, const core::WorkerStep& s) {
                               s.loss, ms > 0 ? s.samples * 1000.0 / ms : 0.0, s.codec.tau,
                               s.codec.density, encoding, double(s.codec.message_bytes),
                               s.codec.residual_norm, s.times.compute_ms, s.times.encode_ms,
-                              s.times.apply_ms, s.times.wait_ms});
+                              s.times.apply_ms, s.times.wait_ms, s.start_unix_ms});
   }
   const auto now = std::chrono::steady_clock::now();
   if ((worker == 0 && now - last_sent_ >= std::chrono::seconds(1)) ||
@@ -44,6 +44,14 @@ void StatsRecorder::flush() {
 
 void StatsRecorder::flush_locked() {
   last_sent_ = std::chrono::steady_clock::now();
+  if (sample_links_) {
+    const double now_ms = std::chrono::duration<double, std::milli>(
+                              std::chrono::system_clock::now().time_since_epoch())
+                              .count();
+    for (const LinkSample& l : sample_links_())
+      pending_.links.push_back({now_ms, double(l.peer), double(l.bytes_out), double(l.bytes_in),
+                                double(l.retransmits), l.rtt_us});
+  }
   if (pending_.steps.empty() && pending_.epochs.empty()) return;
   const Json report = stats_report(pending_);
   pending_ = {};

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <functional>
 #include <mutex>
+#include <vector>
 
 #include "core/train/local_trainer.h"
 #include "core/train/step_stats.h"
@@ -21,6 +22,16 @@ class StatsRecorder {
   using Send = std::function<void(const Json& report)>;
 
   explicit StatsRecorder(Send send) : send_(std::move(send)) {}
+  // The data channel's links to the job's peers, sampled at each send (the transport tracks).
+  struct LinkSample {
+    uint32_t peer = 0;
+    uint64_t bytes_out = 0, bytes_in = 0, retransmits = 0;
+    double rtt_us = 0;
+  };
+  void sample_links_with(std::function<std::vector<LinkSample>()> sample) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    sample_links_ = std::move(sample);
+  }
   // Every stride-th step of a job of `total_worker_steps` (all workers of all nodes) keeps
   // the job near kTargetRows rows.
   static int64_t stride_for(int64_t total_worker_steps);
@@ -36,6 +47,7 @@ class StatsRecorder {
   void flush_locked();
 
   Send send_;
+  std::function<std::vector<LinkSample>()> sample_links_;
   std::mutex mutex_;
   int64_t stride_ = 1;
   StatsReport pending_;

@@ -33,13 +33,16 @@ bool read_rows(const Json& in, std::vector<std::array<double, N>>& out) {
 }  // namespace
 
 Json stats_report(const StatsReport& report) {
-  return {{"steps", rows_json(report.steps)}, {"epochs", rows_json(report.epochs)}};
+  return {{"steps", rows_json(report.steps)},
+          {"epochs", rows_json(report.epochs)},
+          {"links", rows_json(report.links)}};
 }
 
 bool read_stats_report(const Json& body, StatsReport& out) {
   StatsReport r;
   if (!body.is_object() || !read_rows(body.value("steps", Json::array()), r.steps) ||
-      !read_rows(body.value("epochs", Json::array()), r.epochs))
+      !read_rows(body.value("epochs", Json::array()), r.epochs) ||
+      !read_rows(body.value("links", Json::array()), r.links))
     return false;
   // Worker, iteration and epoch are whole numbers a job can have.
   for (const auto& s : r.steps)

@@ -15,17 +15,23 @@ namespace dtrain::daemon {
 using Json = nlohmann::json;
 
 // The step columns, in the order of a report's rows and of `stats --csv`.
-inline constexpr std::array<const char*, 14> kStepColumns = {
-    "worker",   "iteration",     "epoch",        "loss",       "samples_per_sec",
-    "tau",      "density",       "encoding",     "message_bytes", "residual_norm",
-    "compute_ms", "encode_ms",   "apply_ms",     "wait_ms"};
+inline constexpr std::array<const char*, 15> kStepColumns = {
+    "worker",     "iteration",     "epoch",         "loss",     "samples_per_sec",
+    "tau",        "density",       "encoding",      "message_bytes", "residual_norm",
+    "compute_ms", "encode_ms",     "apply_ms",      "wait_ms",  "start_ms"};
 // `encoding` is a number in rows: 0 sparse, 1 bitmap, -1 none (parameter averaging).
 inline constexpr std::array<const char*, 5> kEpochColumns = {
     "epoch", "train_loss", "samples_per_sec", "accuracy", "seconds"};
+// `start_ms` (steps) and `time_ms` (links) are Unix times in milliseconds.
+// Links: what the node's data channel sent to and took from each peer so far (cumulative), a
+// sample a second: the transport tracks of `dtrain-submit timeline`.
+inline constexpr std::array<const char*, 6> kLinkColumns = {
+    "time_ms", "peer", "bytes_out", "bytes_in", "retransmits", "rtt_us"};
 
 struct StatsReport {
   std::vector<std::array<double, kStepColumns.size()>> steps;
   std::vector<std::array<double, kEpochColumns.size()>> epochs;  // accuracy -1: not evaluated
+  std::vector<std::array<double, kLinkColumns.size()>> links;
 };
 
 // A report holds at most this many rows of each kind (a node sends every second).

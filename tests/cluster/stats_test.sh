@@ -26,7 +26,7 @@ steps = list(csv.DictReader(text[0].splitlines()))
 epochs = list(csv.DictReader(text[1].splitlines()))
 head = text[0].splitlines()[0]
 want = ("node,worker,iteration,epoch,loss,samples_per_sec,tau,density,encoding,message_bytes,"
-        "residual_norm,compute_ms,encode_ms,apply_ms,wait_ms")
+        "residual_norm,compute_ms,encode_ms,apply_ms,wait_ms,start_ms")
 assert head == want, f"header {head!r}"
 by = {}
 for r in steps:
@@ -46,6 +46,13 @@ for key, rows in by.items():
     assert all(r["encoding"] in ("0", "1") for r in rows), key
     print(f"{key[0]} worker {key[1]}: {len(its)} steps, loss {first:.3f} -> {last:.3f}")
 assert len(epochs) == 6, f"{len(epochs)} epoch rows, not 2 per node"
+links = list(csv.DictReader(text[2].splitlines()))
+# Each node samples its links to the two others about once a second, cumulative.
+for node in ("node-1", "node-2", "node-3"):
+    mine = [r for r in links if r["node"] == node]
+    assert len({r["peer"] for r in mine}) == 2, f"{node}: links to {sorted({r['peer'] for r in mine})}"
+    out = [float(r["bytes_out"]) for r in mine if r["peer"] == mine[-1]["peer"]]
+    assert out == sorted(out) and out[-1] > 0, f"{node}: bytes_out {out}"
 evaluated = [r for r in epochs if float(r["accuracy"]) >= 0]
 assert evaluated and all(float(r["accuracy"]) > 0.8 for r in evaluated), epochs
 print(f"{len(steps)} step rows, {len(epochs)} epoch rows")
@@ -64,6 +71,30 @@ grep -q "^steps (" table.out || fail "the table has no title: $(cat table.out)"
 "$SUBMIT" stats 00000000deadbeef > missing.out 2>&1; rc=$?
 [[ $rc -eq 2 ]] && grep -q "no job 00000000deadbeef" missing.out ||
   fail "stats of a missing job: exit $rc, $(cat missing.out)"
+
+# The timeline: Chrome trace events, a process per node, a track per worker with the phases of
+# its steps, and a transport track with a counter per peer.
+"$SUBMIT" timeline "$id" > trace.json || fail "timeline exited $?"
+python3 - trace.json <<'PY' > trace.out 2>&1 || fail "trace.json: $(cat trace.out)"
+import json, sys
+events = json.load(open(sys.argv[1]))["traceEvents"]
+for e in events:
+    assert {"name", "ph", "pid"} <= e.keys(), e
+procs = {e["pid"]: e["args"]["name"] for e in events if e["name"] == "process_name"}
+assert sorted(procs.values()) == ["node-1", "node-2", "node-3"], procs
+tracks = {(procs[e["pid"]], e["args"]["name"]) for e in events if e["name"] == "thread_name"}
+for node in procs.values():
+    assert (node, "worker 0") in tracks and (node, "transport") in tracks, tracks
+spans = [e for e in events if e["ph"] == "X"]
+for node_pid in procs:
+    phases = {e["name"] for e in spans if e["pid"] == node_pid}
+    assert {"compute", "encode"} <= phases, phases
+    assert all(e["dur"] > 0 and e["ts"] >= 0 for e in spans), "a span without time"
+counters = [e for e in events if e["ph"] == "C"]
+assert any("with node-" in e["name"] for e in counters), "no transport counters"
+print(f"{len(spans)} spans on {len(tracks)} tracks, {len(counters)} transport samples")
+PY
+cat trace.out
 
 # A restarted controller has the same history.
 restart_daemon node-1 TERM
