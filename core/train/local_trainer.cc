@@ -329,6 +329,12 @@ TrainingResult train_local(const JobSpec& job, TrainingListener& listener,
     if (options.message_observer) sw.set_observer(options.message_observer);
     sw.set_wait(exchange ? exchange->wait_deadline() : std::chrono::minutes(10),
                 [&stop, cancel = options.cancel] { return stop || (cancel && *cancel); });
+    if (exchange)
+      sw.set_stall_report(exchange->stall_threshold(),
+                          [exchange](std::chrono::milliseconds waited, int64_t epoch,
+                                     int64_t batch, const std::vector<int>& waiting) {
+                            exchange->step_stalled(waited, epoch, batch, waiting);
+                          });
   }
   for (auto& w : workers) set_initial_updater_state(job, initial_updater, w->worker().updater());
   if (sharing) workers[0]->set_audit(&audit);

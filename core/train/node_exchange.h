@@ -34,6 +34,12 @@ class NodeExchange {
   // How long a worker may wait for another's messages (training.sync) or an epoch end; by then
   // a silent node has been declared lost and is no longer waited for.
   virtual std::chrono::milliseconds wait_deadline() const = 0;
+  // A worker's step has waited `waited` at the step gate (training.sync) for the messages of
+  // global workers `waiting`: the stall report names their nodes. Called once per
+  // stall_threshold() of waiting; a threshold of 0 reports nothing.
+  virtual std::chrono::milliseconds stall_threshold() const { return std::chrono::milliseconds(0); }
+  virtual void step_stalled(std::chrono::milliseconds waited, int64_t epoch, int64_t batch,
+                            const std::vector<int>& waiting) {}
 
   // Parameter averaging (core/README.md, "Sharing"): replaces `params` with the mean
   // over every live node of round `round` (each node calls it with its own parameters,

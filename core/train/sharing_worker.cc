@@ -78,8 +78,7 @@ bool SharingWorker::step(int64_t own_iteration, int64_t schedule_iteration, int6
   StepClock clock(times_);
   if (StepGate* gate = bus_.gate()) {
     std::vector<int> waiting;
-    if (!gate->wait(shard_, epoch, batch, wait_deadline_, stopped_, &waiting))
-      return waited_too_long(*gate, waiting);
+    if (!gate_wait(*gate, epoch, batch, -1, waiting)) return waited_too_long(*gate, waiting);
   }
   clock.lap(times_.wait_ms);
   apply_received();  // step 7 for everything that arrived since the last step
@@ -90,6 +89,24 @@ bool SharingWorker::step(int64_t own_iteration, int64_t schedule_iteration, int6
   share_step(epoch, batch);
   clock.lap(times_.encode_ms);
   return true;
+}
+
+bool SharingWorker::gate_wait(StepGate& gate, int64_t epoch, int64_t batch, int64_t takeover,
+                              std::vector<int>& waiting) {
+  using std::chrono::milliseconds;
+  const milliseconds slice = stall_after_.count() > 0 && stalled_ ? stall_after_ : wait_deadline_;
+  milliseconds waited{0};
+  for (;;) {
+    const milliseconds now_wait = std::min(slice, wait_deadline_ - waited);
+    waiting.clear();
+    const bool ok = takeover >= 0
+                        ? gate.wait_takeover(shard_, epoch, takeover, now_wait, stopped_, &waiting)
+                        : gate.wait(shard_, epoch, batch, now_wait, stopped_, &waiting);
+    if (ok) return true;
+    waited += now_wait;
+    if (stopped_() || waited >= wait_deadline_) return false;
+    stalled_(waited, epoch, batch, waiting);
+  }
 }
 
 bool SharingWorker::waited_too_long(const StepGate& gate, const std::vector<int>& waiting) const {
@@ -110,7 +127,7 @@ bool SharingWorker::step_on(int64_t shard, int64_t num_shards, int64_t batch,
   StepClock clock(times_);
   if (StepGate* gate = bus_.gate()) {
     std::vector<int> waiting;
-    if (!gate->wait_takeover(shard_, epoch, takeover_step, wait_deadline_, stopped_, &waiting))
+    if (!gate_wait(*gate, epoch, batch, takeover_step, waiting))
       return waited_too_long(*gate, waiting);
   }
   clock.lap(times_.wait_ms);

@@ -37,6 +37,14 @@ class SharingWorker {
     wait_deadline_ = deadline;
     stopped_ = std::move(stopped);
   }
+  // A step gate wait that passes `after` (and each further `after`) is reported to `stalled`
+  // with how long it has waited and whom for; after 0: never.
+  using Stalled = std::function<void(std::chrono::milliseconds waited, int64_t epoch,
+                                     int64_t batch, const std::vector<int>& waiting)>;
+  void set_stall_report(std::chrono::milliseconds after, Stalled stalled) {
+    stall_after_ = after;
+    stalled_ = std::move(stalled);
+  }
 
   // Minibatch `batch` of `epoch` of its own shard; false at the end of the epoch or when a
   // wait was ended by set_wait's `stopped` (nothing done then). Iterations as in
@@ -68,6 +76,10 @@ class SharingWorker {
   // params -= m, on whichever memory the worker's model lives; clears `momentum` where m sent.
   void apply(const EncodedMessage& m, float* params, float* momentum = nullptr);
   void measure_ahead(int64_t batch);
+  // gate.wait (or wait_takeover, `takeover` >= 0) until the deadline, reporting a stall at
+  // every stall_after_ of it.
+  bool gate_wait(StepGate& gate, int64_t epoch, int64_t batch, int64_t takeover,
+                 std::vector<int>& waiting);
   // A wait ended without its messages: false when stopped, else throws UserError naming them.
   bool waited_too_long(const StepGate& gate, const std::vector<int>& waiting) const;
 
@@ -82,6 +94,8 @@ class SharingWorker {
   UpdateAudit* audit_ = nullptr;
   std::chrono::milliseconds wait_deadline_{600000};
   std::function<bool()> stopped_ = [] { return false; };
+  std::chrono::milliseconds stall_after_{0};
+  Stalled stalled_;
   // Per worker of the job: the last minibatch of the current epoch applied here (-1: none).
   int64_t epoch_ = -1;
   std::vector<int64_t> applied_batch_;

@@ -225,6 +225,29 @@ void JobRunner::run() {
   const int64_t peer_timeout_ms = std::clamp<int64_t>(start_.peer_timeout_ms, 500, 600000);
   const auto deadline = std::chrono::milliseconds(std::max<int64_t>(120000, 6 * peer_timeout_ms));
   MeshExchange exchange(job_id_, self_, members, deadline);
+  // A wait at a barrier is reported well before a silent node is declared lost (at the peer
+  // timeout), so the log says whom the job waits for while it still waits.
+  exchange.set_stall_threshold(
+      std::chrono::milliseconds(std::max<int64_t>(1000, config_.peer_timeout_ms / 5)));
+  exchange.on_stall = [this, id](const std::string& line) {
+    spdlog::warn("job {}: {}", id, line);
+    report_(JobKind::Log, {{"line", line}});
+  };
+  exchange.start_watchdog([this, members] {
+    // The peers holding this node's bytes: what a blocked publish waits for.
+    std::vector<std::string> out;
+    const auto counters = channel_.endpoint().counters();
+    for (const JobMember& m : members) {
+      auto it = counters.find(m.id);
+      if (m.id == self_ || it == counters.end()) continue;
+      const uint64_t held = it->second.queued_bytes + it->second.in_flight_bytes;
+      if (held == 0) continue;
+      char mb[32];
+      std::snprintf(mb, sizeof mb, "%.1f", double(held) / 1e6);
+      out.push_back(m.name + " (" + mb + " MB queued or unacknowledged)");
+    }
+    return out;
+  });
   transport::MeshNode::Handlers handlers;
   handlers.on_message = [&exchange](const transport::Delivery& d) { exchange.on_message(d); };
   handlers.on_loss = [&exchange, id](uint32_t lost, const std::vector<uint32_t>&, uint64_t) {

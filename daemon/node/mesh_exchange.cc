@@ -98,6 +98,7 @@ void MeshExchange::deliver(core::EncodedMessage m, uint32_t origin) {
 void MeshExchange::on_message(const transport::Delivery& d) {
   MeshPayloadIn in = read_mesh_payload(d.bytes.data(), d.bytes.size());
   std::lock_guard<std::mutex> lock(mutex_);
+  last_heard_[d.origin] = {std::chrono::steady_clock::now(), describe(in)};
   switch (in.kind) {
     case MeshPayloadIn::Kind::kUpdate:
       on_update(std::move(in.update), d.origin);
@@ -137,9 +138,56 @@ void MeshExchange::on_epoch_end(EpochEndPayload e, uint32_t origin) {
 }
 
 void MeshExchange::send(PayloadBytes bytes, const std::string& failure) {
-  if (!mesh_->publish(next_message_id_++, std::move(bytes), epoch_deadline_))
+  {
+    std::lock_guard<std::mutex> lock(watch_mutex_);
+    if (publishing_++ == 0) publishing_since_ = std::chrono::steady_clock::now();
+  }
+  const bool ok = mesh_->publish(next_message_id_++, std::move(bytes), epoch_deadline_);
+  {
+    std::lock_guard<std::mutex> lock(watch_mutex_);
+    if (--publishing_ == 0) reported_ = 0;
+  }
+  if (!ok)
     throw core::UserError(failure,
                           "check the data network between the nodes (dtrain-submit nodes)");
+}
+
+// A publish blocked on the data channel's backpressure (peers that do not acknowledge what
+// this node sent them) is a stall as well: the watchdog reports it like a barrier's wait,
+// naming the peers that hold this node's bytes (backlog()).
+void MeshExchange::start_watchdog(std::function<std::vector<std::string>()> backlog) {
+  backlog_ = std::move(backlog);
+  watchdog_ = std::thread([this] {
+    std::unique_lock<std::mutex> lock(watch_mutex_);
+    while (!watch_stop_) {
+      watch_cv_.wait_for(lock, std::chrono::milliseconds(200));
+      if (publishing_ == 0 || watch_stop_) continue;
+      const auto waited = std::chrono::steady_clock::now() - publishing_since_;
+      const int64_t due = waited / stall_after_;
+      if (due <= reported_) continue;
+      reported_ = due;
+      const auto since = publishing_since_;
+      lock.unlock();
+      std::vector<std::string> waiting = backlog_ ? backlog_() : std::vector<std::string>{};
+      if (waiting.empty()) waiting.push_back("the data channel");
+      std::string line;
+      {
+        std::lock_guard<std::mutex> state(mutex_);
+        line = stall_line("publishing this node's update", since, waiting);
+      }
+      if (on_stall) on_stall(line);
+      lock.lock();
+    }
+  });
+}
+
+MeshExchange::~MeshExchange() {
+  {
+    std::lock_guard<std::mutex> lock(watch_mutex_);
+    watch_stop_ = true;
+  }
+  watch_cv_.notify_all();
+  if (watchdog_.joinable()) watchdog_.join();
 }
 
 void MeshExchange::on_loss(uint32_t lost) {
@@ -202,7 +250,7 @@ void MeshExchange::average_parameters(float* params, int64_t n, int64_t round) {
         missing.push_back(m.name);
     return missing.empty() || cancelled_;
   };
-  if (!changed_.wait_for(lock, epoch_deadline_, complete)) {
+  if (!wait_reporting(lock, "averaging round " + std::to_string(round), missing, complete)) {
     std::string names;
     for (const std::string& m : missing) names += (names.empty() ? "" : ", ") + m;
     spdlog::warn("job {}: averaging round {} went on without {} (nothing within {} ms)",
@@ -254,7 +302,9 @@ void MeshExchange::meet(Barrier barrier, double tau_sum, int workers) {
     }
     return waiting.empty() || !bad_message_.empty() || cancelled_;
   };
-  if (!changed_.wait_for(lock, epoch_deadline_, complete)) {
+  const std::string what = "the end of epoch " + std::to_string(barrier.first + 1) +
+                           (barrier.second == 1 ? " (its second barrier)" : "");
+  if (!wait_reporting(lock, what, waiting, complete)) {
     std::string names;
     for (const std::string& n : waiting) names += (names.empty() ? "" : ", ") + n;
     throw core::UserError("epoch " + std::to_string(barrier.first + 1) + " did not end within " +
@@ -476,6 +526,94 @@ core::NodeExchange::EvaluationShard MeshExchange::evaluation_shard() {
     ++part.count;
   }
   return part;
+}
+
+// The stall report (daemon/README.md, "Stall reports"): a wait that passes the threshold names
+// who it waits for, since when, and what was last heard from each; again at every further
+// threshold, until it ends or reaches the epoch deadline.
+bool MeshExchange::wait_reporting(std::unique_lock<std::mutex>& lock, const std::string& what,
+                                  const std::vector<std::string>& waiting,
+                                  const std::function<bool()>& done) {
+  const auto start = std::chrono::steady_clock::now();
+  const auto deadline = start + epoch_deadline_;
+  for (;;) {
+    const auto now = std::chrono::steady_clock::now();
+    if (now >= deadline) return done();
+    const auto next = std::min(deadline, now + stall_after_);
+    if (changed_.wait_until(lock, next, done)) return true;
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    if (on_stall) on_stall(stall_line(what, start, waiting));
+  }
+}
+
+std::string MeshExchange::stall_line(const std::string& what,
+                                     std::chrono::steady_clock::time_point since,
+                                     const std::vector<std::string>& waiting) const {
+  const auto now = std::chrono::steady_clock::now();
+  auto seconds = [](std::chrono::steady_clock::duration d) {
+    char text[32];
+    std::snprintf(text, sizeof text, "%.1f s",
+                  std::chrono::duration<double>(d).count());
+    return std::string(text);
+  };
+  std::string line = "stalled: " + what + " has waited " + seconds(now - since) + " for ";
+  for (size_t i = 0; i < waiting.size(); ++i) {
+    line += (i ? "; " : "") + waiting[i];
+    const JobMember* m = member_named(waiting[i].substr(0, waiting[i].find(' ')));
+    auto it = m ? last_heard_.find(m->id) : last_heard_.end();
+    line += it == last_heard_.end()
+                ? " (nothing heard from it in this job)"
+                : " (last heard " + seconds(now - it->second.at) + " ago: " + it->second.what + ")";
+  }
+  return line;
+}
+
+// A step waiting at the step gate (training.sync) for the messages of global workers
+// `waiting`: reported by their nodes.
+void MeshExchange::step_stalled(std::chrono::milliseconds waited, int64_t epoch, int64_t batch,
+                                const std::vector<int>& waiting) {
+  std::vector<std::string> nodes;
+  int first = 0;
+  for (const JobMember& m : members_) {
+    for (int w : waiting)
+      if (w >= first && w < first + m.workers && m.id != self_) {
+        nodes.push_back(m.name);
+        break;
+      }
+    first += m.workers;
+  }
+  if (nodes.empty()) return;
+  std::string line;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    line = stall_line("minibatch " + std::to_string(batch + 1) + " of epoch " +
+                          std::to_string(epoch + 1) + " (training.sync)",
+                      std::chrono::steady_clock::now() - waited, nodes);
+  }
+  if (on_stall) on_stall(line);
+}
+
+const JobMember* MeshExchange::member_named(const std::string& name) const {
+  for (const JobMember& m : members_)
+    if (m.name == name) return &m;
+  return nullptr;
+}
+
+std::string MeshExchange::describe(const MeshPayloadIn& in) {
+  switch (in.kind) {
+    case MeshPayloadIn::Kind::kUpdate:
+      return "an update of epoch " + std::to_string(in.update.epoch + 1) + ", minibatch " +
+             std::to_string(in.update.batch + 1);
+    case MeshPayloadIn::Kind::kEpochEnd:
+      return "the end of its epoch " + std::to_string(in.epoch_end.epoch + 1);
+    case MeshPayloadIn::Kind::kSnapshot:
+      return "a parameter snapshot";
+    case MeshPayloadIn::Kind::kParameters:
+      return "its parameters for averaging round " + std::to_string(in.parameters.round);
+    case MeshPayloadIn::Kind::kMalformed:
+      return "a malformed message";
+  }
+  return "?";
 }
 
 }  // namespace dtrain::daemon

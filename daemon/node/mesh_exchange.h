@@ -19,6 +19,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "core/train/node_exchange.h"
@@ -51,6 +52,11 @@ class MeshExchange : public core::NodeExchange {
   void detach() override;
   void publish(const core::SharedMessage& message) override;
   std::chrono::milliseconds wait_deadline() const override { return epoch_deadline_; }
+  std::chrono::milliseconds stall_threshold() const override {
+    return on_stall ? stall_after_ : std::chrono::milliseconds(0);
+  }
+  void step_stalled(std::chrono::milliseconds waited, int64_t epoch, int64_t batch,
+                    const std::vector<int>& waiting) override;
   EpochEnd end_epoch(int64_t epoch, double local_tau_sum, int local_workers) override;
   void end_takeover(int64_t epoch) override;
   void end_averaging_epoch(int64_t epoch) override;
@@ -84,6 +90,14 @@ class MeshExchange : public core::NodeExchange {
   void set_epochs(int64_t epochs);
   // Called once a rejoining node has its parameters (epoch it starts with, who sent them).
   std::function<void(int64_t epoch, const std::string& from)> on_resumed;
+  // A wait at an epoch end or an averaging round passed the stall threshold: who it waits for,
+  // since when, and what was last heard from them (one line, for the node's and the job's log).
+  std::function<void(const std::string& line)> on_stall;
+  void set_stall_threshold(std::chrono::milliseconds after) { stall_after_ = after; }
+  // Reports a publish blocked on the data channel for the stall threshold, naming what
+  // `backlog` lists ("node-3 (1.2 MB unacknowledged)"); a thread until destruction.
+  void start_watchdog(std::function<std::vector<std::string>()> backlog);
+  ~MeshExchange() override;
 
   bool resume(Resume& resume) override;
   void epoch_applied(int64_t epoch, const float* params, int64_t num_params, const float* state,
@@ -96,6 +110,14 @@ class MeshExchange : public core::NodeExchange {
   std::vector<std::string> lost_names();
 
  private:
+  // changed_.wait_for(lock, epoch deadline, done), reporting a stall (on_stall) after every
+  // stall threshold of it; `waiting` is what `done` leaves naming whom it still waits for.
+  bool wait_reporting(std::unique_lock<std::mutex>& lock, const std::string& what,
+                      const std::vector<std::string>& waiting, const std::function<bool()>& done);
+  std::string stall_line(const std::string& what, std::chrono::steady_clock::time_point since,
+                         const std::vector<std::string>& waiting) const;
+  const JobMember* member_named(const std::string& name) const;
+  static std::string describe(const MeshPayloadIn& in);
   struct Announcement {
     uint64_t published = 0;  // update messages tagged with the epoch
     double tau_sum = 0.0;
@@ -137,6 +159,21 @@ class MeshExchange : public core::NodeExchange {
   uint32_t self_;
   std::vector<JobMember> members_;
   std::chrono::milliseconds epoch_deadline_;
+  std::chrono::milliseconds stall_after_{5000};
+  struct Heard {
+    std::chrono::steady_clock::time_point at;
+    std::string what;
+  };
+  std::map<uint32_t, Heard> last_heard_;  // per node: its last message on the mesh
+  // The watchdog of blocked publishes (start_watchdog), under watch_mutex_.
+  std::mutex watch_mutex_;
+  std::condition_variable watch_cv_;
+  int publishing_ = 0;  // publishes in progress
+  std::chrono::steady_clock::time_point publishing_since_;
+  int64_t reported_ = 0;  // stall thresholds of the current blocked publish already reported
+  bool watch_stop_ = false;
+  std::function<std::vector<std::string>()> backlog_;
+  std::thread watchdog_;
   int first_worker_ = 0, total_workers_ = 0;
   MeshPort* mesh_ = nullptr;
 
