@@ -122,7 +122,11 @@ int run_daemon(const std::string& config_path) {
         status["controller"] = {{"jobs", controller->jobs_json()},
                                 {"nodes", controller->nodes_json()}};
       return status;
-    });
+    }, controller ? daemon::DashboardApi{
+                        [&] { return controller->jobs_json()["jobs"]; },
+                        [&] { return controller->nodes_json()["nodes"]; },
+                        [&](uint64_t id) { return controller->dashboard_job(id); }}
+                  : daemon::DashboardApi{});
     spdlog::info("status: http://{}:{}/status and /metrics", config.http_address, http->port());
   } catch (const std::exception& e) {
     std::fprintf(stderr, "dtraind: %s\n", e.what());

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The README's first command: installs what is missing, builds dtrain, starts a cluster of
 # three dtraind daemons on this machine (loopback, free ports, a fresh cluster key), submits
-# configs/fashion-mnist-mlp.yaml to it and follows the job to the end, fetches the model the
-# cluster wrote (dtrain-submit fetch), prints its evaluation, and stops the daemons. `--local` instead trains in one process.
+# configs/fashion-mnist-mlp.yaml to it (printing the dashboard's URL) and follows the job to the
+# end, fetches the model the cluster wrote (dtrain-submit fetch), prints its evaluation, and
+# stops the daemons. `--local` instead trains in one process.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash tools/setup.sh
@@ -19,6 +20,9 @@ echo "== starting three daemons (tools/local_cluster.sh start 3 $dir)"
 tools/local_cluster.sh start 3 "$dir"
 source "$dir/env"
 ./bazel-bin/submit/dtrain-submit nodes
+port=$(sed -nE 's/^http: .*port: ([0-9]+).*/\1/p' "$dir/node-1.yaml")
+echo "== the dashboard: http://127.0.0.1:$port/ (open it now to watch the job train;"
+echo "   the daemons stop when it ends. From another machine: ssh -L $port:127.0.0.1:$port THIS-HOST)"
 echo "== submitting configs/fashion-mnist-mlp.yaml"
 ./bazel-bin/submit/dtrain-submit configs/fashion-mnist-mlp.yaml
 id=$(./bazel-bin/submit/dtrain-submit status --json | python3 -c \

@@ -21,13 +21,15 @@ PACKAGES=(
   # libraries (tools/README.md, "Building offline")
   libasio-dev libflatbuffers-dev flatbuffers-compiler libdnnl-dev libspdlog-dev libfmt-dev
   libcli11-dev libyaml-cpp-dev catch2 libsodium-dev zlib1g-dev libcpp-httplib-dev
-  nlohmann-json3-dev libsystemd-dev libsqlite3-dev
+  nlohmann-json3-dev libsystemd-dev libsqlite3-dev libjs-dygraphs
   # data
   dataset-fashion-mnist
   # multi-host tests and fuzzing
   iproute2 clang libfuzzer-14-dev
   # the Debian package for cluster nodes (tools/package.sh) and its checks
   fakeroot help2man lintian dpkg-dev
+  # the dashboard's browser test (headless)
+  chromium
 )
 # benchmarks: the PyTorch baseline, run on Debian's OpenBLAS (not the reference BLAS)
 ((BENCH)) && PACKAGES+=(python3-torch libopenblas0-pthread)

@@ -741,6 +741,30 @@ std::vector<uint8_t> Controller::stats_request(uint64_t job_id, const std::strin
   }
 }
 
+// The dashboard's job page (daemon/README.md, "Dashboard"): the job, its log, its stats
+// history (at most about kDashboardSteps step rows: it is fetched every second) and the nodes'
+// names. Throws core::UserError for a job it does not have.
+Json Controller::dashboard_job(uint64_t job_id) {
+  constexpr int64_t kDashboardSteps = 6000;
+  Json j;
+  Json node_ids = Json::object();
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = jobs_.find(job_id);
+    if (it == jobs_.end())
+      throw core::UserError("no job " + job_id_text(job_id) + " on this controller",
+                            "pick one from the job list");
+    j = it->second.to_json();
+    j["log"] = it->second.log;
+    for (const auto& [name, r] : it->second.results)  // the model's size, for "vs dense"
+      if (r.contains("params")) j["params"] = r["params"];
+    for (const auto& [name, m] : members_) node_ids[std::to_string(m.id)] = name;
+  }
+  j["node_names"] = node_ids;
+  j["stats"] = stats_->query(job_id_text(job_id), "", kDashboardSteps);
+  return j;
+}
+
 void Controller::stop() {
   std::lock_guard<std::mutex> lock(mutex_);
   stopping_ = true;

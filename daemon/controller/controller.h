@@ -35,6 +35,8 @@ class Controller {
   // What `nodes --json` and `status --json` print (the controller's part of /status).
   Json nodes_json();
   Json jobs_json();
+  // The dashboard's view of one job: its record, log, stats history and node names.
+  Json dashboard_job(uint64_t job_id);
 
  private:
   struct Member {

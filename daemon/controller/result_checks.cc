@@ -57,6 +57,13 @@ void merge_evaluation(const std::map<std::string, Json>& results, Json& result,
   result["test_loss"] = merged.mean_loss();
   result["evaluated_examples"] = merged.count();
   result["evaluation_nodes"] = parts;
+  Json confusion = Json::array();  // [actual][predicted], for the dashboard's heat map
+  for (int64_t a = 0; a < merged.num_classes(); ++a) {
+    Json row = Json::array();
+    for (int64_t p = 0; p < merged.num_classes(); ++p) row.push_back(merged.confusion(a, p));
+    confusion.push_back(std::move(row));
+  }
+  result["confusion"] = std::move(confusion);
   job.add_log("evaluation over " + std::to_string(parts) + " nodes, " +
               std::to_string(merged.count()) + " of " + std::to_string(test_examples) +
               " test examples: accuracy " + std::to_string(merged.accuracy()));

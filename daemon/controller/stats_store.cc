@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 #include <sqlite3.h>
 
+#include <algorithm>
 #include <cmath>
 #include <memory>
 
@@ -55,9 +56,11 @@ void insert_rows(sqlite3* db, const std::string& table, const std::array<const c
 
 template <size_t N>
 Json select_rows(sqlite3* db, const std::string& table, const std::array<const char*, N>& columns,
-                 const std::string& order, const std::string& job, const std::string& node) {
+                 const std::string& order, const std::string& job, const std::string& node,
+                 const std::string& where = "1") {
   Statement s(db, "SELECT node, " + column_list(columns, "") + " FROM " + table +
-                      " WHERE job = ?1 AND (?2 = '' OR node = ?2) ORDER BY " + order);
+                      " WHERE job = ?1 AND (?2 = '' OR node = ?2) AND " + where + " ORDER BY " +
+                      order);
   sqlite3_bind_text(s.stmt, 1, job.c_str(), -1, SQLITE_TRANSIENT);
   sqlite3_bind_text(s.stmt, 2, node.c_str(), -1, SQLITE_TRANSIENT);
   Json rows = Json::array();
@@ -149,10 +152,22 @@ void StatsStore::add(const std::string& job, const std::string& node, const Stat
   }
 }
 
-Json StatsStore::query(const std::string& job, const std::string& node) const {
+Json StatsStore::query(const std::string& job, const std::string& node,
+                       int64_t max_steps) const {
   std::lock_guard<std::mutex> lock(mutex_);
+  int64_t every = 1;
+  if (max_steps > 0) {
+    Statement count(db_, "SELECT COUNT(*) FROM steps WHERE job = ?1 AND (?2 = '' OR node = ?2)");
+    sqlite3_bind_text(count.stmt, 1, job.c_str(), -1, SQLITE_TRANSIENT);
+    sqlite3_bind_text(count.stmt, 2, node.c_str(), -1, SQLITE_TRANSIENT);
+    const int64_t rows = sqlite3_step(count.stmt) == SQLITE_ROW ? sqlite3_column_int64(count.stmt, 0) : 0;
+    every = std::max<int64_t>(1, (rows + max_steps - 1) / max_steps);
+  }
+  const std::string sampled = "CAST(iteration AS INTEGER) % " + std::to_string(every) + " = 0";
   return {{"step_columns", names(kStepColumns)},
-          {"steps", select_rows(db_, "steps", kStepColumns, "node, worker, iteration", job, node)},
+          {"steps", select_rows(db_, "steps", kStepColumns, "node, worker, iteration", job, node,
+                                sampled)},
+          {"every", every},
           {"epoch_columns", names(kEpochColumns)},
           {"epochs", select_rows(db_, "epochs", kEpochColumns, "node, epoch", job, node)},
           {"link_columns", names(kLinkColumns)},

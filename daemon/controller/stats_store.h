@@ -27,7 +27,9 @@ class StatsStore {
   // The job's rows, of `node` only unless it is empty: {"step_columns", "steps", "epoch_columns",
   // "epochs", "link_columns", "links"}, steps ordered by node, worker and iteration, links by
   // node, peer and time (figures that are not finite: null).
-  Json query(const std::string& job, const std::string& node) const;
+  // With max_steps > 0, every k-th iteration only, k chosen so at most about max_steps step
+  // rows come back (the dashboard's charts; --csv takes them all).
+  Json query(const std::string& job, const std::string& node, int64_t max_steps = 0) const;
 
  private:
   // The tables' layout (PRAGMA user_version); a store of another is started over.

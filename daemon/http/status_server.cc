@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "core/util/error.h"
+#include "daemon/http/dashboard_assets.h"
 
 namespace dtrain::daemon {
 namespace {
@@ -200,9 +201,67 @@ std::string prometheus_text(const Json& status) {
   return m.text();
 }
 
+namespace {
+
+void send_json(httplib::Response& res, const Json& body, int code = 200) {
+  res.status = code;
+  res.set_content(body.dump(-1, ' ', false, Json::error_handler_t::replace),
+                  "application/json");
+}
+
+// The dashboard: its files, and its JSON, each answered with the reason when it cannot be.
+void serve_dashboard(httplib::Server& server, const DashboardApi& api) {
+  auto asset = [](const std::string& name, httplib::Response& res) {
+    const DashboardAsset* a = find_dashboard_asset(name);
+    if (!a) {
+      res.status = 404;
+      res.set_content("no such file: " + name + "\n", "text/plain");
+      return;
+    }
+    res.set_content(reinterpret_cast<const char*>(a->data), a->size, a->content_type);
+  };
+  server.Get("/", [asset](const httplib::Request&, httplib::Response& res) {
+    asset("index.html", res);
+  });
+  server.Get(R"(/assets/([a-z.]+))", [asset](const httplib::Request& req, httplib::Response& res) {
+    asset(req.matches[1], res);
+  });
+  auto answer = [api](httplib::Response& res, const std::function<Json()>& f) {
+    if (!api.jobs) {
+      return send_json(res, {{"error", "this daemon is not the controller"},
+                             {"fix", "open the dashboard on the controller's http port"}}, 404);
+    }
+    try {
+      send_json(res, f());
+    } catch (const core::UserError& e) {
+      send_json(res, {{"error", e.what_happened()}, {"fix", e.fix()}}, 404);
+    } catch (const std::exception& e) {
+      send_json(res, {{"error", e.what()}}, 500);
+    }
+  };
+  server.Get("/api/jobs", [answer, api](const httplib::Request&, httplib::Response& res) {
+    answer(res, [&] { return api.jobs(); });
+  });
+  server.Get("/api/nodes", [answer, api](const httplib::Request&, httplib::Response& res) {
+    answer(res, [&] { return api.nodes(); });
+  });
+  server.Get("/api/job", [answer, api](const httplib::Request& req, httplib::Response& res) {
+    answer(res, [&] {
+      uint64_t id = 0;
+      if (!parse_job_id(req.get_param_value("id"), id))
+        throw core::UserError("'" + req.get_param_value("id") + "' is not a job id",
+                              "use the 16 hex digits the job list shows");
+      return api.job(id);
+    });
+  });
+}
+
+}  // namespace
+
 StatusServer::StatusServer(const std::string& address, uint16_t port,
-                           std::function<Json()> status)
+                           std::function<Json()> status, DashboardApi dashboard)
     : server_(std::make_unique<httplib::Server>()) {
+  serve_dashboard(*server_, dashboard);
   // Neither page may fail: bytes that are not UTF-8 are replaced, and a status that cannot be
   // gathered at all still answers (with the reason) instead of a 500.
   server_->Get("/status", [status](const httplib::Request&, httplib::Response& res) {

@@ -1,7 +1,7 @@
 #pragma once
 // HTTP on the status port (daemon/README.md, "Status and metrics"; loopback by default): /status as
 // JSON and /metrics in Prometheus text format, both rendered on request from the daemon's live
-// state.
+// state; and the read-only dashboard (/, /assets/NAME, /api/...).
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -16,10 +16,19 @@ class Server;
 
 namespace dtrain::daemon {
 
+// What the dashboard reads (the controller's daemon only; elsewhere left empty and the
+// dashboard says which port to open instead).
+struct DashboardApi {
+  std::function<Json()> jobs, nodes;     // arrays
+  std::function<Json(uint64_t)> job;     // throws core::UserError for an unknown job
+};
+
 class StatusServer {
  public:
-  // Binds address:port (0: any free port); throws core::UserError when it cannot.
-  StatusServer(const std::string& address, uint16_t port, std::function<Json()> status);
+  // Binds address:port (0: any free port); throws core::UserError when it cannot. Serves
+  // /status, /metrics, and the dashboard at / (daemon/README.md, "Dashboard").
+  StatusServer(const std::string& address, uint16_t port, std::function<Json()> status,
+               DashboardApi dashboard = {});
   ~StatusServer();
   uint16_t port() const { return port_; }
 

@@ -117,6 +117,11 @@ TEST_CASE("the store keeps each row once, per node, across a reopen", "[stats]")
   CHECK(all["step_columns"].size() == kStepColumns.size() + 1);
   const Json two = store.query("00000000000000aa", "node-2");
   CHECK(two["steps"].size() == 3);
+  // The dashboard's sample: every k-th iteration, so about max_steps rows come back.
+  const Json sampled = store.query("00000000000000aa", "node-2", 1);
+  CHECK(sampled["every"] == 3);
+  REQUIRE(sampled["steps"].size() == 1);
+  CHECK(sampled["steps"][0][2].get<double>() == 3);  // iteration 3
   CHECK(store.query("00000000000000cc", "")["steps"].empty());
 }
 

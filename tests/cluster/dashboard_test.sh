@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# The dashboard (issue 15, daemon/README.md "Dashboard") as a person sees it: Debian's chromium,
+# headless, loads the controller's page of a running 3-node job. The loss chart has series from
+# every node and grows while the job runs; after the job the confusion matrix has 10 x 10 cells;
+# no script error and no file that failed to load. The job list and the nodes are shown. A
+# screenshot is kept as a test output. Skipped (with the reason) where chromium is missing.
+set -u
+SPEC="$(cd "$(dirname "$4")" && pwd)/$(basename "$4")"
+source "$(dirname "$0")/lib.sh" dashboard "$1" "$2" "$3"
+CHROMIUM=$(command -v chromium || command -v chromium-browser || true)
+if [[ -z $CHROMIUM ]]; then
+  echo "SKIPPED: chromium is not installed (bash tools/setup.sh installs it)"
+  exit 0
+fi
+OUTPUTS=${TEST_UNDECLARED_OUTPUTS_DIR:-$WORK}
+# One page load: the DOM after the page's scripts ran for BUDGET ms of (virtual) time.
+browse() {  # browse URL BUDGET_MS OUT
+  timeout 60 "$CHROMIUM" --headless --no-sandbox --disable-gpu --no-first-run \
+    --user-data-dir="$WORK/profile" --virtual-time-budget="$2" --enable-logging=stderr --v=0 \
+    --dump-dom "$1" > "$3" 2>> chromium.err
+}
+# attr FILE ID NAME: the value of data-NAME on the element with id ID.
+attr() {
+  python3 - "$1" "$2" "$3" <<'PY'
+import re, sys
+html = open(sys.argv[1]).read()
+tag = re.search(r'<[^>]*\bid="%s"[^>]*>' % re.escape(sys.argv[2]), html)
+value = tag and re.search(r'data-%s="([^"]*)"' % re.escape(sys.argv[3]), tag.group(0))
+print(value.group(1) if value else "")
+PY
+}
+
+sed -e 's/workers_per_node: auto/workers_per_node: 1/' -e 's/epochs: 5/epochs: 20/' \
+    -e 's/checkpoint_every: 1000/checkpoint_every: 0/' "$SPEC" > job.yaml
+"$CLUSTER_TOOL" start 3 "$WORK/c" > start.out || { echo "FAIL: the cluster did not start"; cat start.out; exit 1; }
+source "$WORK/c/env"
+url="http://127.0.0.1:$(http_port node-1)"
+id=$("$SUBMIT" job.yaml --detach) || fail "detached submit"
+wait_epoch "$id" 2 60 || exit 1
+
+# While it runs: every node's loss, and more points a few seconds later.
+browse "$url/#/job/$id" 4000 running1.html
+last1=$(attr running1.html loss last)
+sleep 3
+browse "$url/#/job/$id" 4000 running2.html
+last2=$(attr running2.html loss last)
+series=$(attr running2.html loss series)
+echo "loss chart while running: up to iteration $last1, then $last2 ($(attr running2.html loss points) points); series $series"
+[[ $series == "node-1,node-2,node-3" ]] || fail "the loss chart's series are '$series', not the three nodes"
+[[ ${last1:-0} -gt 0 && ${last2:-0} -gt ${last1:-0} ]] || fail "the loss chart did not grow while the job ran (up to iteration $last1, then $last2)"
+grep -q "live · every second" running2.html || fail "the running job's page does not say it is live"
+
+state=$(wait_job_end "$id" job.json 180)
+[[ $state == succeeded ]] || fail "job $id ended '$state'"
+browse "$url/#/job/$id" 3000 done.html
+cells=$(attr done.html confusion cells)
+[[ $cells == 100 ]] || fail "the confusion matrix has '${cells:-no}' cells, not 10 x 10"
+# Every epoch but the last is evaluated by node-1 (the last one by every node, together).
+[[ $(attr done.html accuracy points) -ge 19 ]] || fail "the accuracy chart has $(attr done.html accuracy points) epochs, not 19"
+grep -q "job succeeded" done.html || fail "the page does not show the job's log"
+for page in running1 running2 done; do
+  errors=$(sed -nE 's/.*<body[^>]*data-errors="([0-9]+)".*/\1/p' "$page.html" | head -n 1)
+  [[ $errors == 0 ]] || fail "$page: the page counted ${errors:-?} script or loading errors"
+  grep -q "cannot reach the controller" "$page.html" && fail "$page: the page could not reach the API"
+done
+grep -E "Uncaught|:ERROR:CONSOLE|Failed to load resource" chromium.err > console.err &&
+  fail "the browser console has errors: $(head -n 3 console.err)"
+
+# The job list and the nodes page.
+browse "$url/#/" 2000 list.html
+grep -q "$id" list.html || fail "the job list lacks job $id"
+for n in node-1 node-2 node-3; do grep -q "<td>$n</td>" list.html || fail "the nodes table lacks $n"; done
+
+# A screenshot, as a person would see the finished job.
+timeout 60 "$CHROMIUM" --headless --no-sandbox --disable-gpu --no-first-run \
+  --user-data-dir="$WORK/profile" --virtual-time-budget=3000 --hide-scrollbars \
+  --window-size=1280,1700 --screenshot="$OUTPUTS/dashboard.png" "$url/#/job/$id" 2>> chromium.err
+[[ -s $OUTPUTS/dashboard.png ]] || fail "no screenshot"
+echo "screenshot: $OUTPUTS/dashboard.png ($(wc -c < "$OUTPUTS/dashboard.png") bytes)"
+finish dashboard
