@@ -144,7 +144,8 @@ async function showJob(id) {
   // Per-step figures are noisy: a rolling mean over 10 recorded steps.
   const smooth = {rollPeriod: 10};
   chart("loss", "loss", series(st.steps, c, byNode, "iteration", "loss", r => r[c.worker] === 0), "iteration", smooth);
-  chart("accuracy", "accuracy", series(st.epochs, ec, byNode, "epoch", "accuracy", r => r[ec.accuracy] >= 0), "epoch");
+  chart("accuracy", "accuracy", series(st.epochs, ec, byNode, "epoch", "accuracy", r => r[ec.accuracy] >= 0), "epoch",
+        {drawPoints: true, pointSize: 3});
   chart("speed", "samples/s", series(st.steps, c, byWorker, "iteration", "samples_per_sec"), "iteration", smooth);
   chart("tau", "tau", series(st.steps, c, byWorker, "iteration", "tau"), "iteration", {logscale: true});
   chart("density", "density", series(st.steps, c, byWorker, "iteration", "density"), "iteration",
