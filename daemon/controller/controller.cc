@@ -15,6 +15,7 @@
 #include "core/train/local_trainer.h"
 #include "transport/control/control_connection.h"
 #include "transport/control/control_frames.h"
+#include "transport/mesh/mesh_map.h"
 #include "transport/wire/datagram.h"
 
 namespace dtrain::daemon {
@@ -741,6 +742,27 @@ std::vector<uint8_t> Controller::stats_request(uint64_t job_id, const std::strin
   }
 }
 
+// The job's mesh as it was built at the start (the nodes repair it themselves after a loss):
+// [{"node", "parent"}], the root first with no parent.
+Json Controller::mesh_tree(const JobRecord& job) {
+  std::vector<transport::MeshMember> members;
+  std::map<uint32_t, std::string> names;
+  for (const Json& m : job.members) {
+    const std::string name = m.value("name", "");
+    if (name.empty()) continue;  // an elastic job's vacant slot
+    members.push_back({m.value("id", 0u), "", 0, 0});
+    names[members.back().id] = name;
+  }
+  Json tree = Json::array();
+  if (members.empty()) return tree;
+  const transport::MeshMap map = transport::MeshMap::build(job.mesh.empty() ? "plain" : job.mesh,
+                                                           members);
+  for (const transport::MeshMember& m : map.members())
+    tree.push_back({{"node", names[m.id]},
+                    {"parent", m.id == map.root() ? "" : names[m.parent]}});
+  return tree;
+}
+
 // The dashboard's job page (daemon/README.md, "Dashboard"): the job, its log, its stats
 // history (at most about kDashboardSteps step rows: it is fetched every second) and the nodes'
 // names. Throws core::UserError for a job it does not have.
@@ -758,6 +780,7 @@ Json Controller::dashboard_job(uint64_t job_id) {
     j["log"] = it->second.log;
     for (const auto& [name, r] : it->second.results)  // the model's size, for "vs dense"
       if (r.contains("params")) j["params"] = r["params"];
+    j["mesh_tree"] = mesh_tree(it->second);
     for (const auto& [name, m] : members_) node_ids[std::to_string(m.id)] = name;
   }
   j["node_names"] = node_ids;

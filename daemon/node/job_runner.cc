@@ -342,7 +342,7 @@ void JobRunner::run() {
       std::vector<StatsRecorder::LinkSample> out;
       for (const auto& [peer, c] : channel_.endpoint().counters())
         if (peers.count(peer))
-          out.push_back({peer, c.bytes_out, c.bytes_in, c.retransmits, c.rtt_us});
+          out.push_back({peer, c.bytes_out, c.bytes_in, c.datagrams_out, c.retransmits, c.rtt_us});
       return out;
     });
     const core::TrainingResult r = core::train_local(local, *progress_, o);

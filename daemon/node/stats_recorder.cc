@@ -50,7 +50,7 @@ void StatsRecorder::flush_locked() {
                               .count();
     for (const LinkSample& l : sample_links_())
       pending_.links.push_back({now_ms, double(l.peer), double(l.bytes_out), double(l.bytes_in),
-                                double(l.retransmits), l.rtt_us});
+                                double(l.datagrams_out), double(l.retransmits), l.rtt_us});
   }
   if (pending_.steps.empty() && pending_.epochs.empty()) return;
   const Json report = stats_report(pending_);

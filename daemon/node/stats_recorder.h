@@ -25,7 +25,7 @@ class StatsRecorder {
   // The data channel's links to the job's peers, sampled at each send (the transport tracks).
   struct LinkSample {
     uint32_t peer = 0;
-    uint64_t bytes_out = 0, bytes_in = 0, retransmits = 0;
+    uint64_t bytes_out = 0, bytes_in = 0, datagrams_out = 0, retransmits = 0;
     double rtt_us = 0;
   };
   void sample_links_with(std::function<std::vector<LinkSample>()> sample) {

@@ -25,8 +25,8 @@ inline constexpr std::array<const char*, 5> kEpochColumns = {
 // `start_ms` (steps) and `time_ms` (links) are Unix times in milliseconds.
 // Links: what the node's data channel sent to and took from each peer so far (cumulative), a
 // sample a second: the transport tracks of `dtrain-submit timeline`.
-inline constexpr std::array<const char*, 6> kLinkColumns = {
-    "time_ms", "peer", "bytes_out", "bytes_in", "retransmits", "rtt_us"};
+inline constexpr std::array<const char*, 7> kLinkColumns = {
+    "time_ms", "peer", "bytes_out", "bytes_in", "datagrams_out", "retransmits", "rtt_us"};
 
 struct StatsReport {
   std::vector<std::array<double, kStepColumns.size()>> steps;

@@ -58,6 +58,8 @@ cells=$(attr done.html confusion cells)
 # Every epoch but the last is evaluated by node-1 (the last one by every node, together).
 [[ $(attr done.html accuracy points) -ge 19 ]] || fail "the accuracy chart has $(attr done.html accuracy points) epochs, not 19"
 grep -q "job succeeded" done.html || fail "the page does not show the job's log"
+[[ $(attr done.html mesh nodes) == 3 ]] || fail "the mesh tree has '$(attr done.html mesh nodes)' nodes, not 3"
+grep -q "retransmits (" done.html || fail "the mesh tree does not show its links' figures"
 for page in running1 running2 done; do
   errors=$(sed -nE 's/.*<body[^>]*data-errors="([0-9]+)".*/\1/p' "$page.html" | head -n 1)
   [[ $errors == 0 ]] || fail "$page: the page counted ${errors:-?} script or loading errors"

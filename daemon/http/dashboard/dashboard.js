@@ -126,7 +126,7 @@ async function showJob(id) {
          card("density", "Density per worker", "share of the parameters an update carries"),
          card("bytes", "Bytes on the wire per step vs dense", " "),
          card("times", "Step time split (ms), node-1 worker 0")),
-      el("h3", {}, "Mesh links"), el("div", {id: "links"}),
+      el("h3", {}, "The mesh (as built at the start) and its links"), el("div", {id: "links"}),
       el("h3", {}, "Evaluation"), el("div", {id: "evaluation"}),
       el("h3", {}, "Log"), el("pre", {class: "log", id: "log"}));
     document.getElementById("page").replaceChildren(page);
@@ -167,16 +167,31 @@ async function showJob(id) {
   chart("times", "ms", {labels: ["compute", "encode", "apply", "wait"],
                         data: first.map(r => [r[c.iteration], r[c.compute_ms], r[c.encode_ms], r[c.apply_ms], r[c.wait_ms]])},
         "iteration", {stackedGraph: true, rollPeriod: 10, valueRange: [0, top]});
-  // The links: each node's last sample per peer.
+  // The links: each node's last sample per peer; the mesh as a tree of its edges.
   const lc = Object.fromEntries(st.link_columns.map((n, i) => [n, i]));
-  const last = new Map();
-  for (const r of st.links) last.set(r[0] + " -> " + r[lc.peer], r);
   const names = j.node_names || {};
-  document.getElementById("links").replaceChildren(table(
-    ["from", "to", "sent MB", "received MB", "retransmits", "RTT µs"],
-    [...last.values()].map(r => [r[0], names[String(r[lc.peer])] || "node " + r[lc.peer],
-                                 (r[lc.bytes_out] / 1e6).toFixed(1), (r[lc.bytes_in] / 1e6).toFixed(1),
-                                 r[lc.retransmits], Math.round(r[lc.rtt_us] || 0)])));
+  const last = new Map();  // "from>to" -> row
+  for (const r of st.links) last.set(r[0] + ">" + (names[String(r[lc.peer])] || "node " + r[lc.peer]), r);
+  const loss = r => r[lc.datagrams_out] > 0 ? (100 * r[lc.retransmits] / r[lc.datagrams_out]).toFixed(2) + "%" : "";
+  const direction = (a, b) => {
+    const r = last.get(a + ">" + b);
+    return r ? a + " → " + b + ": " + (r[lc.bytes_out] / 1e6).toFixed(1) + " MB, RTT " +
+               Math.round(r[lc.rtt_us] || 0) + " µs, " + r[lc.retransmits] + " retransmits (" + loss(r) + ")"
+             : a + " → " + b + ": no sample yet";
+  };
+  const tree = j.mesh_tree || [];
+  const kids = name => tree.filter(t => t.parent === name).map(t => t.node);
+  const branch = name => el("li", {}, el("b", {}, name),
+    ...kids(name).map(k => el("div", {class: "note"}, direction(name, k) + " · " + direction(k, name))),
+    kids(name).length ? el("ul", {}, ...kids(name).map(branch)) : "");
+  const root = tree.find(t => !t.parent);
+  document.getElementById("links").replaceChildren(
+    el("ul", {id: "mesh", "data-nodes": tree.length}, root ? branch(root.node) : el("li", {}, "no mesh yet")),
+    table(["from", "to", "sent MB", "received MB", "datagrams", "retransmits", "loss", "RTT µs"],
+          [...last.entries()].map(([k, r]) => [r[0], k.split(">")[1],
+                                   (r[lc.bytes_out] / 1e6).toFixed(1), (r[lc.bytes_in] / 1e6).toFixed(1),
+                                   r[lc.datagrams_out], r[lc.retransmits], loss(r),
+                                   Math.round(r[lc.rtt_us] || 0)])));
   const evaluation = document.getElementById("evaluation");
   if (result.confusion) {
     evaluation.replaceChildren(
