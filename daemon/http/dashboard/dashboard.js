@@ -54,7 +54,7 @@ async function showJobs() {
     el("h2", {}, "Nodes"),
     table(["name", "state", "address", "cores", "GPUs", "job"],
           nodes.map(n => [n.name, n.state, n.address + ":" + n.data_port, n.cores,
-                          (n.gpus || []).map(g => g.name + " (" + Math.round(g.memory_mb || 0) + " MiB)").join(", "),
+                          (n.gpus || []).map(g => g.name + " (" + Math.round((g.memory_bytes || 0) / 1048576) + " MiB)").join(", "),
                           n.running_job || ""])));
   schedule(showJobs, 2000);
 }
