@@ -42,8 +42,11 @@ void StatsRecorder::flush() {
   flush_locked();
 }
 
+// Links are sampled only with a report that goes out: sampled into one that does not, they
+// would wait, stale, for the next.
 void StatsRecorder::flush_locked() {
   last_sent_ = std::chrono::steady_clock::now();
+  if (pending_.steps.empty() && pending_.epochs.empty()) return;
   if (sample_links_) {
     const double now_ms = std::chrono::duration<double, std::milli>(
                               std::chrono::system_clock::now().time_since_epoch())
@@ -52,7 +55,6 @@ void StatsRecorder::flush_locked() {
       pending_.links.push_back({now_ms, double(l.peer), double(l.bytes_out), double(l.bytes_in),
                                 double(l.datagrams_out), double(l.retransmits), l.rtt_us});
   }
-  if (pending_.steps.empty() && pending_.epochs.empty()) return;
   const Json report = stats_report(pending_);
   pending_ = {};
   send_(report);
