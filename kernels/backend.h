@@ -51,6 +51,10 @@ class Backend {
   virtual void upload(float* dst, const float* host_src, int64_t n) = 0;
   virtual void download(float* host_dst, const float* src, int64_t n) = 0;  // waits
   virtual void copy(float* dst, const float* src, int64_t n) = 0;
+  // A block of a row-major matrix: dst[r * dst_stride + c] = src[r * src_stride + c] for
+  // r < rows, c < cols (concatenating and splitting feature maps per example).
+  virtual void copy_rows(float* dst, int64_t dst_stride, const float* src, int64_t src_stride,
+                         int64_t rows, int64_t cols) = 0;
   virtual void fill(float* x, int64_t n, float value) = 0;
   virtual void synchronize() = 0;  // returns once every queued operation has finished
 

@@ -4,8 +4,9 @@
 
 namespace dtrain::core {
 
-BatchNormLayer::BatchNormLayer(const Shape& input_shape, float decay, float eps)
-    : decay_(decay), eps_(eps) {
+BatchNormLayer::BatchNormLayer(const Shape& input_shape, float decay, float eps,
+                               Activation activation)
+    : decay_(decay), eps_(eps), activation_(activation) {
   input_shape_ = input_shape;
   output_shape_ = input_shape;
   channels_ = input_shape.size() == 3 ? input_shape[0] : shape_size(input_shape);
@@ -45,13 +46,22 @@ void BatchNormLayer::forward(const Tensor& in, Tensor& out, const ForwardMode& m
   a.training = last_training_ = mode.training;
   a.y = out.data();
   backend_->batch_norm_forward(a);
+  backend_->activation_forward(activation_, out.data(), a.batch, out.row_size());
 }
 
-void BatchNormLayer::backward(const Tensor& in, const Tensor&, const Tensor& dout, Tensor* din) {
+void BatchNormLayer::backward(const Tensor& in, const Tensor& out, const Tensor& dout,
+                              Tensor* din) {
+  const Tensor* dy = &dout;
+  if (activation_ != Activation::kIdentity) {
+    dz_ = dout;
+    backend_->activation_backward(activation_, out.data(), dz_.data(), out.dim(0),
+                                  out.row_size());
+    dy = &dz_;
+  }
   if (din) din->resize(in.shape());
   kernels::BatchNormArgs a = args(in);
   a.training = last_training_;
-  a.dy = dout.data();
+  a.dy = dy->data();
   a.dx = din ? din->data() : nullptr;
   a.dgamma = grads_;
   a.dbeta = grads_ + channels_;

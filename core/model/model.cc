@@ -1,5 +1,7 @@
 #include "core/model/model.h"
 
+#include <algorithm>
+
 #include "core/model/model_builder.h"
 #include "core/util/check.h"
 
@@ -8,11 +10,18 @@ namespace dtrain::core {
 Model::Model(const ModelSpec& spec, kernels::Backend* backend)
     : spec_(spec),
       backend_(backend ? backend : &kernels::backend()),
-      layers_(build_layers(spec)) {
-  output_ = dynamic_cast<OutputLayer*>(layers_.back().get());
+      graph_(build_graph(spec)) {
+  const auto& layers = graph_.layers;
+  output_ = dynamic_cast<OutputLayer*>(layers.back().get());
   DTRAIN_CHECK(output_ != nullptr) << "the last layer must be an output layer";
+  DTRAIN_CHECK(graph_.order.back() == static_cast<int>(layers.size()) - 1);
+  size_t most_inputs = 1;
+  for (size_t i = 0; i < layers.size(); ++i) {
+    merges_.push_back(dynamic_cast<MergeLayer*>(layers[i].get()));
+    most_inputs = std::max(most_inputs, graph_.inputs[i].size());
+  }
   int64_t n_params = 0, n_state = 0;
-  for (auto& layer : layers_) {
+  for (auto& layer : layers) {
     for (auto seg : layer->param_segments()) {
       seg.offset += n_params;
       segments_.push_back(seg);
@@ -21,8 +30,7 @@ Model::Model(const ModelSpec& spec, kernels::Backend* backend)
     n_state += layer->num_state();
   }
   kernels::Backend* memory = backend_->host_memory() ? nullptr : backend_;
-  for (Tensor* t : {&params_, &grads_, &state_, &delta_a_, &delta_b_, &input_, &targets_})
-    t->set_memory(memory);
+  for (Tensor* t : {&params_, &grads_, &state_, &input_, &targets_}) t->set_memory(memory);
   params_.resize({n_params});
   grads_.resize({n_params});
   state_.resize({n_state});
@@ -30,13 +38,17 @@ Model::Model(const ModelSpec& spec, kernels::Backend* backend)
   grads_.zero();
   state_.zero();
   int64_t p = 0, s = 0;
-  for (auto& layer : layers_) {
+  for (auto& layer : layers) {
     layer->bind(*backend_, params_.data() + p, grads_.data() + p, state_.data() + s);
     p += layer->num_params();
     s += layer->num_state();
   }
-  activations_.resize(layers_.size());
-  for (Tensor& t : activations_) t.set_memory(memory);
+  activations_.resize(layers.size());
+  deltas_.resize(layers.size());
+  delta_written_.resize(layers.size());
+  extra_deltas_.resize(most_inputs);
+  for (auto* v : {&activations_, &deltas_, &extra_deltas_})
+    for (Tensor& t : *v) t.set_memory(memory);
 }
 
 const float* Model::host_params() const {
@@ -63,11 +75,11 @@ void Model::init(uint64_t seed) {
   // On the host, whatever the backend: the same seed gives the same bits on every device.
   std::vector<float> params(static_cast<size_t>(num_params())), state(static_cast<size_t>(num_state()));
   int64_t p = 0, s = 0;
-  for (size_t i = 0; i < layers_.size(); ++i) {
+  for (size_t i = 0; i < graph_.layers.size(); ++i) {
     Rng rng = Rng::derive(seed, i);
-    layers_[i]->init_params(params.data() + p, state.data() + s, rng);
-    p += layers_[i]->num_params();
-    s += layers_[i]->num_state();
+    graph_.layers[i]->init_params(params.data() + p, state.data() + s, rng);
+    p += graph_.layers[i]->num_params();
+    s += graph_.layers[i]->num_state();
   }
   set_params(params.data());
   set_state(state.data());
@@ -77,10 +89,17 @@ void Model::forward(const Tensor& x, const ForwardMode& mode) {
   DTRAIN_CHECK(x.row_size() == shape_size(spec_.input))
       << "input rows have " << x.row_size() << " values, the model expects "
       << shape_string(spec_.input);
-  const Tensor* in = &x;
-  for (size_t i = 0; i < layers_.size(); ++i) {
-    layers_[i]->forward(*in, activations_[i], mode);
-    in = &activations_[i];
+  std::vector<const Tensor*> ins;
+  for (int i : graph_.order) {
+    const auto& inputs = graph_.inputs[static_cast<size_t>(i)];
+    Tensor& out = activations_[static_cast<size_t>(i)];
+    if (MergeLayer* merge = merges_[static_cast<size_t>(i)]) {
+      ins.clear();
+      for (int j : inputs) ins.push_back(&output_of(j, x));
+      merge->forward_merge(ins, out);
+    } else {
+      graph_.layers[static_cast<size_t>(i)]->forward(output_of(inputs[0], x), out, mode);
+    }
   }
 }
 
@@ -91,20 +110,45 @@ const Tensor& Model::predict(const Tensor& x) {
   return host_output_;
 }
 
+Tensor* Model::gradient_slot(int j, size_t k) {
+  if (j == kModelInput) return nullptr;  // nothing learns from the input's gradient
+  if (!delta_written_[static_cast<size_t>(j)]) {
+    delta_written_[static_cast<size_t>(j)] = true;
+    return &deltas_[static_cast<size_t>(j)];
+  }
+  return &extra_deltas_[k];
+}
+
+void Model::add_into(int j, Tensor* slot) {
+  if (!slot || slot == &deltas_[static_cast<size_t>(j)]) return;
+  Tensor& sum = deltas_[static_cast<size_t>(j)];
+  backend_->axpy(1.0f, slot->data(), sum.data(), sum.size());
+}
+
+// d(loss)/d(layer i's output) is complete in deltas_[i]: every reader of i ran before it.
+void Model::backward_layer(int i, const Tensor& x) {
+  const auto& inputs = graph_.inputs[static_cast<size_t>(i)];
+  const Tensor& out = activations_[static_cast<size_t>(i)];
+  const Tensor& dout = deltas_[static_cast<size_t>(i)];
+  std::vector<Tensor*> slots;
+  for (size_t k = 0; k < inputs.size(); ++k) slots.push_back(gradient_slot(inputs[k], k));
+  if (MergeLayer* merge = merges_[static_cast<size_t>(i)])
+    merge->backward_merge(out, dout, slots);
+  else
+    graph_.layers[static_cast<size_t>(i)]->backward(output_of(inputs[0], x), out, dout, slots[0]);
+  for (size_t k = 0; k < inputs.size(); ++k) add_into(inputs[k], slots[k]);
+}
+
 double Model::compute_gradients(const Tensor& x_host, const Tensor& targets_host, Rng& rng) {
   const Tensor& x = on_device(x_host, input_);
   const Tensor& targets = on_device(targets_host, targets_);
   forward(x, ForwardMode{true, &rng});
-  const size_t last = layers_.size() - 1;
-  const Tensor& last_in = last == 0 ? x : activations_[last - 1];
-  Tensor* din = last == 0 ? nullptr : &delta_a_;
-  const double loss = output_->loss_backward(last_in, activations_[last], targets, din);
-  for (size_t i = last; i-- > 0;) {
-    const Tensor& in = i == 0 ? x : activations_[i - 1];
-    Tensor* next = i == 0 ? nullptr : &delta_b_;
-    layers_[i]->backward(in, activations_[i], delta_a_, next);
-    if (next) std::swap(delta_a_, delta_b_);
-  }
+  std::fill(delta_written_.begin(), delta_written_.end(), false);
+  const size_t last = graph_.layers.size() - 1;
+  const int in = graph_.inputs[last][0];
+  Tensor* din = gradient_slot(in, 0);
+  const double loss = output_->loss_backward(output_of(in, x), activations_[last], targets, din);
+  for (size_t k = graph_.order.size() - 1; k-- > 0;) backward_layer(graph_.order[k], x);
   return loss;
 }
 

@@ -1,11 +1,14 @@
 #pragma once
-// A sequential model whose parameters, gradients and state are three flat vectors. Flat
-// parameters are what gradient sharing encodes and what model files store.
+// A model (a stack of layers, or a graph of them: model_graph.h) whose parameters, gradients
+// and state are three flat vectors. Flat parameters are what gradient sharing encodes and what
+// model files store.
 #include <memory>
 #include <vector>
 
 #include "core/layers/layer.h"
+#include "core/layers/merge.h"
 #include "core/layers/output.h"
+#include "core/model/model_graph.h"
 #include "core/spec/job_spec.h"
 
 namespace dtrain::core {
@@ -46,7 +49,7 @@ class Model {
   const Shape& input_shape() const { return spec_.input; }
   int64_t num_outputs() const { return output_->output_shape()[0]; }
   Loss loss() const { return output_->loss(); }
-  const std::vector<std::unique_ptr<Layer>>& layers() const { return layers_; }
+  const std::vector<std::unique_ptr<Layer>>& layers() const { return graph_.layers; }
 
   // Inference forward pass on host inputs; returns the output activations [batch, outputs] in
   // host memory.
@@ -58,15 +61,27 @@ class Model {
  private:
   void forward(const Tensor& x, const ForwardMode& mode);
   const Tensor& on_device(const Tensor& host, Tensor& staging) const;
+  // What layer index j (or kModelInput) outputs in the current pass.
+  const Tensor& output_of(int j, const Tensor& x) const {
+    return j == kModelInput ? x : activations_[static_cast<size_t>(j)];
+  }
+  // Where a layer's backward writes d(loss)/d(input slot `k`) for input j: straight into
+  // deltas_[j] for the first writer of a pass, else into a scratch that add_into then sums in.
+  Tensor* gradient_slot(int j, size_t k);
+  void add_into(int j, Tensor* slot);
+  void backward_layer(int i, const Tensor& x);
 
   ModelSpec spec_;
   kernels::Backend* backend_;
-  std::vector<std::unique_ptr<Layer>> layers_;
+  ModelGraph graph_;
+  std::vector<MergeLayer*> merges_;  // per layer: itself when it is an add or concat
   OutputLayer* output_ = nullptr;
   Tensor params_, grads_, state_;
   std::vector<ParamSegment> segments_;
   std::vector<Tensor> activations_;  // activations_[i] = output of layer i
-  Tensor delta_a_, delta_b_;         // ping-pong buffers for d(loss)/d(activation)
+  std::vector<Tensor> deltas_;       // deltas_[i] = d(loss)/d(activations_[i])
+  std::vector<bool> delta_written_;  // this pass, per layer
+  std::vector<Tensor> extra_deltas_; // per input slot: a second reader's gradient before summing
   Tensor input_, targets_;           // device copies of a minibatch (GPU models only)
   Tensor host_output_;               // predict()'s result, downloaded (GPU models only)
   mutable std::vector<float> host_params_, host_state_;

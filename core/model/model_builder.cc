@@ -4,51 +4,46 @@
 #include "core/layers/conv2d.h"
 #include "core/layers/dense.h"
 #include "core/layers/dropout.h"
+#include "core/layers/flatten.h"
 #include "core/layers/global_pooling.h"
+#include "core/layers/merge.h"
 #include "core/layers/output.h"
 #include "core/layers/subsampling.h"
+#include "core/model/model_graph.h"
 
 namespace dtrain::core {
 
-std::vector<std::unique_ptr<Layer>> build_layers(const ModelSpec& spec) {
-  std::vector<std::unique_ptr<Layer>> layers;
-  Shape shape = spec.input;
-  for (size_t i = 0; i < spec.layers.size(); ++i) {
-    const LayerSpec& l = spec.layers[i];
-    try {
-      switch (l.kind) {
-        case LayerSpec::Kind::kDense:
-          layers.push_back(
-              std::make_unique<DenseLayer>(shape, l.units, l.activation, spec.weight_init));
-          break;
-        case LayerSpec::Kind::kOutput:
-          layers.push_back(std::make_unique<OutputLayer>(shape, l.units, l.activation, l.loss,
-                                                         spec.weight_init));
-          break;
-        case LayerSpec::Kind::kConvolution:
-          layers.push_back(std::make_unique<Conv2dLayer>(shape, l.conv, spec.weight_init));
-          break;
-        case LayerSpec::Kind::kSubsampling:
-          layers.push_back(std::make_unique<SubsamplingLayer>(shape, l.pool));
-          break;
-        case LayerSpec::Kind::kGlobalPooling:
-          layers.push_back(std::make_unique<GlobalPoolingLayer>(shape, l.global_max));
-          break;
-        case LayerSpec::Kind::kBatchNorm:
-          layers.push_back(std::make_unique<BatchNormLayer>(shape, l.bn_decay, l.bn_eps));
-          break;
-        case LayerSpec::Kind::kDropout:
-          layers.push_back(std::make_unique<DropoutLayer>(shape, l.dropout_rate));
-          break;
-      }
-    } catch (const LayerShapeError&) {
-      throw;
-    } catch (const UserError& e) {
-      throw LayerShapeError(i, e);
-    }
-    shape = layers.back()->output_shape();
+std::unique_ptr<Layer> make_layer(const ModelSpec& model, const LayerSpec& l,
+                                  const std::vector<Shape>& input_shapes) {
+  const Shape& shape = input_shapes.at(0);
+  switch (l.kind) {
+    case LayerSpec::Kind::kDense:
+      return std::make_unique<DenseLayer>(shape, l.units, l.activation, model.weight_init);
+    case LayerSpec::Kind::kOutput:
+      return std::make_unique<OutputLayer>(shape, l.units, l.activation, l.loss,
+                                           model.weight_init);
+    case LayerSpec::Kind::kConvolution:
+      return std::make_unique<Conv2dLayer>(shape, l.conv, model.weight_init);
+    case LayerSpec::Kind::kSubsampling:
+      return std::make_unique<SubsamplingLayer>(shape, l.pool);
+    case LayerSpec::Kind::kGlobalPooling:
+      return std::make_unique<GlobalPoolingLayer>(shape, l.global_max);
+    case LayerSpec::Kind::kBatchNorm:
+      return std::make_unique<BatchNormLayer>(shape, l.bn_decay, l.bn_eps, l.activation);
+    case LayerSpec::Kind::kDropout:
+      return std::make_unique<DropoutLayer>(shape, l.dropout_rate);
+    case LayerSpec::Kind::kAdd:
+      return std::make_unique<AddLayer>(input_shapes, l.activation);
+    case LayerSpec::Kind::kConcat:
+      return std::make_unique<ConcatLayer>(input_shapes);
+    case LayerSpec::Kind::kFlatten:
+      return std::make_unique<FlattenLayer>(shape);
   }
-  return layers;
+  throw UserError("unknown layer kind", "");
+}
+
+std::vector<std::unique_ptr<Layer>> build_layers(const ModelSpec& spec) {
+  return std::move(build_graph(spec).layers);
 }
 
 ModelCounts count_model(const ModelSpec& spec) {

@@ -1,5 +1,6 @@
 #pragma once
-// Turns a ModelSpec into layers, checking that the shapes chain.
+// Turns a ModelSpec into layers: one layer from its spec and the shapes it reads (make_layer),
+// and the whole model through its graph (model_graph.h), checking that the shapes fit.
 #include <memory>
 #include <vector>
 
@@ -9,10 +10,11 @@
 
 namespace dtrain::core {
 
-// A layer that does not fit its input; says which layer so the spec parser can point at it.
-class LayerShapeError : public UserError {
+// A layer that is wired wrongly or does not fit its input; says which layer so the spec parser
+// can point at it.
+class LayerError : public UserError {
  public:
-  LayerShapeError(size_t layer_index, const UserError& cause)
+  LayerError(size_t layer_index, const UserError& cause)
       : UserError(cause.what_happened(), cause.fix()), layer_index_(layer_index) {}
   size_t layer_index() const { return layer_index_; }
 
@@ -20,6 +22,12 @@ class LayerShapeError : public UserError {
   size_t layer_index_;
 };
 
+// One layer reading inputs of `input_shapes` (one for every kind but add and concat). Throws
+// UserError when they do not fit.
+std::unique_ptr<Layer> make_layer(const ModelSpec& model, const LayerSpec& layer,
+                                  const std::vector<Shape>& input_shapes);
+
+// The model's layers in spec order (the order of their parameters).
 std::vector<std::unique_ptr<Layer>> build_layers(const ModelSpec& spec);
 inline void infer_layer_shapes(const ModelSpec& spec) { build_layers(spec); }
 

@@ -14,12 +14,18 @@
 
 namespace dtrain::core {
 
+// One entry of model.layers. A layer reads the layer listed before it (the model input for the
+// first) unless `inputs` names others: that is how graph models (DESIGN.md §16, core/README.md
+// "Graph models") are written. add and concat merge several inputs.
 struct LayerSpec {
   enum class Kind { kDense, kConvolution, kSubsampling, kGlobalPooling, kBatchNorm, kDropout,
-                    kOutput };
+                    kOutput, kAdd, kConcat, kFlatten };
   Kind kind = Kind::kDense;
+  std::string name;                // empty: unnamed (no other layer can name it as an input)
+  std::vector<std::string> inputs; // empty: the previous layer; kModelInputName: the input
   int64_t units = 0;                            // dense, output
-  Activation activation = Activation::kRelu;    // dense, output
+  // dense, output, batch_norm (default identity), add (default identity)
+  Activation activation = Activation::kRelu;
   Loss loss = Loss::kMcxent;                    // output
   Conv2dOptions conv;                           // convolution
   PoolOptions pool;                             // subsampling
@@ -29,6 +35,9 @@ struct LayerSpec {
   float bn_eps = 1e-5f;                         // batch_norm
   std::string location;                         // "file:line:col" for errors found later
 };
+
+// The name `inputs` uses for the model's input.
+inline constexpr const char* kModelInputName = "input";
 
 struct ScheduleSpec {
   enum class Type { kNone, kStep, kExponential };

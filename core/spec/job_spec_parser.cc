@@ -9,15 +9,12 @@
 #include <sstream>
 
 #include "core/model/model_builder.h"
+#include "core/spec/layer_parser.h"
 
 namespace dtrain::core {
 namespace {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
-const std::vector<std::string> kLayerTypes = {"dense",          "convolution", "subsampling",
-                                              "global_pooling", "batch_norm",  "dropout",
-                                              "output"};
-
 std::string resolve(const std::string& base_dir, const std::string& path) {
   if (path.empty() || path[0] == '/' || base_dir.empty() || base_dir == ".") return path;
   return base_dir + "/" + path;
@@ -68,101 +65,16 @@ class JobSpecParser {
       r_.fail(node["init_from_updater"], "model.init_from_updater",
               "init_from_updater needs model.init_from", "add 'init_from: model.dtm' or drop it");
 
-    const YAML::Node layers = node["layers"];
-    if (!layers || !layers.IsSequence() || layers.size() == 0)
-      r_.fail(layers ? layers : node, "model.layers", "expected a non-empty list of layers",
-              "list layers under 'layers:', ending with '- output: {units: 10}'");
-    for (size_t i = 0; i < layers.size(); ++i) {
-      const std::string path = "model.layers[" + std::to_string(i) + "]";
-      m.layers.push_back(parse_layer(layers[i], path));
-      const bool last = i + 1 == layers.size();
-      if (m.layers.back().kind == LayerSpec::Kind::kOutput && !last)
-        r_.fail(layers[i], path, "the output layer must be the last layer",
-                "move '- output: ...' to the end of model.layers");
-      if (last && m.layers.back().kind != LayerSpec::Kind::kOutput)
-        r_.fail(layers[i], path, "the last layer must be an output layer",
-                "end model.layers with e.g. '- output: {units: 10, activation: softmax, loss: "
-                "mcxent}'");
-    }
+    m.layers = parse_layers(r_, node);
     try {
-      infer_layer_shapes(m);  // shapes must chain: a kernel that does not fit is found here
-    } catch (const LayerShapeError& e) {
-      r_.fail(layers[e.layer_index()], "model.layers[" + std::to_string(e.layer_index()) + "]",
+      // The graph must be wired and its shapes must fit: an unknown input, a cycle or a kernel
+      // larger than its input is found here.
+      infer_layer_shapes(m);
+    } catch (const LayerError& e) {
+      r_.fail(node["layers"][e.layer_index()], "model.layers[" + std::to_string(e.layer_index()) + "]",
               e.what_happened(), e.fix());
     }
     return m;
-  }
-
-  LayerSpec parse_layer(const YAML::Node& item, const std::string& path) {
-    const std::string type = r_.single_key(item, path, kLayerTypes);
-    const YAML::Node raw = item[type];
-    YAML::Node body = raw;
-    const std::string p = path + "." + type;
-    if (!raw || raw.IsNull()) body = YAML::Node(YAML::NodeType::Map);
-    LayerSpec l;
-    l.location = r_.location(item);
-    if (type == "dense" || type == "output") {
-      const bool out = type == "output";
-      r_.expect_map(body, p,
-                    out ? std::vector<std::string>{"units", "activation", "loss"}
-                        : std::vector<std::string>{"units", "activation"});
-      l.kind = out ? LayerSpec::Kind::kOutput : LayerSpec::Kind::kDense;
-      l.units = r_.integer(body, "units", p, std::nullopt, 1, 1 << 24);
-      l.activation = parse_activation(r_.choice(body, "activation", p,
-                                                std::string(out ? "softmax" : "relu"),
-                                                activation_names()));
-      if (out) {
-        l.loss = parse_loss(r_.choice(body, "loss", p, std::string("mcxent"), loss_names()));
-        if (l.loss == Loss::kMcxent && l.activation != Activation::kSoftmax)
-          r_.fail(body, p, "loss mcxent needs activation softmax (outputs must sum to 1)",
-                  "set 'activation: softmax', or use loss xent with sigmoid, or mse");
-        if (l.loss == Loss::kXent && l.activation != Activation::kSigmoid)
-          r_.fail(body, p, "loss xent needs activation sigmoid (outputs must lie in (0, 1))",
-                  "set 'activation: sigmoid', or use loss mse");
-      }
-    } else if (type == "convolution") {
-      r_.expect_map(body, p, {"filters", "kernel", "stride", "padding", "activation"});
-      l.kind = LayerSpec::Kind::kConvolution;
-      l.conv.filters = r_.integer(body, "filters", p, std::nullopt, 1, 1 << 16);
-      l.conv.window = parse_window(body, p, 3, false);
-      l.conv.activation = parse_activation(
-          r_.choice(body, "activation", p, std::string("identity"), activation_names()));
-    } else if (type == "subsampling") {
-      r_.expect_map(body, p, {"type", "kernel", "stride", "padding"});
-      l.kind = LayerSpec::Kind::kSubsampling;
-      l.pool.max = r_.choice(body, "type", p, std::string("max"), {"max", "avg"}) == "max";
-      l.pool.window = parse_window(body, p, 2, true);
-    } else if (type == "global_pooling") {
-      r_.expect_map(body, p, {"type"});
-      l.kind = LayerSpec::Kind::kGlobalPooling;
-      l.global_max = r_.choice(body, "type", p, std::string("avg"), {"avg", "max"}) == "max";
-    } else if (type == "batch_norm") {
-      r_.expect_map(body, p, {"decay", "eps"});
-      l.kind = LayerSpec::Kind::kBatchNorm;
-      l.bn_decay = static_cast<float>(r_.number(body, "decay", p, 0.9, 0.0, 1.0, false));
-      l.bn_eps = static_cast<float>(r_.number(body, "eps", p, 1e-5, 0.0, 1.0, true));
-    } else {
-      r_.expect_map(body, p, {"rate"});
-      l.kind = LayerSpec::Kind::kDropout;
-      l.dropout_rate = static_cast<float>(r_.number(body, "rate", p, std::nullopt, 0.0, 0.95,
-                                                    false));
-    }
-    return l;
-  }
-
-  // kernel / stride / padding of a convolution or subsampling layer. The stride defaults to 1,
-  // or to the kernel size (non-overlapping windows) when `stride_follows_kernel`.
-  kernels::Window2d parse_window(const YAML::Node& body, const std::string& p,
-                                 int64_t default_kernel, bool stride_follows_kernel) {
-    auto k = r_.int_list(body, "kernel", p, {default_kernel, default_kernel}, 2, 1);
-    auto s = r_.int_list(body, "stride", p, stride_follows_kernel ? k : std::vector<int64_t>{1, 1},
-                         2, 1);
-    auto pad = r_.int_list(body, "padding", p, {0, 0}, 2, 0);
-    kernels::Window2d w;
-    w.kernel_h = k[0], w.kernel_w = k[1];
-    w.stride_h = s[0], w.stride_w = s[1];
-    w.pad_h = pad[0], w.pad_w = pad[1];
-    return w;
   }
 
   UpdaterSpec parse_updater(const YAML::Node& node) {

@@ -91,7 +91,8 @@ ModelFile checkpoint(const JobSpec& job, Workers& workers, const Normalizer& nor
 }
 
 // Batch-norm running statistics are not parameters, so no message carries them: each replica
-// keeps its own and they are averaged at epoch ends (the evaluated and saved model use the mean).
+// keeps its own and they are averaged at epoch ends (the evaluated and saved model use the mean):
+// over the process's workers here, over the cluster's at the exchange's second barrier.
 void average_state(Workers& workers) {
   const int64_t n = workers[0]->worker().model().num_state();
   if (n == 0 || workers.size() == 1) return;
@@ -102,6 +103,26 @@ void average_state(Workers& workers) {
   }
   std::vector<float> mean(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) mean[i] = static_cast<float>(sum[i] / workers.size());
+  for (auto& w : workers) w->worker().model().set_state(mean.data());
+}
+
+// In a cluster the statistics are averaged over every live node too (NodeExchange::StateSum):
+// this node's sum over its workers goes out, the mean over all comes back.
+NodeExchange::StateSum state_sum(Workers& workers) {
+  NodeExchange::StateSum s;
+  const int64_t n = workers[0]->worker().model().num_state();
+  if (n == 0) return s;
+  s.sum.assign(static_cast<size_t>(n), 0.0);
+  for (auto& w : workers) {
+    const float* state = w->worker().model().host_state();
+    for (int64_t i = 0; i < n; ++i) s.sum[static_cast<size_t>(i)] += state[i];
+  }
+  s.workers = static_cast<int>(workers.size());
+  return s;
+}
+
+void set_state(Workers& workers, const std::vector<float>& mean) {
+  if (mean.empty()) return;
   for (auto& w : workers) w->worker().model().set_state(mean.data());
 }
 
@@ -537,7 +558,7 @@ TrainingResult train_local(const JobSpec& job, TrainingListener& listener,
       result.lost_nodes = end.lost;
       takeover_batches =
           take_over(end, epoch, shards, batching, gate, workers, iterations, options.cancel);
-      exchange->end_takeover(epoch);
+      set_state(workers, exchange->end_takeover(epoch, state_sum(workers)));
     }
     for (auto& w : workers) w->apply_received();
     if (sharing && !exchange) average_tau(workers);
@@ -553,7 +574,7 @@ TrainingResult train_local(const JobSpec& job, TrainingListener& listener,
                                            options.cancel);
       average_round(*exchange, lead, job.training.average_updater_state,
                     takeover_round(epoch, rounds_per_epoch));
-      exchange->end_averaging_epoch(epoch);
+      set_state(workers, exchange->end_averaging_epoch(epoch, state_sum(workers)));
     }
     if (exchange && !cancelled)
       exchange->epoch_applied(epoch, lead.model().host_params(), lead.model().num_params(),

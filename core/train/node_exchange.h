@@ -70,10 +70,18 @@ class NodeExchange {
   // Parameter averaging, after the last round of `epoch` (every live replica is the same
   // then): waits until every live node got here, and admits the restarted nodes that any of
   // them knows of, the same set on every node (epoch_applied sends them these parameters).
-  virtual void end_averaging_epoch(int64_t epoch) = 0;
+  // Both second barriers also average the model state (batch-norm running statistics, which no
+  // update or averaging round carries) over the live nodes: given this node's sum over its
+  // workers, they return the mean over every live node's workers, the same bits on every node
+  // (empty when `local` is).
+  struct StateSum {
+    std::vector<double> sum;
+    int workers = 0;
+  };
+  virtual std::vector<float> end_averaging_epoch(int64_t epoch, const StateSum& local) = 0;
   // After this node's share of EpochEnd::takeover (possibly none; every node calls it every
   // epoch): waits like end_epoch until every live node's takeover messages are in the bus.
-  virtual void end_takeover(int64_t epoch) = 0;
+  virtual std::vector<float> end_takeover(int64_t epoch, const StateSum& local) = 0;
 
   // Which part of the test set this node evaluates at the end: part `index` of `count`, the
   // live nodes in member order, so that the parts merged cover it once.

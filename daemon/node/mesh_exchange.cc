@@ -134,7 +134,8 @@ void MeshExchange::on_update(core::EncodedMessage m, uint32_t origin) {
 
 void MeshExchange::on_epoch_end(EpochEndPayload e, uint32_t origin) {
   announced_[origin][{e.epoch, e.phase}] =
-      Announcement{e.published, e.tau_sum, e.workers, std::move(e.joiners)};
+      Announcement{e.published, e.tau_sum, e.workers, std::move(e.joiners),
+                   StateSum{std::move(e.state_sum), e.state_workers}};
 }
 
 void MeshExchange::send(PayloadBytes bytes, const std::string& failure) {
@@ -277,7 +278,7 @@ void MeshExchange::average_parameters(float* params, int64_t n, int64_t round) {
   last_round_ = std::max(last_round_, round);
 }
 
-void MeshExchange::meet(Barrier barrier, double tau_sum, int workers) {
+void MeshExchange::meet(Barrier barrier, double tau_sum, int workers, const StateSum* state) {
   std::vector<uint32_t> joiners;
   if (barrier.second == 1) {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -286,7 +287,8 @@ void MeshExchange::meet(Barrier barrier, double tau_sum, int workers) {
   {
     std::lock_guard<std::mutex> lock(publish_mutex_);
     EpochEndPayload e{barrier.first, barrier.second, published_in_[barrier.first], tau_sum,
-                      workers, joiners};
+                      workers, joiners, {}, 0};
+    if (state) e.state_sum = state->sum, e.state_workers = state->workers;
     send(epoch_end_payload(e), "this node could not announce the end of epoch " +
                                    std::to_string(barrier.first + 1) + " to the mesh");
   }
@@ -510,12 +512,42 @@ core::NodeExchange::EpochEnd MeshExchange::end_epoch(int64_t epoch, double local
   return end;
 }
 
-void MeshExchange::end_takeover(int64_t epoch) { meet({epoch, 1}, 0.0, 0); }
+std::vector<float> MeshExchange::end_takeover(int64_t epoch, const StateSum& local) {
+  meet({epoch, 1}, 0.0, 0, &local);
+  return mean_state(epoch, local);
+}
 
 // Averaging publishes no updates, so the barrier is only the exchange of known joiners (phase
 // 1 of meet): every live node admits the same ones at the same epoch end, and from the next
 // round on every live node waits for their parameters.
-void MeshExchange::end_averaging_epoch(int64_t epoch) { meet({epoch, 1}, 0.0, 0); }
+std::vector<float> MeshExchange::end_averaging_epoch(int64_t epoch, const StateSum& local) {
+  meet({epoch, 1}, 0.0, 0, &local);
+  return mean_state(epoch, local);
+}
+
+// Summed in member order, self included in its place, so every node gets the same bits. A
+// node whose state has another length (it cannot be the same model) is left out.
+std::vector<float> MeshExchange::mean_state(int64_t epoch, const StateSum& local) {
+  if (local.sum.empty() || local.workers <= 0) return {};
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::vector<double> sum(local.sum.size(), 0.0);
+  int64_t workers = 0;
+  for (const JobMember& m : members_) {
+    const StateSum* s = &local;
+    if (m.id != self_) {
+      if (lost_.count(m.id)) continue;
+      auto a = announced_[m.id].find({epoch, 1});
+      if (a == announced_[m.id].end()) continue;
+      s = &a->second.state;
+    }
+    if (s->sum.size() != sum.size() || s->workers <= 0) continue;
+    for (size_t i = 0; i < sum.size(); ++i) sum[i] += s->sum[i];
+    workers += s->workers;
+  }
+  std::vector<float> mean(sum.size());
+  for (size_t i = 0; i < sum.size(); ++i) mean[i] = static_cast<float>(sum[i] / double(workers));
+  return mean;
+}
 
 core::NodeExchange::EvaluationShard MeshExchange::evaluation_shard() {
   std::lock_guard<std::mutex> lock(mutex_);

@@ -58,8 +58,8 @@ class MeshExchange : public core::NodeExchange {
   void step_stalled(std::chrono::milliseconds waited, int64_t epoch, int64_t batch,
                     const std::vector<int>& waiting) override;
   EpochEnd end_epoch(int64_t epoch, double local_tau_sum, int local_workers) override;
-  void end_takeover(int64_t epoch) override;
-  void end_averaging_epoch(int64_t epoch) override;
+  std::vector<float> end_takeover(int64_t epoch, const StateSum& local) override;
+  std::vector<float> end_averaging_epoch(int64_t epoch, const StateSum& local) override;
   EvaluationShard evaluation_shard() override;
   // Every node broadcasts its parameters on the mesh and each computes the same mean (summed in
   // member order, so the replicas stay bit-identical); no controller on the data path.
@@ -123,6 +123,7 @@ class MeshExchange : public core::NodeExchange {
     double tau_sum = 0.0;
     int workers = 0;
     std::vector<uint32_t> joiners;  // restarted members the node knows of (phase 1)
+    StateSum state;                 // phase 1
   };
   struct Snapshot {
     int64_t epoch = 0;
@@ -135,7 +136,9 @@ class MeshExchange : public core::NodeExchange {
   };
   using Barrier = std::pair<int64_t, int>;  // (epoch, phase): 0 own shards, 1 takeover
   // Publishes this node's announcement for `barrier`, then waits for every live node's.
-  void meet(Barrier barrier, double tau_sum, int workers);
+  void meet(Barrier barrier, double tau_sum, int workers, const StateSum* state = nullptr);
+  // After the phase-1 meet of `epoch`: the live nodes' state summed in member order.
+  std::vector<float> mean_state(int64_t epoch, const StateSum& local);
   void deliver(core::EncodedMessage m, uint32_t origin);  // under mutex_
   // Under mutex_: whether an update tagged `at` may go to the bus now; release_pending() moves
   // the held ones that may.

@@ -55,8 +55,15 @@ void read_epoch_end(const mesh::EpochEnd& e, MeshPayloadIn& in) {
     in.error = "an epoch end naming " + std::to_string(e.joiners()->size()) + " joiners";
     return;
   }
-  in.epoch_end = {e.epoch(), e.phase(), e.published(), e.tau_sum(), e.workers(), {}};
+  if (e.state_workers() < 0) {
+    in.error = "an epoch end with " + std::to_string(e.state_workers()) + " state workers";
+    return;
+  }
+  in.epoch_end = {e.epoch(), e.phase(), e.published(), e.tau_sum(), e.workers(), {}, {}, 0};
   if (e.joiners()) in.epoch_end.joiners.assign(e.joiners()->begin(), e.joiners()->end());
+  // Bounded by the payload's size, which the reader already bounded.
+  if (e.state_sum()) in.epoch_end.state_sum.assign(e.state_sum()->begin(), e.state_sum()->end());
+  in.epoch_end.state_workers = e.state_workers();
   in.kind = MeshPayloadIn::Kind::kEpochEnd;
 }
 
@@ -72,10 +79,11 @@ PayloadBytes update_payload(const core::EncodedMessage& m) {
 }
 
 PayloadBytes epoch_end_payload(const EpochEndPayload& e) {
-  flatbuffers::FlatBufferBuilder fbb(128 + e.joiners.size() * 4);
+  flatbuffers::FlatBufferBuilder fbb(128 + e.joiners.size() * 4 + e.state_sum.size() * 8);
   const auto joiners = fbb.CreateVector(e.joiners);
+  const auto state = e.state_sum.empty() ? 0 : fbb.CreateVector(e.state_sum);
   const auto t = mesh::CreateEpochEnd(fbb, e.epoch, e.phase, e.published, e.tau_sum, e.workers,
-                                      joiners);
+                                      joiners, state, e.state_workers);
   return finish(fbb, mesh::Payload::EpochEnd, t.Union());
 }
 

@@ -25,6 +25,8 @@ struct EpochEndPayload {
   double tau_sum = 0.0;
   int32_t workers = 0;
   std::vector<uint32_t> joiners;  // restarted members the node knows of (phase 1)
+  std::vector<double> state_sum;  // phase 1: model state summed over state_workers workers
+  int32_t state_workers = 0;
 };
 // At most this many joiners are believed (a cluster has far fewer nodes).
 constexpr size_t kMaxJoiners = 4096;

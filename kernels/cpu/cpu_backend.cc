@@ -33,6 +33,11 @@ class CpuBackend : public Backend {
   void copy(float* dst, const float* src, int64_t n) override {
     if (n > 0 && dst != src) std::memmove(dst, src, sizeof(float) * n);
   }
+  void copy_rows(float* dst, int64_t dst_stride, const float* src, int64_t src_stride,
+                 int64_t rows, int64_t cols) override {
+    for (int64_t r = 0; r < rows; ++r)
+      std::memcpy(dst + r * dst_stride, src + r * src_stride, sizeof(float) * cols);
+  }
   void fill(float* x, int64_t n, float value) override {
     for (int64_t i = 0; i < n; ++i) x[i] = value;
   }

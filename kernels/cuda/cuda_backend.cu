@@ -106,6 +106,14 @@ class CudaBackend final : public Backend {
     if (n > 0 && dst != src)
       DTRAIN_CUDA_CALL(cudaMemcpyAsync(dst, src, sizeof(float) * n, cudaMemcpyDeviceToDevice, stream_));
   }
+  void copy_rows(float* dst, int64_t dst_stride, const float* src, int64_t src_stride,
+                 int64_t rows, int64_t cols) override {
+    activate();
+    if (rows > 0 && cols > 0)
+      DTRAIN_CUDA_CALL(cudaMemcpy2DAsync(dst, sizeof(float) * dst_stride, src,
+                                         sizeof(float) * src_stride, sizeof(float) * cols, rows,
+                                         cudaMemcpyDeviceToDevice, stream_));
+  }
   void fill(float* x, int64_t n, float value) override { activate(); cuda::fill(stream_, x, n, value); }
   void synchronize() override {
     activate();

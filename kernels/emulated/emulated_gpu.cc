@@ -150,6 +150,11 @@ class EmulatedGpu final : public Backend {
     check(dst, src, "copy");
     cpu_.copy(dst, src, n);
   }
+  void copy_rows(float* dst, int64_t dst_stride, const float* src, int64_t src_stride,
+                 int64_t rows, int64_t cols) override {
+    check(dst, src, "copy_rows");
+    cpu_.copy_rows(dst, dst_stride, src, src_stride, rows, cols);
+  }
   void fill(float* x, int64_t n, float v) override {
     check(x, x, "fill");
     cpu_.fill(x, n, v);

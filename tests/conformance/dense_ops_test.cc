@@ -82,6 +82,21 @@ TEST_CASE("row vector, column sums, axpy, multiply (exact to 1e-6)") {
   }
 }
 
+TEST_CASE("copy_rows: a block of one matrix into another (concat and split; exact)") {
+  // Rows 1..5 of a 6x13 source, columns 4..10, into columns 2..8 of a 5x17 destination: the
+  // strides, offsets and untouched elements are all checked.
+  const int64_t rows = 5, cols = 7, src_stride = 13, dst_stride = 17;
+  const auto src = random_vector(6 * src_stride, 8), dst = random_vector(rows * dst_stride, 9);
+  std::vector<double> want(dst.begin(), dst.end());
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c) want[r * dst_stride + 2 + c] = src[(r + 1) * src_stride + 4 + c];
+  for (Backend* be : backends_under_test()) {
+    Buffer ds(*be, src), dd(*be, dst);
+    be->copy_rows(dd.get() + 2, dst_stride, ds.get() + src_stride + 4, src_stride, rows, cols);
+    expect_close(be->name() + " copy_rows", dd.host(), want, 0, 0);
+  }
+}
+
 TEST_CASE("activations forward and backward (rtol 1e-5)") {
   const int64_t rows = 19, cols = 31, n = rows * cols;
   const auto z = random_vector(n, 7, -4.f, 4.f), d = random_vector(n, 8);

@@ -119,7 +119,8 @@ int main(int argc, char** argv) {
   proof.insert(proof.end(), {0, 0, 0, 1});  // a key proof announcing 16 MB
   write(control, "hello_then_proof", proof, 0);
   const auto model = root / "model_input_fuzzer";
-  for (const char* name : {"fashion-mnist-mlp.yaml", "fashion-mnist-lenet.yaml"})
+  for (const char* name :
+       {"fashion-mnist-mlp.yaml", "fashion-mnist-lenet.yaml", "fashion-mnist-resnet20.yaml"})
     write(model, name, file_bytes(std::filesystem::path(argv[2]) / name), 0);
   write(model, "small.dtm", small_model_file(std::filesystem::temp_directory_path()), 1);
   std::printf("wrote the corpora under %s\n", root.c_str());

@@ -166,6 +166,69 @@ TEST_CASE("dropout gradients with a fixed mask", "[gradcheck]") {
                          "    - output: {units: 3, activation: softmax, loss: mcxent}\n");
 }
 
+// Graph models (core/model/model_graph.h): every parameter is checked, so each branch is.
+void expect_graph_gradients_match(const std::string& model_yaml, float relative_eps = 1e-2f) {
+  CheckResult r = check_gradients(model_yaml, 4, true, relative_eps, 100000);
+  INFO(model_yaml << "\n" << r.first_bad);
+  REQUIRE(r.checked > 20);
+  CHECK(r.bad == 0);
+}
+
+TEST_CASE("graph models: add, concat, flatten and same padding", "[gradcheck]") {
+  SECTION("a residual block with a projection shortcut (stride 2, same padding)") {
+    expect_graph_gradients_match(
+        "  input: [2, 7, 7]\n  layers:\n"
+        "    - convolution: {name: stem, filters: 3, kernel: 3, padding: same, activation: tanh}\n"
+        "    - convolution: {filters: 4, kernel: 3, stride: 2, padding: same}\n"
+        "    - batch_norm: {name: bn1, activation: tanh}\n"
+        "    - convolution: {name: c2, filters: 4, kernel: 3, padding: same}\n"
+        "    - convolution: {name: proj, inputs: [stem], filters: 4, kernel: 1, stride: 2}\n"
+        "    - add: {inputs: [c2, proj], activation: tanh}\n"
+        "    - global_pooling: {type: avg}\n"
+        "    - output: {units: 3, activation: softmax, loss: mcxent}\n");
+  }
+  SECTION("an identity shortcut from the input, and a layer listed before its input") {
+    expect_graph_gradients_match(
+        "  input: [6]\n  layers:\n"
+        "    - add: {name: sum, inputs: [input, branch]}\n"
+        "    - dense: {name: branch, inputs: [input], units: 6, activation: tanh}\n"
+        "    - dense: {inputs: [sum], units: 5, activation: tanh}\n"
+        "    - output: {units: 3, activation: softmax, loss: mcxent}\n");
+  }
+  SECTION("concat of two convolution branches, flattened next to a dense branch") {
+    expect_graph_gradients_match(
+        "  input: [2, 5, 5]\n  layers:\n"
+        "    - convolution: {name: a, inputs: [input], filters: 2, kernel: 3, padding: same, "
+        "activation: tanh}\n"
+        "    - convolution: {name: b, inputs: [input], filters: 3, kernel: 1, activation: sigmoid}\n"
+        "    - concat: {name: ab, inputs: [a, b]}\n"
+        "    - subsampling: {type: avg, kernel: 3, stride: 2, padding: same}\n"
+        "    - flatten: {name: flat}\n"
+        "    - dense: {name: side, inputs: [ab], units: 4, activation: tanh}\n"
+        "    - concat: {inputs: [flat, side]}\n"
+        "    - output: {units: 3, activation: softmax, loss: mcxent}\n");
+  }
+  SECTION("one layer read twice by the same add, and by two layers") {
+    expect_graph_gradients_match(
+        "  input: [4]\n  layers:\n"
+        "    - dense: {name: h, units: 5, activation: tanh}\n"
+        "    - add: {name: twice, inputs: [h, h]}\n"
+        "    - dense: {name: g, inputs: [h], units: 5, activation: sigmoid}\n"
+        "    - add: {inputs: [twice, g], activation: tanh}\n"
+        "    - output: {units: 2, activation: softmax, loss: mcxent}\n");
+  }
+  SECTION("batch norm followed by relu") {
+    // A small step: batch statistics couple every value, so a larger one crosses ReLU kinks.
+    expect_graph_gradients_match(
+        "  input: [1, 6, 6]\n  layers:\n"
+        "    - convolution: {filters: 3, kernel: 3, padding: same}\n"
+        "    - batch_norm: {activation: relu}\n"
+        "    - global_pooling: {type: avg}\n"
+        "    - output: {units: 3, activation: softmax, loss: mcxent}\n",
+        1e-4f);
+  }
+}
+
 TEST_CASE("a wrong gradient is caught by the check", "[gradcheck]") {
   // Guards the checker itself: the same model passes with its own gradient and fails, at the
   // corrupted parameter, when one analytic gradient is off by 0.5.

@@ -128,6 +128,41 @@ TEST_CASE("parameter averaging gives every node the same mean", "[mesh_exchange]
   }
 }
 
+TEST_CASE("the second barrier averages batch-norm statistics over every live node's workers",
+          "[mesh_exchange]") {
+  FakeMesh mesh;
+  std::vector<std::unique_ptr<MeshExchange>> ex;
+  for (uint32_t id = 1; id <= 3; ++id) {
+    ex.push_back(std::make_unique<MeshExchange>(1, id, members(3), milliseconds(5000)));
+    mesh.join(id, *ex.back());
+  }
+  // Node n has n + 1 workers whose states sum to (n + 1) * (values around 0.1 * n).
+  std::vector<core::NodeExchange::StateSum> local(3);
+  for (int n = 0; n < 3; ++n) {
+    local[n].workers = n + 1;
+    for (int i = 0; i < 4; ++i) local[n].sum.push_back((n + 1) * (0.1 * n + 0.01 * i + 1.0 / 3));
+  }
+  std::vector<std::vector<float>> mean(3);
+  std::vector<std::thread> threads;
+  for (int n = 0; n < 3; ++n)
+    threads.emplace_back([&, n] {
+      mean[n] = n == 2 ? ex[n]->end_averaging_epoch(0, local[n]) : ex[n]->end_takeover(0, local[n]);
+    });
+  for (auto& t : threads) t.join();
+  for (int i = 0; i < 4; ++i) {
+    double sum = 0;
+    for (int n = 0; n < 3; ++n) sum += local[n].sum[i];
+    CHECK(mean[0][i] == Approx(sum / 6).epsilon(1e-6));
+  }
+  CHECK(mean[0] == mean[1]);  // bit for bit: summed in member order on every node
+  CHECK(mean[0] == mean[2]);
+  // A model without batch norm has no state: nothing is averaged.
+  threads.clear();
+  for (int n = 0; n < 3; ++n) threads.emplace_back([&, n] { mean[n] = ex[n]->end_takeover(1, {}); });
+  for (auto& t : threads) t.join();
+  for (int n = 0; n < 3; ++n) CHECK(mean[n].empty());
+}
+
 TEST_CASE("an epoch ends once every live node's updates are in the bus", "[mesh_exchange]") {
   FakeMesh mesh;
   MeshExchange a(1, 1, members(2), milliseconds(5000)), b(1, 2, members(2), milliseconds(5000));
@@ -212,7 +247,7 @@ TEST_CASE("a restarted node rejoins with a live node's parameters", "[mesh_excha
   // node-1 ends epoch 1 without waiting for node-2, admits it, and sends it its replica.
   const auto end = a.end_epoch(0, 0.5, 1);
   CHECK(end.workers == 1);
-  a.end_takeover(0);
+  a.end_takeover(0, {});
   std::vector<float> params(kParams, 0.375f), state(3, 2.f);
   a.epoch_applied(0, params.data(), kParams, state.data(), 3, 0.5f);
   const auto [rejoined, r] = resumed.get();
@@ -280,8 +315,8 @@ TEST_CASE("a vacant slot's shard is taken over until a node joins it, then it is
   c.attach(bus_c, kParams);
   for (MeshExchange* ex : {&a, &b}) ex->on_join(slot, 3, "node-3", {3, "127.0.0.1", 9, 0});
   CHECK(mesh.added == std::vector<uint32_t>{3, 3});
-  auto take_b = std::async(std::launch::async, [&] { b.end_takeover(0); });
-  a.end_takeover(0);
+  auto take_b = std::async(std::launch::async, [&] { b.end_takeover(0, {}); });
+  a.end_takeover(0, {});
   take_b.get();
   auto resumed = std::async(std::launch::async, [&] {
     core::NodeExchange::Resume r;
@@ -313,7 +348,7 @@ TEST_CASE("a joiner withdrawn before it is admitted is not waited for", "[mesh_e
   a.on_rejoin(2);     // node-2 is back, says the controller ...
   a.on_withdrawn(2);  // ... and then that it failed before it was admitted
   a.end_epoch(0, 0.5, 1);
-  a.end_takeover(0);  // alone: node-2 is not admitted
+  a.end_takeover(0, {});  // alone: node-2 is not admitted
   const auto next = a.end_epoch(1, 0.5, 1);  // not waited for (the deadline would throw)
   CHECK(next.lost == std::vector<std::string>{"node-2"});
   a.detach();
