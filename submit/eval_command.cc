@@ -1,5 +1,6 @@
 // dtrain-submit eval model.dtm [--data ...]: evaluates a saved model on labelled data.
 #include <cstdio>
+#include <filesystem>
 
 #include "core/eval/evaluate.h"
 #include "core/io/saved_model.h"
@@ -27,6 +28,9 @@ core::DataSourceSpec source_from_args(const EvalArgs& args, const core::JobSpec&
     source.format = "idx";
     source.images = args.data;
     source.labels = args.labels;
+  } else if (std::filesystem::is_directory(args.data)) {
+    source.format = "images";
+    source.path = args.data;
   } else if (ends_with(args.data, ".csv")) {
     source.format = "csv";
     source.path = args.data;
@@ -34,7 +38,8 @@ core::DataSourceSpec source_from_args(const EvalArgs& args, const core::JobSpec&
     source.header = args.header;
   } else {
     throw core::UserError("cannot tell the format of '" + args.data + "'",
-                          "for IDX images also pass --labels FILE; CSV files must end in .csv");
+                          "for IDX images also pass --labels FILE; CSV files must end in .csv; "
+                          "an image folder must be a folder");
   }
   return source;
 }
@@ -46,7 +51,8 @@ int run_eval(const EvalArgs& args) {
   core::Dataset data;
   try {
     saved = core::load_saved_model(args.model_path);
-    data = core::load_source(source_from_args(args, saved.spec), saved.model->num_outputs());
+    data = core::load_source(source_from_args(args, saved.spec), saved.model->num_outputs(),
+                             saved.model->input_shape());
     core::reshape_features(data, saved.model->input_shape(), args.data.empty() ? "test set"
                                                                                : args.data);
     saved.normalizer.apply(data.features);

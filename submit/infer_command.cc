@@ -1,12 +1,16 @@
 // dtrain-submit infer model.dtm --input X --output Y: predictions keyed by the input's key
-// column or row number, one CSV line per example: key,predicted_class,p_0,...,p_{K-1}.
+// column, row number or (a folder of images) file path, one CSV line per example:
+// key,predicted,p0,...,p{K-1}; a model trained on an image folder names its classes instead
+// (key,predicted,p_cat,p_dog,...; predicted is the name).
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <algorithm>
 #include <memory>
 
 #include "core/data/csv_reader.h"
 #include "core/data/idx_reader.h"
+#include "core/data/image_folder.h"
 #include "core/io/saved_model.h"
 #include "core/util/error.h"
 #include "submit/commands.h"
@@ -28,6 +32,12 @@ Inputs read_inputs(const InferArgs& args, const core::Shape& example_shape) {
   Inputs in;
   const int64_t width = core::shape_size(example_shape);
   std::vector<float> values;
+  if (std::filesystem::is_directory(args.input)) {
+    core::ImageFiles files = core::read_image_files(args.input, example_shape);
+    in.features = std::move(files.features);
+    in.keys = std::move(files.paths);
+    return in;
+  }
   if (is_csv(args.input)) {
     std::ifstream file(args.input);
     if (!file) throw core::UserError("cannot open '" + args.input + "'", "check the path");
@@ -100,8 +110,12 @@ int run_infer(const InferArgs& args) {
     return kExitBadInput;
   }
   const int64_t n = in.features.rank() ? in.features.dim(0) : 0, classes = saved.model->num_outputs();
+  const std::vector<std::string>& names = saved.file.class_names;
+  const bool named = int64_t(names.size()) == classes;
   std::fprintf(out, "key,predicted");
-  for (int64_t c = 0; c < classes; ++c) std::fprintf(out, ",p%lld", (long long)c);
+  for (int64_t c = 0; c < classes; ++c)
+    if (named) std::fprintf(out, ",p_%s", names[size_t(c)].c_str());
+    else std::fprintf(out, ",p%lld", (long long)c);
   std::fputc('\n', out);
   constexpr int64_t kBatch = 256;
   core::Tensor x;
@@ -113,7 +127,10 @@ int run_infer(const InferArgs& args) {
     for (int64_t r = 0; r < count; ++r) {
       const float* row = p.row(r);
       const int64_t best = std::max_element(row, row + classes) - row;
-      std::fprintf(out, "%s,%lld", in.keys[start + r].c_str(), (long long)best);
+      if (named)
+        std::fprintf(out, "%s,%s", in.keys[start + r].c_str(), names[size_t(best)].c_str());
+      else
+        std::fprintf(out, "%s,%lld", in.keys[start + r].c_str(), (long long)best);
       for (int64_t c = 0; c < classes; ++c) std::fprintf(out, ",%.6g", row[c]);
       std::fputc('\n', out);
     }

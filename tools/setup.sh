@@ -21,7 +21,7 @@ PACKAGES=(
   # libraries (tools/README.md, "Building offline")
   libasio-dev libflatbuffers-dev flatbuffers-compiler libdnnl-dev libspdlog-dev libfmt-dev
   libcli11-dev libyaml-cpp-dev catch2 libsodium-dev zlib1g-dev libcpp-httplib-dev
-  nlohmann-json3-dev libsystemd-dev libsqlite3-dev libjs-dygraphs
+  nlohmann-json3-dev libsystemd-dev libsqlite3-dev libjs-dygraphs libpng-dev libjpeg62-turbo-dev
   # data
   dataset-fashion-mnist
   # multi-host tests and fuzzing

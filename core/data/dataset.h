@@ -2,6 +2,7 @@
 // An in-memory labelled dataset: features [N, example shape...] and targets [N, K] (one-hot
 // for classification, values for regression). labels[i] is the class, or -1 for regression.
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "core/tensor/tensor.h"
@@ -13,6 +14,7 @@ struct Dataset {
   Tensor targets;
   std::vector<int32_t> labels;
   int64_t num_classes = 0;  // 0 for regression
+  std::vector<std::string> class_names;  // when the source names its classes (image folders)
 
   int64_t size() const { return features.rank() ? features.dim(0) : 0; }
   Shape example_shape() const {

@@ -20,7 +20,7 @@ static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "model files are little
 constexpr char kMagic[8] = {'D', 'T', 'R', 'A', 'I', 'N', 'M', '\0'};
 constexpr size_t kHeaderBytes = 8 + 4 + 4 + 8;
 enum Tag : uint32_t { kSpec = 1, kParams = 2, kState = 3, kUpdater = 4, kNormalizer = 5,
-                      kProgress = 6, kSharing = 7, kOtherWorkers = 8 };
+                      kProgress = 6, kSharing = 7, kOtherWorkers = 8, kClassNames = 9 };
 
 class Writer {
  public:
@@ -97,7 +97,7 @@ void write_model_file(const std::string& path, const ModelFile& m) {
   out.put_bytes(kMagic, sizeof kMagic);
   out.put<uint32_t>(kModelFileVersion);
   out.put<uint32_t>(5 + (m.has_updater ? 1 : 0) + (m.has_sharing ? 1 : 0) +
-                    (m.other_workers.empty() ? 0 : 1));
+                    (m.other_workers.empty() ? 0 : 1) + (m.class_names.empty() ? 0 : 1));
   out.put<uint64_t>(0);  // total size, patched below
   Writer spec, params, state, normalizer, progress;
   spec.put_string(m.spec_yaml);
@@ -134,6 +134,12 @@ void write_model_file(const std::string& path, const ModelFile& m) {
       workers.put_floats(w.updater_state);
     }
     add_section(out, kOtherWorkers, workers);
+  }
+  if (!m.class_names.empty()) {
+    Writer names;
+    names.put<uint32_t>(uint32_t(m.class_names.size()));
+    for (const std::string& n : m.class_names) names.put_string(n);
+    add_section(out, kClassNames, names);
   }
   std::string& bytes = out.bytes();
   const uint64_t total = bytes.size() + sizeof(uint32_t);
@@ -219,6 +225,12 @@ ModelFile read_model_file(const std::string& path) {
           w.residual = body.get_floats();
           w.updater_state = body.get_floats();
         }
+        break;
+      }
+      case kClassNames: {
+        const uint32_t count = body.get<uint32_t>();
+        if (count > length / 8) body.corrupt("more class names than its section holds");
+        for (uint32_t i = 0; i < count; ++i) m.class_names.push_back(body.get_string());
         break;
       }
       default: break;  // a newer writer's section: skip it

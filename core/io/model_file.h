@@ -39,6 +39,9 @@ struct ModelFile {
     std::vector<float> residual, updater_state;
   };
   std::vector<WorkerState> other_workers;
+  // The classes' names (an image folder's subfolders), in output order; empty when the data
+  // named none. `infer` prints them.
+  std::vector<std::string> class_names;
 };
 
 // Throws UserError when the directory is not writable or the disk is full.

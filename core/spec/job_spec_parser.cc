@@ -109,17 +109,32 @@ class JobSpecParser {
 
   DataSourceSpec parse_source(const YAML::Node& node, const std::string& p) {
     DataSourceSpec d;
-    r_.expect_map(node, p, {"format", "images", "labels", "path", "label_column", "header"});
-    d.format = r_.choice(node, "format", p, std::nullopt, {"idx", "csv"});
+    r_.expect_map(node, p, {"format", "images", "labels", "path", "label_column", "header",
+                            "corrupt"});
+    d.format = r_.choice(node, "format", p, std::nullopt, {"idx", "csv", "images"});
     if (d.format == "idx") {
       d.images = existing_file(node, "images", p);
       d.labels = existing_file(node, "labels", p);
+    } else if (d.format == "images") {
+      d.path = existing_folder(node, "path", p);
+      d.skip_corrupt = r_.choice(node, "corrupt", p, std::string("fail"), {"fail", "skip"}) == "skip";
     } else {
       d.path = existing_file(node, "path", p);
       d.label_column = r_.integer(node, "label_column", p, -1, -1, 1 << 20);
       d.header = r_.boolean(node, "header", p, false);
     }
     return d;
+  }
+
+  std::string existing_folder(const YAML::Node& map, const std::string& key, const std::string& p) {
+    const std::string path = resolve(options_.base_dir, r_.text(map, key, p, std::nullopt));
+    if (!options_.check_files) return path;
+    struct stat st;
+    if (::stat(path.c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || ::access(path.c_str(), R_OK | X_OK))
+      r_.fail(map[key], p + "." + key, "cannot read folder '" + path + "'",
+              "point it at a folder with one subfolder of images per class (relative paths are "
+              "resolved against the spec's directory)");
+    return path;
   }
 
   std::string existing_file(const YAML::Node& map, const std::string& key, const std::string& p) {

@@ -32,7 +32,7 @@ double seconds_since(Clock::time_point t) {
 }
 
 // `encoder`: the worker's gradient-sharing state, for checkpoints (null: the model alone).
-ModelFile snapshot(const JobSpec& job, Worker& worker, const Normalizer& normalizer,
+ModelFile snapshot(const JobSpec& job, Worker& worker, const TrainingData& data,
                    int64_t iteration, int64_t epoch, const UpdateEncoder* encoder = nullptr) {
   ModelFile f;
   Model& m = worker.model();
@@ -44,7 +44,8 @@ ModelFile snapshot(const JobSpec& job, Worker& worker, const Normalizer& normali
   f.has_updater = true;
   f.updater_type = worker.updater().type();
   f.updater_state = worker.updater().host_state();
-  f.normalizer = normalizer;
+  f.normalizer = data.normalizer;
+  f.class_names = data.train.class_names;
   f.iteration = iteration;
   f.epoch = epoch;
   if (encoder) {
@@ -74,9 +75,9 @@ using Workers = std::vector<std::unique_ptr<SharingWorker>>;
 
 // A checkpoint: the lead worker's snapshot and every other worker's residual, step count and
 // updater state.
-ModelFile checkpoint(const JobSpec& job, Workers& workers, const Normalizer& normalizer,
+ModelFile checkpoint(const JobSpec& job, Workers& workers, const TrainingData& data,
                      int64_t iteration, int64_t epoch, bool sharing) {
-  ModelFile f = snapshot(job, workers[0]->worker(), normalizer, iteration, epoch,
+  ModelFile f = snapshot(job, workers[0]->worker(), data, iteration, epoch,
                          sharing ? &workers[0]->encoder() : nullptr);
   for (size_t w = 1; w < workers.size(); ++w) {
     ModelFile::WorkerState s;
@@ -530,7 +531,7 @@ TrainingResult train_local(const JobSpec& job, TrainingListener& listener,
           if (job.output.checkpoint_every > 0 && options.write_model && !exchange &&
               iterations[0] % job.output.checkpoint_every == 0) {
             write_checkpoint(output,
-                             snapshot(job, worker, data.normalizer, iterations[0], epoch,
+                             snapshot(job, worker, data, iterations[0], epoch,
                                       sharing ? &sw.encoder() : nullptr),
                              job.output.keep_checkpoints);
             listener.on_checkpoint(checkpoint_path(output, iterations[0]), iterations[0]);
@@ -586,7 +587,7 @@ TrainingResult train_local(const JobSpec& job, TrainingListener& listener,
       // least two are kept: a node a checkpoint ahead of the others must still hold the one
       // every node has (the job's consistent checkpoint) when the cluster goes down.
       write_checkpoint(output,
-                       checkpoint(job, workers, data.normalizer, iterations[0], epoch + 1,
+                       checkpoint(job, workers, data, iterations[0], epoch + 1,
                                   sharing),
                        std::max<int64_t>(2, job.output.keep_checkpoints));
       listener.on_epoch_checkpoint(checkpoint_path(output, iterations[0]), epoch + 1);
@@ -668,7 +669,7 @@ TrainingResult train_local(const JobSpec& job, TrainingListener& listener,
   result.iterations = iterations[0];
   result.train_seconds = elapsed_total;
   if (options.write_model) {
-    write_model_file(output, snapshot(job, lead, data.normalizer, iterations[0],
+    write_model_file(output, snapshot(job, lead, data, iterations[0],
                                       first_epoch + static_cast<int64_t>(result.epochs.size())));
     result.model_path = output;
   }

@@ -14,7 +14,8 @@ struct TrainingData {
 };
 
 // Reads one source as classification data with `num_classes` classes (no normalisation).
-Dataset load_source(const DataSourceSpec& source, int64_t num_classes);
+// `input` is the model's input shape (image folders decode to it).
+Dataset load_source(const DataSourceSpec& source, int64_t num_classes, const Shape& input);
 
 TrainingData load_training_data(const JobSpec& job);
 

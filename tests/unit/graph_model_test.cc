@@ -3,6 +3,8 @@
 #include <catch2/catch.hpp>
 
 #include <cstring>
+#include <fstream>
+#include <iterator>
 
 #include "core/model/model.h"
 #include "core/spec/job_spec_parser.h"
@@ -35,14 +37,16 @@ std::vector<float> gradients_of(const std::string& model_yaml, double* loss) {
   return {model.grads(), model.grads() + model.num_params()};
 }
 
+// The two shipped ResNet-20 configs (CIFAR-10's image folders need not exist here).
 core::JobSpec resnet20(const std::string& input) {
-  core::JobSpec job = core::parse_job_spec_file("configs/fashion-mnist-resnet20.yaml");
-  std::string text = job.source_text;
-  const std::string from = "input: [1, 28, 28]";
-  text.replace(text.find(from), from.size(), "input: " + input);
+  const bool cifar = input == "[3, 32, 32]";
+  const std::string path = cifar ? "configs/cifar10-resnet20.yaml" : "configs/fashion-mnist-resnet20.yaml";
+  std::ifstream in(path);
+  const std::string text((std::istreambuf_iterator<char>(in)), {});
+  REQUIRE(text.find("input: " + input) != std::string::npos);
   core::SpecParseOptions options;
   options.check_files = false;
-  return core::parse_job_spec_text(text, "resnet20.yaml", options);
+  return core::parse_job_spec_text(text, path, options);
 }
 
 }  // namespace
@@ -181,7 +185,7 @@ TEST_CASE("a malformed graph is refused with the layer named and a fix") {
   }
 }
 
-TEST_CASE("the ResNet-20 config: 20 weighted layers, 0.27M parameters, 28x28 and 32x32") {
+TEST_CASE("the ResNet-20 configs: 20 weighted layers, 0.27M parameters, 28x28 and 32x32") {
   for (const char* input : {"[1, 28, 28]", "[3, 32, 32]"}) {
     SECTION(input) {
       core::JobSpec job = resnet20(input);

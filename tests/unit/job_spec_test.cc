@@ -159,6 +159,12 @@ TEST_CASE("bad specs are refused with location, key and fix") {
        kGood + "  threshold: {algorithm: fixed}\n  corrections: {sparsity_warmup: {epochs: 1}}\n",
        {"training.corrections.sparsity_warmup", "fixed threshold", "adaptive"}},
       {"bad name", replace(kGood, "name: ok", "name: a/b"), {"name", "contains '/'"}},
+      {"an image folder that is a file",
+       replace(kGood, "train: {format: csv, path: train.csv}", "train: {format: images, path: train.csv}"),
+       {"data.train.path", "cannot read folder", "one subfolder of images per class"}},
+      {"an unknown corrupt policy",
+       replace(kGood, "train: {format: csv, path: train.csv}", "train: {format: images, path: ., corrupt: ignore}"),
+       {"data.train.corrupt", "'ignore'", "fail, skip"}},
       {"learning rate zero", kGood.substr(0, kGood.find("data:")) +
                                  "  updater: {type: adam, learning_rate: 0}\n" +
                                  kGood.substr(kGood.find("data:")),

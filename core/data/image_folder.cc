@@ -1,0 +1,153 @@
+#include "core/data/image_folder.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+
+#include "core/data/image_decode.h"
+#include "core/layers/layer.h"
+#include "core/util/error.h"
+
+namespace dtrain::core {
+namespace {
+
+namespace fs = std::filesystem;
+
+bool is_image_name(const fs::path& p) {
+  std::string ext = p.extension().string();
+  std::transform(ext.begin(), ext.end(), ext.begin(), [](unsigned char c) { return std::tolower(c); });
+  return ext == ".png" || ext == ".jpg" || ext == ".jpeg";
+}
+
+std::vector<std::string> sorted_entries(const fs::path& dir, bool directories) {
+  std::vector<std::string> out;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    const bool is_dir = e.is_directory(ec);
+    if (directories ? is_dir : (!is_dir && is_image_name(e.path())))
+      out.push_back(e.path().filename().string());
+  }
+  if (ec)
+    throw UserError("cannot list '" + dir.string() + "': " + ec.message(),
+                    "check the path and its permissions");
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+std::vector<uint8_t> file_bytes(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw ImageError("cannot be opened");
+  return std::vector<uint8_t>(std::istreambuf_iterator<char>(in), {});
+}
+
+// HWC bytes -> CHW floats of one example.
+void to_features(const Image& img, float* out) {
+  const int64_t plane = img.width * img.height;
+  for (int64_t c = 0; c < img.channels; ++c)
+    for (int64_t i = 0; i < plane; ++i)
+      out[c * plane + i] = img.pixels[size_t(i * img.channels + c)];
+}
+
+void check_shape(const Shape& shape) {
+  if (shape.size() != 3 || (shape[0] != 1 && shape[0] != 3))
+    throw UserError("image data needs model.input [channels, height, width] with 1 or 3 "
+                    "channels, got " + shape_string(shape),
+                    "set model.input to e.g. [3, 32, 32] (RGB) or [1, 28, 28] (gray)");
+}
+
+// One file into one example's features. An image of another size is the user's mistake, not
+// damage: UserError. A damaged one: ImageError.
+void read_example(const fs::path& file, const Shape& shape, float* out) {
+  try {
+    to_features(decode_image(file_bytes(file), int(shape[0]), {shape[2], shape[1]}), out);
+  } catch (const ImageSizeMismatch& e) {
+    throw UserError("image '" + file.string() + "' is " + std::to_string(e.width) + "x" +
+                        std::to_string(e.height) + ", the model's input is " +
+                        std::to_string(shape[2]) + "x" + std::to_string(shape[1]),
+                    "resize the images to the model's input, or change model.input");
+  }
+}
+
+std::string list(const std::vector<std::string>& names) {
+  std::string s;
+  for (size_t i = 0; i < names.size() && i < 12; ++i) s += (i ? ", " : "") + names[i];
+  return names.size() > 12 ? s + ", ..." : s;
+}
+
+}  // namespace
+
+Dataset read_image_folder(const std::string& dir, const ImageFolderOptions& options,
+                          ImageFolderReport* report) {
+  const Shape& shape = options.example_shape;
+  check_shape(shape);
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec))
+    throw UserError("'" + dir + "' is not a folder",
+                    "point path at a folder with one subfolder of images per class");
+  const std::vector<std::string> classes = sorted_entries(dir, true);
+  if (int64_t(classes.size()) != options.num_classes)
+    throw UserError("'" + dir + "' has " + std::to_string(classes.size()) + " class folders (" +
+                        list(classes) + "), the output layer has " +
+                        std::to_string(options.num_classes) + " units",
+                    "make the output layer's units the number of classes, or fix the folder");
+  const int64_t row = shape_size(shape);
+  std::vector<float> features;
+  std::vector<int32_t> labels;
+  for (size_t c = 0; c < classes.size(); ++c) {
+    const fs::path class_dir = fs::path(dir) / classes[c];
+    for (const std::string& name : sorted_entries(class_dir, false)) {
+      const fs::path file = class_dir / name;
+      features.resize(features.size() + size_t(row));
+      try {
+        read_example(file, shape, features.data() + features.size() - size_t(row));
+      } catch (const ImageError& e) {
+        features.resize(features.size() - size_t(row));
+        if (!options.skip_corrupt)
+          throw UserError("image '" + file.string() + "': " + e.what(),
+                          "replace or remove the file, or set 'corrupt: skip' on the data source");
+        if (report) report->skipped.push_back(file.string() + ": " + e.what());
+        continue;
+      }
+      labels.push_back(int32_t(c));
+    }
+  }
+  if (labels.empty())
+    throw UserError("'" + dir + "' holds no readable .png or .jpg images",
+                    "put each class's images in its own subfolder");
+  Dataset data;
+  data.features.resize(with_batch(int64_t(labels.size()), shape));
+  std::copy(features.begin(), features.end(), data.features.data());
+  set_class_labels(data, std::move(labels), options.num_classes, dir);
+  data.class_names = classes;
+  return data;
+}
+
+ImageFiles read_image_files(const std::string& dir, const Shape& example_shape) {
+  check_shape(example_shape);
+  std::vector<std::string> paths;
+  std::error_code ec;
+  for (fs::recursive_directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec))
+    if (!it->is_directory(ec) && is_image_name(it->path()))
+      paths.push_back(fs::relative(it->path(), dir, ec).string());
+  if (ec)
+    throw UserError("cannot list '" + dir + "': " + ec.message(), "check the path and its permissions");
+  if (paths.empty())
+    throw UserError("'" + dir + "' holds no .png or .jpg images", "check the folder");
+  std::sort(paths.begin(), paths.end());
+  ImageFiles out;
+  out.features.resize(with_batch(int64_t(paths.size()), example_shape));
+  const int64_t row = shape_size(example_shape);
+  for (size_t i = 0; i < paths.size(); ++i) {
+    const fs::path file = fs::path(dir) / paths[i];
+    try {
+      read_example(file, example_shape, out.features.data() + int64_t(i) * row);
+    } catch (const ImageError& e) {
+      throw UserError("image '" + file.string() + "': " + e.what(), "replace or remove the file");
+    }
+  }
+  out.paths = std::move(paths);
+  return out;
+}
+
+}  // namespace dtrain::core

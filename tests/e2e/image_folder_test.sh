@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# Image folders end to end (README, "Image data"): a CIFAR-10-format binary archive of generated
+# images (fake_cifar10.py; nothing is downloaded) is converted by tools/data/cifar10_to_images.py
+# into train/ and test/ folders of PNGs; a small CNN on [3, 32, 32] trains from them with
+# `dtrain-submit --local`, and `infer` on the test folder prints class names keyed by file path.
+# A corrupt image fails the job naming the file, or is skipped and listed with `corrupt: skip`.
+# Arguments: dtrain-submit, fake_cifar10.py, cifar10_to_images.py.
+set -u
+SUBMIT=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
+FAKE=$2
+CONVERT=$3
+WORK="${TEST_TMPDIR:-$(mktemp -d)}/images"
+rm -rf "$WORK" && mkdir -p "$WORK" || exit 1
+failures=0
+fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+
+python3 "$FAKE" "$WORK/bin" 200 300 || { echo "FAIL: fake_cifar10.py"; exit 1; }
+python3 "$CONVERT" "$WORK/bin" --out "$WORK/cifar" > convert.out || { echo "FAIL: the converter: $(cat convert.out)"; exit 1; }
+cd "$WORK" || exit 1
+[[ $(find cifar/train -name '*.png' | wc -l) -eq 1000 && $(ls cifar/train | wc -l) -eq 10 ]] ||
+  fail "the converter wrote $(find cifar/train -name '*.png' | wc -l) training images in $(ls cifar/train | wc -l) folders"
+
+cat > job.yaml <<'YAML'
+name: cifar-small
+model:
+  input: [3, 32, 32]
+  layers:
+    - convolution: {filters: 8, kernel: 3, stride: 2, padding: same}
+    - batch_norm: {activation: relu}
+    - convolution: {filters: 16, kernel: 3, stride: 2, padding: same}
+    - batch_norm: {activation: relu}
+    - global_pooling: {type: max}
+    - output: {units: 10, activation: softmax, loss: mcxent}
+  updater: {type: adam, learning_rate: 0.01}
+data:
+  train: {format: images, path: cifar/train}
+  test: {format: images, path: cifar/test}
+  normalize: scale
+training: {epochs: 4, batch_size: 32}
+output: {model: cifar-small.dtm}
+YAML
+timeout 120 "$SUBMIT" --local job.yaml > train.out 2>&1 || fail "training exited $?: $(tail -n 3 train.out)"
+acc=$(sed -nE 's/^examples: 300  accuracy: ([0-9.]+).*/\1/p' train.out)
+python3 -c "import sys; sys.exit(0 if ${acc:-0} >= 0.9 else 1)" || fail "test accuracy ${acc:-none} < 0.9"
+
+timeout 60 "$SUBMIT" infer cifar-small.dtm --input cifar/test --output preds.csv 2> infer.err ||
+  fail "infer exited $?: $(cat infer.err)"
+python3 - preds.csv <<'PY' || fail "the predictions are not keyed and named as expected"
+import csv, sys
+rows = list(csv.reader(open(sys.argv[1])))
+names = ["airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck"]
+assert rows[0] == ["key", "predicted"] + ["p_" + n for n in names], rows[0]
+body = rows[1:]
+assert len(body) == 300, len(body)
+assert [r[0] for r in body] == sorted(r[0] for r in body), "keys not in path order"
+right = sum(r[0].split("/")[0] == r[1] for r in body)
+print(f"infer: {right}/300 predicted names match their folders")
+assert right >= 270, right
+PY
+
+# A truncated PNG among the training images.
+head -c 100 cifar/train/cat/00003.png > cifar/train/cat/broken.png
+timeout 60 "$SUBMIT" --local job.yaml > corrupt.out 2>&1
+rc=$?
+[[ $rc -eq 1 ]] && grep -q "cifar/train/cat/broken.png" corrupt.out && grep -q "corrupt: skip" corrupt.out ||
+  fail "a corrupt image: exit $rc (expected 1, the job failed), $(tail -n 2 corrupt.out)"
+sed -i 's|train: {format: images, path: cifar/train}|train: {format: images, path: cifar/train, corrupt: skip}|' job.yaml
+timeout 120 "$SUBMIT" --local job.yaml > skip.out 2>&1 || fail "corrupt: skip exited $?: $(tail -n 3 skip.out)"
+grep -q "skipped a corrupt image (corrupt: skip): .*broken.png" skip.out ||
+  fail "the skipped image is not listed: $(head -n 3 skip.out)"
+grep -q "data: 1000 training examples" skip.out || fail "$(grep '^data:' skip.out)"
+
+echo "image folder test: accuracy ${acc:-?}, $failures failures"
+[[ $failures -eq 0 ]]
