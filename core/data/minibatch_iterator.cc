@@ -11,8 +11,8 @@
 namespace dtrain::core {
 
 MinibatchIterator::MinibatchIterator(const Dataset& data, int64_t batch_size, uint64_t seed,
-                                     int64_t shard, int64_t num_shards)
-    : data_(data), batch_(batch_size), seed_(seed) {
+                                     int64_t shard, int64_t num_shards, Augmentation augment)
+    : data_(data), batch_(batch_size), seed_(seed), augment_(augment) {
   DTRAIN_CHECK(batch_size > 0 && num_shards > 0 && shard >= 0 && shard < num_shards)
       << "batch " << batch_size << " shard " << shard << "/" << num_shards;
   const int64_t n = data.size();
@@ -23,6 +23,7 @@ MinibatchIterator::MinibatchIterator(const Dataset& data, int64_t batch_size, ui
 }
 
 void MinibatchIterator::start_epoch(int64_t epoch) {
+  epoch_ = epoch;
   std::iota(order_.begin(), order_.end(), 0);
   Rng rng = Rng::derive(seed_, 0x5eed0000ULL + static_cast<uint64_t>(epoch));
   std::shuffle(order_.begin(), order_.end(), rng.engine());
@@ -38,6 +39,9 @@ void MinibatchIterator::fill(int64_t first, int64_t count, Tensor& features,
     const int64_t src = order_[first + i];
     std::memcpy(features.row(i), data_.features.row(src), sizeof(float) * fx);
     std::memcpy(targets.row(i), data_.targets.row(src), sizeof(float) * ty);
+    if (augment_.active())
+      augment_example(augment_, data_.example_shape(), seed_, epoch_, src, features.row(i),
+                      scratch_);
   }
 }
 

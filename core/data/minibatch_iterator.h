@@ -6,14 +6,16 @@
 #include <cstdint>
 #include <vector>
 
+#include "core/data/augment.h"
 #include "core/data/dataset.h"
 
 namespace dtrain::core {
 
 class MinibatchIterator {
  public:
+  // `augment` changes each training example as it is copied out (augment.h).
   MinibatchIterator(const Dataset& data, int64_t batch_size, uint64_t seed, int64_t shard = 0,
-                    int64_t num_shards = 1);
+                    int64_t num_shards = 1, Augmentation augment = {});
 
   // Reshuffles for `epoch` (0-based) and rewinds.
   void start_epoch(int64_t epoch);
@@ -45,6 +47,9 @@ class MinibatchIterator {
   uint64_t seed_;
   int64_t begin_, end_, cursor_;
   std::vector<int64_t> order_;
+  Augmentation augment_;
+  int64_t epoch_ = 0;
+  mutable std::vector<float> scratch_;
 };
 
 }  // namespace dtrain::core

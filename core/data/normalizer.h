@@ -3,6 +3,8 @@
 // and inference see inputs the way training did.
 //  scale:       (x - min) / (max - min) with one min/max over all features (pixels -> [0, 1])
 //  standardize: per-feature (x - mean) / std
+//  per_channel: (x - mean) / std per image channel (images [N, C, H, W]; features for vectors),
+//               the usual normalisation of image data
 #include <string>
 #include <vector>
 
@@ -12,10 +14,10 @@ namespace dtrain::core {
 
 class Normalizer {
  public:
-  enum class Kind { kNone = 0, kScale = 1, kStandardize = 2 };
+  enum class Kind { kNone = 0, kScale = 1, kStandardize = 2, kPerChannel = 3 };
 
   Normalizer() = default;
-  static Normalizer of(const std::string& name);  // none | scale | standardize
+  static Normalizer of(const std::string& name);  // none | scale | standardize | per_channel
   Kind kind() const { return kind_; }
   std::string name() const;
 
@@ -28,7 +30,8 @@ class Normalizer {
 
  private:
   Kind kind_ = Kind::kNone;
-  std::vector<float> values_;  // scale: {min, max}; standardize: means then stds
+  // scale: {min, max}; standardize: means then stds per feature; per_channel: per channel
+  std::vector<float> values_;
 };
 
 }  // namespace dtrain::core

@@ -200,7 +200,7 @@ ModelFile read_model_file(const std::string& path) {
       case kState: m.state = body.get_floats(); break;
       case kNormalizer: {
         const uint32_t kind = body.get<uint32_t>();
-        if (kind > 2) body.corrupt("unknown normalizer kind");
+        if (kind > 3) body.corrupt("unknown normalizer kind");
         m.normalizer = Normalizer::restore(static_cast<Normalizer::Kind>(kind), body.get_floats());
         break;
       }

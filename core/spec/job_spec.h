@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "core/data/augment.h"
 #include "core/layers/activation.h"
 #include "core/layers/conv2d.h"
 #include "core/layers/loss.h"
@@ -84,7 +85,8 @@ struct DataSourceSpec {
 struct DataSpec {
   DataSourceSpec train;
   DataSourceSpec test;
-  std::string normalize = "none";  // none | scale | standardize
+  std::string normalize = "none";  // none | scale | standardize | per_channel
+  Augmentation augment;            // training examples only (core/data/augment.h)
 };
 
 struct ThresholdSpec {

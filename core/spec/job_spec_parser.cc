@@ -38,6 +38,11 @@ class JobSpecParser {
     job.model = parse_model(root["model"]);
     if (!root["data"]) r_.fail(root, "data", "missing required section", "add a data: section");
     job.data = parse_data(root["data"]);
+    if (job.data.augment.active() && job.model.input.size() != 3)
+      r_.fail(root["data"]["augment"], "data.augment",
+              "augmentation crops and flips images, but model.input is " +
+                  shape_string(job.model.input),
+              "use it with [channels, height, width] inputs, or remove data.augment");
     job.training = parse_training(root["training"]);
     job.evaluation = parse_evaluation(root["evaluation"], job.model);
     job.output = parse_output(root["output"], job.name);
@@ -151,14 +156,19 @@ class JobSpecParser {
 
   DataSpec parse_data(const YAML::Node& node) {
     DataSpec d;
-    r_.expect_map(node, "data", {"train", "test", "normalize"});
+    r_.expect_map(node, "data", {"train", "test", "normalize", "augment"});
     if (!node["train"])
       r_.fail(node, "data.train", "missing required setting",
               "add 'train: {format: idx, images: ..., labels: ...}'");
     d.train = parse_source(node["train"], "data.train");
     if (node["test"]) d.test = parse_source(node["test"], "data.test");
     d.normalize = r_.choice(node, "normalize", "data", std::string("none"),
-                            {"none", "scale", "standardize"});
+                            {"none", "scale", "standardize", "per_channel"});
+    if (const YAML::Node a = node["augment"]) {
+      r_.expect_map(a, "data.augment", {"crop_padding", "horizontal_flip"});
+      d.augment.crop_padding = r_.integer(a, "crop_padding", "data.augment", 0, 0, 1 << 12);
+      d.augment.horizontal_flip = r_.boolean(a, "horizontal_flip", "data.augment", false);
+    }
     return d;
   }
 

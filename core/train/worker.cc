@@ -14,7 +14,8 @@ Worker::Worker(const JobSpec& job, const Dataset& train, const Model& initial, i
                                                            : CorrectionsSpec{}),
       workers_(static_cast<int>(num_shards)),
       model_(std::make_unique<Model>(job.model, backend)),
-      iterator_(train, job.training.batch_size_per_worker, job.seed, shard, num_shards),
+      iterator_(train, job.training.batch_size_per_worker, job.seed, shard, num_shards,
+                job.data.augment),
       rng_(Rng::derive(job.seed, 0xd0d0ULL + static_cast<uint64_t>(shard))) {
   model_->set_params(initial.host_params());
   model_->set_state(initial.host_state());

@@ -3,6 +3,7 @@
 # images (fake_cifar10.py; nothing is downloaded) is converted by tools/data/cifar10_to_images.py
 # into train/ and test/ folders of PNGs; a small CNN on [3, 32, 32] trains from them with
 # `dtrain-submit --local`, and `infer` on the test folder prints class names keyed by file path.
+# per_channel normalisation with crops and flips trains too, and infer applies its statistics.
 # A corrupt image fails the job naming the file, or is skipped and listed with `corrupt: skip`.
 # Arguments: dtrain-submit, fake_cifar10.py, cifar10_to_images.py.
 set -u
@@ -58,6 +59,22 @@ print(f"infer: {right}/300 predicted names match their folders")
 assert right >= 270, right
 PY
 
+# Per-channel normalisation and augmentation (random crops within 2 pixels, flips): still
+# learns, and its first epoch's training loss differs from the plain run's (the examples did
+# change); infer applies the stored per-channel statistics.
+sed -e 's/  normalize: scale/  normalize: per_channel\n  augment: {crop_padding: 2, horizontal_flip: true}/' \
+    -e 's/cifar-small.dtm/cifar-aug.dtm/' job.yaml > aug.yaml
+timeout 120 "$SUBMIT" --local aug.yaml > aug.out 2>&1 || fail "augmented training exited $?: $(tail -n 3 aug.out)"
+aug_acc=$(sed -nE 's/^examples: 300  accuracy: ([0-9.]+).*/\1/p' aug.out)
+python3 -c "import sys; sys.exit(0 if ${aug_acc:-0} >= 0.9 else 1)" || fail "augmented: test accuracy ${aug_acc:-none} < 0.9"
+first_loss() { sed -nE 's/^epoch 1 done: train loss ([0-9.]+).*/\1/p' "$1"; }
+[[ -n $(first_loss aug.out) && $(first_loss aug.out) != $(first_loss train.out) ]] ||
+  fail "augmentation changed nothing: epoch 1 loss $(first_loss aug.out) vs $(first_loss train.out)"
+timeout 60 "$SUBMIT" infer cifar-aug.dtm --input cifar/test --output aug.csv 2> aug_infer.err ||
+  fail "infer (per_channel) exited $?: $(cat aug_infer.err)"
+right=$(awk -F, 'NR > 1 { split($1, k, "/"); if (k[1] == $2) n++ } END { print n + 0 }' aug.csv)
+[[ $right -ge 270 ]] || fail "infer with per_channel statistics: $right/300 right"
+
 # A truncated PNG among the training images.
 head -c 100 cifar/train/cat/00003.png > cifar/train/cat/broken.png
 timeout 60 "$SUBMIT" --local job.yaml > corrupt.out 2>&1
@@ -70,5 +87,5 @@ grep -q "skipped a corrupt image (corrupt: skip): .*broken.png" skip.out ||
   fail "the skipped image is not listed: $(head -n 3 skip.out)"
 grep -q "data: 1000 training examples" skip.out || fail "$(grep '^data:' skip.out)"
 
-echo "image folder test: accuracy ${acc:-?}, $failures failures"
+echo "image folder test: accuracy ${acc:-?} (augmented ${aug_acc:-?}), $failures failures"
 [[ $failures -eq 0 ]]

@@ -123,7 +123,7 @@ TEST_CASE("scale and standardize normalizers") {
   st.apply(y);
   CHECK(y[0] == Approx(-1.0f));  // column 0: values 0 and 51
   CHECK(y[2] == Approx(1.0f));
-  CHECK_THROWS_WITH(core::Normalizer::of("minmax"), Catch::Contains("none, scale or standardize"));
+  CHECK_THROWS_WITH(core::Normalizer::of("minmax"), Catch::Contains("none, scale, standardize or per_channel"));
 }
 
 TEST_CASE("shards of one epoch are disjoint and cover the data; epochs reshuffle") {
