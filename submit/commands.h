@@ -35,4 +35,11 @@ int run_infer(const InferArgs& args);
 
 int run_validate(const std::string& job_path);
 
+struct ExportArgs {
+  std::string job_path;
+  std::string out_dir;
+  long files = 1;  // the training set is cut into this many files
+};
+int run_export(const ExportArgs& args);
+
 }  // namespace dtrain::submit

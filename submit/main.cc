@@ -28,6 +28,9 @@ int main(int argc, char** argv) {
       "                                          go on from a checkpoint (or the newest whole\n"
       "                                          checkpoint of model.dtm)\n"
       "  dtrain-submit validate job.yaml         check a job spec without running it\n"
+      "  dtrain-submit export job.yaml --out DIR [--files N]\n"
+      "                                          write its data once as packed, shuffled files\n"
+      "                                          that training streams (format: packed)\n"
       "  dtrain-submit eval model.dtm            evaluate a saved model on its test set\n"
       "  dtrain-submit infer model.dtm --input X.csv --output preds.csv\n\n"
       "Exit codes: 0 success, 1 job failed, 2 bad input, 3 cannot reach the controller.\n"
@@ -112,6 +115,17 @@ int main(int argc, char** argv) {
   std::string validate_path;
   validate->add_option("job", validate_path, "job spec (YAML)")->required();
 
+  ExportArgs export_args;
+  auto* export_cmd = app.add_subcommand(
+      "export", "write a spec's training (and test) data as packed, shuffled .dtb files");
+  export_cmd->add_option("job", export_args.job_path, "job spec (YAML) whose data to export")
+      ->required();
+  export_cmd->add_option("--out", export_args.out_dir, "folder to write the files into")
+      ->required();
+  export_cmd->add_option("--files", export_args.files,
+                         "cut the training set into this many files (default 1)")
+      ->check(CLI::Range(1, 100000));
+
   EvalArgs eval;
   auto* eval_cmd = app.add_subcommand("eval", "evaluate a saved model (.dtm) on labelled data");
   eval_cmd->add_option("model", eval.model_path, "model file (.dtm)")->required();
@@ -153,6 +167,7 @@ int main(int argc, char** argv) {
   if (*stats_cmd) return run_cluster_stats(cluster, job_arg, stats_format);
   if (*timeline_cmd) return run_cluster_timeline(cluster, job_arg);
   if (*eval_cmd) return run_eval(eval);
+  if (*export_cmd) return run_export(export_args);
   if (*infer_cmd) return run_infer(infer);
   if (!train.resume.empty() && !local) {
     std::fprintf(stderr, "error: --resume trains in this process\n  fix: add --local; a cluster "

@@ -1,6 +1,6 @@
 // `dtrain-submit timeline JOB > trace.json`: the job's stats history as Chrome trace events
 // (the JSON Object Format that chrome://tracing and Perfetto open): a process per node, a
-// track per worker with each recorded step split into wait, apply, compute and encode, and a
+// track per worker with each recorded step split into wait, apply, data, compute and encode, and a
 // transport track per peer with what the node sent to it and took from it (MB/s, from the
 // per-second link samples) and its retransmissions. Horovod's timeline, for dtrain. Steps are
 // every K-th one as the history keeps them (K = 1 for jobs up to 100,000 worker steps).
@@ -71,7 +71,7 @@ void add_steps(Trace& t, const Json& r, double origin_ms) {
     const Json args = {{"iteration", number(row[c.at("iteration")])},
                        {"epoch", number(row[c.at("epoch")])},
                        {"loss", row[c.at("loss")]}};
-    for (const char* phase : {"wait", "apply", "compute", "encode"}) {
+    for (const char* phase : {"wait", "apply", "data", "compute", "encode"}) {
       const double dur = number(row[c.at(std::string(phase) + "_ms")]) * 1000.0;
       t.span(pid, worker + 1, phase, at, dur, args);
       at += std::max(0.0, dur);

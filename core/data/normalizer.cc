@@ -82,12 +82,12 @@ void Normalizer::fit(const Tensor& x) {
   }
 }
 
-void Normalizer::apply(Tensor& x) const {
-  const int64_t cols = x.row_size();
+void Normalizer::apply_rows(float* x, int64_t rows, int64_t cols) const {
+  const int64_t size = rows * cols;
   if (kind_ == Kind::kScale) {
     const float lo = values_.at(0), range = values_.at(1) - values_.at(0);
     const float inv = range > 0.0f ? 1.0f / range : 1.0f;
-    for (int64_t i = 0; i < x.size(); ++i) x[i] = (x[i] - lo) * inv;
+    for (int64_t i = 0; i < size; ++i) x[i] = (x[i] - lo) * inv;
   } else if (kind_ == Kind::kPerChannel) {
     const int64_t channels = int64_t(values_.size() / 2);
     if (channels == 0 || cols % channels != 0)
@@ -96,7 +96,7 @@ void Normalizer::apply(Tensor& x) const {
                           " values per example",
                       "use data shaped like the training data");
     const int64_t plane = cols / channels;
-    for (int64_t i = 0; i < x.size(); ++i) {
+    for (int64_t i = 0; i < size; ++i) {
       const int64_t c = (i % cols) / plane;
       const float sd = values_[size_t(channels + c)];
       x[i] = (x[i] - values_[size_t(c)]) / (sd > 1e-8f ? sd : 1.0f);
@@ -107,7 +107,7 @@ void Normalizer::apply(Tensor& x) const {
                           std::to_string(values_.size() / 2) + " features, the data has " +
                           std::to_string(cols),
                       "use data with the same columns as the training data");
-    for (int64_t i = 0; i < x.size(); ++i) {
+    for (int64_t i = 0; i < size; ++i) {
       const int64_t c = i % cols;
       const float sd = values_[cols + c];
       x[i] = (x[i] - values_[c]) / (sd > 1e-8f ? sd : 1.0f);

@@ -22,7 +22,9 @@ class Normalizer {
   std::string name() const;
 
   void fit(const Tensor& features);
-  void apply(Tensor& features) const;
+  void apply(Tensor& features) const { apply_rows(features.data(), features.dim(0), features.row_size()); }
+  // The same on `rows` examples of `cols` values each (a minibatch being read, one example).
+  void apply_rows(float* x, int64_t rows, int64_t cols) const;
 
   // Fitted values, for model files.
   const std::vector<float>& values() const { return values_; }

@@ -75,7 +75,8 @@ struct DataSourceSpec {
   std::string format;        // idx | csv | images
   std::string images;        // idx
   std::string labels;        // idx
-  std::string path;          // csv: the file; images: the folder of class subfolders
+  // csv: the file; images: the folder of class subfolders; packed: a glob of an export's files
+  std::string path;
   bool skip_corrupt = false; // images: skip an unreadable image (listed) instead of failing
   int64_t label_column = -1; // csv: class label column, -1 = last
   bool header = false;       // csv: skip the first line

@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "core/model/model_builder.h"
+#include "core/data/packed_file.h"
 #include "core/spec/layer_parser.h"
 
 namespace dtrain::core {
@@ -116,10 +117,19 @@ class JobSpecParser {
     DataSourceSpec d;
     r_.expect_map(node, p, {"format", "images", "labels", "path", "label_column", "header",
                             "corrupt"});
-    d.format = r_.choice(node, "format", p, std::nullopt, {"idx", "csv", "images"});
+    d.format = r_.choice(node, "format", p, std::nullopt, {"idx", "csv", "images", "packed"});
     if (d.format == "idx") {
       d.images = existing_file(node, "images", p);
       d.labels = existing_file(node, "labels", p);
+    } else if (d.format == "packed") {
+      d.path = resolve(options_.base_dir, r_.text(node, "path", p, std::nullopt));
+      if (options_.check_files) {
+        try {
+          packed_files(d.path);
+        } catch (const UserError& e) {
+          r_.fail(node["path"], p + ".path", e.what_happened(), e.fix());
+        }
+      }
     } else if (d.format == "images") {
       d.path = existing_folder(node, "path", p);
       d.skip_corrupt = r_.choice(node, "corrupt", p, std::string("fail"), {"fail", "skip"}) == "skip";

@@ -45,7 +45,7 @@ ModelFile snapshot(const JobSpec& job, Worker& worker, const TrainingData& data,
   f.updater_type = worker.updater().type();
   f.updater_state = worker.updater().host_state();
   f.normalizer = data.normalizer;
-  f.class_names = data.train.class_names;
+  f.class_names = data.train_source().class_names();
   f.iteration = iteration;
   f.epoch = epoch;
   if (encoder) {
@@ -332,7 +332,7 @@ TrainingResult train_local(const JobSpec& job, TrainingListener& listener,
   const int64_t batch = worker_job.training.batch_size_per_worker;
   std::vector<int64_t> shard_batches;
   for (int s = 0; s < shards; ++s)
-    shard_batches.push_back(MinibatchIterator::shard_batches(data.train.size(), batch, s, shards));
+    shard_batches.push_back(MinibatchIterator::shard_batches(data.train_source().size(), batch, s, shards));
   StepGate gate(sharing ? job.training.sync.bound : 0, shard_batches);
   MessageBus bus(num_workers, &gate);
   std::atomic<bool> stop{false};
@@ -344,7 +344,7 @@ TrainingResult train_local(const JobSpec& job, TrainingListener& listener,
   Workers workers;
   for (int w = 0; w < num_workers; ++w) {
     kernels::Backend* backend = gpu_backends.empty() ? nullptr : gpu_backends[w].get();
-    workers.push_back(std::make_unique<SharingWorker>(worker_job, data.train, initial, w,
+    workers.push_back(std::make_unique<SharingWorker>(worker_job, data.train_source(), initial, w,
                                                       first_shard + w, shards, bus, engine,
                                                       backend));
     SharingWorker& sw = *workers.back();
@@ -372,7 +372,7 @@ TrainingResult train_local(const JobSpec& job, TrainingListener& listener,
     bus.set_outbound([exchange](const SharedMessage& m) { exchange->publish(m); });
     exchange->attach(bus, initial.num_params());
   }
-  listener.on_data_loaded(data.train.size(), data.test.size(), initial.num_params());
+  listener.on_data_loaded(data.train_source().size(), data.test.size(), initial.num_params());
 
   const std::string output = options.output_path.empty() ? job.output.model : options.output_path;
   TrainingResult result;
@@ -385,7 +385,7 @@ TrainingResult train_local(const JobSpec& job, TrainingListener& listener,
   Worker& lead = workers[0]->worker();
   const int64_t per_epoch = lead.batches_per_epoch();
   // Parameter-averaging rounds per epoch, the same on every node: from the smallest shard.
-  const int64_t smallest_shard = data.train.size() / shards;
+  const int64_t smallest_shard = data.train_source().size() / shards;
   const int64_t rounds_per_epoch = std::max<int64_t>(
       1, (smallest_shard + batch - 1) / batch /
              std::max<int64_t>(1, job.training.averaging_frequency));
@@ -479,7 +479,9 @@ TrainingResult train_local(const JobSpec& job, TrainingListener& listener,
             if (!worker.compute_step(it, schedule_it)) break;
             worker.apply_own_step();
             const auto t1 = Clock::now();
-            step.times.compute_ms = std::chrono::duration<double, std::milli>(t1 - t0).count();
+            step.times.data_ms = worker.last_data_ms();
+            step.times.compute_ms =
+                std::chrono::duration<double, std::milli>(t1 - t0).count() - step.times.data_ms;
             // Parameter averaging across nodes: every node runs the same number of rounds per
             // epoch (set by the smallest shard), spread evenly over its own minibatches, the
             // last one after its last minibatch, so all replicas agree at every epoch end.

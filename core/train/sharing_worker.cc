@@ -8,7 +8,7 @@
 
 namespace dtrain::core {
 
-SharingWorker::SharingWorker(const JobSpec& job, const Dataset& train, const Model& initial,
+SharingWorker::SharingWorker(const JobSpec& job, const ExampleSource& train, const Model& initial,
                              int index, int shard, int shards, MessageBus& bus,
                              const CodecEngine& engine, kernels::Backend* backend)
     : worker_(job, train, initial, shard, shards, backend),
@@ -86,6 +86,8 @@ bool SharingWorker::step(int64_t own_iteration, int64_t schedule_iteration, int6
   clock.lap(times_.apply_ms);
   if (!worker_.compute_step(own_iteration, schedule_iteration)) return false;
   clock.lap(times_.compute_ms);
+  times_.data_ms = worker_.last_data_ms();
+  times_.compute_ms -= times_.data_ms;
   share_step(epoch, batch);
   clock.lap(times_.encode_ms);
   return true;

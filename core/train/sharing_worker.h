@@ -27,7 +27,7 @@ class SharingWorker {
   // count when the job runs on one node).
   // `backend`: where it computes (default: the process's, the CPU; a GPU backend puts its
   // model, residual and codec on that GPU).
-  SharingWorker(const JobSpec& job, const Dataset& train, const Model& initial, int index,
+  SharingWorker(const JobSpec& job, const ExampleSource& train, const Model& initial, int index,
                 int shard, int shards, MessageBus& bus, const CodecEngine& engine,
                 kernels::Backend* backend = nullptr);
 

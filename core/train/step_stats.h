@@ -8,11 +8,13 @@
 namespace dtrain::core {
 
 // A step split by where its time went (milliseconds): waiting for the others (training.sync's
-// step gate; parameter averaging: the rounds), applying the messages received, computing the
-// gradient and the updater's step, encoding (threshold, encode, apply our own message, publish).
+// step gate; parameter averaging: the rounds), applying the messages received, waiting for the
+// minibatch (reading, decoding, augmenting: what the read-ahead thread did not hide), computing
+// the gradient and the updater's step, encoding (threshold, encode, apply our own message,
+// publish).
 struct StepTimes {
-  double wait_ms = 0, apply_ms = 0, compute_ms = 0, encode_ms = 0;
-  double total_ms() const { return wait_ms + apply_ms + compute_ms + encode_ms; }
+  double wait_ms = 0, apply_ms = 0, data_ms = 0, compute_ms = 0, encode_ms = 0;
+  double total_ms() const { return wait_ms + apply_ms + data_ms + compute_ms + encode_ms; }
 };
 
 struct WorkerStep {

@@ -3,7 +3,10 @@
 #include "core/data/csv_reader.h"
 #include "core/data/idx_reader.h"
 #include "core/data/image_folder.h"
+#include "core/data/packed_file.h"
+#include "core/layers/layer.h"
 
+#include <algorithm>
 #include <cstdio>
 
 namespace dtrain::core {
@@ -24,23 +27,79 @@ Dataset load_source(const DataSourceSpec& source, int64_t num_classes, const Sha
   return read_csv_dataset(source.path, options);
 }
 
+namespace {
+
+// The files of an export, checked against the job: input shape, classes and normaliser.
+std::shared_ptr<PackedSource> open_packed(const DataSourceSpec& source, const JobSpec& job,
+                                          const std::string& where) {
+  auto packed = std::make_shared<PackedSource>(packed_files(source.path));
+  const int64_t classes = job.model.layers.back().units;
+  const std::string fix = "export the data again with this spec (dtrain-submit export SPEC --out DIR)";
+  if (shape_size(packed->example_shape()) != shape_size(job.model.input))
+    throw UserError(where + ": the packed examples are " + shape_string(packed->example_shape()) +
+                        ", the model's input is " + shape_string(job.model.input), fix);
+  if (packed->num_classes() != classes)
+    throw UserError(where + ": the packed data has " + std::to_string(packed->num_classes()) +
+                        " classes, the output layer " + std::to_string(classes), fix);
+  if (packed->normalizer().name() != job.data.normalize)
+    throw UserError(where + ": the data was exported with normalize: " +
+                        packed->normalizer().name() + ", the spec says " + job.data.normalize,
+                    fix);
+  return packed;
+}
+
+// Every example of a (small: a test set) packed export, in memory and normalised.
+Dataset read_all(const ExampleSource& source, const Shape& input) {
+  Dataset d;
+  d.features.resize(with_batch(source.size(), input));
+  d.targets.resize({source.size(), source.num_classes()});
+  for (int64_t i = 0; i < source.size(); ++i) {
+    source.read(i, d.features.row(i), d.targets.row(i));
+    const float* t = d.targets.row(i);
+    d.labels.push_back(int32_t(std::max_element(t, t + source.num_classes()) - t));
+  }
+  d.num_classes = source.num_classes();
+  d.class_names = source.class_names();
+  return d;
+}
+
+}  // namespace
+
+const ExampleSource& TrainingData::train_source() const {
+  if (packed) return *packed;
+  if (!in_memory_ || bound_ != &train) {
+    in_memory_ = std::make_unique<InMemorySource>(train);
+    bound_ = &train;
+  }
+  return *in_memory_;
+}
+
 TrainingData load_training_data(const JobSpec& job) {
   TrainingData d;
   const int64_t classes = job.model.layers.back().units;
-  d.train = load_source(job.data.train, classes, job.model.input);
-  reshape_features(d.train, job.model.input, "data.train");
-  d.normalizer = Normalizer::of(job.data.normalize);
-  d.normalizer.fit(d.train.features);
-  d.normalizer.apply(d.train.features);
-  if (job.data.test.present()) {
+  if (job.data.train.format == "packed") {
+    auto packed = open_packed(job.data.train, job, "data.train");
+    d.normalizer = packed->normalizer();
+    d.packed = packed;
+  } else {
+    d.train = load_source(job.data.train, classes, job.model.input);
+    reshape_features(d.train, job.model.input, "data.train");
+    d.normalizer = Normalizer::of(job.data.normalize);
+    d.normalizer.fit(d.train.features);
+    d.normalizer.apply(d.train.features);
+  }
+  if (!job.data.test.present()) return d;
+  if (job.data.test.format == "packed") {
+    d.test = read_all(*open_packed(job.data.test, job, "data.test"), job.model.input);
+  } else {
     d.test = load_source(job.data.test, classes, job.model.input);
-    if (!d.train.class_names.empty() && !d.test.class_names.empty() &&
-        d.test.class_names != d.train.class_names)
-      throw UserError("data.test's class folders are not data.train's",
-                      "give both folders the same class subfolders");
     reshape_features(d.test, job.model.input, "data.test");
     d.normalizer.apply(d.test.features);
   }
+  const auto& names = d.train_source().class_names();
+  if (!names.empty() && !d.test.class_names.empty() && d.test.class_names != names)
+    throw UserError("data.test's classes are not data.train's",
+                    "give both the same class folders (or export both from one spec)");
   return d;
 }
 

@@ -1,16 +1,28 @@
 #pragma once
 // Loads a job's train/test data, fits the normaliser on the training set and shapes the
 // features to the model's input.
+#include <memory>
+
 #include "core/data/dataset.h"
+#include "core/data/example_source.h"
 #include "core/data/normalizer.h"
 #include "core/spec/job_spec.h"
 
 namespace dtrain::core {
 
 struct TrainingData {
-  Dataset train;
-  Dataset test;  // empty when the spec has no test set
+  Dataset train;  // empty when training streams packed files
+  Dataset test;   // empty when the spec has no test set
   Normalizer normalizer;
+  std::shared_ptr<ExampleSource> packed;  // format: packed: the export's files
+
+  // The training examples: the packed files, or `train` in memory (bound where this object is
+  // now: call it again after moving the object).
+  const ExampleSource& train_source() const;
+
+ private:
+  mutable std::unique_ptr<ExampleSource> in_memory_;
+  mutable const Dataset* bound_ = nullptr;
 };
 
 // Reads one source as classification data with `num_classes` classes (no normalisation).

@@ -8,7 +8,7 @@
 
 namespace dtrain::core {
 
-Worker::Worker(const JobSpec& job, const Dataset& train, const Model& initial, int64_t shard,
+Worker::Worker(const JobSpec& job, const ExampleSource& train, const Model& initial, int64_t shard,
                int64_t num_shards, kernels::Backend* backend)
     : corrections_(job.training.mode == "gradient_sharing" ? job.training.corrections
                                                            : CorrectionsSpec{}),

@@ -17,7 +17,7 @@ class Worker {
   // Shard `shard` of `num_shards` of `train`; parameters copied from `initial` (a host model).
   // The worker computes on `backend` (default: the process's, the CPU): a GPU worker's model,
   // gradients, step and updater state live on its GPU.
-  Worker(const JobSpec& job, const Dataset& train, const Model& initial, int64_t shard,
+  Worker(const JobSpec& job, const ExampleSource& train, const Model& initial, int64_t shard,
          int64_t num_shards, kernels::Backend* backend = nullptr);
 
   void start_epoch(int64_t epoch) { iterator_.start_epoch(epoch); }
@@ -44,6 +44,8 @@ class Worker {
   const float* step() const { return step_.data(); }
   float* mutable_step() { return step_.data(); }
   double last_loss() const { return last_loss_; }
+  // Milliseconds the last compute_step waited for its minibatch (part of its time).
+  double last_data_ms() const { return iterator_.last_wait_ms(); }
   int64_t last_batch_size() const { return last_batch_; }
   int64_t batches_per_epoch() const { return iterator_.batches_per_epoch(); }
   int64_t examples_per_epoch() const { return iterator_.examples_per_epoch(); }

@@ -33,7 +33,7 @@ class StatsStore {
 
  private:
   // The tables' layout (PRAGMA user_version); a store of another is started over.
-  static constexpr int kSchemaVersion = 2;  // 2: links.datagrams_out
+  static constexpr int kSchemaVersion = 3;  // 2: links.datagrams_out; 3: steps.data_ms
   void exec(const char* sql) const;
   int user_version() const;
   sqlite3* db_ = nullptr;

@@ -23,7 +23,8 @@ void StatsRecorder::on_worker_step(int worker, const core::WorkerStep& s) {
                               s.loss, ms > 0 ? s.samples * 1000.0 / ms : 0.0, s.codec.tau,
                               s.codec.density, encoding, double(s.codec.message_bytes),
                               s.codec.residual_norm, s.times.compute_ms, s.times.encode_ms,
-                              s.times.apply_ms, s.times.wait_ms, s.start_unix_ms});
+                              s.times.apply_ms, s.times.wait_ms, s.start_unix_ms,
+                              s.times.data_ms});
   }
   const auto now = std::chrono::steady_clock::now();
   if ((worker == 0 && now - last_sent_ >= std::chrono::seconds(1)) ||

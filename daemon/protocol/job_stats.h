@@ -15,10 +15,11 @@ namespace dtrain::daemon {
 using Json = nlohmann::json;
 
 // The step columns, in the order of a report's rows and of `stats --csv`.
-inline constexpr std::array<const char*, 15> kStepColumns = {
+inline constexpr std::array<const char*, 16> kStepColumns = {
     "worker",     "iteration",     "epoch",         "loss",     "samples_per_sec",
     "tau",        "density",       "encoding",      "message_bytes", "residual_norm",
-    "compute_ms", "encode_ms",     "apply_ms",      "wait_ms",  "start_ms"};
+    "compute_ms", "encode_ms",     "apply_ms",      "wait_ms",  "start_ms",
+    "data_ms"};
 // `encoding` is a number in rows: 0 sparse, 1 bitmap, -1 none (parameter averaging).
 inline constexpr std::array<const char*, 5> kEpochColumns = {
     "epoch", "train_loss", "samples_per_sec", "accuracy", "seconds"};

@@ -26,7 +26,7 @@ steps = list(csv.DictReader(text[0].splitlines()))
 epochs = list(csv.DictReader(text[1].splitlines()))
 head = text[0].splitlines()[0]
 want = ("node,worker,iteration,epoch,loss,samples_per_sec,tau,density,encoding,message_bytes,"
-        "residual_norm,compute_ms,encode_ms,apply_ms,wait_ms,start_ms")
+        "residual_norm,compute_ms,encode_ms,apply_ms,wait_ms,start_ms,data_ms")
 assert head == want, f"header {head!r}"
 by = {}
 for r in steps:

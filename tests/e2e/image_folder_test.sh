@@ -4,6 +4,7 @@
 # into train/ and test/ folders of PNGs; a small CNN on [3, 32, 32] trains from them with
 # `dtrain-submit --local`, and `infer` on the test folder prints class names keyed by file path.
 # per_channel normalisation with crops and flips trains too, and infer applies its statistics.
+# `export` writes the data as packed files once; training streams them (same examples, names).
 # A corrupt image fails the job naming the file, or is skipped and listed with `corrupt: skip`.
 # Arguments: dtrain-submit, fake_cifar10.py, cifar10_to_images.py.
 set -u
@@ -75,6 +76,25 @@ timeout 60 "$SUBMIT" infer cifar-aug.dtm --input cifar/test --output aug.csv 2> 
 right=$(awk -F, 'NR > 1 { split($1, k, "/"); if (k[1] == $2) n++ } END { print n + 0 }' aug.csv)
 [[ $right -ge 270 ]] || fail "infer with per_channel statistics: $right/300 right"
 
+# Exported once into 3 packed files (8-bit), then trained from them, streamed.
+timeout 60 "$SUBMIT" export job.yaml --out packed --files 3 > export.out 2>&1 || fail "export exited $?: $(cat export.out)"
+[[ $(ls packed/train-*.dtb | wc -l) -eq 3 && -f packed/test-00000.dtb ]] || fail "export wrote: $(ls packed)"
+grep -q "train: 1000 examples in 3 files (8-bit" export.out || fail "export said: $(head -n 1 export.out)"
+sed -e 's|train: {format: images, path: cifar/train}|train: {format: packed, path: packed/train-*.dtb}|' \
+    -e 's|test: {format: images, path: cifar/test}|test: {format: packed, path: packed/test-*.dtb}|' \
+    -e 's/cifar-small.dtm/cifar-packed.dtm/' job.yaml > packed.yaml
+timeout 120 "$SUBMIT" --local packed.yaml > packed.out 2>&1 || fail "training from packed files exited $?: $(tail -n 3 packed.out)"
+grep -q "data: 1000 training examples, 300 test examples" packed.out || fail "$(grep '^data:' packed.out)"
+packed_acc=$(sed -nE 's/^examples: 300  accuracy: ([0-9.]+).*/\1/p' packed.out)
+python3 -c "import sys; sys.exit(0 if ${packed_acc:-0} >= 0.9 else 1)" || fail "from packed files: test accuracy ${packed_acc:-none} < 0.9"
+timeout 60 "$SUBMIT" infer cifar-packed.dtm --input cifar/test --output packed.csv 2> /dev/null &&
+  head -n 1 packed.csv | grep -q "p_airplane" || fail "a model trained from packed files has no class names"
+sed 's/normalize: scale/normalize: per_channel/' packed.yaml > mismatch.yaml
+timeout 60 "$SUBMIT" --local mismatch.yaml > mismatch.out 2>&1
+rc=$?
+[[ $rc -ne 0 ]] && grep -q "exported with normalize: scale, the spec says per_channel" mismatch.out ||
+  fail "a normaliser other than the export's: exit $rc, $(head -n 2 mismatch.out)"
+
 # A truncated PNG among the training images.
 head -c 100 cifar/train/cat/00003.png > cifar/train/cat/broken.png
 timeout 60 "$SUBMIT" --local job.yaml > corrupt.out 2>&1
@@ -87,5 +107,5 @@ grep -q "skipped a corrupt image (corrupt: skip): .*broken.png" skip.out ||
   fail "the skipped image is not listed: $(head -n 3 skip.out)"
 grep -q "data: 1000 training examples" skip.out || fail "$(grep '^data:' skip.out)"
 
-echo "image folder test: accuracy ${acc:-?} (augmented ${aug_acc:-?}), $failures failures"
+echo "image folder test: accuracy ${acc:-?} (augmented ${aug_acc:-?}, packed ${packed_acc:-?}), $failures failures"
 [[ $failures -eq 0 ]]

@@ -27,7 +27,7 @@ core::WorkerStep step(int64_t iteration, double loss) {
   s.codec.tau = 1e-3f;
   s.codec.density = 0.01;
   s.codec.message_bytes = 4000;
-  s.times = {1.0, 0.5, 4.0, 2.5};
+  s.times = {1.0, 0.5, 0.5, 4.0, 2.0};  // wait, apply, data, compute, encode: 8 ms
   return s;
 }
 
@@ -63,6 +63,7 @@ TEST_CASE("the recorder keeps every stride-th step of each worker and sends them
   CHECK(report.steps[0][4] == Approx(64 * 1000.0 / 8.0));  // samples/s of an 8 ms step
   CHECK(report.steps[0][10] == 4.0);                       // compute_ms
   CHECK(report.steps[0][13] == 1.0);                       // wait_ms
+  CHECK(report.steps[0][15] == 0.5);                       // data_ms
   REQUIRE(report.epochs.size() == 1);
   CHECK(report.epochs[0][3] == -1);  // not evaluated
   r.flush();

@@ -48,7 +48,7 @@ int main(int argc, char** argv) {
     core::TrainingData data = core::load_training_data(job);
     core::Model initial(job.model);
     initial.init(job.seed);
-    core::Worker worker(job, data.train, initial, 0, 1, backend.get());
+    core::Worker worker(job, data.train_source(), initial, 0, 1, backend.get());
     core::UpdateEncoder encoder(initial.num_params(), job.training, 0, core::CodecEngine::get(),
                                 core::kMaxSegmentLength, backend.get());
     core::DeviceCodec& codec = *encoder.device_codec();

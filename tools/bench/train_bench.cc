@@ -33,7 +33,7 @@ int main(int argc, char** argv) {
     core::Model initial(job.model);
     initial.init(job.seed);
     const core::JobSpec one = core::per_worker_spec(job, 1);
-    core::Worker worker(one, data.train, initial, 0, 1);
+    core::Worker worker(one, data.train_source(), initial, 0, 1);
     int64_t iteration = 0, epoch = 0;
     worker.start_epoch(epoch);
     auto step = [&] {

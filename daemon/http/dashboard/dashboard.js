@@ -162,10 +162,10 @@ async function showJob(id) {
   const first = st.steps.filter(r => r[0] === (st.steps[0] || [])[0] && r[c.worker] === 0);
   // Up to the 99th percentile of a step's total: the first steps (loading, warming up) would
   // squash the rest.
-  const totals = first.map(r => r[c.compute_ms] + r[c.encode_ms] + r[c.apply_ms] + r[c.wait_ms]).sort((a, b) => a - b);
+  const totals = first.map(r => r[c.data_ms] + r[c.compute_ms] + r[c.encode_ms] + r[c.apply_ms] + r[c.wait_ms]).sort((a, b) => a - b);
   const top = totals.length ? totals[Math.floor(0.99 * (totals.length - 1))] * 1.3 : 1;
-  chart("times", "ms", {labels: ["compute", "encode", "apply", "wait"],
-                        data: first.map(r => [r[c.iteration], r[c.compute_ms], r[c.encode_ms], r[c.apply_ms], r[c.wait_ms]])},
+  chart("times", "ms", {labels: ["data", "compute", "encode", "apply", "wait"],
+                        data: first.map(r => [r[c.iteration], r[c.data_ms], r[c.compute_ms], r[c.encode_ms], r[c.apply_ms], r[c.wait_ms]])},
         "iteration", {stackedGraph: true, rollPeriod: 10, valueRange: [0, top]});
   // The links: each node's last sample per peer; the mesh as a tree of its edges.
   const lc = Object.fromEntries(st.link_columns.map((n, i) => [n, i]));

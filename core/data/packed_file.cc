@@ -1,0 +1,241 @@
+#include "core/data/packed_file.h"
+
+#include <fcntl.h>
+#include <glob.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include <cmath>
+#include <cstring>
+
+#include "core/util/durable_file.h"
+#include "core/util/error.h"
+
+namespace dtrain::core {
+namespace {
+
+constexpr char kMagic[8] = {'D', 'T', 'R', 'A', 'I', 'N', 'B', '\0'};
+constexpr uint32_t kVersion = 1;
+constexpr int64_t kMaxClasses = int64_t(1) << 24;
+
+void put_bytes(std::string& out, const void* p, size_t n) {
+  out.append(static_cast<const char*>(p), n);
+}
+template <typename T>
+void put(std::string& out, T v) { put_bytes(out, &v, sizeof v); }
+
+// Reads the header of an open file; every field checked before it sizes anything.
+class HeaderReader {
+ public:
+  HeaderReader(int fd, const std::string& path) : fd_(fd), path_(path) {}
+  template <typename T>
+  T get() {
+    T v;
+    bytes(&v, sizeof v);
+    return v;
+  }
+  void bytes(void* p, size_t n) {
+    if (pread(fd_, p, n, off_t(pos_)) != ssize_t(n)) fail("the header is cut short");
+    seen_.append(static_cast<const char*>(p), n);
+    pos_ += n;
+  }
+  [[noreturn]] void fail(const std::string& why) const {
+    throw UserError("packed file '" + path_ + "' is damaged: " + why,
+                    "export the data again (dtrain-submit export SPEC --out DIR)");
+  }
+  uint64_t pos() const { return pos_; }
+  const std::string& seen() const { return seen_; }
+
+ private:
+  int fd_;
+  const std::string& path_;
+  uint64_t pos_ = 0;
+  std::string seen_;
+};
+
+}  // namespace
+
+PackedEncoding smallest_encoding(const Dataset& data) {
+  for (int64_t i = 0; i < data.features.size(); ++i) {
+    const float v = data.features[i];
+    if (!(v >= 0.0f && v <= 255.0f) || v != std::floor(v)) return PackedEncoding::kFloat32;
+  }
+  return PackedEncoding::kUint8;
+}
+
+void write_packed_file(const std::string& path, const Dataset& data,
+                       const std::vector<int64_t>& order, int64_t first, int64_t count,
+                       PackedEncoding encoding, const Normalizer& normalizer) {
+  const Shape shape = data.example_shape();
+  std::string out;
+  put_bytes(out, kMagic, sizeof kMagic);
+  put<uint32_t>(out, kVersion);
+  put<uint32_t>(out, uint32_t(encoding));
+  put<uint32_t>(out, uint32_t(shape.size()));
+  put<uint32_t>(out, 0);
+  for (int64_t d : shape) put<int64_t>(out, d);
+  put<int64_t>(out, data.targets.row_size());
+  put<int64_t>(out, data.size());
+  put<int64_t>(out, count);
+  put<uint32_t>(out, uint32_t(normalizer.kind()));
+  put<uint64_t>(out, normalizer.values().size());
+  put_bytes(out, normalizer.values().data(), normalizer.values().size() * sizeof(float));
+  put<uint32_t>(out, uint32_t(data.class_names.size()));
+  for (const std::string& n : data.class_names) {
+    put<uint64_t>(out, n.size());
+    put_bytes(out, n.data(), n.size());
+  }
+  put<uint32_t>(out, uint32_t(crc32(0L, reinterpret_cast<const Bytef*>(out.data()), uInt(out.size()))));
+  const int64_t row = data.features.row_size();
+  for (int64_t i = first; i < first + count; ++i) {
+    const int64_t src = order[size_t(i)];
+    put<int64_t>(out, src);
+    put<int32_t>(out, data.labels[size_t(src)]);
+    const float* x = data.features.row(src);
+    if (encoding == PackedEncoding::kUint8)
+      for (int64_t j = 0; j < row; ++j) put<uint8_t>(out, uint8_t(x[j]));
+    else
+      put_bytes(out, x, sizeof(float) * size_t(row));
+  }
+  std::string error;
+  if (!write_file_durably(path, out, &error))
+    throw UserError(error, "check that the folder exists, is writable and has free space");
+}
+
+struct PackedSource::File {
+  std::string path;
+  int fd = -1;
+  uint64_t data_start = 0;
+  int64_t records = 0;
+  ~File() {
+    if (fd >= 0) ::close(fd);
+  }
+};
+
+PackedSource::PackedSource(const std::vector<std::string>& paths) {
+  for (const std::string& path : paths) {
+    auto f = std::make_unique<File>();
+    f->path = path;
+    f->fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (f->fd < 0)
+      throw UserError("cannot open packed file '" + path + "'", "check the path and permissions");
+    HeaderReader h(f->fd, f->path);
+    char magic[8] = {0};
+    if (pread(f->fd, magic, 8, 0) != 8 || std::memcmp(magic, kMagic, 8) != 0)
+      throw UserError("'" + path + "' is not a packed batch file (.dtb)",
+                      "point data.train.path at files written by dtrain-submit export");
+    h.bytes(magic, 8);
+    if (h.get<uint32_t>() != kVersion) h.fail("an unknown version");
+    const uint32_t encoding = h.get<uint32_t>();
+    const uint32_t rank = h.get<uint32_t>();
+    h.get<uint32_t>();
+    if (encoding > 1 || (rank != 1 && rank != 3)) h.fail("an unknown encoding or shape");
+    Shape shape(rank);
+    for (auto& d : shape) d = h.get<int64_t>();
+    const int64_t classes = h.get<int64_t>(), total = h.get<int64_t>();
+    f->records = h.get<int64_t>();
+    for (int64_t d : shape)
+      if (d < 1 || d > (int64_t(1) << 24)) h.fail("a shape of " + shape_string(shape));
+    if (classes < 1 || classes > kMaxClasses || total < 1 || total > (int64_t(1) << 40) ||
+        f->records < 0 || f->records > total)
+      h.fail("impossible counts");
+    const uint32_t kind = h.get<uint32_t>();
+    const uint64_t nvalues = h.get<uint64_t>();
+    if (kind > 3 || nvalues > uint64_t(2 * shape_size(shape) + 2)) h.fail("a damaged normaliser");
+    std::vector<float> values(nvalues);
+    h.bytes(values.data(), nvalues * sizeof(float));
+    const uint32_t nnames = h.get<uint32_t>();
+    if (nnames > uint64_t(classes)) h.fail("more class names than classes");
+    std::vector<std::string> names;
+    for (uint32_t i = 0; i < nnames; ++i) {
+      const uint64_t len = h.get<uint64_t>();
+      if (len > 4096) h.fail("a class name of " + std::to_string(len) + " bytes");
+      std::string n(len, '\0');
+      h.bytes(n.data(), len);
+      names.push_back(std::move(n));
+    }
+    const uint32_t crc = uint32_t(crc32(0L, reinterpret_cast<const Bytef*>(h.seen().data()),
+                                        uInt(h.seen().size())));
+    if (h.get<uint32_t>() != crc) h.fail("its header's checksum does not match");
+    f->data_start = h.pos();
+    const int64_t row = shape_size(shape);
+    const int64_t record = 12 + row * (encoding == 1 ? 1 : 4);
+    struct stat st;
+    if (fstat(f->fd, &st) != 0 || uint64_t(st.st_size) != f->data_start + uint64_t(f->records * record))
+      h.fail("it is not as long as its " + std::to_string(f->records) + " records");
+    const Normalizer norm = Normalizer::restore(Normalizer::Kind(kind), values);
+    if (files_.empty()) {
+      shape_ = shape, classes_ = classes, total_ = total, row_ = row;
+      encoding_ = PackedEncoding(encoding);
+      normalizer_ = norm;
+      names_ = names;
+      file_of_.assign(size_t(total), UINT32_MAX);
+      record_of_.assign(size_t(total), -1);
+    } else if (shape != shape_ || classes != classes_ || total != total_ ||
+               PackedEncoding(encoding) != encoding_ || names != names_ ||
+               norm.values() != normalizer_.values()) {
+      throw UserError("'" + path + "' is from another export than '" + files_[0]->path + "'",
+                      "give data.train.path the files of one export");
+    }
+    // Which examples this file holds: the index of every record (one read of the indices).
+    for (int64_t r = 0; r < f->records; ++r) {
+      int64_t index = -1;
+      if (pread(f->fd, &index, sizeof index, off_t(f->data_start + uint64_t(r * record))) != 8 ||
+          index < 0 || index >= total || file_of_[size_t(index)] != UINT32_MAX)
+        h.fail("record " + std::to_string(r) + " has a bad or repeated example index");
+      file_of_[size_t(index)] = uint32_t(files_.size());
+      record_of_[size_t(index)] = r;
+    }
+    files_.push_back(std::move(f));
+  }
+  if (files_.empty()) throw UserError("no packed files were given", "check data.train.path");
+  int64_t missing = 0;
+  for (uint32_t f : file_of_) missing += f == UINT32_MAX;
+  if (missing > 0)
+    throw UserError(std::to_string(missing) + " of the export's " + std::to_string(total_) +
+                        " examples are in none of the " + std::to_string(files_.size()) +
+                        " files given",
+                    "give data.train.path every file of the export");
+}
+
+PackedSource::~PackedSource() = default;
+
+void PackedSource::read(int64_t index, float* features, float* target) const {
+  const File& f = *files_[file_of_[size_t(index)]];
+  const int64_t width = encoding_ == PackedEncoding::kUint8 ? 1 : 4;
+  const int64_t record = 12 + row_ * width;
+  thread_local std::vector<uint8_t> buffer;
+  buffer.resize(size_t(record));
+  const off_t at = off_t(f.data_start + uint64_t(record_of_[size_t(index)] * record));
+  if (pread(f.fd, buffer.data(), size_t(record), at) != ssize_t(record))
+    throw UserError("cannot read packed file '" + f.path + "'", "check the disk");
+  int32_t label;
+  std::memcpy(&label, buffer.data() + 8, 4);
+  if (label < 0 || label >= classes_)
+    throw UserError("packed file '" + f.path + "' is damaged: example " + std::to_string(index) +
+                        " has label " + std::to_string(label),
+                    "export the data again");
+  if (encoding_ == PackedEncoding::kUint8)
+    for (int64_t j = 0; j < row_; ++j) features[j] = float(buffer[size_t(12 + j)]);
+  else
+    std::memcpy(features, buffer.data() + 12, sizeof(float) * size_t(row_));
+  normalizer_.apply_rows(features, 1, row_);
+  std::fill(target, target + classes_, 0.0f);
+  target[label] = 1.0f;
+}
+
+std::vector<std::string> packed_files(const std::string& pattern) {
+  glob_t g;
+  std::vector<std::string> out;
+  if (glob(pattern.c_str(), 0, nullptr, &g) == 0)
+    for (size_t i = 0; i < g.gl_pathc; ++i) out.push_back(g.gl_pathv[i]);
+  globfree(&g);
+  if (out.empty())
+    throw UserError("no file matches '" + pattern + "'",
+                    "export the data first (dtrain-submit export SPEC --out DIR) and point the "
+                    "path at DIR/train-*.dtb");
+  return out;  // glob sorts
+}
+
+}  // namespace dtrain::core

@@ -1,0 +1,69 @@
+#pragma once
+// Packed batch files (.dtb), written once by `dtrain-submit export` (DL4J's export approach,
+// DESIGN.md §16) and read by training as it makes minibatches.
+//
+// An export shuffles the data set once and cuts it into files; each record keeps its example's
+// index in the original data, so training from the files makes exactly the minibatches it
+// would make from memory with the same seed. A file holds the raw features and the normaliser
+// fitted on the whole training set, which training applies as it reads.
+//
+// Layout (little-endian): "DTRAINB\0" | u32 version | u32 encoding (0 f32, 1 u8) | u32 rank |
+//   u32 header bytes | i64 dims[rank] | i64 classes | i64 total examples | i64 records |
+//   u32 normaliser kind | u64 n | f32 values[n] | u32 class names | (u64 len, bytes)... |
+//   u32 CRC-32 of the header so far | records: (i64 index, i32 label, features)...
+// The file's size must be exactly the header plus its records.
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/data/dataset.h"
+#include "core/data/example_source.h"
+#include "core/data/normalizer.h"
+
+namespace dtrain::core {
+
+enum class PackedEncoding : uint32_t { kFloat32 = 0, kUint8 = 1 };
+
+// u8 when every feature is a whole number in [0, 255] (pixels), else f32.
+PackedEncoding smallest_encoding(const Dataset& data);
+
+// Writes data's examples order[first, first + count) to `path` (raw features; `normalizer` is
+// stored). Throws UserError when the file cannot be written.
+void write_packed_file(const std::string& path, const Dataset& data,
+                       const std::vector<int64_t>& order, int64_t first, int64_t count,
+                       PackedEncoding encoding, const Normalizer& normalizer);
+
+// The examples of one export, over its files (any order; a glob's matches). Each read is one
+// pread of one record, so several threads may read at once.
+class PackedSource : public ExampleSource {
+ public:
+  // Throws UserError naming the file when one is missing, damaged or from another export.
+  explicit PackedSource(const std::vector<std::string>& files);
+  ~PackedSource() override;
+
+  int64_t size() const override { return total_; }
+  Shape example_shape() const override { return shape_; }
+  int64_t num_classes() const override { return classes_; }
+  const std::vector<std::string>& class_names() const override { return names_; }
+  void read(int64_t index, float* features, float* target) const override;
+  bool streams() const override { return true; }
+  const Normalizer& normalizer() const { return normalizer_; }
+
+ private:
+  struct File;
+  std::vector<std::unique_ptr<File>> files_;
+  Shape shape_;
+  int64_t classes_ = 0, total_ = 0, row_ = 0;
+  PackedEncoding encoding_ = PackedEncoding::kFloat32;
+  Normalizer normalizer_;
+  std::vector<std::string> names_;
+  // Example index -> (file, record): where each example of the original data was written.
+  std::vector<uint32_t> file_of_;
+  std::vector<int64_t> record_of_;
+};
+
+// The files a `path` glob matches, sorted; throws UserError when none does.
+std::vector<std::string> packed_files(const std::string& pattern);
+
+}  // namespace dtrain::core

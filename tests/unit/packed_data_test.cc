@@ -1,0 +1,158 @@
+// Packed batch files (core/data/packed_file.h): an export read back through PackedSource makes
+// exactly the minibatches the same data makes in memory (every shard, epoch and takeover, with
+// augmentation and a normaliser), streamed by the read-ahead thread; damaged or mismatched
+// files are refused naming the file.
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+#include <fstream>
+#include <numeric>
+
+#include "core/data/minibatch_iterator.h"
+#include "core/data/packed_file.h"
+#include "core/util/rng.h"
+#include "tests/test_util.h"
+
+namespace dtrain {
+namespace {
+
+// 103 examples [2, 3, 4] of whole numbers 0..255 (so stored as 8 bits), 5 classes.
+core::Dataset pixels() {
+  core::Dataset d;
+  d.features.resize({103, 2, 3, 4});
+  core::Rng rng(4);
+  for (int64_t i = 0; i < d.features.size(); ++i) d.features[i] = float(rng.next() % 256);
+  std::vector<int32_t> labels;
+  for (int i = 0; i < 103; ++i) labels.push_back(int32_t((i * 7) % 5));
+  core::set_class_labels(d, labels, 5, "test");
+  d.class_names = {"a", "b", "c", "d", "e"};
+  return d;
+}
+
+// Exports `raw` into `files` files of a shuffled order; returns their paths.
+std::vector<std::string> export_files(const core::Dataset& raw, const core::Normalizer& norm,
+                                      const std::string& dir, int files) {
+  std::vector<int64_t> order(static_cast<size_t>(raw.size()));
+  std::iota(order.begin(), order.end(), 0);
+  core::Rng rng(99);
+  std::shuffle(order.begin(), order.end(), rng.engine());
+  std::vector<std::string> paths;
+  for (int f = 0; f < files; ++f) {
+    const int64_t first = raw.size() * f / files, end = raw.size() * (f + 1) / files;
+    paths.push_back(dir + "/train-" + std::to_string(f) + ".dtb");
+    core::write_packed_file(paths.back(), raw, order, first, end - first,
+                            core::smallest_encoding(raw), norm);
+  }
+  return paths;
+}
+
+bool same(const core::Tensor& a, const core::Tensor& b) {
+  return a.shape() == b.shape() && std::equal(a.data(), a.data() + a.size(), b.data());
+}
+
+std::string error_of(const std::vector<std::string>& files) {
+  try {
+    core::PackedSource s(files);
+    return "";
+  } catch (const core::UserError& e) {
+    return e.what();
+  }
+}
+
+}  // namespace
+
+TEST_CASE("training from an export makes the same minibatches as training from memory") {
+  const std::string dir = testing::temp_dir();
+  const core::Dataset raw = pixels();
+  CHECK(core::smallest_encoding(raw) == core::PackedEncoding::kUint8);
+  core::Normalizer norm = core::Normalizer::of("per_channel");
+  norm.fit(raw.features);
+  core::Dataset memory = raw;
+  norm.apply(memory.features);
+  const core::PackedSource packed(export_files(raw, norm, dir, 3));
+  CHECK(packed.size() == 103);
+  CHECK(packed.class_names() == raw.class_names);
+  CHECK(packed.normalizer().values() == norm.values());
+
+  const core::Augmentation augment{1, true};
+  for (int64_t shard = 0; shard < 2; ++shard) {
+    core::MinibatchIterator a(memory, 8, 1234, shard, 2, augment);
+    core::MinibatchIterator b(packed, 8, 1234, shard, 2, augment);
+    for (int64_t epoch = 0; epoch < 3; ++epoch) {
+      a.start_epoch(epoch);
+      b.start_epoch(epoch);
+      if (epoch == 1) {  // a resumed run skips ahead
+        a.skip(2);
+        b.skip(2);
+      }
+      core::Tensor xa, ya, xb, yb;
+      int batches = 0;
+      for (;;) {
+        const bool more = a.next(xa, ya);
+        REQUIRE(more == b.next(xb, yb));
+        if (!more) break;
+        ++batches;
+        INFO("shard " << shard << " epoch " << epoch << " batch " << batches);
+        CHECK(same(xa, xb));
+        CHECK(same(ya, yb));
+      }
+      CHECK(batches == (epoch == 1 ? 7 - 2 : 7));  // 51 or 52 examples in 8s
+      // A takeover of the other shard's minibatch 3 reads the same too.
+      REQUIRE(a.batch_of_shard(1 - shard, 2, 3, xa, ya));
+      REQUIRE(b.batch_of_shard(1 - shard, 2, 3, xb, yb));
+      CHECK(same(xa, xb));
+    }
+  }
+}
+
+TEST_CASE("float data is stored as 32 bits and read back exactly") {
+  core::Dataset raw = pixels();
+  raw.features[5] = 0.125f;
+  raw.features[6] = -3.5f;
+  CHECK(core::smallest_encoding(raw) == core::PackedEncoding::kFloat32);
+  const core::PackedSource packed(export_files(raw, core::Normalizer(), testing::temp_dir(), 1));
+  std::vector<float> x(24), y(5);
+  for (int64_t i : {0, 50, 102}) {
+    packed.read(i, x.data(), y.data());
+    CHECK(std::equal(x.begin(), x.end(), raw.features.row(i)));
+    CHECK(y[size_t(raw.labels[size_t(i)])] == 1.0f);
+  }
+}
+
+TEST_CASE("damaged, incomplete or mixed exports are refused naming the file") {
+  const std::string dir = testing::temp_dir();
+  const core::Dataset raw = pixels();
+  const auto files = export_files(raw, core::Normalizer(), dir, 2);
+  REQUIRE(error_of(files).empty());
+  SECTION("a file missing: the examples it held are in none of the others") {
+    CHECK_THAT(error_of({files[0]}), Catch::Contains("examples are in none of the 1 files given"));
+  }
+  SECTION("a truncated file") {
+    std::filesystem::resize_file(files[1], std::filesystem::file_size(files[1]) - 7);
+    const std::string message = error_of(files);
+    CHECK_THAT(message, Catch::Contains(files[1]));
+    CHECK_THAT(message, Catch::Contains("not as long as its"));
+    CHECK_THAT(message, Catch::Contains("export the data again"));
+  }
+  SECTION("a flipped header byte") {
+    std::fstream f(files[0], std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(60);
+    f.put('\x7f');
+    f.close();
+    CHECK_THAT(error_of(files), Catch::Contains(files[0] + "' is damaged"));
+  }
+  SECTION("files of two exports") {
+    core::Dataset other = pixels();
+    other.class_names[0] = "z";
+    const auto theirs = export_files(other, core::Normalizer(), testing::temp_dir(), 2);
+    CHECK_THAT(error_of({files[0], theirs[1]}), Catch::Contains("is from another export"));
+  }
+  SECTION("not a packed file, and no match") {
+    testing::write_text(dir + "/x.dtb", "hello");
+    CHECK_THAT(error_of({dir + "/x.dtb"}), Catch::Contains("is not a packed batch file"));
+    CHECK_THROWS_WITH(core::packed_files(dir + "/none-*.dtb"), Catch::Contains("no file matches"));
+    CHECK(core::packed_files(dir + "/train-*.dtb") == files);
+  }
+}
+
+}  // namespace dtrain
