@@ -17,6 +17,11 @@ submit=""
 usage() { sed -n '2,10p' "$0"; }
 while [[ $# -gt 0 ]]; do
   case "$1" in
+    --out|--version|--dtraind|--dtrain-submit)
+      [[ $# -ge 2 && -n $2 ]] ||
+        { echo "package: $1 needs a value; see --help" >&2; exit 2; } ;;
+  esac
+  case "$1" in
     --out) out=$2; shift 2 ;;
     --version) version=$2; shift 2 ;;
     --dtraind) dtraind=$2; shift 2 ;;

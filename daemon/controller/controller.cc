@@ -723,13 +723,13 @@ std::vector<uint8_t> Controller::stats_request(uint64_t job_id, const std::strin
   std::string node;
   if (body.is_object() && body.contains("node") && body["node"].is_string())
     node = body["node"].get<std::string>();
-  Json node_ids = Json::object();  // the link rows name peers by node id
+  Json node_ids;  // the link rows name peers by node id
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (!jobs_.count(job_id))
       return reply_error("no job " + job_id_text(job_id) + " on this controller",
                          "list the jobs with `dtrain-submit status`");
-    for (const auto& [name, m] : members_) node_ids[std::to_string(m.id)] = name;
+    node_ids = node_names_locked();
   }
   try {
     Json j = stats_->query(job_id_text(job_id), node);
@@ -740,6 +740,13 @@ std::vector<uint8_t> Controller::stats_request(uint64_t job_id, const std::strin
     return reply_error("the stats store could not be read: " + std::string(e.what()),
                        "check the controller's log and its data_dir/controller/stats.db");
   }
+}
+
+// {"<node id>": "<name>"}: stats' link rows name peers by id.
+Json Controller::node_names_locked() const {
+  Json ids = Json::object();
+  for (const auto& [name, m] : members_) ids[std::to_string(m.id)] = name;
+  return ids;
 }
 
 // The job's mesh as it was built at the start (the nodes repair it themselves after a loss):
@@ -781,7 +788,7 @@ Json Controller::dashboard_job(uint64_t job_id) {
     for (const auto& [name, r] : it->second.results)  // the model's size, for "vs dense"
       if (r.contains("params")) j["params"] = r["params"];
     j["mesh_tree"] = mesh_tree(it->second);
-    for (const auto& [name, m] : members_) node_ids[std::to_string(m.id)] = name;
+    node_ids = node_names_locked();
   }
   j["node_names"] = node_ids;
   j["stats"] = stats_->query(job_id_text(job_id), "", kDashboardSteps);

@@ -67,6 +67,7 @@ class Controller {
   std::vector<uint8_t> fetch_request(uint64_t job_id, const std::string& body);
   std::vector<uint8_t> stats_request(uint64_t job_id, const std::string& body);
   static Json mesh_tree(const JobRecord& job);
+  Json node_names_locked() const;  // under mutex_
   void on_model_chunk(Member& m, const JobMessageIn& in);
   struct PendingFetch;
   std::optional<PendingFetch> ask_for_chunk(std::unique_lock<std::mutex>& lock,

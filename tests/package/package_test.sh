@@ -67,4 +67,7 @@ zcat "$x/usr/share/man/man1/dtrain-submit.1.gz" | grep -q "dtrain\\\\-submit sta
 bash tools/package.sh --bogus > /dev/null 2>"$out/err"; rc=$?
 [[ $rc -eq 2 ]] && grep -q "unknown option '--bogus'" "$out/err" ||
   fail "package.sh --bogus: exit $rc, $(cat "$out/err")"
+bash tools/package.sh --out > /dev/null 2>"$out/err"; rc=$?
+[[ $rc -eq 2 ]] && grep -q -- "--out needs a value" "$out/err" ||
+  fail "package.sh --out without a value: exit $rc, $(cat "$out/err")"
 echo "PASS"
