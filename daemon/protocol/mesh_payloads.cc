@@ -2,6 +2,7 @@
 
 #include "core/util/error.h"
 #include "daemon/protocol/mesh_payloads_generated.h"
+#include "transport/schema/vector_alignment.h"
 
 namespace dtrain::daemon {
 namespace {
@@ -59,10 +60,14 @@ void read_epoch_end(const mesh::EpochEnd& e, MeshPayloadIn& in) {
     in.error = "an epoch end with " + std::to_string(e.state_workers()) + " state workers";
     return;
   }
+  if (!transport::elements_aligned(e.state_sum())) {  // a forged or broken payload
+    in.error = "an epoch end whose state sum is not 8-byte aligned";
+    return;
+  }
   in.epoch_end = {e.epoch(), e.phase(), e.published(), e.tau_sum(), e.workers(), {}, {}, 0};
   if (e.joiners()) in.epoch_end.joiners.assign(e.joiners()->begin(), e.joiners()->end());
   // Bounded by the payload's size, which the reader already bounded.
-  if (e.state_sum()) in.epoch_end.state_sum.assign(e.state_sum()->begin(), e.state_sum()->end());
+  if (const auto* s = e.state_sum()) in.epoch_end.state_sum.assign(s->begin(), s->end());
   in.epoch_end.state_workers = e.state_workers();
   in.kind = MeshPayloadIn::Kind::kEpochEnd;
 }

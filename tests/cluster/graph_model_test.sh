@@ -6,7 +6,8 @@
 # across devices, every node applied the same updates exactly once, and the fetched model
 # evaluates on this machine to exactly the accuracy the job reported (the nodes' batch-norm
 # statistics are averaged across the cluster at each epoch end; before they were, they differed
-# by 19 test examples). Every wait has a deadline.
+# by 19 test examples). The same job from `dtrain-submit export`'s packed files trains too.
+# Every wait has a deadline.
 set -u
 source "$(dirname "$0")/lib.sh" graph "$1" "$2" "$3"
 export PEER_TIMEOUT_MS=3000 HEARTBEAT_MS=300 GPU_NODES=1 EMULATED_GPUS=1
@@ -77,6 +78,27 @@ local_acc=$(sed -nE 's/.*examples: 10000  accuracy: ([0-9.]+).*/\1/p' eval.out)
 python3 -c "import sys; sys.exit(0 if abs(${local_acc:-0} - $acc) < 1e-4 else 1)" ||
   fail "the fetched model evaluates to ${local_acc:-nothing} here, the job reported $acc"
 echo "graph model across 3 nodes: accuracy $acc (here: ${local_acc:-?}), replicas within $diff"
+
+# The same job from packed files (dtrain-submit export; one path every node reads here): the
+# daemons stream them through the loader thread and train as well.
+"$SUBMIT" export job.yaml --out "$WORK/packed" --files 3 > export.out 2>&1 || fail "export: $(cat export.out)"
+python3 - job.yaml "$WORK/packed" > packed.yaml <<'PY'
+import sys
+text, out = open(sys.argv[1]).read(), sys.argv[2]
+head, rest = text.split("data:\n", 1)
+tail = rest[rest.index("training:"):]
+print(head + "data:\n  train: {format: packed, path: %s/train-*.dtb}\n"
+      "  test: {format: packed, path: %s/test-*.dtb}\n  normalize: scale\n" % (out, out) +
+      tail.replace("epochs: 2", "epochs: 1").replace("small-resnet", "small-resnet-packed"), end="")
+PY
+id=$("$SUBMIT" packed.yaml --detach) || fail "detached submit of the packed job"
+state=$(wait_job_end "$id" packed.json 300)
+[[ $state == succeeded ]] || { fail "packed job $id ended '$state'"; "$SUBMIT" logs "$id" | tail -n 20; }
+packed_acc=$(json packed.json "j['result'].get('accuracy', 0)")
+packed_diff=$(json packed.json "j['result'].get('replica_max_relative_difference', 1)")
+python3 -c "import sys; sys.exit(0 if $packed_acc >= 0.8 and $packed_diff <= 1e-5 else 1)" ||
+  fail "packed job: accuracy $packed_acc (want 0.8 after one epoch), replicas within $packed_diff"
+echo "the same model from packed files, one epoch: accuracy $packed_acc, replicas within $packed_diff"
 "$CLUSTER_TOOL" stop "$WORK/c" > /dev/null 2>&1
 echo "graph model test: $failures failures"
 [[ $failures -eq 0 ]]

@@ -124,6 +124,14 @@ TEST_CASE("epoch ends, snapshots and parameter rounds survive the trip", "[mesh]
   CHECK(e.epoch_end.tau_sum == 2.5);
   CHECK(e.epoch_end.workers == 3);
   CHECK(e.epoch_end.joiners == std::vector<uint32_t>{7, 9});
+  CHECK(e.epoch_end.state_sum.empty());
+  // The second barrier's batch-norm statistics, summed over the node's workers.
+  const MeshPayloadIn st = read(epoch_end_payload({4, 1, 0, 0.0, 0, {}, {0.5, -1.25, 3e9}, 2}));
+  REQUIRE(st.kind == MeshPayloadIn::Kind::kEpochEnd);
+  CHECK(st.epoch_end.state_sum == std::vector<double>{0.5, -1.25, 3e9});
+  CHECK(st.epoch_end.state_workers == 2);
+  CHECK(read(epoch_end_payload({4, 1, 0, 0.0, 0, {}, {1.0}, -1})).kind ==
+        MeshPayloadIn::Kind::kMalformed);  // negative workers
 
   const std::vector<float> params{1.f, -2.f, 3.5f}, state{0.25f};
   const PayloadBytes sb = snapshot_payload(8, 2, 0.125f, params.data(), 3, state.data(), 1);
