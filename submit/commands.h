@@ -21,6 +21,8 @@ struct EvalArgs {
   bool header = false;       // CSV
   long top_n = 0;            // 0 = the spec's evaluation.top_n
   bool json = false;
+  std::string metrics = "classification";  // comma-separated: classification, roc
+  std::string roc_csv;       // write the ROC curves here (class,threshold,fpr,tpr)
 };
 int run_eval(const EvalArgs& args);
 
@@ -30,6 +32,7 @@ struct InferArgs {
   std::string output;        // CSV; "-" = standard output
   long key_column = -1;      // CSV column holding a key; -1 = use the row number
   bool header = false;
+  long batch_size = 256;     // examples per forward pass
 };
 int run_infer(const InferArgs& args);
 

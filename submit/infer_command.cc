@@ -117,10 +117,10 @@ int run_infer(const InferArgs& args) {
     if (named) std::fprintf(out, ",p_%s", names[size_t(c)].c_str());
     else std::fprintf(out, ",p%lld", (long long)c);
   std::fputc('\n', out);
-  constexpr int64_t kBatch = 256;
+  const int64_t batch = args.batch_size;
   core::Tensor x;
-  for (int64_t start = 0; start < n; start += kBatch) {
-    const int64_t count = std::min(kBatch, n - start);
+  for (int64_t start = 0; start < n; start += batch) {
+    const int64_t count = std::min(batch, n - start);
     x.resize(core::with_batch(count, saved.model->input_shape()));
     std::copy(in.features.row(start), in.features.row(start) + count * x.row_size(), x.data());
     const core::Tensor& p = saved.model->predict(x);

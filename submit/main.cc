@@ -130,25 +130,36 @@ int main(int argc, char** argv) {
   auto* eval_cmd = app.add_subcommand("eval", "evaluate a saved model (.dtm) on labelled data");
   eval_cmd->add_option("model", eval.model_path, "model file (.dtm)")->required();
   eval_cmd->add_option("--data", eval.data,
-                       "IDX images file (with --labels) or CSV file; default: the test set of "
-                       "the model's job spec");
+                       "IDX images file (with --labels), CSV file or a folder of class "
+                       "folders of images; default: the test set of the model's job spec");
   eval_cmd->add_option("--labels", eval.labels, "IDX labels file for IDX --data");
   eval_cmd->add_option("--label-column", eval.label_column, "CSV label column (-1 = last)");
   eval_cmd->add_flag("--header", eval.header, "CSV has a header line");
   eval_cmd->add_option("--top-n", eval.top_n, "top-N accuracy (default: the spec's)")
       ->check(CLI::Range(1, 1 << 20));
   eval_cmd->add_flag("--json", eval.json, "print one JSON object");
+  eval_cmd->add_option("--metrics", eval.metrics,
+                       "comma-separated: classification (default), roc (AUC per class, one vs "
+                       "all)");
+  eval_cmd->add_option("--roc-csv", eval.roc_csv,
+                       "with roc: write the curves to this CSV (class,threshold,fpr,tpr)");
 
   InferArgs infer;
   auto* infer_cmd = app.add_subcommand("infer", "predict with a saved model (.dtm)");
   infer_cmd->add_option("model", infer.model_path, "model file (.dtm)")->required();
-  infer_cmd->add_option("--input", infer.input, "CSV of feature rows, or an IDX images file")
+  infer_cmd->add_option("--input", infer.input,
+                        "CSV of feature rows, an IDX images file, or a folder of images (keyed "
+                        "by path)")
       ->required();
   infer_cmd->add_option("--output", infer.output, "CSV to write ('-' = standard output)")
       ->required();
   infer_cmd->add_option("--key-column", infer.key_column,
                         "CSV column holding each row's key (default: row numbers)");
   infer_cmd->add_flag("--header", infer.header, "CSV input has a header line");
+  infer_cmd->add_option("--batch-size", infer.batch_size,
+                        "examples per forward pass (default 256; larger is faster, takes more "
+                        "memory)")
+      ->check(CLI::Range(1, 1 << 20));
 
   try {
     app.parse(argc, argv);

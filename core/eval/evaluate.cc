@@ -25,4 +25,18 @@ Evaluation evaluate(Model& model, const Dataset& data, int64_t top_n, int64_t ba
   return eval;
 }
 
+RocOneVsAll evaluate_roc(Model& model, const Dataset& data, int64_t batch_size) {
+  RocOneVsAll roc(model.num_outputs());
+  Tensor x;
+  const int64_t fx = data.features.row_size();
+  for (int64_t start = 0; start < data.size(); start += batch_size) {
+    const int64_t count = std::min(batch_size, data.size() - start);
+    x.resize(with_batch(count, data.example_shape()));
+    std::memcpy(x.data(), data.features.row(start), sizeof(float) * fx * count);
+    const Tensor& p = model.predict(x);
+    roc.add(p.data(), data.labels.data() + start, count);
+  }
+  return roc;
+}
+
 }  // namespace dtrain::core

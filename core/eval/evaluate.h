@@ -2,6 +2,7 @@
 // Runs a model over a dataset (or a shard of it) in inference mode and collects an Evaluation.
 #include "core/data/dataset.h"
 #include "core/eval/evaluation.h"
+#include "core/eval/roc.h"
 #include "core/model/model.h"
 
 namespace dtrain::core {
@@ -9,5 +10,8 @@ namespace dtrain::core {
 // Evaluates examples [begin, end) of `data` (the whole set by default) in batches.
 Evaluation evaluate(Model& model, const Dataset& data, int64_t top_n, int64_t batch_size = 256,
                     int64_t begin = 0, int64_t end = -1);
+
+// Each class's ROC, one against the rest, from the model's outputs on `data`.
+RocOneVsAll evaluate_roc(Model& model, const Dataset& data, int64_t batch_size = 256);
 
 }  // namespace dtrain::core

@@ -60,6 +60,27 @@ print(f"infer: {right}/300 predicted names match their folders")
 assert right >= 270, right
 PY
 
+# eval on the folder tree, with ROC: an AUC per named class, the curves as CSV; a bad metric.
+timeout 60 "$SUBMIT" eval cifar-small.dtm --data cifar/test --metrics classification,roc --roc-csv roc.csv > eval.out 2>&1 ||
+  fail "eval --metrics classification,roc exited $?: $(tail -n 3 eval.out)"
+grep -q "^examples: 300  accuracy:" eval.out && grep -qE "^truck +[01]\.[0-9]{6}$" eval.out ||
+  fail "eval's report: $(head -n 3 eval.out) ... $(tail -n 3 eval.out)"
+macro=$(sed -nE 's/^macro AUC: ([0-9.]+)/\1/p' eval.out)
+python3 -c "import sys; sys.exit(0 if ${macro:-0} >= 0.95 else 1)" || fail "macro AUC ${macro:-none} < 0.95"
+[[ $(head -n 1 roc.csv) == "class,threshold,fpr,tpr" && $(cut -d, -f1 roc.csv | sort -u | wc -l) -eq 11 ]] ||
+  fail "roc.csv: $(head -n 2 roc.csv), classes $(cut -d, -f1 roc.csv | sort -u | wc -l)"
+"$SUBMIT" eval cifar-small.dtm --data cifar/test --metrics accuracy > badmetric.out 2>&1
+rc=$?
+[[ $rc -eq 2 ]] && grep -q "unknown metric 'accuracy'" badmetric.out || fail "--metrics accuracy: exit $rc, $(cat badmetric.out)"
+
+# --batch-size: the same keys and predictions in batches of 7; 0 is refused.
+timeout 60 "$SUBMIT" infer cifar-small.dtm --input cifar/test --output preds7.csv --batch-size 7 2> /dev/null ||
+  fail "infer --batch-size 7 exited $?"
+[[ $(cut -d, -f1,2 preds7.csv) == $(cut -d, -f1,2 preds.csv) ]] || fail "--batch-size 7 changed the predictions"
+"$SUBMIT" infer cifar-small.dtm --input cifar/test --output x.csv --batch-size 0 > bs0.out 2>&1
+rc=$?
+[[ $rc -eq 2 ]] && grep -q -- "--batch-size" bs0.out || fail "--batch-size 0: exit $rc, $(cat bs0.out)"
+
 # Per-channel normalisation and augmentation (random crops within 2 pixels, flips): still
 # learns, and its first epoch's training loss differs from the plain run's (the examples did
 # change); infer applies the stored per-channel statistics.
