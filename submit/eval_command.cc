@@ -113,20 +113,21 @@ int run_eval(const EvalArgs& args) {
     metrics = parse_metrics(args.metrics);
     saved = core::load_saved_model(args.model_path);
     data = core::load_source(source_from_args(args, saved.spec), saved.model->num_outputs(),
-                             saved.model->input_shape());
-    core::reshape_features(data, saved.model->input_shape(), args.data.empty() ? "test set"
-                                                                               : args.data);
+                             saved.model->input_shape(), args.data.empty() ? "test set" : args.data);
     saved.normalizer.apply(data.features);
   } catch (const core::UserError& e) {
     std::fprintf(stderr, "error: %s\n", e.what());
     return kExitBadInput;
   }
   const int64_t top_n = args.top_n > 0 ? args.top_n : saved.spec.evaluation.top_n;
-  core::Evaluation eval = core::evaluate(*saved.model, data, top_n);
+  const bool want_roc = metrics.count("roc") > 0;
+  core::RocOneVsAll per_class;
+  core::Evaluation eval =
+      core::evaluate(*saved.model, data, top_n, 256, 0, -1, want_roc ? &per_class : nullptr);
   std::string roc;
-  if (metrics.count("roc")) {
+  if (want_roc) {
     try {
-      roc = roc_report(saved, core::evaluate_roc(*saved.model, data), args.json, args.roc_csv);
+      roc = roc_report(saved, per_class, args.json, args.roc_csv);
     } catch (const core::UserError& e) {
       std::fprintf(stderr, "error: %s\n", e.what());
       return kExitBadInput;

@@ -59,8 +59,7 @@ int run_export(const ExportArgs& args) {
       throw core::UserError("cannot create '" + args.out_dir + "': " + ec.message(),
                             "choose a folder you can write");
     const int64_t classes = job.model.layers.back().units;
-    core::Dataset train = core::load_source(job.data.train, classes, job.model.input);
-    core::reshape_features(train, job.model.input, "data.train");
+    core::Dataset train = core::load_source(job.data.train, classes, job.model.input, "data.train");
     core::Normalizer normalizer = core::Normalizer::of(job.data.normalize);
     normalizer.fit(train.features);
     if (args.files > train.size())
@@ -69,8 +68,7 @@ int run_export(const ExportArgs& args) {
                             "use fewer --files");
     write_split(train, normalizer, args.out_dir, "train", args.files, job.seed);
     if (job.data.test.present() && job.data.test.format != "packed") {
-      core::Dataset test = core::load_source(job.data.test, classes, job.model.input);
-      core::reshape_features(test, job.model.input, "data.test");
+      core::Dataset test = core::load_source(job.data.test, classes, job.model.input, "data.test");
       write_split(test, normalizer, args.out_dir, "test", 1, job.seed);
     }
     const std::filesystem::path dir(args.out_dir);

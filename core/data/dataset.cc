@@ -31,6 +31,7 @@ void reshape_features(Dataset& data, const Shape& example_shape, const std::stri
                         std::to_string(shape_size(example_shape)),
                     "set model.input to match the data, e.g. [784] or [1, 28, 28] for 28x28 "
                     "images");
+  if (data.example_shape() == example_shape) return;  // shaped already (image folders)
   Tensor reshaped([&] { Shape s{n}; s.insert(s.end(), example_shape.begin(), example_shape.end()); return s; }());
   std::memcpy(reshaped.data(), data.features.data(), sizeof(float) * data.features.size());
   data.features = std::move(reshaped);

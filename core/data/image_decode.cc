@@ -21,13 +21,30 @@ bool is_jpeg(const std::vector<uint8_t>& b) {
   return b.size() >= 3 && b[0] == 0xff && b[1] == 0xd8 && b[2] == 0xff;
 }
 
-void check_size(uint64_t width, uint64_t height, ImageSize expect) {
+// What a header's size allows, judged before any pixel buffer exists. Without exceptions, so
+// that the JPEG reader, which must not throw past libjpeg, asks it too.
+enum class SizeVerdict { kFine, kNotExpected, kTooLarge };
+
+SizeVerdict judge_size(uint64_t width, uint64_t height, ImageSize expect) {
   if (expect.width > 0 && (width != uint64_t(expect.width) || height != uint64_t(expect.height)))
-    throw ImageSizeMismatch(int64_t(width), int64_t(height));
+    return SizeVerdict::kNotExpected;
   if (width == 0 || height == 0 || width > uint64_t(kMaxImagePixels) ||
       width * height > uint64_t(kMaxImagePixels))
-    throw ImageError("a " + std::to_string(width) + "x" + std::to_string(height) +
-                     " image (at most 2^26 pixels)");
+    return SizeVerdict::kTooLarge;
+  return SizeVerdict::kFine;
+}
+
+std::string too_large(uint64_t width, uint64_t height) {
+  return "a " + std::to_string(width) + "x" + std::to_string(height) +
+         " image (at most 2^26 pixels)";
+}
+
+void check_size(uint64_t width, uint64_t height, ImageSize expect) {
+  switch (judge_size(width, height, expect)) {
+    case SizeVerdict::kNotExpected: throw ImageSizeMismatch(int64_t(width), int64_t(height));
+    case SizeVerdict::kTooLarge: throw ImageError(too_large(width, height));
+    case SizeVerdict::kFine: return;
+  }
 }
 
 Image decode_png(const std::vector<uint8_t>& bytes, int channels, ImageSize expect) {
@@ -73,9 +90,9 @@ void jpeg_silent(j_common_ptr, int) {}  // warnings (a truncated file shows as o
 // destructor, and the pixels live behind `img`). False with `message` set on failure.
 constexpr size_t kMessageBytes = JMSG_LENGTH_MAX + 64;
 
-// `size` is set to the header's size when the image is refused for it.
+// When the image is refused for its size, `size` is the header's (and `message` unset).
 bool read_jpeg(const std::vector<uint8_t>& bytes, int channels, ImageSize expect, Image* img,
-               ImageSize* size, char* message) {
+               bool* for_size, ImageSize* size, char* message) {
   jpeg_decompress_struct info;
   JpegErrors errors;
   info.err = jpeg_std_error(&errors.mgr);
@@ -91,15 +108,11 @@ bool read_jpeg(const std::vector<uint8_t>& bytes, int channels, ImageSize expect
   jpeg_read_header(&info, TRUE);
   info.out_color_space = channels == 1 ? JCS_GRAYSCALE : JCS_RGB;
   const uint64_t w = info.image_width, h = info.image_height;
-  if (expect.width > 0 && (w != uint64_t(expect.width) || h != uint64_t(expect.height))) {
+  const SizeVerdict verdict = judge_size(w, h, expect);
+  if (verdict != SizeVerdict::kFine) {  // before any pixel buffer
     jpeg_destroy_decompress(&info);
+    *for_size = true;
     size->width = int64_t(w), size->height = int64_t(h);
-    return false;
-  }
-  if (w == 0 || h == 0 || w * h > uint64_t(kMaxImagePixels)) {  // before any pixel buffer
-    jpeg_destroy_decompress(&info);
-    std::snprintf(message, kMessageBytes, "a %llux%llu image (at most 2^26 pixels)",
-                  (unsigned long long)w, (unsigned long long)h);
     return false;
   }
   jpeg_start_decompress(&info);
@@ -121,9 +134,10 @@ bool read_jpeg(const std::vector<uint8_t>& bytes, int channels, ImageSize expect
 Image decode_jpeg(const std::vector<uint8_t>& bytes, int channels, ImageSize expect) {
   Image img;
   ImageSize size;
+  bool for_size = false;
   char message[kMessageBytes] = {0};
-  if (!read_jpeg(bytes, channels, expect, &img, &size, message)) {
-    if (size.width > 0) throw ImageSizeMismatch(size.width, size.height);
+  if (!read_jpeg(bytes, channels, expect, &img, &for_size, &size, message)) {
+    if (for_size) check_size(uint64_t(size.width), uint64_t(size.height), expect);  // throws
     throw ImageError(message);
   }
   return img;

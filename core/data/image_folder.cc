@@ -91,33 +91,33 @@ Dataset read_image_folder(const std::string& dir, const ImageFolderOptions& opti
                         list(classes) + "), the output layer has " +
                         std::to_string(options.num_classes) + " units",
                     "make the output layer's units the number of classes, or fix the folder");
-  const int64_t row = shape_size(shape);
-  std::vector<float> features;
-  std::vector<int32_t> labels;
+  // Every file first, so the features are decoded straight into their tensor (one copy of the
+  // data in memory, not two).
+  std::vector<std::pair<fs::path, int32_t>> files;
   for (size_t c = 0; c < classes.size(); ++c) {
     const fs::path class_dir = fs::path(dir) / classes[c];
-    for (const std::string& name : sorted_entries(class_dir, false)) {
-      const fs::path file = class_dir / name;
-      features.resize(features.size() + size_t(row));
-      try {
-        read_example(file, shape, features.data() + features.size() - size_t(row));
-      } catch (const ImageError& e) {
-        features.resize(features.size() - size_t(row));
-        if (!options.skip_corrupt)
-          throw UserError("image '" + file.string() + "': " + e.what(),
-                          "replace or remove the file, or set 'corrupt: skip' on the data source");
-        if (report) report->skipped.push_back(file.string() + ": " + e.what());
-        continue;
-      }
-      labels.push_back(int32_t(c));
+    for (const std::string& name : sorted_entries(class_dir, false))
+      files.push_back({class_dir / name, int32_t(c)});
+  }
+  Dataset data;
+  data.features.resize(with_batch(int64_t(files.size()), shape));
+  std::vector<int32_t> labels;
+  for (const auto& [file, label] : files) {
+    try {
+      read_example(file, shape, data.features.row(int64_t(labels.size())));
+    } catch (const ImageError& e) {
+      if (!options.skip_corrupt)
+        throw UserError("image '" + file.string() + "': " + e.what(),
+                        "replace or remove the file, or set 'corrupt: skip' on the data source");
+      if (report) report->skipped.push_back(file.string() + ": " + e.what());
+      continue;
     }
+    labels.push_back(label);
   }
   if (labels.empty())
     throw UserError("'" + dir + "' holds no readable .png or .jpg images",
                     "put each class's images in its own subfolder");
-  Dataset data;
-  data.features.resize(with_batch(int64_t(labels.size()), shape));
-  std::copy(features.begin(), features.end(), data.features.data());
+  data.features.resize(with_batch(int64_t(labels.size()), shape));  // without the skipped ones
   set_class_labels(data, std::move(labels), options.num_classes, dir);
   data.class_names = classes;
   return data;

@@ -1,7 +1,6 @@
 #include "core/data/minibatch_iterator.h"
 
 #include <algorithm>
-#include <chrono>
 #include <cstring>
 #include <numeric>
 
@@ -81,9 +80,7 @@ void MinibatchIterator::fill(int64_t first, int64_t count, Tensor& features,
 }
 
 bool MinibatchIterator::next(Tensor& features, Tensor& targets) {
-  last_wait_ms_ = 0;
   if (cursor_ >= end_) return false;
-  const auto start = std::chrono::steady_clock::now();
   const int64_t count = std::min(batch_, end_ - cursor_);
   if (ahead_) {
     if (!ahead_->next(features, targets)) return false;
@@ -91,7 +88,6 @@ bool MinibatchIterator::next(Tensor& features, Tensor& targets) {
     fill(cursor_, count, features, targets);
   }
   cursor_ += count;
-  last_wait_ms_ = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   return true;
 }
 

@@ -39,8 +39,6 @@ class MinibatchIterator {
   int64_t batches_in_shard(int64_t shard, int64_t num_shards) const {
     return shard_batches(source_.size(), batch_, shard, num_shards);
   }
-  // Milliseconds the last next() waited for its minibatch (reading, decoding, augmenting).
-  double last_wait_ms() const { return last_wait_ms_; }
   // Minibatches of `batch` examples in shard `shard` of `num_shards` of `examples`.
   static int64_t shard_batches(int64_t examples, int64_t batch, int64_t shard,
                                int64_t num_shards);
@@ -64,7 +62,6 @@ class MinibatchIterator {
   std::vector<int64_t> order_;
   Augmentation augment_;
   int64_t epoch_ = 0;
-  double last_wait_ms_ = 0;
   std::unique_ptr<ReadAhead> ahead_;  // streaming sources: this epoch's rest of the shard
 };
 

@@ -22,7 +22,10 @@ class Normalizer {
   std::string name() const;
 
   void fit(const Tensor& features);
-  void apply(Tensor& features) const { apply_rows(features.data(), features.dim(0), features.row_size()); }
+  void apply(Tensor& features) const {
+    const int64_t cols = features.row_size();
+    apply_rows(features.data(), cols ? features.size() / cols : 0, cols);
+  }
   // The same on `rows` examples of `cols` values each (a minibatch being read, one example).
   void apply_rows(float* x, int64_t rows, int64_t cols) const;
 

@@ -166,7 +166,7 @@ PackedSource::PackedSource(const std::vector<std::string>& paths) {
       h.fail("it is not as long as its " + std::to_string(f->records) + " records");
     const Normalizer norm = Normalizer::restore(Normalizer::Kind(kind), values);
     if (files_.empty()) {
-      shape_ = shape, classes_ = classes, total_ = total, row_ = row;
+      shape_ = shape, classes_ = classes, total_ = total, row_ = row, record_bytes_ = record;
       encoding_ = PackedEncoding(encoding);
       normalizer_ = norm;
       names_ = names;
@@ -203,8 +203,7 @@ PackedSource::~PackedSource() = default;
 
 void PackedSource::read(int64_t index, float* features, float* target) const {
   const File& f = *files_[file_of_[size_t(index)]];
-  const int64_t width = encoding_ == PackedEncoding::kUint8 ? 1 : 4;
-  const int64_t record = 12 + row_ * width;
+  const int64_t record = record_bytes_;
   thread_local std::vector<uint8_t> buffer;
   buffer.resize(size_t(record));
   const off_t at = off_t(f.data_start + uint64_t(record_of_[size_t(index)] * record));

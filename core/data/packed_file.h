@@ -8,7 +8,7 @@
 // fitted on the whole training set, which training applies as it reads.
 //
 // Layout (little-endian): "DTRAINB\0" | u32 version | u32 encoding (0 f32, 1 u8) | u32 rank |
-//   u32 header bytes | i64 dims[rank] | i64 classes | i64 total examples | i64 records |
+//   u32 0 (reserved) | i64 dims[rank] | i64 classes | i64 total examples | i64 records |
 //   u32 normaliser kind | u64 n | f32 values[n] | u32 class names | (u64 len, bytes)... |
 //   u32 CRC-32 of the header so far | records: (i64 index, i32 label, features)...
 // The file's size must be exactly the header plus its records.
@@ -55,6 +55,7 @@ class PackedSource : public ExampleSource {
   std::vector<std::unique_ptr<File>> files_;
   Shape shape_;
   int64_t classes_ = 0, total_ = 0, row_ = 0;
+  int64_t record_bytes_ = 0;  // i64 index, i32 label, row_ features
   PackedEncoding encoding_ = PackedEncoding::kFloat32;
   Normalizer normalizer_;
   std::vector<std::string> names_;

@@ -1,7 +1,6 @@
 #include "core/data/read_ahead.h"
 
 #include <algorithm>
-#include <chrono>
 
 namespace dtrain::core {
 
@@ -43,10 +42,8 @@ void ReadAhead::run() {
 }
 
 bool ReadAhead::next(Tensor& features, Tensor& targets) {
-  const auto start = std::chrono::steady_clock::now();
   std::unique_lock<std::mutex> lock(mutex_);
   changed_.wait(lock, [&] { return !ready_.empty() || done_; });
-  waited_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (ready_.empty()) {
     if (error_) std::rethrow_exception(error_);
     return false;

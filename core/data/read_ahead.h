@@ -1,7 +1,7 @@
 #pragma once
 // Makes a range of minibatches ahead of the trainer on a thread of its own, at most `depth`
 // ahead (a bounded queue: memory stays a few minibatches whatever the data's size), so reading
-// and decoding overlap computing. next() returns them in order and says how long it waited.
+// and decoding overlap computing. next() returns them in order.
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -26,8 +26,6 @@ class ReadAhead {
 
   // The next minibatch; false after the last. Rethrows what the thread's fill threw.
   bool next(Tensor& features, Tensor& targets);
-  // Seconds next() spent waiting for the thread, in total.
-  double waited_seconds() const { return waited_; }
 
  private:
   void run();
@@ -40,7 +38,6 @@ class ReadAhead {
   std::deque<std::pair<Tensor, Tensor>> ready_;
   bool done_ = false, stop_ = false;
   std::exception_ptr error_;
-  double waited_ = 0;
   std::thread thread_;
 };
 

@@ -6,9 +6,10 @@
 namespace dtrain::core {
 
 Evaluation evaluate(Model& model, const Dataset& data, int64_t top_n, int64_t batch_size,
-                    int64_t begin, int64_t end) {
+                    int64_t begin, int64_t end, RocOneVsAll* roc) {
   if (end < 0) end = data.size();
   Evaluation eval(model.num_outputs(), top_n);
+  if (roc) *roc = RocOneVsAll(model.num_outputs());
   Tensor x, y;
   const int64_t fx = data.features.row_size(), ty = data.targets.row_size();
   for (int64_t start = begin; start < end; start += batch_size) {
@@ -19,24 +20,11 @@ Evaluation evaluate(Model& model, const Dataset& data, int64_t top_n, int64_t ba
     std::memcpy(y.data(), data.targets.row(start), sizeof(float) * ty * count);
     const Tensor& p = model.predict(x);
     eval.add(p, data.labels.data() + start);
+    if (roc) roc->add(p.data(), data.labels.data() + start, count);
     // predict() returns host memory whatever the model's device: the loss is the CPU's.
     eval.add_loss(loss_value(kernels::cpu_backend(), model.loss(), p, y), count);
   }
   return eval;
-}
-
-RocOneVsAll evaluate_roc(Model& model, const Dataset& data, int64_t batch_size) {
-  RocOneVsAll roc(model.num_outputs());
-  Tensor x;
-  const int64_t fx = data.features.row_size();
-  for (int64_t start = 0; start < data.size(); start += batch_size) {
-    const int64_t count = std::min(batch_size, data.size() - start);
-    x.resize(with_batch(count, data.example_shape()));
-    std::memcpy(x.data(), data.features.row(start), sizeof(float) * fx * count);
-    const Tensor& p = model.predict(x);
-    roc.add(p.data(), data.labels.data() + start, count);
-  }
-  return roc;
 }
 
 }  // namespace dtrain::core

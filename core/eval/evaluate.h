@@ -7,11 +7,9 @@
 
 namespace dtrain::core {
 
-// Evaluates examples [begin, end) of `data` (the whole set by default) in batches.
+// Evaluates examples [begin, end) of `data` (the whole set by default) in batches. With `roc`,
+// the same pass also adds each class's ROC, one against the rest (sized by the model).
 Evaluation evaluate(Model& model, const Dataset& data, int64_t top_n, int64_t batch_size = 256,
-                    int64_t begin = 0, int64_t end = -1);
-
-// Each class's ROC, one against the rest, from the model's outputs on `data`.
-RocOneVsAll evaluate_roc(Model& model, const Dataset& data, int64_t batch_size = 256);
+                    int64_t begin = 0, int64_t end = -1, RocOneVsAll* roc = nullptr);
 
 }  // namespace dtrain::core

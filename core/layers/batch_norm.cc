@@ -51,17 +51,11 @@ void BatchNormLayer::forward(const Tensor& in, Tensor& out, const ForwardMode& m
 
 void BatchNormLayer::backward(const Tensor& in, const Tensor& out, const Tensor& dout,
                               Tensor* din) {
-  const Tensor* dy = &dout;
-  if (activation_ != Activation::kIdentity) {
-    dz_ = dout;
-    backend_->activation_backward(activation_, out.data(), dz_.data(), out.dim(0),
-                                  out.row_size());
-    dy = &dz_;
-  }
+  const Tensor& dy = before_activation(activation_, out, dout, dz_);
   if (din) din->resize(in.shape());
   kernels::BatchNormArgs a = args(in);
   a.training = last_training_;
-  a.dy = dy->data();
+  a.dy = dy.data();
   a.dx = din ? din->data() : nullptr;
   a.dgamma = grads_;
   a.dbeta = grads_ + channels_;

@@ -56,6 +56,16 @@ class Layer {
  protected:
   // The tensors a layer keeps between forward and backward: they live with its parameters.
   virtual std::vector<Tensor*> scratch_tensors() { return {}; }
+  // d(loss)/d(z) for out = activation(z), from d(loss)/d(out): `dout` itself for identity, else
+  // computed into `scratch` (one of the layer's scratch_tensors()).
+  const Tensor& before_activation(kernels::Activation activation, const Tensor& out,
+                                  const Tensor& dout, Tensor& scratch) {
+    if (activation == kernels::Activation::kIdentity) return dout;
+    scratch = dout;
+    backend_->activation_backward(activation, out.data(), scratch.data(), out.dim(0),
+                                  out.row_size());
+    return scratch;
+  }
   // nullptr (host memory) on the CPU, else the backend.
   kernels::Backend* device_memory() const {
     return backend_ && !backend_->host_memory() ? backend_ : nullptr;

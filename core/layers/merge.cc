@@ -34,17 +34,11 @@ void AddLayer::forward_merge(const std::vector<const Tensor*>& ins, Tensor& out)
 
 void AddLayer::backward_merge(const Tensor& out, const Tensor& dout,
                               const std::vector<Tensor*>& dins) {
-  const Tensor* dz = &dout;
-  if (activation_ != Activation::kIdentity) {
-    dz_ = dout;
-    backend_->activation_backward(activation_, out.data(), dz_.data(), out.dim(0),
-                                  out.row_size());
-    dz = &dz_;
-  }
+  const Tensor& dz = before_activation(activation_, out, dout, dz_);
   for (Tensor* din : dins) {
     if (!din) continue;
     din->resize(out.shape());
-    backend_->copy(din->data(), dz->data(), out.size());
+    backend_->copy(din->data(), dz.data(), out.size());
   }
 }
 

@@ -93,22 +93,8 @@ ModelFile checkpoint(const JobSpec& job, Workers& workers, const TrainingData& d
 
 // Batch-norm running statistics are not parameters, so no message carries them: each replica
 // keeps its own and they are averaged at epoch ends (the evaluated and saved model use the mean):
-// over the process's workers here, over the cluster's at the exchange's second barrier.
-void average_state(Workers& workers) {
-  const int64_t n = workers[0]->worker().model().num_state();
-  if (n == 0 || workers.size() == 1) return;
-  std::vector<double> sum(n, 0.0);
-  for (auto& w : workers) {
-    const float* s = w->worker().model().host_state();
-    for (int64_t i = 0; i < n; ++i) sum[i] += s[i];
-  }
-  std::vector<float> mean(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) mean[i] = static_cast<float>(sum[i] / workers.size());
-  for (auto& w : workers) w->worker().model().set_state(mean.data());
-}
-
-// In a cluster the statistics are averaged over every live node too (NodeExchange::StateSum):
-// this node's sum over its workers goes out, the mean over all comes back.
+// over the process's workers (average_state), and in a cluster over every live node's at the
+// exchange's second barrier (this node's state_sum goes out, the mean comes back to set_state).
 NodeExchange::StateSum state_sum(Workers& workers) {
   NodeExchange::StateSum s;
   const int64_t n = workers[0]->worker().model().num_state();
@@ -125,6 +111,14 @@ NodeExchange::StateSum state_sum(Workers& workers) {
 void set_state(Workers& workers, const std::vector<float>& mean) {
   if (mean.empty()) return;
   for (auto& w : workers) w->worker().model().set_state(mean.data());
+}
+
+void average_state(Workers& workers) {
+  if (workers.size() == 1) return;
+  const NodeExchange::StateSum s = state_sum(workers);
+  std::vector<float> mean(s.sum.size());
+  for (size_t i = 0; i < mean.size(); ++i) mean[i] = static_cast<float>(s.sum[i] / s.workers);
+  set_state(workers, mean);
 }
 
 // core/README.md, "The update": thresholds are per worker and averaged at each epoch end.
@@ -479,9 +473,8 @@ TrainingResult train_local(const JobSpec& job, TrainingListener& listener,
             if (!worker.compute_step(it, schedule_it)) break;
             worker.apply_own_step();
             const auto t1 = Clock::now();
-            step.times.data_ms = worker.last_data_ms();
-            step.times.compute_ms =
-                std::chrono::duration<double, std::milli>(t1 - t0).count() - step.times.data_ms;
+            step.times.compute_ms = std::chrono::duration<double, std::milli>(t1 - t0).count();
+            step.times.split_data(worker.last_data_ms());
             // Parameter averaging across nodes: every node runs the same number of rounds per
             // epoch (set by the smallest shard), spread evenly over its own minibatches, the
             // last one after its last minibatch, so all replicas agree at every epoch end.

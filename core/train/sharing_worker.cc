@@ -86,8 +86,7 @@ bool SharingWorker::step(int64_t own_iteration, int64_t schedule_iteration, int6
   clock.lap(times_.apply_ms);
   if (!worker_.compute_step(own_iteration, schedule_iteration)) return false;
   clock.lap(times_.compute_ms);
-  times_.data_ms = worker_.last_data_ms();
-  times_.compute_ms -= times_.data_ms;
+  times_.split_data(worker_.last_data_ms());
   share_step(epoch, batch);
   clock.lap(times_.encode_ms);
   return true;
@@ -138,6 +137,7 @@ bool SharingWorker::step_on(int64_t shard, int64_t num_shards, int64_t batch,
   if (!worker_.compute_step_on(shard, num_shards, batch, own_iteration, schedule_iteration))
     return false;
   clock.lap(times_.compute_ms);
+  times_.split_data(worker_.last_data_ms());
   share_step(epoch, -1);
   clock.lap(times_.encode_ms);
   return true;

@@ -15,6 +15,11 @@ namespace dtrain::core {
 struct StepTimes {
   double wait_ms = 0, apply_ms = 0, data_ms = 0, compute_ms = 0, encode_ms = 0;
   double total_ms() const { return wait_ms + apply_ms + data_ms + compute_ms + encode_ms; }
+  // The minibatch's wait was timed as part of compute (Worker::last_data_ms): move it out.
+  void split_data(double ms) {
+    data_ms = ms;
+    compute_ms -= ms;
+  }
 };
 
 struct WorkerStep {

@@ -11,7 +11,9 @@
 
 namespace dtrain::core {
 
-Dataset load_source(const DataSourceSpec& source, int64_t num_classes, const Shape& input) {
+namespace {
+
+Dataset read_source(const DataSourceSpec& source, int64_t num_classes, const Shape& input) {
   if (source.format == "idx") return load_idx_dataset(source.images, source.labels, num_classes);
   if (source.format == "images") {
     ImageFolderReport report;
@@ -26,8 +28,6 @@ Dataset load_source(const DataSourceSpec& source, int64_t num_classes, const Sha
   options.num_classes = num_classes;
   return read_csv_dataset(source.path, options);
 }
-
-namespace {
 
 // The files of an export, checked against the job: input shape, classes and normaliser.
 std::shared_ptr<PackedSource> open_packed(const DataSourceSpec& source, const JobSpec& job,
@@ -65,6 +65,13 @@ Dataset read_all(const ExampleSource& source, const Shape& input) {
 
 }  // namespace
 
+Dataset load_source(const DataSourceSpec& source, int64_t num_classes, const Shape& input,
+                    const std::string& where) {
+  Dataset d = read_source(source, num_classes, input);
+  reshape_features(d, input, where);
+  return d;
+}
+
 const ExampleSource& TrainingData::train_source() const {
   if (packed) return *packed;
   if (!in_memory_ || bound_ != &train) {
@@ -82,8 +89,7 @@ TrainingData load_training_data(const JobSpec& job) {
     d.normalizer = packed->normalizer();
     d.packed = packed;
   } else {
-    d.train = load_source(job.data.train, classes, job.model.input);
-    reshape_features(d.train, job.model.input, "data.train");
+    d.train = load_source(job.data.train, classes, job.model.input, "data.train");
     d.normalizer = Normalizer::of(job.data.normalize);
     d.normalizer.fit(d.train.features);
     d.normalizer.apply(d.train.features);
@@ -92,8 +98,7 @@ TrainingData load_training_data(const JobSpec& job) {
   if (job.data.test.format == "packed") {
     d.test = read_all(*open_packed(job.data.test, job, "data.test"), job.model.input);
   } else {
-    d.test = load_source(job.data.test, classes, job.model.input);
-    reshape_features(d.test, job.model.input, "data.test");
+    d.test = load_source(job.data.test, classes, job.model.input, "data.test");
     d.normalizer.apply(d.test.features);
   }
   const auto& names = d.train_source().class_names();

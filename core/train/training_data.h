@@ -26,8 +26,10 @@ struct TrainingData {
 };
 
 // Reads one source as classification data with `num_classes` classes (no normalisation).
-// `input` is the model's input shape (image folders decode to it).
-Dataset load_source(const DataSourceSpec& source, int64_t num_classes, const Shape& input);
+// Its features shaped as the model's input `input` (image folders decode to it), or a
+// UserError naming `where` (e.g. "data.train") when they cannot be.
+Dataset load_source(const DataSourceSpec& source, int64_t num_classes, const Shape& input,
+                    const std::string& where);
 
 TrainingData load_training_data(const JobSpec& job);
 

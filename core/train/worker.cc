@@ -1,5 +1,6 @@
 #include "core/train/worker.h"
 
+#include <chrono>
 #include <cmath>
 #include <cstring>
 
@@ -25,15 +26,24 @@ Worker::Worker(const JobSpec& job, const ExampleSource& train, const Model& init
   step_.resize({model_->num_params()});
 }
 
+template <typename Load>
+bool Worker::timed_load(Load load) {
+  const auto start = std::chrono::steady_clock::now();
+  const bool loaded = load();
+  last_data_ms_ = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  return loaded;
+}
+
 bool Worker::compute_step(int64_t own_iteration, int64_t schedule_iteration) {
-  if (!iterator_.next(x_, y_)) return false;
+  if (!timed_load([&] { return iterator_.next(x_, y_); })) return false;
   compute_loaded(own_iteration, schedule_iteration);
   return true;
 }
 
 bool Worker::compute_step_on(int64_t shard, int64_t num_shards, int64_t batch,
                              int64_t own_iteration, int64_t schedule_iteration) {
-  if (!iterator_.batch_of_shard(shard, num_shards, batch, x_, y_)) return false;
+  if (!timed_load([&] { return iterator_.batch_of_shard(shard, num_shards, batch, x_, y_); }))
+    return false;
   compute_loaded(own_iteration, schedule_iteration);
   return true;
 }

@@ -44,8 +44,9 @@ class Worker {
   const float* step() const { return step_.data(); }
   float* mutable_step() { return step_.data(); }
   double last_loss() const { return last_loss_; }
-  // Milliseconds the last compute_step waited for its minibatch (part of its time).
-  double last_data_ms() const { return iterator_.last_wait_ms(); }
+  // Milliseconds the last compute_step or compute_step_on waited for its minibatch (reading,
+  // decoding, augmenting: part of its time).
+  double last_data_ms() const { return last_data_ms_; }
   int64_t last_batch_size() const { return last_batch_; }
   int64_t batches_per_epoch() const { return iterator_.batches_per_epoch(); }
   int64_t examples_per_epoch() const { return iterator_.examples_per_epoch(); }
@@ -57,6 +58,9 @@ class Worker {
   int workers() const { return workers_; }
 
  private:
+  // Loads a minibatch into x_, y_ with `load`, timing it into last_data_ms_; false if none.
+  template <typename Load>
+  bool timed_load(Load load);
   void compute_loaded(int64_t own_iteration, int64_t schedule_iteration);  // on x_, y_
 
   CorrectionsSpec corrections_;
@@ -67,6 +71,7 @@ class Worker {
   Rng rng_;
   Tensor x_, y_, step_;
   double last_loss_ = 0.0;
+  double last_data_ms_ = 0.0;
   int64_t last_batch_ = 0;
 };
 

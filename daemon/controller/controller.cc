@@ -776,7 +776,6 @@ Json Controller::mesh_tree(const JobRecord& job) {
 Json Controller::dashboard_job(uint64_t job_id) {
   constexpr int64_t kDashboardSteps = 6000;
   Json j;
-  Json node_ids = Json::object();
   {
     std::lock_guard<std::mutex> lock(mutex_);
     auto it = jobs_.find(job_id);
@@ -788,9 +787,8 @@ Json Controller::dashboard_job(uint64_t job_id) {
     for (const auto& [name, r] : it->second.results)  // the model's size, for "vs dense"
       if (r.contains("params")) j["params"] = r["params"];
     j["mesh_tree"] = mesh_tree(it->second);
-    node_ids = node_names_locked();
+    j["node_names"] = node_names_locked();
   }
-  j["node_names"] = node_ids;
   j["stats"] = stats_->query(job_id_text(job_id), "", kDashboardSteps);
   return j;
 }
