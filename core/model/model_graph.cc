@@ -13,6 +13,13 @@ std::string label(const ModelSpec& spec, int i) {
   return l.name.empty() ? "model.layers[" + std::to_string(i) + "]" : "'" + l.name + "'";
 }
 
+// The layer an error is about, which the parser's "model.layers[i]: " prefix already places:
+// "layer 'name'", or "this layer" for an unnamed one.
+std::string subject(const ModelSpec& spec, int i) {
+  const LayerSpec& l = spec.layers[static_cast<size_t>(i)];
+  return l.name.empty() ? "this layer" : "layer '" + l.name + "'";
+}
+
 LayerError wiring_error(int i, const std::string& what, const std::string& fix) {
   return LayerError(static_cast<size_t>(i), UserError(what, fix));
 }
@@ -39,7 +46,7 @@ std::vector<std::vector<int>> resolve_inputs(const ModelSpec& spec) {
       if (it == by_name.end()) {
         const std::string near = closest(name, names);
         throw wiring_error(static_cast<int>(i),
-                           "layer " + label(spec, static_cast<int>(i)) + " reads '" + name +
+                           subject(spec, static_cast<int>(i)) + " reads '" + name +
                                "', but no layer has that name",
                            (near.empty() ? "" : "did you mean '" + near + "'? ") +
                                "inputs name layers (their 'name:') or 'input'");
@@ -105,7 +112,7 @@ std::vector<int> count_readers(const ModelSpec& spec, const std::vector<std::vec
   for (size_t i = 0; i + 1 < readers.size(); ++i)
     if (readers[i] == 0)
       throw wiring_error(static_cast<int>(i),
-                         "the output of layer " + label(spec, static_cast<int>(i)) +
+                         "the output of " + subject(spec, static_cast<int>(i)) +
                              " is not read by any layer",
                          "name it in a later layer's inputs, or remove it");
   if (readers.back() != 0)
