@@ -68,6 +68,16 @@ void print_result(const Json& job) {
   if (r.contains("accuracy"))
     std::printf("  test accuracy %.4f, top-%d %.4f\n", r.value("accuracy", 0.0),
                 r.value("top_n", 1), r.value("top_n_accuracy", 0.0));
+  if (r.contains("regression") && r["regression"].is_object()) {
+    const Json& m = r["regression"];
+    std::printf("  test loss %.6g", r.value("test_loss", 0.0));
+    for (const char* key : {"r2", "rmse"}) {
+      std::printf(", %s", key);
+      if (m.contains(key) && m[key].is_array())
+        for (const Json& v : m[key]) std::printf(" %s", v.is_number() ? std::to_string(v.get<double>()).c_str() : "-");
+    }
+    std::printf("\n");
+  }
   if (r.contains("replica_max_relative_difference"))
     std::printf("  replicas agree: max relative difference %.2e over %zu nodes\n",
                 r.value("replica_max_relative_difference", 0.0), job["nodes"].size());

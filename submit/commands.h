@@ -21,7 +21,8 @@ struct EvalArgs {
   bool header = false;       // CSV
   long top_n = 0;            // 0 = the spec's evaluation.top_n
   bool json = false;
-  std::string metrics = "classification";  // comma-separated: classification, roc
+  // comma-separated: classification, roc, regression; "" = the model's kind
+  std::string metrics;
   std::string roc_csv;       // write the ROC curves here (class,threshold,fpr,tpr)
 };
 int run_eval(const EvalArgs& args);

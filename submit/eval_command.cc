@@ -27,6 +27,13 @@ core::DataSourceSpec source_from_args(const EvalArgs& args, const core::JobSpec&
     if (!spec.data.test.present())
       throw core::UserError("the model's job spec names no test set",
                             "pass --data (IDX images with --labels, or a CSV file)");
+    const std::string& named = spec.data.test.format == "idx" ? spec.data.test.images
+                                                               : spec.data.test.path;
+    if (spec.data.test.format != "packed" && !named.empty() && named[0] != '/' &&
+        !std::filesystem::exists(named))
+      throw core::UserError("the model's job names its test set '" + named +
+                                "', relative to the job spec's folder, and it is not here",
+                            "run from the spec's folder, or pass --data");
     return spec.data.test;
   }
   if (!args.labels.empty()) {
@@ -41,6 +48,7 @@ core::DataSourceSpec source_from_args(const EvalArgs& args, const core::JobSpec&
     source.path = args.data;
     source.label_column = args.label_column;
     source.header = args.header;
+    source.regression = spec.regression();
   } else {
     throw core::UserError("cannot tell the format of '" + args.data + "'",
                           "for IDX images also pass --labels FILE; CSV files must end in .csv; "
@@ -49,14 +57,21 @@ core::DataSourceSpec source_from_args(const EvalArgs& args, const core::JobSpec&
   return source;
 }
 
-// --metrics: a comma-separated subset of the kinds this command computes.
-std::set<std::string> parse_metrics(const std::string& list) {
+// --metrics: a comma-separated subset of the kinds this command computes; by default the
+// model's own kind (regression for a model trained on `labels: regression`).
+std::set<std::string> parse_metrics(const std::string& list, bool regression) {
   std::set<std::string> out;
-  std::stringstream in(list);
+  std::stringstream in(list.empty() ? regression ? "regression" : "classification" : list);
   for (std::string m; std::getline(in, m, ',');) {
-    if (m != "classification" && m != "roc")
+    if (m != "classification" && m != "roc" && m != "regression")
       throw core::UserError("unknown metric '" + m + "' in --metrics",
-                            "use classification, roc or both: --metrics classification,roc");
+                            "use classification, roc or regression, e.g. --metrics "
+                            "classification,roc");
+    if ((m == "regression") != regression)
+      throw core::UserError(
+          "--metrics " + m + " does not fit this model: it predicts " +
+              (regression ? "values (it was trained on labels: regression)" : "classes"),
+          regression ? "use --metrics regression" : "use --metrics classification or roc");
     out.insert(m);
   }
   if (out.empty()) throw core::UserError("--metrics names no metric", "e.g. --metrics roc");
@@ -103,6 +118,31 @@ std::string roc_report(const core::SavedModel& saved, const core::RocOneVsAll& r
   return out;
 }
 
+void print_regression(const EvalArgs& args, const core::SavedModel& saved,
+                      const core::Evaluation& eval) {
+  const core::RegressionEvaluation& r = eval.regression_metrics();
+  if (!args.json) {
+    std::printf("model %s (job %s)\n%s", args.model_path.c_str(), saved.spec.name.c_str(),
+                eval.report().c_str());
+    return;
+  }
+  // Full precision: scripts compare these with their own computations.
+  auto column = [&](const char* key, double (core::RegressionEvaluation::*metric)(int64_t) const) {
+    std::printf(", \"%s\": [", key);
+    for (int64_t c = 0; c < r.columns(); ++c) {
+      const double v = (r.*metric)(c);
+      std::printf(std::isnan(v) ? "%snull" : "%s%.17g", c ? ", " : "", v);
+    }
+    std::printf("]");
+  };
+  std::printf("{\"examples\": %lld, \"loss\": %.17g", (long long)eval.count(), eval.mean_loss());
+  column("mse", &core::RegressionEvaluation::mse);
+  column("mae", &core::RegressionEvaluation::mae);
+  column("rmse", &core::RegressionEvaluation::rmse);
+  column("r2", &core::RegressionEvaluation::r2);
+  std::printf("}\n");
+}
+
 }  // namespace
 
 int run_eval(const EvalArgs& args) {
@@ -110,8 +150,8 @@ int run_eval(const EvalArgs& args) {
   core::Dataset data;
   std::set<std::string> metrics;
   try {
-    metrics = parse_metrics(args.metrics);
     saved = core::load_saved_model(args.model_path);
+    metrics = parse_metrics(args.metrics, saved.spec.regression());
     data = core::load_source(source_from_args(args, saved.spec), saved.model->num_outputs(),
                              saved.model->input_shape(), args.data.empty() ? "test set" : args.data);
     saved.normalizer.apply(data.features);
@@ -134,6 +174,10 @@ int run_eval(const EvalArgs& args) {
     }
   }
   const bool classification = metrics.count("classification") > 0;
+  if (eval.is_regression()) {
+    print_regression(args, saved, eval);
+    return kExitSuccess;
+  }
   if (args.json) {
     std::printf("{\"examples\": %lld", (long long)eval.count());
     if (classification)

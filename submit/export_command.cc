@@ -53,6 +53,11 @@ int run_export(const ExportArgs& args) {
     if (job.data.train.format == "packed")
       throw core::UserError("the spec's training data is packed already",
                             "export from a spec whose data is idx, csv or images");
+    if (job.regression())
+      throw core::UserError("packed files hold class labels; this spec's labels are regression "
+                                "values",
+                            "train regression models from the CSV file (format: csv, labels: "
+                            "regression)");
     std::error_code ec;
     std::filesystem::create_directories(args.out_dir, ec);
     if (ec)

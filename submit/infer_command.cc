@@ -1,7 +1,8 @@
 // dtrain-submit infer model.dtm --input X --output Y: predictions keyed by the input's key
 // column, row number or (a folder of images) file path, one CSV line per example:
 // key,predicted,p0,...,p{K-1}; a model trained on an image folder names its classes instead
-// (key,predicted,p_cat,p_dog,...; predicted is the name).
+// (key,predicted,p_cat,p_dog,...; predicted is the name). A regression model (trained on
+// `labels: regression`) writes its values: key,y0,...,y{K-1}.
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -90,6 +91,43 @@ Inputs read_inputs(const InferArgs& args, const core::Shape& example_shape) {
   return in;
 }
 
+// What a line of the output holds for this model: the predicted class and each class's
+// probability (named when the model names its classes), or a regression model's values.
+class PredictionColumns {
+ public:
+  explicit PredictionColumns(const core::SavedModel& saved)
+      : outputs_(saved.model->num_outputs()), regression_(saved.spec.regression()),
+        names_(int64_t(saved.file.class_names.size()) == outputs_ ? &saved.file.class_names
+                                                                  : nullptr) {}
+
+  void header(std::FILE* out) const {
+    std::fprintf(out, regression_ ? "key" : "key,predicted");
+    for (int64_t c = 0; c < outputs_; ++c)
+      if (regression_) std::fprintf(out, ",y%lld", (long long)c);
+      else if (names_) std::fprintf(out, ",p_%s", (*names_)[size_t(c)].c_str());
+      else std::fprintf(out, ",p%lld", (long long)c);
+    std::fputc('\n', out);
+  }
+
+  void row(std::FILE* out, const std::string& key, const float* values) const {
+    std::fputs(key.c_str(), out);
+    if (!regression_) {
+      const int64_t best = std::max_element(values, values + outputs_) - values;
+      if (names_) std::fprintf(out, ",%s", (*names_)[size_t(best)].c_str());
+      else std::fprintf(out, ",%lld", (long long)best);
+    }
+    // Values at full float precision: a regression's outputs are the answer, not a ranking.
+    for (int64_t c = 0; c < outputs_; ++c)
+      std::fprintf(out, regression_ ? ",%.9g" : ",%.6g", values[c]);
+    std::fputc('\n', out);
+  }
+
+ private:
+  int64_t outputs_;
+  bool regression_;
+  const std::vector<std::string>* names_;
+};
+
 }  // namespace
 
 int run_infer(const InferArgs& args) {
@@ -109,14 +147,9 @@ int run_infer(const InferArgs& args) {
                          "writable\n", args.output.c_str());
     return kExitBadInput;
   }
-  const int64_t n = in.features.rank() ? in.features.dim(0) : 0, classes = saved.model->num_outputs();
-  const std::vector<std::string>& names = saved.file.class_names;
-  const bool named = int64_t(names.size()) == classes;
-  std::fprintf(out, "key,predicted");
-  for (int64_t c = 0; c < classes; ++c)
-    if (named) std::fprintf(out, ",p_%s", names[size_t(c)].c_str());
-    else std::fprintf(out, ",p%lld", (long long)c);
-  std::fputc('\n', out);
+  const int64_t n = in.features.rank() ? in.features.dim(0) : 0;
+  const PredictionColumns columns(saved);
+  columns.header(out);
   const int64_t batch = args.batch_size;
   core::Tensor x;
   for (int64_t start = 0; start < n; start += batch) {
@@ -124,16 +157,7 @@ int run_infer(const InferArgs& args) {
     x.resize(core::with_batch(count, saved.model->input_shape()));
     std::copy(in.features.row(start), in.features.row(start) + count * x.row_size(), x.data());
     const core::Tensor& p = saved.model->predict(x);
-    for (int64_t r = 0; r < count; ++r) {
-      const float* row = p.row(r);
-      const int64_t best = std::max_element(row, row + classes) - row;
-      if (named)
-        std::fprintf(out, "%s,%s", in.keys[start + r].c_str(), names[size_t(best)].c_str());
-      else
-        std::fprintf(out, "%s,%lld", in.keys[start + r].c_str(), (long long)best);
-      for (int64_t c = 0; c < classes; ++c) std::fprintf(out, ",%.6g", row[c]);
-      std::fputc('\n', out);
-    }
+    for (int64_t r = 0; r < count; ++r) columns.row(out, in.keys[start + r], p.row(r));
   }
   if (out != stdout) std::fclose(out);
   if (args.output != "-")

@@ -139,8 +139,10 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 1 << 20));
   eval_cmd->add_flag("--json", eval.json, "print one JSON object");
   eval_cmd->add_option("--metrics", eval.metrics,
-                       "comma-separated: classification (default), roc (AUC per class, one vs "
-                       "all)");
+                       "comma-separated: classification, roc (AUC per class, one vs all), "
+                       "regression (MSE, MAE, RMSE, R\u00b2 per column); default: "
+                       "classification, or regression for a model trained on labels: "
+                       "regression");
   eval_cmd->add_option("--roc-csv", eval.roc_csv,
                        "with roc: write the curves to this CSV (class,threshold,fpr,tpr)");
 

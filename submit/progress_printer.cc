@@ -71,8 +71,7 @@ void ProgressPrinter::on_epoch(const core::EpochSummary& s) {
   std::fprintf(out_, "epoch %lld done: train loss %.4f, %.0f samples/s, %s", (long long)s.epoch + 1,
                s.train_loss, s.samples_per_sec, format_duration(s.seconds).c_str());
   if (s.evaluated)
-    std::fprintf(out_, "; test accuracy %.4f, top-%lld %.4f, loss %.4f", s.eval.accuracy(),
-                 (long long)s.eval.top_n(), s.eval.top_n_accuracy(), s.eval.mean_loss());
+    std::fprintf(out_, "; test %s", s.eval.summary().c_str());
   std::fputc('\n', out_);
   std::fflush(out_);
 }

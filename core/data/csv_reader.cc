@@ -24,12 +24,42 @@ std::vector<std::string> split_csv_line(const std::string& line) {
   return out;
 }
 
+namespace {
+
+// Where the labels are in a row of `columns`: [first, first + count).
+struct LabelColumns {
+  int64_t first = 0, count = 1;
+  bool holds(int64_t c) const { return c >= first && c < first + count; }
+};
+
+LabelColumns label_columns(const std::string& path, int64_t columns, const CsvOptions& options) {
+  LabelColumns l;
+  l.count = options.target_columns > 0 ? options.target_columns : 1;
+  if (columns < l.count + 1)
+    throw UserError(path + ": rows have " + std::to_string(columns) + " columns, need at least " +
+                        std::to_string(l.count + 1) + " (features and " +
+                        std::to_string(l.count) + (l.count > 1 ? " labels)" : " label)"),
+                    l.count > 1 ? "the output layer's units are the number of target columns"
+                                : "separate values with commas");
+  l.first = options.label_column < 0 ? columns - l.count : options.label_column;
+  if (l.first + l.count > columns)
+    throw UserError(path + ": label_column " + std::to_string(l.first) +
+                        (l.count > 1 ? " and the " + std::to_string(l.count - 1) + " after it" : "") +
+                        " but rows have " + std::to_string(columns) + " columns",
+                    "label_column counts from 0; -1 means the last column(s)");
+  return l;
+}
+
+}  // namespace
+
 Dataset read_csv_dataset(const std::string& path, const CsvOptions& options) {
   std::ifstream in(path);
   if (!in) throw UserError("cannot open CSV file '" + path + "'", "check the path");
-  std::vector<float> values;
+  const bool regression = options.target_columns > 0;
+  std::vector<float> values, targets;
   std::vector<int32_t> labels;
   int64_t columns = -1, line_no = 0, rows = 0;
+  LabelColumns label;
   std::string line;
   while (std::getline(in, line)) {
     ++line_no;
@@ -39,20 +69,12 @@ Dataset read_csv_dataset(const std::string& path, const CsvOptions& options) {
     const int64_t n = static_cast<int64_t>(cells.size());
     if (columns < 0) {
       columns = n;
-      if (columns < 2)
-        throw UserError(path + ":" + std::to_string(line_no) + ": need at least 2 columns "
-                        "(features and a label), got " + std::to_string(n),
-                        "separate values with commas");
+      label = label_columns(path, columns, options);
     } else if (n != columns) {
       throw UserError(path + ":" + std::to_string(line_no) + ": " + std::to_string(n) +
                           " columns, earlier rows have " + std::to_string(columns),
                       "make every row the same width");
     }
-    const int64_t label_col = options.label_column < 0 ? columns - 1 : options.label_column;
-    if (label_col >= columns)
-      throw UserError(path + ": label_column " + std::to_string(label_col) + " but rows have " +
-                          std::to_string(columns) + " columns",
-                      "label_column counts from 0; -1 means the last column");
     for (int64_t c = 0; c < columns; ++c) {
       char* end = nullptr;
       const std::string& cell = cells[c];
@@ -63,23 +85,31 @@ Dataset read_csv_dataset(const std::string& path, const CsvOptions& options) {
                         options.header || line_no != 1
                             ? "fix or remove the row"
                             : "if the first line is a header, set 'header: true'");
-      if (c == label_col) {
-        if (v != std::floor(v))
+      if (!label.holds(c)) {
+        values.push_back(static_cast<float>(v));
+      } else if (regression) {
+        targets.push_back(static_cast<float>(v));
+      } else {
+        if (v != std::floor(v) || std::fabs(v) > 1e9)
           throw UserError(path + ":" + std::to_string(line_no) + ": label '" + cell +
                               "' is not a class number",
-                          "labels must be integers 0..classes-1");
+                          "labels must be integers 0..classes-1; for values set "
+                          "'labels: regression'");
         labels.push_back(static_cast<int32_t>(v));
-      } else {
-        values.push_back(static_cast<float>(v));
       }
     }
     ++rows;
   }
   if (rows == 0) throw UserError("'" + path + "' has no data rows", "check the file");
   Dataset d;
-  d.features.resize({rows, columns - 1});
+  d.features.resize({rows, columns - label.count});
   std::copy(values.begin(), values.end(), d.features.data());
-  set_class_labels(d, std::move(labels), options.num_classes, path);
+  if (!regression) {
+    set_class_labels(d, std::move(labels), options.num_classes, path);
+    return d;
+  }
+  d.targets.resize({rows, label.count});
+  std::copy(targets.begin(), targets.end(), d.targets.data());
   return d;
 }
 

@@ -1,5 +1,6 @@
 #pragma once
-// CSV datasets: numeric columns, one of them the class label.
+// CSV datasets: numeric columns, one of them the class label, or (regression) one or more of
+// them the target values.
 #include <string>
 
 #include "core/data/dataset.h"
@@ -10,6 +11,8 @@ struct CsvOptions {
   int64_t label_column = -1;  // -1 = last column
   bool header = false;        // skip the first line
   int64_t num_classes = 0;    // > 0: classification with one-hot targets
+  // > 0: regression: this many target columns from label_column on (-1: the last ones)
+  int64_t target_columns = 0;
 };
 
 // Throws UserError naming the file, line and column of the first bad value.

@@ -8,7 +8,9 @@ namespace dtrain::core {
 Evaluation evaluate(Model& model, const Dataset& data, int64_t top_n, int64_t batch_size,
                     int64_t begin, int64_t end, RocOneVsAll* roc) {
   if (end < 0) end = data.size();
-  Evaluation eval(model.num_outputs(), top_n);
+  const bool regression = data.num_classes == 0;
+  Evaluation eval = regression ? Evaluation::regression(model.num_outputs())
+                               : Evaluation(model.num_outputs(), top_n);
   if (roc) *roc = RocOneVsAll(model.num_outputs());
   Tensor x, y;
   const int64_t fx = data.features.row_size(), ty = data.targets.row_size();
@@ -19,8 +21,12 @@ Evaluation evaluate(Model& model, const Dataset& data, int64_t top_n, int64_t ba
     std::memcpy(x.data(), data.features.row(start), sizeof(float) * fx * count);
     std::memcpy(y.data(), data.targets.row(start), sizeof(float) * ty * count);
     const Tensor& p = model.predict(x);
-    eval.add(p, data.labels.data() + start);
-    if (roc) roc->add(p.data(), data.labels.data() + start, count);
+    if (regression) {
+      eval.add_values(p, y);
+    } else {
+      eval.add(p, data.labels.data() + start);
+      if (roc) roc->add(p.data(), data.labels.data() + start, count);
+    }
     // predict() returns host memory whatever the model's device: the loss is the CPU's.
     eval.add_loss(loss_value(kernels::cpu_backend(), model.loss(), p, y), count);
   }

@@ -11,6 +11,30 @@ Evaluation::Evaluation(int64_t num_classes, int64_t top_n)
     : classes_(num_classes), top_n_(std::max<int64_t>(1, std::min(top_n, num_classes))),
       confusion_(static_cast<size_t>(num_classes * num_classes), 0) {}
 
+Evaluation Evaluation::regression(int64_t columns) {
+  Evaluation e;
+  e.regression_ = RegressionEvaluation(columns);
+  return e;
+}
+
+Evaluation Evaluation::from_regression(const RegressionEvaluation& sums, double loss_sum) {
+  Evaluation e;
+  e.regression_ = sums;
+  e.count_ = sums.count();
+  e.loss_sum_ = loss_sum;
+  return e;
+}
+
+void Evaluation::add_values(const Tensor& predictions, const Tensor& targets) {
+  DTRAIN_CHECK(is_regression() && predictions.row_size() == regression_.columns() &&
+               targets.row_size() == regression_.columns() &&
+               predictions.dim(0) == targets.dim(0))
+      << "regression evaluation of " << regression_.columns() << " columns got predictions of "
+      << predictions.row_size() << " and targets of " << targets.row_size();
+  regression_.add(predictions.data(), targets.data(), predictions.dim(0));
+  count_ += predictions.dim(0);
+}
+
 void Evaluation::add(const Tensor& p, const int32_t* labels) {
   DTRAIN_CHECK(p.row_size() == classes_) << "probabilities have " << p.row_size()
                                          << " columns, evaluation expects " << classes_;
@@ -31,8 +55,16 @@ void Evaluation::add(const Tensor& p, const int32_t* labels) {
 }
 
 void Evaluation::merge(const Evaluation& other) {
-  if (classes_ == 0) {
+  if (classes_ == 0 && !is_regression()) {
     *this = other;
+    return;
+  }
+  if (is_regression()) {
+    DTRAIN_CHECK(other.regression_.columns() == regression_.columns())
+        << "merging regression evaluations of different widths";
+    regression_.merge(other.regression_);
+    count_ += other.count_;
+    loss_sum_ += other.loss_sum_;
     return;
   }
   DTRAIN_CHECK(other.classes_ == classes_ && other.top_n_ == top_n_)
@@ -44,6 +76,7 @@ void Evaluation::merge(const Evaluation& other) {
 }
 
 double Evaluation::accuracy() const {
+  if (is_regression()) return -1.0;
   int64_t correct = 0;
   for (int64_t c = 0; c < classes_; ++c) correct += confusion(c, c);
   return count_ ? double(correct) / count_ : 0.0;
@@ -74,9 +107,31 @@ double Evaluation::macro_f1() const {
   return classes_ ? sum / classes_ : 0.0;
 }
 
+std::string Evaluation::summary() const {
+  char text[96];
+  if (!is_regression()) {
+    std::snprintf(text, sizeof text, "accuracy %.4f, top-%lld %.4f, loss %.4f", accuracy(),
+                  (long long)top_n_, top_n_accuracy(), mean_loss());
+    return text;
+  }
+  std::snprintf(text, sizeof text, "loss %.4g, R\u00b2", mean_loss());
+  std::string out = text;
+  for (int64_t c = 0; c < regression_.columns() && c < 8; ++c) {
+    std::snprintf(text, sizeof text, "%s %.4f", c ? "," : "", regression_.r2(c));
+    out += text;
+  }
+  if (regression_.columns() > 8) out += ", ...";
+  return out;
+}
+
 std::string Evaluation::report() const {
   std::string out;
   char line[256];
+  if (is_regression()) {
+    std::snprintf(line, sizeof line, "examples: %lld  loss (mean squared error): %.6g\n",
+                  (long long)count_, mean_loss());
+    return line + regression_.report();
+  }
   std::snprintf(line, sizeof line, "examples: %lld  accuracy: %.4f  top-%lld accuracy: %.4f  "
                 "macro F1: %.4f  loss: %.4f\n",
                 (long long)count_, accuracy(), (long long)top_n_, top_n_accuracy(), macro_f1(),

@@ -47,6 +47,27 @@ double RegressionEvaluation::r2(int64_t c) const {
   return 1.0 - s.squared_error / total;
 }
 
+std::vector<double> RegressionEvaluation::sums() const {
+  std::vector<double> out = {double(columns()), double(count_)};
+  for (const Sums& s : sums_)
+    out.insert(out.end(), {s.squared_error, s.absolute_error, s.target, s.target_squared});
+  return out;
+}
+
+std::optional<RegressionEvaluation> RegressionEvaluation::from_sums(const std::vector<double>& v) {
+  // Sent by a node: bounded before anything is sized by it (at most 2^24 columns, as a layer).
+  if (v.size() < 2 || !(v[0] >= 1 && v[0] <= double(1 << 24)) || v[0] != std::floor(v[0]) ||
+      v.size() != 2 + 4 * size_t(v[0]) || !(v[1] >= 0 && v[1] <= 9e15) || v[1] != std::floor(v[1]))
+    return std::nullopt;
+  for (double x : v)
+    if (!std::isfinite(x)) return std::nullopt;
+  RegressionEvaluation r(static_cast<int64_t>(v[0]));
+  r.count_ = int64_t(v[1]);
+  for (size_t c = 0; c < r.sums_.size(); ++c)
+    r.sums_[c] = {v[2 + 4 * c], v[3 + 4 * c], v[4 + 4 * c], v[5 + 4 * c]};
+  return r;
+}
+
 std::string RegressionEvaluation::report() const {
   std::string out = "examples: " + std::to_string(count_) + "\ncolumn  mse          mae          rmse         r2\n";
   char line[128];

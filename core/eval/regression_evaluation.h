@@ -2,6 +2,7 @@
 // Regression metrics per output column (issue 17): MSE, MAE, RMSE and R², from sums that
 // merge() adds, so the parts of a data set evaluated apart combine exactly into the whole's.
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -22,6 +23,11 @@ class RegressionEvaluation {
   // targets do not vary.
   double r2(int64_t c) const;
   std::string report() const;  // one line per column
+
+  // [columns, count, then per column: squared error, absolute error, target, target²]: what a
+  // node ships for the controller to merge. from_sums() refuses (nullopt) a malformed vector.
+  std::vector<double> sums() const;
+  static std::optional<RegressionEvaluation> from_sums(const std::vector<double>& sums);
 
  private:
   struct Sums {

@@ -80,6 +80,9 @@ struct DataSourceSpec {
   bool skip_corrupt = false; // images: skip an unreadable image (listed) instead of failing
   int64_t label_column = -1; // csv: class label column, -1 = last
   bool header = false;       // csv: skip the first line
+  // csv `labels: regression`: the labels are values, as many columns as the output layer has
+  // units, starting at label_column (-1: the last columns); `labels: classes` by default.
+  bool regression = false;
   bool present() const { return !format.empty(); }
 };
 
@@ -191,6 +194,9 @@ struct JobSpec {
   OutputSpec output;
   std::string source_text;  // the YAML as given (stored in model files)
   std::string source_name;  // file name used in error messages
+
+  // The model predicts values (csv `labels: regression`) rather than classes.
+  bool regression() const { return data.train.regression; }
 };
 
 }  // namespace dtrain::core

@@ -45,12 +45,43 @@ class JobSpecParser {
                   shape_string(job.model.input),
               "use it with [channels, height, width] inputs, or remove data.augment");
     job.training = parse_training(root["training"]);
+    if (job.regression()) check_regression(root, job);
     job.evaluation = parse_evaluation(root["evaluation"], job.model);
     job.output = parse_output(root["output"], job.name);
     return job;
   }
 
  private:
+  // `labels: regression` (issue 17): the test set's labels are values too, the output layer
+  // predicts them with the squared error, and early stopping watches the loss.
+  void check_regression(const YAML::Node& root, JobSpec& job) {
+    const YAML::Node data = root["data"];
+    const LayerSpec& out = job.model.layers.back();
+    if (out.loss != Loss::kMse)
+      r_.fail(data["train"]["labels"], "data.train.labels",
+              "regression labels need the output layer's loss mse, it has " + loss_name(out.loss),
+              "write the output layer as '- output: {units: " + std::to_string(out.units) +
+                  ", activation: identity, loss: mse}'");
+    DataSourceSpec& test = job.data.test;
+    if (test.present() && test.format != "csv")
+      r_.fail(data["test"], "data.test",
+              "data.train has regression labels but data.test is " + test.format + " data",
+              "give data.test as CSV with 'labels: regression' too");
+    if (test.present() && !test.regression && data["test"]["labels"])
+      r_.fail(data["test"]["labels"], "data.test.labels",
+              "data.train has regression labels, data.test class labels",
+              "set 'labels: regression' on both");
+    test.regression = test.present();  // a CSV test set follows the training set's labels
+    EarlyStoppingSpec& early = job.training.early_stopping;
+    if (early.enabled && early.metric == "accuracy") {
+      const YAML::Node metric = root["training"]["early_stopping"]["metric"];
+      if (metric)
+        r_.fail(metric, "training.early_stopping.metric",
+                "a regression model has no accuracy", "use 'metric: loss' (the test MSE)");
+      early.metric = "loss";
+    }
+  }
+
   ModelSpec parse_model(const YAML::Node& node) {
     ModelSpec m;
     r_.expect_map(node, "model", {"input", "layers", "updater", "weight_init", "l2",
@@ -137,7 +168,13 @@ class JobSpecParser {
       d.path = existing_file(node, "path", p);
       d.label_column = r_.integer(node, "label_column", p, -1, -1, 1 << 20);
       d.header = r_.boolean(node, "header", p, false);
+      d.regression = r_.choice(node, "labels", p, std::string("classes"),
+                               {"classes", "regression"}) == "regression";
     }
+    if ((d.format == "images" || d.format == "packed") && node["labels"])
+      r_.fail(node["labels"], p + ".labels",
+              "format " + d.format + " has class labels only (from the folders or the export)",
+              "remove 'labels'; regression data is read from CSV (format: csv, labels: regression)");
     return d;
   }
 
@@ -172,6 +209,10 @@ class JobSpecParser {
               "add 'train: {format: idx, images: ..., labels: ...}'");
     d.train = parse_source(node["train"], "data.train");
     if (node["test"]) d.test = parse_source(node["test"], "data.test");
+    if (d.test.regression && !d.train.regression)
+      r_.fail(node["test"]["labels"], "data.test.labels",
+              "data.test has regression labels, data.train class labels",
+              "set 'labels: regression' on both");
     d.normalize = r_.choice(node, "normalize", "data", std::string("none"),
                             {"none", "scale", "standardize", "per_channel"});
     if (const YAML::Node a = node["augment"]) {

@@ -13,7 +13,8 @@ namespace dtrain::core {
 
 namespace {
 
-Dataset read_source(const DataSourceSpec& source, int64_t num_classes, const Shape& input) {
+Dataset read_source(const DataSourceSpec& source, int64_t outputs, const Shape& input) {
+  const int64_t num_classes = source.regression ? 0 : outputs;
   if (source.format == "idx") return load_idx_dataset(source.images, source.labels, num_classes);
   if (source.format == "images") {
     ImageFolderReport report;
@@ -26,6 +27,7 @@ Dataset read_source(const DataSourceSpec& source, int64_t num_classes, const Sha
   options.label_column = source.label_column;
   options.header = source.header;
   options.num_classes = num_classes;
+  options.target_columns = source.regression ? outputs : 0;
   return read_csv_dataset(source.path, options);
 }
 
@@ -65,9 +67,9 @@ Dataset read_all(const ExampleSource& source, const Shape& input) {
 
 }  // namespace
 
-Dataset load_source(const DataSourceSpec& source, int64_t num_classes, const Shape& input,
+Dataset load_source(const DataSourceSpec& source, int64_t outputs, const Shape& input,
                     const std::string& where) {
-  Dataset d = read_source(source, num_classes, input);
+  Dataset d = read_source(source, outputs, input);
   reshape_features(d, input, where);
   return d;
 }

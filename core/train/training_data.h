@@ -25,10 +25,11 @@ struct TrainingData {
   mutable const Dataset* bound_ = nullptr;
 };
 
-// Reads one source as classification data with `num_classes` classes (no normalisation).
+// Reads one source for a model with `outputs` outputs: classes, or values with the source's
+// `labels: regression` (no normalisation).
 // Its features shaped as the model's input `input` (image folders decode to it), or a
 // UserError naming `where` (e.g. "data.train") when they cannot be.
-Dataset load_source(const DataSourceSpec& source, int64_t num_classes, const Shape& input,
+Dataset load_source(const DataSourceSpec& source, int64_t outputs, const Shape& input,
                     const std::string& where);
 
 TrainingData load_training_data(const JobSpec& job);

@@ -30,33 +30,37 @@ double replica_difference(const std::map<std::string, Json>& results) {
   return worst;
 }
 
-void merge_evaluation(const std::map<std::string, Json>& results, Json& result,
-                      JobRecord& job) {
-  core::Evaluation merged;
-  int parts = 0;
-  int64_t test_examples = 0;
-  for (const auto& [node, r] : results) {
-    if (!r.contains("evaluation_part")) continue;
-    const Json& p = r["evaluation_part"];
+namespace {
+
+// One node's part of the final evaluation, or nullopt (logged) when it is malformed or not of
+// the same kind and shape as the parts before it.
+std::optional<core::Evaluation> read_part(const std::string& node, const Json& p,
+                                          const core::Evaluation* first, JobRecord& job) {
+  const double loss_sum = p.value("loss_sum", 0.0);
+  std::optional<core::Evaluation> e;
+  if (p.contains("regression_sums")) {
+    if (auto sums = core::RegressionEvaluation::from_sums(
+            p.value("regression_sums", std::vector<double>{})))
+      e = core::Evaluation::from_regression(*sums, loss_sum);
+  } else {
     const auto counts = p.value("counts", std::vector<int64_t>{});
-    if (counts.size() < 4 || counts[0] <= 0 || counts[0] > 100000 ||
-        counts.size() != 4 + size_t(counts[0] * counts[0]) ||
-        (parts > 0 && counts[0] != merged.num_classes())) {
-      job.add_log(node + ": its evaluation part is malformed; left out");
-      continue;
-    }
-    core::Evaluation e = core::Evaluation::from_counts(counts, p.value("loss_sum", 0.0));
-    if (parts++ == 0) merged = e;
-    else merged.merge(e);
-    test_examples = p.value("test_examples", int64_t(0));
+    if (counts.size() >= 4 && counts[0] > 0 && counts[0] <= 100000 &&
+        counts.size() == 4 + size_t(counts[0] * counts[0]))
+      e = core::Evaluation::from_counts(counts, loss_sum);
   }
-  if (parts == 0) return;
+  if (e && first &&
+      (e->is_regression() != first->is_regression() ||
+       e->num_classes() != first->num_classes() || e->top_n() != first->top_n() ||
+       e->regression_metrics().columns() != first->regression_metrics().columns()))
+    e.reset();
+  if (!e) job.add_log(node + ": its evaluation part is malformed; left out");
+  return e;
+}
+
+void put_classification(const core::Evaluation& merged, Json& result) {
   result["accuracy"] = merged.accuracy();
   result["top_n_accuracy"] = merged.top_n_accuracy();
   result["top_n"] = merged.top_n();
-  result["test_loss"] = merged.mean_loss();
-  result["evaluated_examples"] = merged.count();
-  result["evaluation_nodes"] = parts;
   Json confusion = Json::array();  // [actual][predicted], for the dashboard's heat map
   for (int64_t a = 0; a < merged.num_classes(); ++a) {
     Json row = Json::array();
@@ -64,11 +68,49 @@ void merge_evaluation(const std::map<std::string, Json>& results, Json& result,
     confusion.push_back(std::move(row));
   }
   result["confusion"] = std::move(confusion);
+}
+
+// Per target column; R² is null where the targets do not vary (it is undefined there).
+void put_regression(const core::RegressionEvaluation& r, Json& result) {
+  Json mse = Json::array(), mae = Json::array(), rmse = Json::array(), r2 = Json::array();
+  for (int64_t c = 0; c < r.columns(); ++c) {
+    mse.push_back(r.mse(c));
+    mae.push_back(r.mae(c));
+    rmse.push_back(r.rmse(c));
+    r2.push_back(std::isnan(r.r2(c)) ? Json(nullptr) : Json(r.r2(c)));
+  }
+  result["regression"] = {{"mse", mse}, {"mae", mae}, {"rmse", rmse}, {"r2", r2}};
+}
+
+}  // namespace
+
+void merge_evaluation(const std::map<std::string, Json>& results, Json& result,
+                      JobRecord& job) {
+  std::optional<core::Evaluation> merged;
+  int parts = 0;
+  int64_t test_examples = 0;
+  for (const auto& [node, r] : results) {
+    if (!r.contains("evaluation_part")) continue;
+    const Json& p = r["evaluation_part"];
+    std::optional<core::Evaluation> e = read_part(node, p, merged ? &*merged : nullptr, job);
+    if (!e) continue;
+    if (parts++ == 0) merged = std::move(e);
+    else merged->merge(*e);
+    test_examples = p.value("test_examples", int64_t(0));
+  }
+  if (parts == 0) return;
+  if (merged->is_regression()) put_regression(merged->regression_metrics(), result);
+  else put_classification(*merged, result);
+  result["test_loss"] = merged->mean_loss();
+  result["evaluated_examples"] = merged->count();
+  result["evaluation_nodes"] = parts;
   job.add_log("evaluation over " + std::to_string(parts) + " nodes, " +
-              std::to_string(merged.count()) + " of " + std::to_string(test_examples) +
-              " test examples: accuracy " + std::to_string(merged.accuracy()));
-  if (merged.count() != test_examples)
-    job.add_log("the evaluation misses " + std::to_string(test_examples - merged.count()) +
+              std::to_string(merged->count()) + " of " + std::to_string(test_examples) +
+              " test examples: " +
+              (merged->is_regression() ? "loss " + std::to_string(merged->mean_loss())
+                                       : "accuracy " + std::to_string(merged->accuracy())));
+  if (merged->count() != test_examples)
+    job.add_log("the evaluation misses " + std::to_string(test_examples - merged->count()) +
                 " test examples: a node was lost before it reported its part");
 }
 

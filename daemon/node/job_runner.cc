@@ -120,8 +120,9 @@ class JobRunner::ProgressReporter : public core::TrainingListener {
       line += ", did " + std::to_string(s.takeover_batches) +
               " minibatches of lost nodes or vacant slots";
     if (s.evaluated) {
-      accuracy_ = s.eval.accuracy();
-      line += ", test accuracy " + std::to_string(accuracy_);
+      accuracy_ = s.eval.accuracy();  // -1 for a regression model: left out of the progress
+      line += s.eval.is_regression() ? ", test loss " + std::to_string(s.eval.mean_loss())
+                                     : ", test accuracy " + std::to_string(accuracy_);
     }
     report_(JobKind::Log, {{"line", line}});
   }
@@ -387,8 +388,11 @@ void JobRunner::run() {
                                    {"parts", r.eval_parts},
                                    {"examples", r.final_eval.count()},
                                    {"test_examples", r.test_examples},
-                                   {"counts", r.final_eval.counts()},
                                    {"loss_sum", r.final_eval.loss_sum()}};
+      if (r.final_eval.is_regression())
+        result["evaluation_part"]["regression_sums"] = r.final_eval.regression_metrics().sums();
+      else
+        result["evaluation_part"]["counts"] = r.final_eval.counts();
     }
     if (!r.model_path.empty()) {
       result["model_path"] = r.model_path;

@@ -105,6 +105,46 @@ TEST_CASE("CSV datasets with a label column, header and errors") {
                     Catch::Contains("header: true"));
 }
 
+TEST_CASE("CSV regression labels: as many value columns as the outputs, where label_column says") {
+  const std::string dir = testing::temp_dir();
+  testing::write_text(dir + "/r.csv", "x0,x1,y0,y1\n1,2,0.5,-1.25\n3,4,2.5,7\n");
+  core::CsvOptions options;
+  options.header = true;
+  options.target_columns = 2;
+  core::Dataset d = core::read_csv_dataset(dir + "/r.csv", options);
+  REQUIRE(d.size() == 2);
+  CHECK(d.num_classes == 0);
+  CHECK(d.labels.empty());
+  CHECK(d.features.shape() == core::Shape{2, 2});
+  CHECK(d.targets.shape() == core::Shape{2, 2});
+  CHECK(std::vector<float>(d.targets.data(), d.targets.data() + 4) ==
+        std::vector<float>{0.5f, -1.25f, 2.5f, 7.0f});
+  CHECK(std::vector<float>(d.features.data(), d.features.data() + 4) ==
+        std::vector<float>{1, 2, 3, 4});
+
+  options.label_column = 0;  // the targets first: columns 0 and 1
+  d = core::read_csv_dataset(dir + "/r.csv", options);
+  CHECK(std::vector<float>(d.targets.data(), d.targets.data() + 4) ==
+        std::vector<float>{1, 2, 3, 4});
+  CHECK(d.features[0] == 0.5f);
+
+  options.label_column = 3;  // 3 and 4: past the row
+  CHECK_THROWS_WITH(core::read_csv_dataset(dir + "/r.csv", options),
+                    Catch::Contains("label_column 3 and the 1 after it") &&
+                        Catch::Contains("4 columns"));
+  options.label_column = -1;
+  options.target_columns = 4;  // no feature left
+  CHECK_THROWS_WITH(core::read_csv_dataset(dir + "/r.csv", options),
+                    Catch::Contains("need at least 5") && Catch::Contains("units"));
+
+  // A value where a class number belongs names the regression setting.
+  core::CsvOptions classes;
+  classes.header = true;
+  classes.num_classes = 2;
+  CHECK_THROWS_WITH(core::read_csv_dataset(dir + "/r.csv", classes),
+                    Catch::Contains("not a class number") && Catch::Contains("labels: regression"));
+}
+
 TEST_CASE("scale and standardize normalizers") {
   core::Tensor x({2, 2});
   x[0] = 0;

@@ -5,6 +5,7 @@
 
 #include <cmath>
 
+#include "core/eval/evaluation.h"
 #include "core/eval/regression_evaluation.h"
 #include "core/eval/roc.h"
 #include "core/util/rng.h"
@@ -128,6 +129,51 @@ TEST_CASE("regression metrics per column against two-pass references; merged par
   flat.add(same, same, 3);
   CHECK(std::isnan(flat.r2(0)));  // targets that do not vary
   CHECK(flat.mse(0) == 0);
+}
+
+TEST_CASE("a regression Evaluation ships its sums, merges parts exactly and refuses bad ones") {
+  core::Rng rng(11);
+  const int64_t rows = 300, cols = 2;
+  core::Tensor pred({rows, cols}), y({rows, cols});
+  for (int64_t i = 0; i < rows * cols; ++i) {
+    y[i] = rng.normal(0.0f, 1.0f);
+    pred[i] = y[i] + 0.1f * rng.normal(0.0f, 1.0f);
+  }
+  auto part = [&](int64_t begin, int64_t end) {
+    core::Tensor p({end - begin, cols}), t({end - begin, cols});
+    std::copy(pred.row(begin), pred.row(end), p.data());
+    std::copy(y.row(begin), y.row(end), t.data());
+    core::Evaluation e = core::Evaluation::regression(cols);
+    e.add_values(p, t);
+    e.add_loss(0.5, end - begin);
+    return e;
+  };
+  const core::Evaluation whole = part(0, rows);
+  CHECK(whole.is_regression());
+  CHECK(whole.accuracy() == -1.0);  // no accuracy: progress and divergence checks leave it out
+  CHECK_THAT(whole.report(), Catch::Contains("r2"));
+  CHECK_THAT(whole.summary(), Catch::StartsWith("loss 0.5"));
+  // As the controller merges a cluster job's parts: through the shipped sums.
+  core::Evaluation merged;
+  for (auto [b, e] : {std::pair<int64_t, int64_t>{0, 120}, {120, 121}, {121, rows}}) {
+    const core::Evaluation p = part(b, e);
+    auto sums = core::RegressionEvaluation::from_sums(p.regression_metrics().sums());
+    REQUIRE(sums.has_value());
+    merged.merge(core::Evaluation::from_regression(*sums, p.loss_sum()));
+  }
+  CHECK(merged.count() == rows);
+  CHECK(merged.mean_loss() == Approx(0.5).epsilon(1e-12));
+  for (int64_t c = 0; c < cols; ++c) {
+    CHECK(merged.regression_metrics().mse(c) == Approx(whole.regression_metrics().mse(c)).epsilon(1e-12));
+    CHECK(merged.regression_metrics().r2(c) == Approx(whole.regression_metrics().r2(c)).epsilon(1e-12));
+  }
+  // From a node: a wrong length, a count that is not whole, a huge width, a NaN are refused.
+  std::vector<double> good = whole.regression_metrics().sums();
+  for (auto bad : {std::vector<double>{}, std::vector<double>{2, 10, 1, 1, 1}, std::vector<double>{1e12, 1},
+                   std::vector<double>{1, 2.5, 0, 0, 0, 0}, std::vector<double>{1, 2, NAN, 0, 0, 0},
+                   std::vector<double>{-1, 2}})
+    CHECK_FALSE(core::RegressionEvaluation::from_sums(bad).has_value());
+  CHECK(core::RegressionEvaluation::from_sums(good).has_value());
 }
 
 }  // namespace dtrain

@@ -165,6 +165,29 @@ TEST_CASE("bad specs are refused with location, key and fix") {
       {"an unknown corrupt policy",
        replace(kGood, "train: {format: csv, path: train.csv}", "train: {format: images, path: ., corrupt: ignore}"),
        {"data.train.corrupt", "'ignore'", "fail, skip"}},
+      {"regression labels with a classifier's loss",
+       replace(kGood, "path: train.csv}", "path: train.csv, labels: regression}"),
+       {"data.train.labels", "loss mse, it has mcxent", "activation: identity, loss: mse"}},
+      {"regression labels on an image folder",
+       replace(kGood, "train: {format: csv, path: train.csv}",
+               "train: {format: images, path: ., labels: regression}"),
+       {"data.train.labels", "class labels only", "format: csv, labels: regression"}},
+      {"regression training, class test labels",
+       replace(replace(kGood, "softmax, loss: mcxent", "identity, loss: mse"),
+               "path: train.csv}", "path: train.csv, labels: regression}\n"
+                                   "  test: {format: csv, path: train.csv, labels: classes}"),
+       {"data.test.labels", "data.train has regression labels", "on both"}},
+      {"class training, regression test labels",
+       replace(kGood, "path: train.csv}", "path: train.csv}\n"
+                                          "  test: {format: csv, path: train.csv, labels: regression}"),
+       {"data.test.labels", "data.train class labels"}},
+      {"a regression model's accuracy",
+       replace(replace(kGood, "softmax, loss: mcxent", "identity, loss: mse"),
+               "path: train.csv}", "path: train.csv, labels: regression}") +
+           "  early_stopping: {metric: accuracy}\n",
+       {"training.early_stopping.metric", "no accuracy", "metric: loss"}},
+      {"unknown label kind", replace(kGood, "path: train.csv}", "path: train.csv, labels: values}"),
+       {"data.train.labels", "'values'", "classes, regression"}},
       {"learning rate zero", kGood.substr(0, kGood.find("data:")) +
                                  "  updater: {type: adam, learning_rate: 0}\n" +
                                  kGood.substr(kGood.find("data:")),
@@ -178,6 +201,22 @@ TEST_CASE("bad specs are refused with location, key and fix") {
     REQUIRE_FALSE(message.empty());
     for (const auto& part : c.expected) CHECK_THAT(message, Catch::Contains(part));
   }
+}
+
+TEST_CASE("labels: regression: the test set follows, early stopping watches the loss") {
+  Fixture f;
+  const std::string text =
+      replace(replace(kGood, "softmax, loss: mcxent", "identity, loss: mse"),
+              "path: train.csv}", "path: train.csv, labels: regression}\n"
+                                  "  test: {format: csv, path: train.csv}") +
+      "  early_stopping: {patience: 2}\n";
+  testing::write_text(f.dir + "/job.yaml", text);
+  const core::JobSpec job = core::parse_job_spec_file(f.dir + "/job.yaml");
+  CHECK(job.regression());
+  CHECK(job.data.test.regression);
+  CHECK(job.training.early_stopping.metric == "loss");
+  testing::write_text(f.dir + "/job.yaml", kGood);
+  CHECK_FALSE(core::parse_job_spec_file(f.dir + "/job.yaml").regression());
 }
 
 TEST_CASE("sync and the corrections parse, with their defaults") {
