@@ -92,6 +92,12 @@ void print_result(const Json& job) {
     for (const auto& n : job[key]) names += (names.empty() ? "" : ", ") + n.get<std::string>();
     std::printf("  %s during the job: %s\n", what, names.c_str());
   }
+  if (r.contains("output"))
+    std::printf("  %lld predictions in %s\n", (long long)r.value("rows", int64_t(0)),
+                r.value("output", "").c_str());
+  if (r.contains("files") && r["files"].is_array())
+    std::printf("  %lld predictions in %zu part files (part-NNNNN.csv, in key order)\n",
+                (long long)r.value("rows", int64_t(0)), r["files"].size());
   if (r.contains("model_path"))
     std::printf("  model written on the first node: %s\n  (dtrain-submit fetch %s copies it "
                 "here)\n", r.value("model_path", "").c_str(), job.value("id", "").c_str());
@@ -156,7 +162,8 @@ int run_cluster_resume(const ClusterArgs& a, const std::string& job_text, bool d
 }
 
 // Prints the job's log and progress until it ends; its exit code is the job's outcome.
-int follow_job(const ClusterArgs& a, const std::string& id, uint64_t log_next) {
+int follow_job(const ClusterArgs& a, const std::string& id, uint64_t log_next, bool quiet,
+               Json* final_status) {
   uint64_t numeric = 0;
   daemon::parse_job_id(id, numeric);
   Json job;
@@ -170,7 +177,7 @@ int follow_job(const ClusterArgs& a, const std::string& id, uint64_t log_next) {
     try {
       job = call(a, "status", numeric, {{"log_from", log_next}});
       failures = 0;
-      const Json lines = job.value("log", Json::array());
+      const Json lines = quiet ? Json::array() : job.value("log", Json::array());
       if (!lines.empty() && terminal) std::printf("\r\033[K");
       for (const Json& line : lines) std::printf("%s\n", line.get<std::string>().c_str());
       log_next = job.value("log_next", log_next);
@@ -187,12 +194,13 @@ int follow_job(const ClusterArgs& a, const std::string& id, uint64_t log_next) {
     }
     const std::string state = job.value("state", "");
     if (state == "succeeded" || state == "failed" || state == "cancelled") {
-      if (terminal) std::printf("\r\033[K");
-      print_result(job);
+      if (terminal && !quiet) std::printf("\r\033[K");
+      if (final_status) *final_status = job;
+      if (!quiet || state != "succeeded") print_result(job);
       return state == "succeeded" ? kExitSuccess : kExitJobFailed;
     }
     const Json p = merged_progress(job);
-    if (p.is_null()) continue;
+    if (p.is_null() || quiet) continue;
     if (terminal) {
       std::printf("\r\033[K%s", progress_line(p).c_str());
       std::fflush(stdout);

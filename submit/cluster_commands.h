@@ -3,6 +3,8 @@
 // exit_codes.h: 3 when the controller cannot be reached, 2 for bad input or a refused request
 // (wrong key, invalid spec, unknown job), 1 when a followed job fails.
 #include <cstdint>
+#include <cstdio>
+#include <nlohmann/json.hpp>
 #include <string>
 
 namespace dtrain::submit {
@@ -18,12 +20,13 @@ int run_cluster_submit(const ClusterArgs& a, const std::string& job_path, bool d
 // `resume JOB`: a failed or cancelled job goes on from its consistent checkpoint.
 int run_cluster_resume(const ClusterArgs& a, const std::string& job, bool detach);
 // Follows job `id` (16 hex digits) to its end, printing its log (from line `log_next`) and
-// progress.
-int follow_job(const ClusterArgs& a, const std::string& id, uint64_t log_next = 0);
+// progress, or nothing when `quiet`; `final_status`, when given, receives its last status.
+int follow_job(const ClusterArgs& a, const std::string& id, uint64_t log_next = 0,
+               bool quiet = false, nlohmann::json* final_status = nullptr);
 // `fetch JOB [-o FILE]`: copies a finished job's model here (default: its file name), in chunks
-// of `chunk_kb` KiB.
+// of `chunk_kb` KiB, and says so on `report`.
 int run_cluster_fetch(const ClusterArgs& a, const std::string& job, const std::string& output,
-                      uint32_t chunk_kb);
+                      uint32_t chunk_kb, std::FILE* report = stdout);
 int run_cluster_status(const ClusterArgs& a, const std::string& job, bool json);
 int run_cluster_nodes(const ClusterArgs& a, bool json);
 int run_cluster_cancel(const ClusterArgs& a, const std::string& job);
@@ -36,5 +39,12 @@ struct StatsFormat {
 int run_cluster_stats(const ClusterArgs& a, const std::string& job, const StatsFormat& format);
 // `timeline JOB`: the stats history as Chrome trace events, on stdout.
 int run_cluster_timeline(const ClusterArgs& a, const std::string& job);
+
+struct EvalArgs;
+struct InferArgs;
+// `eval MODEL|JOB --cluster`, `infer MODEL|JOB --cluster --output DIR`: the evaluation or
+// inference as a job of the cluster's (submit/cluster_task_command.cc).
+int run_cluster_eval(const ClusterArgs& a, const EvalArgs& args);
+int run_cluster_infer(const ClusterArgs& a, const InferArgs& args);
 
 }  // namespace dtrain::submit

@@ -24,6 +24,8 @@ struct EvalArgs {
   // comma-separated: classification, roc, regression; "" = the model's kind
   std::string metrics;
   std::string roc_csv;       // write the ROC curves here (class,threshold,fpr,tpr)
+  bool cluster = false;      // a job of the cluster's (submit/cluster_task_command.cc)
+  long nodes = 0;            // with cluster: on this many nodes (0 = every live one)
 };
 int run_eval(const EvalArgs& args);
 
@@ -34,6 +36,9 @@ struct InferArgs {
   long key_column = -1;      // CSV column holding a key; -1 = use the row number
   bool header = false;
   long batch_size = 256;     // examples per forward pass
+  bool cluster = false;      // a job of the cluster's: output is then a folder
+  bool parts = false;        // with cluster: leave the part files, do not join them
+  long nodes = 0;            // with cluster: on this many nodes (0 = every live one)
 };
 int run_infer(const InferArgs& args);
 

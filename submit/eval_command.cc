@@ -1,4 +1,5 @@
-// dtrain-submit eval model.dtm [--data ...]: evaluates a saved model on labelled data.
+// dtrain-submit eval model.dtm [--data ...]: evaluates a saved model on labelled data, here
+// (--cluster: submit/cluster_task_command.cc).
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -12,6 +13,7 @@
 #include "core/train/training_data.h"
 #include "core/util/error.h"
 #include "submit/commands.h"
+#include "submit/eval_report.h"
 #include "submit/exit_codes.h"
 
 namespace dtrain::submit {
@@ -21,7 +23,9 @@ bool ends_with(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
-core::DataSourceSpec source_from_args(const EvalArgs& args, const core::JobSpec& spec) {
+}  // namespace
+
+core::DataSourceSpec eval_source(const EvalArgs& args, const core::JobSpec& spec) {
   core::DataSourceSpec source;
   if (args.data.empty()) {
     if (!spec.data.test.present())
@@ -57,8 +61,6 @@ core::DataSourceSpec source_from_args(const EvalArgs& args, const core::JobSpec&
   return source;
 }
 
-// --metrics: a comma-separated subset of the kinds this command computes; by default the
-// model's own kind (regression for a model trained on `labels: regression`).
 std::set<std::string> parse_metrics(const std::string& list, bool regression) {
   std::set<std::string> out;
   std::stringstream in(list.empty() ? regression ? "regression" : "classification" : list);
@@ -77,6 +79,8 @@ std::set<std::string> parse_metrics(const std::string& list, bool regression) {
   if (out.empty()) throw core::UserError("--metrics names no metric", "e.g. --metrics roc");
   return out;
 }
+
+namespace {
 
 std::string class_label(const core::SavedModel& saved, int64_t c) {
   const auto& names = saved.file.class_names;
@@ -145,29 +149,13 @@ void print_regression(const EvalArgs& args, const core::SavedModel& saved,
 
 }  // namespace
 
-int run_eval(const EvalArgs& args) {
-  core::SavedModel saved;
-  core::Dataset data;
-  std::set<std::string> metrics;
-  try {
-    saved = core::load_saved_model(args.model_path);
-    metrics = parse_metrics(args.metrics, saved.spec.regression());
-    data = core::load_source(source_from_args(args, saved.spec), saved.model->num_outputs(),
-                             saved.model->input_shape(), args.data.empty() ? "test set" : args.data);
-    saved.normalizer.apply(data.features);
-  } catch (const core::UserError& e) {
-    std::fprintf(stderr, "error: %s\n", e.what());
-    return kExitBadInput;
-  }
-  const int64_t top_n = args.top_n > 0 ? args.top_n : saved.spec.evaluation.top_n;
-  const bool want_roc = metrics.count("roc") > 0;
-  core::RocOneVsAll per_class;
-  core::Evaluation eval =
-      core::evaluate(*saved.model, data, top_n, 256, 0, -1, want_roc ? &per_class : nullptr);
+int print_evaluation(const EvalArgs& args, const core::SavedModel& saved,
+                     const std::set<std::string>& metrics, const core::Evaluation& eval,
+                     const core::RocOneVsAll* per_class) {
   std::string roc;
-  if (want_roc) {
+  if (per_class) {
     try {
-      roc = roc_report(saved, per_class, args.json, args.roc_csv);
+      roc = roc_report(saved, *per_class, args.json, args.roc_csv);
     } catch (const core::UserError& e) {
       std::fprintf(stderr, "error: %s\n", e.what());
       return kExitBadInput;
@@ -191,6 +179,28 @@ int run_eval(const EvalArgs& args) {
                 classification ? eval.report().c_str() : "", roc.c_str());
   }
   return kExitSuccess;
+}
+
+int run_eval(const EvalArgs& args) {
+  core::SavedModel saved;
+  core::Dataset data;
+  std::set<std::string> metrics;
+  try {
+    saved = core::load_saved_model(args.model_path);
+    metrics = parse_metrics(args.metrics, saved.spec.regression());
+    data = core::load_source(eval_source(args, saved.spec), saved.model->num_outputs(),
+                             saved.model->input_shape(), args.data.empty() ? "test set" : args.data);
+    saved.normalizer.apply(data.features);
+  } catch (const core::UserError& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return kExitBadInput;
+  }
+  const int64_t top_n = args.top_n > 0 ? args.top_n : saved.spec.evaluation.top_n;
+  const bool want_roc = metrics.count("roc") > 0;
+  core::RocOneVsAll per_class;
+  const core::Evaluation eval =
+      core::evaluate(*saved.model, data, top_n, 256, 0, -1, want_roc ? &per_class : nullptr);
+  return print_evaluation(args, saved, metrics, eval, want_roc ? &per_class : nullptr);
 }
 
 }  // namespace dtrain::submit

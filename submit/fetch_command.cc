@@ -21,7 +21,7 @@ using daemon::Json;
 namespace fs = std::filesystem;
 
 int run_cluster_fetch(const ClusterArgs& a, const std::string& job, const std::string& output,
-                      uint32_t chunk_kb) {
+                      uint32_t chunk_kb, std::FILE* report) {
   const uint64_t length = uint64_t(chunk_kb) << 10;
   uint64_t id = 0;
   if (!job_id_arg(job, id)) return kExitBadInput;
@@ -107,7 +107,7 @@ int run_cluster_fetch(const ClusterArgs& a, const std::string& job, const std::s
                  ec.message().c_str());
     return kExitBadInput;
   }
-  std::printf("fetched job %s's model from %s: %s (%llu bytes, sha256 %s)\n", job.c_str(),
+  std::fprintf(report, "fetched job %s's model from %s: %s (%llu bytes, sha256 %s)\n", job.c_str(),
               node.c_str(), path.c_str(), (unsigned long long)total, sha256.substr(0, 16).c_str());
   return kExitSuccess;
 }

@@ -32,7 +32,11 @@ int main(int argc, char** argv) {
       "                                          write its data once as packed, shuffled files\n"
       "                                          that training streams (format: packed)\n"
       "  dtrain-submit eval model.dtm            evaluate a saved model on its test set\n"
-      "  dtrain-submit infer model.dtm --input X.csv --output preds.csv\n\n"
+      "  dtrain-submit infer model.dtm --input X.csv --output preds.csv\n"
+      "  dtrain-submit eval MODEL|JOB --cluster [--data ...]\n"
+      "  dtrain-submit infer MODEL|JOB --cluster --input X --output DIR [--parts]\n"
+      "                                          the same as jobs of the cluster's: the nodes\n"
+      "                                          share the data, the controller merges exactly\n\n"
       "Exit codes: 0 success, 1 job failed, 2 bad input, 3 cannot reach the controller.\n"
       "The job spec format is described in README.md; examples are in configs/.",
       "dtrain-submit"};
@@ -145,6 +149,12 @@ int main(int argc, char** argv) {
                        "regression");
   eval_cmd->add_option("--roc-csv", eval.roc_csv,
                        "with roc: write the curves to this CSV (class,threshold,fpr,tpr)");
+  eval_cmd->add_flag("--cluster", eval.cluster,
+                     "evaluate as a job of the cluster's: the model (a file, or a finished job's "
+                     "id) is shipped to the nodes, each evaluates its parts of the data (read at "
+                     "the same path on every node), the controller adds their counts");
+  eval_cmd->add_option("--nodes", eval.nodes, "with --cluster: on this many nodes (default all)")
+      ->check(CLI::Range(1, 4096));
 
   InferArgs infer;
   auto* infer_cmd = app.add_subcommand("infer", "predict with a saved model (.dtm)");
@@ -153,8 +163,19 @@ int main(int argc, char** argv) {
                         "CSV of feature rows, an IDX images file, or a folder of images (keyed "
                         "by path)")
       ->required();
-  infer_cmd->add_option("--output", infer.output, "CSV to write ('-' = standard output)")
+  infer_cmd->add_option("--output", infer.output,
+                        "CSV to write ('-' = standard output); with --cluster a folder, which "
+                        "gets predictions.csv")
       ->required();
+  infer_cmd->add_flag("--cluster", infer.cluster,
+                      "predict as a job of the cluster's: each node predicts its parts of the "
+                      "input (read at the same path everywhere) into the --output folder, and "
+                      "the controller joins them in key order into predictions.csv");
+  infer_cmd->add_flag("--parts", infer.parts,
+                      "with --cluster: leave the part files (part-NNNNN.csv, in key order) "
+                      "instead of joining them");
+  infer_cmd->add_option("--nodes", infer.nodes, "with --cluster: on this many nodes (default all)")
+      ->check(CLI::Range(1, 4096));
   infer_cmd->add_option("--key-column", infer.key_column,
                         "CSV column holding each row's key (default: row numbers)");
   infer_cmd->add_flag("--header", infer.header, "CSV input has a header line");
@@ -162,6 +183,14 @@ int main(int argc, char** argv) {
                         "examples per forward pass (default 256; larger is faster, takes more "
                         "memory)")
       ->check(CLI::Range(1, 1 << 20));
+
+  for (auto* sub : {eval_cmd, infer_cmd}) {
+    sub->add_option("--controller", cluster.controller, "with --cluster: controller host:port");
+    sub->add_option("--key-file", cluster.key_file, "with --cluster: cluster key file");
+    sub->add_option("--credential", cluster.credential, "with --cluster: client credential file");
+    sub->add_option("--connect-timeout-ms", cluster.connect_timeout_ms,
+                    "with --cluster: connect deadline");
+  }
 
   try {
     app.parse(argc, argv);
@@ -179,9 +208,9 @@ int main(int argc, char** argv) {
   if (*fetch_cmd) return run_cluster_fetch(cluster, job_arg, fetch_output, chunk_kb);
   if (*stats_cmd) return run_cluster_stats(cluster, job_arg, stats_format);
   if (*timeline_cmd) return run_cluster_timeline(cluster, job_arg);
-  if (*eval_cmd) return run_eval(eval);
+  if (*eval_cmd) return eval.cluster ? run_cluster_eval(cluster, eval) : run_eval(eval);
   if (*export_cmd) return run_export(export_args);
-  if (*infer_cmd) return run_infer(infer);
+  if (*infer_cmd) return infer.cluster ? run_cluster_infer(cluster, infer) : run_infer(infer);
   if (!train.resume.empty() && !local) {
     std::fprintf(stderr, "error: --resume trains in this process\n  fix: add --local; a cluster "
                          "job goes on from a checkpoint with model.init_from (README: \"When "

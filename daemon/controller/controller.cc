@@ -49,6 +49,15 @@ Controller::Controller(const DaemonConfig& config)
                           "make data_dir (" + config.data_dir + ") writable for dtraind");
   stats_ = std::make_unique<StatsStore>(config.data_dir + "/controller/stats.db");
   for (JobRecord& job : load_jobs(jobs_dir_)) {
+    if (!job.task.empty() && !job.finished()) {
+      // Its model and parts were in memory only; a node still running it is an orphan
+      // (stop_orphans tells it to stop when it registers).
+      job.state = "failed";
+      job.error = "the controller restarted before the " + job.task + " job ended";
+      job.fix = "submit it again";
+      job.finished_at = unix_now();
+      save_job(jobs_dir_, job);
+    }
     if (job.state == "running" && running_ == 0) {
       running_ = job.id;
       begin_adoption(job);
@@ -68,7 +77,7 @@ Controller::Controller(const DaemonConfig& config)
 // What a client credential may ask for (daemon/README.md, "Credentials"): the requests of
 // dtrain-submit.
 bool Controller::client_may(const std::string& kind) {
-  return kind == "submit" || kind == "nodes" || kind == "status" || kind == "logs" ||
+  return kind == "submit" || kind == "task" || kind == "nodes" || kind == "status" || kind == "logs" ||
          kind == "cancel" || kind == "resume" || kind == "fetch" || kind == "stats";
 }
 
@@ -102,9 +111,11 @@ void Controller::serve(ControlConnection& c) {
       return;
     }
     const std::string body = q->body() ? q->body()->str() : "{}";
+    const std::vector<uint8_t> data =
+        q->data() ? std::vector<uint8_t>(q->data()->begin(), q->data()->end()) : std::vector<uint8_t>{};
     c.send(kind == "fetch"   ? fetch_request(q->job_id(), body)
            : kind == "stats" ? stats_request(q->job_id(), body)
-                             : handle_request(kind, q->job_id(), body));
+                             : handle_request(kind, q->job_id(), body, data));
     return;
   }
   c.send(reply_error("unexpected first control frame", "run the same dtrain release everywhere"));
@@ -213,13 +224,17 @@ void Controller::on_job_message(Member& m, const JobMessageIn& in) {
   JobRecord& job = it->second;
   // A node speaks only about jobs it is a member of, and only reports.
   if (!listed(job.nodes, m.name) || in.kind == JobKind::Start || in.kind == JobKind::Cancel ||
-      in.kind == JobKind::Rejoin || in.kind == JobKind::FetchModel) {
+      in.kind == JobKind::Rejoin || in.kind == JobKind::FetchModel || in.kind == JobKind::Task) {
     spdlog::warn("controller: node {} sent '{}' about job {}, which it is not a member of or "
                  "may not send: ignored", m.name, job_kind_name(in.kind), job_id_text(job_id));
     return;
   }
   // A restarted node that was never admitted may still report after the job ended.
   if (job.finished() && in.kind != JobKind::Log) return;
+  if (!job.task.empty()) {
+    if (!job.dropped(m.name)) on_task_report(job, m, in);
+    return;
+  }
   // A report of an earlier part of this node (queued while it was paused or cut off, sent once
   // it was back and had been sent the job again): not the job's any more.
   if (in.kind != JobKind::Log && body.contains("part") && body["part"].is_number_unsigned() &&
@@ -464,6 +479,12 @@ void Controller::drop_from_job(JobRecord& job, const std::string& name, const st
   if (!listed(job.nodes, name)) return;
   if (job.results.count(name) || job.failures.count(name)) return;
   if (!listed(job.lost_nodes, name)) job.lost_nodes.push_back(name);
+  if (!job.task.empty()) {  // an evaluation or inference: the others do its parts
+    job.add_log("node " + name + " lost (" + why + ")");
+    reassign_parts(job, name);
+    save(job);
+    return;
+  }
   unlist(job.rejoining, name);
   unlist(job.rejoined_nodes, name);
   job.checkpoints.erase(name);  // back, it reports new ones; its old ones must not hold back
@@ -578,14 +599,18 @@ Json Controller::submit(const Json& body) {
   if (const auto refusal = refuse_placement(spec.training, alive_offers()))
     throw core::UserError(refusal->error, refusal->fix);
   JobRecord job;
-  do randombytes_buf(&job.id, sizeof job.id);
-  while (job.id == 0 || jobs_.count(job.id));
   job.name = spec.name;
   job.mode = spec.training.mode;
   job.spec_text = spec_text;
   job.base_dir = options.base_dir;
-  job.submitted_at = unix_now();
   job.add_log("submitted (" + source + ")");
+  return enqueue(std::move(job));
+}
+
+Json Controller::enqueue(JobRecord job) {
+  do randombytes_buf(&job.id, sizeof job.id);
+  while (job.id == 0 || jobs_.count(job.id));
+  job.submitted_at = unix_now();
   const uint64_t id = job.id;
   save(job);
   jobs_[id] = std::move(job);
@@ -597,6 +622,10 @@ Json Controller::submit(const Json& body) {
 void Controller::start_next() {
   if (running_ != 0 || queue_.empty() || stopping_) return;
   JobRecord& job = jobs_[queue_.front()];
+  if (!job.task.empty()) {
+    start_task(job);
+    return;
+  }
   core::JobSpec spec;
   try {
     spec = job.spec();
@@ -664,13 +693,15 @@ void Controller::start_next() {
 }
 
 std::vector<uint8_t> Controller::handle_request(const std::string& kind, uint64_t job_id,
-                                                const std::string& body_text) {
+                                                const std::string& body_text,
+                                                const std::vector<uint8_t>& data) {
   const Json body = Json::parse(body_text.empty() ? "{}" : body_text, nullptr, false);
   if (body.is_discarded()) return reply_error("the request body is not JSON", "use dtrain-submit");
   std::lock_guard<std::mutex> lock(mutex_);
   end_adoption_if_due();  // also when no node of the job ever comes back
   try {
     if (kind == "submit") return reply_ok(submit(body));
+    if (kind == "task") return reply_ok(submit_task(body, data));
     if (kind == "nodes") return reply_ok(nodes_locked());
     if (kind == "status" && job_id == 0) return reply_ok(jobs_locked());
     auto it = jobs_.find(job_id);
@@ -698,6 +729,10 @@ std::vector<uint8_t> Controller::handle_request(const std::string& kind, uint64_
       if (job.finished()) return reply_ok(job.to_json());
       job.cancel_requested = true;
       job.add_log("cancel requested");
+      if (!job.task.empty() && job.state == "running") {
+        finish_task(job, "cancelled", "", "");
+        return reply_ok(job.to_json());
+      }
       if (job.state == "queued") {
         queue_.erase(std::remove(queue_.begin(), queue_.end(), job.id), queue_.end());
         job.state = "cancelled";

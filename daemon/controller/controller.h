@@ -54,8 +54,10 @@ class Controller {
 
   static bool client_may(const std::string& kind);
   void serve_node(transport::ControlConnection& c, const NodeRegistration& node);
+  // `data`: the bytes beside the request's JSON (task: the model file).
   std::vector<uint8_t> handle_request(const std::string& kind, uint64_t job_id,
-                                      const std::string& body);
+                                      const std::string& body,
+                                      const std::vector<uint8_t>& data = {});
   void on_job_message(Member& m, const JobMessageIn& in);
   void on_job_message_safely(Member& m, const JobMessageIn& in);
   void on_node_failed(JobRecord& job, Member& m, const Json& body);
@@ -81,6 +83,8 @@ class Controller {
   Json nodes_locked();
   Json jobs_locked();
   Json submit(const Json& body);
+  // Gives `job` an id and queues it (saved first); its status.
+  Json enqueue(JobRecord job);
   void start_next();
   void node_lost(Member& m, const std::string& why);
   // `name` leaves the running `job` (it goes on without it), whether or not its daemon is alive.
@@ -111,6 +115,14 @@ class Controller {
   void send_start(JobRecord& job, Member& m, StartMessage start);
   // What a node is sent to start its part of `job` as member `rank`.
   StartMessage start_message(const JobRecord& job, size_t rank) const;
+  // controller_tasks.cc: cluster evaluation and inference jobs.
+  Json submit_task(const Json& body, const std::vector<uint8_t>& model);
+  void start_task(JobRecord& job);
+  TaskMessage task_message(const JobRecord& job, std::vector<uint32_t> parts) const;
+  void on_task_report(JobRecord& job, Member& m, const JobMessageIn& in);
+  void reassign_parts(JobRecord& job, const std::string& lost);
+  void finish_task(JobRecord& job, const std::string& state, const std::string& error,
+                   const std::string& fix);
   void check_finished(JobRecord& job);
   void finish(JobRecord& job);
   void save(const JobRecord& job);

@@ -27,6 +27,11 @@ Json JobRecord::to_json(bool with_log) const {
   j["name"] = name;
   j["state"] = state;
   j["mode"] = mode;
+  if (!task.empty()) {
+    j["task"] = task;
+    j["task_request"] = task_request;
+    j["task_parts"] = {{"done", part_results.size()}, {"total", part_count}};
+  }
   j["nodes"] = nodes;
   j["lost_nodes"] = lost_nodes;
   j["rejoined_nodes"] = rejoined_nodes;
@@ -63,6 +68,8 @@ JobRecord JobRecord::from_json(const Json& j) {
   r.name = j.value("name", "");
   r.state = j.value("state", "failed");
   r.mode = j.value("mode", "");
+  r.task = j.value("task", "");
+  if (j.contains("task_request") && j["task_request"].is_object()) r.task_request = j["task_request"];
   r.spec_text = j.value("spec", "");
   r.base_dir = j.value("base_dir", "");
   r.nodes = j.value("nodes", std::vector<std::string>{});

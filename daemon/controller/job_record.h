@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -50,6 +51,16 @@ struct JobRecord {
   // A queued job that goes on from its checkpoint with this many epochs done (`dtrain-submit
   // resume`); -1 for a fresh start.
   int64_t resume_epoch = -1;
+  // A cluster evaluation or inference job (daemon/README.md, "Evaluation and inference jobs"):
+  // task is eval or infer ("" for training), task_request its data and options (the RunTask
+  // fields, as the client sent them). The model's bytes and the parts' state live only in
+  // memory: a restarted controller fails such a job (nodes cancel it as an orphan).
+  std::string task;
+  Json task_request = Json::object();
+  std::shared_ptr<const std::vector<uint8_t>> model;
+  uint32_t part_count = 0;
+  std::map<uint32_t, std::string> part_owner;  // the node each part was last given to
+  std::map<uint32_t, Json> part_results;       // PartDone reports, by part
   Json result = Json::object();          // merged, once finished
   std::string error, fix;
   bool cancel_requested = false;

@@ -30,12 +30,8 @@ double replica_difference(const std::map<std::string, Json>& results) {
   return worst;
 }
 
-namespace {
-
-// One node's part of the final evaluation, or nullopt (logged) when it is malformed or not of
-// the same kind and shape as the parts before it.
-std::optional<core::Evaluation> read_part(const std::string& node, const Json& p,
-                                          const core::Evaluation* first, JobRecord& job) {
+std::optional<core::Evaluation> evaluation_part(const Json& p, const core::Evaluation* like) {
+  if (!p.is_object()) return std::nullopt;
   const double loss_sum = p.value("loss_sum", 0.0);
   std::optional<core::Evaluation> e;
   if (p.contains("regression_sums")) {
@@ -48,14 +44,15 @@ std::optional<core::Evaluation> read_part(const std::string& node, const Json& p
         counts.size() == 4 + size_t(counts[0] * counts[0]))
       e = core::Evaluation::from_counts(counts, loss_sum);
   }
-  if (e && first &&
-      (e->is_regression() != first->is_regression() ||
-       e->num_classes() != first->num_classes() || e->top_n() != first->top_n() ||
-       e->regression_metrics().columns() != first->regression_metrics().columns()))
+  if (e && like &&
+      (e->is_regression() != like->is_regression() ||
+       e->num_classes() != like->num_classes() || e->top_n() != like->top_n() ||
+       e->regression_metrics().columns() != like->regression_metrics().columns()))
     e.reset();
-  if (!e) job.add_log(node + ": its evaluation part is malformed; left out");
   return e;
 }
+
+namespace {
 
 void put_classification(const core::Evaluation& merged, Json& result) {
   result["accuracy"] = merged.accuracy();
@@ -84,6 +81,13 @@ void put_regression(const core::RegressionEvaluation& r, Json& result) {
 
 }  // namespace
 
+void put_evaluation(const core::Evaluation& merged, Json& result) {
+  if (merged.is_regression()) put_regression(merged.regression_metrics(), result);
+  else put_classification(merged, result);
+  result["test_loss"] = merged.mean_loss();
+  result["evaluated_examples"] = merged.count();
+}
+
 void merge_evaluation(const std::map<std::string, Json>& results, Json& result,
                       JobRecord& job) {
   std::optional<core::Evaluation> merged;
@@ -92,17 +96,17 @@ void merge_evaluation(const std::map<std::string, Json>& results, Json& result,
   for (const auto& [node, r] : results) {
     if (!r.contains("evaluation_part")) continue;
     const Json& p = r["evaluation_part"];
-    std::optional<core::Evaluation> e = read_part(node, p, merged ? &*merged : nullptr, job);
-    if (!e) continue;
+    std::optional<core::Evaluation> e = evaluation_part(p, merged ? &*merged : nullptr);
+    if (!e) {
+      job.add_log(node + ": its evaluation part is malformed; left out");
+      continue;
+    }
     if (parts++ == 0) merged = std::move(e);
     else merged->merge(*e);
     test_examples = p.value("test_examples", int64_t(0));
   }
   if (parts == 0) return;
-  if (merged->is_regression()) put_regression(merged->regression_metrics(), result);
-  else put_classification(*merged, result);
-  result["test_loss"] = merged->mean_loss();
-  result["evaluated_examples"] = merged->count();
+  put_evaluation(*merged, result);
   result["evaluation_nodes"] = parts;
   job.add_log("evaluation over " + std::to_string(parts) + " nodes, " +
               std::to_string(merged->count()) + " of " + std::to_string(test_examples) +

@@ -7,6 +7,7 @@
 #include <optional>
 #include <string>
 
+#include "core/eval/evaluation.h"
 #include "daemon/controller/job_record.h"
 
 namespace dtrain::daemon {
@@ -19,6 +20,14 @@ double replica_difference(const std::map<std::string, Json>& results);
 // node lost between the last epoch and its result).
 void merge_evaluation(const std::map<std::string, Json>& results, Json& result,
                       JobRecord& job);
+
+// One evaluation part a node sent ({counts} or {regression_sums}, and loss_sum), or nullopt
+// when it is malformed or (given `like`) not of the same kind and shape as `like`.
+std::optional<core::Evaluation> evaluation_part(const Json& part,
+                                                const core::Evaluation* like = nullptr);
+// The merged figures into `result`: accuracy, top-N, confusion (classification) or
+// "regression" {mse, mae, rmse, r2} per column; test_loss and evaluated_examples.
+void put_evaluation(const core::Evaluation& merged, Json& result);
 
 struct JobFailure {
   std::string error, fix;  // an empty fix: report it (a bug, not the user's doing)

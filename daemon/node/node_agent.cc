@@ -130,7 +130,10 @@ void NodeAgent::on_job_message(const JobMessageIn& m) {
         config_, *channel_, node_id_, job_id, m.start,
         [this, job_id](JobKind kind, const Json& body) { queue(job_id, kind, body); },
         std::move(dropped));
+  } else if (m.kind == JobKind::Task) {
+    on_task(job_id, m.task);
   } else if (m.kind == JobKind::Cancel) {
+    if (auto task = tasks_.find(job_id); task != tasks_.end()) task->second->cancel();
     if (it == jobs_.end()) return;
     spdlog::info("node {}: cancelling job {}", config_.name, job_id_text(job_id));
     it->second->cancel();
@@ -154,6 +157,19 @@ void NodeAgent::on_job_message(const JobMessageIn& m) {
   }
 }
 
+void NodeAgent::on_task(uint64_t job_id, const TaskMessage& task) {
+  auto it = tasks_.find(job_id);
+  if (it != tasks_.end() && !it->second->done()) {
+    it->second->add_parts(task.parts);  // a lost node's parts, or a repeat (dropped)
+    return;
+  }
+  spdlog::info("node {}: {} job {}: {} of its {} parts here", config_.name, task.kind,
+               job_id_text(job_id), task.parts.size(), task.part_count);
+  tasks_[job_id] = std::make_unique<TaskRunner>(
+      config_, job_id, task,
+      [this, job_id](JobKind kind, const Json& body) { queue(job_id, kind, body); });
+}
+
 void NodeAgent::session(const std::atomic<bool>& stop) {
   auto c = ControlConnection::connect(config_.controller_host, config_.controller_port, key_,
                                       std::chrono::seconds(10));
@@ -170,6 +186,8 @@ void NodeAgent::session(const std::atomic<bool>& stop) {
     std::lock_guard<std::mutex> lock(jobs_mutex_);
     for (const auto& [id, job] : jobs_)
       if (!job->done()) me.running_jobs.push_back(id);
+    for (const auto& [id, task] : tasks_)
+      if (!task->done()) me.running_jobs.push_back(id);
   }
   c->send(register_frame(me));
   const std::vector<uint8_t> reply_bytes = c->receive(std::chrono::seconds(10));
@@ -193,6 +211,10 @@ void NodeAgent::session(const std::atomic<bool>& stop) {
       std::lock_guard<std::mutex> lock(jobs_mutex_);
       for (auto it = jobs_.begin(); it != jobs_.end();) {
         if (it->second->done()) it = jobs_.erase(it);
+        else ++it;
+      }
+      for (auto it = tasks_.begin(); it != tasks_.end();) {
+        if (it->second->done()) it = tasks_.erase(it);
         else ++it;
       }
     }
@@ -230,12 +252,16 @@ void NodeAgent::run(const std::atomic<bool>& stop) {
 
 void NodeAgent::stop_jobs() {
   std::map<uint64_t, std::unique_ptr<JobRunner>> jobs;
+  std::map<uint64_t, std::unique_ptr<TaskRunner>> tasks;
   {
     std::lock_guard<std::mutex> lock(jobs_mutex_);
     jobs.swap(jobs_);
+    tasks.swap(tasks_);
   }
   for (auto& [id, job] : jobs) job->cancel();
+  for (auto& [id, task] : tasks) task->cancel();
   jobs.clear();  // joins them
+  tasks.clear();
 }
 
 Json NodeAgent::status() {
@@ -252,6 +278,8 @@ Json NodeAgent::status() {
     std::lock_guard<std::mutex> lock(jobs_mutex_);
     for (const auto& [id, job] : jobs_)
       if (!job->done()) j["jobs"].push_back(job->snapshot());
+    for (const auto& [id, task] : tasks_)
+      if (!task->done()) j["jobs"].push_back(task->snapshot());
   }
   for (const auto& [peer, c] : channel_->endpoint().counters()) {
     // Datagrams from senders that are not members (or did not authenticate) count under

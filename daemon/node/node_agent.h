@@ -17,6 +17,7 @@
 #include "daemon/node/data_channel.h"
 #include "daemon/node/gpu_inventory.h"
 #include "daemon/node/job_runner.h"
+#include "daemon/node/task_runner.h"
 #include "transport/control/control_connection.h"
 #include "transport/security/cluster_key.h"
 
@@ -42,6 +43,7 @@ class NodeAgent {
   void queue(uint64_t job_id, JobKind kind, const Json& body);
   void send_outbox(transport::ControlConnection& c, std::chrono::milliseconds timeout);
   void on_job_message(const JobMessageIn& m);
+  void on_task(uint64_t job_id, const TaskMessage& task);  // under jobs_mutex_
   void stop_jobs();  // cancels and joins every runner
 
   DaemonConfig config_;
@@ -60,6 +62,7 @@ class NodeAgent {
   std::deque<Queued> outbox_;  // reports for the controller; guarded by mutex_
   std::mutex jobs_mutex_;  // run()'s thread changes jobs_; status() reads it
   std::map<uint64_t, std::unique_ptr<JobRunner>> jobs_;
+  std::map<uint64_t, std::unique_ptr<TaskRunner>> tasks_;  // cluster eval/infer jobs
   std::atomic<bool> connected_{false};
 };
 

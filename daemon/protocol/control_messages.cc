@@ -114,7 +114,57 @@ bool read_start(const control::StartJob& s, StartMessage& out) {
   return true;
 }
 
+// Bounds on a task: a part list no larger than a job splits into, short data options.
+constexpr size_t kMaxParts = 1 << 16, kMaxMetrics = 8;
+
+bool read_task(const control::RunTask& t, TaskMessage& out) {
+  if (!t.kind() || !t.model() || !t.data() || !t.parts() || t.parts()->size() > kMaxParts ||
+      t.part_count() == 0 || t.part_count() > kMaxParts ||
+      (t.metrics() && t.metrics()->size() > kMaxMetrics) || t.top_n() < 1 ||
+      t.batch_size() < 1 || t.batch_size() > (1 << 20))
+    return false;
+  out.kind = text(t.kind());
+  if (out.kind != "eval" && out.kind != "infer") return false;
+  out.model.assign(t.model()->begin(), t.model()->end());
+  const control::TaskData& d = *t.data();
+  out.format = text(d.format());
+  out.path = text(d.path(), 4096);
+  out.labels = text(d.labels(), 4096);
+  out.label_column = d.label_column();
+  out.key_column = d.key_column();
+  out.header = d.header();
+  out.metrics.clear();
+  if (t.metrics())
+    for (const flatbuffers::String* m : *t.metrics()) out.metrics.push_back(text(m));
+  out.top_n = t.top_n();
+  out.batch_size = t.batch_size();
+  out.output_dir = text(t.output_dir(), 4096);
+  out.part_count = t.part_count();
+  out.parts.clear();
+  if (!transport::elements_aligned(t.parts())) return false;
+  for (uint32_t p : *t.parts()) {
+    if (p >= out.part_count) return false;
+    out.parts.push_back(p);
+  }
+  return true;
+}
+
 }  // namespace
+
+std::vector<uint8_t> task_frame(uint64_t job_id, const TaskMessage& task) {
+  flatbuffers::FlatBufferBuilder fbb(1024 + task.model.size());
+  const auto data = control::CreateTaskData(
+      fbb, fbb.CreateString(task.format), fbb.CreateString(task.path),
+      fbb.CreateString(task.labels), task.label_column, task.header, task.key_column);
+  std::vector<flatbuffers::Offset<flatbuffers::String>> metrics;
+  for (const std::string& m : task.metrics) metrics.push_back(fbb.CreateString(m));
+  const auto t = control::CreateRunTask(
+      fbb, fbb.CreateString(task.kind), fbb.CreateVector(task.model), data,
+      fbb.CreateVector(metrics), task.top_n, task.batch_size, fbb.CreateString(task.output_dir),
+      fbb.CreateVector(task.parts), task.part_count);
+  const auto m = control::CreateJobMessage(fbb, job_id, JobKind::Task, 0, 0, 0, 0, 0, t);
+  return control_frame_bytes(fbb, control::ControlBody::JobMessage, m.Union());
+}
 
 std::vector<uint8_t> start_frame(uint64_t job_id, const StartMessage& start) {
   flatbuffers::FlatBufferBuilder fbb(1024 + start.spec.size());
@@ -190,13 +240,16 @@ bool read_job_message(const std::vector<uint8_t>& frame, JobMessageIn& out) {
       return jm->fetch() && read_fetch(*jm->fetch(), out.fetch);
     case JobKind::ModelChunk:
       return jm->chunk() && read_chunk(*jm->chunk(), out.chunk);
+    case JobKind::Task:
+      return jm->task() && read_task(*jm->task(), out.task);
     case JobKind::Progress:
     case JobKind::Log:
     case JobKind::Result:
     case JobKind::Failed:
     case JobKind::Rejoined:
     case JobKind::Checkpoint:
-    case JobKind::Stats: {
+    case JobKind::Stats:
+    case JobKind::PartDone: {
       if (!jm->body()) return true;
       const std::string text(reinterpret_cast<const char*>(jm->body()->data()), jm->body()->size());
       out.body = Json::parse(text.empty() ? "{}" : text, nullptr, /*allow_exceptions=*/false);
@@ -206,10 +259,12 @@ bool read_job_message(const std::vector<uint8_t>& frame, JobMessageIn& out) {
   return false;  // a kind this release does not know
 }
 
-std::vector<uint8_t> request_frame(const std::string& kind, uint64_t job_id, const Json& body) {
-  flatbuffers::FlatBufferBuilder fbb;
+std::vector<uint8_t> request_frame(const std::string& kind, uint64_t job_id, const Json& body,
+                                   const std::vector<uint8_t>& data) {
+  flatbuffers::FlatBufferBuilder fbb(1024 + data.size());
   const auto r = control::CreateRequest(fbb, fbb.CreateString(kind), job_id,
-                                        fbb.CreateString(body.dump()));
+                                        fbb.CreateString(body.dump()),
+                                        data.empty() ? 0 : fbb.CreateVector(data));
   return control_frame_bytes(fbb, control::ControlBody::Request, r.Union());
 }
 
@@ -228,8 +283,9 @@ std::vector<uint8_t> reply_error(const std::string& error, const std::string& fi
 }
 
 Json request(ControlConnection& c, const std::string& kind, uint64_t job_id, const Json& body,
-             std::chrono::milliseconds timeout, std::vector<uint8_t>* data) {
-  c.send(request_frame(kind, job_id, body), timeout);
+             std::chrono::milliseconds timeout, std::vector<uint8_t>* data,
+             const std::vector<uint8_t>& upload) {
+  c.send(request_frame(kind, job_id, body, upload), timeout);
   const std::vector<uint8_t> bytes = c.receive(timeout);
   const control::ControlFrame& f = read_control_frame(bytes);
   const control::Reply* r = f.body_as_Reply();

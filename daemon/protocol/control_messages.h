@@ -76,6 +76,21 @@ struct RejoinMessage {
   bool withdrawn = false;  // it failed before it was admitted: take it as lost
 };
 
+// A cluster eval/infer job's parts for one node (control.fbs RunTask).
+struct TaskMessage {
+  std::string kind;  // eval | infer
+  std::vector<uint8_t> model;
+  std::string format, path, labels;  // the data (TaskData)
+  int64_t label_column = -1, key_column = -1;
+  bool header = false;
+  std::vector<std::string> metrics;
+  int64_t top_n = 1, batch_size = 256;
+  std::string output_dir;
+  std::vector<uint32_t> parts;
+  uint32_t part_count = 0;
+};
+std::vector<uint8_t> task_frame(uint64_t job_id, const TaskMessage& task);
+
 std::vector<uint8_t> start_frame(uint64_t job_id, const StartMessage& start);
 std::vector<uint8_t> rejoin_frame(uint64_t job_id, const RejoinMessage& rejoin);
 std::vector<uint8_t> cancel_frame(uint64_t job_id);
@@ -90,14 +105,17 @@ struct JobMessageIn {
   RejoinMessage rejoin;        // kind Rejoin
   FetchMessage fetch;          // kind FetchModel
   ChunkMessage chunk;          // kind ModelChunk
+  TaskMessage task;            // kind Task
 };
 // The job message in a received frame (verified first); false, never an exception, when the
 // frame is malformed, holds something else, lacks its kind's table, or names figures no real
 // job has (a rank outside the members, more members than a cluster has, unbounded lists).
 bool read_job_message(const std::vector<uint8_t>& frame, JobMessageIn& out);
 
-// kind: submit | status | nodes | cancel | logs | resume | fetch
-std::vector<uint8_t> request_frame(const std::string& kind, uint64_t job_id, const Json& body);
+// kind: submit | task | status | nodes | cancel | logs | resume | fetch; `data`: bytes beside
+// the JSON (task: the model file).
+std::vector<uint8_t> request_frame(const std::string& kind, uint64_t job_id, const Json& body,
+                                   const std::vector<uint8_t>& data = {});
 // `data`: bytes beside the JSON (a fetched chunk of a model file).
 std::vector<uint8_t> reply_ok(const Json& body, const std::vector<uint8_t>& data = {});
 std::vector<uint8_t> reply_error(const std::string& error, const std::string& fix);
@@ -115,9 +133,10 @@ class RequestRefused : public std::runtime_error {
   std::string error_, fix_;
 };
 // `data`, when given, receives the reply's bytes beside the JSON.
+// `upload`, when given, goes with the request (request_frame's data).
 Json request(transport::ControlConnection& c, const std::string& kind, uint64_t job_id,
              const Json& body, std::chrono::milliseconds timeout,
-             std::vector<uint8_t>* data = nullptr);
+             std::vector<uint8_t>* data = nullptr, const std::vector<uint8_t>& upload = {});
 
 // Job ids are random 64-bit values, shown as 16 hex digits.
 std::string job_id_text(uint64_t id);

@@ -5,7 +5,9 @@
 # at least 0.9 on each target column; the job's replicas agree; the metrics `eval --json` prints
 # equal ones this script computes from `infer`'s predictions and the CSV's targets, and the
 # fetched cluster model evaluates here to the metrics the job reported, its parts merged: to
-# 1e-6 relative, as each node evaluates its part with its own replica and those agree to ~1e-8. A classifier's metric on a regression model and exporting regression data are
+# 1e-6 relative, as each node evaluates its part with its own replica and those agree to ~1e-8.
+# `eval JOB --cluster` evaluates the job's model (fetched, shipped) to the fetched model's
+# figures. A classifier's metric on a regression model and exporting regression data are
 # refused with the fix. Every wait has a deadline.
 # Arguments: lib.sh's four, then make_regression_csv.py and configs/regression-mlp.yaml.
 set -u
@@ -99,6 +101,17 @@ bad = [(k, c, job["regression"][k][c], here[k][c]) for k in ("mse", "mae", "rmse
 bad += [("loss", 0, job["test_loss"], here["loss"])] if abs(job["test_loss"] - here["loss"]) > 1e-6 * here["loss"] else []
 print("job vs here:", bad or "equal")
 sys.exit(1 if bad else 0)
+PY
+# The job's model evaluated in place as a cluster job (`eval JOB --cluster`; on the test set
+# its spec names): the fetched model's figures, the parts' sums added in another order.
+timeout 60 "$SUBMIT" eval "$id" --cluster --json > job_eval.json 2> job_eval.err ||
+  fail "eval $id --cluster: $(tail -n 3 job_eval.err)"
+python3 - fetched_eval.json job_eval.json <<'PY' || fail "eval JOB --cluster differs from the fetched model's evaluation"
+import json, sys
+a, b = (json.load(open(p)) for p in sys.argv[1:])
+bad = [k for k in ("mse", "mae", "rmse", "r2") for c in range(2) if abs(a[k][c] - b[k][c]) > 1e-12 * abs(a[k][c])]
+print("eval JOB --cluster:", b["r2"], "differs in", bad or "nothing")
+sys.exit(1 if bad or a["examples"] != b["examples"] else 0)
 PY
 "$SUBMIT" infer fetched.dtm --input features.csv --header --output cluster_preds.csv 2> /dev/null ||
   fail "infer of the fetched model"

@@ -106,6 +106,19 @@ int main(int argc, char** argv) {
   write(control, "job_start", daemon::start_frame(7, start), 1);
   write(control, "job_rejoin", daemon::rejoin_frame(7, {2, 97}), 1);
   write(control, "job_cancel", daemon::cancel_frame(7), 1);
+  daemon::TaskMessage task;
+  task.kind = "eval";
+  task.model = {1, 2, 3, 4};
+  task.format = "csv";
+  task.path = "/data/test.csv";
+  task.metrics = {"classification"};
+  task.parts = {0, 3};
+  task.part_count = 6;
+  write(control, "job_task", daemon::task_frame(7, task), 1);
+  write(control, "job_part_done",
+        daemon::report_frame(7, daemon::JobKind::PartDone,
+                             {{"part_index", 3}, {"examples", 2}, {"counts", {1, 1, 2, 2, 2}},
+                              {"loss_sum", 0.5}}), 1);
   write(control, "job_result",
         daemon::report_frame(7, daemon::JobKind::Result, {{"accuracy", 0.9}}), 1);
   write(control, "job_fetch", daemon::fetch_frame(7, {3, "m.dtm", 0, 1 << 20}), 1);

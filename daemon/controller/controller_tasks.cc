@@ -1,0 +1,227 @@
+// Cluster evaluation and inference jobs (daemon/README.md, "Evaluation and inference jobs"):
+// `dtrain-submit eval|infer MODEL --cluster` ships a model; the controller splits the data
+// into parts of whole batches, gives each live node its share, takes each PartDone, gives a
+// lost node's parts to the others, and joins the parts in part order at the end.
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <filesystem>
+
+#include "core/util/error.h"
+#include "daemon/controller/controller.h"
+#include "daemon/controller/task_results.h"
+
+namespace dtrain::daemon {
+namespace {
+
+constexpr uint32_t kPartsPerNode = 4, kMaxParts = 4096;
+constexpr size_t kMaxUnfinishedTasks = 8;
+
+bool has_dot_dot(const std::string& path) {
+  for (const auto& part : std::filesystem::path(path))
+    if (part == "..") return true;
+  return false;
+}
+
+// The request's fields, checked: a refusal names the field and the fix.
+TaskMessage task_from_request(const Json& r) {
+  TaskMessage t;
+  auto text = [&](const char* key) {
+    const Json& v = r.contains(key) ? r[key] : Json();
+    return v.is_string() ? v.get<std::string>() : std::string();
+  };
+  auto integer = [&](const char* key, int64_t fallback, int64_t lo, int64_t hi) {
+    const Json& v = r.contains(key) ? r[key] : Json(fallback);
+    if (!v.is_number_integer() || v.get<int64_t>() < lo || v.get<int64_t>() > hi)
+      throw core::UserError(std::string("the task's ") + key + " is not a whole number in [" +
+                                std::to_string(lo) + ", " + std::to_string(hi) + "]",
+                            "use dtrain-submit eval|infer --cluster");
+    return v.get<int64_t>();
+  };
+  t.kind = text("task");
+  if (t.kind != "eval" && t.kind != "infer")
+    throw core::UserError("unknown task '" + t.kind + "'", "use dtrain-submit eval|infer --cluster");
+  t.format = text("format");
+  t.path = text("path");
+  t.labels = text("labels");
+  t.header = r.value("header", false);
+  t.label_column = integer("label_column", -1, -1, 1 << 20);
+  t.key_column = integer("key_column", -1, -1, 1 << 20);
+  t.top_n = integer("top_n", 1, 1, 1 << 20);
+  t.batch_size = integer("batch_size", 256, 1, 1 << 20);
+  t.output_dir = text("output_dir");
+  if (t.path.empty() || t.path[0] != '/')
+    throw core::UserError("the task's data path '" + t.path + "' is not absolute",
+                          "every node reads it at the same path: give an absolute one");
+  if (t.kind == "eval" && t.format != "idx" && t.format != "csv" && t.format != "images")
+    throw core::UserError("unknown data format '" + t.format + "'", "use idx, csv or images");
+  if (t.kind == "infer" && (t.output_dir.empty() || t.output_dir[0] != '/' ||
+                            has_dot_dot(t.output_dir)))
+    throw core::UserError("the inference output folder '" + t.output_dir +
+                              "' is not absolute, or climbs with '..'",
+                          "give --output an absolute folder every node can write");
+  return t;
+}
+
+}  // namespace
+
+Json Controller::submit_task(const Json& body, const std::vector<uint8_t>& model) {
+  if (model.empty())
+    throw core::UserError("the task brings no model", "use dtrain-submit eval|infer MODEL --cluster");
+  const TaskMessage checked = task_from_request(body);
+  // Each holds its model in memory until it ends: a bounded number of them.
+  size_t unfinished = 0;
+  for (const auto& [id, j] : jobs_) unfinished += !j.task.empty() && !j.finished();
+  if (unfinished >= kMaxUnfinishedTasks)
+    throw core::UserError(std::to_string(unfinished) + " evaluation or inference jobs are queued "
+                              "or running already",
+                          "wait for them (dtrain-submit status) or cancel some");
+  JobRecord job;
+  job.name = body.value("name", checked.kind);
+  if (job.name.size() > 200) job.name.resize(200);
+  job.mode = checked.kind;
+  job.task = checked.kind;
+  job.task_request = body;
+  job.model = std::make_shared<const std::vector<uint8_t>>(model);
+  job.add_log("submitted (" + checked.kind + " of " + checked.path + ", a model of " +
+              std::to_string(model.size()) + " bytes)");
+  return enqueue(std::move(job));
+}
+
+TaskMessage Controller::task_message(const JobRecord& job, std::vector<uint32_t> parts) const {
+  TaskMessage t = task_from_request(job.task_request);
+  t.model = *job.model;
+  t.metrics = job.task_request.value("metrics", std::vector<std::string>{});
+  t.parts = std::move(parts);
+  t.part_count = job.part_count;
+  return t;
+}
+
+void Controller::start_task(JobRecord& job) {
+  std::vector<Member*> alive;
+  for (auto& [name, m] : members_)
+    if (m.alive) alive.push_back(&m);
+  std::sort(alive.begin(), alive.end(), [](Member* a, Member* b) { return a->id < b->id; });
+  const int64_t wanted = job.task_request.value("nodes", int64_t(0));
+  if (alive.empty() || (wanted > 0 && int64_t(alive.size()) < wanted)) {
+    const std::string line = "waiting for " + std::to_string(std::max<int64_t>(1, wanted)) +
+                             " nodes (" + std::to_string(alive.size()) + " registered)";
+    if (job.log.empty() || job.log.back().find(line) == std::string::npos) job.add_log(line);
+    return;
+  }
+  if (wanted > 0) alive.resize(size_t(wanted));
+  queue_.pop_front();
+  running_ = job.id;
+  job.state = "running";
+  job.started_at = unix_now();
+  job.part_count = std::min<uint32_t>(kMaxParts, kPartsPerNode * uint32_t(alive.size()));
+  std::vector<std::vector<uint32_t>> shares(alive.size());
+  for (uint32_t p = 0; p < job.part_count; ++p) {
+    shares[p % alive.size()].push_back(p);
+    job.part_owner[p] = alive[p % alive.size()]->name;
+  }
+  for (size_t i = 0; i < alive.size(); ++i) {
+    job.nodes.push_back(alive[i]->name);
+    alive[i]->outbox.push_back(task_frame(job.id, task_message(job, shares[i])));
+  }
+  job.add_log("started on " + std::to_string(alive.size()) + " nodes, " +
+              std::to_string(job.part_count) + " parts");
+  spdlog::info("controller: {} job {} ({}) started on {} nodes", job.task, job_id_text(job.id),
+               job.name, alive.size());
+  save(job);
+}
+
+void Controller::on_task_report(JobRecord& job, Member& m, const JobMessageIn& in) {
+  const Json& body = in.body;
+  if (in.kind == JobKind::Log) {
+    job.add_log(m.name + ": " + body.value("line", ""));
+  } else if (in.kind == JobKind::Failed) {
+    finish_task(job, "failed", m.name + ": " + body.value("error", std::string("failed")),
+                body.value("fix", std::string()));
+  } else if (in.kind == JobKind::PartDone && !job.finished()) {
+    const Json& index = body.contains("part_index") ? body["part_index"] : Json();
+    if (!index.is_number_unsigned() || index.get<uint64_t>() >= job.part_count) {
+      spdlog::warn("controller: {} sent a PartDone without a part of job {}: ignored", m.name,
+                   job_id_text(job.id));
+      return;
+    }
+    const uint32_t part = index.get<uint32_t>();
+    // A node speaks for the parts it holds now (a lost node's late report is not taken).
+    if (job.part_owner[part] != m.name || job.part_results.count(part)) return;
+    if (const std::string wrong = check_part_done(job.task, body, part,
+                                                  job.task_request.value("output_dir", ""));
+        !wrong.empty()) {
+      finish_task(job, "failed", m.name + " reported part " + std::to_string(part) + " with " + wrong,
+                  "run the same dtrain release on every node");
+      return;
+    }
+    job.part_results[part] = body;
+    job.add_log(m.name + ": part " + std::to_string(part + 1) + " of " +
+                std::to_string(job.part_count) + " done (" +
+                std::to_string(body.value("examples", int64_t(0))) + " examples)");
+    if (job.part_results.size() == job.part_count) finish_task(job, "succeeded", "", "");
+  }
+}
+
+void Controller::reassign_parts(JobRecord& job, const std::string& lost) {
+  std::vector<Member*> live;
+  for (const std::string& n : job.nodes)
+    if (n != lost && !job.dropped(n) && members_.count(n) && members_[n].alive)
+      live.push_back(&members_[n]);
+  std::vector<uint32_t> orphaned;
+  for (const auto& [part, owner] : job.part_owner)
+    if (owner == lost && !job.part_results.count(part)) orphaned.push_back(part);
+  if (orphaned.empty()) return;
+  if (live.empty()) {
+    finish_task(job, "failed", "every node of the job was lost",
+                "check the nodes' logs (journalctl -u dtraind) and submit again");
+    return;
+  }
+  std::vector<std::vector<uint32_t>> shares(live.size());
+  for (size_t i = 0; i < orphaned.size(); ++i) {
+    shares[i % live.size()].push_back(orphaned[i]);
+    job.part_owner[orphaned[i]] = live[i % live.size()]->name;
+  }
+  for (size_t i = 0; i < live.size(); ++i) {
+    if (shares[i].empty()) continue;
+    live[i]->outbox.push_back(task_frame(job.id, task_message(job, shares[i])));
+    job.add_log(std::to_string(shares[i].size()) + " of " + lost + "'s parts go to " +
+                live[i]->name);
+  }
+}
+
+void Controller::finish_task(JobRecord& job, const std::string& state, const std::string& error,
+                             const std::string& fix) {
+  if (job.finished()) return;
+  job.state = state;
+  job.error = error;
+  job.fix = fix;
+  if (state == "succeeded") {
+    try {
+      job.result = job.task == "eval"
+                       ? merge_eval_parts(job.part_results)
+                       : merge_infer_parts(job.part_results, job.task_request.value("output_dir", ""),
+                                           job.task_request.value("keep_parts", false));
+      job.result["parts"] = job.part_count;
+    } catch (const std::exception& e) {
+      job.state = "failed";
+      job.error = e.what();
+      if (const auto* u = dynamic_cast<const core::UserError*>(&e)) {
+        job.error = u->what_happened();
+        job.fix = u->fix();
+      }
+    }
+  }
+  // Every node's runner waits for more parts until told: the job is over.
+  for (const std::string& n : job.nodes)
+    if (members_.count(n) && members_[n].alive) members_[n].outbox.push_back(cancel_frame(job.id));
+  job.model.reset();
+  job.finished_at = unix_now();
+  job.add_log("job " + job.state + (job.error.empty() ? "" : ": " + job.error));
+  spdlog::info("controller: {} job {} ({}) {}", job.task, job_id_text(job.id), job.name, job.state);
+  save(job);
+  if (running_ == job.id) running_ = 0;
+  start_next();
+}
+
+}  // namespace dtrain::daemon

@@ -1,0 +1,166 @@
+#include "daemon/node/task_runner.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <optional>
+
+#include "core/data/part_range.h"
+#include "core/eval/evaluate.h"
+#include "core/infer/keyed_examples.h"
+#include "core/infer/prediction_writer.h"
+#include "core/io/saved_model.h"
+#include "core/train/training_data.h"
+#include "core/util/error.h"
+
+namespace dtrain::daemon {
+
+// What run() loads once: the model and, as the task says, labelled data or keyed inputs.
+struct TaskRunner::Loaded {
+  core::SavedModel saved;
+  core::Dataset data;          // eval
+  core::KeyedExamples inputs;  // infer
+  int64_t examples = 0;
+};
+
+TaskRunner::TaskRunner(const DaemonConfig& config, uint64_t job_id, TaskMessage task,
+                       Report report)
+    : config_(config), job_id_(job_id), task_(std::move(task)), report_(std::move(report)) {
+  parts_.assign(task_.parts.begin(), task_.parts.end());
+  task_.parts.clear();
+  thread_ = std::thread([this] { run(); });
+}
+
+TaskRunner::~TaskRunner() {
+  cancel();
+  if (thread_.joinable()) thread_.join();
+}
+
+void TaskRunner::add_parts(const std::vector<uint32_t>& parts) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (uint32_t p : parts)
+    if (p < task_.part_count && std::find(parts_.begin(), parts_.end(), p) == parts_.end())
+      parts_.push_back(p);
+  wake_.notify_all();
+}
+
+void TaskRunner::cancel() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  cancelled_ = true;
+  wake_.notify_all();
+}
+
+Json TaskRunner::snapshot() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return {{"id", job_id_text(job_id_)}, {"task", task_.kind}, {"parts_done", parts_done_},
+          {"parts_queued", parts_.size()}};
+}
+
+bool TaskRunner::next_part(uint32_t& part) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  wake_.wait(lock, [&] { return cancelled_ || !parts_.empty(); });
+  if (cancelled_) return false;
+  part = parts_.front();
+  parts_.pop_front();
+  return true;
+}
+
+void TaskRunner::load(Loaded& l) {
+  // The model arrives as bytes; the reader takes a file: a private one, removed at once.
+  const std::string dir = config_.data_dir + "/tasks";
+  std::filesystem::create_directories(dir);
+  const std::string path = dir + "/" + job_id_text(job_id_) + ".dtm";
+  {
+    std::FILE* f = std::fopen(path.c_str(), "wb");
+    if (!f || std::fwrite(task_.model.data(), 1, task_.model.size(), f) != task_.model.size()) {
+      if (f) std::fclose(f);
+      throw core::UserError("cannot write the shipped model to " + path,
+                            "check that the daemon's data_dir has room and is writable");
+    }
+    std::fclose(f);
+  }
+  try {
+    l.saved = core::load_saved_model(path);
+  } catch (...) {
+    std::filesystem::remove(path);
+    throw;
+  }
+  std::filesystem::remove(path);
+  task_.model = {};  // loaded: the bytes are not needed any more
+  if (task_.kind == "infer") {
+    l.inputs = core::read_keyed_examples({task_.path, task_.key_column, task_.header},
+                                         l.saved.model->input_shape());
+    l.saved.normalizer.apply(l.inputs.features);
+    l.examples = l.inputs.size();
+    return;
+  }
+  core::DataSourceSpec source;
+  source.format = task_.format;
+  source.path = task_.path;
+  source.images = task_.path;
+  source.labels = task_.labels;
+  source.label_column = task_.label_column;
+  source.header = task_.header;
+  source.regression = l.saved.spec.regression();
+  l.data = core::load_source(source, l.saved.model->num_outputs(), l.saved.model->input_shape(),
+                             task_.path);
+  l.saved.normalizer.apply(l.data.features);
+  l.examples = l.data.size();
+}
+
+Json TaskRunner::run_part(Loaded& l, uint32_t part) {
+  const core::ExampleRange r = core::part_range(l.examples, task_.batch_size, part, task_.part_count);
+  Json done = {{"part_index", part}, {"examples", r.size()}, {"begin", r.begin}};
+  if (task_.kind == "infer") {
+    char name[32];
+    std::snprintf(name, sizeof name, "part-%05u.csv", part);
+    const std::string path = task_.output_dir + "/" + name, temporary = path + ".tmp";
+    std::FILE* out = std::fopen(temporary.c_str(), "w");
+    if (!out)
+      throw core::UserError("cannot write '" + temporary + "'",
+                            "make --output a folder every node can write (a shared one)");
+    const core::PredictionWriter writer(l.saved);
+    std::fputs(writer.header().c_str(), out);
+    writer.write(*l.saved.model, l.inputs, r.begin, r.end, task_.batch_size, out);
+    const bool written = std::fflush(out) == 0 && !std::ferror(out);
+    std::fclose(out);
+    if (!written || std::rename(temporary.c_str(), path.c_str()) != 0)
+      throw core::UserError("cannot write '" + path + "'", "check the space in --output's folder");
+    done["file"] = path;
+    return done;
+  }
+  const core::Evaluation e = core::evaluate(*l.saved.model, l.data, task_.top_n,
+                                            task_.batch_size, r.begin, r.end);
+  done["loss_sum"] = e.loss_sum();
+  if (e.is_regression()) done["regression_sums"] = e.regression_metrics().sums();
+  else done["counts"] = e.counts();
+  return done;
+}
+
+void TaskRunner::run() {
+  try {
+    Loaded loaded;
+    load(loaded);
+    report_(JobKind::Log, {{"line", "loaded the model and " + std::to_string(loaded.examples) +
+                                        " examples"}});
+    uint32_t part = 0;
+    while (next_part(part)) {
+      const Json done = run_part(loaded, part);
+      {
+        std::lock_guard<std::mutex> lock(mutex_);
+        ++parts_done_;
+      }
+      report_(JobKind::PartDone, done);
+    }
+  } catch (const core::UserError& e) {
+    report_(JobKind::Failed, {{"error", e.what_happened()}, {"fix", e.fix()}});
+  } catch (const std::exception& e) {
+    report_(JobKind::Failed, {{"error", e.what()}, {"fix", ""}});
+  }
+  done_ = true;
+}
+
+}  // namespace dtrain::daemon

@@ -1,0 +1,56 @@
+#pragma once
+// A cluster evaluation or inference job on this node (daemon/README.md, "Evaluation and
+// inference jobs"), on a thread of its own: it loads the model the controller shipped and the
+// data (at the same path on every node) once, then evaluates or predicts each part it is given
+// (core/data/part_range.h) and reports each as a PartDone: an evaluation's counts or sums, or
+// the file of predictions it wrote. More parts may come while it runs (those of a lost node).
+// It ends when cancelled: the controller cancels every node of the job when the job ends. A
+// failure is reported by name; it never takes the daemon down.
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "daemon/config/daemon_config.h"
+#include "daemon/protocol/control_messages.h"
+
+namespace dtrain::daemon {
+
+class TaskRunner {
+ public:
+  using Report = std::function<void(JobKind kind, const Json& body)>;
+
+  TaskRunner(const DaemonConfig& config, uint64_t job_id, TaskMessage task, Report report);
+  ~TaskRunner();  // cancels and joins
+
+  // More parts of the same job (the model and data are loaded already).
+  void add_parts(const std::vector<uint32_t>& parts);
+  void cancel();
+  bool done() const { return done_; }
+  Json snapshot() const;
+
+ private:
+  struct Loaded;
+  void run();
+  void load(Loaded& loaded);
+  Json run_part(Loaded& loaded, uint32_t part);
+  bool next_part(uint32_t& part);  // false once cancelled
+
+  const DaemonConfig& config_;
+  uint64_t job_id_;
+  TaskMessage task_;
+  Report report_;
+  mutable std::mutex mutex_;
+  std::condition_variable wake_;
+  std::deque<uint32_t> parts_;  // bounded by part_count: a repeat of a queued part is dropped
+  int64_t parts_done_ = 0;
+  bool cancelled_ = false;
+  std::atomic<bool> done_{false};
+  std::thread thread_;
+};
+
+}  // namespace dtrain::daemon

@@ -1,0 +1,135 @@
+#!/usr/bin/env bash
+# Evaluation and inference as cluster jobs (issue 17; README "Evaluation and inference on the
+# cluster"), over three daemons: `eval --cluster` of a saved model equals the one-machine `eval`
+# exactly (examples, accuracy, top-N, macro F1 and the confusion matrix); `infer --cluster` of
+# 10,000 rows writes one CSV byte-identical to the one-machine `infer`, also when one node's
+# parts finish last (it is paused as the job starts), and keys from a key column stay with their
+# rows; with --parts the part files, joined, are that file too; a node lost mid-evaluation (paused
+# past the peer timeout as the job starts) has its parts redone by the others and the counts are
+# still exact; a running task is cancelled (exit 1); refusals exit 2 naming the fix. Every wait
+# has a deadline.
+# Arguments: lib.sh's four, then make_regression_csv.py and configs/regression-mlp.yaml.
+set -u
+GENERATE=$(cd "$(dirname "$5")" && pwd)/$(basename "$5")
+CONFIG=$(cd "$(dirname "$6")" && pwd)/$(basename "$6")
+source "$(dirname "$0")/lib.sh" cluster_eval "$1" "$2" "$3" "$4"
+export PEER_TIMEOUT_MS=3000 HEARTBEAT_MS=300
+FASHION=/usr/share/datasets/fashion-mnist
+pid_of() { awk -v n="$1" '$2 == n { print $1 }' "$WORK/c/pids"; }
+
+# Two models trained here: a classifier (one epoch of Fashion-MNIST's test set: quick, and
+# its accuracy does not matter) and the regression example.
+cat > mlp.yaml <<YAML
+name: mlp
+model:
+  input: [784]
+  layers:
+    - dense: {units: 64, activation: relu}
+    - output: {units: 10, activation: softmax, loss: mcxent}
+  updater: {type: adam, learning_rate: 0.003}
+data:
+  train: {format: idx, images: $FASHION/t10k-images-idx3-ubyte.gz, labels: $FASHION/t10k-labels-idx1-ubyte.gz}
+  test: {format: idx, images: $FASHION/t10k-images-idx3-ubyte.gz, labels: $FASHION/t10k-labels-idx1-ubyte.gz}
+  normalize: scale
+training: {epochs: 1, batch_size: 64, workers_per_node: 1}
+evaluation: {top_n: 3}
+output: {model: mlp.dtm}
+YAML
+timeout 120 "$SUBMIT" --local mlp.yaml --quiet > mlp.out 2>&1 || { echo "FAIL: training the classifier: $(tail -n 3 mlp.out)"; exit 1; }
+python3 "$GENERATE" regression-data > /dev/null || { echo "FAIL: the generator"; exit 1; }
+cp "$CONFIG" regression.yaml
+sed -i 's/epochs: 10/epochs: 2/' regression.yaml
+timeout 120 "$SUBMIT" --local regression.yaml --quiet > regression.out 2>&1 || { echo "FAIL: training the regression model: $(tail -n 3 regression.out)"; exit 1; }
+# 10,000 rows keyed by a shuffled id column (key_column 0), the model's 8 features after it.
+python3 - > keyed.csv <<'PY'
+import random
+rng = random.Random(3)
+ids = [f"id-{i:05d}-{rng.randrange(10**6)}" for i in range(10000)]
+rng.shuffle(ids)
+for k in ids:
+    print(",".join([k] + [f"{rng.uniform(-1, 1):.5f}" for _ in range(8)]))
+PY
+
+"$CLUSTER_TOOL" start 3 "$WORK/c" > start.out || { echo "FAIL: the cluster did not start"; cat start.out; exit 1; }
+source "$WORK/c/env"
+
+# Evaluation: the same figures as here.
+"$SUBMIT" eval mlp.dtm --json > local_eval.json || fail "local eval"
+timeout 60 "$SUBMIT" eval mlp.dtm --cluster --json > cluster_eval.json 2> cluster_eval.err || fail "eval --cluster: $(cat cluster_eval.err)"
+"$SUBMIT" eval mlp.dtm > local_eval.txt
+timeout 60 "$SUBMIT" eval mlp.dtm --cluster > cluster_eval.txt 2>&1 || fail "eval --cluster (text)"
+python3 - local_eval.json cluster_eval.json <<'PY' || fail "the cluster evaluation differs: $(cat local_eval.json cluster_eval.json)"
+import json, sys
+a, b = (json.load(open(p)) for p in sys.argv[1:])
+print("local", a, "\ncluster", b)
+sys.exit(0 if all(a[k] == b[k] for k in ("examples", "accuracy", "top_n", "top_n_accuracy", "macro_f1"))
+         and abs(a["loss"] - b["loss"]) <= 2e-6 else 1)
+PY
+# The report's per-class figures and confusion matrix, line for line (the loss line aside).
+diff <(grep -v "loss:" local_eval.txt) <(sed -n '/^model /,$p' cluster_eval.txt | grep -v "loss:") > report.diff ||
+  fail "the cluster report differs: $(head -n 5 report.diff)"
+grep -q "started on 3 nodes, 12 parts" cluster_eval.txt || fail "the evaluation did not use the 3 nodes: $(head -n 3 cluster_eval.txt)"
+
+# Inference of 10,000 IDX rows, node-2 paused as it starts (its parts come last; node-1 is
+# the controller): one CSV identical to this machine's.
+"$SUBMIT" infer mlp.dtm --input $FASHION/t10k-images-idx3-ubyte.gz --output local_preds.csv 2> /dev/null || fail "local infer"
+kill -STOP "$(pid_of node-2)"
+timeout 60 "$SUBMIT" infer mlp.dtm --cluster --input $FASHION/t10k-images-idx3-ubyte.gz --output "$WORK/preds" > infer.out 2>&1 &
+infer_pid=$!
+sleep 1.5
+kill -CONT "$(pid_of node-2)"
+wait "$infer_pid" || fail "infer --cluster: $(tail -n 5 infer.out)"
+cmp -s local_preds.csv preds/predictions.csv || fail "the cluster predictions differ from this machine's ($(wc -l < preds/predictions.csv) lines)"
+[[ $(wc -l < preds/predictions.csv) -eq 10001 ]] || fail "predictions.csv has $(wc -l < preds/predictions.csv) lines, want 10001"
+order=$(sed -nE 's/.*node-[0-9]: part ([0-9]+) of 12 done.*/\1/p' infer.out | tr '\n' ' ')
+last_node=$(sed -nE 's/.*(node-[0-9]): part [0-9]+ of 12 done.*/\1/p' infer.out | tail -n 1)
+[[ $last_node == node-2 && $order != "1 2 3 4 5 6 7 8 9 10 11 12 " ]] ||
+  fail "the parts were not finished out of order with node-2 last: order $order, last $last_node"
+echo "parts finished in the order: $order"
+
+# Keys from a key column, and --parts.
+"$SUBMIT" infer regression-mlp.dtm --input keyed.csv --key-column 0 --output local_keyed.csv 2> /dev/null || fail "local keyed infer"
+timeout 60 "$SUBMIT" infer regression-mlp.dtm --cluster --input keyed.csv --key-column 0 --output "$WORK/keyed" > keyed.out 2>&1 || fail "keyed infer --cluster: $(tail -n 3 keyed.out)"
+cmp -s local_keyed.csv keyed/predictions.csv || fail "keyed predictions differ"
+[[ $(cut -d, -f1 keyed/predictions.csv | tail -n +2) == $(cut -d, -f1 keyed.csv) ]] || fail "the keys are not the input's, in its order"
+timeout 60 "$SUBMIT" infer regression-mlp.dtm --cluster --parts --input keyed.csv --key-column 0 --output "$WORK/parts" > parts.out 2>&1 || fail "infer --parts"
+[[ $(ls parts | wc -l) -eq 12 && ! -e parts/predictions.csv ]] || fail "--parts left $(ls parts | tr '\n' ' ')"
+{ head -n 1 parts/part-00000.csv; for f in parts/part-*.csv; do tail -n +2 "$f"; done; } > joined.csv
+cmp -s local_keyed.csv joined.csv || fail "the part files, joined, differ from one machine's predictions"
+
+# A node lost mid-evaluation: node-3 stops as the job starts and stays silent past the peer
+# timeout; its parts are redone on the others.
+kill -STOP "$(pid_of node-3)"
+timeout 60 "$SUBMIT" eval mlp.dtm --cluster > lost.out 2>&1
+rc=$?
+kill -KILL "$(pid_of node-3)"
+[[ $rc -eq 0 ]] || fail "eval with node-3 lost: exit $rc, $(tail -n 5 lost.out)"
+grep -q "node node-3 lost" lost.out && grep -Eq "of node-3's parts go to node-[12]" lost.out ||
+  fail "node-3's parts were not handed on: $(grep -E 'lost|go to' lost.out)"
+diff <(grep -v "loss:" local_eval.txt) <(sed -n '/^model /,$p' lost.out | grep -v "loss:") > lost.diff ||
+  fail "with a lost node the report differs: $(head -n 5 lost.diff)"
+
+# Cancel: node-2 paused, so its parts wait; the job is cancelled meanwhile; exit 1.
+kill -STOP "$(pid_of node-2)"
+timeout 60 "$SUBMIT" infer mlp.dtm --cluster --input $FASHION/t10k-images-idx3-ubyte.gz --output "$WORK/cancelled" > cancel.out 2>&1 &
+infer_pid=$!
+id=""
+for _ in $(seq 1 50); do
+  id=$(sed -nE 's/^submitted infer job ([0-9a-f]{16}).*/\1/p' cancel.out)
+  [[ -n $id ]] && break
+  sleep 0.1
+done
+[[ -n $id ]] && "$SUBMIT" cancel "$id" > /dev/null || fail "cancel of '$id'"
+kill -CONT "$(pid_of node-2)"
+wait "$infer_pid"
+rc=$?
+[[ $rc -eq 1 ]] && grep -q cancelled cancel.out || fail "the cancelled infer exited $rc: $(tail -n 3 cancel.out)"
+
+# Refusals, exit 2 with the fix.
+"$SUBMIT" eval mlp.dtm --cluster --metrics roc > roc.out 2>&1
+rc=$?
+[[ $rc -eq 2 ]] && grep -q "leave out --cluster" roc.out || fail "roc --cluster: exit $rc, $(cat roc.out)"
+"$SUBMIT" infer mlp.dtm --cluster --input nowhere.csv --output "$WORK/x" > missing.out 2>&1
+rc=$?
+[[ $rc -eq 2 ]] && grep -q "cannot read 'nowhere.csv'" missing.out || fail "missing input: exit $rc, $(cat missing.out)"
+finish "cluster eval test"

@@ -1,0 +1,220 @@
+// Cluster evaluation and inference jobs (daemon/README.md, "Evaluation and inference jobs"):
+// the split into parts of whole batches, the Task frame, the merging of parts (counts added in
+// part order equal the whole's; part files joined into the one-machine file), and the
+// controller's state machine with fake nodes: each node gets its share, a lost node's parts go
+// to the others, a node cannot report a part it does not hold, and the merged counts are exact.
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+#include <fstream>
+#include <set>
+
+#include "core/data/part_range.h"
+#include "core/eval/evaluation.h"
+#include "daemon/controller/task_results.h"
+#include "tests/unit/controller_harness.h"
+
+using namespace dtrain;
+using namespace dtrain::testing;
+using namespace std::chrono_literals;
+
+namespace {
+
+// A part's evaluation of `rows` examples of 3 classes, the predictions following `seed`.
+core::Evaluation part_eval(int64_t rows, int seed) {
+  core::Evaluation e(3, 2);
+  core::Tensor p({rows, 3});
+  std::vector<int32_t> labels;
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t c = 0; c < 3; ++c) p[r * 3 + c] = float((r * 7 + c * 5 + seed) % 11);
+    labels.push_back(int32_t((r + seed) % 3));
+  }
+  e.add(p, labels.data());
+  e.add_loss(0.25 * (seed + 1), rows);
+  return e;
+}
+
+daemon::Json part_done(uint32_t part, const core::Evaluation& e) {
+  return {{"part_index", part}, {"examples", e.count()}, {"counts", e.counts()},
+          {"loss_sum", e.loss_sum()}};
+}
+
+std::string read(const std::string& path) {
+  std::ifstream in(path);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+}  // namespace
+
+TEST_CASE("parts are whole batches and cover every example once") {
+  for (int64_t n : {0, 1, 255, 256, 257, 10000}) {
+    for (int64_t batch : {1, 7, 256}) {
+      for (int64_t parts : {1, 3, 12, 40}) {
+        INFO("n " << n << " batch " << batch << " parts " << parts);
+        int64_t next = 0;
+        for (int64_t p = 0; p < parts; ++p) {
+          const core::ExampleRange r = core::part_range(n, batch, p, parts);
+          CHECK(r.begin == next);
+          CHECK(r.size() >= 0);
+          CHECK((r.begin % batch == 0 || r.begin == n));
+          next = r.end;
+        }
+        CHECK(next == n);
+      }
+    }
+  }
+}
+
+TEST_CASE("a Task frame round trips and a forged one is refused") {
+  daemon::TaskMessage t;
+  t.kind = "infer";
+  t.model = {1, 2, 3};
+  t.format = "csv";
+  t.path = "/data/x.csv";
+  t.key_column = 0;
+  t.header = true;
+  t.batch_size = 64;
+  t.output_dir = "/out";
+  t.parts = {1, 4};
+  t.part_count = 6;
+  daemon::JobMessageIn in;
+  REQUIRE(daemon::read_job_message(daemon::task_frame(5, t), in));
+  CHECK(in.kind == daemon::JobKind::Task);
+  CHECK(in.task.model == t.model);
+  CHECK(in.task.parts == t.parts);
+  CHECK(in.task.part_count == 6);
+  CHECK(in.task.key_column == 0);
+  CHECK(in.task.output_dir == "/out");
+  t.parts = {6};  // past part_count
+  CHECK_FALSE(daemon::read_job_message(daemon::task_frame(5, t), in));
+  t.parts = {0};
+  t.kind = "train";
+  CHECK_FALSE(daemon::read_job_message(daemon::task_frame(5, t), in));
+}
+
+TEST_CASE("evaluation parts merge into the whole's counts; bad reports are named") {
+  std::map<uint32_t, daemon::Json> parts;
+  core::Evaluation whole;
+  for (uint32_t p = 0; p < 5; ++p) {
+    const core::Evaluation e = part_eval(40 + p, int(p));
+    parts[p] = part_done(p, e);
+    whole.merge(e);
+  }
+  const daemon::Json merged = daemon::merge_eval_parts(parts);
+  CHECK(merged["counts"].get<std::vector<int64_t>>() == whole.counts());
+  CHECK(merged["accuracy"].get<double>() == whole.accuracy());
+  CHECK(merged["evaluated_examples"].get<int64_t>() == whole.count());
+  CHECK(daemon::check_part_done("eval", parts[2], 2, "") == "");
+  daemon::Json lying = parts[2];
+  lying["examples"] = 7;
+  CHECK(daemon::check_part_done("eval", lying, 2, "") == "counts that do not add up to its examples");
+  lying = parts[2];
+  lying["counts"] = std::vector<int64_t>{3, 2, 1};
+  CHECK(daemon::check_part_done("eval", lying, 2, "") == "malformed counts");
+  parts[3]["counts"] = part_eval(10, 1).counts();  // a different shape than the rest? same: ok
+  CHECK_NOTHROW(daemon::merge_eval_parts(parts));
+  core::Evaluation wide(4, 2);
+  parts[3] = part_done(3, wide);
+  CHECK_THROWS_WITH(daemon::merge_eval_parts(parts), Catch::Contains("different kinds"));
+}
+
+TEST_CASE("inference part files join in part order under one header, or stay with --parts") {
+  const std::string dir = temp_dir();
+  std::map<uint32_t, daemon::Json> parts;
+  for (uint32_t p : {2u, 0u, 1u}) {  // reported out of order
+    std::ofstream(daemon::part_file(dir, p)) << "key,predicted\n" << "k" << p << "a,1\nk" << p << "b,0\n";
+    parts[p] = {{"part_index", p}, {"examples", 2}, {"file", daemon::part_file(dir, p)}};
+    CHECK(daemon::check_part_done("infer", parts[p], p, dir) == "");
+  }
+  std::ofstream(daemon::part_file(dir, 3)) << "key,predicted\n";  // a part of no examples
+  parts[3] = {{"part_index", 3}, {"examples", 0}, {"file", daemon::part_file(dir, 3)}};
+  CHECK(daemon::check_part_done("infer", parts[1], 2, dir) == "not its own part file");
+  const daemon::Json kept = daemon::merge_infer_parts(parts, dir, true);
+  CHECK(kept["files"].size() == 4);
+  CHECK(std::filesystem::exists(daemon::part_file(dir, 0)));
+  const daemon::Json joined = daemon::merge_infer_parts(parts, dir, false);
+  CHECK(joined["rows"] == 6);
+  CHECK(read(dir + "/predictions.csv") == "key,predicted\nk0a,1\nk0b,0\nk1a,1\nk1b,0\nk2a,1\nk2b,0\n");
+  CHECK_FALSE(std::filesystem::exists(daemon::part_file(dir, 1)));
+  std::ofstream(daemon::part_file(dir, 0)) << "key,other\nx,1\n";
+  std::ofstream(daemon::part_file(dir, 1)) << "key,predicted\ny,1\n";
+  std::map<uint32_t, daemon::Json> two = {{0, parts[0]}, {1, parts[1]}};
+  CHECK_THROWS_WITH(daemon::merge_infer_parts(two, dir, false), Catch::Contains("another header"));
+}
+
+TEST_CASE("the controller splits a task, gives a lost node's parts to another and merges exactly",
+          "[controller]") {
+  ControllerUnderTest t;
+  FakeNode a(t, node_named("node-a", 1));
+  auto b = std::make_unique<FakeNode>(t, node_named("node-b", 2));
+  const daemon::Json request = {{"task", "eval"}, {"name", "m-eval"}, {"format", "csv"},
+                                {"path", "/data/test.csv"}, {"top_n", 2}};
+  auto c = t.as_alice();
+  const daemon::Json job =
+      daemon::request(*c, "task", 0, request, 5s, nullptr, std::vector<uint8_t>{9, 9, 9});
+  uint64_t id = 0;
+  REQUIRE(daemon::parse_job_id(job.at("id").get<std::string>(), id));
+  const daemon::JobMessageIn to_a = a.next(), to_b = b->next();
+  REQUIRE(to_a.kind == daemon::JobKind::Task);
+  REQUIRE(to_b.kind == daemon::JobKind::Task);
+  CHECK(to_a.task.model == std::vector<uint8_t>{9, 9, 9});
+  const uint32_t count = to_a.task.part_count;
+  std::set<uint32_t> all(to_a.task.parts.begin(), to_a.task.parts.end());
+  all.insert(to_b.task.parts.begin(), to_b.task.parts.end());
+  REQUIRE(all.size() == count);  // every part given to exactly one node
+  REQUIRE(to_a.task.parts.size() + to_b.task.parts.size() == count);
+
+  core::Evaluation whole;
+  for (uint32_t p = 0; p < count; ++p) whole.merge(part_eval(30 + p, int(p)));
+  // node-a may not report node-b's part: ignored, the job goes on.
+  a.send(id, daemon::JobKind::PartDone, part_done(to_b.task.parts[0], part_eval(30 + to_b.task.parts[0], int(to_b.task.parts[0]))));
+  for (uint32_t p : to_a.task.parts) a.send(id, daemon::JobKind::PartDone, part_done(p, part_eval(30 + p, int(p))));
+  b.reset();  // node-b's connection ends before it reported anything: lost
+  const daemon::JobMessageIn more = a.next();
+  REQUIRE(more.kind == daemon::JobKind::Task);
+  CHECK(more.task.parts == to_b.task.parts);
+  for (uint32_t p : more.task.parts) a.send(id, daemon::JobKind::PartDone, part_done(p, part_eval(30 + p, int(p))));
+  CHECK(a.next().kind == daemon::JobKind::Cancel);  // the job is over: the runners stop
+  const daemon::Json status = t.job(id);
+  REQUIRE(status["state"] == "succeeded");
+  CHECK(status["result"]["counts"].get<std::vector<int64_t>>() == whole.counts());
+  CHECK(status["task_parts"]["done"] == count);
+  CHECK(status["lost_nodes"] == daemon::Json::array({"node-b"}));
+}
+
+TEST_CASE("a task's node failure fails the job with its reason; cancel ends a running task",
+          "[controller]") {
+  ControllerUnderTest t;
+  FakeNode a(t, node_named("node-a", 1));
+  auto submit = [&](const std::string& path) {
+    auto c = t.as_alice();
+    const daemon::Json job = daemon::request(
+        *c, "task", 0, {{"task", "infer"}, {"path", path}, {"output_dir", "/tmp/out"}}, 5s,
+        nullptr, std::vector<uint8_t>{1});
+    uint64_t id = 0;
+    REQUIRE(daemon::parse_job_id(job.at("id").get<std::string>(), id));
+    REQUIRE(a.next().kind == daemon::JobKind::Task);
+    return id;
+  };
+  const uint64_t failing = submit("/data/in.csv");
+  a.send(failing, daemon::JobKind::Failed, {{"error", "cannot open '/data/in.csv'"}, {"fix", "check the path"}});
+  CHECK(a.next().kind == daemon::JobKind::Cancel);
+  daemon::Json status = t.job(failing);
+  CHECK(status["state"] == "failed");
+  CHECK(status["error"] == "node-a: cannot open '/data/in.csv'");
+  CHECK(status["fix"] == "check the path");
+
+  const uint64_t cancelled = submit("/data/in.csv");
+  t.ask("cancel", cancelled);
+  CHECK(a.next().kind == daemon::JobKind::Cancel);
+  CHECK(t.job(cancelled)["state"] == "cancelled");
+
+  // Refused at submission: a relative path, no model.
+  auto c = t.as_alice();
+  CHECK_THROWS_WITH(daemon::request(*c, "task", 0, {{"task", "infer"}, {"path", "in.csv"}, {"output_dir", "/o"}},
+                                    5s, nullptr, std::vector<uint8_t>{1}),
+                    Catch::Contains("not absolute"));
+  c = t.as_alice();
+  CHECK_THROWS_WITH(daemon::request(*c, "task", 0, {{"task", "eval"}, {"path", "/d.csv"}, {"format", "csv"}}, 5s),
+                    Catch::Contains("no model"));
+}
