@@ -3,6 +3,7 @@
 // fetched from the job that wrote it, `eval JOB`) and shipped with the request; the data is
 // read by every node at the same, absolute path. An evaluation prints what `eval` on one
 // machine prints; an inference leaves DIR/predictions.csv (or, --parts, the part files).
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -84,9 +85,10 @@ int run_cluster_eval(const ClusterArgs& a, const EvalArgs& args) {
   try {
     saved = core::load_saved_model(model.path);
     metrics = parse_metrics(args.metrics, saved.spec.regression());
-    if (metrics.count("roc"))
-      throw core::UserError("--metrics roc does not run as a cluster job yet",
-                            "evaluate the ROC on one machine: leave out --cluster");
+    if (metrics.count("roc")) {  // the controller writes the curves (a shared folder)
+      request["roc_csv"] = absolute(args.roc_csv);
+      request["roc_classes"] = class_labels(saved);
+    }
     const core::DataSourceSpec source = eval_source(args, saved.spec);
     request["name"] = saved.spec.name + "-eval";
     request["format"] = source.format;
@@ -115,7 +117,15 @@ int run_cluster_eval(const ClusterArgs& a, const EvalArgs& args) {
                          "release on the controller and here\n");
     return kExitJobFailed;
   }
-  return print_evaluation(args, saved, metrics, *eval, nullptr);
+  std::optional<RocFigures> roc;
+  if (metrics.count("roc")) {
+    roc.emplace();
+    for (const Json& a : r.value("auc", Json::array()))
+      roc->auc.push_back(a.is_number() ? a.get<double>() : NAN);
+    roc->macro_auc = r.contains("macro_auc") && r["macro_auc"].is_number()
+                         ? r["macro_auc"].get<double>() : NAN;
+  }
+  return print_evaluation(args, saved, metrics, *eval, roc ? &*roc : nullptr);
 }
 
 int run_cluster_infer(const ClusterArgs& a, const InferArgs& args) {

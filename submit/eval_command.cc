@@ -87,20 +87,19 @@ std::string class_label(const core::SavedModel& saved, int64_t c) {
   return size_t(c) < names.size() ? names[size_t(c)] : std::to_string(c);
 }
 
-// The AUC of each class against the rest, printed (or as JSON fields), and the curves to a CSV.
-std::string roc_report(const core::SavedModel& saved, const core::RocOneVsAll& roc, bool json,
-                       const std::string& csv_path) {
+// The AUC of each class against the rest, printed (or as JSON fields).
+std::string roc_report(const core::SavedModel& saved, const RocFigures& roc, bool json) {
+  const int64_t classes = int64_t(roc.auc.size());
   int width = 5;  // the longest class label, for the table's column
-  for (int64_t c = 0; c < roc.classes(); ++c)
-    width = std::max(width, int(class_label(saved, c).size()));
+  for (int64_t c = 0; c < classes; ++c) width = std::max(width, int(class_label(saved, c).size()));
   std::string out = json ? ", \"auc\": [" : "ROC, each class against the rest\n";
   char line[160];
   if (!json) {
     std::snprintf(line, sizeof line, "%-*s  auc\n", width, "class");
     out += line;
   }
-  for (int64_t c = 0; c < roc.classes(); ++c) {
-    const double auc = roc.of(c).auc();
+  for (int64_t c = 0; c < classes; ++c) {
+    const double auc = roc.auc[size_t(c)];
     if (json)
       std::snprintf(line, sizeof line, "%s%s", c ? ", " : "",
                     std::isnan(auc) ? "null" : std::to_string(auc).c_str());
@@ -109,17 +108,8 @@ std::string roc_report(const core::SavedModel& saved, const core::RocOneVsAll& r
     out += line;
   }
   std::snprintf(line, sizeof line, json ? "], \"macro_auc\": %.6f" : "macro AUC: %.6f\n",
-                roc.macro_auc());
-  out += line;
-  if (!csv_path.empty()) {
-    std::ofstream f(csv_path);
-    f << "class,threshold,fpr,tpr\n";
-    for (int64_t c = 0; c < roc.classes(); ++c)
-      for (const core::Roc::Point& p : roc.of(c).curve())
-        f << class_label(saved, c) << ',' << p.threshold << ',' << p.fpr << ',' << p.tpr << '\n';
-    if (!f) throw core::UserError("cannot write '" + csv_path + "'", "check the folder");
-  }
-  return out;
+                roc.macro_auc);
+  return out + line;
 }
 
 void print_regression(const EvalArgs& args, const core::SavedModel& saved,
@@ -149,18 +139,23 @@ void print_regression(const EvalArgs& args, const core::SavedModel& saved,
 
 }  // namespace
 
+std::vector<std::string> class_labels(const core::SavedModel& saved) {
+  std::vector<std::string> out;
+  for (int64_t c = 0; c < saved.model->num_outputs(); ++c) out.push_back(class_label(saved, c));
+  return out;
+}
+
+RocFigures RocFigures::of(const core::RocOneVsAll& roc) {
+  RocFigures f;
+  for (int64_t c = 0; c < roc.classes(); ++c) f.auc.push_back(roc.of(c).auc());
+  f.macro_auc = roc.macro_auc();
+  return f;
+}
+
 int print_evaluation(const EvalArgs& args, const core::SavedModel& saved,
                      const std::set<std::string>& metrics, const core::Evaluation& eval,
-                     const core::RocOneVsAll* per_class) {
-  std::string roc;
-  if (per_class) {
-    try {
-      roc = roc_report(saved, *per_class, args.json, args.roc_csv);
-    } catch (const core::UserError& e) {
-      std::fprintf(stderr, "error: %s\n", e.what());
-      return kExitBadInput;
-    }
-  }
+                     const RocFigures* per_class) {
+  const std::string roc = per_class ? roc_report(saved, *per_class, args.json) : "";
   const bool classification = metrics.count("classification") > 0;
   if (eval.is_regression()) {
     print_regression(args, saved, eval);
@@ -200,7 +195,16 @@ int run_eval(const EvalArgs& args) {
   core::RocOneVsAll per_class;
   const core::Evaluation eval =
       core::evaluate(*saved.model, data, top_n, 256, 0, -1, want_roc ? &per_class : nullptr);
-  return print_evaluation(args, saved, metrics, eval, want_roc ? &per_class : nullptr);
+  if (want_roc && !args.roc_csv.empty()) {
+    std::ofstream f(args.roc_csv);
+    f << per_class.curves_csv(class_labels(saved));
+    if (!f) {
+      std::fprintf(stderr, "error: cannot write '%s'\n  fix: check the folder\n", args.roc_csv.c_str());
+      return kExitBadInput;
+    }
+  }
+  const RocFigures figures = RocFigures::of(per_class);
+  return print_evaluation(args, saved, metrics, eval, want_roc ? &figures : nullptr);
 }
 
 }  // namespace dtrain::submit

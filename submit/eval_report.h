@@ -4,6 +4,7 @@
 // would.
 #include <set>
 #include <string>
+#include <vector>
 
 #include "core/eval/evaluation.h"
 #include "core/eval/roc.h"
@@ -18,9 +19,17 @@ core::DataSourceSpec eval_source(const EvalArgs& args, const core::JobSpec& spec
 // --metrics: a comma-separated subset of classification, roc, regression; by default the
 // model's own kind (regression for a model trained on `labels: regression`).
 std::set<std::string> parse_metrics(const std::string& list, bool regression);
-// Prints the report; per_class: the ROC curves when roc was asked for. The exit code.
+// The ROC's figures: each class's AUC against the rest (NaN where undefined), their mean.
+struct RocFigures {
+  std::vector<double> auc;
+  double macro_auc = 0;
+  static RocFigures of(const core::RocOneVsAll& roc);
+};
+// The model's class names (or numbers), as reports and the ROC curve CSV name them.
+std::vector<std::string> class_labels(const core::SavedModel& saved);
+// Prints the report; per_class: the ROC's figures when roc was asked for. The exit code.
 int print_evaluation(const EvalArgs& args, const core::SavedModel& saved,
                      const std::set<std::string>& metrics, const core::Evaluation& eval,
-                     const core::RocOneVsAll* per_class);
+                     const RocFigures* per_class);
 
 }  // namespace dtrain::submit

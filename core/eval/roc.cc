@@ -73,6 +73,35 @@ void RocOneVsAll::merge(const RocOneVsAll& other) {
     per_class_[c].merge(other.per_class_[c]);
 }
 
+std::vector<float> RocOneVsAll::probabilities() const {
+  const int64_t n = rows(), k = classes();
+  std::vector<float> out(size_t(n * k));
+  for (int64_t c = 0; c < k; ++c)
+    for (int64_t r = 0; r < n; ++r) out[size_t(r * k + c)] = per_class_[size_t(c)].points_[size_t(r)].score;
+  return out;
+}
+
+std::vector<int32_t> RocOneVsAll::labels() const {
+  std::vector<int32_t> out(size_t(rows()), -1);
+  for (int64_t c = 0; c < classes(); ++c)
+    for (size_t r = 0; r < out.size(); ++r)
+      if (per_class_[size_t(c)].points_[r].positive) out[r] = int32_t(c);
+  return out;
+}
+
+std::string RocOneVsAll::curves_csv(const std::vector<std::string>& names) const {
+  std::string out = "class,threshold,fpr,tpr\n";
+  char line[96];
+  for (int64_t c = 0; c < classes(); ++c) {
+    const std::string name = size_t(c) < names.size() ? names[size_t(c)] : std::to_string(c);
+    for (const Roc::Point& p : per_class_[size_t(c)].curve()) {
+      std::snprintf(line, sizeof line, ",%.9g,%.9g,%.9g\n", p.threshold, p.fpr, p.tpr);
+      out += name + line;
+    }
+  }
+  return out;
+}
+
 double RocOneVsAll::macro_auc() const {
   double sum = 0;
   int n = 0;

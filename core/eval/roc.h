@@ -34,6 +34,7 @@ class Roc {
     bool positive;
   };
   std::vector<Scored> points_;
+  friend class RocOneVsAll;
 };
 
 // One Roc per class, class c positive against the rest, from softmax outputs.
@@ -46,6 +47,14 @@ class RocOneVsAll {
   const Roc& of(int64_t c) const { return per_class_[size_t(c)]; }
   int64_t classes() const { return int64_t(per_class_.size()); }
   double macro_auc() const;  // the mean over classes with both positives and negatives
+
+  // The rows added so far, as given: probabilities [rows, classes] row-major and labels. What
+  // a node ships for a cluster evaluation; add() of them rebuilds this exactly.
+  int64_t rows() const { return per_class_.empty() ? 0 : per_class_[0].count(); }
+  std::vector<float> probabilities() const;
+  std::vector<int32_t> labels() const;
+  // "class,threshold,fpr,tpr" and every class's curve, the class named by `names[c]` (or c).
+  std::string curves_csv(const std::vector<std::string>& names) const;
 
  private:
   std::vector<Roc> per_class_;

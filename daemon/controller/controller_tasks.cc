@@ -199,7 +199,7 @@ void Controller::finish_task(JobRecord& job, const std::string& state, const std
   if (state == "succeeded") {
     try {
       job.result = job.task == "eval"
-                       ? merge_eval_parts(job.part_results)
+                       ? merge_eval_parts(job.part_results, job.task_request)
                        : merge_infer_parts(job.part_results, job.task_request.value("output_dir", ""),
                                            job.task_request.value("keep_parts", false));
       job.result["parts"] = job.part_count;

@@ -1,5 +1,6 @@
 #include "daemon/controller/task_results.h"
 
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -7,6 +8,7 @@
 
 #include "core/util/error.h"
 #include "daemon/controller/result_checks.h"
+#include "daemon/protocol/part_scores.h"
 
 namespace dtrain::daemon {
 
@@ -26,10 +28,52 @@ std::string check_part_done(const std::string& task, const Json& body, uint32_t 
   const std::optional<core::Evaluation> e = evaluation_part(body);
   if (!e) return "malformed counts";
   if (e->count() != examples.get<int64_t>()) return "counts that do not add up to its examples";
+  if (body.contains("roc") &&
+      (e->is_regression() || !decode_part_scores(body["roc"], e->count(), e->num_classes())))
+    return "malformed ROC scores";
   return "";
 }
 
-Json merge_eval_parts(const std::map<uint32_t, Json>& parts) {
+namespace {
+
+// The parts' ROC scores merged, in part order, into result; the curves to the request's file.
+void merge_roc(const std::map<uint32_t, Json>& parts, const core::Evaluation& merged,
+               const Json& request, Json& result) {
+  core::RocOneVsAll roc(merged.num_classes());
+  for (const auto& [part, body] : parts) {
+    const auto scores = body.contains("roc")
+                            ? decode_part_scores(body["roc"], body.value("examples", int64_t(-1)),
+                                                 merged.num_classes())
+                            : std::nullopt;
+    if (!scores)
+      throw core::UserError("part " + std::to_string(part) + " came without its ROC scores",
+                            "run the same dtrain release on every node");
+    roc.merge(*scores);
+  }
+  Json auc = Json::array();
+  for (int64_t c = 0; c < roc.classes(); ++c) {
+    const double a = roc.of(c).auc();
+    auc.push_back(std::isnan(a) ? Json(nullptr) : Json(a));
+  }
+  result["auc"] = auc;
+  result["macro_auc"] = std::isnan(roc.macro_auc()) ? Json(nullptr) : Json(roc.macro_auc());
+  const std::string csv = request.value("roc_csv", "");
+  if (csv.empty()) return;
+  const std::string temporary = csv + ".tmp";
+  {
+    std::ofstream out(temporary, std::ios::binary);
+    out << roc.curves_csv(request.value("roc_classes", std::vector<std::string>{}));
+    if (!out)
+      throw core::UserError("cannot write the ROC curves to '" + csv + "'",
+                            "give --roc-csv a file in a folder the controller's node can write");
+  }
+  std::filesystem::rename(temporary, csv);
+  result["roc_csv"] = csv;
+}
+
+}  // namespace
+
+Json merge_eval_parts(const std::map<uint32_t, Json>& parts, const Json& request) {
   std::optional<core::Evaluation> merged;
   for (const auto& [part, body] : parts) {
     std::optional<core::Evaluation> e = evaluation_part(body, merged ? &*merged : nullptr);
@@ -45,6 +89,8 @@ Json merge_eval_parts(const std::map<uint32_t, Json>& parts) {
   result["loss_sum"] = merged->loss_sum();
   if (merged->is_regression()) result["regression_sums"] = merged->regression_metrics().sums();
   else result["counts"] = merged->counts();
+  if (!merged->is_regression() && parts.begin()->second.contains("roc"))
+    merge_roc(parts, *merged, request, result);
   return result;
 }
 

@@ -21,8 +21,10 @@ std::string check_part_done(const std::string& task, const Json& body, uint32_t 
 
 // eval: every part's counts (or regression sums) added in part order: the figures of
 // put_evaluation plus the raw "counts" (or "regression_sums") and "loss_sum", from which
-// `dtrain-submit eval --cluster` prints the one-machine report.
-Json merge_eval_parts(const std::map<uint32_t, Json>& parts);
+// `dtrain-submit eval --cluster` prints the one-machine report. With the parts' ROC scores,
+// "auc" (per class, null where undefined) and "macro_auc"; and the curves into the request's
+// roc_csv file, classes named by its roc_classes. Throws core::UserError.
+Json merge_eval_parts(const std::map<uint32_t, Json>& parts, const Json& request = Json::object());
 
 // infer: the part files joined in part order into output_dir/predictions.csv (one header line)
 // and removed; with keep_parts they stay and are listed instead. Throws core::UserError when

@@ -15,6 +15,7 @@
 #include "core/io/saved_model.h"
 #include "core/train/training_data.h"
 #include "core/util/error.h"
+#include "daemon/protocol/part_scores.h"
 
 namespace dtrain::daemon {
 
@@ -132,8 +133,21 @@ Json TaskRunner::run_part(Loaded& l, uint32_t part) {
     done["file"] = path;
     return done;
   }
+  // The same pass gives the ROC scores when asked for (classification only).
+  const bool roc = !l.saved.spec.regression() &&
+                   std::find(task_.metrics.begin(), task_.metrics.end(), "roc") != task_.metrics.end();
+  if (roc && uint64_t(r.size()) * uint64_t(l.saved.model->num_outputs()) * sizeof(float) >
+                 kMaxPartScoreBytes)
+    throw core::UserError("part " + std::to_string(part) + "'s ROC scores (" +
+                              std::to_string(r.size()) + " examples x " +
+                              std::to_string(l.saved.model->num_outputs()) +
+                              " classes) exceed 16 MiB",
+                          "use more nodes (smaller parts), or evaluate the ROC on one machine");
+  core::RocOneVsAll per_class;
   const core::Evaluation e = core::evaluate(*l.saved.model, l.data, task_.top_n,
-                                            task_.batch_size, r.begin, r.end);
+                                            task_.batch_size, r.begin, r.end,
+                                            roc ? &per_class : nullptr);
+  if (roc) done["roc"] = encode_part_scores(per_class);
   done["loss_sum"] = e.loss_sum();
   if (e.is_regression()) done["regression_sums"] = e.regression_metrics().sums();
   else done["counts"] = e.counts();

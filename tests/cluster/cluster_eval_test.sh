@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Evaluation and inference as cluster jobs (issue 17; README "Evaluation and inference on the
 # cluster"), over three daemons: `eval --cluster` of a saved model equals the one-machine `eval`
-# exactly (examples, accuracy, top-N, macro F1 and the confusion matrix); `infer --cluster` of
+# exactly (examples, accuracy, top-N, macro F1 and the confusion matrix; with roc in the same
+# job, every class's AUC and the curves' CSV); `infer --cluster` of
 # 10,000 rows writes one CSV byte-identical to the one-machine `infer`, also when one node's
 # parts finish last (it is paused as the job starts), and keys from a key column stay with their
 # rows; with --parts the part files, joined, are that file too; a node lost mid-evaluation (paused
@@ -69,6 +70,18 @@ PY
 diff <(grep -v "loss:" local_eval.txt) <(sed -n '/^model /,$p' cluster_eval.txt | grep -v "loss:") > report.diff ||
   fail "the cluster report differs: $(head -n 5 report.diff)"
 grep -q "started on 3 nodes, 12 parts" cluster_eval.txt || fail "the evaluation did not use the 3 nodes: $(head -n 3 cluster_eval.txt)"
+# Classification and ROC in one job (the data read once): the same AUCs and curves.
+"$SUBMIT" eval mlp.dtm --metrics classification,roc --roc-csv local_roc.csv --json > local_roc.json || fail "local roc"
+timeout 60 "$SUBMIT" eval mlp.dtm --cluster --metrics classification,roc --roc-csv "$WORK/cluster_roc.csv" --json > cluster_roc.json 2> roc.err ||
+  fail "eval --cluster --metrics classification,roc: $(cat roc.err)"
+python3 - local_roc.json cluster_roc.json <<'PY' || fail "the cluster ROC differs: $(cat local_roc.json cluster_roc.json)"
+import json, sys
+a, b = (json.load(open(p)) for p in sys.argv[1:])
+print("auc here", a["auc"], a["macro_auc"], "cluster", b["auc"], b["macro_auc"])
+sys.exit(0 if a["auc"] == b["auc"] and a["macro_auc"] == b["macro_auc"] and a["accuracy"] == b["accuracy"] else 1)
+PY
+cmp -s local_roc.csv cluster_roc.csv && [[ $(wc -l < cluster_roc.csv) -gt 1000 ]] ||
+  fail "the cluster's ROC curves differ from this machine's ($(wc -l < cluster_roc.csv) lines)"
 
 # Inference of 10,000 IDX rows, node-2 paused as it starts (its parts come last; node-1 is
 # the controller): one CSV identical to this machine's.
@@ -126,9 +139,9 @@ rc=$?
 [[ $rc -eq 1 ]] && grep -q cancelled cancel.out || fail "the cancelled infer exited $rc: $(tail -n 3 cancel.out)"
 
 # Refusals, exit 2 with the fix.
-"$SUBMIT" eval mlp.dtm --cluster --metrics roc > roc.out 2>&1
+"$SUBMIT" eval mlp.dtm --cluster --metrics regression > metric.out 2>&1
 rc=$?
-[[ $rc -eq 2 ]] && grep -q "leave out --cluster" roc.out || fail "roc --cluster: exit $rc, $(cat roc.out)"
+[[ $rc -eq 2 ]] && grep -q "use --metrics classification or roc" metric.out || fail "regression metrics on a classifier: exit $rc, $(cat metric.out)"
 "$SUBMIT" infer mlp.dtm --cluster --input nowhere.csv --output "$WORK/x" > missing.out 2>&1
 rc=$?
 [[ $rc -eq 2 ]] && grep -q "cannot read 'nowhere.csv'" missing.out || fail "missing input: exit $rc, $(cat missing.out)"

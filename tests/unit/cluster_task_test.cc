@@ -12,6 +12,7 @@
 #include "core/data/part_range.h"
 #include "core/eval/evaluation.h"
 #include "daemon/controller/task_results.h"
+#include "daemon/protocol/part_scores.h"
 #include "tests/unit/controller_harness.h"
 
 using namespace dtrain;
@@ -116,6 +117,44 @@ TEST_CASE("evaluation parts merge into the whole's counts; bad reports are named
   core::Evaluation wide(4, 2);
   parts[3] = part_done(3, wide);
   CHECK_THROWS_WITH(daemon::merge_eval_parts(parts), Catch::Contains("different kinds"));
+}
+
+TEST_CASE("parts' ROC scores merge into the whole's AUCs and curves; malformed ones are refused") {
+  const std::string dir = temp_dir();
+  core::RocOneVsAll whole(3);
+  std::map<uint32_t, daemon::Json> parts;
+  for (uint32_t p = 0; p < 4; ++p) {
+    const int64_t rows = 25 + p;
+    std::vector<float> probs;
+    std::vector<int32_t> labels;
+    for (int64_t r = 0; r < rows; ++r) {
+      for (int64_t c = 0; c < 3; ++c) probs.push_back(float((r * 13 + c * 7 + p) % 10) / 10);
+      labels.push_back(int32_t((r + p) % 3));
+    }
+    core::RocOneVsAll part(3);
+    part.add(probs.data(), labels.data(), rows);
+    whole.add(probs.data(), labels.data(), rows);
+    core::Evaluation e(3, 1);
+    core::Tensor t({rows, 3});
+    std::copy(probs.begin(), probs.end(), t.data());
+    e.add(t, labels.data());
+    parts[p] = part_done(p, e);
+    parts[p]["roc"] = daemon::encode_part_scores(part);
+    CHECK(daemon::check_part_done("eval", parts[p], p, "") == "");
+  }
+  const daemon::Json merged = daemon::merge_eval_parts(
+      parts, {{"roc_csv", dir + "/roc.csv"}, {"roc_classes", {"a", "b", "c"}}});
+  for (int64_t c = 0; c < 3; ++c) CHECK(merged["auc"][size_t(c)].get<double>() == whole.of(c).auc());
+  CHECK(merged["macro_auc"].get<double>() == whole.macro_auc());
+  CHECK(read(dir + "/roc.csv") == whole.curves_csv({"a", "b", "c"}));
+  daemon::Json bad = parts[1];
+  bad["roc"]["labels"] = "AAAA";  // too short for its rows
+  CHECK(daemon::check_part_done("eval", bad, 1, "") == "malformed ROC scores");
+  bad = parts[1];
+  bad["roc"]["rows"] = 1 << 30;  // more than the part's examples, and than the bound
+  CHECK(daemon::check_part_done("eval", bad, 1, "") == "malformed ROC scores");
+  parts[2].erase("roc");
+  CHECK_THROWS_WITH(daemon::merge_eval_parts(parts), Catch::Contains("without its ROC scores"));
 }
 
 TEST_CASE("inference part files join in part order under one header, or stay with --parts") {

@@ -1,0 +1,59 @@
+#include "daemon/protocol/part_scores.h"
+
+#include <sodium.h>
+
+#include <cstring>
+
+namespace dtrain::daemon {
+namespace {
+
+constexpr int kVariant = sodium_base64_VARIANT_ORIGINAL;
+
+std::string to_base64(const void* data, size_t bytes) {
+  std::string out(sodium_base64_encoded_len(bytes, kVariant), '\0');
+  sodium_bin2base64(out.data(), out.size(), static_cast<const unsigned char*>(data), bytes,
+                    kVariant);
+  out.resize(std::strlen(out.c_str()));
+  return out;
+}
+
+// Exactly `bytes` bytes from `text`, or false.
+bool from_base64(const Json& text, void* out, size_t bytes) {
+  if (!text.is_string()) return false;
+  const std::string& s = text.get_ref<const std::string&>();
+  if (s.size() > sodium_base64_encoded_len(bytes, kVariant)) return false;
+  size_t got = 0;
+  return sodium_base642bin(static_cast<unsigned char*>(out), bytes, s.data(), s.size(), nullptr,
+                           &got, nullptr, kVariant) == 0 &&
+         got == bytes;
+}
+
+}  // namespace
+
+Json encode_part_scores(const core::RocOneVsAll& roc) {
+  const std::vector<float> p = roc.probabilities();
+  const std::vector<int32_t> labels = roc.labels();
+  return {{"rows", roc.rows()},
+          {"classes", roc.classes()},
+          {"probabilities", to_base64(p.data(), p.size() * sizeof(float))},
+          {"labels", to_base64(labels.data(), labels.size() * sizeof(int32_t))}};
+}
+
+std::optional<core::RocOneVsAll> decode_part_scores(const Json& s, int64_t rows, int64_t classes) {
+  if (!s.is_object() || s.value("rows", int64_t(-1)) != rows ||
+      s.value("classes", int64_t(-1)) != classes || rows < 0 || classes < 1 ||
+      uint64_t(rows) * uint64_t(classes) * sizeof(float) > kMaxPartScoreBytes)
+    return std::nullopt;
+  std::vector<float> p(static_cast<size_t>(rows * classes));
+  std::vector<int32_t> labels(static_cast<size_t>(rows));
+  if (!from_base64(s["probabilities"], p.data(), p.size() * sizeof(float)) ||
+      !from_base64(s["labels"], labels.data(), labels.size() * sizeof(int32_t)))
+    return std::nullopt;
+  for (int32_t l : labels)
+    if (l < 0 || l >= classes) return std::nullopt;
+  core::RocOneVsAll roc(classes);
+  roc.add(p.data(), labels.data(), rows);
+  return roc;
+}
+
+}  // namespace dtrain::daemon
