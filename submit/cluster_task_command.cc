@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <stdlib.h>
 #include <unistd.h>
 
 #include "core/io/saved_model.h"
@@ -43,8 +44,16 @@ int read_model(const ClusterArgs& a, const std::string& model, ModelBytes& out) 
   uint64_t job = 0;
   out.path = model;
   if (!fs::exists(model) && daemon::parse_job_id(model, job)) {
-    out.fetched = (fs::temp_directory_path() / ("dtrain-" + model + "-" +
-                                                std::to_string(::getpid()) + ".dtm")).string();
+    // A fresh private file (not a predictable name another user could place first).
+    std::string name = (fs::temp_directory_path() / "dtrain-model-XXXXXX").string();
+    const int fd = ::mkstemp(name.data());
+    if (fd < 0) {
+      std::fprintf(stderr, "error: cannot create a temporary file for job %s's model\n  fix: "
+                           "check $TMPDIR\n", model.c_str());
+      return kExitBadInput;
+    }
+    ::close(fd);
+    out.fetched = name;
     if (const int rc = run_cluster_fetch(a, model, out.fetched, 8192, stderr); rc != kExitSuccess)
       return rc;
     out.path = out.fetched;

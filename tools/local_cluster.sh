@@ -13,6 +13,8 @@
 # //submit:dtrain-submit` made. $PEER_TIMEOUT_MS and $HEARTBEAT_MS tune failure detection
 # (defaults 10000 and 1000, as in production);
 # $REASSEMBLY_MB sets each daemon's data.reassembly_mb (default 512).
+# $TASK_OUTPUTS: the folder under which eval/infer --cluster may write (task_outputs; default
+# DIR).
 # $GPU_NODES=K: nodes 1..K offer their GPUs (gpus: all), the others none (gpus: none), e.g. one
 # GPU node and two CPU nodes on one GPU machine; with $EMULATED_GPUS=G those K nodes get G
 # emulated GPUs instead (tests on machines without one; CPU arithmetic, see kernels/emulated).
@@ -77,6 +79,7 @@ threads: $threads
 gpus: $gpus
 heartbeat_ms: ${HEARTBEAT_MS:-1000}
 peer_timeout_ms: ${PEER_TIMEOUT_MS:-10000}
+task_outputs: [${TASK_OUTPUTS:-$dir}]
 YAML
     DTRAIN_EMULATED_GPUS=$emulated "$DTRAIND" --config "$dir/node-$i.yaml" > "$dir/node-$i.log" 2>&1 &
     echo "$! node-$i" >> "$dir/pids"

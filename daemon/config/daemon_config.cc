@@ -80,7 +80,8 @@ DaemonConfig parse_daemon_config(const std::string& text, const std::string& sou
   c.source = source_name;
   if (!root || root.IsNull()) root = YAML::Node(YAML::NodeType::Map);
   r.expect_map(root, "", {"name", "roles", "data_dir", "key_file", "clients_dir", "controller", "control",
-                          "data", "http", "threads", "gpus", "heartbeat_ms", "peer_timeout_ms"});
+                          "data", "http", "threads", "gpus", "heartbeat_ms", "peer_timeout_ms",
+                          "task_outputs"});
   char host[256] = "dtrain-node";
   gethostname(host, sizeof host - 1);
   c.name = r.text(root, "name", "name", std::string(host));
@@ -104,6 +105,18 @@ DaemonConfig parse_daemon_config(const std::string& text, const std::string& sou
   c.data_dir = r.text(root, "data_dir", "data_dir", c.data_dir);
   c.key_file = r.text(root, "key_file", "key_file", c.key_file);
   c.clients_dir = r.text(root, "clients_dir", "clients_dir", c.clients_dir);
+  if (const YAML::Node outputs = root["task_outputs"]) {
+    if (!outputs.IsSequence())
+      r.fail(outputs, "task_outputs", "task_outputs must be a list of folders",
+             "write task_outputs: [/shared/dtrain-out]");
+    for (const YAML::Node& o : outputs) {
+      const std::string folder = o.IsScalar() ? o.as<std::string>() : "";
+      if (folder.empty() || folder[0] != '/')
+        r.fail(o, "task_outputs", "'" + folder + "' is not an absolute folder",
+               "give absolute paths, e.g. /shared/dtrain-out");
+      c.task_outputs.push_back(folder);
+    }
+  }
   host_port(r, root, "controller", c.controller_host, c.controller_port);
   c.controller_named = bool(root["controller"]);
   auto port = [&](const YAML::Node& map, const std::string& path, uint16_t fallback) {

@@ -14,6 +14,7 @@
 //   http: {address: 127.0.0.1, port: 7080}
 //   threads: 0                     # compute threads jobs may use here (0: every core)
 //   gpus: all                      # all | none | [0, 1]: the GPUs jobs may use here
+//   task_outputs: [/shared/dtrain]  # controller: where eval/infer --cluster may write
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -48,6 +49,9 @@ struct DaemonConfig {
   enum class GpuChoice { kAll, kNone, kList };
   GpuChoice gpus = GpuChoice::kAll;
   std::vector<int> gpu_ids;  // kList
+  // Controller: the folders under which cluster evaluation and inference jobs may write (infer
+  // --output, eval --roc-csv), shared with every node; none by default.
+  std::vector<std::string> task_outputs;
   int64_t heartbeat_ms = 1000;
   int64_t peer_timeout_ms = 10000;
 };

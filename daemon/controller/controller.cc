@@ -161,6 +161,7 @@ void Controller::serve_node(ControlConnection& c, const NodeRegistration& node) 
     adopt(m, node.running_jobs);
     offer_rejoin(m);
     offer_join(m);
+    resend_parts(m);
     start_next();
   }
   spdlog::info("controller: node {} (id {}) registered from {}, data {}:{}, {} cores, {} GPUs",
@@ -352,8 +353,10 @@ void Controller::recall_dropped(Member& m, const std::vector<uint64_t>& running)
     return;
   }
   m.outbox.push_back(cancel_frame(job.id));
-  job.add_log("node " + m.name + " is back after the job dropped it; a job with early stopping "
-              "does not take nodes back, so it was told to stop its part (dropped)");
+  job.add_log("node " + m.name + " is back after the job dropped it; " +
+              (job.task.empty() ? std::string("a job with early stopping does not take nodes "
+                                              "back, so it was told to stop its part (dropped)")
+                                : "its parts are done by the others, so it was told to stop"));
   save(job);
 }
 
@@ -623,7 +626,12 @@ void Controller::start_next() {
   if (running_ != 0 || queue_.empty() || stopping_) return;
   JobRecord& job = jobs_[queue_.front()];
   if (!job.task.empty()) {
-    start_task(job);
+    try {
+      start_task(job);
+    } catch (const std::exception& e) {  // never leaves the queue stuck behind it
+      queue_.erase(std::remove(queue_.begin(), queue_.end(), job.id), queue_.end());
+      finish_task(job, "failed", std::string("it could not start: ") + e.what(), "");
+    }
     return;
   }
   core::JobSpec spec;
@@ -737,6 +745,7 @@ std::vector<uint8_t> Controller::handle_request(const std::string& kind, uint64_
         queue_.erase(std::remove(queue_.begin(), queue_.end(), job.id), queue_.end());
         job.state = "cancelled";
         job.finished_at = unix_now();
+        job.model.reset();  // a queued evaluation's model
       } else {
         for (const std::string& n : job.nodes)
           if (members_.count(n) && members_[n].alive)
@@ -748,6 +757,9 @@ std::vector<uint8_t> Controller::handle_request(const std::string& kind, uint64_
     return reply_error("unknown request '" + kind + "'", "run the same dtrain release everywhere");
   } catch (const core::UserError& e) {
     return reply_error(e.what_happened(), e.fix());
+  } catch (const std::exception& e) {  // a request of the wrong shape: refused, nothing kept
+    return reply_error(std::string("the request could not be read: ") + e.what(),
+                       "use dtrain-submit of this release");
   }
 }
 

@@ -121,6 +121,9 @@ class Controller {
   TaskMessage task_message(const JobRecord& job, std::vector<uint32_t> parts) const;
   void on_task_report(JobRecord& job, Member& m, const JobMessageIn& in);
   void reassign_parts(JobRecord& job, const std::string& lost);
+  // A node registering again from the same process (its old session's frames are gone): it
+  // is sent the running task's parts it holds and has not reported.
+  void resend_parts(Member& m);
   void finish_task(JobRecord& job, const std::string& state, const std::string& error,
                    const std::string& fix);
   void check_finished(JobRecord& job);

@@ -9,6 +9,7 @@
 
 #include "core/util/error.h"
 #include "daemon/controller/controller.h"
+#include "daemon/controller/task_request.h"
 #include "daemon/controller/task_results.h"
 
 namespace dtrain::daemon {
@@ -17,58 +18,14 @@ namespace {
 constexpr uint32_t kPartsPerNode = 4, kMaxParts = 4096;
 constexpr size_t kMaxUnfinishedTasks = 8;
 
-bool has_dot_dot(const std::string& path) {
-  for (const auto& part : std::filesystem::path(path))
-    if (part == "..") return true;
-  return false;
-}
-
-// The request's fields, checked: a refusal names the field and the fix.
-TaskMessage task_from_request(const Json& r) {
-  TaskMessage t;
-  auto text = [&](const char* key) {
-    const Json& v = r.contains(key) ? r[key] : Json();
-    return v.is_string() ? v.get<std::string>() : std::string();
-  };
-  auto integer = [&](const char* key, int64_t fallback, int64_t lo, int64_t hi) {
-    const Json& v = r.contains(key) ? r[key] : Json(fallback);
-    if (!v.is_number_integer() || v.get<int64_t>() < lo || v.get<int64_t>() > hi)
-      throw core::UserError(std::string("the task's ") + key + " is not a whole number in [" +
-                                std::to_string(lo) + ", " + std::to_string(hi) + "]",
-                            "use dtrain-submit eval|infer --cluster");
-    return v.get<int64_t>();
-  };
-  t.kind = text("task");
-  if (t.kind != "eval" && t.kind != "infer")
-    throw core::UserError("unknown task '" + t.kind + "'", "use dtrain-submit eval|infer --cluster");
-  t.format = text("format");
-  t.path = text("path");
-  t.labels = text("labels");
-  t.header = r.value("header", false);
-  t.label_column = integer("label_column", -1, -1, 1 << 20);
-  t.key_column = integer("key_column", -1, -1, 1 << 20);
-  t.top_n = integer("top_n", 1, 1, 1 << 20);
-  t.batch_size = integer("batch_size", 256, 1, 1 << 20);
-  t.output_dir = text("output_dir");
-  if (t.path.empty() || t.path[0] != '/')
-    throw core::UserError("the task's data path '" + t.path + "' is not absolute",
-                          "every node reads it at the same path: give an absolute one");
-  if (t.kind == "eval" && t.format != "idx" && t.format != "csv" && t.format != "images")
-    throw core::UserError("unknown data format '" + t.format + "'", "use idx, csv or images");
-  if (t.kind == "infer" && (t.output_dir.empty() || t.output_dir[0] != '/' ||
-                            has_dot_dot(t.output_dir)))
-    throw core::UserError("the inference output folder '" + t.output_dir +
-                              "' is not absolute, or climbs with '..'",
-                          "give --output an absolute folder every node can write");
-  return t;
-}
-
 }  // namespace
 
 Json Controller::submit_task(const Json& body, const std::vector<uint8_t>& model) {
   if (model.empty())
     throw core::UserError("the task brings no model", "use dtrain-submit eval|infer MODEL --cluster");
-  const TaskMessage checked = task_from_request(body);
+  TaskLimits limits{config_.task_outputs, config_.data_dir, 0};
+  for (const auto& [name, m] : members_) limits.alive_nodes += m.alive;
+  const Json checked = checked_task_request(body, limits);
   // Each holds its model in memory until it ends: a bounded number of them.
   size_t unfinished = 0;
   for (const auto& [id, j] : jobs_) unfinished += !j.task.empty() && !j.finished();
@@ -77,21 +34,18 @@ Json Controller::submit_task(const Json& body, const std::vector<uint8_t>& model
                               "or running already",
                           "wait for them (dtrain-submit status) or cancel some");
   JobRecord job;
-  job.name = body.value("name", checked.kind);
-  if (job.name.size() > 200) job.name.resize(200);
-  job.mode = checked.kind;
-  job.task = checked.kind;
-  job.task_request = body;
+  job.name = checked["name"];
+  job.task = job.mode = checked["task"];
+  job.task_request = checked;
   job.model = std::make_shared<const std::vector<uint8_t>>(model);
-  job.add_log("submitted (" + checked.kind + " of " + checked.path + ", a model of " +
+  job.add_log("submitted (" + job.task + " of " + checked.value("path", "") + ", a model of " +
               std::to_string(model.size()) + " bytes)");
   return enqueue(std::move(job));
 }
 
 TaskMessage Controller::task_message(const JobRecord& job, std::vector<uint32_t> parts) const {
-  TaskMessage t = task_from_request(job.task_request);
+  TaskMessage t = task_fields(job.task_request);
   t.model = *job.model;
-  t.metrics = job.task_request.value("metrics", std::vector<std::string>{});
   t.parts = std::move(parts);
   t.part_count = job.part_count;
   return t;
@@ -148,8 +102,10 @@ void Controller::on_task_report(JobRecord& job, Member& m, const JobMessageIn& i
     const uint32_t part = index.get<uint32_t>();
     // A node speaks for the parts it holds now (a lost node's late report is not taken).
     if (job.part_owner[part] != m.name || job.part_results.count(part)) return;
+    const auto metrics = job.task_request.value("metrics", std::vector<std::string>{});
+    const bool roc = std::find(metrics.begin(), metrics.end(), "roc") != metrics.end();
     if (const std::string wrong = check_part_done(job.task, body, part,
-                                                  job.task_request.value("output_dir", ""));
+                                                  job.task_request.value("output_dir", ""), roc);
         !wrong.empty()) {
       finish_task(job, "failed", m.name + " reported part " + std::to_string(part) + " with " + wrong,
                   "run the same dtrain release on every node");
@@ -190,6 +146,20 @@ void Controller::reassign_parts(JobRecord& job, const std::string& lost) {
   }
 }
 
+void Controller::resend_parts(Member& m) {
+  if (running_ == 0) return;
+  JobRecord& job = jobs_[running_];
+  if (job.task.empty() || job.finished() || !listed(job.nodes, m.name) || job.dropped(m.name))
+    return;
+  std::vector<uint32_t> parts;
+  for (const auto& [part, owner] : job.part_owner)
+    if (owner == m.name && !job.part_results.count(part)) parts.push_back(part);
+  if (parts.empty()) return;
+  m.outbox.push_back(task_frame(job.id, task_message(job, parts)));
+  job.add_log(m.name + " registered again: sent its " + std::to_string(parts.size()) +
+              " unfinished parts again");
+}
+
 void Controller::finish_task(JobRecord& job, const std::string& state, const std::string& error,
                              const std::string& fix) {
   if (job.finished()) return;
@@ -212,6 +182,12 @@ void Controller::finish_task(JobRecord& job, const std::string& state, const std
       }
     }
   }
+  if (job.task == "infer" && job.state != "succeeded")  // what its parts wrote, cleaned up
+    remove_part_files(job.part_results, job.task_request.value("output_dir", ""));
+  // The merge held the lock (a join of part files can take a while): nodes whose heartbeats
+  // queued up meanwhile were not silent.
+  for (auto& [name, member] : members_)
+    if (member.alive) member.last_heard = std::chrono::steady_clock::now();
   // Every node's runner waits for more parts until told: the job is over.
   for (const std::string& n : job.nodes)
     if (members_.count(n) && members_[n].alive) members_[n].outbox.push_back(cancel_frame(job.id));

@@ -19,7 +19,7 @@ std::string part_file(const std::string& output_dir, uint32_t part) {
 }
 
 std::string check_part_done(const std::string& task, const Json& body, uint32_t part,
-                            const std::string& output_dir) {
+                            const std::string& output_dir, bool roc) {
   const Json& examples = body.contains("examples") ? body["examples"] : Json();
   if (!examples.is_number_integer() || examples.get<int64_t>() < 0)
     return "no example count";
@@ -28,6 +28,7 @@ std::string check_part_done(const std::string& task, const Json& body, uint32_t 
   const std::optional<core::Evaluation> e = evaluation_part(body);
   if (!e) return "malformed counts";
   if (e->count() != examples.get<int64_t>()) return "counts that do not add up to its examples";
+  if (roc && !e->is_regression() && !body.contains("roc")) return "no ROC scores";
   if (body.contains("roc") &&
       (e->is_regression() || !decode_part_scores(body["roc"], e->count(), e->num_classes())))
     return "malformed ROC scores";
@@ -128,8 +129,13 @@ Json merge_infer_parts(const std::map<uint32_t, Json>& parts, const std::string&
   out.close();
   if (!out) throw core::UserError("cannot write '" + output + "'", "check the space in --output");
   std::filesystem::rename(temporary, output);
-  for (const Json& f : files) std::filesystem::remove(f.get<std::string>());
+  remove_part_files(parts, output_dir);
   return {{"rows", rows}, {"output", output}};
+}
+
+void remove_part_files(const std::map<uint32_t, Json>& parts, const std::string& output_dir) {
+  std::error_code ignored;  // already gone is fine
+  for (const auto& [part, body] : parts) std::filesystem::remove(part_file(output_dir, part), ignored);
 }
 
 }  // namespace dtrain::daemon

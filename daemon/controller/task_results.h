@@ -15,9 +15,10 @@ namespace dtrain::daemon {
 std::string part_file(const std::string& output_dir, uint32_t part);
 
 // "" when a node's PartDone `body` for `part` of a `task` (eval | infer) job may be taken;
-// otherwise what is wrong with it. An inference part must name exactly its own file.
+// otherwise what is wrong with it. An inference part must name exactly its own file; an
+// evaluation with `roc` must bring its scores.
 std::string check_part_done(const std::string& task, const Json& body, uint32_t part,
-                            const std::string& output_dir);
+                            const std::string& output_dir, bool roc = false);
 
 // eval: every part's counts (or regression sums) added in part order: the figures of
 // put_evaluation plus the raw "counts" (or "regression_sums") and "loss_sum", from which
@@ -29,6 +30,9 @@ Json merge_eval_parts(const std::map<uint32_t, Json>& parts, const Json& request
 // infer: the part files joined in part order into output_dir/predictions.csv (one header line)
 // and removed; with keep_parts they stay and are listed instead. Throws core::UserError when
 // a part file cannot be read or the parts' headers differ.
+// The part files the parts reported (a failed or cancelled inference), removed if there.
+void remove_part_files(const std::map<uint32_t, Json>& parts, const std::string& output_dir);
+
 Json merge_infer_parts(const std::map<uint32_t, Json>& parts, const std::string& output_dir,
                        bool keep_parts);
 

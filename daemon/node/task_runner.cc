@@ -30,7 +30,7 @@ struct TaskRunner::Loaded {
 TaskRunner::TaskRunner(const DaemonConfig& config, uint64_t job_id, TaskMessage task,
                        Report report)
     : config_(config), job_id_(job_id), task_(std::move(task)), report_(std::move(report)) {
-  parts_.assign(task_.parts.begin(), task_.parts.end());
+  add_parts(task_.parts);
   task_.parts.clear();
   thread_ = std::thread([this] { run(); });
 }
@@ -43,8 +43,7 @@ TaskRunner::~TaskRunner() {
 void TaskRunner::add_parts(const std::vector<uint32_t>& parts) {
   std::lock_guard<std::mutex> lock(mutex_);
   for (uint32_t p : parts)
-    if (p < task_.part_count && std::find(parts_.begin(), parts_.end(), p) == parts_.end())
-      parts_.push_back(p);
+    if (p < task_.part_count && seen_.insert(p).second) parts_.push_back(p);
   wake_.notify_all();
 }
 
@@ -118,7 +117,10 @@ Json TaskRunner::run_part(Loaded& l, uint32_t part) {
   if (task_.kind == "infer") {
     char name[32];
     std::snprintf(name, sizeof name, "part-%05u.csv", part);
-    const std::string path = task_.output_dir + "/" + name, temporary = path + ".tmp";
+    // A temporary name of this node's own: a node the job dropped may still be writing the
+    // same part (the same bytes) beside its new holder.
+    const std::string path = task_.output_dir + "/" + name,
+                      temporary = path + ".tmp-" + config_.name;
     std::FILE* out = std::fopen(temporary.c_str(), "w");
     if (!out)
       throw core::UserError("cannot write '" + temporary + "'",

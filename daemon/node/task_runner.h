@@ -12,6 +12,7 @@
 #include <deque>
 #include <functional>
 #include <mutex>
+#include <set>
 #include <string>
 #include <thread>
 
@@ -46,7 +47,10 @@ class TaskRunner {
   Report report_;
   mutable std::mutex mutex_;
   std::condition_variable wake_;
-  std::deque<uint32_t> parts_;  // bounded by part_count: a repeat of a queued part is dropped
+  std::deque<uint32_t> parts_;  // to do, in order
+  // Every part ever given (queued, running or done): a repeat (the controller sends a node its
+  // parts again when it registers again) is dropped. Bounded by part_count.
+  std::set<uint32_t> seen_;
   int64_t parts_done_ = 0;
   bool cancelled_ = false;
   std::atomic<bool> done_{false};

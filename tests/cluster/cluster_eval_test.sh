@@ -14,7 +14,7 @@ set -u
 GENERATE=$(cd "$(dirname "$5")" && pwd)/$(basename "$5")
 CONFIG=$(cd "$(dirname "$6")" && pwd)/$(basename "$6")
 source "$(dirname "$0")/lib.sh" cluster_eval "$1" "$2" "$3" "$4"
-export PEER_TIMEOUT_MS=3000 HEARTBEAT_MS=300
+export PEER_TIMEOUT_MS=3000 HEARTBEAT_MS=300 TASK_OUTPUTS="$WORK"
 FASHION=/usr/share/datasets/fashion-mnist
 pid_of() { awk -v n="$1" '$2 == n { print $1 }' "$WORK/c/pids"; }
 

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <set>
+#include <thread>
 
 #include "core/data/part_range.h"
 #include "core/eval/evaluation.h"
@@ -225,10 +226,11 @@ TEST_CASE("a task's node failure fails the job with its reason; cancel ends a ru
           "[controller]") {
   ControllerUnderTest t;
   FakeNode a(t, node_named("node-a", 1));
+  const std::string out = t.config.task_outputs[0];
   auto submit = [&](const std::string& path) {
     auto c = t.as_alice();
     const daemon::Json job = daemon::request(
-        *c, "task", 0, {{"task", "infer"}, {"path", path}, {"output_dir", "/tmp/out"}}, 5s,
+        *c, "task", 0, {{"task", "infer"}, {"path", path}, {"output_dir", out}}, 5s,
         nullptr, std::vector<uint8_t>{1});
     uint64_t id = 0;
     REQUIRE(daemon::parse_job_id(job.at("id").get<std::string>(), id));
@@ -248,12 +250,60 @@ TEST_CASE("a task's node failure fails the job with its reason; cancel ends a ru
   CHECK(a.next().kind == daemon::JobKind::Cancel);
   CHECK(t.job(cancelled)["state"] == "cancelled");
 
-  // Refused at submission: a relative path, no model.
+  // Refused at submission, naming the field, and nothing queued: a relative path, no model,
+  // fields of the wrong type, more nodes than registered, output outside task_outputs (or
+  // inside the data directory, or through '..').
+  auto refused = [&](const daemon::Json& body, const std::string& why,
+                     std::vector<uint8_t> model = {1}) {
+    INFO(body.dump());
+    auto c = t.as_alice();
+    CHECK_THROWS_WITH(daemon::request(*c, "task", 0, body, 5s, nullptr, model), Catch::Contains(why));
+  };
+  const daemon::Json infer = {{"task", "infer"}, {"path", "/in.csv"}, {"output_dir", out}};
+  const size_t jobs_before = t.ask("status")["jobs"].size();
+  refused({{"task", "infer"}, {"path", "in.csv"}, {"output_dir", out}}, "not absolute");
+  refused({{"task", "eval"}, {"path", "/d.csv"}, {"format", "csv"}}, "no model", {});
+  for (const char* key : {"nodes", "header", "name", "batch_size", "keep_parts"}) {
+    daemon::Json bad = infer;
+    bad[key] = daemon::Json::array({1});
+    refused(bad, key);
+  }
+  daemon::Json many = infer;
+  many["nodes"] = 2;
+  refused(many, "it asks for 2 nodes, 1 are registered");
+  daemon::Json big = infer;
+  big["batch_size"] = 1 << 20;
+  refused(big, "batch_size is not a whole number from 1 to 8192");
+  for (const std::string& place : {std::string("/etc"), out + "/../x", t.config.data_dir})
+    refused({{"task", "infer"}, {"path", "/in.csv"}, {"output_dir", place}}, "task_outputs");
+  refused({{"task", "eval"}, {"path", "/d.csv"}, {"format", "csv"}, {"metrics", {"roc"}},
+           {"roc_csv", "/etc/roc.csv"}},
+          "not inside a task_outputs folder");
+  refused({{"task", "eval"}, {"path", "/d.csv"}, {"format", "csv"}, {"metrics", "roc"}}, "metrics");
+  refused({{"task", "eval"}, {"path", "/d.csv"}, {"format", "csv"}, {"metrics", {"roc"}},
+           {"roc_csv", out + "/roc.csv"}, {"roc_classes", {"a\nb"}}},
+          "roc_classes");
+  CHECK(t.ask("status")["jobs"].size() == jobs_before);
+}
+
+TEST_CASE("a node registering again from the same process gets its unfinished parts again",
+          "[controller]") {
+  ControllerUnderTest t;
+  auto a = std::make_unique<FakeNode>(t, node_named("node-a", 1));
   auto c = t.as_alice();
-  CHECK_THROWS_WITH(daemon::request(*c, "task", 0, {{"task", "infer"}, {"path", "in.csv"}, {"output_dir", "/o"}},
-                                    5s, nullptr, std::vector<uint8_t>{1}),
-                    Catch::Contains("not absolute"));
-  c = t.as_alice();
-  CHECK_THROWS_WITH(daemon::request(*c, "task", 0, {{"task", "eval"}, {"path", "/d.csv"}, {"format", "csv"}}, 5s),
-                    Catch::Contains("no model"));
+  const daemon::Json job = daemon::request(
+      *c, "task", 0, {{"task", "eval"}, {"path", "/d.csv"}, {"format", "csv"}}, 5s, nullptr,
+      std::vector<uint8_t>{1});
+  uint64_t id = 0;
+  REQUIRE(daemon::parse_job_id(job.at("id").get<std::string>(), id));
+  const daemon::JobMessageIn first = a->next();
+  REQUIRE(first.task.parts.size() == 4);
+  a->send(id, daemon::JobKind::PartDone, part_done(first.task.parts[0], part_eval(30, 0)));
+  for (int i = 0; i < 100 && t.job(id)["task_parts"]["done"] != 1; ++i) std::this_thread::sleep_for(20ms);
+  REQUIRE(t.job(id)["task_parts"]["done"] == 1);  // taken before the node registers again
+  FakeNode again(t, node_named("node-a", 1));  // the same boot: a new session of one process
+  const daemon::JobMessageIn resent = again.next();
+  REQUIRE(resent.kind == daemon::JobKind::Task);
+  CHECK(resent.task.parts == std::vector<uint32_t>(first.task.parts.begin() + 1, first.task.parts.end()));
+  CHECK(t.job(id)["state"] == "running");
 }

@@ -35,6 +35,7 @@ struct ControllerUnderTest {
     config.controller = true;
     config.data_dir = data_dir.empty() ? temp_dir() : data_dir;
     config.peer_timeout_ms = peer_timeout_ms;
+    config.task_outputs = {temp_dir()};  // where the tests' inference and ROC jobs may write
     controller = std::make_unique<daemon::Controller>(config);
     const transport::ClusterKey cluster = key_of(1);
     using transport::ControlIdentity;
