@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <stdexcept>
 #include <csignal>
@@ -59,6 +60,27 @@ Json merged_progress(const Json& job) {
   }
   if (!best.is_null()) best["samples_per_sec"] = rate;
   return best;
+}
+
+// The job list's figure: the test accuracy, a regression's R² per target, or an inference's
+// predictions.
+std::string result_summary(const Json& r) {
+  char text[64];
+  if (r.contains("accuracy") && r["accuracy"].is_number()) {
+    std::snprintf(text, sizeof text, "accuracy %.4f", r["accuracy"].get<double>());
+    return text;
+  }
+  if (r.contains("regression") && r["regression"].contains("r2") && r["regression"]["r2"].is_array()) {
+    std::string out = "R\u00b2";
+    for (const Json& v : r["regression"]["r2"]) {
+      std::snprintf(text, sizeof text, " %.4f", v.is_number() ? v.get<double>() : NAN);
+      out += text;
+    }
+    return out;
+  }
+  if (r.contains("rows") && r["rows"].is_number_integer())
+    return std::to_string(r["rows"].get<int64_t>()) + " predictions";
+  return "-";
 }
 
 void print_result(const Json& job) {
@@ -235,13 +257,11 @@ int run_cluster_status(const ClusterArgs& a, const std::string& job, bool json) 
       std::printf("  %s\n", progress_line(p).c_str());
     return kExitSuccess;
   }
-  std::printf("%-18s %-20s %-10s %-6s %s\n", "JOB", "NAME", "STATE", "NODES", "ACCURACY");
-  for (const Json& j : reply["jobs"]) {
-    const Json& r = j["result"];
-    std::printf("%-18s %-20s %-10s %-6zu %s\n", j.value("id", "").c_str(),
+  std::printf("%-18s %-24s %-10s %-6s %s\n", "JOB", "NAME", "STATE", "NODES", "RESULT");
+  for (const Json& j : reply["jobs"])
+    std::printf("%-18s %-24s %-10s %-6zu %s\n", j.value("id", "").c_str(),
                 j.value("name", "").c_str(), j.value("state", "").c_str(), j["nodes"].size(),
-                r.contains("accuracy") ? std::to_string(r.value("accuracy", 0.0)).c_str() : "-");
-  }
+                result_summary(j["result"]).c_str());
   return kExitSuccess;
 }
 

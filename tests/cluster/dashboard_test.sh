@@ -3,7 +3,8 @@
 # headless, loads the controller's page of a running 3-node job. The loss chart has series from
 # every node and grows while the job runs; after the job the confusion matrix has 10 x 10 cells;
 # no script error and no file that failed to load. The job list and the nodes are shown. A
-# screenshot is kept as a test output. Skipped (with the reason) where chromium is missing.
+# screenshot is kept as a test output. An evaluation job of its model (eval JOB --cluster) has
+# a page of its own. Skipped (with the reason) where chromium is missing.
 set -u
 SPEC="$(cd "$(dirname "$4")" && pwd)/$(basename "$4")"
 source "$(dirname "$0")/lib.sh" dashboard "$1" "$2" "$3"
@@ -72,6 +73,22 @@ grep -E "Uncaught|:ERROR:CONSOLE|Failed to load resource" chromium.err > console
 browse "$url/#/" 2000 list.html
 grep -q "$id" list.html || fail "the job list lacks job $id"
 for n in node-1 node-2 node-3; do grep -q "<td>$n</td>" list.html || fail "the nodes table lacks $n"; done
+
+# An evaluation job of the finished job's model (eval JOB --cluster): its own page, its parts
+# all done, the confusion matrix and each class's AUC, no training charts; the list shows it.
+timeout 60 "$SUBMIT" eval "$id" --cluster --metrics classification,roc > eval.out 2>&1 ||
+  fail "eval $id --cluster: $(tail -n 3 eval.out)"
+eval_id=$(sed -nE 's/^submitted eval job ([0-9a-f]{16}).*/\1/p' eval.out)
+browse "$url/#/job/$eval_id" 2000 task.html
+[[ $(attr task.html job-page task) == eval && $(attr task.html parts done) == 12 &&
+   $(attr task.html parts total) == 12 && $(attr task.html confusion cells) == 100 ]] ||
+  fail "the evaluation's page: task '$(attr task.html job-page task)', parts $(attr task.html parts done)/$(attr task.html parts total), confusion '$(attr task.html confusion cells)'"
+grep -q "macro AUC" task.html || fail "the evaluation's page does not show the AUCs"
+grep -q 'id="loss"' task.html && fail "the evaluation's page shows training charts"
+errors=$(sed -nE 's/.*<body[^>]*data-errors="([0-9]+)".*/\1/p' task.html | head -n 1)
+[[ $errors == 0 ]] || fail "task: the page counted ${errors:-?} script or loading errors"
+browse "$url/#/" 2000 list2.html
+grep -q "$eval_id" list2.html || fail "the job list lacks the evaluation $eval_id"
 
 # A screenshot, as a person would see the finished job.
 timeout 60 "$CHROMIUM" --headless --no-sandbox --disable-gpu --no-first-run \

@@ -45,11 +45,11 @@ async function showJobs() {
   const page = document.getElementById("page");
   page.replaceChildren(
     el("h2", {}, "Jobs"),
-    table(["id", "name", "state", "nodes", "accuracy", "duration"],
+    table(["id", "name", "state", "nodes", "result", "duration"],
           jobs.map(j => [el("a", {href: "#/job/" + j.id}, j.id), j.name,
                          el("span", {class: "state-" + j.state}, j.state),
                          (j.nodes || []).length,
-                         (j.result || {}).accuracy != null ? Number(j.result.accuracy).toFixed(4) : "",
+                         headline(j),
                          seconds((j.finished_at || Date.now() / 1000) - (j.started_at || 0))])),
     el("h2", {}, "Nodes"),
     table(["name", "state", "address", "cores", "GPUs", "job"],
@@ -110,9 +110,78 @@ function matrixTable(m) {
   return t;
 }
 
+// The job list's figure: accuracy, a regression's R² per target, or an inference's rows.
+function headline(j) {
+  const r = j.result || {};
+  if (r.accuracy != null) return Number(r.accuracy).toFixed(4);
+  if (r.regression) return "R² " + (r.regression.r2 || []).map(v => v == null ? "-" : Number(v).toFixed(4)).join(", ");
+  if (r.rows != null) return r.rows + " predictions";
+  return "";
+}
+
+// What an evaluation found: accuracy and the confusion matrix, each class's AUC, or a
+// regression's figures per target column.
+function evaluationView(j) {
+  const result = j.result || {};
+  const parts = [];
+  if (result.confusion) {
+    parts.push(el("div", {}, "accuracy " + Number(result.accuracy).toFixed(4) + ", top-" + result.top_n +
+                             " " + Number(result.top_n_accuracy).toFixed(4) + ", test loss " +
+                             Number(result.test_loss).toFixed(4) + " over " + result.evaluated_examples + " examples"),
+               matrixTable(result.confusion));
+  }
+  if (result.auc) {
+    parts.push(el("div", {}, "ROC, each class against the rest: macro AUC " +
+                             (result.macro_auc == null ? "-" : Number(result.macro_auc).toFixed(4)) +
+                             (result.roc_csv ? " (curves in " + result.roc_csv + ")" : "")),
+               table(["class", "AUC"], result.auc.map((v, c) => [c, v == null ? "-" : Number(v).toFixed(4)])));
+  }
+  if (result.regression) {
+    const m = result.regression, f = v => v == null ? "-" : Number(v).toPrecision(5);
+    parts.push(el("div", {}, "test loss " + Number(result.test_loss).toPrecision(5) + " over " +
+                             result.evaluated_examples + " examples"),
+               table(["target", "MSE", "MAE", "RMSE", "R²"],
+                     (m.mse || []).map((_, c) => [c, f(m.mse[c]), f(m.mae[c]), f(m.rmse[c]), f(m.r2[c])])));
+  }
+  if (parts.length) return parts;
+  return [j.state === "running" || j.state === "queued" ? "after the job" : "none"];
+}
+
+// An evaluation or inference job (daemon/README.md, "Evaluation and inference jobs"): what it
+// reads, its parts, what it wrote; no training charts.
+function showTask(j, page) {
+  const req = j.task_request || {}, parts = j.task_parts || {done: 0, total: 0}, result = j.result || {};
+  const rows = [["task", j.task], ["data", req.path + (req.labels ? " (labels " + req.labels + ")" : "")],
+                ["nodes", (j.nodes || []).join(", ") + ((j.lost_nodes || []).length ? " (lost: " + j.lost_nodes.join(", ") + ")" : "")],
+                ["parts", el("span", {}, el("progress", {id: "parts", max: Math.max(1, parts.total), value: parts.done,
+                                                        "data-done": parts.done, "data-total": parts.total}),
+                             " " + parts.done + " of " + parts.total + " done")]];
+  if (j.task === "infer")
+    rows.push(["output", result.output ? result.rows + " predictions in " + result.output
+                         : result.files ? result.rows + " predictions in " + result.files.length + " part files under " + req.output_dir
+                         : req.output_dir]);
+  page.replaceChildren(el("h2", {id: "job-title"}),
+                       el("table", {id: "task"}, ...rows.map(r => el("tr", {}, el("th", {}, r[0]), el("td", {}, r[1])))),
+                       ...(j.task === "eval" ? [el("h3", {}, "Evaluation"), el("div", {id: "evaluation"}, ...evaluationView(j))] : []),
+                       el("h3", {}, "Log"), el("pre", {class: "log", id: "log"}, (j.log || []).join("\n")));
+}
+
 async function showJob(id) {
   const j = await get("/api/job?id=" + encodeURIComponent(id));
   document.getElementById("where").textContent = "job " + id + " (" + (j.name || "") + ")";
+  if (j.task) {
+    const page = el("div", {id: "job-page", "data-id": id, "data-task": j.task});
+    document.getElementById("page").replaceChildren(page);
+    showTask(j, page);
+    document.getElementById("job-title").replaceChildren(
+      el("span", {class: "state-" + j.state}, j.state),
+      " · " + (j.task === "eval" ? "evaluation" : "inference") + " on " + (j.nodes || []).length + " nodes",
+      j.error ? " · " + j.error : "");
+    document.getElementById("live").textContent =
+      j.state === "running" || j.state === "queued" ? "live · every second" : "";
+    if (j.state === "running" || j.state === "queued") schedule(() => showJob(id), 1000);
+    return;
+  }
   let page = document.getElementById("job-page");
   if (!page || page.dataset.id !== id) {
     for (const k of Object.keys(charts)) delete charts[k];
@@ -134,7 +203,7 @@ async function showJob(id) {
   const result = j.result || {};
   document.getElementById("job-title").replaceChildren(
     el("span", {class: "state-" + j.state}, j.state), " · ", (j.nodes || []).join(", "),
-    result.accuracy != null ? " · accuracy " + Number(result.accuracy).toFixed(4) : "",
+    headline(j) ? " · " + (result.accuracy != null ? "accuracy " : "") + headline(j) : "",
     j.error ? " · " + j.error : "");
   const st = j.stats || {steps: [], step_columns: [], epochs: [], epoch_columns: [], links: [], link_columns: []};
   const c = Object.fromEntries(st.step_columns.map((n, i) => [n, i]));
@@ -192,16 +261,7 @@ async function showJob(id) {
                                    (r[lc.bytes_out] / 1e6).toFixed(1), (r[lc.bytes_in] / 1e6).toFixed(1),
                                    r[lc.datagrams_out], r[lc.retransmits], loss(r),
                                    Math.round(r[lc.rtt_us] || 0)])));
-  const evaluation = document.getElementById("evaluation");
-  if (result.confusion) {
-    evaluation.replaceChildren(
-      el("div", {}, "accuracy " + Number(result.accuracy).toFixed(4) + ", top-" + result.top_n +
-                    " " + Number(result.top_n_accuracy).toFixed(4) + ", test loss " +
-                    Number(result.test_loss).toFixed(4) + " over " + result.evaluated_examples + " examples"),
-      matrixTable(result.confusion));
-  } else {
-    evaluation.textContent = j.state === "running" || j.state === "queued" ? "after the job" : "none";
-  }
+  document.getElementById("evaluation").replaceChildren(...evaluationView(j));
   const log = document.getElementById("log");
   const atEnd = log.scrollTop + log.clientHeight >= log.scrollHeight - 4;
   log.textContent = (j.log || []).join("\n");
