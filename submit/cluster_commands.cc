@@ -255,6 +255,10 @@ int run_cluster_status(const ClusterArgs& a, const std::string& job, bool json) 
     const Json p = merged_progress(reply);
     if (reply.value("state", "") == "running" && !p.is_null())
       std::printf("  %s\n", progress_line(p).c_str());
+    if (reply.contains("task_parts") && reply["task_parts"].is_object())  // eval/infer --cluster
+      std::printf("  parts: %lld of %lld done\n",
+                  (long long)reply["task_parts"].value("done", int64_t(0)),
+                  (long long)reply["task_parts"].value("total", int64_t(0)));
     return kExitSuccess;
   }
   std::printf("%-18s %-24s %-10s %-6s %s\n", "JOB", "NAME", "STATE", "NODES", "RESULT");

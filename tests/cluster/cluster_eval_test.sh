@@ -121,6 +121,10 @@ grep -q "node node-3 lost" lost.out && grep -Eq "of node-3's parts go to node-[1
   fail "node-3's parts were not handed on: $(grep -E 'lost|go to' lost.out)"
 diff <(grep -v "loss:" local_eval.txt) <(sed -n '/^model /,$p' lost.out | grep -v "loss:") > lost.diff ||
   fail "with a lost node the report differs: $(head -n 5 lost.diff)"
+lost_id=$(sed -nE 's/^submitted eval job ([0-9a-f]{16}).*/\1/p' lost.out)
+"$SUBMIT" status "$lost_id" > lost_status.out 2>&1
+grep -q "parts: 12 of 12 done" lost_status.out && grep -q "lost during the job: node-3" lost_status.out ||
+  fail "status of the evaluation that lost node-3: $(cat lost_status.out)"
 
 # Cancel: node-2 paused, so its parts wait; the job is cancelled meanwhile; exit 1.
 kill -STOP "$(pid_of node-2)"
