@@ -1,20 +1,22 @@
 #!/usr/bin/env bash
 # Evaluation and inference as cluster jobs (issue 17; README "Evaluation and inference on the
-# cluster"), over three daemons: `eval --cluster` of a saved model equals the one-machine `eval`
-# exactly (examples, accuracy, top-N, macro F1 and the confusion matrix; with roc in the same
-# job, every class's AUC and the curves' CSV); `infer --cluster` of
-# 10,000 rows writes one CSV byte-identical to the one-machine `infer`, also when one node's
-# parts finish last (it is paused as the job starts), and keys from a key column stay with their
-# rows; with --parts the part files, joined, are that file too; a node lost mid-evaluation (paused
-# past the peer timeout as the job starts) has its parts redone by the others and the counts are
-# still exact; a running task is cancelled (exit 1); refusals exit 2 naming the fix. Every wait
-# has a deadline.
+# cluster"), over three daemons:
+# - `eval --cluster` of a saved model equals the one-machine `eval` exactly (examples, accuracy,
+#   top-N, macro F1, the confusion matrix; with roc in the same job every class's AUC and the
+#   curves' CSV);
+# - `infer --cluster` of 10,000 rows writes one CSV byte-identical to the one-machine `infer`,
+#   also when one node's parts finish last (it is paused until the others are done); keys from a
+#   key column stay with their rows; with --parts the part files, joined, are that file too;
+# - a node lost mid-evaluation (paused past the peer timeout as the job starts) has its parts
+#   redone by the others, and the counts are still exact;
+# - a running task is cancelled (exit 1); refusals exit 2 naming the fix.
+# Every wait has a deadline.
 # Arguments: lib.sh's four, then make_regression_csv.py and configs/regression-mlp.yaml.
 set -u
 GENERATE=$(cd "$(dirname "$5")" && pwd)/$(basename "$5")
 CONFIG=$(cd "$(dirname "$6")" && pwd)/$(basename "$6")
 source "$(dirname "$0")/lib.sh" cluster_eval "$1" "$2" "$3" "$4"
-export PEER_TIMEOUT_MS=3000 HEARTBEAT_MS=300 TASK_OUTPUTS="$WORK"
+export PEER_TIMEOUT_MS=5000 HEARTBEAT_MS=300 TASK_OUTPUTS="$WORK"
 FASHION=/usr/share/datasets/fashion-mnist
 pid_of() { awk -v n="$1" '$2 == n { print $1 }' "$WORK/c/pids"; }
 
@@ -89,8 +91,19 @@ cmp -s local_roc.csv cluster_roc.csv && [[ $(wc -l < cluster_roc.csv) -gt 1000 ]
 kill -STOP "$(pid_of node-2)"
 timeout 60 "$SUBMIT" infer mlp.dtm --cluster --input $FASHION/t10k-images-idx3-ubyte.gz --output "$WORK/preds" > infer.out 2>&1 &
 infer_pid=$!
-sleep 1.5
+# node-2 stays paused until the other two have done their 8 parts (at most 4 s: the peer
+# timeout is 5 s, and a lost node-2 is the later case, not this one).
+done_parts=0
+for _ in $(seq 1 40); do
+  sleep 0.1
+  id=$(sed -nE 's/^submitted infer job ([0-9a-f]{16}).*/\1/p' infer.out)
+  [[ -n $id ]] || continue
+  "$SUBMIT" status "$id" --json > infer_status.json 2> /dev/null || continue
+  done_parts=$(json infer_status.json "j.get('task_parts', {}).get('done', 0)")
+  [[ $done_parts -ge 8 ]] && break
+done
 kill -CONT "$(pid_of node-2)"
+[[ $done_parts -ge 8 ]] || fail "nodes 1 and 3 did $done_parts of their 8 parts within 4 s"
 wait "$infer_pid" || fail "infer --cluster: $(tail -n 5 infer.out)"
 cmp -s local_preds.csv preds/predictions.csv || fail "the cluster predictions differ from this machine's ($(wc -l < preds/predictions.csv) lines)"
 [[ $(wc -l < preds/predictions.csv) -eq 10001 ]] || fail "predictions.csv has $(wc -l < preds/predictions.csv) lines, want 10001"
@@ -111,7 +124,7 @@ timeout 60 "$SUBMIT" infer regression-mlp.dtm --cluster --parts --input keyed.cs
 cmp -s local_keyed.csv joined.csv || fail "the part files, joined, differ from one machine's predictions"
 
 # A node lost mid-evaluation: node-3 stops as the job starts and stays silent past the peer
-# timeout; its parts are redone on the others.
+# timeout (5 s); its parts are redone on the others.
 kill -STOP "$(pid_of node-3)"
 timeout 60 "$SUBMIT" eval mlp.dtm --cluster > lost.out 2>&1
 rc=$?
