@@ -96,13 +96,17 @@ std::string output_place(const std::string& what, const std::string& path, bool 
     refuse(what + " '" + path + "': the folder " + folder_of.string() +
                " does not exist on the controller's machine",
            fix);
+  if (!folder && (fs::is_directory(place, ec) || place.filename().empty()))
+    refuse(what + " '" + path + "' is a folder", "name a file in the folder");
   bool allowed = false;
   for (const std::string& root : limits.output_roots) {
     const fs::path r = fs::weakly_canonical(root, ec);
-    if (!ec && inside(place, r)) allowed = true;
+    // A file must lie below the root, not be it.
+    if (!ec && inside(place, r) && (folder || place.lexically_relative(r) != ".")) allowed = true;
   }
   const fs::path data = fs::weakly_canonical(limits.data_dir, ec);
-  if (!allowed || (!ec && inside(place, data)))
+  if (ec) refuse("the controller's data_dir cannot be resolved", "check dtraind.yaml's data_dir");
+  if (!allowed || inside(place, data))
     refuse(what + " '" + path + "' is not inside a task_outputs folder of the controller", fix);
   return place.string();
 }

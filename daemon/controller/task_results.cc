@@ -7,6 +7,7 @@
 #include <optional>
 
 #include "core/util/error.h"
+#include "core/util/nofollow_folder.h"
 #include "daemon/controller/result_checks.h"
 #include "daemon/protocol/part_scores.h"
 
@@ -37,6 +38,31 @@ std::string check_part_done(const std::string& task, const Json& body, uint32_t 
 
 namespace {
 
+// One line of `in` with its newline ("" at the end or on an error).
+std::string read_line(std::FILE* in) {
+  std::string line;
+  for (int c; (c = std::fgetc(in)) != EOF;) {
+    line += char(c);
+    if (c == '\n') break;
+  }
+  return line;
+}
+
+// `content` as the file `name` in `folder`: a new temporary file renamed over it.
+void write_new(core::NoFollowFolder& folder, const std::string& name, const std::string& content) {
+  std::string temporary;
+  std::FILE* out = folder.create_temporary(name, temporary);
+  const bool written = std::fwrite(content.data(), 1, content.size(), out) == content.size() &&
+                       std::fflush(out) == 0;
+  std::fclose(out);
+  if (!written) {
+    folder.remove(temporary);
+    throw core::UserError("cannot write '" + folder.path() + "/" + name + "'",
+                          "check the space in that folder");
+  }
+  folder.rename(temporary, name);
+}
+
 // The parts' ROC scores merged, in part order, into result; the curves to the request's file.
 void merge_roc(const std::map<uint32_t, Json>& parts, const core::Evaluation& merged,
                const Json& request, Json& result) {
@@ -60,15 +86,11 @@ void merge_roc(const std::map<uint32_t, Json>& parts, const core::Evaluation& me
   result["macro_auc"] = std::isnan(roc.macro_auc()) ? Json(nullptr) : Json(roc.macro_auc());
   const std::string csv = request.value("roc_csv", "");
   if (csv.empty()) return;
-  const std::string temporary = csv + ".tmp";
-  {
-    std::ofstream out(temporary, std::ios::binary);
-    out << roc.curves_csv(request.value("roc_classes", std::vector<std::string>{}));
-    if (!out)
-      throw core::UserError("cannot write the ROC curves to '" + csv + "'",
-                            "give --roc-csv a file in a folder the controller's node can write");
-  }
-  std::filesystem::rename(temporary, csv);
+  // Through the folder's descriptor, no link followed (core/util/nofollow_folder.h).
+  const std::filesystem::path where(csv);
+  core::NoFollowFolder folder(where.parent_path().string());
+  write_new(folder, where.filename().string(),
+            roc.curves_csv(request.value("roc_classes", std::vector<std::string>{})));
   result["roc_csv"] = csv;
 }
 
@@ -104,38 +126,56 @@ Json merge_infer_parts(const std::map<uint32_t, Json>& parts, const std::string&
     files.push_back(part_file(output_dir, part));
   }
   if (keep_parts) return {{"rows", rows}, {"files", files}};
-  const std::string output = output_dir + "/predictions.csv", temporary = output + ".tmp";
-  std::ofstream out(temporary, std::ios::binary);
-  if (!out)
-    throw core::UserError("cannot write '" + temporary + "'",
-                          "make --output a folder the controller's node can write");
-  std::string header, line;
-  for (const Json& f : files) {
-    const std::string path = f.get<std::string>();
-    std::ifstream in(path, std::ios::binary);
-    if (!in || !std::getline(in, line))
-      throw core::UserError("cannot read the part file '" + path + "'",
+  core::NoFollowFolder folder(output_dir);
+  std::string temporary;
+  std::FILE* out = folder.create_temporary("predictions.csv", temporary);
+  std::string header;
+  bool written = true;
+  for (const auto& [part, body] : parts) {
+    const std::string name = part_file("", part).substr(1);
+    std::FILE* in = folder.open_read(name);
+    const std::string first = in ? read_line(in) : "";
+    if (first.empty()) {
+      if (in) std::fclose(in);
+      std::fclose(out);
+      folder.remove(temporary);
+      throw core::UserError("cannot read the part file '" + output_dir + "/" + name + "'",
                             "make --output a folder every node and the controller share");
+    }
     if (header.empty()) {
-      header = line;
-      out << header << '\n';
-    } else if (line != header) {
-      throw core::UserError("'" + path + "' has another header than the first part",
+      header = first;
+      written = std::fputs(header.c_str(), out) >= 0 && written;
+    } else if (first != header) {
+      std::fclose(in);
+      std::fclose(out);
+      folder.remove(temporary);
+      throw core::UserError("'" + name + "' has another header than the first part",
                             "run the same dtrain release on every node");
     }
-    // Streamed; an empty rest (a part of no examples) would set out's failbit.
-    if (in.peek() != std::ifstream::traits_type::eof()) out << in.rdbuf();
+    char buffer[1 << 16];
+    for (size_t n; (n = std::fread(buffer, 1, sizeof buffer, in)) > 0;)
+      written = std::fwrite(buffer, 1, n, out) == n && written;
+    std::fclose(in);
   }
-  out.close();
-  if (!out) throw core::UserError("cannot write '" + output + "'", "check the space in --output");
-  std::filesystem::rename(temporary, output);
+  written = std::fflush(out) == 0 && written;
+  std::fclose(out);
+  if (!written) {
+    folder.remove(temporary);
+    throw core::UserError("cannot write '" + output_dir + "/predictions.csv'",
+                          "check the space in --output");
+  }
+  folder.rename(temporary, "predictions.csv");
   remove_part_files(parts, output_dir);
-  return {{"rows", rows}, {"output", output}};
+  return {{"rows", rows}, {"output", output_dir + "/predictions.csv"}};
 }
 
 void remove_part_files(const std::map<uint32_t, Json>& parts, const std::string& output_dir) {
-  std::error_code ignored;  // already gone is fine
-  for (const auto& [part, body] : parts) std::filesystem::remove(part_file(output_dir, part), ignored);
+  try {
+    core::NoFollowFolder folder(output_dir);
+    for (const auto& [part, body] : parts) folder.remove(part_file("", part).substr(1));
+  } catch (const core::UserError&) {
+    // The folder is gone or was replaced by a link: nothing of ours to remove there.
+  }
 }
 
 }  // namespace dtrain::daemon

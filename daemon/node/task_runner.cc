@@ -15,6 +15,7 @@
 #include "core/io/saved_model.h"
 #include "core/train/training_data.h"
 #include "core/util/error.h"
+#include "core/util/nofollow_folder.h"
 #include "daemon/protocol/part_scores.h"
 
 namespace dtrain::daemon {
@@ -41,10 +42,17 @@ TaskRunner::~TaskRunner() {
 }
 
 void TaskRunner::add_parts(const std::vector<uint32_t>& parts) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  for (uint32_t p : parts)
-    if (p < task_.part_count && seen_.insert(p).second) parts_.push_back(p);
-  wake_.notify_all();
+  std::vector<Json> again;  // finished parts asked for again: their report may have been lost
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (uint32_t p : parts) {
+      if (p >= task_.part_count) continue;
+      if (auto done = finished_.find(p); done != finished_.end()) again.push_back(done->second);
+      else if (seen_.insert(p).second) parts_.push_back(p);
+    }
+    wake_.notify_all();
+  }
+  for (const Json& report : again) report_(JobKind::PartDone, report);
 }
 
 void TaskRunner::cancel() {
@@ -55,7 +63,7 @@ void TaskRunner::cancel() {
 
 Json TaskRunner::snapshot() const {
   std::lock_guard<std::mutex> lock(mutex_);
-  return {{"id", job_id_text(job_id_)}, {"task", task_.kind}, {"parts_done", parts_done_},
+  return {{"id", job_id_text(job_id_)}, {"task", task_.kind}, {"parts_done", int64_t(finished_.size())},
           {"parts_queued", parts_.size()}};
 }
 
@@ -117,22 +125,24 @@ Json TaskRunner::run_part(Loaded& l, uint32_t part) {
   if (task_.kind == "infer") {
     char name[32];
     std::snprintf(name, sizeof name, "part-%05u.csv", part);
-    // A temporary name of this node's own: a node the job dropped may still be writing the
-    // same part (the same bytes) beside its new holder.
-    const std::string path = task_.output_dir + "/" + name,
-                      temporary = path + ".tmp-" + config_.name;
-    std::FILE* out = std::fopen(temporary.c_str(), "w");
-    if (!out)
-      throw core::UserError("cannot write '" + temporary + "'",
-                            "make --output a folder every node can write (a shared one)");
+    // A new file of this runner's own, in the folder opened without following links
+    // (core/util/nofollow_folder.h): a node the job dropped may still be writing the same part
+    // (the same bytes) beside its new holder.
+    core::NoFollowFolder folder(task_.output_dir);
+    std::string temporary;
+    std::FILE* out = folder.create_temporary(name, temporary);
     const core::PredictionWriter writer(l.saved);
     std::fputs(writer.header().c_str(), out);
     writer.write(*l.saved.model, l.inputs, r.begin, r.end, task_.batch_size, out);
     const bool written = std::fflush(out) == 0 && !std::ferror(out);
     std::fclose(out);
-    if (!written || std::rename(temporary.c_str(), path.c_str()) != 0)
-      throw core::UserError("cannot write '" + path + "'", "check the space in --output's folder");
-    done["file"] = path;
+    if (!written) {
+      folder.remove(temporary);
+      throw core::UserError("cannot write '" + task_.output_dir + "/" + name + "'",
+                            "check the space in --output's folder");
+    }
+    folder.rename(temporary, name);
+    done["file"] = task_.output_dir + "/" + name;
     return done;
   }
   // The same pass gives the ROC scores when asked for (classification only).
@@ -167,7 +177,7 @@ void TaskRunner::run() {
       const Json done = run_part(loaded, part);
       {
         std::lock_guard<std::mutex> lock(mutex_);
-        ++parts_done_;
+        finished_[part] = done;
       }
       report_(JobKind::PartDone, done);
     }

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <map>
 #include <mutex>
 #include <set>
 #include <string>
@@ -48,10 +49,11 @@ class TaskRunner {
   mutable std::mutex mutex_;
   std::condition_variable wake_;
   std::deque<uint32_t> parts_;  // to do, in order
-  // Every part ever given (queued, running or done): a repeat (the controller sends a node its
-  // parts again when it registers again) is dropped. Bounded by part_count.
+  // Parts queued or running: a repeat is dropped. The controller sends a node its unfinished
+  // parts again when it registers again; one finished here meanwhile is reported again from
+  // finished_ (its report may have died with the old connection). Both bounded by part_count.
   std::set<uint32_t> seen_;
-  int64_t parts_done_ = 0;
+  std::map<uint32_t, Json> finished_;
   bool cancelled_ = false;
   std::atomic<bool> done_{false};
   std::thread thread_;

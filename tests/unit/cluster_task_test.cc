@@ -182,6 +182,29 @@ TEST_CASE("inference part files join in part order under one header, or stay wit
   CHECK_THROWS_WITH(daemon::merge_infer_parts(two, dir, false), Catch::Contains("another header"));
 }
 
+TEST_CASE("a link planted in the output folder is not followed, read or written through") {
+  namespace fs = std::filesystem;
+  const std::string dir = temp_dir(), elsewhere = temp_dir();
+  std::ofstream(elsewhere + "/victim") << "keep me\n";
+  std::ofstream(elsewhere + "/secret") << "key,predicted\nsecret,1\n";
+  std::map<uint32_t, daemon::Json> parts;
+  std::ofstream(daemon::part_file(dir, 0)) << "key,predicted\na,1\n";
+  parts[0] = {{"part_index", 0}, {"examples", 1}, {"file", daemon::part_file(dir, 0)}};
+  // predictions.csv planted as a link to a file elsewhere: replaced, the target untouched.
+  fs::create_symlink(elsewhere + "/victim", dir + "/predictions.csv");
+  daemon::merge_infer_parts(parts, dir, false);
+  CHECK_FALSE(fs::is_symlink(dir + "/predictions.csv"));
+  CHECK(read(dir + "/predictions.csv") == "key,predicted\na,1\n");
+  CHECK(read(elsewhere + "/victim") == "keep me\n");
+  // A part file that is a link (to a secret) is not read.
+  fs::create_symlink(elsewhere + "/secret", daemon::part_file(dir, 0));
+  CHECK_THROWS_WITH(daemon::merge_infer_parts(parts, dir, false), Catch::Contains("cannot read the part file"));
+  // A folder on the way that is a link: refused.
+  fs::create_symlink(elsewhere, dir + "/linked");
+  CHECK_THROWS_WITH(daemon::merge_infer_parts(parts, dir + "/linked", false),
+                    Catch::Contains("a symbolic link or not a folder"));
+}
+
 TEST_CASE("the controller splits a task, gives a lost node's parts to another and merges exactly",
           "[controller]") {
   ControllerUnderTest t;
@@ -280,6 +303,9 @@ TEST_CASE("a task's node failure fails the job with its reason; cancel ends a ru
            {"roc_csv", "/etc/roc.csv"}},
           "not inside a task_outputs folder");
   refused({{"task", "eval"}, {"path", "/d.csv"}, {"format", "csv"}, {"metrics", "roc"}}, "metrics");
+  refused({{"task", "eval"}, {"path", "/d.csv"}, {"format", "csv"}, {"metrics", {"roc"}},
+           {"roc_csv", out}},
+          "is a folder");
   refused({{"task", "eval"}, {"path", "/d.csv"}, {"format", "csv"}, {"metrics", {"roc"}},
            {"roc_csv", out + "/roc.csv"}, {"roc_classes", {"a\nb"}}},
           "roc_classes");
