@@ -121,6 +121,10 @@ class Controller {
   TaskMessage task_message(const JobRecord& job, std::vector<uint32_t> parts) const;
   void on_task_report(JobRecord& job, Member& m, const JobMessageIn& in);
   void reassign_parts(JobRecord& job, const std::string& lost);
+  // Gives `parts` round robin to `nodes`: each becomes the holder of its share and is sent it in
+  // a Task frame. The shares, by node.
+  std::vector<std::vector<uint32_t>> deal_parts(JobRecord& job, const std::vector<Member*>& nodes,
+                                                const std::vector<uint32_t>& parts);
   // A node registering again from the same process (its old session's frames are gone): it
   // is sent the running task's parts it holds and has not reported.
   void resend_parts(Member& m);

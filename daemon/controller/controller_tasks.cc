@@ -5,7 +5,6 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
-#include <filesystem>
 
 #include "core/util/error.h"
 #include "daemon/controller/controller.h"
@@ -69,15 +68,10 @@ void Controller::start_task(JobRecord& job) {
   job.state = "running";
   job.started_at = unix_now();
   job.part_count = std::min<uint32_t>(kMaxParts, kPartsPerNode * uint32_t(alive.size()));
-  std::vector<std::vector<uint32_t>> shares(alive.size());
-  for (uint32_t p = 0; p < job.part_count; ++p) {
-    shares[p % alive.size()].push_back(p);
-    job.part_owner[p] = alive[p % alive.size()]->name;
-  }
-  for (size_t i = 0; i < alive.size(); ++i) {
-    job.nodes.push_back(alive[i]->name);
-    alive[i]->outbox.push_back(task_frame(job.id, task_message(job, shares[i])));
-  }
+  for (Member* m : alive) job.nodes.push_back(m->name);
+  std::vector<uint32_t> parts(job.part_count);
+  for (uint32_t p = 0; p < job.part_count; ++p) parts[p] = p;
+  deal_parts(job, alive, parts);
   job.add_log("started on " + std::to_string(alive.size()) + " nodes, " +
               std::to_string(job.part_count) + " parts");
   spdlog::info("controller: {} job {} ({}) started on {} nodes", job.task, job_id_text(job.id),
@@ -133,17 +127,25 @@ void Controller::reassign_parts(JobRecord& job, const std::string& lost) {
                 "check the nodes' logs (journalctl -u dtraind) and submit again");
     return;
   }
-  std::vector<std::vector<uint32_t>> shares(live.size());
-  for (size_t i = 0; i < orphaned.size(); ++i) {
-    shares[i % live.size()].push_back(orphaned[i]);
-    job.part_owner[orphaned[i]] = live[i % live.size()]->name;
+  const std::vector<std::vector<uint32_t>> shares = deal_parts(job, live, orphaned);
+  for (size_t i = 0; i < live.size(); ++i)
+    if (!shares[i].empty())
+      job.add_log(std::to_string(shares[i].size()) + " of " + lost + "'s parts go to " +
+                  live[i]->name);
+}
+
+std::vector<std::vector<uint32_t>> Controller::deal_parts(JobRecord& job,
+                                                          const std::vector<Member*>& nodes,
+                                                          const std::vector<uint32_t>& parts) {
+  std::vector<std::vector<uint32_t>> shares(nodes.size());
+  for (size_t i = 0; i < parts.size(); ++i) {
+    shares[i % nodes.size()].push_back(parts[i]);
+    job.part_owner[parts[i]] = nodes[i % nodes.size()]->name;
   }
-  for (size_t i = 0; i < live.size(); ++i) {
-    if (shares[i].empty()) continue;
-    live[i]->outbox.push_back(task_frame(job.id, task_message(job, shares[i])));
-    job.add_log(std::to_string(shares[i].size()) + " of " + lost + "'s parts go to " +
-                live[i]->name);
-  }
+  for (size_t i = 0; i < nodes.size(); ++i)
+    if (!shares[i].empty())
+      nodes[i]->outbox.push_back(task_frame(job.id, task_message(job, shares[i])));
+  return shares;
 }
 
 void Controller::resend_parts(Member& m) {

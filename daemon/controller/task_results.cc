@@ -14,9 +14,7 @@
 namespace dtrain::daemon {
 
 std::string part_file(const std::string& output_dir, uint32_t part) {
-  char name[32];
-  std::snprintf(name, sizeof name, "/part-%05u.csv", part);
-  return output_dir + name;
+  return output_dir + "/" + part_file_name(part);
 }
 
 std::string check_part_done(const std::string& task, const Json& body, uint32_t part,
@@ -132,7 +130,7 @@ Json merge_infer_parts(const std::map<uint32_t, Json>& parts, const std::string&
   std::string header;
   bool written = true;
   for (const auto& [part, body] : parts) {
-    const std::string name = part_file("", part).substr(1);
+    const std::string name = part_file_name(part);
     std::FILE* in = folder.open_read(name);
     const std::string first = in ? read_line(in) : "";
     if (first.empty()) {
@@ -172,7 +170,7 @@ Json merge_infer_parts(const std::map<uint32_t, Json>& parts, const std::string&
 void remove_part_files(const std::map<uint32_t, Json>& parts, const std::string& output_dir) {
   try {
     core::NoFollowFolder folder(output_dir);
-    for (const auto& [part, body] : parts) folder.remove(part_file("", part).substr(1));
+    for (const auto& [part, body] : parts) folder.remove(part_file_name(part));
   } catch (const core::UserError&) {
     // The folder is gone or was replaced by a link: nothing of ours to remove there.
   }

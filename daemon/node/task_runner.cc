@@ -123,8 +123,7 @@ Json TaskRunner::run_part(Loaded& l, uint32_t part) {
   const core::ExampleRange r = core::part_range(l.examples, task_.batch_size, part, task_.part_count);
   Json done = {{"part_index", part}, {"examples", r.size()}, {"begin", r.begin}};
   if (task_.kind == "infer") {
-    char name[32];
-    std::snprintf(name, sizeof name, "part-%05u.csv", part);
+    const std::string name = part_file_name(part);
     // A new file of this runner's own, in the folder opened without following links
     // (core/util/nofollow_folder.h): a node the job dropped may still be writing the same part
     // (the same bytes) beside its new holder.

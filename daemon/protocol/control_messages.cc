@@ -151,6 +151,12 @@ bool read_task(const control::RunTask& t, TaskMessage& out) {
 
 }  // namespace
 
+std::string part_file_name(uint32_t part) {
+  char name[32];
+  std::snprintf(name, sizeof name, "part-%05u.csv", part);
+  return name;
+}
+
 std::vector<uint8_t> task_frame(uint64_t job_id, const TaskMessage& task) {
   flatbuffers::FlatBufferBuilder fbb(1024 + task.model.size());
   const auto data = control::CreateTaskData(

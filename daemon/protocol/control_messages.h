@@ -90,6 +90,8 @@ struct TaskMessage {
   uint32_t part_count = 0;
 };
 std::vector<uint8_t> task_frame(uint64_t job_id, const TaskMessage& task);
+// The file part `part` of an inference job writes in its output folder: part-NNNNN.csv.
+std::string part_file_name(uint32_t part);
 
 std::vector<uint8_t> start_frame(uint64_t job_id, const StartMessage& start);
 std::vector<uint8_t> rejoin_frame(uint64_t job_id, const RejoinMessage& rejoin);
