@@ -254,8 +254,11 @@ void Controller::on_job_message(Member& m, const JobMessageIn& in) {
     case JobKind::Log:
       job.add_log(m.name + ": " + body.value("line", ""));
       break;
+    case JobKind::Attached:
+      announce_rejoin(job, m.name);
+      break;
     case JobKind::Rejoined: {
-      unlist(job.rejoining, m.name);
+      stop_rejoining(job, m.name);
       const bool joined = !listed(job.lost_nodes, m.name);  // new to the job (elastic)
       std::vector<std::string>& list = joined ? job.joined_nodes : job.rejoined_nodes;
       if (!listed(list, m.name)) list.push_back(m.name);
@@ -315,11 +318,12 @@ void Controller::on_checkpoint(JobRecord& job, Member& m, const Json& body) {
 // one dropped node must not fail a healthy job. Returns whether the report counts (a log line,
 // or the news that it rejoined).
 bool Controller::on_dropped_report(JobRecord& job, Member& m, const JobMessageIn& in) {
-  if (in.kind == JobKind::Log || in.kind == JobKind::Rejoined) return true;
+  if (in.kind == JobKind::Log || in.kind == JobKind::Rejoined || in.kind == JobKind::Attached)
+    return true;
   if (in.kind == JobKind::Failed && !in.body.value("cancelled", false)) {
     const std::string error = in.body.value("error", std::string("?"));
     // The others expect it at their next epoch end (they were told it comes): it will not.
-    if (listed(job.rejoining, m.name)) {
+    if (listed(job.rejoining, m.name) && !job.unannounced.count(m.name)) {
       RejoinMessage gone{m.id, m.boot_id};
       gone.withdrawn = true;
       tell_others(job, m.name, rejoin_frame(job.id, gone));
@@ -328,7 +332,7 @@ bool Controller::on_dropped_report(JobRecord& job, Member& m, const JobMessageIn
       drop_from_job(job, m.name, "it failed to join: " + error);
       return false;
     }
-    unlist(job.rejoining, m.name);  // a later registration may offer it again
+    stop_rejoining(job, m.name);  // a later registration may offer it again
     job.add_log(m.name + ": failed after the job dropped it (" + error +
                 "); the job continues without it");
     save(job);
@@ -466,9 +470,23 @@ void Controller::offer_rejoin(Member& m) {
   start.rejoin = true;
   start.lost = lost;
   send_start(job, m, start);
-  tell_others(job, m.name, rejoin_frame(job.id, {m.id, m.boot_id}));
+  job.unannounced[m.name] = rejoin_frame(job.id, {m.id, m.boot_id});
   job.rejoining.push_back(m.name);
   job.add_log("node " + m.name + " is back; it rejoins at the next epoch end");
+}
+
+// The rejoining (or joining) node's new part takes the job's datagrams now: the others may
+// admit it at their next epoch end and send it their parameters.
+void Controller::announce_rejoin(JobRecord& job, const std::string& name) {
+  auto it = job.unannounced.find(name);
+  if (it == job.unannounced.end()) return;
+  tell_others(job, name, it->second);
+  job.unannounced.erase(it);
+}
+
+void Controller::stop_rejoining(JobRecord& job, const std::string& name) {
+  unlist(job.rejoining, name);
+  job.unannounced.erase(name);
 }
 
 void Controller::node_lost(Member& m, const std::string& why) {
@@ -488,7 +506,7 @@ void Controller::drop_from_job(JobRecord& job, const std::string& name, const st
     save(job);
     return;
   }
-  unlist(job.rejoining, name);
+  stop_rejoining(job, name);
   unlist(job.rejoined_nodes, name);
   job.checkpoints.erase(name);  // back, it reports new ones; its old ones must not hold back
   job.add_log("node " + name + " lost (" + why + "); the job continues on the others");
@@ -508,6 +526,7 @@ void Controller::check_finished(JobRecord& job) {
   for (const std::string& n : job.rejoining)
     if (members_.count(n)) members_[n].outbox.push_back(cancel_frame(job.id));
   job.rejoining.clear();
+  job.unannounced.clear();
   finish(job);
 }
 

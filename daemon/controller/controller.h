@@ -101,9 +101,13 @@ class Controller {
   bool start_resumed(JobRecord& job);
   std::vector<std::string> checkpoint_holders(const JobRecord& job, int64_t epoch) const;
   void resume_on(JobRecord& job, const std::vector<std::string>& names, int64_t epoch);
-  // A lost member of the running job registered again: it is sent the job to rejoin, the
-  // others are told to admit it at their next epoch end (either mode).
+  // A lost member of the running job registered again: it is sent the job to rejoin (either
+  // mode). Once its new part reports Attached (on the job's mesh), announce_rejoin tells the
+  // others to admit it at their next epoch end.
   void offer_rejoin(Member& m);
+  void announce_rejoin(JobRecord& job, const std::string& name);
+  // It is no longer waiting to be admitted (admitted, failed, or dropped).
+  void stop_rejoining(JobRecord& job, const std::string& name);
   // controller_elastic.cc: training.nodes {min, max}.
   void add_vacant_slots(JobRecord& job, const core::TrainingSpec& training);
   void offer_join(Member& m);

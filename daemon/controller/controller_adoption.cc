@@ -47,7 +47,7 @@ void Controller::adopt(Member& m, const std::vector<uint64_t>& running) {
     job.add_log("node " + m.name + " still trains it: adopted");
     // Nodes already offered the rejoin before this one was back: it must admit them too.
     for (const std::string& r : job.rejoining)
-      if (members_.count(r)) m.outbox.push_back(rejoin_frame(job.id, {members_[r].id,
+      if (members_.count(r) && !job.unannounced.count(r)) m.outbox.push_back(rejoin_frame(job.id, {members_[r].id,
                                                                       members_[r].boot_id}));
   } else if (const uint64_t boot = start_boot(job, m.name); boot != 0 && boot != m.boot_id) {
     // A new process: its part of the job is gone. end_adoption decides: the rejoin, or, when

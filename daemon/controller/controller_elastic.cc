@@ -70,7 +70,7 @@ void Controller::offer_join(Member& m) {
     if (job.dropped(other.value("name", std::string()))) start.lost.push_back(other.value("id", 0u));
   send_start(job, m, start);
   const RejoinMessage join{m.id, m.boot_id, start.members[slot], slot_id};
-  tell_others(job, m.name, rejoin_frame(job.id, join));
+  job.unannounced[m.name] = rejoin_frame(job.id, join);  // told once it is on the mesh
   job.add_log("node " + m.name + " joins the job in its vacant " + slot_name + " (" +
               std::to_string(workers) + (workers == 1 ? " worker" : " workers") +
               "); it is admitted at the next epoch end");

@@ -60,6 +60,7 @@ void Controller::resume_on(JobRecord& job, const std::vector<std::string>& names
   job.rejoined_nodes.clear();
   job.joined_nodes.clear();
   job.rejoining.clear();
+  job.unannounced.clear();
   job.adopted.clear();
   job.restarted.clear();
   job.adopting = false;

@@ -29,6 +29,10 @@ struct JobRecord {
   // Not kept on disk (only a running job needs them): restarted nodes waiting to be admitted,
   // and the members list every node got at the start.
   std::vector<std::string> rejoining;
+  // Of those, the ones whose new part is not on the job's mesh yet: the frame telling the
+  // others to expect it, held until it reports Attached (Controller::announce_rejoin). Told
+  // earlier, the others could admit it and send its parameters before it takes datagrams.
+  std::map<std::string, std::vector<uint8_t>> unannounced;
   // Kept on disk for a restarted controller that adopts the job (daemon/README.md,
   // "Controller restart"): every node's start entry (with its boot) and the mesh kind.
   Json members = Json::array();

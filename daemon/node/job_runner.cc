@@ -283,6 +283,9 @@ void JobRunner::run() {
   }
   if (cancel_) exchange.cancel();  // cancelled before the exchange existed (joining a predecessor)
   channel_.attach(job_id_, &mesh);
+  // Only now may the others be told to admit this node: the parameters they send it then
+  // would be dropped by a node that does not take the job's datagrams yet.
+  if (rejoin) report_(JobKind::Attached, {{"rank", rank}});
   try {
     core::SpecParseOptions options;
     options.base_dir = start_.base_dir;

@@ -255,7 +255,8 @@ bool read_job_message(const std::vector<uint8_t>& frame, JobMessageIn& out) {
     case JobKind::Rejoined:
     case JobKind::Checkpoint:
     case JobKind::Stats:
-    case JobKind::PartDone: {
+    case JobKind::PartDone:
+    case JobKind::Attached: {
       if (!jm->body()) return true;
       const std::string text(reinterpret_cast<const char*>(jm->body()->data()), jm->body()->size());
       out.body = Json::parse(text.empty() ? "{}" : text, nullptr, /*allow_exceptions=*/false);

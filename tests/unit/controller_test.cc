@@ -184,6 +184,7 @@ TEST_CASE("adoption: a restarted node is offered the rejoin; one that never retu
     const daemon::JobMessageIn start = node_b.next();
     CHECK(start.kind == daemon::JobKind::Start);
     CHECK(start.start.rejoin);
+    node_b.send(id, daemon::JobKind::Attached, {{"part", start.start.part}});
     CHECK(node_a.next().kind == daemon::JobKind::Rejoin);
     CHECK(t.job(id).at("lost_nodes") == daemon::Json({"node-b"}));
     CHECK(state(t, id) == "running");
@@ -247,6 +248,10 @@ TEST_CASE("a node registering again while its old session lives replaces that se
     CHECK(start.job_id == id);
     CHECK(start.start.rejoin);
     CHECK(start.start.rank == 0);
+    // node-b hears of it only once its new part takes the job's datagrams: told earlier, it
+    // could send the parameters to a node that drops them.
+    CHECK(b.quiet_for(300ms));
+    restarted.send(id, daemon::JobKind::Attached, {{"part", start.start.part}});
     const daemon::JobMessageIn told = b.next();
     CHECK(told.kind == daemon::JobKind::Rejoin);
     CHECK(told.rejoin.id == 1);
@@ -283,8 +288,12 @@ TEST_CASE("a node back after the job dropped it is taken back in either mode; it
   // admit it.
   CHECK(told.kind == daemon::JobKind::Start);
   CHECK(told.start.rejoin);
-  CHECK(b.next().kind == daemon::JobKind::Rejoin);
   CHECK(told.start.part != old_part);
+  // The old part's Attached (it never sends one, but a stale report) does not announce it.
+  back.send(id, daemon::JobKind::Attached, {{"part", old_part}});
+  CHECK(b.quiet_for(300ms));
+  back.send(id, daemon::JobKind::Attached, {{"part", told.start.part}});
+  CHECK(b.next().kind == daemon::JobKind::Rejoin);
   // What its old part did while it was away (queued, sent once it was back) does not count,
   // nor does its failure: the new part is not withdrawn for it.
   back.send(id, daemon::JobKind::Progress, {{"epoch", 9}, {"part", old_part}});
@@ -543,6 +552,7 @@ TEST_CASE("elastic membership: starts at min, a later node joins a vacant slot, 
   CHECK(join.start.rank == 2);  // the slot's place: its workers and shards
   CHECK(join.start.members[2].name == "node-c");
   CHECK(join.start.members[2].workers == 2);
+  c.send(id, daemon::JobKind::Attached, {{"part", join.start.part}});
   for (FakeNode* n : {a.get(), b.get()}) {
     const daemon::JobMessageIn told = n->next();
     REQUIRE(told.kind == daemon::JobKind::Rejoin);
@@ -594,8 +604,8 @@ TEST_CASE("a job with early stopping does not take a node back: it is told to st
   CHECK(log.find("does not take nodes back") != std::string::npos);
 }
 
-TEST_CASE("a node that fails to join is withdrawn: the others stop expecting it",
-          "[controller]") {
+TEST_CASE("a node that fails to join is withdrawn: the others stop expecting it, or never "
+          "heard of it", "[controller]") {
   ControllerUnderTest t("", /*peer_timeout_ms=*/2000);
   FakeNode a(t, node_named("node-a", 1));
   FakeNode b(t, node_named("node-b", 2));
@@ -603,16 +613,27 @@ TEST_CASE("a node that fails to join is withdrawn: the others stop expecting it"
   CHECK(a.next().kind == daemon::JobKind::Start);
   CHECK(b.next().kind == daemon::JobKind::Start);
   FakeNode c(t, node_named("node-c", 3));
-  CHECK(c.next().kind == daemon::JobKind::Start);
-  CHECK(a.next().kind == daemon::JobKind::Rejoin);
-  CHECK(b.next().kind == daemon::JobKind::Rejoin);
+  const daemon::JobMessageIn join = c.next();
+  CHECK(join.kind == daemon::JobKind::Start);
   // Its data files are missing on that machine, say: it fails before it is admitted.
-  c.send(id, daemon::JobKind::Failed, {{"rank", 2}, {"error", "cannot read none.csv"}});
-  for (FakeNode* n : {&a, &b}) {
-    const daemon::JobMessageIn gone = n->next();
-    REQUIRE(gone.kind == daemon::JobKind::Rejoin);
-    CHECK(gone.rejoin.withdrawn);
-    CHECK(gone.rejoin.id == 3);
+  const daemon::Json failure = {{"rank", 2}, {"error", "cannot read none.csv"}};
+  SECTION("after its part was on the job's mesh: the others were told, then withdrawn") {
+    c.send(id, daemon::JobKind::Attached, {{"part", join.start.part}});
+    CHECK(a.next().kind == daemon::JobKind::Rejoin);
+    CHECK(b.next().kind == daemon::JobKind::Rejoin);
+    c.send(id, daemon::JobKind::Failed, failure);
+    for (FakeNode* n : {&a, &b}) {
+      const daemon::JobMessageIn gone = n->next();
+      REQUIRE(gone.kind == daemon::JobKind::Rejoin);
+      CHECK(gone.rejoin.withdrawn);
+      CHECK(gone.rejoin.id == 3);
+    }
+  }
+  SECTION("before: neither a rejoin to expect nor one to withdraw") {
+    c.send(id, daemon::JobKind::Failed, failure);
+    CHECK(eventually([&] { return t.job(id).at("lost_nodes") == daemon::Json({"node-c"}); }));
+    CHECK(a.quiet_for(300ms));
+    CHECK(b.quiet_for(300ms));
   }
   const daemon::Json job = t.job(id);
   CHECK(job.at("state") == "running");  // one failed join does not fail the job

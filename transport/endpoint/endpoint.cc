@@ -200,7 +200,16 @@ void Endpoint::remove_peer(uint32_t id) {
 }
 
 void Endpoint::add_job(uint64_t job_id) {
-  asio::post(state_->io, [this, job_id] { state_->jobs.insert(job_id); });
+  // Waits for the I/O thread: a caller that tells peers it takes the job's datagrams now (a
+  // rejoining node's Attached) must not race the insertion.
+  auto done = std::make_shared<std::promise<void>>();
+  auto future = done->get_future();
+  asio::post(state_->io, [this, job_id, done] {
+    state_->jobs.insert(job_id);
+    done->set_value();
+  });
+  // Before start() the post runs ahead of the first datagram: nothing to wait for.
+  if (io_thread_.joinable()) future.wait_for(std::chrono::seconds(5));
 }
 
 void Endpoint::remove_job(uint64_t job_id) {

@@ -87,6 +87,7 @@ class Endpoint {
   void announce_boot(uint32_t peer, uint64_t boot_id);
   void remove_peer(uint32_t id);
   // Jobs whose chunks are delivered; chunks of other jobs are acknowledged and dropped.
+  // Once started, add_job returns when the I/O thread has it (call it from another thread).
   void add_job(uint64_t job_id);
   void remove_job(uint64_t job_id);
 
