@@ -106,90 +106,134 @@ void write_packed_file(const std::string& path, const Dataset& data,
 struct PackedSource::File {
   std::string path;
   int fd = -1;
-  uint64_t data_start = 0;
-  int64_t records = 0;
+  PackedHeader header;
   ~File() {
     if (fd >= 0) ::close(fd);
   }
 };
 
-PackedSource::PackedSource(const std::vector<std::string>& paths) {
+static PackedHeader read_packed_header(int fd, const std::string& path) {
+  HeaderReader h(fd, path);
+  char magic[8] = {0};
+  if (pread(fd, magic, 8, 0) != 8 || std::memcmp(magic, kMagic, 8) != 0)
+    throw UserError("'" + path + "' is not a packed batch file (.dtb)",
+                    "point data.train.path at files written by dtrain-submit export");
+  h.bytes(magic, 8);
+  if (h.get<uint32_t>() != kVersion) h.fail("an unknown version");
+  PackedHeader out;
+  const uint32_t encoding = h.get<uint32_t>();
+  const uint32_t rank = h.get<uint32_t>();
+  h.get<uint32_t>();
+  if (encoding > 1 || (rank != 1 && rank != 3)) h.fail("an unknown encoding or shape");
+  out.encoding = PackedEncoding(encoding);
+  out.shape.resize(rank);
+  for (auto& d : out.shape) d = h.get<int64_t>();
+  out.classes = h.get<int64_t>();
+  out.total = h.get<int64_t>();
+  const size_t records_at = h.pos();
+  out.records = h.get<int64_t>();
+  for (int64_t d : out.shape)
+    if (d < 1 || d > (int64_t(1) << 24)) h.fail("a shape of " + shape_string(out.shape));
+  if (out.classes < 1 || out.classes > kMaxClasses || out.total < 1 ||
+      out.total > (int64_t(1) << 40) || out.records < 0 || out.records > out.total)
+    h.fail("impossible counts");
+  const uint32_t kind = h.get<uint32_t>();
+  const uint64_t nvalues = h.get<uint64_t>();
+  if (kind > 3 || nvalues > uint64_t(2 * shape_size(out.shape) + 2)) h.fail("a damaged normaliser");
+  std::vector<float> values(nvalues);
+  h.bytes(values.data(), nvalues * sizeof(float));
+  const uint32_t nnames = h.get<uint32_t>();
+  if (nnames > uint64_t(out.classes)) h.fail("more class names than classes");
+  for (uint32_t i = 0; i < nnames; ++i) {
+    const uint64_t len = h.get<uint64_t>();
+    if (len > 4096) h.fail("a class name of " + std::to_string(len) + " bytes");
+    std::string n(len, '\0');
+    h.bytes(n.data(), len);
+    out.names.push_back(std::move(n));
+  }
+  const uint32_t crc = uint32_t(crc32(0L, reinterpret_cast<const Bytef*>(h.seen().data()),
+                                      uInt(h.seen().size())));
+  if (h.get<uint32_t>() != crc) h.fail("its header's checksum does not match");
+  // The export: every field but this file's record count, the same in each of its files.
+  std::string shared = h.seen().substr(0, h.seen().size() - 4);
+  std::memset(shared.data() + records_at, 0, sizeof(int64_t));
+  out.export_id = uint32_t(crc32(0L, reinterpret_cast<const Bytef*>(shared.data()), uInt(shared.size())));
+  out.data_start = h.pos();
+  out.record_bytes = 12 + shape_size(out.shape) * (encoding == 1 ? 1 : 4);
+  struct stat st;
+  if (fstat(fd, &st) != 0 ||
+      uint64_t(st.st_size) != out.data_start + uint64_t(out.records * out.record_bytes))
+    h.fail("it is not as long as its " + std::to_string(out.records) + " records");
+  out.normalizer = Normalizer::restore(Normalizer::Kind(kind), values);
+  return out;
+}
+
+PackedHeader read_packed_header(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) throw UserError("cannot open packed file '" + path + "'", "check the path and permissions");
+  try {
+    PackedHeader h = read_packed_header(fd, path);
+    ::close(fd);
+    return h;
+  } catch (...) {
+    ::close(fd);
+    throw;
+  }
+}
+
+PackedSource::PackedSource(const std::vector<std::string>& paths, PackedCoverage coverage) {
   for (const std::string& path : paths) {
     auto f = std::make_unique<File>();
     f->path = path;
     f->fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
     if (f->fd < 0)
       throw UserError("cannot open packed file '" + path + "'", "check the path and permissions");
-    HeaderReader h(f->fd, f->path);
-    char magic[8] = {0};
-    if (pread(f->fd, magic, 8, 0) != 8 || std::memcmp(magic, kMagic, 8) != 0)
-      throw UserError("'" + path + "' is not a packed batch file (.dtb)",
-                      "point data.train.path at files written by dtrain-submit export");
-    h.bytes(magic, 8);
-    if (h.get<uint32_t>() != kVersion) h.fail("an unknown version");
-    const uint32_t encoding = h.get<uint32_t>();
-    const uint32_t rank = h.get<uint32_t>();
-    h.get<uint32_t>();
-    if (encoding > 1 || (rank != 1 && rank != 3)) h.fail("an unknown encoding or shape");
-    Shape shape(rank);
-    for (auto& d : shape) d = h.get<int64_t>();
-    const int64_t classes = h.get<int64_t>(), total = h.get<int64_t>();
-    f->records = h.get<int64_t>();
-    for (int64_t d : shape)
-      if (d < 1 || d > (int64_t(1) << 24)) h.fail("a shape of " + shape_string(shape));
-    if (classes < 1 || classes > kMaxClasses || total < 1 || total > (int64_t(1) << 40) ||
-        f->records < 0 || f->records > total)
-      h.fail("impossible counts");
-    const uint32_t kind = h.get<uint32_t>();
-    const uint64_t nvalues = h.get<uint64_t>();
-    if (kind > 3 || nvalues > uint64_t(2 * shape_size(shape) + 2)) h.fail("a damaged normaliser");
-    std::vector<float> values(nvalues);
-    h.bytes(values.data(), nvalues * sizeof(float));
-    const uint32_t nnames = h.get<uint32_t>();
-    if (nnames > uint64_t(classes)) h.fail("more class names than classes");
-    std::vector<std::string> names;
-    for (uint32_t i = 0; i < nnames; ++i) {
-      const uint64_t len = h.get<uint64_t>();
-      if (len > 4096) h.fail("a class name of " + std::to_string(len) + " bytes");
-      std::string n(len, '\0');
-      h.bytes(n.data(), len);
-      names.push_back(std::move(n));
-    }
-    const uint32_t crc = uint32_t(crc32(0L, reinterpret_cast<const Bytef*>(h.seen().data()),
-                                        uInt(h.seen().size())));
-    if (h.get<uint32_t>() != crc) h.fail("its header's checksum does not match");
-    f->data_start = h.pos();
-    const int64_t row = shape_size(shape);
-    const int64_t record = 12 + row * (encoding == 1 ? 1 : 4);
-    struct stat st;
-    if (fstat(f->fd, &st) != 0 || uint64_t(st.st_size) != f->data_start + uint64_t(f->records * record))
-      h.fail("it is not as long as its " + std::to_string(f->records) + " records");
-    const Normalizer norm = Normalizer::restore(Normalizer::Kind(kind), values);
+    f->header = read_packed_header(f->fd, path);
+    const PackedHeader& h = f->header;
     if (files_.empty()) {
-      shape_ = shape, classes_ = classes, total_ = total, row_ = row, record_bytes_ = record;
-      encoding_ = PackedEncoding(encoding);
-      normalizer_ = norm;
-      names_ = names;
-      file_of_.assign(size_t(total), UINT32_MAX);
-      record_of_.assign(size_t(total), -1);
-    } else if (shape != shape_ || classes != classes_ || total != total_ ||
-               PackedEncoding(encoding) != encoding_ || names != names_ ||
-               norm.values() != normalizer_.values()) {
+      shape_ = h.shape, classes_ = h.classes, row_ = shape_size(h.shape);
+      record_bytes_ = h.record_bytes;
+      encoding_ = h.encoding;
+      normalizer_ = h.normalizer;
+      names_ = h.names;
+      export_id_ = h.export_id;
+      if (coverage == PackedCoverage::kWholeExport) {
+        total_ = h.total;
+        file_of_.assign(size_t(h.total), UINT32_MAX);
+        record_of_.assign(size_t(h.total), -1);
+      }
+    } else if (h.export_id != export_id_) {
       throw UserError("'" + path + "' is from another export than '" + files_[0]->path + "'",
                       "give data.train.path the files of one export");
     }
+    if (coverage == PackedCoverage::kPart) {
+      // Some files of an export (a node's local shards): its examples in file and record
+      // order, numbered from 0; the minibatches shuffle them each epoch.
+      for (int64_t r = 0; r < h.records; ++r) {
+        file_of_.push_back(uint32_t(files_.size()));
+        record_of_.push_back(r);
+      }
+      total_ += h.records;
+      files_.push_back(std::move(f));
+      continue;
+    }
     // Which examples this file holds: the index of every record (one read of the indices).
-    for (int64_t r = 0; r < f->records; ++r) {
+    for (int64_t r = 0; r < h.records; ++r) {
       int64_t index = -1;
-      if (pread(f->fd, &index, sizeof index, off_t(f->data_start + uint64_t(r * record))) != 8 ||
-          index < 0 || index >= total || file_of_[size_t(index)] != UINT32_MAX)
-        h.fail("record " + std::to_string(r) + " has a bad or repeated example index");
+      if (pread(f->fd, &index, sizeof index, off_t(h.data_start + uint64_t(r * h.record_bytes))) != 8 ||
+          index < 0 || index >= total_ || file_of_[size_t(index)] != UINT32_MAX)
+        throw UserError("packed file '" + path + "' is damaged: record " + std::to_string(r) +
+                            " has a bad or repeated example index",
+                        "export the data again (dtrain-submit export SPEC --out DIR)");
       file_of_[size_t(index)] = uint32_t(files_.size());
       record_of_[size_t(index)] = r;
     }
     files_.push_back(std::move(f));
   }
   if (files_.empty()) throw UserError("no packed files were given", "check data.train.path");
+  if (total_ == 0)
+    throw UserError("the packed files given hold no examples", "export the data again");
+  if (coverage == PackedCoverage::kPart) return;
   int64_t missing = 0;
   for (uint32_t f : file_of_) missing += f == UINT32_MAX;
   if (missing > 0)
@@ -206,7 +250,7 @@ void PackedSource::read(int64_t index, float* features, float* target) const {
   const int64_t record = record_bytes_;
   thread_local std::vector<uint8_t> buffer;
   buffer.resize(size_t(record));
-  const off_t at = off_t(f.data_start + uint64_t(record_of_[size_t(index)] * record));
+  const off_t at = off_t(f.header.data_start + uint64_t(record_of_[size_t(index)] * record));
   if (pread(f.fd, buffer.data(), size_t(record), at) != ssize_t(record))
     throw UserError("cannot read packed file '" + f.path + "'", "check the disk");
   int32_t label;

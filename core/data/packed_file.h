@@ -34,12 +34,32 @@ void write_packed_file(const std::string& path, const Dataset& data,
                        const std::vector<int64_t>& order, int64_t first, int64_t count,
                        PackedEncoding encoding, const Normalizer& normalizer);
 
+// A packed file's header, checked: what the file holds and which export it is from.
+struct PackedHeader {
+  Shape shape;
+  int64_t classes = 0, total = 0, records = 0;  // total: the export's examples
+  PackedEncoding encoding = PackedEncoding::kFloat32;
+  Normalizer normalizer;
+  std::vector<std::string> names;
+  uint32_t export_id = 0;  // the same in every file of one export (CRC-32 of the shared fields)
+  uint64_t data_start = 0;
+  int64_t record_bytes = 0;
+};
+// Throws UserError naming the file when it is missing or damaged.
+PackedHeader read_packed_header(const std::string& path);
+
+// kWholeExport: the files must hold every example of their export, each under its index in the
+// original data (the same minibatches as in memory). kPart: any of an export's files (a node's
+// local shards), their examples numbered in file and record order.
+enum class PackedCoverage { kWholeExport, kPart };
+
 // The examples of one export, over its files (any order; a glob's matches). Each read is one
 // pread of one record, so several threads may read at once.
 class PackedSource : public ExampleSource {
  public:
   // Throws UserError naming the file when one is missing, damaged or from another export.
-  explicit PackedSource(const std::vector<std::string>& files);
+  explicit PackedSource(const std::vector<std::string>& files,
+                        PackedCoverage coverage = PackedCoverage::kWholeExport);
   ~PackedSource() override;
 
   int64_t size() const override { return total_; }
@@ -59,6 +79,7 @@ class PackedSource : public ExampleSource {
   PackedEncoding encoding_ = PackedEncoding::kFloat32;
   Normalizer normalizer_;
   std::vector<std::string> names_;
+  uint32_t export_id_ = 0;
   // Example index -> (file, record): where each example of the original data was written.
   std::vector<uint32_t> file_of_;
   std::vector<int64_t> record_of_;

@@ -77,6 +77,9 @@ struct DataSourceSpec {
   std::string labels;        // idx
   // csv: the file; images: the folder of class subfolders; packed: a glob of an export's files
   std::string path;
+  // packed, node-local (data.train only): a glob of the export's files each node holds; `{node}`
+  // in it becomes the node's name. The controller gives every file to one node that holds it.
+  std::string shards;
   bool skip_corrupt = false; // images: skip an unreadable image (listed) instead of failing
   int64_t label_column = -1; // csv: class label column, -1 = last
   bool header = false;       // csv: skip the first line

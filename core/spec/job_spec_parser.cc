@@ -46,12 +46,28 @@ class JobSpecParser {
               "use it with [channels, height, width] inputs, or remove data.augment");
     job.training = parse_training(root["training"]);
     if (job.regression()) check_regression(root, job);
+    if (!job.data.train.shards.empty()) check_node_local(root, job);
     job.evaluation = parse_evaluation(root["evaluation"], job.model);
     job.output = parse_output(root["output"], job.name);
     return job;
   }
 
  private:
+  // data.train.shards: a node's minibatches come from its own files only, so a lost node's
+  // cannot be taken over (they are skipped), and a slot without a node has no data.
+  void check_node_local(const YAML::Node& root, const JobSpec& job) {
+    const YAML::Node shards = root["data"]["train"]["shards"];
+    if (job.training.mode != "gradient_sharing")
+      r_.fail(shards, "data.train.shards",
+              "node-local shards train with gradient_sharing only in this release",
+              "set training.mode: gradient_sharing, or give data.train a path instead");
+    if (job.training.nodes_max > 0)
+      r_.fail(shards, "data.train.shards",
+              "an elastic job (training.nodes: {min, max}) cannot use node-local shards: a node "
+              "joining later holds none of the files dealt out at the start",
+              "give training.nodes a count, or data.train a path");
+  }
+
   // `labels: regression` (issue 17): the test set's labels are values too, the output layer
   // predicts them with the squared error, and early stopping watches the loss.
   void check_regression(const YAML::Node& root, JobSpec& job) {
@@ -147,11 +163,22 @@ class JobSpecParser {
   DataSourceSpec parse_source(const YAML::Node& node, const std::string& p) {
     DataSourceSpec d;
     r_.expect_map(node, p, {"format", "images", "labels", "path", "label_column", "header",
-                            "corrupt"});
+                            "corrupt", "shards"});
+    if (node["shards"] && node["path"])
+      r_.fail(node["shards"], p + ".shards", "both path and shards are given",
+              "keep path (every node reads the whole export) or shards (each node reads the "
+              "files it holds)");
     d.format = r_.choice(node, "format", p, std::nullopt, {"idx", "csv", "images", "packed"});
+    if (node["shards"] && d.format != "packed")
+      r_.fail(node["shards"], p + ".shards", "shards are files of a packed export",
+              "export the data (dtrain-submit export SPEC --out DIR), copy each node its files "
+              "and write 'format: packed, shards: DIR/train-*.dtb'");
     if (d.format == "idx") {
       d.images = existing_file(node, "images", p);
       d.labels = existing_file(node, "labels", p);
+    } else if (d.format == "packed" && node["shards"]) {
+      // On the nodes, not here: the controller asks each which files it holds.
+      d.shards = resolve(options_.base_dir, r_.text(node, "shards", p, std::nullopt));
     } else if (d.format == "packed") {
       d.path = resolve(options_.base_dir, r_.text(node, "path", p, std::nullopt));
       if (options_.check_files) {
@@ -209,6 +236,10 @@ class JobSpecParser {
               "add 'train: {format: idx, images: ..., labels: ...}'");
     d.train = parse_source(node["train"], "data.train");
     if (node["test"]) d.test = parse_source(node["test"], "data.test");
+    if (!d.test.shards.empty())
+      r_.fail(node["test"]["shards"], "data.test.shards",
+              "the test set is read whole by the node that evaluates",
+              "give data.test a path (every node evaluates its part of it)");
     if (d.test.regression && !d.train.regression)
       r_.fail(node["test"]["labels"], "data.test.labels",
               "data.test has regression labels, data.train class labels",

@@ -184,6 +184,38 @@ void for_each_dealt(const NodeExchange::EpochEnd& end, int shards, const Worker&
   }
 }
 
+// Minibatches per epoch of each of the job's workers, all reading one data set.
+std::vector<int64_t> even_shard_batches(int64_t examples, int64_t batch, int shards) {
+  std::vector<int64_t> out;
+  for (int s = 0; s < shards; ++s)
+    out.push_back(MinibatchIterator::shard_batches(examples, batch, s, shards));
+  return out;
+}
+
+// Node-local data: each worker's minibatches come from its own node's examples.
+std::vector<int64_t> local_shard_batches(const NodeLocalData& plan, int64_t batch, int shards) {
+  std::vector<int64_t> out;
+  for (size_t k = 0; k < plan.member_examples.size() && k < plan.member_workers.size(); ++k) {
+    const int workers = plan.member_workers[k];
+    for (int j = 0; j < workers; ++j)
+      out.push_back(MinibatchIterator::shard_batches(plan.member_examples[k], batch, j, workers));
+  }
+  if (int(out.size()) != shards)
+    throw UserError("the data plan names " + std::to_string(out.size()) + " workers, the job has " +
+                        std::to_string(shards),
+                    "run the same dtrain release on every node");
+  return out;
+}
+
+// Node-local data: what is left of a lost node's minibatches this epoch, which no survivor can
+// do (its files are not on them). The same count on every node.
+int64_t undone_batches(const NodeExchange::EpochEnd& end, const StepGate& gate) {
+  int64_t undone = 0;
+  for (const NodeExchange::Takeover& t : end.takeover)
+    undone += std::max<int64_t>(0, gate.batches_of(t.shard) - t.from_batch);
+  return undone;
+}
+
 // Survivors of a lost node do its minibatches that are left in this epoch (core/README.md,
 // "Sharing"): the same list on every node, dealt round-robin over the live workers of the job.
 // Returns how many this node did.
@@ -311,7 +343,8 @@ TrainingResult train_local(const JobSpec& job, TrainingListener& listener,
   const int threads_per_worker = std::max(1, threads / num_workers);
   kernels::backend().set_num_threads(threads_per_worker);
 
-  TrainingData data = load_training_data(job);
+  const NodeLocalData* local_data = options.local_data;
+  TrainingData data = load_training_data(job, local_data ? &local_data->files : nullptr);
   Model initial(job.model);
   initial.init(job.seed);
   const std::vector<float> initial_updater = init_from_model(job, initial);  // fine-tuning
@@ -324,9 +357,9 @@ TrainingResult train_local(const JobSpec& job, TrainingListener& listener,
   const JobSpec worker_job = per_worker_spec(job, shards);
   const WorkerBatch batching = worker_batch(job.training, shards);
   const int64_t batch = worker_job.training.batch_size_per_worker;
-  std::vector<int64_t> shard_batches;
-  for (int s = 0; s < shards; ++s)
-    shard_batches.push_back(MinibatchIterator::shard_batches(data.train_source().size(), batch, s, shards));
+  const std::vector<int64_t> shard_batches =
+      local_data ? local_shard_batches(*local_data, batch, shards)
+                 : even_shard_batches(data.train_source().size(), batch, shards);
   StepGate gate(sharing ? job.training.sync.bound : 0, shard_batches);
   MessageBus bus(num_workers, &gate);
   std::atomic<bool> stop{false};
@@ -338,9 +371,12 @@ TrainingResult train_local(const JobSpec& job, TrainingListener& listener,
   Workers workers;
   for (int w = 0; w < num_workers; ++w) {
     kernels::Backend* backend = gpu_backends.empty() ? nullptr : gpu_backends[w].get();
+    // Node-local data: worker w's shard is its part of this node's examples only.
+    const DataShard data_shard =
+        local_data ? DataShard{w, num_workers} : DataShard{};
     workers.push_back(std::make_unique<SharingWorker>(worker_job, data.train_source(), initial, w,
                                                       first_shard + w, shards, bus, engine,
-                                                      backend));
+                                                      backend, data_shard));
     SharingWorker& sw = *workers.back();
     if (options.message_observer) sw.set_observer(options.message_observer);
     sw.set_wait(exchange ? exchange->wait_deadline() : std::chrono::minutes(10),
@@ -445,7 +481,7 @@ TrainingResult train_local(const JobSpec& job, TrainingListener& listener,
     const auto start = Clock::now();
     epoch_samples = 0;
     std::vector<WorkerEpoch> stats(num_workers);
-    int64_t takeover_batches = 0;
+    int64_t takeover_batches = 0, skipped_batches = 0;
 
     auto run = [&](int w) {
       WorkerEpoch& mine = stats[w];
@@ -552,8 +588,11 @@ TrainingResult train_local(const JobSpec& job, TrainingListener& listener,
       for (auto& w : workers) w->encoder().threshold().set_tau(
           static_cast<float>(end.tau_sum / std::max(1, end.workers)));
       result.lost_nodes = end.lost;
-      takeover_batches =
-          take_over(end, epoch, shards, batching, gate, workers, iterations, options.cancel);
+      if (local_data)
+        skipped_batches = undone_batches(end, gate);  // its files are on no other node
+      else
+        takeover_batches =
+            take_over(end, epoch, shards, batching, gate, workers, iterations, options.cancel);
       set_state(workers, exchange->end_takeover(epoch, state_sum(workers)));
     }
     for (auto& w : workers) w->apply_received();
@@ -592,6 +631,7 @@ TrainingResult train_local(const JobSpec& job, TrainingListener& listener,
     summary.epoch = epoch;
     summary.replica = fingerprint(lead.model().host_params(), lead.model().num_params());
     summary.takeover_batches = takeover_batches;
+    summary.skipped_batches = skipped_batches;
     summary.seconds = seconds_since(start);
     double loss_sum = 0.0;
     int64_t samples = 0;

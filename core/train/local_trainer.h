@@ -38,6 +38,8 @@ struct EpochSummary {
   bool evaluated = false;
   Evaluation eval;          // on the test set
   int64_t takeover_batches = 0;  // a lost node's minibatches this node did (cluster jobs)
+  // Node-local data: a lost node's minibatches left undone (its files are on no other node).
+  int64_t skipped_batches = 0;
   ReplicaFingerprint replica;    // worker 0's parameters once every update of the epoch is in
 };
 
@@ -90,6 +92,15 @@ class TrainingListener {
   virtual void on_epoch_checkpoint(const std::string& path, int64_t next_epoch) {}
 };
 
+// The files this node trains from, and for every member of the job (member order, as the
+// exchange has them) its examples and workers: each worker's shard is its part of its own
+// node's examples, and the step gate knows every worker's minibatch count from them.
+struct NodeLocalData {
+  std::vector<std::string> files;
+  std::vector<int64_t> member_examples;
+  std::vector<int> member_workers;
+};
+
 struct LocalTrainingOptions {
   int threads = 0;              // kernel threads; 0 = all cores
   bool write_model = true;
@@ -114,6 +125,9 @@ struct LocalTrainingOptions {
   // checkpoint here (its position and gradient-sharing state). Training goes on from the next
   // minibatch. Null: a fresh start.
   const ModelFile* resume = nullptr;
+  // Node-local data (data.train.shards) on a cluster node: the controller's plan. Null: the
+  // files the pattern matches here (alone), or data every node reads whole.
+  const NodeLocalData* local_data = nullptr;
 };
 
 // workers_per_node resolved for this machine: the spec's number, or for `auto` one worker per

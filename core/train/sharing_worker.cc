@@ -10,8 +10,9 @@ namespace dtrain::core {
 
 SharingWorker::SharingWorker(const JobSpec& job, const ExampleSource& train, const Model& initial,
                              int index, int shard, int shards, MessageBus& bus,
-                             const CodecEngine& engine, kernels::Backend* backend)
-    : worker_(job, train, initial, shard, shards, backend),
+                             const CodecEngine& engine, kernels::Backend* backend,
+                             DataShard data)
+    : worker_(job, train, initial, shard, shards, backend, data),
       encoder_(initial.num_params(), job.training, static_cast<uint32_t>(shard), engine,
                kMaxSegmentLength, &worker_.backend()),
       bus_(bus),

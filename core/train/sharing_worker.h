@@ -26,10 +26,11 @@ class SharingWorker {
   // of its messages among every worker of the job (the same as index and the node's worker
   // count when the job runs on one node).
   // `backend`: where it computes (default: the process's, the CPU; a GPU backend puts its
-  // model, residual and codec on that GPU).
+  // model, residual and codec on that GPU). `data`: its minibatches' part of `train` when that
+  // is not its shard (Worker).
   SharingWorker(const JobSpec& job, const ExampleSource& train, const Model& initial, int index,
                 int shard, int shards, MessageBus& bus, const CodecEngine& engine,
-                kernels::Backend* backend = nullptr);
+                kernels::Backend* backend = nullptr, DataShard data = {});
 
   // How long a step may wait for the others (sync: bsp / bounded) and what ends the wait
   // early (a stopped or cancelled job: step() then returns false).

@@ -32,9 +32,10 @@ Dataset read_source(const DataSourceSpec& source, int64_t outputs, const Shape& 
 }
 
 // The files of an export, checked against the job: input shape, classes and normaliser.
-std::shared_ptr<PackedSource> open_packed(const DataSourceSpec& source, const JobSpec& job,
+std::shared_ptr<PackedSource> open_packed(const std::vector<std::string>& files,
+                                          PackedCoverage coverage, const JobSpec& job,
                                           const std::string& where) {
-  auto packed = std::make_shared<PackedSource>(packed_files(source.path));
+  auto packed = std::make_shared<PackedSource>(files, coverage);
   const int64_t classes = job.model.layers.back().units;
   const std::string fix = "export the data again with this spec (dtrain-submit export SPEC --out DIR)";
   if (shape_size(packed->example_shape()) != shape_size(job.model.input))
@@ -83,11 +84,22 @@ const ExampleSource& TrainingData::train_source() const {
   return *in_memory_;
 }
 
-TrainingData load_training_data(const JobSpec& job) {
+TrainingData load_training_data(const JobSpec& job, const std::vector<std::string>* shard_files) {
   TrainingData d;
   const int64_t classes = job.model.layers.back().units;
-  if (job.data.train.format == "packed") {
-    auto packed = open_packed(job.data.train, job, "data.train");
+  if (!job.data.train.shards.empty()) {
+    // Node-local: the files the controller gave this node, or alone every file that matches.
+    const std::string& pattern = job.data.train.shards;
+    if (!shard_files && pattern.find("{node}") != std::string::npos)
+      throw UserError("data.train.shards names {node}, which only a cluster node fills in",
+                      "train it with dtrain-submit on the cluster, or write the folder's name");
+    auto packed = open_packed(shard_files ? *shard_files : packed_files(pattern),
+                              PackedCoverage::kPart, job, "data.train.shards");
+    d.normalizer = packed->normalizer();
+    d.packed = packed;
+  } else if (job.data.train.format == "packed") {
+    auto packed = open_packed(packed_files(job.data.train.path), PackedCoverage::kWholeExport,
+                              job, "data.train");
     d.normalizer = packed->normalizer();
     d.packed = packed;
   } else {
@@ -98,7 +110,9 @@ TrainingData load_training_data(const JobSpec& job) {
   }
   if (!job.data.test.present()) return d;
   if (job.data.test.format == "packed") {
-    d.test = read_all(*open_packed(job.data.test, job, "data.test"), job.model.input);
+    d.test = read_all(*open_packed(packed_files(job.data.test.path), PackedCoverage::kWholeExport,
+                                   job, "data.test"),
+                      job.model.input);
   } else {
     d.test = load_source(job.data.test, classes, job.model.input, "data.test");
     d.normalizer.apply(d.test.features);

@@ -2,6 +2,7 @@
 // Loads a job's train/test data, fits the normaliser on the training set and shapes the
 // features to the model's input.
 #include <memory>
+#include <vector>
 
 #include "core/data/dataset.h"
 #include "core/data/example_source.h"
@@ -32,6 +33,9 @@ struct TrainingData {
 Dataset load_source(const DataSourceSpec& source, int64_t outputs, const Shape& input,
                     const std::string& where);
 
-TrainingData load_training_data(const JobSpec& job);
+// shard_files: with data.train.shards on a cluster node, the files the controller gave it
+// (null: every file the pattern matches here).
+TrainingData load_training_data(const JobSpec& job,
+                                const std::vector<std::string>* shard_files = nullptr);
 
 }  // namespace dtrain::core

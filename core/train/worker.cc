@@ -10,12 +10,13 @@
 namespace dtrain::core {
 
 Worker::Worker(const JobSpec& job, const ExampleSource& train, const Model& initial, int64_t shard,
-               int64_t num_shards, kernels::Backend* backend)
+               int64_t num_shards, kernels::Backend* backend, DataShard data)
     : corrections_(job.training.mode == "gradient_sharing" ? job.training.corrections
                                                            : CorrectionsSpec{}),
       workers_(static_cast<int>(num_shards)),
       model_(std::make_unique<Model>(job.model, backend)),
-      iterator_(train, job.training.batch_size_per_worker, job.seed, shard, num_shards,
+      iterator_(train, job.training.batch_size_per_worker, job.seed,
+                data.count > 0 ? data.index : shard, data.count > 0 ? data.count : num_shards,
                 job.data.augment),
       rng_(Rng::derive(job.seed, 0xd0d0ULL + static_cast<uint64_t>(shard))) {
   model_->set_params(initial.host_params());

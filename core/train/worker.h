@@ -12,13 +12,21 @@
 
 namespace dtrain::core {
 
+// The part of the training examples a worker's minibatches come from: shard `index` of
+// `count`. count 0: the worker's own place among the job's workers (every node reads the whole
+// data); node-local data gives each worker its part of its node's examples instead.
+struct DataShard {
+  int64_t index = 0, count = 0;
+};
+
 class Worker {
  public:
-  // Shard `shard` of `num_shards` of `train`; parameters copied from `initial` (a host model).
-  // The worker computes on `backend` (default: the process's, the CPU): a GPU worker's model,
-  // gradients, step and updater state live on its GPU.
+  // Worker `shard` of the job's `num_shards`, its minibatches from `data` of `train` (default:
+  // shard `shard` of `num_shards`); parameters copied from `initial` (a host model). The worker
+  // computes on `backend` (default: the process's, the CPU): a GPU worker's model, gradients,
+  // step and updater state live on its GPU.
   Worker(const JobSpec& job, const ExampleSource& train, const Model& initial, int64_t shard,
-         int64_t num_shards, kernels::Backend* backend = nullptr);
+         int64_t num_shards, kernels::Backend* backend = nullptr, DataShard data = {});
 
   void start_epoch(int64_t epoch) { iterator_.start_epoch(epoch); }
   // Passes over the epoch's next `batches` minibatches (resuming mid-epoch from a checkpoint).

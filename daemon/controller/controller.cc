@@ -257,6 +257,9 @@ void Controller::on_job_message(Member& m, const JobMessageIn& in) {
     case JobKind::Attached:
       announce_rejoin(job, m.name);
       break;
+    case JobKind::Shards:
+      on_shards(job, m, body);
+      break;
     case JobKind::Rejoined: {
       stop_rejoining(job, m.name);
       const bool joined = !listed(job.lost_nodes, m.name);  // new to the job (elastic)
@@ -318,7 +321,8 @@ void Controller::on_checkpoint(JobRecord& job, Member& m, const Json& body) {
 // one dropped node must not fail a healthy job. Returns whether the report counts (a log line,
 // or the news that it rejoined).
 bool Controller::on_dropped_report(JobRecord& job, Member& m, const JobMessageIn& in) {
-  if (in.kind == JobKind::Log || in.kind == JobKind::Rejoined || in.kind == JobKind::Attached)
+  if (in.kind == JobKind::Log || in.kind == JobKind::Rejoined || in.kind == JobKind::Attached ||
+      in.kind == JobKind::Shards)
     return true;
   if (in.kind == JobKind::Failed && !in.body.value("cancelled", false)) {
     const std::string error = in.body.value("error", std::string("?"));
@@ -511,6 +515,7 @@ void Controller::drop_from_job(JobRecord& job, const std::string& name, const st
   job.checkpoints.erase(name);  // back, it reports new ones; its old ones must not hold back
   job.add_log("node " + name + " lost (" + why + "); the job continues on the others");
   below_minimum(job);
+  plan_data_if_ready(job);  // it may have been the list the plan waited for
   check_finished(job);
   save(job);
 }

@@ -112,6 +112,11 @@ class Controller {
   void add_vacant_slots(JobRecord& job, const core::TrainingSpec& training);
   void offer_join(Member& m);
   bool below_minimum(JobRecord& job);  // true when it stopped the job for it
+  // controller_data.cc: node-local data (data.train.shards).
+  void on_shards(JobRecord& job, Member& m, const Json& body);
+  void plan_data_if_ready(JobRecord& job);
+  // The controller fails the job (`failure`: {error, fix}): every node is told to stop.
+  void stop_job(JobRecord& job, const Json& failure);
   // Queues `frame` for every live node of `job` but `except` (those not admitted yet too).
   void tell_others(const JobRecord& job, const std::string& except,
                    const std::vector<uint8_t>& frame);

@@ -85,14 +85,11 @@ bool Controller::below_minimum(JobRecord& job) {
     live += !job.dropped(n) && !listed(job.rejoining, n);
   if (live >= job.min_nodes) return false;
   const std::string id = job_id_text(job.id);
-  job.failures["controller"] = {
-      {"error", "only " + std::to_string(live) + " of the job's nodes are live, fewer than its "
-                "minimum of " + std::to_string(job.min_nodes) + " (training.nodes.min)"},
-      {"fix", "start dtraind on more nodes, then dtrain-submit resume " + id +
-              " (from its checkpoint); or lower training.nodes.min"}};
-  job.cancel_requested = true;
-  job.add_log("fewer live nodes than the job's minimum: the job stops");
-  tell_others(job, "", cancel_frame(job.id));
+  stop_job(job, {{"error", "only " + std::to_string(live) + " of the job's nodes are live, fewer "
+                           "than its minimum of " + std::to_string(job.min_nodes) +
+                           " (training.nodes.min)"},
+                 {"fix", "start dtraind on more nodes, then dtrain-submit resume " + id +
+                         " (from its checkpoint); or lower training.nodes.min"}});
   return true;
 }
 

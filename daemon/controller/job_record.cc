@@ -58,6 +58,7 @@ Json JobRecord::to_json(bool with_log) const {
     j["resume_epoch"] = resume_epoch;
     j["parts"] = parts;
     j["min_nodes"] = min_nodes;
+    if (!data_plan.is_null()) j["data_plan"] = data_plan;
   }
   return j;
 }
@@ -77,6 +78,7 @@ JobRecord JobRecord::from_json(const Json& j) {
   r.rejoined_nodes = j.value("rejoined_nodes", std::vector<std::string>{});
   r.joined_nodes = j.value("joined_nodes", std::vector<std::string>{});
   r.min_nodes = j.value("min_nodes", int64_t(0));
+  if (j.contains("data_plan") && j["data_plan"].is_object()) r.data_plan = j["data_plan"];
   r.submitted_at = j.value("submitted_at", 0.0);
   r.started_at = j.value("started_at", 0.0);
   r.finished_at = j.value("finished_at", 0.0);

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "core/spec/job_spec.h"
+#include "daemon/controller/data_plan.h"
 #include "daemon/protocol/control_messages.h"
 
 namespace dtrain::daemon {
@@ -33,6 +34,10 @@ struct JobRecord {
   // others to expect it, held until it reports Attached (Controller::announce_rejoin). Told
   // earlier, the others could admit it and send its parameters before it takes datagrams.
   std::map<std::string, std::vector<uint8_t>> unannounced;
+  // Node-local data (data.train.shards): the nodes' lists until every live node sent one (not
+  // on disk), then the plan made from them (on disk: a node that rejoins is sent it again).
+  std::map<std::string, std::vector<ShardFile>> shard_lists;
+  Json data_plan;
   // Kept on disk for a restarted controller that adopts the job (daemon/README.md,
   // "Controller restart"): every node's start entry (with its boot) and the mesh kind.
   Json members = Json::array();

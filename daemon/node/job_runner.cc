@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -13,6 +14,7 @@
 #include "core/train/batch_split.h"
 #include "core/train/checkpoints.h"
 #include "core/train/local_trainer.h"
+#include "daemon/node/local_shards.h"
 #include "daemon/node/mesh_exchange.h"
 #include "daemon/node/stats_recorder.h"
 
@@ -119,6 +121,9 @@ class JobRunner::ProgressReporter : public core::TrainingListener {
     if (s.takeover_batches > 0)
       line += ", did " + std::to_string(s.takeover_batches) +
               " minibatches of lost nodes or vacant slots";
+    if (s.skipped_batches > 0)
+      line += ", skipped " + std::to_string(s.skipped_batches) +
+              " minibatches of lost nodes (their local data is on no other node)";
     if (s.evaluated) {
       accuracy_ = s.eval.accuracy();  // -1 for a regression model: left out of the progress
       line += s.eval.is_regression() ? ", test loss " + std::to_string(s.eval.mean_loss())
@@ -187,13 +192,63 @@ void JobRunner::apply(MeshExchange& exchange, const RejoinMessage& r) {
                    {r.member->id, r.member->address, r.member->port, 0});
 }
 
+void JobRunner::plan(const DataPlanMessage& plan) {
+  {
+    std::lock_guard<std::mutex> lock(plan_mutex_);
+    plan_ = plan;
+  }
+  plan_arrived_.notify_all();
+}
+
+core::NodeLocalData JobRunner::await_data_plan(const core::JobSpec& job,
+                                               std::chrono::milliseconds deadline) {
+  const std::vector<ShardFile> listed = list_local_shards(job.data.train.shards, config_.name);
+  report_(JobKind::Shards, shard_list_json(listed));
+  std::unique_lock<std::mutex> lock(plan_mutex_);
+  const bool arrived = plan_arrived_.wait_for(lock, deadline, [&] { return plan_ || cancel_; });
+  if (cancel_) throw core::UserError("the job was cancelled", "");
+  if (!arrived)
+    throw core::UserError("no data plan from the controller within " +
+                              std::to_string(deadline.count()) + " ms of listing this node's " +
+                              std::to_string(listed.size()) + " data.train.shards files",
+                          "check the controller's log and the other nodes (dtrain-submit nodes)");
+  core::NodeLocalData local;
+  local.files = plan_->files;
+  local.member_examples = plan_->member_examples;
+  for (const JobMemberInfo& m : start_.members) local.member_workers.push_back(m.workers);
+  int64_t examples = 0;
+  for (const std::string& f : local.files) {
+    auto it = std::find_if(listed.begin(), listed.end(),
+                           [&](const ShardFile& l) { return l.path == f; });
+    // The controller may only name what this node listed: nothing else is read.
+    if (it == listed.end())
+      throw core::UserError("the data plan names '" + f + "', which this node did not list",
+                            "run the same dtrain release on every node");
+    examples += it->examples;
+  }
+  if (local.member_examples.size() != start_.members.size() || local.files.empty() ||
+      local.member_examples[start_.rank] != examples)
+    throw core::UserError("the data plan does not fit this node's part of the job (" +
+                              std::to_string(local.files.size()) + " files, " +
+                              std::to_string(examples) + " examples)",
+                          "run the same dtrain release on every node");
+  report_(JobKind::Log, {{"line", "trains from " + std::to_string(local.files.size()) +
+                                      " of its data.train.shards files (" +
+                                      std::to_string(examples) + " examples)"}});
+  return local;
+}
+
 void JobRunner::drop() {
   dropped_ = true;
   cancel();
 }
 
 void JobRunner::cancel() {
-  cancel_ = true;
+  {
+    std::lock_guard<std::mutex> lock(plan_mutex_);  // a wait for the data plan ends too
+    cancel_ = true;
+  }
+  plan_arrived_.notify_all();
   std::lock_guard<std::mutex> lock(exchange_mutex_);
   if (exchange_) exchange_->cancel();
 }
@@ -333,6 +388,11 @@ void JobRunner::run() {
       exchange.start_at(start_.resume_epoch);
       report_(JobKind::Log, {{"line", "resuming from " + checkpoint.path + " (" +
                                           std::to_string(start_.resume_epoch) + " epochs done)"}});
+    }
+    core::NodeLocalData local_data;
+    if (!job.data.train.shards.empty()) {
+      local_data = await_data_plan(job, deadline);
+      o.local_data = &local_data;
     }
     std::vector<float> params;
     o.final_params = &params;

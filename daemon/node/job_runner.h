@@ -5,14 +5,19 @@
 // the controller, and leaves the mesh only once every other node has finished, so that nothing
 // it still has to relay is lost. A failure is reported by name; it never takes the daemon down.
 #include <atomic>
+#include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "core/spec/job_spec.h"
+#include "core/train/local_trainer.h"
 #include "daemon/config/daemon_config.h"
 #include "daemon/node/data_channel.h"
 #include "daemon/protocol/control_messages.h"
@@ -40,6 +45,8 @@ class JobRunner {
   // A member restarted and rejoins, or a node new to the job joins it in a vacant slot
   // (elastic membership): it is admitted at the next epoch end.
   void rejoin(const RejoinMessage& rejoin);
+  // Node-local data: the controller's plan (the files this node trains from).
+  void plan(const DataPlanMessage& plan);
   bool done() const { return done_; }
   // The latest progress and per-worker codec figures (for /status and /metrics).
   Json snapshot() const;
@@ -48,6 +55,8 @@ class JobRunner {
  private:
   class ProgressReporter;
   void run();
+  // Node-local data: lists this node's files to the controller and waits for its plan.
+  core::NodeLocalData await_data_plan(const core::JobSpec& job, std::chrono::milliseconds deadline);
 
   const DaemonConfig& config_;
   DataChannel& channel_;
@@ -66,6 +75,9 @@ class JobRunner {
   // Rejoins that came before the exchange existed (a Rejoin right behind the Start): applied
   // once it does. Bounded by the job's members (a repeat replaces nothing: at most a few).
   std::vector<RejoinMessage> early_rejoins_;
+  std::mutex plan_mutex_;
+  std::condition_variable plan_arrived_;
+  std::optional<DataPlanMessage> plan_;
   static void apply(MeshExchange& exchange, const RejoinMessage& rejoin);
   std::thread thread_;
 };

@@ -130,6 +130,8 @@ void NodeAgent::on_job_message(const JobMessageIn& m) {
         config_, *channel_, node_id_, job_id, m.start,
         [this, job_id](JobKind kind, const Json& body) { queue(job_id, kind, body); },
         std::move(dropped));
+  } else if (m.kind == JobKind::DataPlan) {
+    if (it != jobs_.end()) it->second->plan(m.plan);
   } else if (m.kind == JobKind::Task) {
     on_task(job_id, m.task);
   } else if (m.kind == JobKind::Cancel) {

@@ -64,6 +64,7 @@ namespace {
 // Bounds on what a start message may name: far above any real cluster, far below what would
 // cost a node memory on a forged frame's say-so.
 constexpr size_t kMaxMembers = 4096, kMaxGpus = 64, kMaxText = 1024, kMaxSpec = 1 << 20;
+constexpr size_t kMaxPlanFiles = 1 << 20;
 
 std::vector<uint8_t> job_message_bytes(
     flatbuffers::FlatBufferBuilder& fbb, uint64_t job_id, JobKind kind,
@@ -117,6 +118,21 @@ bool read_start(const control::StartJob& s, StartMessage& out) {
 // Bounds on a task: a part list no larger than a job splits into, short data options.
 constexpr size_t kMaxParts = 1 << 16, kMaxMetrics = 8;
 
+bool read_plan(const control::DataPlan& p, DataPlanMessage& out) {
+  if (!p.files() || !p.member_examples() || p.files()->size() > kMaxPlanFiles ||
+      p.member_examples()->size() > kMaxMembers)
+    return false;
+  for (const flatbuffers::String* f : *p.files()) {
+    if (!f || f->size() == 0 || f->size() > 4096) return false;
+    out.files.push_back(f->str());
+  }
+  for (int64_t n : *p.member_examples()) {
+    if (n < 0 || n > (int64_t(1) << 40)) return false;
+    out.member_examples.push_back(n);
+  }
+  return true;
+}
+
 bool read_task(const control::RunTask& t, TaskMessage& out) {
   if (!t.kind() || !t.model() || !t.data() || !t.parts() || t.parts()->size() > kMaxParts ||
       t.part_count() == 0 || t.part_count() > kMaxParts ||
@@ -169,6 +185,16 @@ std::vector<uint8_t> task_frame(uint64_t job_id, const TaskMessage& task) {
       fbb.CreateVector(metrics), task.top_n, task.batch_size, fbb.CreateString(task.output_dir),
       fbb.CreateVector(task.parts), task.part_count);
   const auto m = control::CreateJobMessage(fbb, job_id, JobKind::Task, 0, 0, 0, 0, 0, t);
+  return control_frame_bytes(fbb, control::ControlBody::JobMessage, m.Union());
+}
+
+std::vector<uint8_t> data_plan_frame(uint64_t job_id, const DataPlanMessage& plan) {
+  flatbuffers::FlatBufferBuilder fbb(1024);
+  std::vector<flatbuffers::Offset<flatbuffers::String>> files;
+  for (const std::string& f : plan.files) files.push_back(fbb.CreateString(f));
+  const auto p = control::CreateDataPlan(fbb, fbb.CreateVector(files),
+                                         fbb.CreateVector(plan.member_examples));
+  const auto m = control::CreateJobMessage(fbb, job_id, JobKind::DataPlan, 0, 0, 0, 0, 0, 0, p);
   return control_frame_bytes(fbb, control::ControlBody::JobMessage, m.Union());
 }
 
@@ -248,6 +274,8 @@ bool read_job_message(const std::vector<uint8_t>& frame, JobMessageIn& out) {
       return jm->chunk() && read_chunk(*jm->chunk(), out.chunk);
     case JobKind::Task:
       return jm->task() && read_task(*jm->task(), out.task);
+    case JobKind::DataPlan:
+      return jm->plan() && read_plan(*jm->plan(), out.plan);
     case JobKind::Progress:
     case JobKind::Log:
     case JobKind::Result:
@@ -256,7 +284,8 @@ bool read_job_message(const std::vector<uint8_t>& frame, JobMessageIn& out) {
     case JobKind::Checkpoint:
     case JobKind::Stats:
     case JobKind::PartDone:
-    case JobKind::Attached: {
+    case JobKind::Attached:
+    case JobKind::Shards: {
       if (!jm->body()) return true;
       const std::string text(reinterpret_cast<const char*>(jm->body()->data()), jm->body()->size());
       out.body = Json::parse(text.empty() ? "{}" : text, nullptr, /*allow_exceptions=*/false);

@@ -93,6 +93,13 @@ std::vector<uint8_t> task_frame(uint64_t job_id, const TaskMessage& task);
 // The file part `part` of an inference job writes in its output folder: part-NNNNN.csv.
 std::string part_file_name(uint32_t part);
 
+// Node-local data (control.fbs DataPlan): the files a node trains from, every member's examples.
+struct DataPlanMessage {
+  std::vector<std::string> files;
+  std::vector<int64_t> member_examples;
+};
+std::vector<uint8_t> data_plan_frame(uint64_t job_id, const DataPlanMessage& plan);
+
 std::vector<uint8_t> start_frame(uint64_t job_id, const StartMessage& start);
 std::vector<uint8_t> rejoin_frame(uint64_t job_id, const RejoinMessage& rejoin);
 std::vector<uint8_t> cancel_frame(uint64_t job_id);
@@ -108,6 +115,7 @@ struct JobMessageIn {
   FetchMessage fetch;          // kind FetchModel
   ChunkMessage chunk;          // kind ModelChunk
   TaskMessage task;            // kind Task
+  DataPlanMessage plan;        // kind DataPlan
 };
 // The job message in a received frame (verified first); false, never an exception, when the
 // frame is malformed, holds something else, lacks its kind's table, or names figures no real

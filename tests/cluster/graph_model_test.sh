@@ -6,7 +6,8 @@
 # across devices, every node applied the same updates exactly once, and the fetched model
 # evaluates on this machine to exactly the accuracy the job reported (the nodes' batch-norm
 # statistics are averaged across the cluster at each epoch end; before they were, they differed
-# by 19 test examples). The same job from `dtrain-submit export`'s packed files trains too.
+# by 19 test examples). The same job from `dtrain-submit export`'s packed files trains too, read
+# whole by every node and as node-local shards (each node one file).
 # Every wait has a deadline.
 set -u
 source "$(dirname "$0")/lib.sh" graph "$1" "$2" "$3"
@@ -104,6 +105,22 @@ packed_diff=$(json packed.json "j['result'].get('replica_max_relative_difference
 python3 -c "import sys; sys.exit(0 if $packed_acc >= 0.8 and $packed_diff <= 1e-5 else 1)" ||
   fail "packed job: accuracy $packed_acc (want 0.8 after one epoch), replicas within $packed_diff"
 echo "the same model from packed files, one epoch: accuracy $packed_acc, replicas within $packed_diff"
+
+# And from node-local data (data.train.shards): node-k holds file k-1 of the export only.
+for k in 1 2 3; do
+  mkdir -p "$WORK/local/node-$k" && cp "$WORK/packed/train-0000$((k - 1)).dtb" "$WORK/local/node-$k/"
+done
+sed -e "s|path: $WORK/packed/train-\*.dtb|shards: \"$WORK/local/{node}/train-*.dtb\"|" \
+    -e "s/small-resnet-packed/small-resnet-local/" packed.yaml > local.yaml
+grep -q "shards:" local.yaml || fail "local.yaml has no shards: $(grep train: local.yaml)"
+id=$("$SUBMIT" local.yaml --detach) || fail "detached submit of the node-local job"
+state=$(wait_job_end "$id" local.json 300)
+[[ $state == succeeded ]] || { fail "node-local job $id ended '$state': $(json local.json "j.get('error')")"; "$SUBMIT" logs "$id" | tail -n 20; }
+shard_acc=$(json local.json "j['result'].get('accuracy', 0)")
+shard_diff=$(json local.json "j['result'].get('replica_max_relative_difference', 1)")
+python3 -c "import sys; sys.exit(0 if $shard_acc >= 0.8 and $shard_diff <= 1e-5 else 1)" ||
+  fail "node-local job: accuracy $shard_acc (want 0.8 after one epoch), replicas within $shard_diff"
+echo "the same model from node-local files, one epoch: accuracy $shard_acc, replicas within $shard_diff"
 "$CLUSTER_TOOL" stop "$WORK/c" > /dev/null 2>&1
 echo "graph model test: $failures failures"
 [[ $failures -eq 0 ]]

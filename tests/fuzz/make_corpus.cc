@@ -119,6 +119,12 @@ int main(int argc, char** argv) {
         daemon::report_frame(7, daemon::JobKind::PartDone,
                              {{"part_index", 3}, {"examples", 2}, {"counts", {1, 1, 2, 2, 2}},
                               {"loss_sum", 0.5}}), 1);
+  write(control, "job_data_plan",
+        daemon::data_plan_frame(7, {{"/data/node-1/train-00001.dtb"}, {8571, 17143}}), 1);
+  write(control, "job_shards",
+        daemon::report_frame(7, daemon::JobKind::Shards,
+                             {{"files", {{{"path", "/d/a.dtb"}, {"examples", 5}, {"total", 9},
+                                          {"export", 77}}}}}), 1);
   write(control, "job_result",
         daemon::report_frame(7, daemon::JobKind::Result, {{"accuracy", 0.9}}), 1);
   write(control, "job_fetch", daemon::fetch_frame(7, {3, "m.dtm", 0, 1 << 20}), 1);

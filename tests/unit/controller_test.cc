@@ -71,6 +71,25 @@ uint64_t submit_elastic(ControllerUnderTest& t, int workers) {
   return id;
 }
 
+uint64_t submit_text(ControllerUnderTest& t, const std::string& text) {
+  const daemon::Json submitted = t.ask("submit", 0, {{"spec", text}, {"source", "test"}});
+  uint64_t id = 0;
+  REQUIRE(daemon::parse_job_id(submitted.at("id").get<std::string>(), id));
+  return id;
+}
+
+// node-a (id 1, boot 1) is silent past the peer timeout while `other` heartbeats, then the same
+// process registers again, still running job `id` (a pause).
+std::unique_ptr<FakeNode> paused_and_back(ControllerUnderTest& t, FakeNode& other, uint64_t id) {
+  CHECK(eventually([&] {
+    other.send(0, daemon::JobKind::Heartbeat);
+    return !alive(t, "node-a");
+  }));
+  daemon::NodeRegistration same = node_named("node-a", 1, /*boot=*/1);
+  same.running_jobs = {id};
+  return std::make_unique<FakeNode>(t, same);
+}
+
 // A node ends its part of a job (the fake nodes train nothing: they report a failure).
 void end_job(FakeNode& node, uint64_t id) {
   node.send(id, daemon::JobKind::Failed,
@@ -584,19 +603,11 @@ TEST_CASE("a job with early stopping does not take a node back: it is told to st
   FakeNode b(t, node_named("node-b", 2));
   const std::string text = spec("stops-early", 2) +
                            "  early_stopping: {metric: loss, patience: 2}\n";
-  const daemon::Json submitted = t.ask("submit", 0, {{"spec", text}, {"source", "x"}});
-  uint64_t id = 0;
-  REQUIRE(daemon::parse_job_id(submitted.at("id").get<std::string>(), id));
+  const uint64_t id = submit_text(t, text);
   CHECK(a.next().kind == daemon::JobKind::Start);
   CHECK(b.next().kind == daemon::JobKind::Start);
-  CHECK(eventually([&] {
-    b.send(0, daemon::JobKind::Heartbeat);
-    return !alive(t, "node-a");
-  }));
-  daemon::NodeRegistration same = node_named("node-a", 1, /*boot=*/1);
-  same.running_jobs = {id};
-  FakeNode back(t, same);
-  const daemon::JobMessageIn told = back.next();
+  const std::unique_ptr<FakeNode> back = paused_and_back(t, b, id);
+  const daemon::JobMessageIn told = back->next();
   CHECK(told.kind == daemon::JobKind::Cancel);  // its best model so far would be missing
   CHECK(told.job_id == id);
   CHECK(b.quiet_for(300ms));  // node-b is not told to admit anyone
@@ -640,4 +651,60 @@ TEST_CASE("a node that fails to join is withdrawn: the others stop expecting it,
   CHECK(job.at("lost_nodes") == daemon::Json({"node-c"}));
   const std::string log = t.ask("logs", id).at("log").dump();
   CHECK(log.find("it failed to join: cannot read none.csv") != std::string::npos);
+}
+
+TEST_CASE("node-local data: the plan is sent once every node listed its files, and again to a "
+          "node that rejoins; a plan that cannot be made stops the job", "[controller]") {
+  ControllerUnderTest t("", /*peer_timeout_ms=*/600);
+  FakeNode a(t, node_named("node-a", 1, /*boot=*/1));
+  FakeNode b(t, node_named("node-b", 2));
+  const std::string text = "name: local\nmodel:\n  input: [4]\n  layers:\n"
+                           "    - output: {units: 3, activation: softmax, loss: mcxent}\n"
+                           "data:\n  train: {format: packed, shards: \"/d/{node}/*.dtb\"}\n"
+                           "training:\n  nodes: 2\n";
+  const uint64_t id = submit_text(t, text);
+  REQUIRE(a.next().kind == daemon::JobKind::Start);
+  REQUIRE(b.next().kind == daemon::JobKind::Start);
+  auto list = [](const std::string& node, std::vector<int> ks) {
+    std::vector<daemon::ShardFile> files;
+    for (int k : ks)
+      files.push_back({"/d/" + node + "/f" + std::to_string(k) + ".dtb", 50, 300, 9});
+    return daemon::shard_list_json(files);
+  };
+  SECTION("every node listed: each is sent its files; one back is sent its part again") {
+    a.send(id, daemon::JobKind::Shards, list("node-a", {0, 1, 2}));
+    CHECK(a.quiet_for(200ms));  // node-b's list is still to come
+    b.send(id, daemon::JobKind::Shards, list("node-b", {2, 3, 4, 5}));
+    const daemon::JobMessageIn pa = a.next(), pb = b.next();
+    REQUIRE(pa.kind == daemon::JobKind::DataPlan);
+    REQUIRE(pb.kind == daemon::JobKind::DataPlan);
+    CHECK(pa.plan.member_examples == std::vector<int64_t>{100, 200});  // f0, f1 only on node-a
+    CHECK(pa.plan.files.size() + pb.plan.files.size() == 6);  // f2 is read once
+    CHECK(pb.plan.member_examples == pa.plan.member_examples);
+    const std::string log = t.ask("logs", id).at("log").dump();
+    CHECK(log.find("node-local data: 6 files, 300 of the export's 300 examples") !=
+          std::string::npos);
+    // node-a is paused past the peer timeout, then back: it rejoins and lists its files again.
+    const std::unique_ptr<FakeNode> back = paused_and_back(t, b, id);
+    const daemon::JobMessageIn again = back->next();
+    REQUIRE(again.kind == daemon::JobKind::Start);
+    daemon::Json listed = list("node-a", {0, 1, 2});
+    listed["part"] = again.start.part;
+    back->send(id, daemon::JobKind::Shards, listed);
+    const daemon::JobMessageIn kept = back->next();
+    REQUIRE(kept.kind == daemon::JobKind::DataPlan);
+    CHECK(kept.plan.files == pa.plan.files);
+    CHECK(kept.plan.member_examples == pa.plan.member_examples);
+  }
+  SECTION("a node with none of the files: the job stops, naming it") {
+    a.send(id, daemon::JobKind::Shards, list("node-a", {0, 1}));
+    b.send(id, daemon::JobKind::Shards, list("node-b", {}));
+    CHECK(a.next().kind == daemon::JobKind::Cancel);
+    CHECK(b.next().kind == daemon::JobKind::Cancel);
+    for (FakeNode* n : {&a, &b})
+      n->send(id, daemon::JobKind::Failed, {{"rank", 0}, {"error", "cancelled"}, {"cancelled", true}});
+    CHECK(eventually([&] { return state(t, id) == "failed"; }));
+    CHECK(t.job(id).at("error") == "controller: data.train.shards: node-b holds none of the files "
+                                   "data.train.shards matches: its workers would have no data");
+  }
 }

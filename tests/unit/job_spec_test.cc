@@ -219,6 +219,33 @@ TEST_CASE("labels: regression: the test set follows, early stopping watches the 
   CHECK_FALSE(core::parse_job_spec_file(f.dir + "/job.yaml").regression());
 }
 
+TEST_CASE("data.train.shards: node-local packed files, not checked where the spec is read") {
+  Fixture f;
+  const std::string shards = replace(kGood, "train: {format: csv, path: train.csv}",
+                                     "train: {format: packed, shards: \"/data/{node}/t-*.dtb\"}");
+  testing::write_text(f.dir + "/job.yaml", shards);
+  const core::JobSpec job = core::parse_job_spec_file(f.dir + "/job.yaml");
+  CHECK(job.data.train.shards == "/data/{node}/t-*.dtb");  // no file here: the nodes hold them
+  CHECK(job.data.train.path.empty());
+  const std::string packed = "train: {format: packed, shards: \"/data/{node}/t-*.dtb\"}";
+  struct Case {
+    std::string text, expected;
+  };
+  for (const Case& c : std::vector<Case>{
+           {replace(shards, "shards:", "path: x, shards:"), "both path and shards are given"},
+           {replace(shards, "format: packed", "format: csv"), "shards are files of a packed export"},
+           {replace(shards, "epochs: 2", "epochs: 2\n  mode: parameter_averaging"),
+            "node-local shards train with gradient_sharing only"},
+           {replace(shards, "epochs: 2", "epochs: 2\n  nodes: {min: 2, max: 3}"),
+            "an elastic job (training.nodes: {min, max}) cannot use node-local shards"},
+           {replace(shards, packed, packed + "\n  test: {format: packed, shards: \"/d/*.dtb\"}"),
+            "data.test.shards"}}) {
+    const std::string message = f.error_of(c.text);
+    INFO(message);
+    CHECK_THAT(message, Catch::Contains(c.expected));
+  }
+}
+
 TEST_CASE("sync and the corrections parse, with their defaults") {
   Fixture f;
   testing::write_text(f.dir + "/job.yaml", kGood);

@@ -155,4 +155,47 @@ TEST_CASE("damaged, incomplete or mixed exports are refused naming the file") {
   }
 }
 
+TEST_CASE("some files of an export (a node's local shards) are read as their own data set") {
+  const std::string dir = testing::temp_dir();
+  const core::Dataset raw = pixels();
+  const auto files = export_files(raw, core::Normalizer(), dir, 4);
+  const core::PackedHeader h0 = core::read_packed_header(files[0]);
+  const core::PackedHeader h2 = core::read_packed_header(files[2]);
+  CHECK(h0.total == 103);
+  CHECK(h0.records == 25);  // 103 * 1 / 4
+  CHECK(h2.records == 26);
+  CHECK(h0.export_id == h2.export_id);  // every file of one export
+  const core::PackedSource part({files[0], files[2]}, core::PackedCoverage::kPart);
+  CHECK(part.size() == 51);
+  // Its examples, in file and record order, are exactly those two files' records.
+  std::vector<int64_t> order(103);
+  std::iota(order.begin(), order.end(), 0);
+  core::Rng rng(99);
+  std::shuffle(order.begin(), order.end(), rng.engine());
+  std::vector<int64_t> held(order.begin(), order.begin() + 25);
+  held.insert(held.end(), order.begin() + 51, order.begin() + 77);
+  std::vector<float> x(24), y(5);
+  for (int64_t i = 0; i < part.size(); ++i) {
+    part.read(i, x.data(), y.data());
+    const int64_t src = held[size_t(i)];
+    INFO("local example " << i << " is example " << src);
+    CHECK(std::equal(x.begin(), x.end(), raw.features.row(src)));
+    CHECK(y[size_t(raw.labels[size_t(src)])] == 1.0f);
+  }
+  // Shards of it cover each of its examples once per epoch.
+  core::MinibatchIterator it(part, 8, 7, 0, 1);
+  it.start_epoch(0);
+  core::Tensor xb, yb;
+  int64_t seen = 0;
+  while (it.next(xb, yb)) seen += xb.dim(0);
+  CHECK(seen == 51);
+  // Still one export: another's file is refused.
+  core::Dataset other = pixels();
+  other.class_names[0] = "z";
+  const auto theirs = export_files(other, core::Normalizer(), testing::temp_dir(), 2);
+  CHECK_THROWS_WITH(core::PackedSource({files[0], theirs[1]}, core::PackedCoverage::kPart),
+                    Catch::Contains("is from another export"));
+  CHECK(core::read_packed_header(theirs[0]).export_id != h0.export_id);
+}
+
 }  // namespace dtrain

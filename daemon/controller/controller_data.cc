@@ -1,0 +1,60 @@
+// Node-local data (data.train.shards; daemon/README.md, "Node-local data"): every node of the
+// job lists the export's files it holds; once every live node has, the controller gives each
+// file to one holder (daemon/controller/data_plan.h) and sends every node its part of the plan.
+#include <spdlog/spdlog.h>
+
+#include "daemon/controller/controller.h"
+
+namespace dtrain::daemon {
+
+void Controller::on_shards(JobRecord& job, Member& m, const Json& body) {
+  if (!job.data_plan.is_null()) {
+    // Made already: a node back in the job (a rejoin) trains from the files it had.
+    m.outbox.push_back(data_plan_frame(job.id, plan_message_for(job.data_plan, m.name)));
+    return;
+  }
+  std::vector<ShardFile> files;
+  std::string error;
+  if (!read_shard_list(body, files, error)) {
+    stop_job(job, {{"error", m.name + " sent a list of its data.train.shards files the controller "
+                                      "cannot read (" + error + ")"},
+                   {"fix", "run the same dtrain release on every node"}});
+    return;
+  }
+  job.shard_lists[m.name] = std::move(files);
+  plan_data_if_ready(job);
+}
+
+void Controller::plan_data_if_ready(JobRecord& job) {
+  if (!job.data_plan.is_null() || job.shard_lists.empty() || job.finished() ||
+      job.cancel_requested)
+    return;
+  for (const std::string& n : job.nodes)
+    if (!job.dropped(n) && !job.shard_lists.count(n)) return;  // its list is still to come
+  std::vector<std::string> members;
+  for (const Json& member : job.members) members.push_back(member.value("name", std::string()));
+  const DataPlan plan = make_data_plan(members, job.shard_lists);
+  job.shard_lists.clear();
+  if (!plan.error.empty()) {
+    stop_job(job, {{"error", "data.train.shards: " + plan.error}, {"fix", plan.fix}});
+    return;
+  }
+  job.data_plan = data_plan_json(plan);
+  job.add_log(plan.summary);
+  for (const std::string& n : job.nodes)
+    if (!job.dropped(n) && members_.count(n))
+      members_[n].outbox.push_back(data_plan_frame(job.id, plan.message_for(n)));
+  save(job);
+}
+
+void Controller::stop_job(JobRecord& job, const Json& failure) {
+  job.failures["controller"] = failure;
+  job.cancel_requested = true;
+  job.add_log("the job stops: " + failure.value("error", std::string("?")));
+  spdlog::warn("controller: job {} stops: {}", job_id_text(job.id),
+               failure.value("error", std::string("?")));
+  tell_others(job, "", cancel_frame(job.id));
+  save(job);
+}
+
+}  // namespace dtrain::daemon

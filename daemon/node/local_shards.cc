@@ -1,0 +1,34 @@
+#include "daemon/node/local_shards.h"
+
+#include <glob.h>
+
+#include "core/data/packed_file.h"
+
+namespace dtrain::daemon {
+
+std::string node_pattern(const std::string& pattern, const std::string& node) {
+  std::string out = pattern;
+  for (size_t at = out.find("{node}"); at != std::string::npos; at = out.find("{node}", at))
+    out.replace(at, 6, node), at += node.size();
+  return out;
+}
+
+std::vector<ShardFile> list_local_shards(const std::string& pattern, const std::string& node) {
+  std::vector<ShardFile> out;
+  glob_t g;
+  if (glob(node_pattern(pattern, node).c_str(), 0, nullptr, &g) == 0) {
+    try {
+      for (size_t i = 0; i < g.gl_pathc; ++i) {
+        const core::PackedHeader h = core::read_packed_header(g.gl_pathv[i]);
+        out.push_back({g.gl_pathv[i], h.records, h.total, h.export_id});
+      }
+    } catch (...) {
+      globfree(&g);
+      throw;
+    }
+  }
+  globfree(&g);
+  return out;  // glob sorts
+}
+
+}  // namespace dtrain::daemon

@@ -1,0 +1,19 @@
+#pragma once
+// Node-local data (data.train.shards; daemon/README.md, "Node-local data"): the export's files
+// this node holds, listed for the controller, which gives each file to one holder.
+#include <string>
+#include <vector>
+
+#include "daemon/protocol/shard_list.h"
+
+namespace dtrain::daemon {
+
+// The files `pattern` matches here, `{node}` in it replaced by `node` (this node's name), each
+// header read and checked; none is not an error (the controller says what the job lacks).
+// Throws core::UserError naming a file that is damaged or not a packed file.
+std::vector<ShardFile> list_local_shards(const std::string& pattern, const std::string& node);
+
+// The pattern as this node reads it.
+std::string node_pattern(const std::string& pattern, const std::string& node);
+
+}  // namespace dtrain::daemon
