@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <numeric>
+#include <random>
 
 #include "core/data/packed_file.h"
 #include "core/spec/job_spec_parser.h"
@@ -25,7 +26,8 @@ std::string file_name(const std::string& dir, const char* split, long i) {
 
 // Writes `data` cut into `files` files of a seeded shuffle; returns the bytes written.
 int64_t write_split(const core::Dataset& data, const core::Normalizer& normalizer,
-                    const std::string& dir, const char* split, long files, uint64_t seed) {
+                    const std::string& dir, const char* split, long files, uint64_t seed,
+                    uint32_t nonce) {
   std::vector<int64_t> order(static_cast<size_t>(data.size()));
   std::iota(order.begin(), order.end(), 0);
   core::Rng rng = core::Rng::derive(seed, 0xe4b0e7ULL);
@@ -35,7 +37,7 @@ int64_t write_split(const core::Dataset& data, const core::Normalizer& normalize
   for (long f = 0; f < files; ++f) {
     const int64_t first = data.size() * f / files, end = data.size() * (f + 1) / files;
     const std::string path = file_name(dir, split, f);
-    core::write_packed_file(path, data, order, first, end - first, encoding, normalizer);
+    core::write_packed_file(path, data, order, first, end - first, encoding, normalizer, nonce);
     bytes += int64_t(std::filesystem::file_size(path));
   }
   std::printf("%s: %lld examples in %ld file%s (%s, %.1f MB): %s\n", split,
@@ -71,10 +73,14 @@ int run_export(const ExportArgs& args) {
       throw core::UserError(std::to_string(args.files) + " files for " +
                                 std::to_string(train.size()) + " examples",
                             "use fewer --files");
-    write_split(train, normalizer, args.out_dir, "train", args.files, job.seed);
+    // Drawn once: files of this export are told from another export of the same data.
+    std::random_device entropy;
+    uint32_t nonce = 0;
+    while (nonce == 0) nonce = entropy();
+    write_split(train, normalizer, args.out_dir, "train", args.files, job.seed, nonce);
     if (job.data.test.present() && job.data.test.format != "packed") {
       core::Dataset test = core::load_source(job.data.test, classes, job.model.input, "data.test");
-      write_split(test, normalizer, args.out_dir, "test", 1, job.seed);
+      write_split(test, normalizer, args.out_dir, "test", 1, job.seed, nonce);
     }
     const std::filesystem::path dir(args.out_dir);
     std::printf("train from them with\n  data:\n    train: {format: packed, path: %s}\n",

@@ -66,14 +66,15 @@ PackedEncoding smallest_encoding(const Dataset& data) {
 
 void write_packed_file(const std::string& path, const Dataset& data,
                        const std::vector<int64_t>& order, int64_t first, int64_t count,
-                       PackedEncoding encoding, const Normalizer& normalizer) {
+                       PackedEncoding encoding, const Normalizer& normalizer,
+                       uint32_t export_nonce) {
   const Shape shape = data.example_shape();
   std::string out;
   put_bytes(out, kMagic, sizeof kMagic);
   put<uint32_t>(out, kVersion);
   put<uint32_t>(out, uint32_t(encoding));
   put<uint32_t>(out, uint32_t(shape.size()));
-  put<uint32_t>(out, 0);
+  put<uint32_t>(out, export_nonce);
   for (int64_t d : shape) put<int64_t>(out, d);
   put<int64_t>(out, data.targets.row_size());
   put<int64_t>(out, data.size());
@@ -123,7 +124,7 @@ static PackedHeader read_packed_header(int fd, const std::string& path) {
   PackedHeader out;
   const uint32_t encoding = h.get<uint32_t>();
   const uint32_t rank = h.get<uint32_t>();
-  h.get<uint32_t>();
+  h.get<uint32_t>();  // the export nonce: part of export_id below
   if (encoding > 1 || (rank != 1 && rank != 3)) h.fail("an unknown encoding or shape");
   out.encoding = PackedEncoding(encoding);
   out.shape.resize(rank);

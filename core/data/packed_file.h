@@ -8,7 +8,8 @@
 // fitted on the whole training set, which training applies as it reads.
 //
 // Layout (little-endian): "DTRAINB\0" | u32 version | u32 encoding (0 f32, 1 u8) | u32 rank |
-//   u32 0 (reserved) | i64 dims[rank] | i64 classes | i64 total examples | i64 records |
+//   u32 export nonce (drawn once per export, so two exports of the same data differ; 0 in
+//   files written before it was) | i64 dims[rank] | i64 classes | i64 total examples | i64 records |
 //   u32 normaliser kind | u64 n | f32 values[n] | u32 class names | (u64 len, bytes)... |
 //   u32 CRC-32 of the header so far | records: (i64 index, i32 label, features)...
 // The file's size must be exactly the header plus its records.
@@ -29,10 +30,12 @@ enum class PackedEncoding : uint32_t { kFloat32 = 0, kUint8 = 1 };
 PackedEncoding smallest_encoding(const Dataset& data);
 
 // Writes data's examples order[first, first + count) to `path` (raw features; `normalizer` is
-// stored). Throws UserError when the file cannot be written.
+// stored). `export_nonce`: the same in every file of one export. Throws UserError when the file
+// cannot be written.
 void write_packed_file(const std::string& path, const Dataset& data,
                        const std::vector<int64_t>& order, int64_t first, int64_t count,
-                       PackedEncoding encoding, const Normalizer& normalizer);
+                       PackedEncoding encoding, const Normalizer& normalizer,
+                       uint32_t export_nonce = 0);
 
 // A packed file's header, checked: what the file holds and which export it is from.
 struct PackedHeader {

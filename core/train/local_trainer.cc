@@ -357,6 +357,14 @@ TrainingResult train_local(const JobSpec& job, TrainingListener& listener,
   const JobSpec worker_job = per_worker_spec(job, shards);
   const WorkerBatch batching = worker_batch(job.training, shards);
   const int64_t batch = worker_job.training.batch_size_per_worker;
+  // The gate's counts for this node's workers must be what their iterators make.
+  if (local_data && (local_data->self < 0 ||
+                     size_t(local_data->self) >= local_data->member_examples.size() ||
+                     local_data->member_examples[size_t(local_data->self)] != data.train_source().size()))
+    throw UserError("this node's data.train.shards files hold " +
+                        std::to_string(data.train_source().size()) +
+                        " examples, not what they held when it listed them",
+                    "leave the files alone while a job reads them, and submit it again");
   const std::vector<int64_t> shard_batches =
       local_data ? local_shard_batches(*local_data, batch, shards)
                  : even_shard_batches(data.train_source().size(), batch, shards);

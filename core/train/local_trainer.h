@@ -99,6 +99,7 @@ struct NodeLocalData {
   std::vector<std::string> files;
   std::vector<int64_t> member_examples;
   std::vector<int> member_workers;
+  int self = 0;  // this node's index in the member lists
 };
 
 struct LocalTrainingOptions {

@@ -162,6 +162,7 @@ void Controller::serve_node(ControlConnection& c, const NodeRegistration& node) 
     offer_rejoin(m);
     offer_join(m);
     resend_parts(m);
+    resend_data_plan(m);
     start_next();
   }
   spdlog::info("controller: node {} (id {}) registered from {}, data {}:{}, {} cores, {} GPUs",
@@ -714,6 +715,8 @@ void Controller::start_next() {
     job.nodes.push_back(m->name);
   }
   job.members = members;
+  job.data_plan = Json();  // a resumed job's nodes may differ: they list their files again
+  job.shard_lists.clear();
   add_vacant_slots(job, spec.training);
   job.mesh = spec.training.mesh;
   for (size_t rank = 0; rank < alive.size(); ++rank)

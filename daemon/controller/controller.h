@@ -115,6 +115,7 @@ class Controller {
   // controller_data.cc: node-local data (data.train.shards).
   void on_shards(JobRecord& job, Member& m, const Json& body);
   void plan_data_if_ready(JobRecord& job);
+  void resend_data_plan(Member& m);
   // The controller fails the job (`failure`: {error, fix}): every node is told to stop.
   void stop_job(JobRecord& job, const Json& failure);
   // Queues `frame` for every live node of `job` but `except` (those not admitted yet too).

@@ -23,6 +23,7 @@ void Controller::on_shards(JobRecord& job, Member& m, const Json& body) {
   }
   job.shard_lists[m.name] = std::move(files);
   plan_data_if_ready(job);
+  if (job.data_plan.is_null()) save(job);  // the lists so far, for a restarted controller
 }
 
 void Controller::plan_data_if_ready(JobRecord& job) {
@@ -33,18 +34,34 @@ void Controller::plan_data_if_ready(JobRecord& job) {
     if (!job.dropped(n) && !job.shard_lists.count(n)) return;  // its list is still to come
   std::vector<std::string> members;
   for (const Json& member : job.members) members.push_back(member.value("name", std::string()));
-  const DataPlan plan = make_data_plan(members, job.shard_lists);
+  // A node lost since it listed would be dealt files whose minibatches are then skipped: only
+  // the lists of nodes that wait for the plan (live, or rejoining) count.
+  std::map<std::string, std::vector<ShardFile>> waiting;
+  for (auto& [n, files] : job.shard_lists)
+    if (!job.dropped(n) || listed(job.rejoining, n)) waiting[n] = std::move(files);
   job.shard_lists.clear();
+  const DataPlan plan = make_data_plan(members, waiting);
   if (!plan.error.empty()) {
     stop_job(job, {{"error", "data.train.shards: " + plan.error}, {"fix", plan.fix}});
     return;
   }
   job.data_plan = data_plan_json(plan);
   job.add_log(plan.summary);
-  for (const std::string& n : job.nodes)
-    if (!job.dropped(n) && members_.count(n))
+  for (const auto& [n, files] : waiting)
+    if (members_.count(n) && members_[n].alive)
       members_[n].outbox.push_back(data_plan_frame(job.id, plan.message_for(n)));
   save(job);
+}
+
+// A node registering again (the same process on a new session, or an adopting controller's
+// first contact) lost what its old session had queued: the plan, if it may still wait for it.
+void Controller::resend_data_plan(Member& m) {
+  if (running_ == 0) return;
+  JobRecord& job = jobs_[running_];
+  if (job.data_plan.is_null() || job.finished() || !listed(job.nodes, m.name) ||
+      (job.dropped(m.name) && !listed(job.rejoining, m.name)))
+    return;
+  m.outbox.push_back(data_plan_frame(job.id, plan_message_for(job.data_plan, m.name)));
 }
 
 void Controller::stop_job(JobRecord& job, const Json& failure) {

@@ -61,6 +61,8 @@ void Controller::resume_on(JobRecord& job, const std::vector<std::string>& names
   job.joined_nodes.clear();
   job.rejoining.clear();
   job.unannounced.clear();
+  job.data_plan = Json();  // on fewer nodes: the nodes list their files again, a new deal
+  job.shard_lists.clear();
   job.adopted.clear();
   job.restarted.clear();
   job.adopting = false;

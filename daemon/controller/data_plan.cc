@@ -84,8 +84,16 @@ DataPlan make_data_plan(const std::vector<std::string>& members,
     plan.files[members[best->first]].push_back(best->second);
   }
   int64_t used = 0;
+  for (int64_t n : plan.member_examples) used += n;
+  if (used > first->total) {  // distinct files hold more than the export has: not one export
+    plan.error = "the files hold " + std::to_string(used) + " examples, more than their export's " +
+                 std::to_string(first->total) + ": files of two exports of the same data, or "
+                 "renamed files";
+    plan.fix = "give every node files of one export, under the names export gave them";
+    plan.files.clear();
+    return plan;
+  }
   for (size_t k = 0; k < members.size(); ++k) {
-    used += plan.member_examples[k];
     if (lists.count(members[k]) && plan.member_examples[k] == 0) {
       plan.error = members[k] + " holds " +
                    (lists.at(members[k]).empty() ? "none of the files data.train.shards matches"

@@ -59,6 +59,8 @@ Json JobRecord::to_json(bool with_log) const {
     j["parts"] = parts;
     j["min_nodes"] = min_nodes;
     if (!data_plan.is_null()) j["data_plan"] = data_plan;
+    // Lists in before a controller restart: the nodes do not send them again.
+    for (const auto& [node, files] : shard_lists) j["shard_lists"][node] = shard_list_json(files);
   }
   return j;
 }
@@ -79,6 +81,12 @@ JobRecord JobRecord::from_json(const Json& j) {
   r.joined_nodes = j.value("joined_nodes", std::vector<std::string>{});
   r.min_nodes = j.value("min_nodes", int64_t(0));
   if (j.contains("data_plan") && j["data_plan"].is_object()) r.data_plan = j["data_plan"];
+  if (j.contains("shard_lists") && j["shard_lists"].is_object())
+    for (const auto& [node, list] : j["shard_lists"].items()) {
+      std::vector<ShardFile> files;
+      std::string error;
+      if (read_shard_list(list, files, error)) r.shard_lists[node] = std::move(files);
+    }
   r.submitted_at = j.value("submitted_at", 0.0);
   r.started_at = j.value("started_at", 0.0);
   r.finished_at = j.value("finished_at", 0.0);

@@ -34,8 +34,9 @@ struct JobRecord {
   // others to expect it, held until it reports Attached (Controller::announce_rejoin). Told
   // earlier, the others could admit it and send its parameters before it takes datagrams.
   std::map<std::string, std::vector<uint8_t>> unannounced;
-  // Node-local data (data.train.shards): the nodes' lists until every live node sent one (not
-  // on disk), then the plan made from them (on disk: a node that rejoins is sent it again).
+  // Node-local data (data.train.shards): the nodes' lists until every live node sent one, then
+  // the plan made from them (both on disk: a restarted controller goes on with them, and a
+  // node that rejoins is sent its part of the plan again).
   std::map<std::string, std::vector<ShardFile>> shard_lists;
   Json data_plan;
   // Kept on disk for a restarted controller that adopts the job (daemon/README.md,

@@ -204,27 +204,33 @@ core::NodeLocalData JobRunner::await_data_plan(const core::JobSpec& job,
                                                std::chrono::milliseconds deadline) {
   const std::vector<ShardFile> listed = list_local_shards(job.data.train.shards, config_.name);
   report_(JobKind::Shards, shard_list_json(listed));
-  std::unique_lock<std::mutex> lock(plan_mutex_);
-  const bool arrived = plan_arrived_.wait_for(lock, deadline, [&] { return plan_ || cancel_; });
-  if (cancel_) throw core::UserError("the job was cancelled", "");
-  if (!arrived)
-    throw core::UserError("no data plan from the controller within " +
-                              std::to_string(deadline.count()) + " ms of listing this node's " +
-                              std::to_string(listed.size()) + " data.train.shards files",
-                          "check the controller's log and the other nodes (dtrain-submit nodes)");
+  DataPlanMessage plan;
+  {
+    std::unique_lock<std::mutex> lock(plan_mutex_);
+    const bool arrived = plan_arrived_.wait_for(lock, deadline, [&] { return plan_ || cancel_; });
+    if (cancel_) throw core::UserError("the job was cancelled", "");
+    if (!arrived)
+      throw core::UserError("no data plan from the controller within " +
+                                std::to_string(deadline.count()) + " ms of listing this node's " +
+                                std::to_string(listed.size()) + " data.train.shards files",
+                            "check the controller's log and the other nodes (dtrain-submit nodes)");
+    plan = *plan_;
+  }
   core::NodeLocalData local;
-  local.files = plan_->files;
-  local.member_examples = plan_->member_examples;
+  local.files = std::move(plan.files);
+  local.member_examples = std::move(plan.member_examples);
+  local.self = int(start_.rank);
   for (const JobMemberInfo& m : start_.members) local.member_workers.push_back(m.workers);
+  std::map<std::string, int64_t> records;
+  for (const ShardFile& l : listed) records[l.path] = l.examples;
   int64_t examples = 0;
   for (const std::string& f : local.files) {
-    auto it = std::find_if(listed.begin(), listed.end(),
-                           [&](const ShardFile& l) { return l.path == f; });
+    auto it = records.find(f);
     // The controller may only name what this node listed: nothing else is read.
-    if (it == listed.end())
+    if (it == records.end())
       throw core::UserError("the data plan names '" + f + "', which this node did not list",
                             "run the same dtrain release on every node");
-    examples += it->examples;
+    examples += it->second;
   }
   if (local.member_examples.size() != start_.members.size() || local.files.empty() ||
       local.member_examples[start_.rank] != examples)
@@ -338,9 +344,6 @@ void JobRunner::run() {
   }
   if (cancel_) exchange.cancel();  // cancelled before the exchange existed (joining a predecessor)
   channel_.attach(job_id_, &mesh);
-  // Only now may the others be told to admit this node: the parameters they send it then
-  // would be dropped by a node that does not take the job's datagrams yet.
-  if (rejoin) report_(JobKind::Attached, {{"rank", rank}});
   try {
     core::SpecParseOptions options;
     options.base_dir = start_.base_dir;
@@ -394,6 +397,9 @@ void JobRunner::run() {
       local_data = await_data_plan(job, deadline);
       o.local_data = &local_data;
     }
+    // Only now may the others be told to admit this node: it takes the job's datagrams (the
+    // parameters they send it would be dropped before), and it has its data.
+    if (rejoin) report_(JobKind::Attached, {{"rank", rank}});
     std::vector<float> params;
     o.final_params = &params;
     progress_->plan_stats(

@@ -696,6 +696,18 @@ TEST_CASE("node-local data: the plan is sent once every node listed its files, a
     CHECK(kept.plan.files == pa.plan.files);
     CHECK(kept.plan.member_examples == pa.plan.member_examples);
   }
+  SECTION("a node that registers again (a new session) is sent the kept plan again") {
+    a.send(id, daemon::JobKind::Shards, list("node-a", {0, 1, 2}));
+    b.send(id, daemon::JobKind::Shards, list("node-b", {3}));
+    const daemon::JobMessageIn first = a.next();
+    REQUIRE(first.kind == daemon::JobKind::DataPlan);
+    daemon::NodeRegistration same = node_named("node-a", 1, /*boot=*/1);
+    same.running_jobs = {id};
+    FakeNode again(t, same);  // its old session's queue is gone with it
+    const daemon::JobMessageIn resent = again.next();
+    REQUIRE(resent.kind == daemon::JobKind::DataPlan);
+    CHECK(resent.plan.files == first.plan.files);
+  }
   SECTION("a node with none of the files: the job stops, naming it") {
     a.send(id, daemon::JobKind::Shards, list("node-a", {0, 1}));
     b.send(id, daemon::JobKind::Shards, list("node-b", {}));

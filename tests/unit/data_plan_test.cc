@@ -77,6 +77,11 @@ TEST_CASE("a plan the nodes' files cannot make is refused, naming the node or th
     CHECK(plan.error == "node-2's /data/node-2/train-00001.dtb is from another export than "
                         "node-1's /data/node-1/train-00000.dtb");
   }
+  SECTION("more examples than the export has: two exports of the same data, or renamed files") {
+    const auto plan = daemon::make_data_plan(
+        members, {{"node-1", files("node-1", {0, 1, 2, 3, 4})}, {"node-2", files("node-2", {5, 6, 7})}});
+    CHECK(plan.error.find("the files hold 800 examples, more than their export's 700") == 0);
+  }
   SECTION("no files anywhere") {
     const auto plan = daemon::make_data_plan(members, {{"node-1", {}}, {"node-2", {}}});
     CHECK(plan.error == "no node holds a file that data.train.shards matches");

@@ -196,6 +196,15 @@ TEST_CASE("some files of an export (a node's local shards) are read as their own
   CHECK_THROWS_WITH(core::PackedSource({files[0], theirs[1]}, core::PackedCoverage::kPart),
                     Catch::Contains("is from another export"));
   CHECK(core::read_packed_header(theirs[0]).export_id != h0.export_id);
+  // Two exports of the same data differ by their nonce (dtrain-submit export draws one).
+  std::vector<int64_t> all(103);
+  std::iota(all.begin(), all.end(), 0);
+  const std::string again = testing::temp_dir() + "/again.dtb";
+  core::write_packed_file(again, raw, all, 0, 25, core::smallest_encoding(raw), core::Normalizer(),
+                          /*export_nonce=*/12345);
+  CHECK(core::read_packed_header(again).export_id != h0.export_id);
+  CHECK_THROWS_WITH(core::PackedSource({files[0], again}, core::PackedCoverage::kPart),
+                    Catch::Contains("is from another export"));
 }
 
 }  // namespace dtrain
