@@ -118,7 +118,7 @@ static PackedHeader read_packed_header(int fd, const std::string& path) {
   char magic[8] = {0};
   if (pread(fd, magic, 8, 0) != 8 || std::memcmp(magic, kMagic, 8) != 0)
     throw UserError("'" + path + "' is not a packed batch file (.dtb)",
-                    "point data.train.path at files written by dtrain-submit export");
+                    "give data.train (path or shards) only files written by dtrain-submit export");
   h.bytes(magic, 8);
   if (h.get<uint32_t>() != kVersion) h.fail("an unknown version");
   PackedHeader out;
@@ -158,7 +158,8 @@ static PackedHeader read_packed_header(int fd, const std::string& path) {
   // The export: every field but this file's record count, the same in each of its files.
   std::string shared = h.seen().substr(0, h.seen().size() - 4);
   std::memset(shared.data() + records_at, 0, sizeof(int64_t));
-  out.export_id = uint32_t(crc32(0L, reinterpret_cast<const Bytef*>(shared.data()), uInt(shared.size())));
+  out.export_id =
+      uint32_t(crc32(0L, reinterpret_cast<const Bytef*>(shared.data()), uInt(shared.size())));
   out.data_start = h.pos();
   out.record_bytes = 12 + shape_size(out.shape) * (encoding == 1 ? 1 : 4);
   struct stat st;
@@ -169,9 +170,15 @@ static PackedHeader read_packed_header(int fd, const std::string& path) {
   return out;
 }
 
-PackedHeader read_packed_header(const std::string& path) {
+static int open_packed_file(const std::string& path) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) throw UserError("cannot open packed file '" + path + "'", "check the path and permissions");
+  if (fd < 0)
+    throw UserError("cannot open packed file '" + path + "'", "check the path and permissions");
+  return fd;
+}
+
+PackedHeader read_packed_header(const std::string& path) {
+  const int fd = open_packed_file(path);
   try {
     PackedHeader h = read_packed_header(fd, path);
     ::close(fd);
@@ -186,9 +193,7 @@ PackedSource::PackedSource(const std::vector<std::string>& paths, PackedCoverage
   for (const std::string& path : paths) {
     auto f = std::make_unique<File>();
     f->path = path;
-    f->fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (f->fd < 0)
-      throw UserError("cannot open packed file '" + path + "'", "check the path and permissions");
+    f->fd = open_packed_file(path);
     f->header = read_packed_header(f->fd, path);
     const PackedHeader& h = f->header;
     if (files_.empty()) {
@@ -221,7 +226,8 @@ PackedSource::PackedSource(const std::vector<std::string>& paths, PackedCoverage
     // Which examples this file holds: the index of every record (one read of the indices).
     for (int64_t r = 0; r < h.records; ++r) {
       int64_t index = -1;
-      if (pread(f->fd, &index, sizeof index, off_t(h.data_start + uint64_t(r * h.record_bytes))) != 8 ||
+      const off_t at = off_t(h.data_start + uint64_t(r * h.record_bytes));
+      if (pread(f->fd, &index, sizeof index, at) != 8 ||
           index < 0 || index >= total_ || file_of_[size_t(index)] != UINT32_MAX)
         throw UserError("packed file '" + path + "' is damaged: record " + std::to_string(r) +
                             " has a bad or repeated example index",

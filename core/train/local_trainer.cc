@@ -192,8 +192,16 @@ std::vector<int64_t> even_shard_batches(int64_t examples, int64_t batch, int sha
   return out;
 }
 
-// Node-local data: each worker's minibatches come from its own node's examples.
-std::vector<int64_t> local_shard_batches(const NodeLocalData& plan, int64_t batch, int shards) {
+// Node-local data: each worker's minibatches come from its own node's examples (`examples`
+// here, which must be what the plan says, or the gate's counts for this node's workers would
+// not be what their iterators make).
+std::vector<int64_t> local_shard_batches(const NodeLocalData& plan, int64_t examples,
+                                         int64_t batch, int shards) {
+  if (plan.self < 0 || size_t(plan.self) >= plan.member_examples.size() ||
+      plan.member_examples[size_t(plan.self)] != examples)
+    throw UserError("this node's data.train.shards files hold " + std::to_string(examples) +
+                        " examples, not what they held when it listed them",
+                    "leave the files alone while a job reads them, and submit it again");
   std::vector<int64_t> out;
   for (size_t k = 0; k < plan.member_examples.size() && k < plan.member_workers.size(); ++k) {
     const int workers = plan.member_workers[k];
@@ -357,16 +365,8 @@ TrainingResult train_local(const JobSpec& job, TrainingListener& listener,
   const JobSpec worker_job = per_worker_spec(job, shards);
   const WorkerBatch batching = worker_batch(job.training, shards);
   const int64_t batch = worker_job.training.batch_size_per_worker;
-  // The gate's counts for this node's workers must be what their iterators make.
-  if (local_data && (local_data->self < 0 ||
-                     size_t(local_data->self) >= local_data->member_examples.size() ||
-                     local_data->member_examples[size_t(local_data->self)] != data.train_source().size()))
-    throw UserError("this node's data.train.shards files hold " +
-                        std::to_string(data.train_source().size()) +
-                        " examples, not what they held when it listed them",
-                    "leave the files alone while a job reads them, and submit it again");
   const std::vector<int64_t> shard_batches =
-      local_data ? local_shard_batches(*local_data, batch, shards)
+      local_data ? local_shard_batches(*local_data, data.train_source().size(), batch, shards)
                  : even_shard_batches(data.train_source().size(), batch, shards);
   StepGate gate(sharing ? job.training.sync.bound : 0, shard_batches);
   MessageBus bus(num_workers, &gate);

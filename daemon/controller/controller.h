@@ -116,6 +116,7 @@ class Controller {
   void on_shards(JobRecord& job, Member& m, const Json& body);
   void plan_data_if_ready(JobRecord& job);
   void resend_data_plan(Member& m);
+  void send_kept_plan(const JobRecord& job, Member& m);  // its part of job.data_plan
   // The controller fails the job (`failure`: {error, fix}): every node is told to stop.
   void stop_job(JobRecord& job, const Json& failure);
   // Queues `frame` for every live node of `job` but `except` (those not admitted yet too).

@@ -46,9 +46,10 @@ void Controller::adopt(Member& m, const std::vector<uint64_t>& running) {
     job.adopted.push_back(m.name);
     job.add_log("node " + m.name + " still trains it: adopted");
     // Nodes already offered the rejoin before this one was back: it must admit them too.
+    // Not those whose new part is not on the mesh yet: they are announced once it is.
     for (const std::string& r : job.rejoining)
-      if (members_.count(r) && !job.unannounced.count(r)) m.outbox.push_back(rejoin_frame(job.id, {members_[r].id,
-                                                                      members_[r].boot_id}));
+      if (members_.count(r) && !job.unannounced.count(r))
+        m.outbox.push_back(rejoin_frame(job.id, {members_[r].id, members_[r].boot_id}));
   } else if (const uint64_t boot = start_boot(job, m.name); boot != 0 && boot != m.boot_id) {
     // A new process: its part of the job is gone. end_adoption decides: the rejoin, or, when
     // every node restarted, the job's resumption from its consistent checkpoint.

@@ -9,8 +9,7 @@ namespace dtrain::daemon {
 
 void Controller::on_shards(JobRecord& job, Member& m, const Json& body) {
   if (!job.data_plan.is_null()) {
-    // Made already: a node back in the job (a rejoin) trains from the files it had.
-    m.outbox.push_back(data_plan_frame(job.id, plan_message_for(job.data_plan, m.name)));
+    send_kept_plan(job, m);  // a node back in the job (a rejoin) trains from the files it had
     return;
   }
   std::vector<ShardFile> files;
@@ -61,6 +60,10 @@ void Controller::resend_data_plan(Member& m) {
   if (job.data_plan.is_null() || job.finished() || !listed(job.nodes, m.name) ||
       (job.dropped(m.name) && !listed(job.rejoining, m.name)))
     return;
+  send_kept_plan(job, m);
+}
+
+void Controller::send_kept_plan(const JobRecord& job, Member& m) {
   m.outbox.push_back(data_plan_frame(job.id, plan_message_for(job.data_plan, m.name)));
 }
 

@@ -1,16 +1,8 @@
 #include "daemon/controller/data_plan.h"
 
 #include <algorithm>
-#include <filesystem>
 
 namespace dtrain::daemon {
-namespace {
-
-std::string file_name(const std::string& path) {
-  return std::filesystem::path(path).filename().string();
-}
-
-}  // namespace
 
 DataPlanMessage DataPlan::message_for(const std::string& node) const {
   DataPlanMessage m;
@@ -42,7 +34,6 @@ DataPlan make_data_plan(const std::vector<std::string>& members,
   DataPlan plan;
   // One entry per distinct file (name and record count): who holds it, and where.
   struct Held {
-    std::string name;
     int64_t examples = 0;
     std::vector<std::pair<size_t, std::string>> holders;  // member index, path there
   };
@@ -60,8 +51,7 @@ DataPlan make_data_plan(const std::vector<std::string>& members,
         plan.fix = "give every node files of one export (dtrain-submit export SPEC --out DIR)";
         return plan;
       }
-      Held& h = distinct[{file_name(f.path), f.examples}];
-      h.name = file_name(f.path);
+      Held& h = distinct[{f.name(), f.examples}];
       h.examples = f.examples;
       h.holders.push_back({k, f.path});
     }

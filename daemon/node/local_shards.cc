@@ -5,13 +5,17 @@
 #include "core/data/packed_file.h"
 
 namespace dtrain::daemon {
+namespace {
 
+// The pattern as this node reads it.
 std::string node_pattern(const std::string& pattern, const std::string& node) {
   std::string out = pattern;
   for (size_t at = out.find("{node}"); at != std::string::npos; at = out.find("{node}", at))
     out.replace(at, 6, node), at += node.size();
   return out;
 }
+
+}  // namespace
 
 std::vector<ShardFile> list_local_shards(const std::string& pattern, const std::string& node) {
   std::vector<ShardFile> out;

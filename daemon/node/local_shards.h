@@ -13,7 +13,4 @@ namespace dtrain::daemon {
 // Throws core::UserError naming a file that is damaged or not a packed file.
 std::vector<ShardFile> list_local_shards(const std::string& pattern, const std::string& node);
 
-// The pattern as this node reads it.
-std::string node_pattern(const std::string& pattern, const std::string& node);
-
 }  // namespace dtrain::daemon

@@ -14,11 +14,9 @@ bool count_in(const Json& j, const char* key, int64_t& out) {
   return out >= 0 && out <= kMaxExamples;
 }
 
-std::string file_name(const std::string& path) {
-  return std::filesystem::path(path).filename().string();
-}
-
 }  // namespace
+
+std::string ShardFile::name() const { return std::filesystem::path(path).filename().string(); }
 
 bool read_shard_list(const Json& body, std::vector<ShardFile>& out, std::string& error) {
   const Json* files = body.contains("files") ? &body["files"] : nullptr;
@@ -37,7 +35,7 @@ bool read_shard_list(const Json& body, std::vector<ShardFile>& out, std::string&
     }
     s.path = f["path"].get<std::string>();
     s.export_id = uint32_t(f["export"].get<uint64_t>());
-    if (s.path.empty() || s.path.size() > 4096 || file_name(s.path).empty()) {
+    if (s.path.empty() || s.path.size() > 4096 || s.name().empty()) {
       error = "a file entry with an impossible path";
       return false;
     }

@@ -14,6 +14,9 @@ struct ShardFile {
   int64_t examples = 0;    // its records
   int64_t total = 0;       // the export's examples (in every file's header)
   uint32_t export_id = 0;  // core::PackedHeader::export_id
+  // Its name without the folder: with the record count, what tells copies on two nodes apart
+  // from different files.
+  std::string name() const;
 };
 // A node's Shards report body ({"files": [{path, examples, total, export}]}), every field
 // checked; false with `error` saying what is wrong.
