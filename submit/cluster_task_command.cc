@@ -8,6 +8,8 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <optional>
+#include <set>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -83,37 +85,9 @@ int run_task(const ClusterArgs& a, const Json& request, const ModelBytes& model,
   return follow_job(a, job.value("id", ""), 0, quiet, &status);
 }
 
-}  // namespace
-
-int run_cluster_eval(const ClusterArgs& a, const EvalArgs& args) {
-  ModelBytes model;
-  if (const int rc = read_model(a, args.model_path, model); rc != kExitSuccess) return rc;
-  core::SavedModel saved;
-  std::set<std::string> metrics;
-  Json request = {{"task", "eval"}, {"batch_size", 256}, {"nodes", args.nodes}};
-  try {
-    saved = core::load_saved_model(model.path);
-    metrics = parse_metrics(args.metrics, saved.spec.regression());
-    if (metrics.count("roc")) {  // the controller writes the curves (a shared folder)
-      request["roc_csv"] = absolute(args.roc_csv);
-      request["roc_classes"] = class_labels(saved);
-    }
-    const core::DataSourceSpec source = eval_source(args, saved.spec);
-    request["name"] = saved.spec.name + "-eval";
-    request["format"] = source.format;
-    request["path"] = absolute(source.format == "idx" ? source.images : source.path);
-    request["labels"] = absolute(source.labels);
-    request["label_column"] = source.label_column;
-    request["header"] = source.header;
-    request["top_n"] = args.top_n > 0 ? args.top_n : saved.spec.evaluation.top_n;
-    request["metrics"] = std::vector<std::string>(metrics.begin(), metrics.end());
-  } catch (const core::UserError& e) {
-    std::fprintf(stderr, "error: %s\n", e.what());
-    return kExitBadInput;
-  }
-  Json status;
-  if (const int rc = run_task(a, request, model, args.json, status); rc != kExitSuccess) return rc;
-  const Json& r = status["result"];
+// A finished evaluation job's merged result, printed as `eval` on one machine prints it.
+int print_task_evaluation(const EvalArgs& args, const core::SavedModel& saved,
+                          const std::set<std::string>& metrics, const Json& r) {
   std::optional<core::Evaluation> eval;
   if (r.contains("counts"))
     eval = core::Evaluation::from_counts(r.value("counts", std::vector<int64_t>{}),
@@ -135,6 +109,51 @@ int run_cluster_eval(const ClusterArgs& a, const EvalArgs& args) {
                          ? r["macro_auc"].get<double>() : NAN;
   }
   return print_evaluation(args, saved, metrics, *eval, roc ? &*roc : nullptr);
+}
+
+}  // namespace
+
+int run_cluster_eval(const ClusterArgs& a, const EvalArgs& args) {
+  ModelBytes model;
+  if (const int rc = read_model(a, args.model_path, model); rc != kExitSuccess) return rc;
+  core::SavedModel saved;
+  std::set<std::string> metrics;
+  Json request = {{"task", "eval"}, {"batch_size", 256}, {"nodes", args.nodes}};
+  try {
+    saved = core::load_saved_model(model.path);
+    metrics = parse_metrics(args.metrics, saved.spec.regression());
+    if (metrics.count("roc")) {  // the controller writes the curves (a shared folder)
+      request["roc_csv"] = absolute(args.roc_csv);
+      request["roc_classes"] = class_labels(saved);
+    }
+    request["name"] = saved.spec.name + "-eval";
+    request["top_n"] = args.top_n > 0 ? args.top_n : saved.spec.evaluation.top_n;
+    request["metrics"] = std::vector<std::string>(metrics.begin(), metrics.end());
+    if (!args.shards.empty()) {  // node-local: each node lists what it holds
+      if (!args.data.empty() || !args.labels.empty())
+        throw core::UserError("--shards and --data both name the data",
+                              "give one: --shards for files each node holds, --data for one "
+                              "path every node reads");
+      if (saved.spec.regression())
+        throw core::UserError("packed files hold class labels, and this model predicts values",
+                              "evaluate it with --data on a CSV file");
+      request["format"] = "packed";
+      request["shards"] = absolute(args.shards);
+    } else {
+      const core::DataSourceSpec source = eval_source(args, saved.spec);
+      request["format"] = source.format;
+      request["path"] = absolute(source.format == "idx" ? source.images : source.path);
+      request["labels"] = absolute(source.labels);
+      request["label_column"] = source.label_column;
+      request["header"] = source.header;
+    }
+  } catch (const core::UserError& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return kExitBadInput;
+  }
+  Json status;
+  if (const int rc = run_task(a, request, model, args.json, status); rc != kExitSuccess) return rc;
+  return print_task_evaluation(args, saved, metrics, status["result"]);
 }
 
 int run_cluster_infer(const ClusterArgs& a, const InferArgs& args) {

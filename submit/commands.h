@@ -26,6 +26,8 @@ struct EvalArgs {
   std::string roc_csv;       // write the ROC curves here (class,threshold,fpr,tpr)
   bool cluster = false;      // a job of the cluster's (submit/cluster_task_command.cc)
   long nodes = 0;            // with cluster: on this many nodes (0 = every live one)
+  // With cluster: the packed files each node holds ({node}: its name); replaces data.
+  std::string shards;
 };
 int run_eval(const EvalArgs& args);
 
@@ -47,7 +49,8 @@ int run_validate(const std::string& job_path);
 struct ExportArgs {
   std::string job_path;
   std::string out_dir;
-  long files = 1;  // the training set is cut into this many files
+  long files = 1;       // the training set is cut into this many files
+  long test_files = 1;  // and the test set into this many (node-local evaluation)
 };
 int run_export(const ExportArgs& args);
 

@@ -47,6 +47,9 @@ core::DataSourceSpec eval_source(const EvalArgs& args, const core::JobSpec& spec
   } else if (std::filesystem::is_directory(args.data)) {
     source.format = "images";
     source.path = args.data;
+  } else if (ends_with(args.data, ".dtb")) {  // a packed export's file(s): a glob, often
+    source.format = "packed";
+    source.path = args.data;
   } else if (ends_with(args.data, ".csv")) {
     source.format = "csv";
     source.path = args.data;
@@ -55,7 +58,8 @@ core::DataSourceSpec eval_source(const EvalArgs& args, const core::JobSpec& spec
     source.regression = spec.regression();
   } else {
     throw core::UserError("cannot tell the format of '" + args.data + "'",
-                          "for IDX images also pass --labels FILE; CSV files must end in .csv; "
+                          "for IDX images also pass --labels FILE; CSV files must end in .csv, "
+                          "packed files (dtrain-submit export) in .dtb (a glob: 'DIR/test-*.dtb'); "
                           "an image folder must be a folder");
   }
   return source;
@@ -181,6 +185,9 @@ int run_eval(const EvalArgs& args) {
   core::Dataset data;
   std::set<std::string> metrics;
   try {
+    if (!args.shards.empty())
+      throw core::UserError("--shards is for --cluster (files the nodes hold)",
+                            "add --cluster, or here give the files with --data 'DIR/test-*.dtb'");
     saved = core::load_saved_model(args.model_path);
     metrics = parse_metrics(args.metrics, saved.spec.regression());
     data = core::load_source(eval_source(args, saved.spec), saved.model->num_outputs(),

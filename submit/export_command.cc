@@ -1,4 +1,4 @@
-// dtrain-submit export job.yaml --out DIR [--files N]: the spec's data written once as packed,
+// dtrain-submit export job.yaml --out DIR [--files N] [--test-files N]: the spec's data written once as packed,
 // shuffled batch files (core/data/packed_file.h): DIR/train-00000.dtb... and DIR/test-00000.dtb.
 // The normaliser is fitted on the whole training set here and stored in every file; training
 // from them (`format: packed`) makes the same minibatches as training from the original data.
@@ -80,7 +80,11 @@ int run_export(const ExportArgs& args) {
     write_split(train, normalizer, args.out_dir, "train", args.files, job.seed, nonce);
     if (job.data.test.present() && job.data.test.format != "packed") {
       core::Dataset test = core::load_source(job.data.test, classes, job.model.input, "data.test");
-      write_split(test, normalizer, args.out_dir, "test", 1, job.seed, nonce);
+      if (args.test_files > test.size())
+        throw core::UserError(std::to_string(args.test_files) + " test files for " +
+                                  std::to_string(test.size()) + " examples",
+                              "use fewer --test-files");
+      write_split(test, normalizer, args.out_dir, "test", args.test_files, job.seed, nonce);
     }
     const std::filesystem::path dir(args.out_dir);
     std::printf("train from them with\n  data:\n    train: {format: packed, path: %s}\n",

@@ -28,12 +28,12 @@ int main(int argc, char** argv) {
       "                                          go on from a checkpoint (or the newest whole\n"
       "                                          checkpoint of model.dtm)\n"
       "  dtrain-submit validate job.yaml         check a job spec without running it\n"
-      "  dtrain-submit export job.yaml --out DIR [--files N]\n"
+      "  dtrain-submit export job.yaml --out DIR [--files N] [--test-files N]\n"
       "                                          write its data once as packed, shuffled files\n"
       "                                          that training streams (format: packed)\n"
       "  dtrain-submit eval model.dtm            evaluate a saved model on its test set\n"
       "  dtrain-submit infer model.dtm --input X.csv --output preds.csv\n"
-      "  dtrain-submit eval MODEL|JOB --cluster [--data ...]\n"
+      "  dtrain-submit eval MODEL|JOB --cluster [--data ... | --shards '/data/{node}/test-*.dtb']\n"
       "  dtrain-submit infer MODEL|JOB --cluster --input X --output DIR [--parts]\n"
       "                                          the same as jobs of the cluster's: the nodes\n"
       "                                          share the data, the controller merges exactly\n\n"
@@ -129,13 +129,18 @@ int main(int argc, char** argv) {
   export_cmd->add_option("--files", export_args.files,
                          "cut the training set into this many files (default 1)")
       ->check(CLI::Range(1, 100000));
+  export_cmd->add_option("--test-files", export_args.test_files,
+                         "cut the test set into this many files (default 1; more to spread "
+                         "them over nodes for eval --cluster --shards)")
+      ->check(CLI::Range(1, 100000));
 
   EvalArgs eval;
   auto* eval_cmd = app.add_subcommand("eval", "evaluate a saved model (.dtm) on labelled data");
   eval_cmd->add_option("model", eval.model_path, "model file (.dtm)")->required();
   eval_cmd->add_option("--data", eval.data,
-                       "IDX images file (with --labels), CSV file or a folder of class "
-                       "folders of images; default: the test set of the model's job spec");
+                       "IDX images file (with --labels), CSV file, packed files (a .dtb glob) "
+                       "or a folder of class folders of images; default: the test set of the "
+                       "model's job spec");
   eval_cmd->add_option("--labels", eval.labels, "IDX labels file for IDX --data");
   eval_cmd->add_option("--label-column", eval.label_column, "CSV label column (-1 = last)");
   eval_cmd->add_flag("--header", eval.header, "CSV has a header line");
@@ -155,6 +160,11 @@ int main(int argc, char** argv) {
                      "the same path on every node), the controller adds their counts");
   eval_cmd->add_option("--nodes", eval.nodes, "with --cluster: on this many nodes (default all)")
       ->check(CLI::Range(1, 4096));
+  eval_cmd->add_option("--shards", eval.shards,
+                       "with --cluster, instead of --data: the packed files (dtrain-submit "
+                       "export) that each node holds itself, an absolute glob in which {node} "
+                       "stands for the node's name, e.g. '/data/{node}/test-*.dtb'; every file "
+                       "is evaluated once, by one of the nodes that hold it");
 
   InferArgs infer;
   auto* infer_cmd = app.add_subcommand("infer", "predict with a saved model (.dtm)");

@@ -6,6 +6,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -252,7 +253,7 @@ PackedSource::PackedSource(const std::vector<std::string>& paths, PackedCoverage
 
 PackedSource::~PackedSource() = default;
 
-void PackedSource::read(int64_t index, float* features, float* target) const {
+void PackedSource::read_raw(int64_t index, float* features, int32_t& label) const {
   const File& f = *files_[file_of_[size_t(index)]];
   const int64_t record = record_bytes_;
   thread_local std::vector<uint8_t> buffer;
@@ -260,7 +261,6 @@ void PackedSource::read(int64_t index, float* features, float* target) const {
   const off_t at = off_t(f.header.data_start + uint64_t(record_of_[size_t(index)] * record));
   if (pread(f.fd, buffer.data(), size_t(record), at) != ssize_t(record))
     throw UserError("cannot read packed file '" + f.path + "'", "check the disk");
-  int32_t label;
   std::memcpy(&label, buffer.data() + 8, 4);
   if (label < 0 || label >= classes_)
     throw UserError("packed file '" + f.path + "' is damaged: example " + std::to_string(index) +
@@ -270,9 +270,33 @@ void PackedSource::read(int64_t index, float* features, float* target) const {
     for (int64_t j = 0; j < row_; ++j) features[j] = float(buffer[size_t(12 + j)]);
   else
     std::memcpy(features, buffer.data() + 12, sizeof(float) * size_t(row_));
+}
+
+void PackedSource::read(int64_t index, float* features, float* target) const {
+  int32_t label = 0;
+  read_raw(index, features, label);
   normalizer_.apply_rows(features, 1, row_);
   std::fill(target, target + classes_, 0.0f);
   target[label] = 1.0f;
+}
+
+Dataset read_packed_dataset(const std::vector<std::string>& files, PackedCoverage coverage) {
+  const PackedSource source(files, coverage);
+  Dataset d;
+  Shape shape{source.size()};
+  for (int64_t dim : source.example_shape()) shape.push_back(dim);
+  d.features.resize(shape);
+  d.targets.resize({source.size(), source.num_classes()});
+  d.labels.resize(size_t(source.size()));
+  for (int64_t i = 0; i < source.size(); ++i) {
+    source.read_raw(i, d.features.row(i), d.labels[size_t(i)]);
+    float* target = d.targets.row(i);
+    std::fill(target, target + source.num_classes(), 0.0f);
+    target[d.labels[size_t(i)]] = 1.0f;
+  }
+  d.num_classes = source.num_classes();
+  d.class_names = source.class_names();
+  return d;
 }
 
 std::vector<std::string> packed_files(const std::string& pattern) {

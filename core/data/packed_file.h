@@ -70,6 +70,8 @@ class PackedSource : public ExampleSource {
   int64_t num_classes() const override { return classes_; }
   const std::vector<std::string>& class_names() const override { return names_; }
   void read(int64_t index, float* features, float* target) const override;
+  // The example as written: features before the normaliser, and its class.
+  void read_raw(int64_t index, float* features, int32_t& label) const;
   bool streams() const override { return true; }
   const Normalizer& normalizer() const { return normalizer_; }
 
@@ -90,5 +92,9 @@ class PackedSource : public ExampleSource {
 
 // The files a `path` glob matches, sorted; throws UserError when none does.
 std::vector<std::string> packed_files(const std::string& pattern);
+
+// Every example of `files` in memory, as written (not normalised: evaluation applies the
+// model's normaliser, as for every other format), in the source's example order.
+Dataset read_packed_dataset(const std::vector<std::string>& files, PackedCoverage coverage);
 
 }  // namespace dtrain::core

@@ -16,6 +16,15 @@ namespace {
 Dataset read_source(const DataSourceSpec& source, int64_t outputs, const Shape& input) {
   const int64_t num_classes = source.regression ? 0 : outputs;
   if (source.format == "idx") return load_idx_dataset(source.images, source.labels, num_classes);
+  if (source.format == "packed") {
+    Dataset d = read_packed_dataset(packed_files(source.path), PackedCoverage::kWholeExport);
+    if (source.regression || d.num_classes != outputs)
+      throw UserError("the packed data has " + std::to_string(d.num_classes) +
+                          " classes, the model " + std::to_string(outputs) +
+                          (source.regression ? " values" : " classes"),
+                      "give data exported with the model's own spec (dtrain-submit export)");
+    return d;
+  }
   if (source.format == "images") {
     ImageFolderReport report;
     Dataset d = read_image_folder(source.path, {input, num_classes, source.skip_corrupt}, &report);

@@ -27,7 +27,8 @@ struct TrainingData {
 };
 
 // Reads one source for a model with `outputs` outputs: classes, or values with the source's
-// `labels: regression` (no normalisation).
+// `labels: regression` (no normalisation; a packed export's examples as written, before its
+// normaliser).
 // Its features shaped as the model's input `input` (image folders decode to it), or a
 // UserError naming `where` (e.g. "data.train") when they cannot be.
 Dataset load_source(const DataSourceSpec& source, int64_t outputs, const Shape& input,

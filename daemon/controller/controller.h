@@ -129,7 +129,15 @@ class Controller {
   // controller_tasks.cc: cluster evaluation and inference jobs.
   Json submit_task(const Json& body, const std::vector<uint8_t>& model);
   void start_task(JobRecord& job);
-  TaskMessage task_message(const JobRecord& job, std::vector<uint32_t> parts) const;
+  TaskMessage task_message(const JobRecord& job, std::vector<uint32_t> parts,
+                           const std::string& node) const;
+  // Node-local evaluation (controller_task_shards.cc): the nodes' lists, the parts made from
+  // them, and a lost node's parts given to other holders of its files.
+  void on_task_shards(JobRecord& job, Member& m, const Json& body);
+  void plan_task_parts_if_ready(JobRecord& job);
+  void reassign_shard_parts(JobRecord& job, const std::vector<uint32_t>& orphaned,
+                            const std::string& lost);
+  void send_parts(JobRecord& job, Member& m, const std::vector<uint32_t>& parts);
   void on_task_report(JobRecord& job, Member& m, const JobMessageIn& in);
   void reassign_parts(JobRecord& job, const std::string& lost);
   // Gives `parts` round robin to `nodes`: each becomes the holder of its share and is sent it in

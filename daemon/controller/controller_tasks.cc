@@ -37,14 +37,20 @@ Json Controller::submit_task(const Json& body, const std::vector<uint8_t>& model
   job.task = job.mode = checked["task"];
   job.task_request = checked;
   job.model = std::make_shared<const std::vector<uint8_t>>(model);
-  job.add_log("submitted (" + job.task + " of " + checked.value("path", "") + ", a model of " +
+  job.add_log("submitted (" + job.task + " of " + checked.value("path", checked.value("shards", "")) + ", a model of " +
               std::to_string(model.size()) + " bytes)");
   return enqueue(std::move(job));
 }
 
-TaskMessage Controller::task_message(const JobRecord& job, std::vector<uint32_t> parts) const {
+TaskMessage Controller::task_message(const JobRecord& job, std::vector<uint32_t> parts,
+                                     const std::string& node) const {
   TaskMessage t = task_fields(job.task_request);
   t.model = *job.model;
+  if (!t.shards.empty())  // node-local: each part is a file of the node's own
+    for (uint32_t p : parts) {
+      const auto& holders = job.part_holders.at(p);
+      t.part_files.push_back(holders.count(node) ? holders.at(node) : std::string());
+    }
   t.parts = std::move(parts);
   t.part_count = job.part_count;
   return t;
@@ -67,8 +73,15 @@ void Controller::start_task(JobRecord& job) {
   running_ = job.id;
   job.state = "running";
   job.started_at = unix_now();
-  job.part_count = std::min<uint32_t>(kMaxParts, kPartsPerNode * uint32_t(alive.size()));
   for (Member* m : alive) job.nodes.push_back(m->name);
+  if (job.task_request.contains("shards")) {  // node-local: parts once every node has listed
+    for (Member* m : alive) send_parts(job, *m, {});
+    job.add_log("started on " + std::to_string(alive.size()) + " nodes; each lists the files " +
+                job.task_request.value("shards", "") + " matches there");
+    save(job);
+    return;
+  }
+  job.part_count = std::min<uint32_t>(kMaxParts, kPartsPerNode * uint32_t(alive.size()));
   std::vector<uint32_t> parts(job.part_count);
   for (uint32_t p = 0; p < job.part_count; ++p) parts[p] = p;
   deal_parts(job, alive, parts);
@@ -86,6 +99,8 @@ void Controller::on_task_report(JobRecord& job, Member& m, const JobMessageIn& i
   } else if (in.kind == JobKind::Failed) {
     finish_task(job, "failed", m.name + ": " + body.value("error", std::string("failed")),
                 body.value("fix", std::string()));
+  } else if (in.kind == JobKind::Shards && !job.finished()) {
+    on_task_shards(job, m, body);
   } else if (in.kind == JobKind::PartDone && !job.finished()) {
     const Json& index = body.contains("part_index") ? body["part_index"] : Json();
     if (!index.is_number_unsigned() || index.get<uint64_t>() >= job.part_count) {
@@ -121,6 +136,11 @@ void Controller::reassign_parts(JobRecord& job, const std::string& lost) {
   std::vector<uint32_t> orphaned;
   for (const auto& [part, owner] : job.part_owner)
     if (owner == lost && !job.part_results.count(part)) orphaned.push_back(part);
+  if (job.task_request.contains("shards")) {
+    if (job.part_count == 0) plan_task_parts_if_ready(job);  // it may be the list awaited
+    else reassign_shard_parts(job, orphaned, lost);
+    return;
+  }
   if (orphaned.empty()) return;
   if (live.empty()) {
     finish_task(job, "failed", "every node of the job was lost",
@@ -143,8 +163,7 @@ std::vector<std::vector<uint32_t>> Controller::deal_parts(JobRecord& job,
     job.part_owner[parts[i]] = nodes[i % nodes.size()]->name;
   }
   for (size_t i = 0; i < nodes.size(); ++i)
-    if (!shares[i].empty())
-      nodes[i]->outbox.push_back(task_frame(job.id, task_message(job, shares[i])));
+    if (!shares[i].empty()) send_parts(job, *nodes[i], shares[i]);
   return shares;
 }
 
@@ -153,11 +172,18 @@ void Controller::resend_parts(Member& m) {
   JobRecord& job = jobs_[running_];
   if (job.task.empty() || job.finished() || !listed(job.nodes, m.name) || job.dropped(m.name))
     return;
+  if (job.task_request.contains("shards") && job.part_count == 0) {
+    // Its list may have died with the old session: it is asked again (a runner that has
+    // listed already sends its list again).
+    if (!job.shard_lists.count(m.name))
+      send_parts(job, m, {});
+    return;
+  }
   std::vector<uint32_t> parts;
   for (const auto& [part, owner] : job.part_owner)
     if (owner == m.name && !job.part_results.count(part)) parts.push_back(part);
   if (parts.empty()) return;
-  m.outbox.push_back(task_frame(job.id, task_message(job, parts)));
+  send_parts(job, m, parts);
   job.add_log(m.name + " registered again: sent its " + std::to_string(parts.size()) +
               " unfinished parts again");
 }

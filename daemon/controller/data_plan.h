@@ -25,10 +25,39 @@ struct DataPlan {
 Json data_plan_json(const DataPlan& plan);
 DataPlanMessage plan_message_for(const Json& kept, const std::string& node);
 
+// The distinct files the nodes listed (copies of a file: the same name and record count on
+// several nodes), in name order, with who holds each and where; error/fix set when the lists
+// mix exports or hold no file at all.
+struct DistinctShard {
+  std::string name;
+  int64_t examples = 0;
+  std::vector<std::pair<size_t, std::string>> holders;  // member index, path there
+};
+struct ShardCatalog {
+  std::vector<DistinctShard> files;
+  int64_t total = 0;  // the export's examples
+  std::string error, fix;
+};
+ShardCatalog catalog_shards(const std::vector<std::string>& members,
+                            const std::map<std::string, std::vector<ShardFile>>& lists);
+
+// A node-local evaluation (`eval --cluster --shards`): every distinct file is a part, in name
+// order, given to one holder as balance() in data_plan.cc deals (as for training). Every
+// example of the export must be held somewhere: the merged counts are those of all the data.
+struct TaskPartPlan {
+  std::vector<std::map<std::string, std::string>> holders;  // per part: node -> its path there
+  std::vector<int64_t> examples;                            // per part
+  std::vector<std::string> owner;                           // per part: who evaluates it
+  std::string error, fix, summary;
+};
+TaskPartPlan make_task_parts(const std::vector<std::string>& members,
+                             const std::map<std::string, std::vector<ShardFile>>& lists);
+
 // `members`: the job's nodes in member order; `lists`: what each reporting node holds (a node
 // that never reported, lost before it could, gets nothing). Copies of a file (the same name
-// and record count on several nodes) go to one holder: the largest files first, each to the
-// holder with the fewest examples so far. Every node that reported must get some data.
+// and record count on several nodes) go to one holder: the files with the fewest holders
+// first, then the largest, each to its holder with the fewest examples so far, then single
+// moves off the most loaded node while they lower it. Every node that reported must get data.
 DataPlan make_data_plan(const std::vector<std::string>& members,
                         const std::map<std::string, std::vector<ShardFile>>& lists);
 

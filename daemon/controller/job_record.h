@@ -71,6 +71,10 @@ struct JobRecord {
   uint32_t part_count = 0;
   std::map<uint32_t, std::string> part_owner;  // the node each part was last given to
   std::map<uint32_t, Json> part_results;       // PartDone reports, by part
+  // Node-local evaluation (task_request.shards): part_count stays 0 until every live node's
+  // list is in (shard_lists); then each part is one distinct file, with every holder's path.
+  std::vector<std::map<std::string, std::string>> part_holders;
+  std::vector<int64_t> part_examples;
   Json result = Json::object();          // merged, once finished
   std::string error, fix;
   bool cancel_requested = false;

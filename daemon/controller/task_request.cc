@@ -129,7 +129,12 @@ Json checked_task_request(const Json& body, const TaskLimits& limits) {
     refuse("unknown task '" + task + "'", "use dtrain-submit eval|infer --cluster");
   r["task"] = task;
   r["name"] = f.text("name", kMaxName, task);
-  r["path"] = data_path(f, "path");
+  // Node-local (eval only): each node lists the packed files `shards` matches there.
+  const bool node_local = body.contains("shards");
+  if (node_local && task != "eval")
+    refuse("shards is for evaluations", "give infer one --input every node reads");
+  if (node_local) r["shards"] = data_path(f, "shards");
+  else r["path"] = data_path(f, "path");
   r["header"] = f.boolean("header");
   r["batch_size"] = f.integer("batch_size", 256, 1, kMaxBatch);
   const int64_t nodes = f.integer("nodes", 0, 0, 4096);
@@ -145,8 +150,10 @@ Json checked_task_request(const Json& body, const TaskLimits& limits) {
     return r;
   }
   const std::string format = f.text("format", 16);
-  if (format != "idx" && format != "csv" && format != "images")
-    refuse("unknown data format '" + format + "'", "use idx, csv or images");
+  if (format != "idx" && format != "csv" && format != "images" && format != "packed")
+    refuse("unknown data format '" + format + "'", "use idx, csv, images or packed");
+  if (node_local && format != "packed")
+    refuse("shards with the format '" + format + "'", "shards names packed files: format packed");
   r["format"] = format;
   if (format == "idx") r["labels"] = data_path(f, "labels");
   r["label_column"] = f.integer("label_column", -1, -1, 1 << 20);
@@ -171,6 +178,7 @@ TaskMessage task_fields(const Json& r) {
   t.kind = r.value("task", "");
   t.format = r.value("format", "");
   t.path = r.value("path", "");
+  t.shards = r.value("shards", "");
   t.labels = r.value("labels", "");
   t.label_column = r.value("label_column", int64_t(-1));
   t.key_column = r.value("key_column", int64_t(-1));

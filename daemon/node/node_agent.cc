@@ -162,7 +162,7 @@ void NodeAgent::on_job_message(const JobMessageIn& m) {
 void NodeAgent::on_task(uint64_t job_id, const TaskMessage& task) {
   auto it = tasks_.find(job_id);
   if (it != tasks_.end() && !it->second->done()) {
-    it->second->add_parts(task.parts);  // a lost node's parts, or a repeat (dropped)
+    it->second->add_parts(task);  // its parts of a node-local plan, a lost node's, or a repeat
     return;
   }
   spdlog::info("node {}: {} job {}: {} of its {} parts here", config_.name, task.kind,

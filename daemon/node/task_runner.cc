@@ -8,6 +8,7 @@
 #include <memory>
 #include <optional>
 
+#include "core/data/packed_file.h"
 #include "core/data/part_range.h"
 #include "core/eval/evaluate.h"
 #include "core/infer/keyed_examples.h"
@@ -16,6 +17,7 @@
 #include "core/train/training_data.h"
 #include "core/util/error.h"
 #include "core/util/nofollow_folder.h"
+#include "daemon/node/local_shards.h"
 #include "daemon/protocol/part_scores.h"
 
 namespace dtrain::daemon {
@@ -31,8 +33,9 @@ struct TaskRunner::Loaded {
 TaskRunner::TaskRunner(const DaemonConfig& config, uint64_t job_id, TaskMessage task,
                        Report report)
     : config_(config), job_id_(job_id), task_(std::move(task)), report_(std::move(report)) {
-  add_parts(task_.parts);
+  queue_parts(task_.parts, task_.part_files);
   task_.parts.clear();
+  task_.part_files.clear();
   thread_ = std::thread([this] { run(); });
 }
 
@@ -41,12 +44,27 @@ TaskRunner::~TaskRunner() {
   if (thread_.joinable()) thread_.join();
 }
 
-void TaskRunner::add_parts(const std::vector<uint32_t>& parts) {
+void TaskRunner::add_parts(const TaskMessage& more) {
+  Json listed_again;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (task_.part_count == 0) task_.part_count = more.part_count;  // the node-local plan
+    if (more.part_count == 0) listed_again = shard_report_;
+  }
+  // Asked for its list again (the report may have died with a session): it is sent again.
+  if (!listed_again.is_null()) report_(JobKind::Shards, listed_again);
+  queue_parts(more.parts, more.part_files);
+}
+
+void TaskRunner::queue_parts(const std::vector<uint32_t>& parts,
+                             const std::vector<std::string>& files) {
   std::vector<Json> again;  // finished parts asked for again: their report may have been lost
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    for (uint32_t p : parts) {
+    for (size_t i = 0; i < parts.size(); ++i) {
+      const uint32_t p = parts[i];
       if (p >= task_.part_count) continue;
+      if (i < files.size()) part_files_[p] = files[i];
       if (auto done = finished_.find(p); done != finished_.end()) again.push_back(done->second);
       else if (seen_.insert(p).second) parts_.push_back(p);
     }
@@ -98,6 +116,7 @@ void TaskRunner::load(Loaded& l) {
   }
   std::filesystem::remove(path);
   task_.model = {};  // loaded: the bytes are not needed any more
+  if (!task_.shards.empty()) return;  // node-local: each part reads its own file
   if (task_.kind == "infer") {
     l.inputs = core::read_keyed_examples({task_.path, task_.key_column, task_.header},
                                          l.saved.model->input_shape());
@@ -119,7 +138,48 @@ void TaskRunner::load(Loaded& l) {
   l.examples = l.data.size();
 }
 
+void TaskRunner::list_shards() {
+  const std::vector<ShardFile> files = list_local_shards(task_.shards, config_.name);
+  const Json report = shard_list_json(files);
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (const ShardFile& f : files) listed_.insert(f.path);
+    shard_report_ = report;
+  }
+  report_(JobKind::Log, {{"line", "holds " + std::to_string(files.size()) + " of the files " +
+                                      task_.shards + " matches"}});
+  report_(JobKind::Shards, report);
+}
+
+core::Dataset TaskRunner::shard_data(Loaded& l, uint32_t part) const {
+  std::string file;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (auto it = part_files_.find(part); it != part_files_.end() && listed_.count(it->second))
+      file = it->second;
+  }
+  if (file.empty())
+    throw core::UserError("the controller gave part " + std::to_string(part) +
+                              " a file this node did not list",
+                          "run the same dtrain release on every node");
+  core::Dataset d = core::read_packed_dataset({file}, core::PackedCoverage::kPart);
+  if (d.num_classes != l.saved.model->num_outputs())
+    throw core::UserError("'" + file + "' holds " + std::to_string(d.num_classes) +
+                              " classes, the model " +
+                              std::to_string(l.saved.model->num_outputs()),
+                          "give --shards files exported with the model's spec");
+  core::reshape_features(d, l.saved.model->input_shape(), file);
+  l.saved.normalizer.apply(d.features);
+  return d;
+}
+
 Json TaskRunner::run_part(Loaded& l, uint32_t part) {
+  if (!task_.shards.empty()) {  // node-local: the part is one whole file
+    const core::Dataset data = shard_data(l, part);
+    Json done = {{"part_index", part}, {"examples", data.size()}, {"begin", 0}};
+    evaluate_part(l, data, {0, data.size()}, part, done);
+    return done;
+  }
   const core::ExampleRange r = core::part_range(l.examples, task_.batch_size, part, task_.part_count);
   Json done = {{"part_index", part}, {"examples", r.size()}, {"begin", r.begin}};
   if (task_.kind == "infer") {
@@ -144,6 +204,12 @@ Json TaskRunner::run_part(Loaded& l, uint32_t part) {
     done["file"] = task_.output_dir + "/" + name;
     return done;
   }
+  evaluate_part(l, l.data, r, part, done);
+  return done;
+}
+
+void TaskRunner::evaluate_part(Loaded& l, const core::Dataset& data, core::ExampleRange r,
+                               uint32_t part, Json& done) const {
   // The same pass gives the ROC scores when asked for (classification only).
   const bool roc = !l.saved.spec.regression() &&
                    std::find(task_.metrics.begin(), task_.metrics.end(), "roc") != task_.metrics.end();
@@ -155,22 +221,24 @@ Json TaskRunner::run_part(Loaded& l, uint32_t part) {
                               " classes) exceed 16 MiB",
                           "use more nodes (smaller parts), or evaluate the ROC on one machine");
   core::RocOneVsAll per_class;
-  const core::Evaluation e = core::evaluate(*l.saved.model, l.data, task_.top_n,
+  const core::Evaluation e = core::evaluate(*l.saved.model, data, task_.top_n,
                                             task_.batch_size, r.begin, r.end,
                                             roc ? &per_class : nullptr);
   if (roc) done["roc"] = encode_part_scores(per_class);
   done["loss_sum"] = e.loss_sum();
   if (e.is_regression()) done["regression_sums"] = e.regression_metrics().sums();
   else done["counts"] = e.counts();
-  return done;
 }
 
 void TaskRunner::run() {
   try {
     Loaded loaded;
     load(loaded);
-    report_(JobKind::Log, {{"line", "loaded the model and " + std::to_string(loaded.examples) +
-                                        " examples"}});
+    if (task_.shards.empty())
+      report_(JobKind::Log, {{"line", "loaded the model and " + std::to_string(loaded.examples) +
+                                          " examples"}});
+    else
+      list_shards();
     uint32_t part = 0;
     while (next_part(part)) {
       const Json done = run_part(loaded, part);

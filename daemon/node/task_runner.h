@@ -6,6 +6,9 @@
 // the file of predictions it wrote. More parts may come while it runs (those of a lost node).
 // It ends when cancelled: the controller cancels every node of the job when the job ends. A
 // failure is reported by name; it never takes the daemon down.
+// Node-local evaluation (`eval --cluster --shards`): it first lists the packed files it holds
+// (a Shards report); the controller then makes each distinct file a part, given to one holder
+// with its path here.
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
@@ -17,6 +20,8 @@
 #include <string>
 #include <thread>
 
+#include "core/data/dataset.h"
+#include "core/data/part_range.h"
 #include "daemon/config/daemon_config.h"
 #include "daemon/protocol/control_messages.h"
 
@@ -29,8 +34,9 @@ class TaskRunner {
   TaskRunner(const DaemonConfig& config, uint64_t job_id, TaskMessage task, Report report);
   ~TaskRunner();  // cancels and joins
 
-  // More parts of the same job (the model and data are loaded already).
-  void add_parts(const std::vector<uint32_t>& parts);
+  // More parts of the same job (the model and data are loaded already); with shards, the
+  // message also brings the part count and each part's file.
+  void add_parts(const TaskMessage& more);
   void cancel();
   bool done() const { return done_; }
   Json snapshot() const;
@@ -40,7 +46,14 @@ class TaskRunner {
   void run();
   void load(Loaded& loaded);
   Json run_part(Loaded& loaded, uint32_t part);
+  // Node-local: the part's file, read and normalised for the model.
+  core::Dataset shard_data(Loaded& loaded, uint32_t part) const;
+  // An evaluation's figures for data's examples [r.begin, r.end) into `done`.
+  void evaluate_part(Loaded& loaded, const core::Dataset& data, core::ExampleRange r,
+                     uint32_t part, Json& done) const;
+  void queue_parts(const std::vector<uint32_t>& parts, const std::vector<std::string>& files);
   bool next_part(uint32_t& part);  // false once cancelled
+  void list_shards();              // node-local: what this node holds, to the controller
 
   const DaemonConfig& config_;
   uint64_t job_id_;
@@ -54,6 +67,10 @@ class TaskRunner {
   // finished_ (its report may have died with the old connection). Both bounded by part_count.
   std::set<uint32_t> seen_;
   std::map<uint32_t, Json> finished_;
+  // Node-local: the files listed here, and each part's file as the controller gave it.
+  std::set<std::string> listed_;
+  std::map<uint32_t, std::string> part_files_;
+  Json shard_report_;  // the list as reported (set once, before any part can come)
   bool cancelled_ = false;
   std::atomic<bool> done_{false};
   std::thread thread_;

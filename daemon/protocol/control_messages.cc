@@ -135,7 +135,7 @@ bool read_plan(const control::DataPlan& p, DataPlanMessage& out) {
 
 bool read_task(const control::RunTask& t, TaskMessage& out) {
   if (!t.kind() || !t.model() || !t.data() || !t.parts() || t.parts()->size() > kMaxParts ||
-      t.part_count() == 0 || t.part_count() > kMaxParts ||
+      (t.part_count() == 0 && text(t.data()->shards()).empty()) || t.part_count() > kMaxParts ||
       (t.metrics() && t.metrics()->size() > kMaxMetrics) || t.top_n() < 1 ||
       t.batch_size() < 1 || t.batch_size() > (1 << 20))
     return false;
@@ -149,6 +149,7 @@ bool read_task(const control::RunTask& t, TaskMessage& out) {
   out.label_column = d.label_column();
   out.key_column = d.key_column();
   out.header = d.header();
+  out.shards = text(d.shards(), 4096);
   out.metrics.clear();
   if (t.metrics())
     for (const flatbuffers::String* m : *t.metrics()) out.metrics.push_back(text(m));
@@ -161,6 +162,15 @@ bool read_task(const control::RunTask& t, TaskMessage& out) {
   for (uint32_t p : *t.parts()) {
     if (p >= out.part_count) return false;
     out.parts.push_back(p);
+  }
+  // Node-local: a file of this node's for each part, and none without shards.
+  out.part_files.clear();
+  const size_t files = t.part_files() ? t.part_files()->size() : 0;
+  if (files != (out.shards.empty() ? 0 : out.parts.size())) return false;
+  for (size_t i = 0; i < files; ++i) {
+    const flatbuffers::String* f = t.part_files()->Get(flatbuffers::uoffset_t(i));
+    if (!f || f->size() == 0 || f->size() > 4096) return false;
+    out.part_files.push_back(f->str());
   }
   return true;
 }
@@ -177,13 +187,17 @@ std::vector<uint8_t> task_frame(uint64_t job_id, const TaskMessage& task) {
   flatbuffers::FlatBufferBuilder fbb(1024 + task.model.size());
   const auto data = control::CreateTaskData(
       fbb, fbb.CreateString(task.format), fbb.CreateString(task.path),
-      fbb.CreateString(task.labels), task.label_column, task.header, task.key_column);
+      fbb.CreateString(task.labels), task.label_column, task.header, task.key_column,
+      task.shards.empty() ? 0 : fbb.CreateString(task.shards));
+  std::vector<flatbuffers::Offset<flatbuffers::String>> part_files;
+  for (const std::string& f : task.part_files) part_files.push_back(fbb.CreateString(f));
   std::vector<flatbuffers::Offset<flatbuffers::String>> metrics;
   for (const std::string& m : task.metrics) metrics.push_back(fbb.CreateString(m));
   const auto t = control::CreateRunTask(
       fbb, fbb.CreateString(task.kind), fbb.CreateVector(task.model), data,
       fbb.CreateVector(metrics), task.top_n, task.batch_size, fbb.CreateString(task.output_dir),
-      fbb.CreateVector(task.parts), task.part_count);
+      fbb.CreateVector(task.parts), task.part_count,
+      part_files.empty() ? 0 : fbb.CreateVector(part_files));
   const auto m = control::CreateJobMessage(fbb, job_id, JobKind::Task, 0, 0, 0, 0, 0, t);
   return control_frame_bytes(fbb, control::ControlBody::JobMessage, m.Union());
 }

@@ -81,6 +81,7 @@ struct TaskMessage {
   std::string kind;  // eval | infer
   std::vector<uint8_t> model;
   std::string format, path, labels;  // the data (TaskData)
+  std::string shards;                // node-local packed files (eval; path is then empty)
   int64_t label_column = -1, key_column = -1;
   bool header = false;
   std::vector<std::string> metrics;
@@ -88,6 +89,7 @@ struct TaskMessage {
   std::string output_dir;
   std::vector<uint32_t> parts;
   uint32_t part_count = 0;
+  std::vector<std::string> part_files;  // with shards: each part's file here, parallel to parts
 };
 std::vector<uint8_t> task_frame(uint64_t job_id, const TaskMessage& task);
 // The file part `part` of an inference job writes in its output folder: part-NNNNN.csv.

@@ -9,6 +9,8 @@
 #   key column stay with their rows; with --parts the part files, joined, are that file too;
 # - a node lost mid-evaluation (paused past the peer timeout as the job starts) has its parts
 #   redone by the others, and the counts are still exact;
+# - a node-local evaluation (--shards: packed test files spread over the nodes, with copies)
+#   equals this machine's; files short of the export fail the job saying how many are missing;
 # - a running task is cancelled (exit 1); refusals exit 2 naming the fix.
 # Every wait has a deadline.
 # Arguments: lib.sh's four, then make_regression_csv.py and configs/regression-mlp.yaml.
@@ -84,6 +86,32 @@ sys.exit(0 if a["auc"] == b["auc"] and a["macro_auc"] == b["macro_auc"] and a["a
 PY
 cmp -s local_roc.csv cluster_roc.csv && [[ $(wc -l < cluster_roc.csv) -gt 1000 ]] ||
   fail "the cluster's ROC curves differ from this machine's ($(wc -l < cluster_roc.csv) lines)"
+
+# Node-local evaluation (--shards): the test set exported as 6 packed files spread over the
+# nodes' own folders, node-1 holding 0-2, node-2 2-4, node-3 5 and a copy of 0. Every file is
+# evaluated once, by one holder: the same counts as here (on the export, and on the IDX files).
+"$SUBMIT" export mlp.yaml --out "$WORK/export" --test-files 6 > export.out 2>&1 || fail "export: $(cat export.out)"
+for n in 1 2 3; do mkdir -p "$WORK/shards/node-$n"; done
+cp "$WORK"/export/test-0000[012].dtb "$WORK/shards/node-1/"
+cp "$WORK"/export/test-0000[234].dtb "$WORK/shards/node-2/"
+cp "$WORK"/export/test-0000[05].dtb "$WORK/shards/node-3/"
+"$SUBMIT" eval mlp.dtm --data "$WORK/export/test-*.dtb" > packed_eval.txt || fail "local eval of the packed files"
+diff <(grep -v "loss:" local_eval.txt) <(grep -v "loss:" packed_eval.txt) > packed.diff ||
+  fail "eval of the packed export differs from eval of the IDX files: $(head -n 5 packed.diff)"
+timeout 60 "$SUBMIT" eval mlp.dtm --cluster --shards "$WORK/shards/{node}/test-*.dtb" > shards_eval.txt 2>&1 ||
+  fail "eval --cluster --shards: $(tail -n 5 shards_eval.txt)"
+diff <(grep -v "loss:" local_eval.txt) <(sed -n '/^model /,$p' shards_eval.txt | grep -v "loss:") > shards.diff ||
+  fail "the node-local evaluation differs from this machine's: $(head -n 5 shards.diff)"
+grep "node-local evaluation: 6 files, 10000 examples" shards_eval.txt ||
+  fail "no plan of 6 files: $(grep -i 'node-local\|holds' shards_eval.txt)"
+# Files that do not hold the whole test set: the job fails saying how much is missing.
+timeout 60 "$SUBMIT" eval mlp.dtm --cluster --shards "$WORK/shards/{node}/test-0000[01].dtb" > partial.out 2>&1
+rc=$?
+[[ $rc -eq 1 ]] && grep -q "the nodes hold 3333 of the export's 10000 examples" partial.out ||
+  fail "node-local files short of the export: exit $rc, $(tail -n 3 partial.out)"
+"$SUBMIT" eval mlp.dtm --shards "$WORK/shards/{node}/test-*.dtb" > noncluster.out 2>&1
+rc=$?
+[[ $rc -eq 2 ]] && grep -q "add --cluster" noncluster.out || fail "--shards without --cluster: exit $rc, $(cat noncluster.out)"
 
 # Inference of 10,000 IDX rows, node-2 paused as it starts (its parts come last; node-1 is
 # the controller): one CSV identical to this machine's.

@@ -115,6 +115,11 @@ int main(int argc, char** argv) {
   task.parts = {0, 3};
   task.part_count = 6;
   write(control, "job_task", daemon::task_frame(7, task), 1);
+  task.format = "packed";
+  task.path.clear();
+  task.shards = "/data/{node}/test-*.dtb";
+  task.part_files = {"/data/node-1/test-00000.dtb", "/data/node-1/test-00003.dtb"};
+  write(control, "job_task_shards", daemon::task_frame(7, task), 1);
   write(control, "job_part_done",
         daemon::report_frame(7, daemon::JobKind::PartDone,
                              {{"part_index", 3}, {"examples", 2}, {"counts", {1, 1, 2, 2, 2}},

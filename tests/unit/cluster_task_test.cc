@@ -14,6 +14,7 @@
 #include "core/eval/evaluation.h"
 #include "daemon/controller/task_results.h"
 #include "daemon/protocol/part_scores.h"
+#include "daemon/protocol/shard_list.h"
 #include "tests/unit/controller_harness.h"
 
 using namespace dtrain;
@@ -91,6 +92,28 @@ TEST_CASE("a Task frame round trips and a forged one is refused") {
   CHECK_FALSE(daemon::read_job_message(daemon::task_frame(5, t), in));
   t.parts = {0};
   t.kind = "train";
+  CHECK_FALSE(daemon::read_job_message(daemon::task_frame(5, t), in));
+  // Node-local: no part count before the plan, then a file per part; files without shards,
+  // or a count that does not match the parts, are refused.
+  t.kind = "eval";
+  t.shards = "/data/{node}/test-*.dtb";
+  t.parts = {};
+  t.part_count = 0;
+  REQUIRE(daemon::read_job_message(daemon::task_frame(5, t), in));
+  CHECK(in.task.shards == t.shards);
+  t.parts = {2, 0};
+  t.part_count = 3;
+  t.part_files = {"/data/n/test-00002.dtb", "/data/n/test-00000.dtb"};
+  REQUIRE(daemon::read_job_message(daemon::task_frame(5, t), in));
+  CHECK(in.task.part_files == t.part_files);
+  t.part_files.pop_back();
+  CHECK_FALSE(daemon::read_job_message(daemon::task_frame(5, t), in));
+  t.shards.clear();
+  t.part_files = {"/a", "/b"};
+  CHECK_FALSE(daemon::read_job_message(daemon::task_frame(5, t), in));
+  t.part_files.clear();
+  t.parts = {};
+  t.part_count = 0;  // no parts and no shards: nothing to do
   CHECK_FALSE(daemon::read_job_message(daemon::task_frame(5, t), in));
 }
 
@@ -332,4 +355,95 @@ TEST_CASE("a node registering again from the same process gets its unfinished pa
   REQUIRE(resent.kind == daemon::JobKind::Task);
   CHECK(resent.task.parts == std::vector<uint32_t>(first.task.parts.begin() + 1, first.task.parts.end()));
   CHECK(t.job(id)["state"] == "running");
+}
+
+namespace {
+
+daemon::Json shard_list(const std::string& node, std::vector<int> files) {
+  std::vector<daemon::ShardFile> out;
+  for (int k : files)
+    out.push_back({"/data/" + node + "/test-0000" + std::to_string(k) + ".dtb", 100, 400, 7});
+  return daemon::shard_list_json(out);
+}
+
+}  // namespace
+
+TEST_CASE("a node-local evaluation: parts once every node has listed, a lost node's files "
+          "redone by another holder, a file nobody else holds fails the job by name",
+          "[controller]") {
+  ControllerUnderTest t;
+  FakeNode a(t, node_named("node-a", 1));
+  auto b = std::make_unique<FakeNode>(t, node_named("node-b", 2));
+  const daemon::Json request = {{"task", "eval"}, {"format", "packed"},
+                                {"shards", "/data/{node}/test-*.dtb"}};
+  auto submit = [&] {
+    auto c = t.as_alice();
+    const daemon::Json job =
+        daemon::request(*c, "task", 0, request, 5s, nullptr, std::vector<uint8_t>{9});
+    uint64_t id = 0;
+    REQUIRE(daemon::parse_job_id(job.at("id").get<std::string>(), id));
+    return id;
+  };
+  const uint64_t id = submit();
+  // First each node is asked for its list: no parts yet.
+  const daemon::JobMessageIn ask_a = a.next(), ask_b = b->next();
+  REQUIRE(ask_a.kind == daemon::JobKind::Task);
+  CHECK(ask_a.task.shards == "/data/{node}/test-*.dtb");
+  CHECK(ask_a.task.part_count == 0);
+  CHECK(ask_a.task.parts.empty());
+  CHECK(ask_b.task.part_count == 0);
+  // node-a holds files 0-2, node-b a copy of 2 and file 3.
+  a.send(id, daemon::JobKind::Shards, shard_list("node-a", {0, 1, 2}));
+  CHECK(a.quiet_for(300ms));  // the plan waits for node-b's list
+  b->send(id, daemon::JobKind::Shards, shard_list("node-b", {2, 3}));
+  const daemon::JobMessageIn to_a = a.next(), to_b = b->next();
+  REQUIRE(to_a.kind == daemon::JobKind::Task);
+  REQUIRE(to_b.kind == daemon::JobKind::Task);
+  CHECK(to_a.task.part_count == 4);
+  CHECK(to_a.task.parts.size() == 2);  // 400 examples, 200 each
+  CHECK(to_b.task.parts.size() == 2);
+  REQUIRE(to_b.task.part_files.size() == 2);
+  for (size_t i = 0; i < to_b.task.parts.size(); ++i)  // its own paths, part k = file k
+    CHECK(to_b.task.part_files[i] ==
+          "/data/node-b/test-0000" + std::to_string(to_b.task.parts[i]) + ".dtb");
+  // node-b evaluated file 3 only it holds, then is lost: file 2 goes to node-a.
+  core::Evaluation whole;
+  for (uint32_t p = 0; p < 4; ++p) whole.merge(part_eval(100, int(p)));
+  for (uint32_t p : to_a.task.parts) a.send(id, daemon::JobKind::PartDone, part_done(p, part_eval(100, int(p))));
+  b->send(id, daemon::JobKind::PartDone, part_done(3, part_eval(100, 3)));
+  std::this_thread::sleep_for(200ms);  // its report is in before its connection ends
+  b.reset();
+  const daemon::JobMessageIn more = a.next();
+  REQUIRE(more.kind == daemon::JobKind::Task);
+  CHECK(more.task.parts == std::vector<uint32_t>{2});
+  CHECK(more.task.part_files == std::vector<std::string>{"/data/node-a/test-00002.dtb"});
+  a.send(id, daemon::JobKind::PartDone, part_done(2, part_eval(100, 2)));
+  CHECK(a.next().kind == daemon::JobKind::Cancel);
+  daemon::Json status = t.job(id);
+  REQUIRE(status["state"] == "succeeded");
+  CHECK(status["result"]["counts"].get<std::vector<int64_t>>() == whole.counts());
+
+  // Again with node-c holding file 3 alone, lost before it evaluated it: the job fails naming it.
+  auto c = std::make_unique<FakeNode>(t, node_named("node-c", 3));
+  const uint64_t second = submit();
+  REQUIRE(a.next().kind == daemon::JobKind::Task);
+  REQUIRE(c->next().kind == daemon::JobKind::Task);
+  a.send(second, daemon::JobKind::Shards, shard_list("node-a", {0, 1, 2}));
+  c->send(second, daemon::JobKind::Shards, shard_list("node-c", {3}));
+  REQUIRE(a.next().kind == daemon::JobKind::Task);
+  REQUIRE(c->next().task.parts == std::vector<uint32_t>{3});
+  c.reset();
+  CHECK(a.next().kind == daemon::JobKind::Cancel);
+  status = t.job(second);
+  CHECK(status["state"] == "failed");
+  CHECK(status["error"] == "part 4 (/data/node-c/test-00003.dtb, 100 examples) is held only by "
+                           "node-c, which was lost");
+
+  // A pattern that matches nothing anywhere, or a share of the export: refused by name.
+  const uint64_t third = submit();
+  REQUIRE(a.next().kind == daemon::JobKind::Task);
+  a.send(third, daemon::JobKind::Shards, shard_list("node-a", {0, 1}));
+  CHECK(a.next().kind == daemon::JobKind::Cancel);
+  status = t.job(third);
+  CHECK(status["error"] == "--shards: the nodes hold 200 of the export's 400 examples");
 }

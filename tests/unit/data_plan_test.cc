@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 
 #include <filesystem>
+#include <map>
 #include <set>
 
 #include "daemon/controller/data_plan.h"
@@ -84,7 +85,7 @@ TEST_CASE("a plan the nodes' files cannot make is refused, naming the node or th
   }
   SECTION("no files anywhere") {
     const auto plan = daemon::make_data_plan(members, {{"node-1", {}}, {"node-2", {}}});
-    CHECK(plan.error == "no node holds a file that data.train.shards matches");
+    CHECK(plan.error == "no node holds a file that the pattern matches");
   }
   SECTION("a node lost before it listed its files gets none, and the plan is made") {
     const auto plan = daemon::make_data_plan(members, {{"node-1", files("node-1", {0, 1})}});
@@ -115,6 +116,44 @@ TEST_CASE("a node's list of its files is read field by field") {
     CHECK_FALSE(daemon::read_shard_list(daemon::Json::parse(bad), none, error));
     CHECK_FALSE(error.empty());
   }
+}
+
+
+TEST_CASE("a node-local evaluation makes each distinct file one part, held by one holder") {
+  const std::vector<std::string> members = {"node-1", "node-2", "node-3"};
+  // The same holdings as above: 7 distinct files, copies of 0 and 3.
+  const std::map<std::string, std::vector<daemon::ShardFile>> lists = {
+      {"node-1", files("node-1", {0, 1, 2, 3})},
+      {"node-2", files("node-2", {3, 4})},
+      {"node-3", files("node-3", {5, 6, 0})}};
+  const daemon::TaskPartPlan plan = daemon::make_task_parts(members, lists);
+  REQUIRE(plan.error.empty());
+  REQUIRE(plan.owner.size() == 7);
+  std::map<std::string, int64_t> load;
+  for (size_t p = 0; p < plan.owner.size(); ++p) {
+    // Parts in name order; the owner holds the file, and every holder's path is known.
+    const std::string name = "train-0000" + std::to_string(p) + ".dtb";
+    REQUIRE(plan.holders[p].count(plan.owner[p]));
+    for (const auto& [node, path] : plan.holders[p])
+      CHECK(path == "/data/" + node + "/" + name);
+    load[plan.owner[p]] += plan.examples[p];
+  }
+  CHECK(plan.holders[0].size() == 2);  // file 0: node-1 and node-3
+  CHECK(plan.holders[3].size() == 2);  // file 3: node-1 and node-2
+  for (const auto& [node, examples] : load) CHECK((examples >= 200 && examples <= 300));
+  CHECK(plan.summary.find("7 files, 700 examples") != std::string::npos);
+
+  // An evaluation must see every example: a missing file is refused with the count.
+  const daemon::TaskPartPlan missing = daemon::make_task_parts(
+      members, {{"node-1", files("node-1", {0, 1, 2, 3})}, {"node-2", files("node-2", {4})}});
+  CHECK(missing.error == "the nodes hold 500 of the export's 700 examples");
+  CHECK(missing.fix.find("copy the missing files") != std::string::npos);
+  // Files of another export are refused as for training.
+  auto other = files("node-2", {4, 5, 6});
+  other[0].export_id = 8;
+  CHECK(daemon::make_task_parts(members, {{"node-1", files("node-1", {0, 1, 2, 3})},
+                                          {"node-2", other}})
+            .error.find("is from another export") != std::string::npos);
 }
 
 }  // namespace dtrain

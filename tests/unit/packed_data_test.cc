@@ -10,6 +10,7 @@
 
 #include "core/data/minibatch_iterator.h"
 #include "core/data/packed_file.h"
+#include "core/train/training_data.h"
 #include "core/util/rng.h"
 #include "tests/test_util.h"
 
@@ -117,6 +118,39 @@ TEST_CASE("float data is stored as 32 bits and read back exactly") {
     CHECK(std::equal(x.begin(), x.end(), raw.features.row(i)));
     CHECK(y[size_t(raw.labels[size_t(i)])] == 1.0f);
   }
+}
+
+TEST_CASE("an export read whole for evaluation is the original data, before its normaliser") {
+  const core::Dataset raw = pixels();
+  core::Normalizer norm = core::Normalizer::of("per_channel");
+  norm.fit(raw.features);  // stored in the files; evaluation applies the model's own instead
+  const std::string dir = testing::temp_dir();
+  const std::vector<std::string> files = export_files(raw, norm, dir, 3);
+  const core::Dataset whole = core::read_packed_dataset(files, core::PackedCoverage::kWholeExport);
+  CHECK(same(whole.features, raw.features));  // in the original order, raw
+  CHECK(same(whole.targets, raw.targets));
+  CHECK(whole.labels == raw.labels);
+  CHECK(whole.class_names == raw.class_names);
+  // Through load_source (what `eval --data 'DIR/*.dtb'` and a packed test set use).
+  core::DataSourceSpec source;
+  source.format = "packed";
+  source.path = dir + "/train-*.dtb";
+  const core::Dataset loaded = core::load_source(source, 5, {2, 3, 4}, "--data");
+  CHECK(same(loaded.features, raw.features));
+  CHECK_THROWS_WITH(core::load_source(source, 4, {2, 3, 4}, "--data"),
+                    Catch::Contains("the packed data has 5 classes, the model 4 classes"));
+  // One file of a node's shards: its own examples, in record order.
+  const core::Dataset part = core::read_packed_dataset({files[1]}, core::PackedCoverage::kPart);
+  CHECK(part.size() == 34);
+  int64_t found = 0;
+  for (int64_t i = 0; i < part.size(); ++i)
+    for (int64_t j = 0; j < raw.size(); ++j)
+      if (std::equal(part.features.row(i), part.features.row(i) + 24, raw.features.row(j)) &&
+          part.labels[size_t(i)] == raw.labels[size_t(j)]) {
+        ++found;
+        break;
+      }
+  CHECK(found == part.size());
 }
 
 TEST_CASE("damaged, incomplete or mixed exports are refused naming the file") {

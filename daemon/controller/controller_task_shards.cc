@@ -1,0 +1,99 @@
+// Node-local evaluation (`dtrain-submit eval MODEL --cluster --shards PATTERN`; daemon/README.md,
+// "Evaluation and inference jobs"): every node of the job lists the packed files it holds; once
+// every live node has, each distinct file becomes a part, evaluated by one of its holders
+// (daemon/controller/data_plan.h, make_task_parts). A lost node's parts go to other holders of
+// the same files; a file that no live node holds fails the job by name, since the merged counts
+// must cover every example.
+#include <spdlog/spdlog.h>
+
+#include "daemon/controller/controller.h"
+
+namespace dtrain::daemon {
+
+void Controller::on_task_shards(JobRecord& job, Member& m, const Json& body) {
+  if (job.part_count != 0) return;  // a list sent again after the plan: it has its parts
+  std::vector<ShardFile> files;
+  std::string error;
+  if (!read_shard_list(body, files, error)) {
+    finish_task(job, "failed",
+                m.name + " sent a list of its files the controller cannot read (" + error + ")",
+                "run the same dtrain release on every node");
+    return;
+  }
+  job.shard_lists[m.name] = std::move(files);
+  plan_task_parts_if_ready(job);
+}
+
+void Controller::plan_task_parts_if_ready(JobRecord& job) {
+  if (job.part_count != 0 || job.finished()) return;
+  std::vector<std::string> live;
+  for (const std::string& n : job.nodes) {
+    if (job.dropped(n) || !members_.count(n) || !members_[n].alive) continue;
+    if (!job.shard_lists.count(n)) return;  // its list is still to come
+    live.push_back(n);
+  }
+  if (live.empty()) {
+    finish_task(job, "failed", "every node of the job was lost",
+                "check the nodes' logs (journalctl -u dtraind) and submit again");
+    return;
+  }
+  std::map<std::string, std::vector<ShardFile>> lists;  // of the nodes that can still evaluate
+  for (const std::string& n : live) lists[n] = job.shard_lists[n];
+  job.shard_lists.clear();
+  const TaskPartPlan plan = make_task_parts(live, lists);
+  if (!plan.error.empty()) {
+    finish_task(job, "failed", "--shards: " + plan.error, plan.fix);
+    return;
+  }
+  job.part_count = uint32_t(plan.owner.size());
+  job.part_holders = plan.holders;
+  job.part_examples = plan.examples;
+  std::map<std::string, std::vector<uint32_t>> shares;
+  for (uint32_t p = 0; p < job.part_count; ++p) {
+    job.part_owner[p] = plan.owner[p];
+    shares[plan.owner[p]].push_back(p);
+  }
+  job.add_log(plan.summary);
+  for (const auto& [n, parts] : shares) send_parts(job, members_[n], parts);
+  save(job);
+}
+
+void Controller::reassign_shard_parts(JobRecord& job, const std::vector<uint32_t>& orphaned,
+                                      const std::string& lost) {
+  // What each live node evaluates already, to give the orphans to the least loaded holder.
+  std::map<std::string, int64_t> load;
+  for (const std::string& n : job.nodes)
+    if (n != lost && !job.dropped(n) && members_.count(n) && members_[n].alive) load[n] = 0;
+  for (const auto& [part, owner] : job.part_owner)
+    if (load.count(owner) && !job.part_results.count(part)) load[owner] += job.part_examples[part];
+  std::map<std::string, std::vector<uint32_t>> shares;
+  for (uint32_t p : orphaned) {
+    std::string best;
+    for (const auto& [node, path] : job.part_holders[p])
+      if (load.count(node) && (best.empty() || load[node] < load[best])) best = node;
+    if (best.empty()) {
+      const std::string name = job.part_holders[p].begin()->second;
+      finish_task(job, "failed",
+                  "part " + std::to_string(p + 1) + " (" + name + ", " +
+                      std::to_string(job.part_examples[p]) + " examples) is held only by " +
+                      lost + ", which was lost",
+                  "start " + lost + " again, or copy the file to another node's --shards "
+                  "folder, and submit again");
+      return;
+    }
+    load[best] += job.part_examples[p];
+    job.part_owner[p] = best;
+    shares[best].push_back(p);
+  }
+  for (const auto& [n, parts] : shares) {
+    job.add_log(std::to_string(parts.size()) + " of " + lost + "'s parts go to " + n +
+                ", which holds their files");
+    send_parts(job, members_[n], parts);
+  }
+}
+
+void Controller::send_parts(JobRecord& job, Member& m, const std::vector<uint32_t>& parts) {
+  m.outbox.push_back(task_frame(job.id, task_message(job, parts, m.name)));
+}
+
+}  // namespace dtrain::daemon
