@@ -131,9 +131,10 @@ int run_cluster_eval(const ClusterArgs& a, const EvalArgs& args) {
     request["metrics"] = std::vector<std::string>(metrics.begin(), metrics.end());
     if (!args.shards.empty()) {  // node-local: each node lists what it holds
       if (!args.data.empty() || !args.labels.empty())
-        throw core::UserError("--shards and --data both name the data",
-                              "give one: --shards for files each node holds, --data for one "
-                              "path every node reads");
+        throw core::UserError(std::string(args.data.empty() ? "--labels" : "--data") +
+                                  " with --shards: both name the data",
+                              "give one: --shards for packed files each node holds, --data "
+                              "(with --labels for IDX) for one path every node reads");
       if (saved.spec.regression())
         throw core::UserError("packed files hold class labels, and this model predicts values",
                               "evaluate it with --data on a CSV file");

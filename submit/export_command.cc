@@ -73,19 +73,26 @@ int run_export(const ExportArgs& args) {
       throw core::UserError(std::to_string(args.files) + " files for " +
                                 std::to_string(train.size()) + " examples",
                             "use fewer --files");
+    const bool test = job.data.test.present() && job.data.test.format != "packed";
+    if (args.test_files > 1 && !test)
+      throw core::UserError("--test-files for a spec without a test set to export",
+                            "give data.test in the spec (idx, csv or images), or leave it out");
+    // Read before any file is written, so that a bad --test-files writes nothing.
+    core::Dataset test_data;
+    if (test) {
+      test_data = core::load_source(job.data.test, classes, job.model.input, "data.test");
+      if (args.test_files > test_data.size())
+        throw core::UserError(std::to_string(args.test_files) + " test files for " +
+                                  std::to_string(test_data.size()) + " examples",
+                              "use fewer --test-files");
+    }
     // Drawn once: files of this export are told from another export of the same data.
     std::random_device entropy;
     uint32_t nonce = 0;
     while (nonce == 0) nonce = entropy();
     write_split(train, normalizer, args.out_dir, "train", args.files, job.seed, nonce);
-    if (job.data.test.present() && job.data.test.format != "packed") {
-      core::Dataset test = core::load_source(job.data.test, classes, job.model.input, "data.test");
-      if (args.test_files > test.size())
-        throw core::UserError(std::to_string(args.test_files) + " test files for " +
-                                  std::to_string(test.size()) + " examples",
-                              "use fewer --test-files");
-      write_split(test, normalizer, args.out_dir, "test", args.test_files, job.seed, nonce);
-    }
+    if (test)
+      write_split(test_data, normalizer, args.out_dir, "test", args.test_files, job.seed, nonce);
     const std::filesystem::path dir(args.out_dir);
     std::printf("train from them with\n  data:\n    train: {format: packed, path: %s}\n",
                 (dir / "train-*.dtb").c_str());

@@ -211,7 +211,7 @@ PackedSource::PackedSource(const std::vector<std::string>& paths, PackedCoverage
       }
     } else if (h.export_id != export_id_) {
       throw UserError("'" + path + "' is from another export than '" + files_[0]->path + "'",
-                      "give data.train.path the files of one export");
+                      "give the files of one export (data.train.path, data.test.path, --data)");
     }
     if (coverage == PackedCoverage::kPart) {
       // Some files of an export (a node's local shards): its examples in file and record
@@ -238,7 +238,7 @@ PackedSource::PackedSource(const std::vector<std::string>& paths, PackedCoverage
     }
     files_.push_back(std::move(f));
   }
-  if (files_.empty()) throw UserError("no packed files were given", "check data.train.path");
+  if (files_.empty()) throw UserError("no packed files were given", "check the data's path");
   if (total_ == 0)
     throw UserError("the packed files given hold no examples", "export the data again");
   if (coverage == PackedCoverage::kPart) return;
@@ -248,7 +248,7 @@ PackedSource::PackedSource(const std::vector<std::string>& paths, PackedCoverage
     throw UserError(std::to_string(missing) + " of the export's " + std::to_string(total_) +
                         " examples are in none of the " + std::to_string(files_.size()) +
                         " files given",
-                    "give data.train.path every file of the export");
+                    "give every file of the export (data.train.path, data.test.path, --data)");
 }
 
 PackedSource::~PackedSource() = default;
@@ -308,7 +308,7 @@ std::vector<std::string> packed_files(const std::string& pattern) {
   if (out.empty())
     throw UserError("no file matches '" + pattern + "'",
                     "export the data first (dtrain-submit export SPEC --out DIR) and point the "
-                    "path at DIR/train-*.dtb");
+                    "path at DIR/train-*.dtb (a test set: DIR/test-*.dtb)");
   return out;  // glob sorts
 }
 

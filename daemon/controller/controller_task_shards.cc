@@ -72,7 +72,8 @@ void Controller::reassign_shard_parts(JobRecord& job, const std::vector<uint32_t
     for (const auto& [node, path] : job.part_holders[p])
       if (load.count(node) && (best.empty() || load[node] < load[best])) best = node;
     if (best.empty()) {
-      const std::string name = job.part_holders[p].begin()->second;
+      const auto& holders = job.part_holders[p];
+      const std::string name = holders.count(lost) ? holders.at(lost) : holders.begin()->second;
       finish_task(job, "failed",
                   "part " + std::to_string(p + 1) + " (" + name + ", " +
                       std::to_string(job.part_examples[p]) + " examples) is held only by " +

@@ -14,7 +14,7 @@
 namespace dtrain::daemon {
 namespace {
 
-constexpr uint32_t kPartsPerNode = 4, kMaxParts = 4096;
+constexpr uint32_t kPartsPerNode = 4;
 constexpr size_t kMaxUnfinishedTasks = 8;
 
 }  // namespace
@@ -81,7 +81,7 @@ void Controller::start_task(JobRecord& job) {
     save(job);
     return;
   }
-  job.part_count = std::min<uint32_t>(kMaxParts, kPartsPerNode * uint32_t(alive.size()));
+  job.part_count = std::min<uint32_t>(kMaxTaskParts, kPartsPerNode * uint32_t(alive.size()));
   std::vector<uint32_t> parts(job.part_count);
   for (uint32_t p = 0; p < job.part_count; ++p) parts[p] = p;
   deal_parts(job, alive, parts);
@@ -118,6 +118,16 @@ void Controller::on_task_report(JobRecord& job, Member& m, const JobMessageIn& i
         !wrong.empty()) {
       finish_task(job, "failed", m.name + " reported part " + std::to_string(part) + " with " + wrong,
                   "run the same dtrain release on every node");
+      return;
+    }
+    // Node-local: the file it read must be the one it listed (not changed meanwhile).
+    if (!job.part_examples.empty() && body.value("examples", int64_t(-1)) != job.part_examples[part]) {
+      finish_task(job, "failed",
+                  m.name + " evaluated " + std::to_string(body.value("examples", int64_t(-1))) +
+                      " examples for part " + std::to_string(part + 1) + ", whose file held " +
+                      std::to_string(job.part_examples[part]) + " when it was listed",
+                  "leave the --shards files as they are while an evaluation runs, and submit "
+                  "again");
       return;
     }
     job.part_results[part] = body;

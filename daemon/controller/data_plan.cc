@@ -41,9 +41,14 @@ ShardCatalog catalog_shards(const std::vector<std::string>& members,
     for (const ShardFile& f : it->second) {
       if (!first) first = &f, first_node = members[k];
       if (f.export_id != first->export_id || f.total != first->total) {
-        catalog.error = members[k] + "'s " + f.path + " is from another export than " +
+        const bool other_split = f.export_id == first->export_id;  // train and test of one
+        catalog.error = members[k] + "'s " + f.path + " is from " +
+                        (other_split ? "the other split (train or test) of the export of "
+                                     : "another export than ") +
                         first_node + "'s " + first->path;
-        catalog.fix = "give every node files of one export (dtrain-submit export SPEC --out DIR)";
+        catalog.fix = other_split ? "match the files of one split only, e.g. DIR/test-*.dtb"
+                                  : "give every node files of one export (dtrain-submit export "
+                                    "SPEC --out DIR)";
         return catalog;
       }
       DistinctShard& d = distinct[{f.name(), f.examples}];
@@ -64,48 +69,91 @@ ShardCatalog catalog_shards(const std::vector<std::string>& members,
 
 namespace {
 
-// Each file to one of its holders, balancing the examples: the files with the fewest holders
-// first (a file only one node holds leaves no choice, and the choices should even out around
-// those), the largest first among equals, each to its holder with the fewest examples so far;
-// then single moves from the most loaded node while one lowers it. The holder's member index
-// per file of `files` (in its order), every member's examples, and the order files were dealt.
+constexpr size_t kNobody = SIZE_MAX;
+
+// Moves files off the most loaded member while one lowers it. Each move lowers the sum of
+// squared loads, so this ends; the bound on rounds (each scans every file) keeps it quick under
+// the controller's lock. A move never empties the donor (it keeps more than the receiver gets).
+void even_out(const std::vector<DistinctShard>& files, std::vector<size_t>& holder_of,
+              std::vector<int64_t>& member_examples) {
+  const size_t rounds = std::min(4 * files.size(), 4 * (member_examples.size() + 16));
+  for (size_t round = 0; round < rounds; ++round) {
+    const size_t heavy = size_t(
+        std::max_element(member_examples.begin(), member_examples.end()) - member_examples.begin());
+    bool moved = false;
+    for (size_t f = 0; f < files.size() && !moved; ++f) {
+      if (holder_of[f] != heavy) continue;
+      for (const auto& holder : files[f].holders)
+        if (member_examples[holder.first] + files[f].examples < member_examples[heavy]) {
+          member_examples[heavy] -= files[f].examples;
+          member_examples[holder.first] += files[f].examples;
+          holder_of[f] = holder.first;
+          moved = true;
+          break;
+        }
+    }
+    if (!moved) return;
+  }
+}
+
+
+// Kuhn's augmenting path from member `m`: a file of its own, taken from another member only
+// when that one can take another file instead.
+bool match(size_t m, const std::vector<std::vector<size_t>>& held_by, std::vector<size_t>& owner,
+           std::vector<bool>& seen) {
+  for (size_t f : held_by[m]) {
+    if (seen[f]) continue;
+    seen[f] = true;
+    if (owner[f] == kNobody || match(owner[f], held_by, owner, seen)) {
+      owner[f] = m;
+      return true;
+    }
+  }
+  return false;
+}
+
+// Each file to one of its holders, balancing the examples. First every member that holds
+// files gets one of its own (a matching: whenever some deal feeds every holder, this one
+// does); then the other files, those with the fewest holders first (they leave no choice, and
+// the choices should even out around them) and the largest first among equals, each to its
+// holder with the fewest examples so far; then single moves off the most loaded node while
+// one lowers it (they never empty a node). The holder's member index per file of `files` (in
+// its order), every member's examples, and the order in which the files were dealt.
 std::vector<size_t> balance(const std::vector<DistinctShard>& files, size_t members,
                             std::vector<int64_t>& member_examples, std::vector<size_t>& order) {
-  order.resize(files.size());
-  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
-  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+  std::vector<std::vector<size_t>> held_by(members);
+  for (size_t f = 0; f < files.size(); ++f)
+    for (const auto& holder : files[f].holders) held_by[holder.first].push_back(f);
+  std::vector<size_t> holder_of(files.size(), kNobody);
+  for (size_t m = 0; m < members; ++m) {
+    std::vector<bool> seen(files.size(), false);
+    match(m, held_by, holder_of, seen);
+  }
+  member_examples.assign(members, 0);
+  order.clear();
+  std::vector<size_t> rest;
+  for (size_t f = 0; f < files.size(); ++f) {
+    if (holder_of[f] == kNobody) {
+      rest.push_back(f);
+      continue;
+    }
+    member_examples[holder_of[f]] += files[f].examples;
+    order.push_back(f);
+  }
+  std::stable_sort(rest.begin(), rest.end(), [&](size_t a, size_t b) {
     if (files[a].holders.size() != files[b].holders.size())
       return files[a].holders.size() < files[b].holders.size();
     return files[a].examples > files[b].examples;
   });
-  member_examples.assign(members, 0);
-  std::vector<size_t> holder_of(files.size());
-  for (size_t i : order) {
-    const auto* best = &files[i].holders.front();
-    for (const auto& holder : files[i].holders)
-      if (member_examples[holder.first] < member_examples[best->first]) best = &holder;
-    member_examples[best->first] += files[i].examples;
-    holder_of[i] = best->first;
+  for (size_t f : rest) {
+    size_t best = files[f].holders.front().first;
+    for (const auto& holder : files[f].holders)
+      if (member_examples[holder.first] < member_examples[best]) best = holder.first;
+    member_examples[best] += files[f].examples;
+    holder_of[f] = best;
+    order.push_back(f);
   }
-  // Each move lowers the sum of squared loads, so this ends; the bound is a safeguard.
-  for (size_t round = 0; round < 4 * files.size(); ++round) {
-    const size_t heavy = size_t(
-        std::max_element(member_examples.begin(), member_examples.end()) - member_examples.begin());
-    bool moved = false;
-    for (size_t i : order) {
-      if (holder_of[i] != heavy) continue;
-      for (const auto& holder : files[i].holders)
-        if (member_examples[holder.first] + files[i].examples < member_examples[heavy]) {
-          member_examples[heavy] -= files[i].examples;
-          member_examples[holder.first] += files[i].examples;
-          holder_of[i] = holder.first;
-          moved = true;
-          break;
-        }
-      if (moved) break;
-    }
-    if (!moved) break;
-  }
+  even_out(files, holder_of, member_examples);
   return holder_of;
 }
 
@@ -131,6 +179,12 @@ TaskPartPlan make_task_parts(const std::vector<std::string>& members,
                    ? "give every node files of one export, under the names export gave them"
                    : "copy the missing files of the export to a node (every example is "
                      "evaluated), or evaluate with --data";
+    return plan;
+  }
+  if (catalog.files.size() > kMaxTaskParts) {
+    plan.error = "the nodes hold " + std::to_string(catalog.files.size()) +
+                 " distinct files; an evaluation takes at most " + std::to_string(kMaxTaskParts);
+    plan.fix = "export the test set into fewer files (--test-files)";
     return plan;
   }
   std::vector<int64_t> member_examples;

@@ -44,6 +44,7 @@ ShardCatalog catalog_shards(const std::vector<std::string>& members,
 // A node-local evaluation (`eval --cluster --shards`): every distinct file is a part, in name
 // order, given to one holder as balance() in data_plan.cc deals (as for training). Every
 // example of the export must be held somewhere: the merged counts are those of all the data.
+constexpr uint32_t kMaxTaskParts = 4096;  // parts of any evaluation or inference job
 struct TaskPartPlan {
   std::vector<std::map<std::string, std::string>> holders;  // per part: node -> its path there
   std::vector<int64_t> examples;                            // per part

@@ -143,7 +143,7 @@ void TaskRunner::list_shards() {
   const Json report = shard_list_json(files);
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    for (const ShardFile& f : files) listed_.insert(f.path);
+    for (const ShardFile& f : files) listed_[f.path] = f;
     shard_report_ = report;
   }
   report_(JobKind::Log, {{"line", "holds " + std::to_string(files.size()) + " of the files " +
@@ -152,16 +152,22 @@ void TaskRunner::list_shards() {
 }
 
 core::Dataset TaskRunner::shard_data(Loaded& l, uint32_t part) const {
-  std::string file;
+  ShardFile listed;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    if (auto it = part_files_.find(part); it != part_files_.end() && listed_.count(it->second))
-      file = it->second;
+    auto it = part_files_.find(part);
+    if (it == part_files_.end() || !listed_.count(it->second))
+      throw core::UserError("the controller gave part " + std::to_string(part + 1) +
+                                " a file this node did not list",
+                            "run the same dtrain release on every node");
+    listed = listed_.at(it->second);
   }
-  if (file.empty())
-    throw core::UserError("the controller gave part " + std::to_string(part) +
-                              " a file this node did not list",
-                          "run the same dtrain release on every node");
+  const std::string& file = listed.path;
+  const core::PackedHeader now = core::read_packed_header(file);
+  if (now.export_id != listed.export_id || now.records != listed.examples)
+    throw core::UserError("'" + file + "' changed since this node listed it",
+                          "leave the --shards files as they are while an evaluation runs, and "
+                          "submit again");
   core::Dataset d = core::read_packed_dataset({file}, core::PackedCoverage::kPart);
   if (d.num_classes != l.saved.model->num_outputs())
     throw core::UserError("'" + file + "' holds " + std::to_string(d.num_classes) +
@@ -219,7 +225,10 @@ void TaskRunner::evaluate_part(Loaded& l, const core::Dataset& data, core::Examp
                               std::to_string(r.size()) + " examples x " +
                               std::to_string(l.saved.model->num_outputs()) +
                               " classes) exceed 16 MiB",
-                          "use more nodes (smaller parts), or evaluate the ROC on one machine");
+                          task_.shards.empty()
+                              ? "use more nodes (smaller parts), or evaluate the ROC on one machine"
+                              : "export the test set into more, smaller files (--test-files), or "
+                                "evaluate the ROC on one machine");
   core::RocOneVsAll per_class;
   const core::Evaluation e = core::evaluate(*l.saved.model, data, task_.top_n,
                                             task_.batch_size, r.begin, r.end,

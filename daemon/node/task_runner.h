@@ -24,6 +24,7 @@
 #include "core/data/part_range.h"
 #include "daemon/config/daemon_config.h"
 #include "daemon/protocol/control_messages.h"
+#include "daemon/protocol/shard_list.h"
 
 namespace dtrain::daemon {
 
@@ -68,7 +69,7 @@ class TaskRunner {
   std::set<uint32_t> seen_;
   std::map<uint32_t, Json> finished_;
   // Node-local: the files listed here, and each part's file as the controller gave it.
-  std::set<std::string> listed_;
+  std::map<std::string, ShardFile> listed_;  // by path
   std::map<uint32_t, std::string> part_files_;
   Json shard_report_;  // the list as reported (set once, before any part can come)
   bool cancelled_ = false;

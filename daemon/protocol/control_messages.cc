@@ -150,6 +150,7 @@ bool read_task(const control::RunTask& t, TaskMessage& out) {
   out.key_column = d.key_column();
   out.header = d.header();
   out.shards = text(d.shards(), 4096);
+  if (!out.shards.empty() && out.kind != "eval") return false;  // node-local evaluation only
   out.metrics.clear();
   if (t.metrics())
     for (const flatbuffers::String* m : *t.metrics()) out.metrics.push_back(text(m));

@@ -446,4 +446,16 @@ TEST_CASE("a node-local evaluation: parts once every node has listed, a lost nod
   CHECK(a.next().kind == daemon::JobKind::Cancel);
   status = t.job(third);
   CHECK(status["error"] == "--shards: the nodes hold 200 of the export's 400 examples");
+
+  // A part whose file changed after it was listed (other examples than listed): refused.
+  const uint64_t fourth = submit();
+  REQUIRE(a.next().kind == daemon::JobKind::Task);
+  a.send(fourth, daemon::JobKind::Shards, shard_list("node-a", {0, 1, 2, 3}));
+  REQUIRE(a.next().task.parts.size() == 4);
+  a.send(fourth, daemon::JobKind::PartDone, part_done(0, part_eval(99, 0)));
+  CHECK(a.next().kind == daemon::JobKind::Cancel);
+  status = t.job(fourth);
+  CHECK(status["state"] == "failed");
+  CHECK(status["error"] == "node-a evaluated 99 examples for part 1, whose file held 100 when it "
+                           "was listed");
 }

@@ -119,6 +119,27 @@ TEST_CASE("a node's list of its files is read field by field") {
 }
 
 
+TEST_CASE("every node that holds a file gets one when some deal can feed them all") {
+  // y holds only copies (a, b) that w and z hold too; q holds the big c with w and z. Dealing
+  // the small files first left y nothing (q took c); the matching gives each node a file.
+  auto at = [](const std::string& node, const std::string& name, int64_t examples) {
+    return daemon::ShardFile{"/d/" + node + "/" + name + ".dtb", examples, 71, 5};
+  };
+  const std::vector<std::string> members = {"w", "z", "y", "q"};
+  const daemon::DataPlan plan = daemon::make_data_plan(
+      members, {{"w", {at("w", "a", 10), at("w", "c", 50)}},
+                {"z", {at("z", "b", 10), at("z", "c", 50)}},
+                {"y", {at("y", "a", 10), at("y", "b", 10)}},
+                {"q", {at("q", "c", 50), at("q", "q", 1)}}});
+  REQUIRE(plan.error.empty());
+  int64_t sum = 0;
+  for (int64_t n : plan.member_examples) {
+    CHECK(n > 0);
+    sum += n;
+  }
+  CHECK(sum == 71);
+}
+
 TEST_CASE("a node-local evaluation makes each distinct file one part, held by one holder") {
   const std::vector<std::string> members = {"node-1", "node-2", "node-3"};
   // The same holdings as above: 7 distinct files, copies of 0 and 3.
