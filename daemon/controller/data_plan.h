@@ -56,9 +56,9 @@ TaskPartPlan make_task_parts(const std::vector<std::string>& members,
 
 // `members`: the job's nodes in member order; `lists`: what each reporting node holds (a node
 // that never reported, lost before it could, gets nothing). Copies of a file (the same name
-// and record count on several nodes) go to one holder: the files with the fewest holders
-// first, then the largest, each to its holder with the fewest examples so far, then single
-// moves off the most loaded node while they lower it. Every node that reported must get data.
+// and record count on several nodes) go to one holder, dealt by balance() in data_plan.cc
+// (first a file of its own for every holder, then the rest, balanced). Every node that
+// reported must get data.
 DataPlan make_data_plan(const std::vector<std::string>& members,
                         const std::map<std::string, std::vector<ShardFile>>& lists);
 
