@@ -120,7 +120,8 @@ constexpr size_t kMaxParts = 1 << 16, kMaxMetrics = 8;
 
 bool read_plan(const control::DataPlan& p, DataPlanMessage& out) {
   if (!p.files() || !p.member_examples() || p.files()->size() > kMaxPlanFiles ||
-      p.member_examples()->size() > kMaxMembers)
+      p.member_examples()->size() > kMaxMembers ||
+      !transport::elements_aligned(p.member_examples()))  // hostile bytes may misplace [long]
     return false;
   for (const flatbuffers::String* f : *p.files()) {
     if (!f || f->size() == 0 || f->size() > 4096) return false;
