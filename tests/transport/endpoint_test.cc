@@ -247,8 +247,11 @@ TEST_CASE("a relay backlog towards a peer that takes nothing stays bounded") {
       30s, "all 40 messages at node 2 (node 3 declared lost on the way)"));
   REQUIRE(lost);
   REQUIRE(at_b.each_once(40));
-  // Bounded: the cap plus what one completed message adds (with framing), not 40 messages.
+  // Bounded: the cap plus the messages that complete before their relays are queued, not 40
+  // messages (4 MB). A relay is posted to the I/O thread, which may finish the receive batch it
+  // is in first: a second message can complete under the cap before the first one's bytes
+  // count (a CI run saw 647,232 bytes, 2,944 over "the cap plus one message").
   INFO("largest relay backlog towards node 3: " << most_towards_3 << " bytes");
-  REQUIRE(most_towards_3 < 512 * 1024 + 120 * 1000);
+  REQUIRE(most_towards_3 < 512 * 1024 + 2 * 120 * 1000);
   REQUIRE(drops(b, 1, DropReason::kNoRoom) > 0);
 }
