@@ -71,31 +71,56 @@ namespace {
 
 constexpr size_t kNobody = SIZE_MAX;
 
-// Moves files off the most loaded member while one lowers it. Each move lowers the sum of
-// squared loads, so this ends; the bound on rounds (each scans every file) keeps it quick under
-// the controller's lock. A move never empties the donor (it keeps more than the receiver gets).
+// Lowers the most loaded member's load by moving one of its files to another holder, directly
+// or by a chain of two (that holder passes one of its own files on to a third): node-local
+// layouts of copies often need the chain (node-2's file can go to node-1 only once node-1's
+// copy-held file goes to node-3). True when it moved something; `budget` bounds the search.
+bool relieve_heaviest(const std::vector<DistinctShard>& files, std::vector<size_t>& holder_of,
+                      std::vector<int64_t>& load, int64_t& budget) {
+  const size_t heavy = size_t(std::max_element(load.begin(), load.end()) - load.begin());
+  auto move = [&](size_t f, size_t to) {
+    load[holder_of[f]] -= files[f].examples;
+    load[to] += files[f].examples;
+    holder_of[f] = to;
+  };
+  for (size_t f = 0; f < files.size(); ++f) {
+    if (holder_of[f] != heavy) continue;
+    const int64_t e = files[f].examples;
+    for (const auto& [a, path_a] : files[f].holders) {
+      if (a == heavy) continue;
+      if (load[a] + e < load[heavy]) {
+        move(f, a);
+        return true;
+      }
+      for (size_t g = 0; g < files.size() && --budget > 0; ++g) {
+        if (holder_of[g] != a) continue;
+        for (const auto& [b, path_b] : files[g].holders) {
+          if (b == a || b == heavy) continue;
+          const int64_t new_a = load[a] + e - files[g].examples, new_b = load[b] + files[g].examples;
+          if (std::max(new_a, new_b) < load[heavy]) {
+            move(g, b);
+            move(f, a);
+            return true;
+          }
+        }
+      }
+      if (budget <= 0) return false;
+    }
+  }
+  return false;
+}
+
+// Relieves the most loaded member while it can be. Each step leaves fewer members at the
+// highest load and none above it, so this ends; the bounds keep it quick under the
+// controller's lock. A move never empties a member: the one that gives a file keeps more than
+// the one that gets it had, and a chain's middle member gets one for the one it gives.
 void even_out(const std::vector<DistinctShard>& files, std::vector<size_t>& holder_of,
               std::vector<int64_t>& member_examples) {
   const size_t rounds = std::min(4 * files.size(), 4 * (member_examples.size() + 16));
-  for (size_t round = 0; round < rounds; ++round) {
-    const size_t heavy = size_t(
-        std::max_element(member_examples.begin(), member_examples.end()) - member_examples.begin());
-    bool moved = false;
-    for (size_t f = 0; f < files.size() && !moved; ++f) {
-      if (holder_of[f] != heavy) continue;
-      for (const auto& holder : files[f].holders)
-        if (member_examples[holder.first] + files[f].examples < member_examples[heavy]) {
-          member_examples[heavy] -= files[f].examples;
-          member_examples[holder.first] += files[f].examples;
-          holder_of[f] = holder.first;
-          moved = true;
-          break;
-        }
-    }
-    if (!moved) return;
-  }
+  int64_t budget = 20'000'000;
+  for (size_t round = 0; round < rounds; ++round)
+    if (!relieve_heaviest(files, holder_of, member_examples, budget)) return;
 }
-
 
 // Kuhn's augmenting path from member `m`: a file of its own, taken from another member only
 // when that one can take another file instead.
@@ -116,8 +141,8 @@ bool match(size_t m, const std::vector<std::vector<size_t>>& held_by, std::vecto
 // files gets one of its own (a matching: whenever some deal feeds every holder, this one
 // does); then the other files, those with the fewest holders first (they leave no choice, and
 // the choices should even out around them) and the largest first among equals, each to its
-// holder with the fewest examples so far; then single moves off the most loaded node while
-// one lowers it (they never empty a node). The holder's member index per file of `files` (in
+// holder with the fewest examples so far; then moves off the most loaded node, direct or by a
+// chain of two, while one lowers it (they never empty a node; even_out). The holder's member index per file of `files` (in
 // its order), every member's examples, and the order in which the files were dealt.
 std::vector<size_t> balance(const std::vector<DistinctShard>& files, size_t members,
                             std::vector<int64_t>& member_examples, std::vector<size_t>& order) {

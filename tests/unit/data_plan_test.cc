@@ -140,6 +140,28 @@ TEST_CASE("every node that holds a file gets one when some deal can feed them al
   CHECK(sum == 71);
 }
 
+TEST_CASE("equal files spread evenly when that takes a chain of moves") {
+  // Six files of 10000: node-1 holds 0-2, node-2 2-4, node-3 5 and a copy of 0 (the manual
+  // ResNet-20 run's layout). The first deal gave 10000/30000/20000; even is 20000 each, which
+  // needs node-1's file 0 to go to node-3 so that node-2's file 2 can go to node-1.
+  auto held = [](const std::string& node, std::vector<int> ks) {
+    std::vector<daemon::ShardFile> out;
+    for (int k : ks)
+      out.push_back({"/d/" + node + "/train-0000" + std::to_string(k) + ".dtb", 10000, 60000, 3});
+    return out;
+  };
+  for (const std::vector<std::string> members :
+       {std::vector<std::string>{"node-3", "node-2", "node-1"},
+        std::vector<std::string>{"node-1", "node-2", "node-3"}}) {
+    const daemon::DataPlan plan = daemon::make_data_plan(
+        members, {{"node-1", held("node-1", {0, 1, 2})},
+                  {"node-2", held("node-2", {2, 3, 4})},
+                  {"node-3", held("node-3", {5, 0})}});
+    REQUIRE(plan.error.empty());
+    CHECK(plan.member_examples == std::vector<int64_t>{20000, 20000, 20000});
+  }
+}
+
 TEST_CASE("a node-local evaluation makes each distinct file one part, held by one holder") {
   const std::vector<std::string> members = {"node-1", "node-2", "node-3"};
   // The same holdings as above: 7 distinct files, copies of 0 and 3.
