@@ -16,15 +16,6 @@ namespace {
 Dataset read_source(const DataSourceSpec& source, int64_t outputs, const Shape& input) {
   const int64_t num_classes = source.regression ? 0 : outputs;
   if (source.format == "idx") return load_idx_dataset(source.images, source.labels, num_classes);
-  if (source.format == "packed") {
-    Dataset d = read_packed_dataset(packed_files(source.path), PackedCoverage::kWholeExport);
-    if (source.regression || d.num_classes != outputs)
-      throw UserError("the packed data has " + std::to_string(d.num_classes) +
-                          " classes, the model " + std::to_string(outputs) +
-                          (source.regression ? " values" : " classes"),
-                      "give data exported with the model's own spec (dtrain-submit export)");
-    return d;
-  }
   if (source.format == "images") {
     ImageFolderReport report;
     Dataset d = read_image_folder(source.path, {input, num_classes, source.skip_corrupt}, &report);
@@ -77,8 +68,24 @@ Dataset read_all(const ExampleSource& source, const Shape& input) {
 
 }  // namespace
 
+Dataset load_packed(const std::vector<std::string>& files, PackedCoverage coverage,
+                    int64_t outputs, bool regression, const Shape& input,
+                    const std::string& where) {
+  Dataset d = read_packed_dataset(files, coverage);
+  if (regression || d.num_classes != outputs)
+    throw UserError(where + ": the packed data has " + std::to_string(d.num_classes) +
+                        " classes, the model " + std::to_string(outputs) +
+                        (regression ? " values" : " classes"),
+                    "give data exported with the model's own spec (dtrain-submit export)");
+  reshape_features(d, input, where);
+  return d;
+}
+
 Dataset load_source(const DataSourceSpec& source, int64_t outputs, const Shape& input,
                     const std::string& where) {
+  if (source.format == "packed")
+    return load_packed(packed_files(source.path), PackedCoverage::kWholeExport, outputs,
+                       source.regression, input, where);
   Dataset d = read_source(source, outputs, input);
   reshape_features(d, input, where);
   return d;

@@ -7,6 +7,7 @@
 #include "core/data/dataset.h"
 #include "core/data/example_source.h"
 #include "core/data/normalizer.h"
+#include "core/data/packed_file.h"
 #include "core/spec/job_spec.h"
 
 namespace dtrain::core {
@@ -32,6 +33,13 @@ struct TrainingData {
 // Its features shaped as the model's input `input` (image folders decode to it), or a
 // UserError naming `where` (e.g. "data.train") when they cannot be.
 Dataset load_source(const DataSourceSpec& source, int64_t outputs, const Shape& input,
+                    const std::string& where);
+
+// Packed files read whole (as written, not normalised) for a model with `outputs` classes and
+// input `input`: load_source's packed case, and a node's file of `eval --cluster --shards`.
+// Refused naming `where` when the classes differ or the model predicts values (regression).
+Dataset load_packed(const std::vector<std::string>& files, PackedCoverage coverage,
+                    int64_t outputs, bool regression, const Shape& input,
                     const std::string& where);
 
 // shard_files: with data.train.shards on a cluster node, the files the controller gave it

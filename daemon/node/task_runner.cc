@@ -168,13 +168,9 @@ core::Dataset TaskRunner::shard_data(Loaded& l, uint32_t part) const {
     throw core::UserError("'" + file + "' changed since this node listed it",
                           "leave the --shards files as they are while an evaluation runs, and "
                           "submit again");
-  core::Dataset d = core::read_packed_dataset({file}, core::PackedCoverage::kPart);
-  if (d.num_classes != l.saved.model->num_outputs())
-    throw core::UserError("'" + file + "' holds " + std::to_string(d.num_classes) +
-                              " classes, the model " +
-                              std::to_string(l.saved.model->num_outputs()),
-                          "give --shards files exported with the model's spec");
-  core::reshape_features(d, l.saved.model->input_shape(), file);
+  core::Dataset d = core::load_packed({file}, core::PackedCoverage::kPart,
+                                      l.saved.model->num_outputs(), l.saved.spec.regression(),
+                                      l.saved.model->input_shape(), file);
   l.saved.normalizer.apply(d.features);
   return d;
 }
