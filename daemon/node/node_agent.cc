@@ -294,6 +294,7 @@ Json NodeAgent::status() {
               {"retransmits", c.retransmits}, {"credit_stalls", c.credit_stalls},
               {"duplicates", c.duplicates}, {"rtt_us", c.rtt_us}, {"lost", c.lost},
               {"drops", Json::object()}};
+    if (peer != transport::Endpoint::kUnknownSender) p["aead"] = transport::aead_name(c.aead);
     for (size_t r = 0; r < c.drops.size(); ++r)
       if (c.drops[r]) p["drops"][transport::drop_reason_name(static_cast<transport::DropReason>(r))] = c.drops[r];
     j["peers"].push_back(p);

@@ -1,4 +1,4 @@
-// Writes the starting corpora of the mesh payload, control and model input fuzzers: real
+// Writes the starting corpora of the datagram, mesh payload, control and model input fuzzers: real
 // messages of every kind as the daemons build them, the example specs and a real model file,
 // so that the fuzzers start past the verifiers and the parsers' first checks.
 //   bazel run //tests/fuzz:make_corpus -- $PWD/tests/fuzz/corpus $PWD/configs
@@ -14,6 +14,7 @@
 #include "core/spec/job_spec_parser.h"
 #include "daemon/protocol/control_messages.h"
 #include "daemon/protocol/mesh_payloads.h"
+#include "transport/wire/datagram.h"
 
 using namespace dtrain;
 
@@ -73,12 +74,48 @@ std::vector<uint8_t> small_model_file(const std::filesystem::path& scratch) {
   return bytes;
 }
 
+// One datagram of each frame kind as the endpoint seals them (the fuzzer runs without
+// authentication, so any tag passes and the frames behind it get exercised).
+void write_datagrams(const std::filesystem::path& dir) {
+  using namespace transport;
+  const Authenticator insecure(ClusterKey{}, /*insecure=*/true);
+  auto seal = [&](const std::string& name, flatbuffers::FlatBufferBuilder& fbb, Aead aead) {
+    std::vector<uint8_t> out;
+    seal_datagram({3, 1, 99, 17, aead}, fbb.GetBufferPointer(), fbb.GetSize(), insecure, out);
+    out[3] = aead == Aead::kAes256Gcm ? kFlagAes256Gcm : 0;  // as a real sender flags it
+    write(dir, name, out);
+  };
+  for (Aead aead : {Aead::kXChaCha20Poly1305, Aead::kAes256Gcm}) {
+    const std::string suffix = aead == Aead::kAes256Gcm ? "_gcm" : "";
+    flatbuffers::FlatBufferBuilder fbb;
+    const std::vector<uint8_t> data(600, 0x5A);
+    const auto chunk = wire::CreateChunk(fbb, 3, 42, 1, 4, 2400, 600, fbb.CreateVector(data));
+    fbb.Finish(wire::CreateEnvelope(fbb, 7, 12, wire::Frame::Chunk, chunk.Union(), 1));
+    seal("chunk" + suffix, fbb, aead);
+    fbb.Clear();
+    const std::vector<uint64_t> ranges{14, 20, 22, 30};
+    const auto ack = wire::CreateAck(fbb, 12, 131072, 1, fbb.CreateVector(ranges), 2, 1800, 600);
+    fbb.Finish(wire::CreateEnvelope(fbb, 0, 0, wire::Frame::Ack, ack.Union(), 1));
+    seal("ack" + suffix, fbb, aead);
+    fbb.Clear();
+    const std::vector<uint64_t> missing{13, 21};
+    const auto nak = wire::CreateNak(fbb, fbb.CreateVector(missing), 1);
+    fbb.Finish(wire::CreateEnvelope(fbb, 0, 0, wire::Frame::Nak, nak.Union(), 1));
+    seal("nak" + suffix, fbb, aead);
+    fbb.Clear();
+    const auto hb = wire::CreateHeartbeat(fbb, 2, 1000000, 999000, 500, true);
+    fbb.Finish(wire::CreateEnvelope(fbb, 0, 0, wire::Frame::Heartbeat, hb.Union(), 1));
+    seal("heartbeat" + suffix, fbb, aead);
+  }
+}
+
 int main(int argc, char** argv) {
   if (argc != 3) {
     std::fprintf(stderr, "usage: make_corpus CORPUS_DIR CONFIGS_DIR (tests/fuzz/corpus configs)\n");
     return 2;
   }
   const std::filesystem::path root = argv[1];
+  write_datagrams(root / "datagram_fuzzer");
   const auto mesh = root / "mesh_payload_fuzzer";
   write(mesh, "update_sparse", *daemon::update_payload(update(200, 20)));
   write(mesh, "update_bitmap", *daemon::update_payload(update(100, 1)));

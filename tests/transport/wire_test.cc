@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 
 #include <catch2/catch.hpp>
+#include <sodium.h>
 
 #include <fstream>
 #include <random>
@@ -32,14 +33,15 @@ ClusterKey test_key(uint8_t fill = 7) {
 // A sealed datagram carrying one chunk (sizes can be made inconsistent on purpose).
 std::vector<uint8_t> chunk_datagram(const Authenticator& auth, uint64_t counter,
                                     uint32_t total_bytes = 5, uint32_t count = 1,
-                                    size_t data_len = 5, uint64_t link_seq = 1) {
+                                    size_t data_len = 5, uint64_t link_seq = 1,
+                                    Aead aead = Aead::kXChaCha20Poly1305) {
   flatbuffers::FlatBufferBuilder fbb;
   std::vector<uint8_t> data(data_len, 0xAB);
   const auto chunk = wire::CreateChunk(fbb, 3, 42, 0, count, total_bytes, 1000,
                                        fbb.CreateVector(data));
   fbb.Finish(wire::CreateEnvelope(fbb, 1, link_seq, wire::Frame::Chunk, chunk.Union()));
   std::vector<uint8_t> out;
-  seal_datagram({3, 1, 99, counter}, fbb.GetBufferPointer(), fbb.GetSize(), auth, out);
+  seal_datagram({3, 1, 99, counter, aead}, fbb.GetBufferPointer(), fbb.GetSize(), auth, out);
   return out;
 }
 
@@ -107,6 +109,87 @@ TEST_CASE("bad datagrams are rejected with the reason they are counted under") {
   REQUIRE(reject_reason(chunk_datagram(auth, 2, 0xFFFFFFFFu, 1), auth) == DropReason::kMalformed);
   REQUIRE(reject_reason(chunk_datagram(auth, 3, 4, 1, 5), auth) == DropReason::kMalformed);
   REQUIRE(reject_reason(chunk_datagram(auth, 4, 5, 1, 5, 0), auth) == DropReason::kMalformed);
+}
+
+TEST_CASE("the XChaCha20-Poly1305 tag is libsodium's, over (sender, receiver, boot, counter)") {
+  // The subkey is cached per link direction and boot; the tag must still be exactly the
+  // one-shot XChaCha20-Poly1305 with the 24-byte nonce the header describes.
+  Authenticator auth(test_key(), false, /*allow_aes_gcm=*/false);
+  const std::vector<uint8_t> d = chunk_datagram(auth, 0x0102030405060708ull);
+  REQUIRE(d[3] == 0);  // flags: XChaCha20-Poly1305
+  unsigned char nonce[24];
+  std::memcpy(nonce, d.data() + 4, 8);        // sender, receiver
+  std::memcpy(nonce + 8, d.data() + 16, 16);  // boot id, counter
+  unsigned char tag[16];
+  unsigned long long tag_len = 0;
+  const ClusterKey key = test_key();
+  unsigned char none[1] = {0};
+  crypto_aead_xchacha20poly1305_ietf_encrypt_detached(none, tag, &tag_len, none, 0, d.data(),
+                                                      d.size() - kTagBytes, nullptr, nonce,
+                                                      key.data());
+  REQUIRE(std::memcmp(tag, d.data() + d.size() - kTagBytes, kTagBytes) == 0);
+  // A second datagram of the same link (the cached subkey) is tagged the same way.
+  const std::vector<uint8_t> next = chunk_datagram(auth, 9);
+  ParsedDatagram out;
+  DropReason reason;
+  Authenticator fresh(test_key(), false, false);
+  REQUIRE(parse(next, fresh, reason, out));
+}
+
+TEST_CASE("AES-256-GCM datagrams: flagged, checked, refused where not accepted") {
+  Authenticator gcm(test_key(), false);
+  if (!gcm.aes_gcm()) {
+    WARN("skipped: this CPU has no AES-NI/CLMUL, libsodium offers no AES-256-GCM");
+    return;
+  }
+  Authenticator chacha_only(test_key(), false, /*allow_aes_gcm=*/false);
+  const std::vector<uint8_t> d = chunk_datagram(gcm, 5, 5, 1, 5, 1, Aead::kAes256Gcm);
+  REQUIRE(d[3] == kFlagAes256Gcm);
+  ParsedDatagram out;
+  DropReason reason;
+  REQUIRE(parse(d, gcm, reason, out));
+  REQUIRE(out.header.aead == Aead::kAes256Gcm);
+  REQUIRE(out.envelope->frame_as_Chunk()->message_id() == 42);
+  // A node that does not check AES-256-GCM refuses it (its sender learns from heartbeats not
+  // to use it), and one that cannot make it seals XChaCha20-Poly1305 and flags that.
+  REQUIRE(reject_reason(d, chacha_only) == DropReason::kBadTag);
+  const std::vector<uint8_t> fallback = chunk_datagram(chacha_only, 6, 5, 1, 5, 1, Aead::kAes256Gcm);
+  REQUIRE(fallback[3] == 0);
+  REQUIRE(parse(fallback, gcm, reason, out));
+  // The flag is under the tag: switching the AEAD a datagram claims breaks it. Unknown flag
+  // bits are malformed.
+  std::vector<uint8_t> switched = d;
+  switched[3] = 0;
+  REQUIRE(reject_reason(switched, gcm) == DropReason::kBadTag);
+  std::vector<uint8_t> flags = d;
+  flags[3] |= 0x80;
+  REQUIRE(reject_reason(flags, gcm) == DropReason::kMalformed);
+  // Another receiver, boot or key changes the key: the tag no longer holds.
+  for (size_t byte : {8, 16}) {
+    std::vector<uint8_t> moved = d;
+    moved[byte] ^= 1;
+    REQUIRE(reject_reason(moved, gcm) == DropReason::kBadTag);
+  }
+  Authenticator other(test_key(9), false);
+  REQUIRE(reject_reason(d, other) == DropReason::kBadTag);
+}
+
+TEST_CASE("a forged datagram does not spoil the cached key of its link") {
+  for (Aead aead : {Aead::kXChaCha20Poly1305, Aead::kAes256Gcm}) {
+    Authenticator sender(test_key(), false), receiver(test_key(), false);
+    Authenticator forger(test_key(8), false);
+    if (aead == Aead::kAes256Gcm && !receiver.aes_gcm()) continue;
+    ParsedDatagram out;
+    DropReason reason;
+    // The forger's datagram names the same (sender, receiver, boot) first: its key must not
+    // be what the receiver keeps.
+    REQUIRE(reject_reason(chunk_datagram(forger, 1, 5, 1, 5, 1, aead), receiver) ==
+            DropReason::kBadTag);
+    REQUIRE(parse(chunk_datagram(sender, 2, 5, 1, 5, 1, aead), receiver, reason, out));
+    REQUIRE(reject_reason(chunk_datagram(forger, 3, 5, 1, 5, 1, aead), receiver) ==
+            DropReason::kBadTag);
+    REQUIRE(parse(chunk_datagram(sender, 4, 5, 1, 5, 1, aead), receiver, reason, out));
+  }
 }
 
 TEST_CASE("random bytes, authenticated garbage and every truncation never parse") {

@@ -39,7 +39,7 @@ struct Endpoint::State final : LinkHost {
       : config(c),
         socket(io),
         timer(io),
-        auth(c.key, c.insecure),
+        auth(c.key, c.insecure, c.allow_aes256gcm),
         reassembler(c.reassembly_bytes, c.reassembly_timeout),
         faults(c.faults),
         budget(c.send_queue_bytes),
@@ -54,6 +54,7 @@ struct Endpoint::State final : LinkHost {
   void release_budget(size_t bytes) override { budget.release(bytes); }
   void receiving_restarted(Link& link) override { reassembler.link_restarted(link.id()); }
   bool holds_back(const Link& link) const override { return relay_backlogged(link.id()); }
+  bool accepts_aes256gcm() const override { return auth.aes_gcm(); }
 
   Link* link(uint32_t id) {
     auto it = links.find(id);
@@ -294,6 +295,7 @@ void Endpoint::State::emit(Link& link) {
   h.receiver = link.id();
   h.boot_id = boot_id;
   h.counter = ++counter;  // never reused within a boot: the tag's nonce
+  h.aead = link.aead();
   const int fd = socket.native_handle();
   if (!faults.active()) {
     // Sealed straight into the next batch slot: no copy on the common path.

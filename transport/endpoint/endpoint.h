@@ -44,6 +44,9 @@ struct EndpointConfig {
   std::chrono::milliseconds peer_timeout{10000};
   ClusterKey key{};
   bool insecure = false;                   // benchmarks only: no authentication
+  // AES-256-GCM tags towards peers that accept them, where the CPU has AES-NI and CLMUL
+  // (transport/security/authenticator.h); false: XChaCha20-Poly1305 only (tests of mixed nodes).
+  bool allow_aes256gcm = true;
   FaultSpec faults;
 };
 

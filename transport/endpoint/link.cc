@@ -54,6 +54,7 @@ std::optional<DropReason> Link::admit(const DatagramHeader& header, const wire::
       boots.retire(boot_seen_);
       reset_sender();
     }
+    counters_.aead = Aead::kXChaCha20Poly1305;  // until this boot's heartbeat says otherwise
     boot_seen_ = header.boot_id;
     restart_receiving(e.link_epoch());
   } else if (e.link_epoch() != recv_epoch_) {
@@ -100,6 +101,8 @@ void Link::on_nak(const wire::Nak& n, Clock::time_point now) {
 }
 
 void Link::on_heartbeat(const wire::Heartbeat& h) {
+  counters_.aead = h.accepts_aes256gcm() && host_.accepts_aes256gcm() ? Aead::kAes256Gcm
+                                                                      : Aead::kXChaCha20Poly1305;
   last_peer_sent_ns_ = h.sent_ns();
   last_peer_heard_ns_ = now_ns();
   if (h.echo_ns() == 0) return;
@@ -213,7 +216,7 @@ void Link::send_heartbeat(Clock::time_point now) {
   const uint64_t t = now_ns();
   const auto hb = wire::CreateHeartbeat(
       fbb, 0, t, last_peer_sent_ns_,
-      last_peer_sent_ns_ ? t - std::min(t, last_peer_heard_ns_) : 0);
+      last_peer_sent_ns_ ? t - std::min(t, last_peer_heard_ns_) : 0, host_.accepts_aes256gcm());
   send_control(fbb, wire::Frame::Heartbeat, hb.Union());
   last_heartbeat_ = now;
 }

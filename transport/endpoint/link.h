@@ -36,6 +36,8 @@ class LinkHost {
   // Whether chunks from `link` would be refused now whatever message they belong to (a relay
   // backlog they would join): its acks then offer no credit.
   virtual bool holds_back(const Link& link) const = 0;
+  // Whether this node checks AES-256-GCM tags (its heartbeats say so).
+  virtual bool accepts_aes256gcm() const = 0;
 };
 
 // What this node knows of a peer's boots. Kept by the endpoint across remove_peer/add_peer, so a
@@ -69,6 +71,9 @@ class Link {
   LinkSender& sender() { return sender_; }
   LinkReceiver& receiver() { return receiver_; }
   bool lost() const { return counters_.lost; }
+  // The AEAD of what we send this peer: AES-256-GCM once its heartbeat (from its current boot)
+  // said it checks it, else XChaCha20-Poly1305, which every node checks.
+  Aead aead() const { return counters_.aead; }
   void revive(Clock::time_point now);  // added again (a rejoin): heard from as of now
 
   // Boot, replay and link-epoch checks of an authenticated datagram from this peer; a new boot

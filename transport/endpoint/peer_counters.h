@@ -17,6 +17,7 @@ struct PeerCounters {
   std::array<uint64_t, static_cast<size_t>(DropReason::kCount)> drops{};
   double rtt_us = 0;  // smoothed; 0 until the first heartbeat echo
   bool lost = false;
+  Aead aead = Aead::kXChaCha20Poly1305;  // the tags of what we send this peer now
 
   void drop(DropReason reason) { ++drops[static_cast<size_t>(reason)]; }
   uint64_t dropped(DropReason reason) const { return drops[static_cast<size_t>(reason)]; }

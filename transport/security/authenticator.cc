@@ -4,50 +4,168 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <unordered_map>
 
 namespace dtrain::transport {
 namespace {
 
-void make_nonce(unsigned char nonce[crypto_aead_xchacha20poly1305_ietf_NPUBBYTES],
-                uint32_t sender, uint64_t boot_id, uint64_t counter) {
-  std::memset(nonce, 0, crypto_aead_xchacha20poly1305_ietf_NPUBBYTES);
-  std::memcpy(nonce, &sender, 4);
-  std::memcpy(nonce + 4, &boot_id, 8);
-  std::memcpy(nonce + 12, &counter, 8);
+// Beyond this many (sender, receiver, boot) keys the cache starts over: a node holds one per
+// peer and direction, plus those of peers' earlier boots, far fewer than this.
+constexpr size_t kMaxCachedKeys = 4096;
+// BLAKE2b personalisation of the AES-256-GCM key: keeps it apart from every other use of the
+// cluster key.
+constexpr unsigned char kGcmPersonal[crypto_generichash_blake2b_PERSONALBYTES] = {
+    'd', 't', 'r', 'a', 'i', 'n', '-', 'd', 'a', 't', 'a', '-', 'g', 'c', 'm', 0};
+
+void put_le(unsigned char* p, uint64_t v, int bytes) {
+  for (int i = 0; i < bytes; ++i) p[i] = static_cast<unsigned char>(v >> (8 * i));
+}
+
+// The 16 bytes fixed for one direction of a link and one boot: XChaCha20's HChaCha20 input
+// and the AES key's salt.
+void link_input(unsigned char in[16], const TagContext& c) {
+  put_le(in, c.sender, 4);
+  put_le(in + 4, c.receiver, 4);
+  put_le(in + 8, c.boot_id, 8);
+}
+
+// Both AEADs take a 12-byte nonce under the derived key: four zero bytes, then the counter.
+void counter_nonce(unsigned char nonce[12], uint64_t counter) {
+  std::memset(nonce, 0, 4);
+  put_le(nonce + 4, counter, 8);
 }
 
 }  // namespace
 
-Authenticator::Authenticator(const ClusterKey& key, bool insecure)
-    : key_(key), insecure_(insecure) {
-  static_assert(crypto_aead_xchacha20poly1305_ietf_ABYTES == kTagBytes);
-  if (sodium_init() < 0) std::abort();  // only fails without a usable random source
+const char* aead_name(Aead aead) {
+  return aead == Aead::kAes256Gcm ? "aes256gcm" : "xchacha20poly1305";
 }
 
-void Authenticator::seal(uint8_t* frame, size_t len, uint32_t sender, uint64_t boot_id,
-                         uint64_t counter) const {
+struct Authenticator::Keys {
+  crypto_aead_aes256gcm_state aes;  // expanded key and GHASH powers
+  unsigned char chacha[crypto_aead_chacha20poly1305_ietf_KEYBYTES];
+  bool has_aes = false, has_chacha = false;
+
+  ~Keys() { sodium_memzero(this, sizeof *this); }
+};
+
+class Authenticator::KeyCache {
+ public:
+  struct Id {
+    uint32_t sender, receiver;
+    uint64_t boot;
+    bool operator==(const Id& o) const {
+      return sender == o.sender && receiver == o.receiver && boot == o.boot;
+    }
+  };
+  struct IdHash {
+    size_t operator()(const Id& id) const {
+      return std::hash<uint64_t>()(id.boot ^ (uint64_t(id.sender) << 32 | id.receiver));
+    }
+  };
+
+  Keys* find(const Id& id) {
+    auto it = keys_.find(id);
+    return it == keys_.end() ? nullptr : &it->second;
+  }
+  Keys& insert(const Id& id) {
+    if (keys_.size() >= kMaxCachedKeys) keys_.clear();
+    return keys_[id];
+  }
+
+ private:
+  std::unordered_map<Id, Keys, IdHash> keys_;
+};
+
+Authenticator::Authenticator(const ClusterKey& key, bool insecure, bool allow_aes_gcm)
+    : key_(key), insecure_(insecure), cache_(std::make_unique<KeyCache>()) {
+  static_assert(crypto_aead_chacha20poly1305_ietf_ABYTES == kTagBytes);
+  static_assert(crypto_aead_aes256gcm_ABYTES == kTagBytes);
+  if (sodium_init() < 0) std::abort();  // only fails without a usable random source
+  aes_gcm_ = allow_aes_gcm && !insecure && crypto_aead_aes256gcm_is_available() == 1;
+}
+
+Authenticator::~Authenticator() = default;
+
+namespace {
+
+// Derives what `aead` needs into `k` (unless it is there already).
+template <typename Keys>
+void derive(Keys& k, const ClusterKey& key, const TagContext& c) {
+  unsigned char in[16];
+  link_input(in, c);
+  if (c.aead == Aead::kAes256Gcm && !k.has_aes) {
+    unsigned char aes_key[crypto_aead_aes256gcm_KEYBYTES];
+    crypto_generichash_blake2b_salt_personal(aes_key, sizeof aes_key, nullptr, 0, key.data(),
+                                             key.size(), in, kGcmPersonal);
+    crypto_aead_aes256gcm_beforenm(&k.aes, aes_key);
+    sodium_memzero(aes_key, sizeof aes_key);
+    k.has_aes = true;
+  }
+  if (c.aead == Aead::kXChaCha20Poly1305 && !k.has_chacha) {
+    crypto_core_hchacha20(k.chacha, in, key.data(), nullptr);
+    k.has_chacha = true;
+  }
+}
+
+template <typename Keys>
+void tag(const Keys& k, const uint8_t* frame, size_t len, uint64_t counter, uint8_t* out) {
+  unsigned char nonce[12];
+  counter_nonce(nonce, counter);
+  unsigned char none[1] = {0};  // nothing is encrypted; the frame is associated data
+  unsigned long long tag_len = 0;
+  if (k.has_aes)
+    crypto_aead_aes256gcm_encrypt_detached_afternm(none, out, &tag_len, none, 0, frame, len,
+                                                   nullptr, nonce, &k.aes);
+  else
+    crypto_aead_chacha20poly1305_ietf_encrypt_detached(none, out, &tag_len, none, 0, frame, len,
+                                                       nullptr, nonce, k.chacha);
+}
+
+template <typename Keys>
+bool check(const Keys& k, const uint8_t* frame, size_t len, uint64_t counter) {
+  unsigned char nonce[12];
+  counter_nonce(nonce, counter);
+  unsigned char none[1] = {0};
+  if (k.has_aes)
+    return crypto_aead_aes256gcm_decrypt_detached_afternm(none, nullptr, none, 0, frame + len,
+                                                          frame, len, nonce, &k.aes) == 0;
+  return crypto_aead_chacha20poly1305_ietf_decrypt_detached(none, nullptr, none, 0, frame + len,
+                                                            frame, len, nonce, k.chacha) == 0;
+}
+
+}  // namespace
+
+void Authenticator::seal(uint8_t* frame, size_t len, const TagContext& c) const {
   if (insecure_) {
     std::memset(frame + len, 0, kTagBytes);
     return;
   }
-  unsigned char nonce[crypto_aead_xchacha20poly1305_ietf_NPUBBYTES];
-  make_nonce(nonce, sender, boot_id, counter);
-  unsigned long long tag_len = 0;
-  unsigned char no_ciphertext[1] = {0};  // nothing is encrypted; the frame is associated data
-  crypto_aead_xchacha20poly1305_ietf_encrypt_detached(no_ciphertext, frame + len, &tag_len,
-                                                      no_ciphertext, 0, frame, len, nullptr,
-                                                      nonce, key_.data());
+  TagContext ctx = c;
+  if (!aes_gcm_) ctx.aead = Aead::kXChaCha20Poly1305;  // seal_datagram's flag says the same
+  const KeyCache::Id id{ctx.sender, ctx.receiver, ctx.boot_id};
+  Keys* k = cache_->find(id);
+  if (!k) k = &cache_->insert(id);
+  // One entry serves one AEAD: a link does not switch back, and the other's key is cheap.
+  if ((ctx.aead == Aead::kAes256Gcm) != k->has_aes) *k = Keys();
+  derive(*k, key_, ctx);
+  tag(*k, frame, len, ctx.counter, frame + len);
 }
 
-bool Authenticator::verify(const uint8_t* frame, size_t len, uint32_t sender, uint64_t boot_id,
-                           uint64_t counter) const {
+bool Authenticator::verify(const uint8_t* frame, size_t len, const TagContext& c) const {
   if (insecure_) return true;
-  unsigned char nonce[crypto_aead_xchacha20poly1305_ietf_NPUBBYTES];
-  make_nonce(nonce, sender, boot_id, counter);
-  unsigned char no_plaintext[1] = {0};
-  return crypto_aead_xchacha20poly1305_ietf_decrypt_detached(no_plaintext, nullptr, no_plaintext,
-                                                             0, frame + len, frame, len, nonce,
-                                                             key_.data()) == 0;
+  if (c.aead == Aead::kAes256Gcm && !aes_gcm_) return false;  // cannot check it: refuse
+  const KeyCache::Id id{c.sender, c.receiver, c.boot_id};
+  Keys* cached = cache_->find(id);
+  if (cached && (c.aead == Aead::kAes256Gcm) == cached->has_aes)
+    return check(*cached, frame, len, c.counter);
+  // Not cached (or for the other AEAD): derive aside, keep it only once the tag holds.
+  Keys fresh;
+  derive(fresh, key_, c);
+  if (!check(fresh, frame, len, c.counter)) return false;
+  Keys& kept = cached ? *cached : cache_->insert(id);
+  kept = fresh;
+  return true;
 }
 
 }  // namespace dtrain::transport

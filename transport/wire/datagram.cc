@@ -66,21 +66,24 @@ const char* drop_reason_name(DropReason reason) {
   return "?";
 }
 
-void seal_datagram(const DatagramHeader& h, const uint8_t* body, size_t body_len,
+void seal_datagram(const DatagramHeader& header, const uint8_t* body, size_t body_len,
                    const Authenticator& auth, std::vector<uint8_t>& out) {
+  // A node without AES-256-GCM tags with XChaCha20-Poly1305 whatever it was asked, and says so.
+  DatagramHeader h = header;
+  if (!auth.aes_gcm()) h.aead = Aead::kXChaCha20Poly1305;
   out.resize(kHeaderBytes + body_len + kTagBytes);
   uint8_t* p = out.data();
   p[0] = 'D';
   p[1] = 'T';
   p[2] = kWireVersion;
-  p[3] = 0;
+  p[3] = h.aead == Aead::kAes256Gcm ? kFlagAes256Gcm : 0;
   put<uint32_t>(p + 4, h.sender);
   put<uint32_t>(p + 8, h.receiver);
   put<uint32_t>(p + 12, 0);
   put<uint64_t>(p + 16, h.boot_id);
   put<uint64_t>(p + 24, h.counter);
   std::memcpy(p + kHeaderBytes, body, body_len);
-  auth.seal(p, kHeaderBytes + body_len, h.sender, h.boot_id, h.counter);
+  auth.seal(p, kHeaderBytes + body_len, h.tag_context());
 }
 
 bool parse_datagram(const uint8_t* data, size_t len, size_t max_datagram,
@@ -101,13 +104,17 @@ bool parse_datagram(const uint8_t* data, size_t len, size_t max_datagram,
     reason = DropReason::kWrongVersion;
     return false;
   }
+  if ((data[3] & ~kFlagAes256Gcm) != 0) {
+    reason = DropReason::kMalformed;
+    return false;
+  }
+  out.header.aead = (data[3] & kFlagAes256Gcm) ? Aead::kAes256Gcm : Aead::kXChaCha20Poly1305;
   out.header.sender = get<uint32_t>(data + 4);
   out.header.receiver = get<uint32_t>(data + 8);
   out.header.boot_id = get<uint64_t>(data + 16);
   out.header.counter = get<uint64_t>(data + 24);
   const size_t signed_len = len - kTagBytes;
-  if (!auth.verify(data, signed_len, out.header.sender, out.header.boot_id,
-                   out.header.counter)) {
+  if (!auth.verify(data, signed_len, out.header.tag_context())) {
     reason = DropReason::kBadTag;
     return false;
   }

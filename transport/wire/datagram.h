@@ -1,9 +1,10 @@
 #pragma once
-// One datagram on the data channel (wire version 2):
-//   0  "DT" | version | flags(0) | sender node (u32) | receiver node (u32) | reserved (u32, 0)
+// One datagram on the data channel (wire version 3):
+//   0  "DT" | version | flags | sender node (u32) | receiver node (u32) | reserved (u32, 0)
 //   16 boot id (u64) | counter (u64)
 //   32 a FlatBuffers Envelope (transport/schema/data.fbs), 8-byte aligned
 //   .. 16-byte tag over everything before it (transport/security/authenticator.h)
+// flags: bit 0 set = the tag is AES-256-GCM, clear = XChaCha20-Poly1305; the other bits are 0.
 // All integers little-endian. The receiver is under the tag: a datagram captured on its way to
 // one node and replayed at another is refused there (version 1 had no receiver, and another
 // node's replay window had never seen it). parse_datagram() checks the size, magic, version and
@@ -18,7 +19,10 @@
 
 namespace dtrain::transport {
 
-constexpr uint8_t kWireVersion = 2;
+// 3: the AEAD flag, and the nonce binds the receiver (2: XChaCha20-Poly1305 over (sender, boot,
+// counter) only).
+constexpr uint8_t kWireVersion = 3;
+constexpr uint8_t kFlagAes256Gcm = 1;
 constexpr size_t kHeaderBytes = 32;
 constexpr size_t kDefaultMaxDatagram = 1408;  // fits a 1500-byte MTU with IPv6 + UDP headers
 constexpr size_t kMinDatagram = kHeaderBytes + 8 + kTagBytes;
@@ -28,6 +32,9 @@ struct DatagramHeader {
   uint32_t receiver = 0;
   uint64_t boot_id = 0;
   uint64_t counter = 0;
+  Aead aead = Aead::kXChaCha20Poly1305;  // which tag (flags bit 0)
+
+  TagContext tag_context() const { return {sender, receiver, boot_id, counter, aead}; }
 };
 
 // Why a datagram was dropped; counted per peer.
