@@ -109,6 +109,9 @@ class Backend {
   // TF32 tensor-core math for convolutions (on by default where PyTorch has it on by default;
   // the conformance suite turns it off). Matrix products never use it. No effect on the CPU.
   virtual void allow_tf32(bool) {}
+  // Mixed precision for matrix products and convolutions (GPU backends; kernels/README.md,
+  // "Mixed precision"). False when this backend cannot: the CPU computes in fp32 only.
+  virtual bool set_precision(Precision precision) { return precision == Precision::kFp32; }
 };
 
 // The CPU backend, shared by every CPU worker of the process.

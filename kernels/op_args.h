@@ -31,6 +31,11 @@ struct PoolGeometry {
   int64_t out_w() const { return window.out_w(in_w); }
 };
 
+// What matrix products and convolutions compute in (training.precision): fp32, or bf16/fp16
+// inputs with fp32 accumulation and fp32 results (mixed precision: the parameters, activations,
+// gradients, updater state and the codec stay fp32; kernels/README.md, "Mixed precision").
+enum class Precision { kFp32, kBf16, kFp16 };
+
 // Activation functions; softmax normalises each row. The names are in core/layers/activation.
 enum class Activation { kIdentity, kRelu, kLeakyRelu, kTanh, kSigmoid, kSoftmax };
 constexpr float kLeakyReluSlope = 0.01f;

@@ -100,6 +100,14 @@ int run_local_training(const LocalTrainArgs& args) {
                 result.agreement.replicas, result.agreement.relative_diff,
                 result.agreement.max_abs_diff);
   }
+  if (job.training.precision != "fp32" && result.device == "cpu")
+    std::printf("precision: fp32 (training.precision %s applies to GPU workers; these ran on "
+                "the CPU)\n", job.training.precision.c_str());
+  else if (job.training.precision == "fp16")
+    std::printf("precision: fp16 on %s, %lld steps skipped for overflow (loss scaling)\n",
+                result.device.c_str(), (long long)result.overflow_skipped_steps);
+  else if (job.training.precision == "bf16")
+    std::printf("precision: bf16 on %s\n", result.device.c_str());
   if (!result.model_path.empty()) std::printf("model written to %s\n", result.model_path.c_str());
   return kExitSuccess;
 }

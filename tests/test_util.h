@@ -2,9 +2,12 @@
 // Helpers shared by the unit tests: temporary directories and spec snippets.
 #include <unistd.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <fstream>
 #include <string>
+#include <vector>
 
 #include "core/spec/job_spec_parser.h"
 
@@ -21,6 +24,16 @@ inline std::string temp_dir() {
 
 inline void write_text(const std::string& path, const std::string& text) {
   std::ofstream(path) << text;
+}
+
+// ||a - b|| / ||b||: how far one replica (or result) is from another.
+inline double relative_l2(const std::vector<float>& a, const std::vector<float>& b) {
+  double diff = 0, norm = 0;
+  for (size_t i = 0; i < a.size() && i < b.size(); ++i) {
+    diff += (double(a[i]) - b[i]) * (double(a[i]) - b[i]);
+    norm += double(b[i]) * b[i];
+  }
+  return std::sqrt(diff / std::max(norm, 1e-30));
 }
 
 // Parses a model section (YAML) wrapped into a minimal job; data files are not checked.

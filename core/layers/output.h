@@ -15,9 +15,12 @@ class OutputLayer : public DenseLayer {
   Loss loss() const { return loss_; }
 
   // Mean loss of the last forward's outputs against targets; runs the layer's backward and
-  // writes d(loss)/d(in) into din when given.
-  double loss_backward(const Tensor& in, const Tensor& out, const Tensor& targets, Tensor* din) {
+  // writes d(loss)/d(in) into din when given. Every gradient of the backward pass is
+  // multiplied by loss_scale (fp16 loss scaling; the loss returned is not).
+  double loss_backward(const Tensor& in, const Tensor& out, const Tensor& targets, Tensor* din,
+                       float loss_scale = 1.f) {
     double value = loss_and_delta(*backend_, loss_, activation_, out, targets, dz_);
+    if (loss_scale != 1.f) backend_->scale(dz_.data(), dz_.size(), loss_scale);
     backward_from_preactivation(in, dz_, din);
     return value;
   }

@@ -139,7 +139,8 @@ void Model::backward_layer(int i, const Tensor& x) {
   for (size_t k = 0; k < inputs.size(); ++k) add_into(inputs[k], slots[k]);
 }
 
-double Model::compute_gradients(const Tensor& x_host, const Tensor& targets_host, Rng& rng) {
+double Model::compute_gradients(const Tensor& x_host, const Tensor& targets_host, Rng& rng,
+                                float loss_scale) {
   const Tensor& x = on_device(x_host, input_);
   const Tensor& targets = on_device(targets_host, targets_);
   forward(x, ForwardMode{true, &rng});
@@ -147,8 +148,10 @@ double Model::compute_gradients(const Tensor& x_host, const Tensor& targets_host
   const size_t last = graph_.layers.size() - 1;
   const int in = graph_.inputs[last][0];
   Tensor* din = gradient_slot(in, 0);
-  const double loss = output_->loss_backward(output_of(in, x), activations_[last], targets, din);
+  const double loss =
+      output_->loss_backward(output_of(in, x), activations_[last], targets, din, loss_scale);
   for (size_t k = graph_.order.size() - 1; k-- > 0;) backward_layer(graph_.order[k], x);
+  if (loss_scale != 1.f) backend_->scale(grads_.data(), grads_.size(), 1.f / loss_scale);
   return loss;
 }
 

@@ -55,8 +55,11 @@ class Model {
   // host memory.
   const Tensor& predict(const Tensor& x);
   // Training forward + backward on one minibatch (host tensors, copied to the model's device
-  // when it has one): fills grads() and returns the mean loss.
-  double compute_gradients(const Tensor& x, const Tensor& targets, Rng& rng);
+  // when it has one): fills grads() and returns the mean loss. loss_scale (fp16 training,
+  // core/train/loss_scaler.h) multiplies the loss gradient before the backward pass and
+  // divides the parameter gradients after it; the loss returned is unscaled.
+  double compute_gradients(const Tensor& x, const Tensor& targets, Rng& rng,
+                           float loss_scale = 1.f);
 
  private:
   void forward(const Tensor& x, const ForwardMode& mode);

@@ -163,6 +163,11 @@ struct TrainingSpec {
   // Where workers run (core/README.md, "The model"): cpu, gpu (every node of the job needs a GPU)
   // or auto (GPUs where a node has them, the CPU elsewhere).
   std::string device = "auto";
+  // Mixed precision on GPU workers (kernels/README.md, "Mixed precision"): fp32 | bf16 | fp16.
+  // Matrix products and convolutions take bf16/fp16 inputs and accumulate in fp32; parameters,
+  // gradients, updater state, residual and codec stay fp32. fp16 adds dynamic loss scaling
+  // (core/train/loss_scaler.h). CPU workers of an auto job compute in fp32.
+  std::string precision = "fp32";
   ThresholdSpec threshold;
   ResidualSpec residual;
   std::string mesh = "plain";    // plain | mesh

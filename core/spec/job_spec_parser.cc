@@ -259,7 +259,8 @@ class JobSpecParser {
     if (!node) return t;
     const std::string p = "training";
     r_.expect_map(node, p, {"mode", "epochs", "batch_size", "batch_size_per_worker", "nodes",
-                            "workers_per_node", "device", "threshold", "residual", "mesh",
+                            "workers_per_node", "device", "precision", "threshold", "residual",
+                            "mesh",
                             "averaging_frequency", "average_updater_state", "sync",
                             "corrections", "stop_on_divergence", "audit_updates",
                             "early_stopping"});
@@ -287,6 +288,12 @@ class JobSpecParser {
               "an elastic job (nodes: {min, max}) runs on the plain mesh only",
               "remove 'mesh: mesh' (plain is the default), or give nodes a single count");
     t.device = r_.choice(node, "device", p, t.device, {"auto", "cpu", "gpu"});
+    t.precision = r_.choice(node, "precision", p, t.precision, {"fp32", "bf16", "fp16"});
+    if (t.precision != "fp32" && t.device == "cpu")
+      r_.fail(node["precision"], p + ".precision",
+              "precision " + t.precision + " is mixed precision on GPUs, and device is cpu "
+              "(the CPU computes in fp32 only)",
+              "set training.device: gpu (or auto), or remove precision");
     t.averaging_frequency = r_.integer(node, "averaging_frequency", p, 5, 1, 1 << 20);
     t.average_updater_state = r_.boolean(node, "average_updater_state", p, false);
     t.stop_on_divergence = r_.boolean(node, "stop_on_divergence", p, true);

@@ -314,8 +314,16 @@ void check_memory(const JobSpec& job, int64_t params, int workers, const std::ve
 
 // One backend per GPU worker (each its own stream), or none for CPU workers. Throws UserError
 // when a GPU cannot be used, with the driver's reason.
+// training.precision as the backends take it.
+kernels::Precision precision_of(const std::string& name) {
+  if (name == "bf16") return kernels::Precision::kBf16;
+  if (name == "fp16") return kernels::Precision::kFp16;
+  return kernels::Precision::kFp32;
+}
+
 std::vector<std::unique_ptr<kernels::Backend>> make_gpu_backends(const std::vector<int>& gpus,
-                                                                 int workers) {
+                                                                 int workers,
+                                                                 const std::string& precision) {
   std::vector<std::unique_ptr<kernels::Backend>> out;
   if (gpus.empty()) return out;
   for (int w = 0; w < workers; ++w) {
@@ -326,6 +334,12 @@ std::vector<std::unique_ptr<kernels::Backend>> make_gpu_backends(const std::vect
       throw UserError("worker " + std::to_string(w) + " cannot use GPU " + std::to_string(gpu) +
                           ": " + why,
                       "check the GPU with nvidia-smi, or run the job with training.device: cpu");
+    // Before the worker's model is built: its layers' kernels are made for the precision.
+    if (!out.back()->set_precision(precision_of(precision)))
+      throw UserError("GPU " + std::to_string(gpu) + " (" + out.back()->name() +
+                          ") cannot compute in training.precision " + precision,
+                      "use precision fp32, or bf16/fp16 on a GPU with tensor cores (sm_80 or "
+                      "newer for bf16)");
   }
   return out;
 }
@@ -375,7 +389,7 @@ TrainingResult train_local(const JobSpec& job, TrainingListener& listener,
   check_memory(job, initial.num_params(), num_workers, options.gpus);
   // Declared before the workers, so that their models (in GPU memory) go first.
   const std::vector<std::unique_ptr<kernels::Backend>> gpu_backends =
-      make_gpu_backends(options.gpus, num_workers);
+      make_gpu_backends(options.gpus, num_workers, job.training.precision);
   Workers workers;
   for (int w = 0; w < num_workers; ++w) {
     kernels::Backend* backend = gpu_backends.empty() ? nullptr : gpu_backends[w].get();
@@ -704,7 +718,11 @@ TrainingResult train_local(const JobSpec& job, TrainingListener& listener,
   for (const auto& c : copies) replicas.push_back(c.data());
   result.agreement = compare_replicas(replicas, initial.num_params());
   if (options.final_params) *options.final_params = copies[0];
-  for (auto& w : workers) result.max_ahead = std::max(result.max_ahead, w->max_ahead());
+  for (auto& w : workers) {
+    result.max_ahead = std::max(result.max_ahead, w->max_ahead());
+    if (const LossScaler* scaler = w->worker().loss_scaler())
+      result.overflow_skipped_steps += scaler->skipped();
+  }
   result.applied_digest = audit.digest();
   result.applied_messages = audit.count();
   if (audit.has_sum())

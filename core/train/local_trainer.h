@@ -48,6 +48,8 @@ struct TrainingResult {
   int workers = 1;
   std::string codec_kernel;            // gradient sharing only
   std::string device = "cpu";          // where the workers ran: cpu, or "gpu 0, 1"
+  // training.precision fp16: steps the loss scaler skipped because their gradients overflowed.
+  int64_t overflow_skipped_steps = 0;
   ReplicaAgreement agreement;          // after the last step, every message applied
   std::vector<std::string> lost_nodes; // cluster jobs: nodes declared lost during training
   int64_t params = 0;

@@ -25,6 +25,9 @@ Worker::Worker(const JobSpec& job, const ExampleSource& train, const Model& init
                              model_->num_params(), &model_->backend());
   if (!model_->on_host()) step_.set_memory(&model_->backend());
   step_.resize({model_->num_params()});
+  // Mixed precision is a GPU worker's (its backend computes in it); fp16 needs loss scaling.
+  if (job.training.precision == "fp16" && !model_->on_host())
+    scaler_ = std::make_unique<LossScaler>();
 }
 
 template <typename Load>
@@ -51,12 +54,21 @@ bool Worker::compute_step_on(int64_t shard, int64_t num_shards, int64_t batch,
 
 void Worker::compute_loaded(int64_t own_iteration, int64_t schedule_iteration) {
   last_batch_ = x_.dim(0);
-  last_loss_ = model_->compute_gradients(x_, y_, rng_);
+  last_loss_ = model_->compute_gradients(x_, y_, rng_, scaler_ ? scaler_->scale() : 1.f);
   if (!std::isfinite(last_loss_))
     throw UserError("training diverged: the loss became " + std::to_string(last_loss_) +
                         " at iteration " + std::to_string(own_iteration),
-                    "lower model.updater.learning_rate or normalise the data "
-                    "(data.normalize: scale)");
+                    scaler_ ? "with training.precision fp16 an activation past 65504 overflows: "
+                              "use precision bf16 (fp32's range), or lower the learning rate"
+                            : "lower model.updater.learning_rate or normalise the data "
+                              "(data.normalize: scale)");
+  if (scaler_ && !scaler_->step_finite(std::isfinite(model_->backend().sum_squares(
+                     model_->grads(), model_->num_params())))) {
+    // The scale was too large for this step: no update from it (the residual still goes out),
+    // and the updater's state does not move.
+    model_->backend().fill(step_.data(), model_->num_params(), 0.f);
+    return;
+  }
   clip_gradient(corrections_, workers_, model_->backend(), model_->grads(), model_->num_params());
   updater_->compute_step(model_->params(), model_->grads(), step_.data(), schedule_iteration,
                          own_iteration + 1,

@@ -7,6 +7,7 @@
 
 #include "core/data/minibatch_iterator.h"
 #include "core/model/model.h"
+#include "core/train/loss_scaler.h"
 #include "core/spec/job_spec.h"
 #include "core/updaters/updater.h"
 
@@ -64,6 +65,8 @@ class Worker {
     return double(own_iteration) / double(std::max<int64_t>(1, batches_per_epoch()));
   }
   int workers() const { return workers_; }
+  // fp16 on a GPU: the loss scaler (nullptr otherwise), for its scale and skipped steps.
+  const LossScaler* loss_scaler() const { return scaler_.get(); }
 
  private:
   // Loads a minibatch into x_, y_ with `load`, timing it into last_data_ms_; false if none.
@@ -77,6 +80,7 @@ class Worker {
   std::unique_ptr<Updater> updater_;
   MinibatchIterator iterator_;
   Rng rng_;
+  std::unique_ptr<LossScaler> scaler_;
   Tensor x_, y_, step_;
   double last_loss_ = 0.0;
   double last_data_ms_ = 0.0;

@@ -442,6 +442,7 @@ void JobRunner::run() {
                    {"sync_bound", job.training.sync.bound},
                    {"max_steps_ahead", r.max_ahead},
                    {"stop_on_divergence", job.training.stop_on_divergence}};
+    if (job.training.precision == "fp16") result["overflow_skipped_steps"] = r.overflow_skipped_steps;
     const core::LayerSpec& out = job.model.layers.back();
     if (out.loss != core::Loss::kMse) result["classes"] = out.units;
     if (!r.resumed && job.training.mode == "gradient_sharing") {

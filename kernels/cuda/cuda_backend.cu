@@ -12,6 +12,7 @@
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/cuda_ops.h"
 #include "kernels/cuda/cudnn_layers.h"
+#include "kernels/cuda/reduced_precision.h"
 #include "kernels/gpu_devices.h"
 
 namespace dtrain::kernels {
@@ -125,9 +126,26 @@ class CudaBackend final : public Backend {
             const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
             int64_t ldc) override {
     activate();
-    DTRAIN_CUBLAS_CALL(cublasSgemm(cublas_, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N,
-                                   trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, int(n), int(m), int(k),
-                                   &alpha, b, int(ldb), a, int(lda), &beta, c, int(ldc)));
+    const cublasOperation_t op_a = trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
+    const cublasOperation_t op_b = trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
+    if (precision_ == Precision::kFp32) {
+      DTRAIN_CUBLAS_CALL(cublasSgemm(cublas_, op_b, op_a, int(n), int(m), int(k), &alpha, b,
+                                     int(ldb), a, int(lda), &beta, c, int(ldc)));
+      return;
+    }
+    // Mixed precision: A and B (their stored rows) converted, fp32 accumulation and C.
+    const int64_t a_rows = trans_a ? k : m, a_cols = trans_a ? m : k;
+    const int64_t b_rows = trans_b ? n : k, b_cols = trans_b ? k : n;
+    const int64_t a_n = a_rows > 0 ? (a_rows - 1) * lda + a_cols : 0;
+    const int64_t b_n = b_rows > 0 ? (b_rows - 1) * ldb + b_cols : 0;
+    void* a16 = reduced_a_.get(stream_, a_n);
+    void* b16 = reduced_b_.get(stream_, b_n);
+    cuda::to_reduced(stream_, precision_, a, a16, a_n);
+    cuda::to_reduced(stream_, precision_, b, b16, b_n);
+    const cudaDataType_t type = precision_ == Precision::kBf16 ? CUDA_R_16BF : CUDA_R_16F;
+    DTRAIN_CUBLAS_CALL(cublasGemmEx(cublas_, op_b, op_a, int(n), int(m), int(k), &alpha, b16,
+                                    type, int(ldb), a16, type, int(lda), &beta, c, CUDA_R_32F,
+                                    int(ldc), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
   }
   void add_row_vector(float* x, const float* v, int64_t rows, int64_t cols) override {
     activate();
@@ -202,7 +220,7 @@ class CudaBackend final : public Backend {
   }
   std::unique_ptr<Conv2dKernel> make_conv2d(const ConvGeometry& geometry) override {
     activate();
-    return make_cudnn_conv2d(cudnn_, geometry, tf32_);
+    return make_cudnn_conv2d(cudnn_, geometry, tf32_, precision_);
   }
   std::unique_ptr<Pool2dKernel> make_pool2d(const PoolGeometry& geometry) override {
     activate();
@@ -223,6 +241,16 @@ class CudaBackend final : public Backend {
   }
   void set_num_threads(int) override {}
   void allow_tf32(bool allow) override { tf32_ = allow; }
+  // bf16 needs tensor cores of compute capability 8.0 or newer; fp16 runs on any GPU this
+  // build targets (sm_90).
+  bool set_precision(Precision p) override {
+    activate();
+    int major = 0;
+    DTRAIN_CUDA_CALL(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device_));
+    if (p == Precision::kBf16 && major < 8) return false;
+    precision_ = p;
+    return true;
+  }
 
  private:
   int device_;
@@ -232,6 +260,8 @@ class CudaBackend final : public Backend {
   double* scalar_ = nullptr;
   double* scalar_host_ = nullptr;  // pinned
   bool tf32_ = true;             // convolutions, as PyTorch's cudnn.allow_tf32 default
+  Precision precision_ = Precision::kFp32;  // products and convolutions (training.precision)
+  cuda::ReducedBuffer reduced_a_, reduced_b_;  // gemm operands converted to it
   std::vector<std::pair<float*, size_t>> sizes_;
   CodecAdapter codec_;
 };

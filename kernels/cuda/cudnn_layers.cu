@@ -5,17 +5,28 @@
 
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/cudnn_layers.h"
+#include "kernels/cuda/reduced_precision.h"
 
 namespace dtrain::kernels::cuda {
 namespace {
 
 constexpr size_t kWorkspaceLimit = size_t(256) << 20;  // per convolution
 
-cudnnTensorDescriptor_t tensor4d(int64_t n, int64_t c, int64_t h, int64_t w) {
+cudnnDataType_t cudnn_type(Precision p) {
+  switch (p) {
+    case Precision::kBf16: return CUDNN_DATA_BFLOAT16;
+    case Precision::kFp16: return CUDNN_DATA_HALF;
+    case Precision::kFp32: break;
+  }
+  return CUDNN_DATA_FLOAT;
+}
+
+cudnnTensorDescriptor_t tensor4d(int64_t n, int64_t c, int64_t h, int64_t w,
+                                 cudnnDataType_t type = CUDNN_DATA_FLOAT) {
   cudnnTensorDescriptor_t d;
   DTRAIN_CUDNN_CALL(cudnnCreateTensorDescriptor(&d));
-  DTRAIN_CUDNN_CALL(cudnnSetTensor4dDescriptor(d, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, int(n),
-                                               int(c), int(h), int(w)));
+  DTRAIN_CUDNN_CALL(cudnnSetTensor4dDescriptor(d, CUDNN_TENSOR_NCHW, type, int(n), int(c),
+                                               int(h), int(w)));
   return d;
 }
 
@@ -32,13 +43,21 @@ Algo pick(const Perf* perf, int count, size_t* workspace) {
 
 class CudnnConv2d : public Conv2dKernel {
  public:
-  CudnnConv2d(cudnnHandle_t handle, const ConvGeometry& g, bool allow_tf32) : handle_(handle) {
+  CudnnConv2d(cudnnHandle_t handle, const ConvGeometry& g, bool allow_tf32, Precision p)
+      : handle_(handle), precision_(p) {
     const Window2d& w = g.window;
-    src_ = tensor4d(g.batch, g.in_channels, g.in_h, g.in_w);
-    dst_ = tensor4d(g.batch, g.out_channels, g.out_h(), g.out_w());
+    const cudnnDataType_t type = cudnn_type(p);
+    src_n_ = g.batch * g.in_channels * g.in_h * g.in_w;
+    dst_n_ = g.batch * g.out_channels * g.out_h() * g.out_w();
+    filter_n_ = g.out_channels * g.in_channels * w.kernel_h * w.kernel_w;
+    // The convolution's own descriptors are in its type; the bias is added (and its gradient
+    // summed) on the fp32 tensors.
+    src_ = tensor4d(g.batch, g.in_channels, g.in_h, g.in_w, type);
+    dst_ = tensor4d(g.batch, g.out_channels, g.out_h(), g.out_w(), type);
+    dst32_ = reduced() ? tensor4d(g.batch, g.out_channels, g.out_h(), g.out_w()) : dst_;
     bias_ = tensor4d(1, g.out_channels, 1, 1);
     DTRAIN_CUDNN_CALL(cudnnCreateFilterDescriptor(&filter_));
-    DTRAIN_CUDNN_CALL(cudnnSetFilter4dDescriptor(filter_, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW,
+    DTRAIN_CUDNN_CALL(cudnnSetFilter4dDescriptor(filter_, type, CUDNN_TENSOR_NCHW,
                                                  int(g.out_channels), int(g.in_channels),
                                                  int(w.kernel_h), int(w.kernel_w)));
     DTRAIN_CUDNN_CALL(cudnnCreateConvolutionDescriptor(&conv_));
@@ -46,7 +65,9 @@ class CudnnConv2d : public Conv2dKernel {
                                                       int(w.stride_h), int(w.stride_w), 1, 1,
                                                       CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
     DTRAIN_CUDNN_CALL(cudnnSetConvolutionMathType(
-        conv_, allow_tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH));
+        conv_, reduced() ? CUDNN_TENSOR_OP_MATH
+                         : (allow_tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH)));
+    DTRAIN_CUDNN_CALL(cudnnGetStream(handle_, &stream_));
     choose_algorithms();
     if (workspace_bytes_ > 0) DTRAIN_CUDA_CALL(cudaMalloc(&workspace_, workspace_bytes_));
   }
@@ -55,34 +76,55 @@ class CudnnConv2d : public Conv2dKernel {
     cudnnDestroyConvolutionDescriptor(conv_);
     cudnnDestroyFilterDescriptor(filter_);
     cudnnDestroyTensorDescriptor(bias_);
+    if (dst32_ != dst_) cudnnDestroyTensorDescriptor(dst32_);
     cudnnDestroyTensorDescriptor(dst_);
     cudnnDestroyTensorDescriptor(src_);
   }
 
   void forward(const float* src, const float* weights, const float* bias, float* dst) override {
     const float one = 1.f, zero = 0.f;
-    DTRAIN_CUDNN_CALL(cudnnConvolutionForward(handle_, &one, src_, src, filter_, weights, conv_,
-                                              fwd_, workspace_, workspace_bytes_, &zero, dst_, dst));
-    DTRAIN_CUDNN_CALL(cudnnAddTensor(handle_, &one, bias_, bias, &one, dst_, dst));
+    const void* x = in(src, src_n_, src16_);
+    const void* w = in(weights, filter_n_, filter16_);
+    void* y = reduced() ? dst16_.get(stream_, dst_n_) : dst;
+    DTRAIN_CUDNN_CALL(cudnnConvolutionForward(handle_, &one, src_, x, filter_, w, conv_, fwd_,
+                                              workspace_, workspace_bytes_, &zero, dst_, y));
+    if (reduced()) from_reduced(stream_, precision_, y, dst, dst_n_);
+    DTRAIN_CUDNN_CALL(cudnnAddTensor(handle_, &one, bias_, bias, &one, dst32_, dst));
   }
   void backward_data(const float* diff_dst, const float* weights, float* diff_src) override {
     const float one = 1.f, zero = 0.f;
-    DTRAIN_CUDNN_CALL(cudnnConvolutionBackwardData(handle_, &one, filter_, weights, dst_, diff_dst,
-                                                   conv_, bwd_data_, workspace_, workspace_bytes_,
-                                                   &zero, src_, diff_src));
+    const void* dy = in(diff_dst, dst_n_, dst16_);
+    const void* w = in(weights, filter_n_, filter16_);
+    void* dx = reduced() ? src16_.get(stream_, src_n_) : diff_src;
+    DTRAIN_CUDNN_CALL(cudnnConvolutionBackwardData(handle_, &one, filter_, w, dst_, dy, conv_,
+                                                   bwd_data_, workspace_, workspace_bytes_,
+                                                   &zero, src_, dx));
+    if (reduced()) from_reduced(stream_, precision_, dx, diff_src, src_n_);
   }
   void backward_weights(const float* src, const float* diff_dst, float* diff_weights,
                         float* diff_bias) override {
     const float one = 1.f, zero = 0.f;
-    DTRAIN_CUDNN_CALL(cudnnConvolutionBackwardFilter(handle_, &one, src_, src, dst_, diff_dst,
-                                                     conv_, bwd_filter_, workspace_,
-                                                     workspace_bytes_, &zero, filter_,
-                                                     diff_weights));
-    DTRAIN_CUDNN_CALL(cudnnConvolutionBackwardBias(handle_, &one, dst_, diff_dst, &zero, bias_,
+    const void* x = in(src, src_n_, src16_);
+    const void* dy = in(diff_dst, dst_n_, dst16_);
+    void* dw = reduced() ? filter16_.get(stream_, filter_n_) : diff_weights;
+    DTRAIN_CUDNN_CALL(cudnnConvolutionBackwardFilter(handle_, &one, src_, x, dst_, dy, conv_,
+                                                     bwd_filter_, workspace_, workspace_bytes_,
+                                                     &zero, filter_, dw));
+    if (reduced()) from_reduced(stream_, precision_, dw, diff_weights, filter_n_);
+    DTRAIN_CUDNN_CALL(cudnnConvolutionBackwardBias(handle_, &one, dst32_, diff_dst, &zero, bias_,
                                                    diff_bias));
   }
 
  private:
+  bool reduced() const { return precision_ != Precision::kFp32; }
+  // An fp32 operand as the convolution takes it: itself, or converted into `buffer`.
+  const void* in(const float* x, int64_t n, ReducedBuffer& buffer) {
+    if (!reduced()) return x;
+    void* out = buffer.get(stream_, n);
+    to_reduced(stream_, precision_, x, out, n);
+    return out;
+  }
+
   void choose_algorithms() {
     int count = 0;
     cudnnConvolutionFwdAlgoPerf_t fwd[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
@@ -104,7 +146,12 @@ class CudnnConv2d : public Conv2dKernel {
   }
 
   cudnnHandle_t handle_;
-  cudnnTensorDescriptor_t src_ = nullptr, dst_ = nullptr, bias_ = nullptr;
+  Precision precision_;
+  cudaStream_t stream_ = nullptr;
+  int64_t src_n_ = 0, dst_n_ = 0, filter_n_ = 0;
+  // Converted operands and results (reduced precision only).
+  ReducedBuffer src16_, dst16_, filter16_;
+  cudnnTensorDescriptor_t src_ = nullptr, dst_ = nullptr, dst32_ = nullptr, bias_ = nullptr;
   cudnnFilterDescriptor_t filter_ = nullptr;
   cudnnConvolutionDescriptor_t conv_ = nullptr;
   cudnnConvolutionFwdAlgo_t fwd_{};
@@ -158,8 +205,8 @@ class CudnnPool2d : public Pool2dKernel {
 }  // namespace
 
 std::unique_ptr<Conv2dKernel> make_cudnn_conv2d(cudnnHandle_t handle, const ConvGeometry& g,
-                                                bool allow_tf32) {
-  return std::make_unique<CudnnConv2d>(handle, g, allow_tf32);
+                                                bool allow_tf32, Precision precision) {
+  return std::make_unique<CudnnConv2d>(handle, g, allow_tf32, precision);
 }
 
 std::unique_ptr<Pool2dKernel> make_cudnn_pool2d(cudnnHandle_t handle, const PoolGeometry& g) {

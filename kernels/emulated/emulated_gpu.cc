@@ -1,5 +1,9 @@
 #include "kernels/emulated/emulated_gpu.h"
 
+#include <vector>
+
+#include "kernels/precision.h"
+
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
@@ -81,6 +85,49 @@ class CheckedConv : public Conv2dKernel {
  private:
   std::unique_ptr<Conv2dKernel> inner_;
   const Allocations& mem_;
+};
+
+// A copy of x[0, n) rounded to `p` (the inputs of a mixed-precision product), in `scratch`.
+const float* rounded(Precision p, const float* x, int64_t n, std::vector<float>& scratch) {
+  scratch.resize(size_t(n));
+  for (int64_t i = 0; i < n; ++i) scratch[size_t(i)] = round_to(p, x[i]);
+  return scratch.data();
+}
+
+void round_in_place(Precision p, float* x, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) x[i] = round_to(p, x[i]);
+}
+
+// A convolution as a GPU computes it in bf16/fp16: inputs rounded, products accumulated in
+// fp32, results rounded (cuDNN writes them in the reduced type; the bias is added in fp32 on a
+// GPU, inside the rounding here: close enough for what the emulation is for, the trainer's
+// paths and fp16's range).
+class RoundingConv : public Conv2dKernel {
+ public:
+  RoundingConv(std::unique_ptr<Conv2dKernel> inner, const ConvGeometry& g, Precision p)
+      : inner_(std::move(inner)),
+        p_(p),
+        src_(g.batch * g.in_channels * g.in_h * g.in_w),
+        w_(g.out_channels * g.in_channels * g.window.kernel_h * g.window.kernel_w),
+        dst_(g.batch * g.out_channels * g.out_h() * g.out_w()) {}
+  void forward(const float* src, const float* w, const float* b, float* dst) override {
+    inner_->forward(rounded(p_, src, src_, a_), rounded(p_, w, w_, b_), b, dst);
+    round_in_place(p_, dst, dst_);
+  }
+  void backward_data(const float* dd, const float* w, float* ds) override {
+    inner_->backward_data(rounded(p_, dd, dst_, a_), rounded(p_, w, w_, b_), ds);
+    round_in_place(p_, ds, src_);
+  }
+  void backward_weights(const float* s, const float* dd, float* dw, float* db) override {
+    inner_->backward_weights(rounded(p_, s, src_, a_), rounded(p_, dd, dst_, b_), dw, db);
+    round_in_place(p_, dw, w_);
+  }
+
+ private:
+  std::unique_ptr<Conv2dKernel> inner_;
+  Precision p_;
+  int64_t src_, w_, dst_;
+  std::vector<float> a_, b_;
 };
 
 class CheckedPool : public Pool2dKernel {
@@ -165,6 +212,13 @@ class EmulatedGpu final : public Backend {
             int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) override {
     check(a, b, "gemm");
     check(c, c, "gemm");
+    if (precision_ != Precision::kFp32) {
+      // The stored rows of A (k x m when transposed) and B, rounded; the product in fp32.
+      const int64_t a_rows = ta ? k : m, a_cols = ta ? m : k;
+      const int64_t b_rows = tb ? n : k, b_cols = tb ? k : n;
+      a = rounded(precision_, a, a_rows > 0 ? (a_rows - 1) * lda + a_cols : 0, scratch_a_);
+      b = rounded(precision_, b, b_rows > 0 ? (b_rows - 1) * ldb + b_cols : 0, scratch_b_);
+    }
     cpu_.gemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
   }
   void add_row_vector(float* x, const float* v, int64_t rows, int64_t cols) override {
@@ -232,7 +286,10 @@ class EmulatedGpu final : public Backend {
     cpu_.global_pool_backward(in, dout, din, planes, plane, max);
   }
   std::unique_ptr<Conv2dKernel> make_conv2d(const ConvGeometry& g) override {
-    return std::make_unique<CheckedConv>(cpu_.make_conv2d(g), mem_);
+    std::unique_ptr<Conv2dKernel> conv = cpu_.make_conv2d(g);
+    if (precision_ != Precision::kFp32)
+      conv = std::make_unique<RoundingConv>(std::move(conv), g, precision_);
+    return std::make_unique<CheckedConv>(std::move(conv), mem_);
   }
   std::unique_ptr<Pool2dKernel> make_pool2d(const PoolGeometry& g) override {
     return std::make_unique<CheckedPool>(cpu_.make_pool2d(g), mem_);
@@ -252,6 +309,12 @@ class EmulatedGpu final : public Backend {
   }
   void set_num_threads(int threads) override { cpu_.set_num_threads(threads); }
 
+  // Products and convolutions made after this call compute in `p` (inputs rounded).
+  bool set_precision(Precision p) override {
+    precision_ = p;
+    return true;
+  }
+
  private:
   void check(const void* a, const void* b, const char* op) const {
     mem_.check(a, op);
@@ -270,6 +333,8 @@ class EmulatedGpu final : public Backend {
   Backend& cpu_;
   Allocations mem_;
   CheckedCodec codec_;
+  Precision precision_ = Precision::kFp32;
+  std::vector<float> scratch_a_, scratch_b_;
 };
 
 }  // namespace

@@ -3,7 +3,9 @@
 // CPU's arithmetic behind device-memory discipline, so every GPU code path runs: uploads, the
 // device codec, updater state and batch-norm statistics on the device, host views for checks).
 // - every layer kind trained on a GPU worker follows the CPU worker from the same seed;
-// - two workers on one GPU (two streams) share updates and their replicas agree.
+// - two workers on one GPU (two streams) share updates and their replicas agree;
+// - training.precision bf16/fp16 trains the example MLP to fp32's accuracy within a point (the
+//   emulated GPU rounds the products' inputs as tensor cores take them).
 // LeNet's 0.90 in 3 epochs on a real GPU is tests/cuda/gpu_lenet_test (GPU only).
 // DTRAIN_REQUIRE_GPU=1 (tools/test.sh, CUDA build) exits 77 when no real GPU is present.
 #include <catch2/catch.hpp>
@@ -60,14 +62,6 @@ core::JobSpec every_layer_job() {
   return job;
 }
 
-double relative_l2(const std::vector<float>& a, const std::vector<float>& b) {
-  double diff = 0, norm = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    diff += (double(a[i]) - b[i]) * (double(a[i]) - b[i]);
-    norm += double(b[i]) * b[i];
-  }
-  return std::sqrt(diff / std::max(norm, 1e-30));
-}
 
 core::TrainingResult train(const core::JobSpec& job, std::vector<int> gpus, int64_t iterations,
                            std::vector<float>* params) {
@@ -93,7 +87,7 @@ TEST_CASE("a GPU worker with every layer kind follows the CPU worker from the sa
   CHECK(gpu.device == "gpu 0");
   CHECK(gpu.codec_kernel == std::string(real ? "cuda" : "emulated-gpu"));
   REQUIRE(on_cpu.size() == on_gpu.size());
-  const double d = relative_l2(on_gpu, on_cpu);
+  const double d = testing::relative_l2(on_gpu, on_cpu);
   std::cout << "GPU vs CPU after 40 steps: relative L2 difference " << d << "\n";
   // The emulated GPU runs the CPU's arithmetic: only the order of nothing differs. A real GPU's
   // kernels sum in other orders; 40 Adam steps keep that within 1e-3.
@@ -119,6 +113,44 @@ TEST_CASE("two workers on one GPU share updates and their replicas agree") {
   REQUIRE(r.evaluated);
   // One epoch of the example MLP under the default warm-ups: 0.82-0.85 (chance is 0.10).
   CHECK(r.final_eval.accuracy() >= 0.80);
+}
+
+TEST_CASE("bf16 and fp16 train the example MLP to fp32's accuracy within a point") {
+  real_gpu();
+  auto train_in = [](const std::string& precision, std::vector<float>* params) {
+    core::JobSpec job = core::parse_job_spec_file("configs/fashion-mnist-mlp.yaml");
+    job.training.workers_per_node = 1;
+    job.training.epochs = 1;
+    job.training.precision = precision;
+    core::LocalTrainingOptions o;
+    o.gpus = {0};
+    o.write_model = false;
+    o.final_params = params;
+    core::TrainingListener quiet;
+    return core::train_local(job, quiet, o);
+  };
+  std::vector<float> p32, pbf16, pfp16;
+  const core::TrainingResult fp32 = train_in("fp32", &p32);
+  const core::TrainingResult bf16 = train_in("bf16", &pbf16);
+  const core::TrainingResult fp16 = train_in("fp16", &pfp16);
+  REQUIRE(fp32.evaluated);
+  REQUIRE(bf16.evaluated);
+  REQUIRE(fp16.evaluated);
+  const double a32 = fp32.final_eval.accuracy(), abf = bf16.final_eval.accuracy(),
+               ahalf = fp16.final_eval.accuracy();
+  std::cout << "accuracy after one epoch: fp32 " << a32 << ", bf16 " << abf << ", fp16 " << ahalf
+            << " (" << fp16.overflow_skipped_steps << " fp16 steps skipped for overflow); "
+            << "parameters vs fp32: bf16 " << testing::relative_l2(pbf16, p32) << ", fp16 "
+            << testing::relative_l2(pfp16, p32) << "\n";
+  CHECK(a32 >= 0.80);
+  CHECK(std::fabs(abf - a32) <= 0.01);
+  CHECK(std::fabs(ahalf - a32) <= 0.01);
+  // Reduced precision really ran: the replicas went their own ways from the same seed.
+  CHECK(testing::relative_l2(pbf16, p32) > 1e-4);
+  CHECK(testing::relative_l2(pfp16, p32) > 1e-5);
+  // Scaling at 2^16 from the start: fp16 may skip a few early steps, never most of them.
+  CHECK(fp16.overflow_skipped_steps < fp16.iterations / 10);
+  CHECK(fp32.overflow_skipped_steps == 0);
 }
 
 }  // namespace dtrain

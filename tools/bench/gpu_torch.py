@@ -1,5 +1,7 @@
 """PyTorch baseline for tools/bench/gpu: the same models (MLP, LeNet, the wide CNN of
-gpu_models/widecnn.yaml), batch sizes and data as dtrain's GPU benchmark, in eager mode on CUDA.
+gpu_models/widecnn.yaml, ResNet-20 of configs/cifar10-resnet20.yaml), batch sizes and data as
+dtrain's GPU benchmark, in eager mode on CUDA; fp32, or autocast to bf16/fp16 (fp16 with a
+GradScaler), as dtrain's training.precision.
 
 The baseline is made as fast as eager PyTorch honestly gets: the whole training set is moved
 to the GPU once (dtrain copies each minibatch from the host), cuDNN autotuning is on, and
@@ -27,6 +29,9 @@ def make_model(name):
                              nn.MaxPool2d(2), nn.Flatten(), nn.Linear(800, 500), nn.ReLU(),
                              nn.Linear(500, 10))
 
+    if name == "resnet20":
+        return ResNet20()
+
     def block(cin, cout):  # as dtrain's spec: conv with relu, then batch norm
         return [nn.Conv2d(cin, cout, 3, padding=1), nn.ReLU(), nn.BatchNorm2d(cout, momentum=0.1)]
     return nn.Sequential(*block(1, 64), nn.MaxPool2d(2), *block(64, 128), nn.MaxPool2d(2),
@@ -34,25 +39,67 @@ def make_model(name):
                          nn.Linear(256, 10))
 
 
-HYPER = {"mlp": (0.05, 0.8, 1e-4), "lenet": (0.04, 0.9, 5e-4), "widecnn": (0.02, 0.9, 0.0)}
+class Residual(nn.Module):
+    """One block of configs/cifar10-resnet20.yaml: conv-bn-relu, conv-bn, plus the input (a 1x1
+    strided conv with batch norm where the block halves the image), then relu."""
+
+    def __init__(self, cin, cout, stride):
+        super().__init__()
+        self.body = nn.Sequential(nn.Conv2d(cin, cout, 3, stride, 1), nn.BatchNorm2d(cout),
+                                  nn.ReLU(), nn.Conv2d(cout, cout, 3, 1, 1), nn.BatchNorm2d(cout))
+        self.proj = (nn.Sequential(nn.Conv2d(cin, cout, 1, stride), nn.BatchNorm2d(cout))
+                     if stride != 1 else nn.Identity())
+
+    def forward(self, x):
+        return torch.relu(self.body(x) + self.proj(x))
+
+
+class ResNet20(nn.Module):
+    def __init__(self):
+        super().__init__()
+        layers = [nn.Conv2d(3, 16, 3, 1, 1), nn.BatchNorm2d(16), nn.ReLU()]
+        cin = 16
+        for cout, stride in ((16, 1), (32, 2), (64, 2)):
+            for b in range(3):
+                layers.append(Residual(cin, cout, stride if b == 0 else 1))
+                cin = cout
+        layers += [nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(64, 10)]
+        self.net = nn.Sequential(*layers)
+
+    def forward(self, x):
+        return self.net(x)
+
+
+HYPER = {"mlp": (0.05, 0.8, 1e-4), "lenet": (0.04, 0.9, 5e-4), "widecnn": (0.02, 0.9, 0.0),
+         "resnet20": (0.1, 0.9, 1e-4)}
 
 
 def main():
     p = argparse.ArgumentParser()
-    p.add_argument("model", choices=["mlp", "lenet", "widecnn"])
+    p.add_argument("model", choices=["mlp", "lenet", "widecnn", "resnet20"])
     p.add_argument("--batch", type=int, default=64)
     p.add_argument("--iterations", type=int, default=200)
     p.add_argument("--warmup", type=int, default=20)
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--device", default="cuda")
+    p.add_argument("--precision", choices=["fp32", "bf16", "fp16"], default="fp32")
+    p.add_argument("--generated", type=int, default=0,
+                   help="N random examples instead of Fashion-MNIST (resnet20: 3x32x32)")
     args = p.parse_args()
     device = torch.device(args.device)
     torch.manual_seed(12345)
     torch.backends.cudnn.benchmark = True
-    x = torch.from_numpy(read_idx(DATA + "train-images-idx3-ubyte.gz").astype(np.float32) / 255.0)
-    y = torch.from_numpy(read_idx(DATA + "train-labels-idx1-ubyte.gz").astype(np.int64))
-    x = x.reshape(-1, 1, 28, 28).to(device)
-    y = y.to(device)
+    if args.generated > 0:
+        shape = (3, 32, 32) if args.model == "resnet20" else (1, 28, 28)
+        x = torch.rand((args.generated,) + shape, device=device)
+        y = torch.randint(0, 10, (args.generated,), device=device)
+    else:
+        x = torch.from_numpy(read_idx(DATA + "train-images-idx3-ubyte.gz").astype(np.float32) / 255.0)
+        y = torch.from_numpy(read_idx(DATA + "train-labels-idx1-ubyte.gz").astype(np.int64))
+        x = x.reshape(-1, 1, 28, 28).to(device)
+        y = y.to(device)
+    amp = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(args.precision)
+    scaler = torch.cuda.amp.GradScaler() if args.precision == "fp16" else None
     model = make_model(args.model).to(device)
     lr, momentum, l2 = HYPER[args.model]
     opt = torch.optim.SGD(model.parameters(), lr=lr, momentum=momentum, nesterov=True,
@@ -69,9 +116,15 @@ def main():
         idx = perm[cursor:cursor + args.batch]
         cursor += args.batch
         opt.zero_grad(set_to_none=True)
-        loss = loss_fn(model(x[idx]), y[idx])
-        loss.backward()
-        opt.step()
+        with torch.autocast(device.type, dtype=amp, enabled=amp is not None):
+            loss = loss_fn(model(x[idx]), y[idx])
+        if scaler:
+            scaler.scale(loss).backward()
+            scaler.step(opt)
+            scaler.update()
+        else:
+            loss.backward()
+            opt.step()
         return args.batch
 
     def sync():

@@ -5,7 +5,7 @@
 # PASS/FAIL line per check and a total; each check's whole output goes to LOG_DIR.
 #
 #   tools/gpu/checks.sh BUNDLE.tar.xz [--data DIR] [--logs LOG_DIR] [--tests "codec conformance
-#                       worker lenet cluster"] [--bench "codec train"] [--bench-args "..."]
+#                       worker lenet precision cluster"] [--bench "codec train"] [--bench-args "..."]
 #
 # --data: a folder with Fashion-MNIST's four .gz files, copied to /usr/share/datasets when the
 # machine lacks them. cuBLAS comes from the CUDA toolkit (/usr/local/cuda/lib64), cuDNN from
@@ -14,7 +14,7 @@ set -uo pipefail
 cd "$(dirname "$0")/../.."
 [[ ${1:-} == -h || ${1:-} == --help || $# -lt 1 ]] && { sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; exit 0; }
 BUNDLE=$1; shift
-DATA=""; LOGS=${TMPDIR:-/tmp}/gpu-checks; TESTS="codec conformance worker lenet cluster"; BENCH=""
+DATA=""; LOGS=${TMPDIR:-/tmp}/gpu-checks; TESTS="codec conformance worker lenet precision cluster"; BENCH=""
 BENCH_ARGS=""
 while [[ $# -gt 0 ]]; do
   case "$1" in
@@ -62,6 +62,8 @@ for t in $TESTS; do
     conformance) check conformance "$BIN/backend_conformance_test" ;;
     worker) check worker "$BIN/gpu_worker_test" ;;
     lenet) check lenet "$BIN/gpu_lenet_test" ;;
+    precision) check precision-ops "$BIN/mixed_precision_test"
+               check precision-resnet "$BIN/gpu_resnet_precision_test" ;;
     cluster) REAL_GPUS=1 check cluster bash tests/cluster/gpu_cluster_test.sh "$BIN/dtraind" \
                "$BIN/dtrain-submit" tools/local_cluster.sh configs/fashion-mnist-mlp.yaml ;;
     *) echo "unknown check $t" >&2; failed=$((failed + 1)) ;;

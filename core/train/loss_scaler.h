@@ -1,0 +1,49 @@
+#pragma once
+// Dynamic loss scaling for fp16 training (training.precision: fp16), the scheme of NVIDIA's
+// mixed-precision training and PyTorch's GradScaler: the loss gradient is multiplied by S before
+// the backward pass, so small gradients survive fp16's range (smallest subnormal 2^-24), and the
+// parameter gradients are divided by S before anything uses them. A step whose gradients came
+// out infinite or NaN (S was too large: something overflowed 65504) is skipped and S halves;
+// after `growth_interval` good steps in a row S doubles again. bf16 has fp32's range and needs
+// none of this.
+#include <cstdint>
+
+namespace dtrain::core {
+
+class LossScaler {
+ public:
+  static constexpr float kInitialScale = 65536.f;  // 2^16, GradScaler's default
+  static constexpr int64_t kGrowthInterval = 2000;
+  static constexpr float kMinScale = 1.f;
+  static constexpr float kMaxScale = 16777216.f;  // 2^24
+
+  explicit LossScaler(float initial = kInitialScale, int64_t growth_interval = kGrowthInterval)
+      : scale_(initial), growth_interval_(growth_interval) {}
+
+  float scale() const { return scale_; }
+  int64_t skipped() const { return skipped_; }
+
+  // The verdict on one step's unscaled gradients: true when they are finite and the step
+  // applies. Moves the scale for the next step either way.
+  bool step_finite(bool finite) {
+    if (!finite) {
+      ++skipped_;
+      good_in_a_row_ = 0;
+      if (scale_ > kMinScale) scale_ *= 0.5f;
+      return false;
+    }
+    if (++good_in_a_row_ >= growth_interval_) {
+      good_in_a_row_ = 0;
+      if (scale_ < kMaxScale) scale_ *= 2.f;
+    }
+    return true;
+  }
+
+ private:
+  float scale_;
+  int64_t growth_interval_;
+  int64_t good_in_a_row_ = 0;
+  int64_t skipped_ = 0;
+};
+
+}  // namespace dtrain::core
