@@ -3,6 +3,7 @@
 // a mixed-precision matrix product or convolution. The emulated GPU rounds with it, so the
 // trainer's mixed-precision paths (and fp16's overflow to infinity) run and are tested on
 // machines without a GPU.
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 
@@ -24,10 +25,28 @@ inline float round_to_bf16(float x) {
   return out;
 }
 
-// fp16: 5 exponent bits (largest finite 65504, smallest subnormal 2^-24), 10 mantissa bits;
-// the compiler's _Float16 conversion rounds to nearest even and overflows to infinity, as
-// __float2half_rn does.
-inline float round_to_fp16(float x) { return static_cast<float>(static_cast<_Float16>(x)); }
+// fp16: 5 exponent bits (largest finite 65504, smallest subnormal 2^-24), 10 mantissa bits.
+// Round to nearest even, overflowing to infinity, as __float2half_rn does. (By hand: clang 14,
+// which builds the fuzzers, has no _Float16 on x86.)
+inline float round_to_fp16(float x) {
+  uint32_t bits;
+  std::memcpy(&bits, &x, 4);
+  const uint32_t sign = bits & 0x80000000u, magnitude = bits & 0x7FFFFFFFu;
+  if (magnitude >= 0x7F800000u) return x;  // infinity, NaN
+  float out;
+  if (magnitude >= 0x477FF000u) {  // 65520 and up: past the tie above 65504
+    bits = sign | 0x7F800000u;
+  } else if (magnitude < 0x38800000u) {  // below 2^-14: subnormal, steps of 2^-24
+    const float steps = std::nearbyint(std::fabs(x) * 0x1p24f);  // exact: a power-of-two scale
+    out = steps * 0x1p-24f;
+    std::memcpy(&bits, &out, 4);
+    bits |= sign;
+  } else {  // normal: keep 10 of the 23 mantissa bits
+    bits = sign | ((magnitude + 0xFFFu + ((magnitude >> 13) & 1u)) & 0xFFFFE000u);
+  }
+  std::memcpy(&out, &bits, 4);
+  return out;
+}
 
 inline float round_to(Precision p, float x) {
   switch (p) {

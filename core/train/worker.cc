@@ -55,24 +55,34 @@ bool Worker::compute_step_on(int64_t shard, int64_t num_shards, int64_t batch,
 void Worker::compute_loaded(int64_t own_iteration, int64_t schedule_iteration) {
   last_batch_ = x_.dim(0);
   last_loss_ = model_->compute_gradients(x_, y_, rng_, scaler_ ? scaler_->scale() : 1.f);
+  if (scaler_ && skipped_for_overflow(own_iteration)) return;
   if (!std::isfinite(last_loss_))
     throw UserError("training diverged: the loss became " + std::to_string(last_loss_) +
                         " at iteration " + std::to_string(own_iteration),
-                    scaler_ ? "with training.precision fp16 an activation past 65504 overflows: "
-                              "use precision bf16 (fp32's range), or lower the learning rate"
-                            : "lower model.updater.learning_rate or normalise the data "
-                              "(data.normalize: scale)");
-  if (scaler_ && !scaler_->step_finite(std::isfinite(model_->backend().sum_squares(
-                     model_->grads(), model_->num_params())))) {
-    // The scale was too large for this step: no update from it (the residual still goes out),
-    // and the updater's state does not move.
-    model_->backend().fill(step_.data(), model_->num_params(), 0.f);
-    return;
-  }
+                    "lower model.updater.learning_rate or normalise the data "
+                    "(data.normalize: scale)");
   clip_gradient(corrections_, workers_, model_->backend(), model_->grads(), model_->num_params());
   updater_->compute_step(model_->params(), model_->grads(), step_.data(), schedule_iteration,
                          own_iteration + 1,
                          lr_scale(corrections_, workers_, progress(own_iteration)));
+}
+
+// fp16: the loss or a gradient overflowed at this scale. The step gives no update (the residual
+// still goes out: the encoder sees a zero step) and the updater's state does not move; the
+// scaler halves the scale for the next one.
+bool Worker::skipped_for_overflow(int64_t own_iteration) {
+  const bool finite = std::isfinite(last_loss_) &&
+                      std::isfinite(model_->backend().sum_squares(model_->grads(),
+                                                                  model_->num_params()));
+  if (scaler_->step_finite(finite)) return false;
+  if (scaler_->hopeless())
+    throw UserError("training.precision fp16 overflows at every step even without loss "
+                        "scaling (the last " + std::to_string(LossScaler::kGiveUpAfter) +
+                        " steps up to iteration " + std::to_string(own_iteration) +
+                        "): an activation or gradient is past fp16's 65504",
+                    "use training.precision bf16 (fp32's range), or fp32");
+  model_->backend().fill(step_.data(), model_->num_params(), 0.f);
+  return true;
 }
 
 void Worker::apply_own_step() {

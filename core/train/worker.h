@@ -67,12 +67,17 @@ class Worker {
   int workers() const { return workers_; }
   // fp16 on a GPU: the loss scaler (nullptr otherwise), for its scale and skipped steps.
   const LossScaler* loss_scaler() const { return scaler_.get(); }
+  // Replaces the scaler's state (tests; a worker without fp16 ignores it).
+  void set_loss_scaler(const LossScaler& scaler) {
+    if (scaler_) *scaler_ = scaler;
+  }
 
  private:
   // Loads a minibatch into x_, y_ with `load`, timing it into last_data_ms_; false if none.
   template <typename Load>
   bool timed_load(Load load);
   void compute_loaded(int64_t own_iteration, int64_t schedule_iteration);  // on x_, y_
+  bool skipped_for_overflow(int64_t own_iteration);
 
   CorrectionsSpec corrections_;
   int workers_;  // in the whole job (corrections scale with it)

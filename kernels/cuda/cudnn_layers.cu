@@ -30,15 +30,20 @@ cudnnTensorDescriptor_t tensor4d(int64_t n, int64_t c, int64_t h, int64_t w,
   return d;
 }
 
+// The first (fastest) algorithm that fits the workspace limit, with the math type cuDNN
+// ranked it under: in bf16/fp16 each direction runs under its own (forcing tensor-op math on
+// every algorithm has given NaNs in bf16 elsewhere, oneDNN's cuDNN backend).
 template <typename Perf, typename Algo>
-Algo pick(const Perf* perf, int count, size_t* workspace) {
+Algo pick(const Perf* perf, int count, size_t* workspace, cudnnMathType_t* math) {
   for (int i = 0; i < count; ++i)
     if (perf[i].status == CUDNN_STATUS_SUCCESS && perf[i].memory <= kWorkspaceLimit) {
       *workspace = std::max(*workspace, perf[i].memory);
+      *math = perf[i].mathType;
       return perf[i].algo;
     }
-  throw CudaError("cuDNN found no convolution algorithm within a 256 MiB workspace; " +
-                  cuda_fix(true));
+  throw CudaError(std::string("cuDNN found no convolution algorithm for this layer's shape and "
+                              "type within a 256 MiB workspace (") +
+                  std::to_string(count) + " offered); " + cuda_fix(true));
 }
 
 class CudnnConv2d : public Conv2dKernel {
@@ -64,11 +69,16 @@ class CudnnConv2d : public Conv2dKernel {
     DTRAIN_CUDNN_CALL(cudnnSetConvolution2dDescriptor(conv_, int(w.pad_h), int(w.pad_w),
                                                       int(w.stride_h), int(w.stride_w), 1, 1,
                                                       CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
-    DTRAIN_CUDNN_CALL(cudnnSetConvolutionMathType(
-        conv_, reduced() ? CUDNN_TENSOR_OP_MATH
-                         : (allow_tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH)));
+    // The math allowed while cuDNN ranks algorithms; each chosen one then runs under the math
+    // type it was ranked with. TENSOR_OP_MATH_ALLOW_CONVERSION is not asked for: bf16/fp16 is
+    // what the operands already are.
+    const cudnnMathType_t math = reduced() ? CUDNN_TENSOR_OP_MATH
+                                           : (allow_tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH);
+    DTRAIN_CUDNN_CALL(cudnnSetConvolutionMathType(conv_, math));
     DTRAIN_CUDNN_CALL(cudnnGetStream(handle_, &stream_));
     choose_algorithms();
+    // fp32 keeps the math it asked for (no TF32 sneaking in where it was turned off).
+    if (!reduced()) math_fwd_ = math_bwd_data_ = math_bwd_filter_ = math;
     if (workspace_bytes_ > 0) DTRAIN_CUDA_CALL(cudaMalloc(&workspace_, workspace_bytes_));
   }
   ~CudnnConv2d() override {
@@ -86,6 +96,7 @@ class CudnnConv2d : public Conv2dKernel {
     const void* x = in(src, src_n_, src16_);
     const void* w = in(weights, filter_n_, filter16_);
     void* y = reduced() ? dst16_.get(stream_, dst_n_) : dst;
+    DTRAIN_CUDNN_CALL(cudnnSetConvolutionMathType(conv_, math_fwd_));
     DTRAIN_CUDNN_CALL(cudnnConvolutionForward(handle_, &one, src_, x, filter_, w, conv_, fwd_,
                                               workspace_, workspace_bytes_, &zero, dst_, y));
     if (reduced()) from_reduced(stream_, precision_, y, dst, dst_n_);
@@ -96,6 +107,7 @@ class CudnnConv2d : public Conv2dKernel {
     const void* dy = in(diff_dst, dst_n_, dst16_);
     const void* w = in(weights, filter_n_, filter16_);
     void* dx = reduced() ? src16_.get(stream_, src_n_) : diff_src;
+    DTRAIN_CUDNN_CALL(cudnnSetConvolutionMathType(conv_, math_bwd_data_));
     DTRAIN_CUDNN_CALL(cudnnConvolutionBackwardData(handle_, &one, filter_, w, dst_, dy, conv_,
                                                    bwd_data_, workspace_, workspace_bytes_,
                                                    &zero, src_, dx));
@@ -107,6 +119,7 @@ class CudnnConv2d : public Conv2dKernel {
     const void* x = in(src, src_n_, src16_);
     const void* dy = in(diff_dst, dst_n_, dst16_);
     void* dw = reduced() ? filter16_.get(stream_, filter_n_) : diff_weights;
+    DTRAIN_CUDNN_CALL(cudnnSetConvolutionMathType(conv_, math_bwd_filter_));
     DTRAIN_CUDNN_CALL(cudnnConvolutionBackwardFilter(handle_, &one, src_, x, dst_, dy, conv_,
                                                      bwd_filter_, workspace_, workspace_bytes_,
                                                      &zero, filter_, dw));
@@ -130,19 +143,19 @@ class CudnnConv2d : public Conv2dKernel {
     cudnnConvolutionFwdAlgoPerf_t fwd[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
     DTRAIN_CUDNN_CALL(cudnnGetConvolutionForwardAlgorithm_v7(
         handle_, src_, filter_, conv_, dst_, CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &count, fwd));
-    fwd_ = pick<cudnnConvolutionFwdAlgoPerf_t, cudnnConvolutionFwdAlgo_t>(fwd, count,
-                                                                          &workspace_bytes_);
+    fwd_ = pick<cudnnConvolutionFwdAlgoPerf_t, cudnnConvolutionFwdAlgo_t>(
+        fwd, count, &workspace_bytes_, &math_fwd_);
     cudnnConvolutionBwdDataAlgoPerf_t data[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
     DTRAIN_CUDNN_CALL(cudnnGetConvolutionBackwardDataAlgorithm_v7(
         handle_, filter_, dst_, conv_, src_, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &count, data));
     bwd_data_ = pick<cudnnConvolutionBwdDataAlgoPerf_t, cudnnConvolutionBwdDataAlgo_t>(
-        data, count, &workspace_bytes_);
+        data, count, &workspace_bytes_, &math_bwd_data_);
     cudnnConvolutionBwdFilterAlgoPerf_t filt[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
     DTRAIN_CUDNN_CALL(cudnnGetConvolutionBackwardFilterAlgorithm_v7(
         handle_, src_, dst_, conv_, filter_, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &count,
         filt));
     bwd_filter_ = pick<cudnnConvolutionBwdFilterAlgoPerf_t, cudnnConvolutionBwdFilterAlgo_t>(
-        filt, count, &workspace_bytes_);
+        filt, count, &workspace_bytes_, &math_bwd_filter_);
   }
 
   cudnnHandle_t handle_;
@@ -157,6 +170,8 @@ class CudnnConv2d : public Conv2dKernel {
   cudnnConvolutionFwdAlgo_t fwd_{};
   cudnnConvolutionBwdDataAlgo_t bwd_data_{};
   cudnnConvolutionBwdFilterAlgo_t bwd_filter_{};
+  // The math type each direction's algorithm was chosen under (set before each call).
+  cudnnMathType_t math_fwd_{}, math_bwd_data_{}, math_bwd_filter_{};
   size_t workspace_bytes_ = 0;
   void* workspace_ = nullptr;
 };

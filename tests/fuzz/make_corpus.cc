@@ -82,7 +82,9 @@ void write_datagrams(const std::filesystem::path& dir) {
   auto seal = [&](const std::string& name, flatbuffers::FlatBufferBuilder& fbb, Aead aead) {
     std::vector<uint8_t> out;
     seal_datagram({3, 1, 99, 17, aead}, fbb.GetBufferPointer(), fbb.GetSize(), insecure, out);
-    out[3] = aead == Aead::kAes256Gcm ? kFlagAes256Gcm : 0;  // as a real sender flags it
+    // The insecure sealer never flags AES-256-GCM itself; the flag lets the fuzzer start from
+    // both header forms.
+    out[3] = aead == Aead::kAes256Gcm ? kFlagAes256Gcm : 0;
     write(dir, name, out);
   };
   for (Aead aead : {Aead::kXChaCha20Poly1305, Aead::kAes256Gcm}) {

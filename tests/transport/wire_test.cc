@@ -164,7 +164,8 @@ TEST_CASE("AES-256-GCM datagrams: flagged, checked, refused where not accepted")
   std::vector<uint8_t> flags = d;
   flags[3] |= 0x80;
   REQUIRE(reject_reason(flags, gcm) == DropReason::kMalformed);
-  // Another receiver, boot or key changes the key: the tag no longer holds.
+  // The receiver and boot are under the tag (and in the key): changed, the tag no longer
+  // holds. So does another cluster key.
   for (size_t byte : {8, 16}) {
     std::vector<uint8_t> moved = d;
     moved[byte] ^= 1;
@@ -174,15 +175,15 @@ TEST_CASE("AES-256-GCM datagrams: flagged, checked, refused where not accepted")
   REQUIRE(reject_reason(d, other) == DropReason::kBadTag);
 }
 
-TEST_CASE("a forged datagram does not spoil the cached key of its link") {
+TEST_CASE("forged datagrams between a link's honest ones do not disturb their checking") {
   for (Aead aead : {Aead::kXChaCha20Poly1305, Aead::kAes256Gcm}) {
     Authenticator sender(test_key(), false), receiver(test_key(), false);
     Authenticator forger(test_key(8), false);
     if (aead == Aead::kAes256Gcm && !receiver.aes_gcm()) continue;
     ParsedDatagram out;
     DropReason reason;
-    // The forger's datagram names the same (sender, receiver, boot) first: its key must not
-    // be what the receiver keeps.
+    // The forger's datagrams name the same (sender, receiver, boot) as the honest ones, before
+    // and between them.
     REQUIRE(reject_reason(chunk_datagram(forger, 1, 5, 1, 5, 1, aead), receiver) ==
             DropReason::kBadTag);
     REQUIRE(parse(chunk_datagram(sender, 2, 5, 1, 5, 1, aead), receiver, reason, out));

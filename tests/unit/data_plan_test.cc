@@ -150,7 +150,7 @@ TEST_CASE("equal files spread evenly when that takes a chain of moves") {
       out.push_back({"/d/" + node + "/train-0000" + std::to_string(k) + ".dtb", 10000, 60000, 3});
     return out;
   };
-  for (const std::vector<std::string> members :
+  for (const std::vector<std::string>& members :
        {std::vector<std::string>{"node-3", "node-2", "node-1"},
         std::vector<std::string>{"node-1", "node-2", "node-3"}}) {
     const daemon::DataPlan plan = daemon::make_data_plan(

@@ -10,8 +10,10 @@
 #include <limits>
 #include <vector>
 
+#include "core/data/example_source.h"
 #include "core/model/model.h"
 #include "core/train/loss_scaler.h"
+#include "core/train/worker.h"
 #include "core/util/error.h"
 #include "kernels/backend.h"
 #include "kernels/gpu_devices.h"
@@ -167,6 +169,77 @@ TEST_CASE("fp16 gradients with loss scaling match fp32's; too large a scale over
   double sum = 0;
   for (float v : g_big) sum += double(v) * v;
   CHECK_FALSE(std::isfinite(sum));
+  gpu->set_precision(Precision::kFp32);
+}
+
+TEST_CASE("an fp16 worker skips a step that overflows, then trains; it gives up when hopeless") {
+  auto gpu = gpu_backend();
+  REQUIRE(gpu->set_precision(Precision::kFp16));
+  core::JobSpec job = testing::job_with_model(
+      "  input: [12]\n"
+      "  layers:\n"
+      "    - dense: {units: 16, activation: relu}\n"
+      "    - output: {units: 3, activation: softmax, loss: mcxent}\n"
+      "  updater: {type: adam, learning_rate: 0.01}\n",
+      "training: {precision: fp16}\n");
+  job.training.batch_size = 0;
+  job.training.batch_size_per_worker = 8;
+  auto make_data = [](float magnitude) {
+    core::Dataset d;
+    d.features = core::Tensor({64, 12});
+    d.targets = core::Tensor({64, 3});
+    d.num_classes = 3;
+    core::Rng rng(2);
+    for (int64_t i = 0; i < d.features.size(); ++i) d.features[i] = magnitude * rng.uniform(-1, 1);
+    for (int64_t r = 0; r < 64; ++r) {
+      d.labels.push_back(int32_t(r % 3));
+      d.targets[r * 3 + r % 3] = 1.f;
+    }
+    return d;
+  };
+  core::Model initial(job.model);
+  initial.init(3);
+  const int64_t n = initial.num_params();
+  auto step_norm = [&](core::Worker& w) {
+    std::vector<float> step(static_cast<size_t>(n), 0.f);
+    gpu->download(step.data(), w.step(), n);
+    double sum = 0;
+    for (float v : step) sum += double(v) * v;
+    return sum;
+  };
+
+  const core::Dataset data = make_data(1.f);
+  core::InMemorySource source(data);
+  core::Worker worker(job, source, initial, 0, 1, gpu.get());
+  REQUIRE(worker.loss_scaler() != nullptr);
+  worker.start_epoch(0);
+  // A scale no fp16 gradient survives: the step is skipped, zero, and the scale halves.
+  worker.set_loss_scaler(core::LossScaler(1e30f));
+  REQUIRE(worker.compute_step(0, 0));
+  CHECK(worker.loss_scaler()->skipped() == 1);
+  CHECK(worker.loss_scaler()->scale() == 5e29f);
+  CHECK(step_norm(worker) == 0.0);
+  CHECK(std::isfinite(worker.last_loss()));
+  // At a sane scale the next step is a real one.
+  worker.set_loss_scaler(core::LossScaler(1024.f));
+  REQUIRE(worker.compute_step(1, 1));
+  CHECK(worker.loss_scaler()->skipped() == 0);
+  CHECK(step_norm(worker) > 0.0);
+
+  // Inputs past fp16's range overflow the forward pass whatever the scale: after a run of
+  // skips at the smallest scale the worker stops, naming bf16.
+  const core::Dataset huge = make_data(1e6f);
+  core::InMemorySource huge_source(huge);
+  core::Worker doomed(job, huge_source, initial, 0, 1, gpu.get());
+  doomed.set_loss_scaler(core::LossScaler(1.f));
+  doomed.start_epoch(0);
+  int64_t it = 0, epoch = 0;
+  auto run = [&] {
+    for (; it < 200; ++it)
+      while (!doomed.compute_step(it, it)) doomed.start_epoch(++epoch);
+  };
+  CHECK_THROWS_WITH(run(), Catch::Contains("fp16") && Catch::Contains("bf16"));
+  CHECK(it == core::LossScaler::kGiveUpAfter - 1);
   gpu->set_precision(Precision::kFp32);
 }
 

@@ -99,7 +99,10 @@ def main():
         x = x.reshape(-1, 1, 28, 28).to(device)
         y = y.to(device)
     amp = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(args.precision)
-    scaler = torch.cuda.amp.GradScaler() if args.precision == "fp16" else None
+    scaler = None
+    if args.precision == "fp16":  # torch.amp.GradScaler since 2.3; torch.cuda.amp before
+        scaler = (torch.amp.GradScaler(device.type) if hasattr(torch.amp, "GradScaler")
+                  else torch.cuda.amp.GradScaler())
     model = make_model(args.model).to(device)
     lr, momentum, l2 = HYPER[args.model]
     opt = torch.optim.SGD(model.parameters(), lr=lr, momentum=momentum, nesterov=True,

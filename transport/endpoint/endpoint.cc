@@ -39,7 +39,7 @@ struct Endpoint::State final : LinkHost {
       : config(c),
         socket(io),
         timer(io),
-        auth(c.key, c.insecure, c.allow_aes256gcm),
+        auth(c.key, c.insecure, c.allow_aes256gcm, c.node_id),
         reassembler(c.reassembly_bytes, c.reassembly_timeout),
         faults(c.faults),
         budget(c.send_queue_bytes),

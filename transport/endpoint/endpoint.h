@@ -37,8 +37,10 @@ struct EndpointConfig {
   // there are not taken (nor acknowledged): their senders slow down instead of this node's
   // memory growing.
   size_t relay_queue_bytes = 64 << 20;
-  uint64_t boot_id = 0;                    // this process's boot (daemons: their registered
-                                           // one, which the controller announces); 0: drawn
+  // This endpoint's boot (daemons: their registered one, which the controller announces); 0:
+  // drawn at random. Never give two endpoints the same non-zero boot: the counters, the tags'
+  // nonces, start over with each endpoint.
+  uint64_t boot_id = 0;
   std::chrono::milliseconds reassembly_timeout{30000};
   std::chrono::milliseconds heartbeat_interval{1000};
   std::chrono::milliseconds peer_timeout{10000};

@@ -10,7 +10,7 @@ namespace dtrain::transport {
 namespace {
 
 // Beyond this many (sender, receiver, boot) keys the cache starts over: a node holds one per
-// peer and direction, plus those of peers' earlier boots, far fewer than this.
+// peer and direction and boot it actually heard from or sent to, far fewer than this.
 constexpr size_t kMaxCachedKeys = 4096;
 // BLAKE2b personalisation of the AES-256-GCM key: keeps it apart from every other use of the
 // cluster key.
@@ -77,8 +77,9 @@ class Authenticator::KeyCache {
   std::unordered_map<Id, Keys, IdHash> keys_;
 };
 
-Authenticator::Authenticator(const ClusterKey& key, bool insecure, bool allow_aes_gcm)
-    : key_(key), insecure_(insecure), cache_(std::make_unique<KeyCache>()) {
+Authenticator::Authenticator(const ClusterKey& key, bool insecure, bool allow_aes_gcm,
+                             uint32_t node)
+    : key_(key), insecure_(insecure), node_(node), cache_(std::make_unique<KeyCache>()) {
   static_assert(crypto_aead_chacha20poly1305_ietf_ABYTES == kTagBytes);
   static_assert(crypto_aead_aes256gcm_ABYTES == kTagBytes);
   if (sodium_init() < 0) std::abort();  // only fails without a usable random source
@@ -108,13 +109,21 @@ void derive(Keys& k, const ClusterKey& key, const TagContext& c) {
   }
 }
 
+// The AEAD is the context's; derive() made its key (abort rather than tag under a zero key).
 template <typename Keys>
-void tag(const Keys& k, const uint8_t* frame, size_t len, uint64_t counter, uint8_t* out) {
+void require_key(const Keys& k, Aead aead) {
+  if (aead == Aead::kAes256Gcm ? !k.has_aes : !k.has_chacha) std::abort();
+}
+
+template <typename Keys>
+void tag(const Keys& k, Aead aead, const uint8_t* frame, size_t len, uint64_t counter,
+         uint8_t* out) {
+  require_key(k, aead);
   unsigned char nonce[12];
   counter_nonce(nonce, counter);
   unsigned char none[1] = {0};  // nothing is encrypted; the frame is associated data
   unsigned long long tag_len = 0;
-  if (k.has_aes)
+  if (aead == Aead::kAes256Gcm)
     crypto_aead_aes256gcm_encrypt_detached_afternm(none, out, &tag_len, none, 0, frame, len,
                                                    nullptr, nonce, &k.aes);
   else
@@ -123,11 +132,12 @@ void tag(const Keys& k, const uint8_t* frame, size_t len, uint64_t counter, uint
 }
 
 template <typename Keys>
-bool check(const Keys& k, const uint8_t* frame, size_t len, uint64_t counter) {
+bool check(const Keys& k, Aead aead, const uint8_t* frame, size_t len, uint64_t counter) {
+  require_key(k, aead);
   unsigned char nonce[12];
   counter_nonce(nonce, counter);
   unsigned char none[1] = {0};
-  if (k.has_aes)
+  if (aead == Aead::kAes256Gcm)
     return crypto_aead_aes256gcm_decrypt_detached_afternm(none, nullptr, none, 0, frame + len,
                                                           frame, len, nonce, &k.aes) == 0;
   return crypto_aead_chacha20poly1305_ietf_decrypt_detached(none, nullptr, none, 0, frame + len,
@@ -146,10 +156,11 @@ void Authenticator::seal(uint8_t* frame, size_t len, const TagContext& c) const 
   const KeyCache::Id id{ctx.sender, ctx.receiver, ctx.boot_id};
   Keys* k = cache_->find(id);
   if (!k) k = &cache_->insert(id);
-  // One entry serves one AEAD: a link does not switch back, and the other's key is cheap.
+  // One entry holds one AEAD's key: a link switches at most once per peer boot (when the
+  // peer's heartbeat arrives), and deriving the other's again is cheap.
   if ((ctx.aead == Aead::kAes256Gcm) != k->has_aes) *k = Keys();
   derive(*k, key_, ctx);
-  tag(*k, frame, len, ctx.counter, frame + len);
+  tag(*k, ctx.aead, frame, len, ctx.counter, frame + len);
 }
 
 bool Authenticator::verify(const uint8_t* frame, size_t len, const TagContext& c) const {
@@ -158,11 +169,13 @@ bool Authenticator::verify(const uint8_t* frame, size_t len, const TagContext& c
   const KeyCache::Id id{c.sender, c.receiver, c.boot_id};
   Keys* cached = cache_->find(id);
   if (cached && (c.aead == Aead::kAes256Gcm) == cached->has_aes)
-    return check(*cached, frame, len, c.counter);
-  // Not cached (or for the other AEAD): derive aside, keep it only once the tag holds.
+    return check(*cached, c.aead, frame, len, c.counter);
+  // Not cached (or for the other AEAD, e.g. a datagram sent before the switch arriving late):
+  // derive aside, and keep it only once the tag holds and only for datagrams addressed here.
   Keys fresh;
   derive(fresh, key_, c);
-  if (!check(fresh, frame, len, c.counter)) return false;
+  if (!check(fresh, c.aead, frame, len, c.counter)) return false;
+  if (node_ != kAnyNode && c.receiver != node_) return true;  // the endpoint refuses it next
   Keys& kept = cached ? *cached : cache_->insert(id);
   kept = fresh;
   return true;

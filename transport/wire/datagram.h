@@ -9,7 +9,8 @@
 // one node and replayed at another is refused there (version 1 had no receiver, and another
 // node's replay window had never seen it). parse_datagram() checks the size, magic, version and
 // tag before the FlatBuffers verifier runs, and the verifier before anything reads the Envelope;
-// the receiver and the boot id are the endpoint's checks (they need its state).
+// the receiver and the boot id are the endpoint's checks (they need its state). Unknown flag
+// bits are malformed (before the tag).
 #include <cstddef>
 #include <cstdint>
 #include <vector>
@@ -19,8 +20,8 @@
 
 namespace dtrain::transport {
 
-// 3: the AEAD flag, and the nonce binds the receiver (2: XChaCha20-Poly1305 over (sender, boot,
-// counter) only).
+// 3: the AEAD flag, and the receiver is part of the nonce and key (2: XChaCha20-Poly1305 with
+// the nonce (sender, boot, counter); the receiver was authenticated as associated data only).
 constexpr uint8_t kWireVersion = 3;
 constexpr uint8_t kFlagAes256Gcm = 1;
 constexpr size_t kHeaderBytes = 32;
