@@ -119,6 +119,7 @@ double raw_udp(double seconds, bool tagged = false) {
 }
 
 size_t g_credit_window = EndpointConfig{}.credit_window;  // --credit-window
+bool g_verbose = false;  // --only: the link's counters after a goodput run
 
 // The AEAD two endpoints on this machine agree on.
 const char* tag_name() {
@@ -179,7 +180,18 @@ double goodput(bool insecure, double loss, int messages) {
                  (unsigned long long)p.delivered, messages);
     return 0;
   }
-  return p.delivered_bytes / seconds_since(start);
+  const double rate = p.delivered_bytes / seconds_since(start);
+  if (g_verbose) {
+    // What the link did (for --only runs): the sender's side towards node 2, the receiver's.
+    const PeerCounters s = p.a->counters()[2], r = p.b->counters()[1];
+    std::fprintf(stderr,
+                 "  sender: %llu datagrams, %llu retransmits, %llu NAKs received, %llu credit "
+                 "stalls; receiver: %llu NAKs sent, %llu duplicates\n",
+                 (unsigned long long)s.datagrams_out, (unsigned long long)s.retransmits,
+                 (unsigned long long)s.naks_received, (unsigned long long)s.credit_stalls,
+                 (unsigned long long)r.naks_sent, (unsigned long long)r.duplicates);
+  }
+  return rate;
 }
 
 // One-way latency of 4 KB messages sent 1 ms apart (same clock on both ends).
@@ -217,6 +229,7 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"raw", "raw-tagged", "auth", "insecure", "loss", "latency"}));
   CLI11_PARSE(app, argc, argv);
   if (!only.empty()) {
+    g_verbose = true;
     if (only == "raw") std::printf("raw UDP: %.0f MB/s\n", raw_udp(2.0) / 1e6);
     if (only == "raw-tagged")
       std::printf("raw UDP, tagged: %.0f MB/s\n", raw_udp(2.0, true) / 1e6);
