@@ -62,9 +62,11 @@ void Worker::compute_loaded(int64_t own_iteration, int64_t schedule_iteration) {
                     "lower model.updater.learning_rate or normalise the data "
                     "(data.normalize: scale)");
   clip_gradient(corrections_, workers_, model_->backend(), model_->grads(), model_->num_params());
+  // Adam's bias correction counts the updates the updater made: fp16 steps skipped for
+  // overflow made none.
+  const int64_t updates = own_iteration + 1 - (scaler_ ? scaler_->skipped() : 0);
   updater_->compute_step(model_->params(), model_->grads(), step_.data(), schedule_iteration,
-                         own_iteration + 1,
-                         lr_scale(corrections_, workers_, progress(own_iteration)));
+                         updates, lr_scale(corrections_, workers_, progress(own_iteration)));
 }
 
 // fp16: the loss or a gradient overflowed at this scale. The step gives no update (the residual
