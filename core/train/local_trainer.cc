@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <cstring>
 #include <exception>
 #include <optional>
@@ -132,6 +133,7 @@ void average_tau(Workers& workers) {
 struct WorkerEpoch {
   double loss_sum = 0.0;
   int64_t samples = 0;
+  int64_t loss_samples = 0;  // samples whose loss is known (an fp16 step may have none)
   int64_t messages = 0, message_bytes = 0;
   std::exception_ptr error;
 };
@@ -545,7 +547,11 @@ TrainingResult train_local(const JobSpec& job, TrainingListener& listener,
             step.times.wait_ms =
                 std::chrono::duration<double, std::milli>(Clock::now() - t1).count();
           }
-          mine.loss_sum += worker.last_loss() * worker.last_batch_size();
+          // An fp16 step skipped because its loss overflowed has no loss to average.
+          if (std::isfinite(worker.last_loss())) {
+            mine.loss_sum += worker.last_loss() * worker.last_batch_size();
+            mine.loss_samples += worker.last_batch_size();
+          }
           mine.samples += worker.last_batch_size();
           const int64_t samples_now = epoch_samples += worker.last_batch_size();
           step.iteration = it;
@@ -569,7 +575,7 @@ TrainingResult train_local(const JobSpec& job, TrainingListener& listener,
           p.iteration_in_epoch = in_epoch++;
           p.iterations_per_epoch = per_epoch;
           p.loss = worker.last_loss();
-          divergence.on_step(p.loss);
+          if (std::isfinite(p.loss)) divergence.on_step(p.loss);
           p.diverging = divergence.diverging();
           const double elapsed = seconds_since(start);
           p.samples_per_sec = elapsed > 0 ? samples_now / elapsed : 0.0;
@@ -656,14 +662,15 @@ TrainingResult train_local(const JobSpec& job, TrainingListener& listener,
     summary.skipped_batches = skipped_batches;
     summary.seconds = seconds_since(start);
     double loss_sum = 0.0;
-    int64_t samples = 0;
+    int64_t samples = 0, loss_samples = 0;
     for (const WorkerEpoch& s : stats) {
       loss_sum += s.loss_sum;
       samples += s.samples;
+      loss_samples += s.loss_samples;
       result.messages += s.messages;
       result.message_bytes += s.message_bytes;
     }
-    summary.train_loss = samples ? loss_sum / samples : 0.0;
+    summary.train_loss = loss_samples ? loss_sum / loss_samples : 0.0;
     summary.samples_per_sec = summary.seconds > 0 ? samples / summary.seconds : 0.0;
     elapsed_total += summary.seconds;
     result.samples += samples;

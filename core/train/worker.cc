@@ -76,7 +76,12 @@ bool Worker::skipped_for_overflow(int64_t own_iteration) {
   const bool finite = std::isfinite(last_loss_) &&
                       std::isfinite(model_->backend().sum_squares(model_->grads(),
                                                                   model_->num_params()));
-  if (scaler_->step_finite(finite)) return false;
+  if (scaler_->step_finite(finite)) {
+    last_finite_loss_ = last_loss_;
+    return false;
+  }
+  // The loss shown and averaged is the last one known (none before the first good step).
+  if (!std::isfinite(last_loss_)) last_loss_ = last_finite_loss_;
   if (scaler_->hopeless())
     throw UserError("training.precision fp16 overflows at every step even without loss "
                         "scaling (the last " + std::to_string(LossScaler::kGiveUpAfter) +

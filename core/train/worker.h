@@ -3,6 +3,7 @@
 // computes the update u for the next minibatch (core/README.md, "The update", step 1); who applies
 // u, and how it is shared, is the trainer's business.
 #include <algorithm>
+#include <limits>
 #include <memory>
 
 #include "core/data/minibatch_iterator.h"
@@ -86,6 +87,7 @@ class Worker {
   MinibatchIterator iterator_;
   Rng rng_;
   std::unique_ptr<LossScaler> scaler_;
+  double last_finite_loss_ = std::numeric_limits<double>::quiet_NaN();  // fp16: see .cc
   Tensor x_, y_, step_;
   double last_loss_ = 0.0;
   double last_data_ms_ = 0.0;

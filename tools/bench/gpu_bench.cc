@@ -37,6 +37,7 @@ dtrain::core::Dataset generated(const dtrain::core::JobSpec& job, int64_t n) {
   Dataset d;
   d.features = Tensor(with_batch(n, job.model.input));
   d.targets = Tensor({n, classes});
+  d.targets.zero();  // tensors are not zeroed on allocation
   d.num_classes = classes;
   Rng rng(job.seed);
   for (int64_t i = 0; i < d.features.size(); ++i) d.features[i] = rng.uniform(0.f, 1.f);
