@@ -21,6 +21,12 @@ struct ConvGeometry {
   Window2d window;
   int64_t out_h() const { return window.out_h(in_h); }
   int64_t out_w() const { return window.out_w(in_w); }
+  // Elements of the input, output and filter tensors (NCHW; filters OIHW).
+  int64_t src_elements() const { return batch * in_channels * in_h * in_w; }
+  int64_t dst_elements() const { return batch * out_channels * out_h() * out_w(); }
+  int64_t filter_elements() const {
+    return out_channels * in_channels * window.kernel_h * window.kernel_w;
+  }
 };
 
 struct PoolGeometry {
@@ -35,6 +41,14 @@ struct PoolGeometry {
 // inputs with fp32 accumulation and fp32 results (mixed precision: the parameters, activations,
 // gradients, updater state and the codec stay fp32; kernels/README.md, "Mixed precision").
 enum class Precision { kFp32, kBf16, kFp16 };
+
+// Elements a gemm operand spans in memory: op(X) is rows x cols, X row-major with leading
+// dimension ld, stored transposed (cols x rows) when `trans`. What a backend converts to
+// bf16/fp16 before the product.
+inline int64_t gemm_operand_elements(bool trans, int64_t rows, int64_t cols, int64_t ld) {
+  const int64_t stored_rows = trans ? cols : rows, stored_cols = trans ? rows : cols;
+  return stored_rows > 0 ? (stored_rows - 1) * ld + stored_cols : 0;
+}
 
 // Activation functions; softmax normalises each row. The names are in core/layers/activation.
 enum class Activation { kIdentity, kRelu, kLeakyRelu, kTanh, kSigmoid, kSoftmax };

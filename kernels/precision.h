@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <string>
 
 #include "kernels/op_args.h"
 
@@ -57,13 +58,10 @@ inline float round_to(Precision p, float x) {
   return x;
 }
 
-inline const char* precision_name(Precision p) {
-  switch (p) {
-    case Precision::kBf16: return "bf16";
-    case Precision::kFp16: return "fp16";
-    case Precision::kFp32: break;
-  }
-  return "fp32";
+// training.precision's names ("fp32", "bf16", "fp16"; the spec parser allows no others).
+inline Precision precision_of(const std::string& name) {
+  if (name == "bf16") return Precision::kBf16;
+  if (name == "fp16") return Precision::kFp16;
+  return Precision::kFp32;
 }
-
 }  // namespace dtrain::kernels

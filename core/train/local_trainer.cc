@@ -22,6 +22,7 @@
 #include "core/util/error.h"
 #include "kernels/backend.h"
 #include "kernels/gpu_devices.h"
+#include "kernels/precision.h"
 
 namespace dtrain::core {
 namespace {
@@ -316,13 +317,6 @@ void check_memory(const JobSpec& job, int64_t params, int workers, const std::ve
 
 // One backend per GPU worker (each its own stream), or none for CPU workers. Throws UserError
 // when a GPU cannot be used, with the driver's reason.
-// training.precision as the backends take it.
-kernels::Precision precision_of(const std::string& name) {
-  if (name == "bf16") return kernels::Precision::kBf16;
-  if (name == "fp16") return kernels::Precision::kFp16;
-  return kernels::Precision::kFp32;
-}
-
 std::vector<std::unique_ptr<kernels::Backend>> make_gpu_backends(const std::vector<int>& gpus,
                                                                  int workers,
                                                                  const std::string& precision) {
@@ -337,7 +331,7 @@ std::vector<std::unique_ptr<kernels::Backend>> make_gpu_backends(const std::vect
                           ": " + why,
                       "check the GPU with nvidia-smi, or run the job with training.device: cpu");
     // Before the worker's model is built: its layers' kernels are made for the precision.
-    if (!out.back()->set_precision(precision_of(precision)))
+    if (!out.back()->set_precision(kernels::precision_of(precision)))
       throw UserError("GPU " + std::to_string(gpu) + " (" + out.back()->name() +
                           ") cannot compute in training.precision " + precision,
                       "use precision fp32, or bf16/fp16 on a GPU with tensor cores (sm_80 or "

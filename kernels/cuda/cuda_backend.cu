@@ -134,10 +134,8 @@ class CudaBackend final : public Backend {
       return;
     }
     // Mixed precision: A and B (their stored rows) converted, fp32 accumulation and C.
-    const int64_t a_rows = trans_a ? k : m, a_cols = trans_a ? m : k;
-    const int64_t b_rows = trans_b ? n : k, b_cols = trans_b ? k : n;
-    const int64_t a_n = a_rows > 0 ? (a_rows - 1) * lda + a_cols : 0;
-    const int64_t b_n = b_rows > 0 ? (b_rows - 1) * ldb + b_cols : 0;
+    const int64_t a_n = gemm_operand_elements(trans_a, m, k, lda);
+    const int64_t b_n = gemm_operand_elements(trans_b, k, n, ldb);
     void* a16 = reduced_a_.get(stream_, a_n);
     void* b16 = reduced_b_.get(stream_, b_n);
     cuda::to_reduced(stream_, precision_, a, a16, a_n);

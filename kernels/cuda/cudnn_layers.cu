@@ -52,9 +52,9 @@ class CudnnConv2d : public Conv2dKernel {
       : handle_(handle), precision_(p) {
     const Window2d& w = g.window;
     const cudnnDataType_t type = cudnn_type(p);
-    src_n_ = g.batch * g.in_channels * g.in_h * g.in_w;
-    dst_n_ = g.batch * g.out_channels * g.out_h() * g.out_w();
-    filter_n_ = g.out_channels * g.in_channels * w.kernel_h * w.kernel_w;
+    src_n_ = g.src_elements();
+    dst_n_ = g.dst_elements();
+    filter_n_ = g.filter_elements();
     // The convolution's own descriptors are in its type; the bias is added (and its gradient
     // summed) on the fp32 tensors.
     src_ = tensor4d(g.batch, g.in_channels, g.in_h, g.in_w, type);

@@ -107,9 +107,9 @@ class RoundingConv : public Conv2dKernel {
   RoundingConv(std::unique_ptr<Conv2dKernel> inner, const ConvGeometry& g, Precision p)
       : inner_(std::move(inner)),
         p_(p),
-        src_(g.batch * g.in_channels * g.in_h * g.in_w),
-        w_(g.out_channels * g.in_channels * g.window.kernel_h * g.window.kernel_w),
-        dst_(g.batch * g.out_channels * g.out_h() * g.out_w()) {}
+        src_(g.src_elements()),
+        w_(g.filter_elements()),
+        dst_(g.dst_elements()) {}
   void forward(const float* src, const float* w, const float* b, float* dst) override {
     inner_->forward(rounded(p_, src, src_, a_), rounded(p_, w, w_, b_), b, dst);
     round_in_place(p_, dst, dst_);
@@ -213,11 +213,9 @@ class EmulatedGpu final : public Backend {
     check(a, b, "gemm");
     check(c, c, "gemm");
     if (precision_ != Precision::kFp32) {
-      // The stored rows of A (k x m when transposed) and B, rounded; the product in fp32.
-      const int64_t a_rows = ta ? k : m, a_cols = ta ? m : k;
-      const int64_t b_rows = tb ? n : k, b_cols = tb ? k : n;
-      a = rounded(precision_, a, a_rows > 0 ? (a_rows - 1) * lda + a_cols : 0, scratch_a_);
-      b = rounded(precision_, b, b_rows > 0 ? (b_rows - 1) * ldb + b_cols : 0, scratch_b_);
+      // A and B as stored, rounded; the product in fp32.
+      a = rounded(precision_, a, gemm_operand_elements(ta, m, k, lda), scratch_a_);
+      b = rounded(precision_, b, gemm_operand_elements(tb, k, n, ldb), scratch_b_);
     }
     cpu_.gemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
   }

@@ -88,6 +88,20 @@ TEST_CASE("the loss scaler halves and skips on overflow, doubles after a run of 
   CHECK(high.scale() == core::LossScaler::kMaxScale);
 }
 
+TEST_CASE("what a backend converts: gemm operands as stored, convolution tensors") {
+  // op(A) 3 x 4 with leading dimension 6: 2 full rows of 6 and the last row's 4 elements...
+  CHECK(kernels::gemm_operand_elements(false, 3, 4, 6) == 16);
+  // ...stored transposed, 4 rows of 3 (ld 5): 3 rows of 5 and 3.
+  CHECK(kernels::gemm_operand_elements(true, 3, 4, 5) == 18);
+  CHECK(kernels::gemm_operand_elements(false, 0, 4, 6) == 0);
+  kernels::ConvGeometry g;
+  g.batch = 2, g.in_channels = 3, g.in_h = 8, g.in_w = 8, g.out_channels = 5;
+  g.window.kernel_h = g.window.kernel_w = 3;  // no padding: 6 x 6 out
+  CHECK(g.src_elements() == 2 * 3 * 8 * 8);
+  CHECK(g.dst_elements() == 2 * 5 * 6 * 6);
+  CHECK(g.filter_elements() == 5 * 3 * 3 * 3);
+}
+
 TEST_CASE("a product on a GPU set to bf16 is the fp32 product of the rounded inputs") {
   auto gpu = gpu_backend();
   const int64_t m = 7, n = 5, k = 33;

@@ -25,6 +25,7 @@
 #include "core/train/worker.h"
 #include "core/util/rng.h"
 #include "kernels/backend.h"
+#include "kernels/precision.h"
 
 namespace {
 using Clock = std::chrono::steady_clock;
@@ -49,11 +50,6 @@ dtrain::core::Dataset generated(const dtrain::core::JobSpec& job, int64_t n) {
   return d;
 }
 
-dtrain::kernels::Precision precision_of(const std::string& name) {
-  if (name == "bf16") return dtrain::kernels::Precision::kBf16;
-  if (name == "fp16") return dtrain::kernels::Precision::kFp16;
-  return dtrain::kernels::Precision::kFp32;
-}
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -94,7 +90,7 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "error: no GPU backend: %s\n", why.c_str());
       return 77;
     }
-    if (!backend->set_precision(precision_of(precision))) {
+    if (!backend->set_precision(kernels::precision_of(precision))) {
       std::fprintf(stderr, "error: %s cannot compute in %s\n", backend->name().c_str(),
                    precision.c_str());
       return 2;
