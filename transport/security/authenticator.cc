@@ -93,17 +93,17 @@ namespace {
 // Derives what `aead` needs into `k` (unless it is there already).
 template <typename Keys>
 void derive(Keys& k, const ClusterKey& key, const TagContext& c) {
+  if (c.aead == Aead::kAes256Gcm ? k.has_aes : k.has_chacha) return;  // every seal: keep it cheap
   unsigned char in[16];
   link_input(in, c);
-  if (c.aead == Aead::kAes256Gcm && !k.has_aes) {
+  if (c.aead == Aead::kAes256Gcm) {
     unsigned char aes_key[crypto_aead_aes256gcm_KEYBYTES];
     crypto_generichash_blake2b_salt_personal(aes_key, sizeof aes_key, nullptr, 0, key.data(),
                                              key.size(), in, kGcmPersonal);
     crypto_aead_aes256gcm_beforenm(&k.aes, aes_key);
     sodium_memzero(aes_key, sizeof aes_key);
     k.has_aes = true;
-  }
-  if (c.aead == Aead::kXChaCha20Poly1305 && !k.has_chacha) {
+  } else {
     crypto_core_hchacha20(k.chacha, in, key.data(), nullptr);
     k.has_chacha = true;
   }
