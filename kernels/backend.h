@@ -19,6 +19,9 @@
 namespace dtrain::kernels {
 
 // Convolution for one geometry (batch size included). Tensors are NCHW, weights OIHW, bias O.
+// Between a forward and the backward calls of the same step the caller leaves src, weights and
+// diff_dst unchanged: a GPU kernel in bf16/fp16 reuses their converted copies (keyed by
+// pointer; the next forward starts afresh).
 class Conv2dKernel {
  public:
   virtual ~Conv2dKernel() = default;

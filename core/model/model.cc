@@ -106,6 +106,8 @@ void Model::forward(const Tensor& x, const ForwardMode& mode) {
 const Tensor& Model::predict(const Tensor& x) {
   forward(on_device(x, input_), ForwardMode{false, nullptr});
   if (params_.on_host()) return activations_.back();
+  // Pinned to host memory first: a fresh tensor would follow its source onto the device.
+  if (!host_output_.memory()) host_output_.set_memory(&kernels::cpu_backend());
   host_output_ = activations_.back();  // download
   return host_output_;
 }

@@ -12,6 +12,8 @@
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/cuda_ops.h"
 #include "kernels/cuda/cudnn_layers.h"
+#include "kernels/cuda/device_buffer.h"
+#include "kernels/cuda/op_times.h"
 #include "kernels/cuda/reduced_precision.h"
 #include "kernels/gpu_devices.h"
 
@@ -50,6 +52,10 @@ class CudaBackend final : public Backend {
     DTRAIN_CUBLAS_CALL(cublasCreate(&cublas_));
     DTRAIN_CUBLAS_CALL(cublasSetStream(cublas_, stream_));
     DTRAIN_CUBLAS_CALL(cublasSetMathMode(cublas_, CUBLAS_DEFAULT_MATH));
+    // A workspace of our own, as PyTorch gives cuBLAS: without one, small products ran at
+    // 60-250 us each (kernels/cuda/op_times.h).
+    DTRAIN_CUDA_CALL(cudaMalloc(&cublas_workspace_, kCublasWorkspace));
+    DTRAIN_CUBLAS_CALL(cublasSetWorkspace(cublas_, cublas_workspace_, kCublasWorkspace));
     DTRAIN_CUDNN_CALL(cudnnCreate(&cudnn_));
     DTRAIN_CUDNN_CALL(cudnnSetStream(cudnn_, stream_));
     DTRAIN_CUDA_CALL(cudaMalloc(&scalar_, sizeof(double)));
@@ -62,6 +68,7 @@ class CudaBackend final : public Backend {
     cudaFree(scalar_);
     cudnnDestroy(cudnn_);
     cublasDestroy(cublas_);
+    cudaFree(cublas_workspace_);
     cudaStreamDestroy(stream_);
   }
 
@@ -93,32 +100,41 @@ class CudaBackend final : public Backend {
   }
   void upload(float* dst, const float* src, int64_t n) override {
     activate();
+    OpTimer timer(stream_, "upload");
     if (n > 0)
       DTRAIN_CUDA_CALL(cudaMemcpyAsync(dst, src, sizeof(float) * n, cudaMemcpyHostToDevice, stream_));
   }
   void download(float* dst, const float* src, int64_t n) override {
     activate();
+    OpTimer timer(stream_, "download");
     if (n > 0)
       DTRAIN_CUDA_CALL(cudaMemcpyAsync(dst, src, sizeof(float) * n, cudaMemcpyDeviceToHost, stream_));
     synchronize();
   }
   void copy(float* dst, const float* src, int64_t n) override {
     activate();
+    OpTimer timer(stream_, "copy");
     if (n > 0 && dst != src)
       DTRAIN_CUDA_CALL(cudaMemcpyAsync(dst, src, sizeof(float) * n, cudaMemcpyDeviceToDevice, stream_));
   }
   void copy_rows(float* dst, int64_t dst_stride, const float* src, int64_t src_stride,
                  int64_t rows, int64_t cols) override {
     activate();
+    OpTimer timer(stream_, "copy_rows");
     if (rows > 0 && cols > 0)
       DTRAIN_CUDA_CALL(cudaMemcpy2DAsync(dst, sizeof(float) * dst_stride, src,
                                          sizeof(float) * src_stride, sizeof(float) * cols, rows,
                                          cudaMemcpyDeviceToDevice, stream_));
   }
-  void fill(float* x, int64_t n, float value) override { activate(); cuda::fill(stream_, x, n, value); }
+  void fill(float* x, int64_t n, float value) override {
+    activate();
+    OpTimer timer(stream_, "fill");
+    cuda::fill(stream_, x, n, value);
+  }
   void synchronize() override {
     activate();
     DTRAIN_CUDA_CALL(cudaStreamSynchronize(stream_));
+    flush_op_times();
   }
 
   // Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: swap the operands.
@@ -126,6 +142,7 @@ class CudaBackend final : public Backend {
             const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
             int64_t ldc) override {
     activate();
+    OpTimer timer(stream_, "gemm");
     const cublasOperation_t op_a = trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
     const cublasOperation_t op_b = trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
     if (precision_ == Precision::kFp32) {
@@ -136,8 +153,8 @@ class CudaBackend final : public Backend {
     // Mixed precision: A and B (their stored rows) converted, fp32 accumulation and C.
     const int64_t a_n = gemm_operand_elements(trans_a, m, k, lda);
     const int64_t b_n = gemm_operand_elements(trans_b, k, n, ldb);
-    void* a16 = reduced_a_.get(stream_, a_n);
-    void* b16 = reduced_b_.get(stream_, b_n);
+    void* a16 = reduced_a_.get(stream_, cuda::reduced_bytes(a_n));
+    void* b16 = reduced_b_.get(stream_, cuda::reduced_bytes(b_n));
     cuda::to_reduced(stream_, precision_, a, a16, a_n);
     cuda::to_reduced(stream_, precision_, b, b16, b_n);
     const cudaDataType_t type = precision_ == Precision::kBf16 ? CUDA_R_16BF : CUDA_R_16F;
@@ -147,41 +164,50 @@ class CudaBackend final : public Backend {
   }
   void add_row_vector(float* x, const float* v, int64_t rows, int64_t cols) override {
     activate();
+    OpTimer timer(stream_, "add_row_vector");
     cuda::add_row_vector(stream_, x, v, rows, cols);
   }
   void column_sums(const float* x, int64_t rows, int64_t cols, float* sums) override {
     activate();
+    OpTimer timer(stream_, "column_sums");
     cuda::column_sums(stream_, x, rows, cols, sums);
   }
   void axpy(float alpha, const float* x, float* y, int64_t n) override {
     activate();
+    OpTimer timer(stream_, "axpy");
     cuda::axpy(stream_, alpha, x, y, n);
   }
   void multiply(const float* a, const float* b, float* out, int64_t n) override {
     activate();
+    OpTimer timer(stream_, "multiply");
     cuda::multiply(stream_, a, b, out, n);
   }
   void scale(float* x, int64_t n, float alpha) override {
     activate();
+    OpTimer timer(stream_, "scale");
     cuda::scale(stream_, x, n, alpha);
   }
   double sum_squares(const float* x, int64_t n) override {
     activate();
+    OpTimer timer(stream_, "sum_squares");
     DTRAIN_CUDA_CALL(cudaMemsetAsync(scalar_, 0, sizeof(double), stream_));
     cuda::sum_squares(stream_, x, n, scalar_);
     return read_scalar();
   }
   void activation_forward(Activation act, float* x, int64_t rows, int64_t cols) override {
     activate();
+    OpTimer timer(stream_, "activation_forward");
     cuda::activation_forward(stream_, act, x, rows, cols);
   }
   void activation_backward(Activation act, const float* a, float* d, int64_t rows,
                            int64_t cols) override {
     activate();
+    OpTimer timer(stream_, "activation_backward");
     cuda::activation_backward(stream_, act, a, d, rows, cols);
   }
   double loss(const LossArgs& args) override {
     activate();
+    OpTimer timer(stream_, "loss");
     DTRAIN_CUDA_CALL(cudaMemsetAsync(scalar_, 0, sizeof(double), stream_));
     cuda::loss(stream_, args, scalar_);
     return read_scalar() / double(args.rows);
@@ -190,30 +216,36 @@ class CudaBackend final : public Backend {
   double read_scalar() {
     DTRAIN_CUDA_CALL(cudaMemcpyAsync(scalar_host_, scalar_, sizeof(double),
                                      cudaMemcpyDeviceToHost, stream_));
-    synchronize();
+    // Not synchronize(): the op timers' bookkeeping would land inside this operation's time.
+    DTRAIN_CUDA_CALL(cudaStreamSynchronize(stream_));
     return *scalar_host_;
   }
   void dropout_forward(const float* in, float* out, float* mask, int64_t n, float rate,
                        uint64_t seed) override {
     activate();
+    OpTimer timer(stream_, "dropout_forward");
     cuda::dropout_forward(stream_, in, out, mask, n, rate, seed);
   }
   void batch_norm_forward(const BatchNormArgs& args) override {
     activate();
-    cuda::batch_norm_forward(stream_, args);
+    OpTimer timer(stream_, "batch_norm_forward");
+    cuda::batch_norm_forward(stream_, args, bn_scratch_);
   }
   void batch_norm_backward(const BatchNormArgs& args) override {
     activate();
-    cuda::batch_norm_backward(stream_, args);
+    OpTimer timer(stream_, "batch_norm_backward");
+    cuda::batch_norm_backward(stream_, args, bn_scratch_);
   }
   void global_pool_forward(const float* in, float* out, int64_t planes, int64_t plane,
                            bool max) override {
     activate();
+    OpTimer timer(stream_, "global_pool_forward");
     cuda::global_pool_forward(stream_, in, out, planes, plane, max);
   }
   void global_pool_backward(const float* in, const float* dout, float* din, int64_t planes,
                             int64_t plane, bool max) override {
     activate();
+    OpTimer timer(stream_, "global_pool_backward");
     cuda::global_pool_backward(stream_, in, dout, din, planes, plane, max);
   }
   std::unique_ptr<Conv2dKernel> make_conv2d(const ConvGeometry& geometry) override {
@@ -226,15 +258,18 @@ class CudaBackend final : public Backend {
   }
   void updater_step(const UpdaterArgs& args) override {
     activate();
+    OpTimer timer(stream_, "updater_step");
     cuda::updater_step(stream_, args);
   }
   const CodecKernels& codec() override { return codec_; }
   void clear_sent_sparse(const uint32_t* words, int64_t count, float* x) override {
     activate();
+    OpTimer timer(stream_, "clear_sent_sparse");
     cuda::clear_sent_sparse(stream_, words, count, x);
   }
   void clear_sent_bitmap(const uint32_t* bitmap, int64_t n, float* x) override {
     activate();
+    OpTimer timer(stream_, "clear_sent_bitmap");
     cuda::clear_sent_bitmap(stream_, bitmap, n, x);
   }
   void set_num_threads(int) override {}
@@ -253,13 +288,16 @@ class CudaBackend final : public Backend {
  private:
   int device_;
   cudaStream_t stream_ = nullptr;
+  static constexpr size_t kCublasWorkspace = size_t(32) << 20;
   cublasHandle_t cublas_ = nullptr;
+  void* cublas_workspace_ = nullptr;
   cudnnHandle_t cudnn_ = nullptr;
   double* scalar_ = nullptr;
   double* scalar_host_ = nullptr;  // pinned
   bool tf32_ = true;             // convolutions, as PyTorch's cudnn.allow_tf32 default
   Precision precision_ = Precision::kFp32;  // products and convolutions (training.precision)
-  cuda::ReducedBuffer reduced_a_, reduced_b_;  // gemm operands converted to it
+  cuda::DeviceBuffer bn_scratch_;             // batch norm's partial sums
+  cuda::DeviceBuffer reduced_a_, reduced_b_;  // gemm operands converted to it
   std::vector<std::pair<float*, size_t>> sizes_;
   CodecAdapter codec_;
 };

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 
+#include "kernels/cuda/device_buffer.h"
 #include "kernels/op_args.h"
 
 namespace dtrain::kernels::cuda {
@@ -32,8 +33,15 @@ void dropout_forward(cudaStream_t s, const float* in, float* out, float* mask, i
                      float rate, uint64_t seed);
 
 // normalization.cu
-void batch_norm_forward(cudaStream_t s, const BatchNormArgs& args);
-void batch_norm_backward(cudaStream_t s, const BatchNormArgs& args);
+// `scratch`: the reductions' partial sums (a few KB, kept by the caller between calls).
+void batch_norm_forward(cudaStream_t s, const BatchNormArgs& args, DeviceBuffer& scratch);
+void batch_norm_backward(cudaStream_t s, const BatchNormArgs& args, DeviceBuffer& scratch);
+// Over NCHW x [batch, channels, plane]: sums[c] = the sum of channel c (a convolution's bias
+// gradient), and x += bias[c] (its bias). cuDNN's own took 20% of a ResNet-20 step.
+void channel_sums(cudaStream_t s, const float* x, int64_t batch, int64_t channels, int64_t plane,
+                  float* sums, DeviceBuffer& scratch);
+void add_channel_bias(cudaStream_t s, float* x, const float* bias, int64_t batch,
+                      int64_t channels, int64_t plane);
 void global_pool_forward(cudaStream_t s, const float* in, float* out, int64_t planes,
                          int64_t plane, bool max);
 void global_pool_backward(cudaStream_t s, const float* in, const float* dout, float* din,

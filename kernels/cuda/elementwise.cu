@@ -1,5 +1,7 @@
 // Elementwise kernels, activations, losses and dropout on the GPU (kernels/cuda/cuda_ops.h).
 // Grid-stride loops; softmax and its backward take one warp per row.
+#include <algorithm>
+
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/cuda_ops.h"
 #include "kernels/random_bits.h"
@@ -222,7 +224,9 @@ void scale(cudaStream_t s, float* x, int64_t n, float alpha) {
 
 void sum_squares(cudaStream_t s, const float* x, int64_t n, double* total) {
   if (n <= 0) return;
-  sum_squares_kernel<<<grid_for(n), kThreads, 0, s>>>(x, n, total);
+  // At most 256 blocks: each ends in one atomicAdd on the same double, and a thousand of them
+  // queue up behind each other.
+  sum_squares_kernel<<<std::min(grid_for(n), 256u), kThreads, 0, s>>>(x, n, total);
   DTRAIN_CUDA_LAUNCHED();
 }
 

@@ -49,21 +49,4 @@ void from_reduced(cudaStream_t s, Precision p, const void* x, float* out, int64_
   DTRAIN_CUDA_LAUNCHED();
 }
 
-ReducedBuffer::~ReducedBuffer() {
-  if (data_) cudaFree(data_);
-}
-
-void* ReducedBuffer::get(cudaStream_t s, int64_t n) {
-  if (n <= capacity_) return data_;
-  if (data_) {
-    DTRAIN_CUDA_CALL(cudaStreamSynchronize(s));
-    DTRAIN_CUDA_CALL(cudaFree(data_));
-    data_ = nullptr;
-    capacity_ = 0;
-  }
-  DTRAIN_CUDA_CALL(cudaMalloc(&data_, size_t(n) * 2));
-  capacity_ = n;
-  return data_;
-}
-
 }  // namespace dtrain::kernels::cuda

@@ -4,6 +4,7 @@
 // fp32, so everything else (activations, parameters, gradients, updaters, the codec) stays fp32.
 #include <cuda_runtime.h>
 
+#include <cstddef>
 #include <cstdint>
 
 #include "kernels/op_args.h"
@@ -15,20 +16,7 @@ void to_reduced(cudaStream_t s, Precision p, const float* x, void* out, int64_t 
 // x[0, n) in `p` -> fp32.
 void from_reduced(cudaStream_t s, Precision p, const void* x, float* out, int64_t n);
 
-// Device memory for converted operands that grows as needed and is freed with its owner.
-class ReducedBuffer {
- public:
-  ReducedBuffer() = default;
-  ReducedBuffer(const ReducedBuffer&) = delete;
-  ReducedBuffer& operator=(const ReducedBuffer&) = delete;
-  ~ReducedBuffer();
-  // Room for n 2-byte elements; waits for `s` before replacing a smaller buffer (queued
-  // kernels may still read it).
-  void* get(cudaStream_t s, int64_t n);
-
- private:
-  void* data_ = nullptr;
-  int64_t capacity_ = 0;
-};
+// Bytes of n converted elements (DeviceBuffer::get).
+inline size_t reduced_bytes(int64_t n) { return size_t(n > 0 ? n : 0) * 2; }
 
 }  // namespace dtrain::kernels::cuda

@@ -18,6 +18,17 @@ namespace {
 constexpr int kMaxDevices = 16;
 std::atomic<int64_t> g_bytes_in_use[kMaxDevices];
 
+// Added to every address this backend hands out. Bit 62 makes the address non-canonical on
+// x86-64 (and outside any user mapping elsewhere), so dereferencing it on the host faults, while
+// pointer arithmetic (a tensor's offsets) keeps working; host() takes the tag off again right
+// before the CPU arithmetic runs.
+constexpr uintptr_t kDeviceTag = uintptr_t(1) << 62;
+
+template <typename T>
+T* host(T* p) {
+  return p ? reinterpret_cast<T*>(reinterpret_cast<uintptr_t>(p) - kDeviceTag) : nullptr;
+}
+
 // The allocations of one emulated device, to tell its pointers from host ones.
 class Allocations {
  public:
@@ -26,10 +37,11 @@ class Allocations {
     const size_t bytes = (size_t(n > 0 ? n : 1) * sizeof(float) + 63) / 64 * 64;
     void* p = std::aligned_alloc(64, bytes);
     if (!p) throw std::bad_alloc();
+    const uintptr_t tagged = reinterpret_cast<uintptr_t>(p) + kDeviceTag;
     std::lock_guard<std::mutex> lock(mutex_);
-    blocks_[reinterpret_cast<uintptr_t>(p)] = bytes;
+    blocks_[tagged] = bytes;
     g_bytes_in_use[device_] += int64_t(bytes);
-    return static_cast<float*>(p);
+    return reinterpret_cast<float*>(tagged);
   }
   void release(float* p) {
     if (!p) return;
@@ -41,7 +53,7 @@ class Allocations {
       g_bytes_in_use[device_] -= int64_t(it->second);
       blocks_.erase(it);
     }
-    std::free(p);
+    std::free(host(p));
   }
   void check(const void* p, const char* op) const {
     if (!p) return;
@@ -69,17 +81,17 @@ class CheckedConv : public Conv2dKernel {
   void forward(const float* src, const float* w, const float* b, float* dst) override {
     for (const void* p : {(const void*)src, (const void*)w, (const void*)b, (const void*)dst})
       mem_.check(p, "conv forward");
-    inner_->forward(src, w, b, dst);
+    inner_->forward(host(src), host(w), host(b), host(dst));
   }
   void backward_data(const float* dd, const float* w, float* ds) override {
     for (const void* p : {(const void*)dd, (const void*)w, (const void*)ds})
       mem_.check(p, "conv backward_data");
-    inner_->backward_data(dd, w, ds);
+    inner_->backward_data(host(dd), host(w), host(ds));
   }
   void backward_weights(const float* s, const float* dd, float* dw, float* db) override {
     for (const void* p : {(const void*)s, (const void*)dd, (const void*)dw, (const void*)db})
       mem_.check(p, "conv backward_weights");
-    inner_->backward_weights(s, dd, dw, db);
+    inner_->backward_weights(host(s), host(dd), host(dw), host(db));
   }
 
  private:
@@ -137,12 +149,12 @@ class CheckedPool : public Pool2dKernel {
   void forward(const float* src, float* dst) override {
     mem_.check(src, "pool forward");
     mem_.check(dst, "pool forward");
-    inner_->forward(src, dst);
+    inner_->forward(host(src), host(dst));
   }
   void backward(const float* dd, float* ds) override {
     mem_.check(dd, "pool backward");
     mem_.check(ds, "pool backward");
-    inner_->backward(dd, ds);
+    inner_->backward(host(dd), host(ds));
   }
 
  private:
@@ -158,17 +170,22 @@ class CheckedCodec final : public CodecKernels {
     for (const void* p : {(const void*)a.residual, (const void*)a.update, (const void*)a.bitmap,
                           (const void*)a.sparse})
       mem_.check(p, "codec encode");
-    return inner_.encode(a);
+    CodecEncodeArgs on_host = a;
+    on_host.residual = host(a.residual);
+    on_host.update = host(a.update);
+    on_host.bitmap = host(a.bitmap);
+    on_host.sparse = host(a.sparse);
+    return inner_.encode(on_host);
   }
   void apply_bitmap(const uint32_t* bitmap, int64_t n, float tau, float* params) const override {
     mem_.check(bitmap, "codec apply_bitmap");
     mem_.check(params, "codec apply_bitmap");
-    inner_.apply_bitmap(bitmap, n, tau, params);
+    inner_.apply_bitmap(host(bitmap), n, tau, host(params));
   }
   void apply_sparse(const uint32_t* words, int64_t count, float tau, float* params) const override {
     mem_.check(words, "codec apply_sparse");
     mem_.check(params, "codec apply_sparse");
-    inner_.apply_sparse(words, count, tau, params);
+    inner_.apply_sparse(host(words), count, tau, host(params));
   }
 
  private:
@@ -187,24 +204,24 @@ class EmulatedGpu final : public Backend {
   void release(float* p) override { mem_.release(p); }
   void upload(float* dst, const float* src, int64_t n) override {
     mem_.check(dst, "upload");
-    if (n > 0) std::memcpy(dst, src, sizeof(float) * n);
+    if (n > 0) std::memcpy(host(dst), src, sizeof(float) * n);
   }
   void download(float* dst, const float* src, int64_t n) override {
     mem_.check(src, "download");
-    if (n > 0) std::memcpy(dst, src, sizeof(float) * n);
+    if (n > 0) std::memcpy(dst, host(src), sizeof(float) * n);
   }
   void copy(float* dst, const float* src, int64_t n) override {
     check(dst, src, "copy");
-    cpu_.copy(dst, src, n);
+    cpu_.copy(host(dst), host(src), n);
   }
   void copy_rows(float* dst, int64_t dst_stride, const float* src, int64_t src_stride,
                  int64_t rows, int64_t cols) override {
     check(dst, src, "copy_rows");
-    cpu_.copy_rows(dst, dst_stride, src, src_stride, rows, cols);
+    cpu_.copy_rows(host(dst), dst_stride, host(src), src_stride, rows, cols);
   }
   void fill(float* x, int64_t n, float v) override {
     check(x, x, "fill");
-    cpu_.fill(x, n, v);
+    cpu_.fill(host(x), n, v);
   }
   void synchronize() override {}
 
@@ -212,76 +229,82 @@ class EmulatedGpu final : public Backend {
             int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) override {
     check(a, b, "gemm");
     check(c, c, "gemm");
+    a = host(a);
+    b = host(b);
     if (precision_ != Precision::kFp32) {
       // A and B as stored, rounded; the product in fp32.
       a = rounded(precision_, a, gemm_operand_elements(ta, m, k, lda), scratch_a_);
       b = rounded(precision_, b, gemm_operand_elements(tb, k, n, ldb), scratch_b_);
     }
-    cpu_.gemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    cpu_.gemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, host(c), ldc);
   }
   void add_row_vector(float* x, const float* v, int64_t rows, int64_t cols) override {
     check(x, v, "add_row_vector");
-    cpu_.add_row_vector(x, v, rows, cols);
+    cpu_.add_row_vector(host(x), host(v), rows, cols);
   }
   void column_sums(const float* x, int64_t rows, int64_t cols, float* sums) override {
     check(x, sums, "column_sums");
-    cpu_.column_sums(x, rows, cols, sums);
+    cpu_.column_sums(host(x), rows, cols, host(sums));
   }
   void axpy(float alpha, const float* x, float* y, int64_t n) override {
     check(x, y, "axpy");
-    cpu_.axpy(alpha, x, y, n);
+    cpu_.axpy(alpha, host(x), host(y), n);
   }
   void multiply(const float* a, const float* b, float* out, int64_t n) override {
     check(a, b, "multiply");
     check(out, out, "multiply");
-    cpu_.multiply(a, b, out, n);
+    cpu_.multiply(host(a), host(b), host(out), n);
   }
   void scale(float* x, int64_t n, float alpha) override {
     check(x, x, "scale");
-    cpu_.scale(x, n, alpha);
+    cpu_.scale(host(x), n, alpha);
   }
   double sum_squares(const float* x, int64_t n) override {
     check(x, x, "sum_squares");
-    return cpu_.sum_squares(x, n);
+    return cpu_.sum_squares(host(x), n);
   }
   void activation_forward(Activation act, float* x, int64_t rows, int64_t cols) override {
     check(x, x, "activation_forward");
-    cpu_.activation_forward(act, x, rows, cols);
+    cpu_.activation_forward(act, host(x), rows, cols);
   }
   void activation_backward(Activation act, const float* a, float* d, int64_t rows,
                            int64_t cols) override {
     check(a, d, "activation_backward");
-    cpu_.activation_backward(act, a, d, rows, cols);
+    cpu_.activation_backward(act, host(a), host(d), rows, cols);
   }
   double loss(const LossArgs& args) override {
     check(args.a, args.targets, "loss");
     check(args.dz, args.dz, "loss");
-    return cpu_.loss(args);
+    LossArgs on_host = args;
+    on_host.a = host(args.a);
+    on_host.targets = host(args.targets);
+    on_host.dz = host(args.dz);
+    return cpu_.loss(on_host);
   }
   void dropout_forward(const float* in, float* out, float* mask, int64_t n, float rate,
                        uint64_t seed) override {
     check(in, out, "dropout_forward");
     check(mask, mask, "dropout_forward");
-    cpu_.dropout_forward(in, out, mask, n, rate, seed);
+    cpu_.dropout_forward(host(in), host(out), host(mask), n, rate, seed);
   }
   void batch_norm_forward(const BatchNormArgs& a) override {
     check_bn(a, "batch_norm_forward");
-    cpu_.batch_norm_forward(a);
+    cpu_.batch_norm_forward(on_host(a));
   }
   void batch_norm_backward(const BatchNormArgs& a) override {
     check_bn(a, "batch_norm_backward");
-    cpu_.batch_norm_backward(a);
+    cpu_.batch_norm_backward(on_host(a));
   }
   void global_pool_forward(const float* in, float* out, int64_t planes, int64_t plane,
                            bool max) override {
     check(in, out, "global_pool_forward");
-    cpu_.global_pool_forward(in, out, planes, plane, max);
+    cpu_.global_pool_forward(host(in), host(out), planes, plane, max);
   }
   void global_pool_backward(const float* in, const float* dout, float* din, int64_t planes,
                             int64_t plane, bool max) override {
     check(in, dout, "global_pool_backward");
     check(din, din, "global_pool_backward");
-    cpu_.global_pool_backward(in, dout, din, planes, plane, max);
+    cpu_.global_pool_backward(host(in), host(dout), host(din), planes, plane, max);
   }
   std::unique_ptr<Conv2dKernel> make_conv2d(const ConvGeometry& g) override {
     std::unique_ptr<Conv2dKernel> conv = cpu_.make_conv2d(g);
@@ -294,16 +317,19 @@ class EmulatedGpu final : public Backend {
   }
   void updater_step(const UpdaterArgs& a) override {
     check(a.g_to_u, a.state, "updater_step");
-    cpu_.updater_step(a);
+    UpdaterArgs on_host = a;
+    on_host.g_to_u = host(a.g_to_u);
+    on_host.state = host(a.state);
+    cpu_.updater_step(on_host);
   }
   const CodecKernels& codec() override { return codec_; }
   void clear_sent_sparse(const uint32_t* words, int64_t count, float* x) override {
     check(words, x, "clear_sent_sparse");
-    cpu_.clear_sent_sparse(words, count, x);
+    cpu_.clear_sent_sparse(host(words), count, host(x));
   }
   void clear_sent_bitmap(const uint32_t* bitmap, int64_t n, float* x) override {
     check(bitmap, x, "clear_sent_bitmap");
-    cpu_.clear_sent_bitmap(bitmap, n, x);
+    cpu_.clear_sent_bitmap(host(bitmap), n, host(x));
   }
   void set_num_threads(int threads) override { cpu_.set_num_threads(threads); }
 
@@ -325,6 +351,21 @@ class EmulatedGpu final : public Backend {
                           (const void*)a.save_inv_std, (const void*)a.dy, (const void*)a.dx,
                           (const void*)a.dgamma, (const void*)a.dbeta})
       mem_.check(p, op);
+  }
+  static BatchNormArgs on_host(BatchNormArgs a) {
+    a.x = host(a.x);
+    a.y = host(a.y);
+    a.gamma = host(a.gamma);
+    a.beta = host(a.beta);
+    a.running_mean = host(a.running_mean);
+    a.running_var = host(a.running_var);
+    a.save_mean = host(a.save_mean);
+    a.save_inv_std = host(a.save_inv_std);
+    a.dy = host(a.dy);
+    a.dx = host(a.dx);
+    a.dgamma = host(a.dgamma);
+    a.dbeta = host(a.dbeta);
+    return a;
   }
 
   int device_;

@@ -4,7 +4,10 @@
 // runs: uploads, downloads, the device codec, host views of the model), while the arithmetic is
 // the CPU backend's. Every pointer an operation receives must lie in memory this backend
 // allocated; a host pointer handed to "device" code fails loudly (std::logic_error), which is
-// exactly the bug a real GPU would turn into a crash.
+// exactly the bug a real GPU would turn into a crash. The other way round, the pointers it hands
+// out carry a tag in their top bits (as a real GPU's device addresses mean nothing to the host):
+// host code that reads or writes "device" memory directly, instead of through download/upload,
+// crashes here too (SIGSEGV), instead of only on a GPU.
 //
 // Builds without CUDA offer DTRAIN_EMULATED_GPUS=N emulated GPUs (kernels/no_gpu.cc); nothing
 // else uses this.

@@ -27,7 +27,8 @@ sed -e 's/  mesh: plain/  mesh: plain\n  device: gpu/' auto.yaml > gpu_all.yaml
 sed -e 's/  mesh: plain/  mesh: plain\n  device: gpu\n  nodes: 1/' -e 's/  nodes: all//' auto.yaml > gpu_one.yaml
 
 echo "== --local, device: gpu, no GPU in this process"
-DTRAIN_EMULATED_GPUS= timeout 60 "$SUBMIT" --local gpu_all.yaml --quiet > local.out 2>&1
+# CUDA_VISIBLE_DEVICES= hides a real GPU too (REAL_GPUS=1).
+DTRAIN_EMULATED_GPUS= CUDA_VISIBLE_DEVICES= timeout 60 "$SUBMIT" --local gpu_all.yaml --quiet > local.out 2>&1
 rc=$?
 [[ $rc -eq 2 ]] || fail "--local with device: gpu and no GPU exited $rc (expected 2, bad input)"
 grep -q "training.device is gpu, but this machine offers no GPU" local.out &&

@@ -1,6 +1,8 @@
 // On a real GPU (issue 16, kernels/README.md "Mixed precision"): the ResNet-20 config
 // (configs/fashion-mnist-resnet20.yaml) trained for the same epochs on one GPU worker in fp32
-// and in bf16 from the same seed; bf16's test accuracy must be within 0.5 points of fp32's.
+// and in bf16 from the same three seeds; bf16's mean test accuracy must be at most 0.5 points
+// below fp32's. Three seeds, not one: a single pair moved by 0.9 points between two runs of the
+// same code on the same H200 (timed algorithm choices differ), as much as the margin.
 // Built with --config=cuda by tools/test.sh; exits 77 (skipped) where no GPU is present. Needs
 // Debian's Fashion-MNIST files (the config's paths). --epochs N: fewer or more than the
 // config's 3 (run-to-run noise after one epoch is about the 0.5 points allowed).
@@ -22,11 +24,14 @@ int main(int argc, char** argv) {
   }
   int64_t epochs = 0;  // the config's
   if (argc == 3 && std::strcmp(argv[1], "--epochs") == 0) epochs = std::atoll(argv[2]);
-  double accuracy[2] = {0, 0};
+  constexpr int kSeeds = 3;
+  double accuracy[2] = {0, 0};  // means over the seeds
   const char* precisions[2] = {"fp32", "bf16"};
-  for (int i = 0; i < 2; ++i) {
+  for (int run = 0; run < 2 * kSeeds; ++run) {
+    const int i = run / kSeeds;
     core::JobSpec job = core::parse_job_spec_file("configs/fashion-mnist-resnet20.yaml");
     if (epochs > 0) job.training.epochs = epochs;
+    job.seed += uint64_t(run % kSeeds);
     job.training.workers_per_node = 1;
     job.training.precision = precisions[i];
     core::LocalTrainingOptions o;
@@ -34,14 +39,16 @@ int main(int argc, char** argv) {
     o.write_model = false;
     core::TrainingListener quiet;
     const core::TrainingResult r = core::train_local(job, quiet, o);
-    accuracy[i] = r.evaluated ? r.final_eval.accuracy() : 0.0;
-    std::printf("ResNet-20, %s on GPU 0: %lld epochs, accuracy %.4f, %.0f samples/s\n",
-                precisions[i], (long long)r.epochs.size(), accuracy[i],
+    const double a = r.evaluated ? r.final_eval.accuracy() : 0.0;
+    accuracy[i] += a / kSeeds;
+    std::printf("ResNet-20, %s on GPU 0, seed %llu: %lld epochs, accuracy %.4f, %.0f samples/s\n",
+                precisions[i], (unsigned long long)job.seed, (long long)r.epochs.size(), a,
                 r.train_seconds > 0 ? r.samples / r.train_seconds : 0.0);
   }
-  const double gap = std::fabs(accuracy[1] - accuracy[0]);
-  if (accuracy[0] < 0.80 || gap > 0.005) {
-    std::printf("FAILED: fp32 %.4f, bf16 %.4f (need fp32 >= 0.80 and a gap <= 0.005)\n",
+  std::printf("mean accuracy over %d seeds: fp32 %.4f, bf16 %.4f\n", kSeeds, accuracy[0],
+              accuracy[1]);
+  if (accuracy[0] < 0.80 || accuracy[1] < accuracy[0] - 0.005) {
+    std::printf("FAILED: fp32 %.4f, bf16 %.4f (need fp32 >= 0.80 and bf16 >= fp32 - 0.005)\n",
                 accuracy[0], accuracy[1]);
     return 1;
   }

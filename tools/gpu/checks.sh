@@ -4,23 +4,26 @@
 # mixed GPU/CPU cluster test on the real GPU, and optionally the GPU benchmarks. Prints one
 # PASS/FAIL line per check and a total; each check's whole output goes to LOG_DIR.
 #
-#   tools/gpu/checks.sh BUNDLE.tar.xz [--data DIR] [--logs LOG_DIR] [--tests "codec conformance
-#                       worker lenet precision cluster"] [--bench "codec train"] [--bench-args "..."]
+#   tools/gpu/checks.sh BUNDLE.tar.xz [--data DIR] [--logs LOG_DIR] [--timeout S] [--tests "codec
+#                       conformance worker lenet precision resnet-precision cluster"]
+#                       [--bench "codec train ops"] [--bench-args "..."]
 #
-# --data: a folder with Fashion-MNIST's four .gz files, copied to /usr/share/datasets when the
-# machine lacks them. cuBLAS comes from the CUDA toolkit (/usr/local/cuda/lib64), cuDNN from
-# PyTorch's nvidia-cudnn wheel when the system has none.
+# --timeout: each check's deadline in seconds (default 900). --data: a folder with
+# Fashion-MNIST's four .gz files, copied to /usr/share/datasets when the machine lacks them. cuBLAS comes from the CUDA toolkit (/usr/local/cuda/lib64), cuDNN from
+# PyTorch's nvidia-cudnn wheel when the system has none, NCCL likewise from nvidia-nccl.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
-[[ ${1:-} == -h || ${1:-} == --help || $# -lt 1 ]] && { sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; exit 0; }
+[[ ${1:-} == -h || ${1:-} == --help || $# -lt 1 ]] && { sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'; exit 0; }
 BUNDLE=$1; shift
-DATA=""; LOGS=${TMPDIR:-/tmp}/gpu-checks; TESTS="codec conformance worker lenet precision cluster"; BENCH=""
+DATA=""; LOGS=${TMPDIR:-/tmp}/gpu-checks; BENCH=""; TIMEOUT=900
+TESTS="codec conformance worker lenet precision resnet-precision cluster"
 BENCH_ARGS=""
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --data) DATA=$2; shift 2 ;;
     --logs) LOGS=$2; shift 2 ;;
     --tests) TESTS=$2; shift 2 ;;
+    --timeout) TIMEOUT=$2; shift 2 ;;
     --bench) BENCH=$2; shift 2 ;;
     --bench-args) BENCH_ARGS=$2; shift 2 ;;
     *) echo "unknown option $1 (see --help)" >&2; exit 2 ;;
@@ -36,7 +39,8 @@ if [[ ! -f $datasets/t10k-labels-idx1-ubyte.gz && -n $DATA ]]; then
 fi
 cudnn_dir=$(python3 -c 'import nvidia.cudnn, os; print(os.path.join(os.path.dirname(nvidia.cudnn.__file__), "lib"))' 2>/dev/null)
 cublas_dir=$(python3 -c 'import nvidia.cublas, os; print(os.path.join(os.path.dirname(nvidia.cublas.__file__), "lib"))' 2>/dev/null)
-export LD_LIBRARY_PATH=$ROOT/lib:/usr/local/cuda/lib64:${cudnn_dir:-}:${cublas_dir:-}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+nccl_dir=$(python3 -c 'import nvidia.nccl, os; print(os.path.join(os.path.dirname(nvidia.nccl.__file__), "lib"))' 2>/dev/null)
+export LD_LIBRARY_PATH=$ROOT/lib:/usr/local/cuda/lib64:${cudnn_dir:-}:${cublas_dir:-}:${nccl_dir:-}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
 for b in "$BIN"/*; do
   missing=$(ldd "$b" | grep 'not found') && { echo "$(basename "$b") cannot load: $missing"; }
@@ -46,7 +50,7 @@ passed=0; failed=0
 check() {  # check NAME COMMAND...: runs it with a deadline, logs it, counts it
   local name=$1; shift
   local start=$SECONDS
-  timeout 900 "$@" > "$LOGS/$name.log" 2>&1
+  timeout "$TIMEOUT" "$@" > "$LOGS/$name.log" 2>&1
   local rc=$?
   if [[ $rc -eq 0 ]]; then
     passed=$((passed + 1)); echo "PASS $name ($((SECONDS - start)) s)"
@@ -62,8 +66,8 @@ for t in $TESTS; do
     conformance) check conformance "$BIN/backend_conformance_test" ;;
     worker) check worker "$BIN/gpu_worker_test" ;;
     lenet) check lenet "$BIN/gpu_lenet_test" ;;
-    precision) check precision-ops "$BIN/mixed_precision_test"
-               check precision-resnet "$BIN/gpu_resnet_precision_test" ;;
+    precision) check precision "$BIN/mixed_precision_test" ;;
+    resnet-precision) check resnet-precision "$BIN/gpu_resnet_precision_test" ;;
     cluster) REAL_GPUS=1 check cluster bash tests/cluster/gpu_cluster_test.sh "$BIN/dtraind" \
                "$BIN/dtrain-submit" tools/local_cluster.sh configs/fashion-mnist-mlp.yaml ;;
     *) echo "unknown check $t" >&2; failed=$((failed + 1)) ;;
@@ -72,7 +76,13 @@ done
 for b in $BENCH; do
   case "$b" in
     codec) "$BIN/codec_cuda_bench" $BENCH_ARGS 2>&1 | tee "$LOGS/bench-codec.log" ;;
-    train) tools/bench/gpu --bench "$BIN/gpu_bench" $BENCH_ARGS 2>&1 | tee "$LOGS/bench-train.log" ;;
+    # GPU time per backend operation of a ResNet-20 step (kernels/cuda/op_times.h)
+    ops) for p in fp32 bf16; do
+           DTRAIN_CUDA_OP_TIMES=1 "$BIN/gpu_bench" configs/cifar10-resnet20.yaml --generated 50000 \
+             --batch 256 --iterations 30 --repeats 1 --precision "$p"
+         done 2>&1 | tee "$LOGS/bench-ops.log" ;;
+    # eval: --bench-args holds quoted lists, e.g. --precisions "fp32 bf16"
+    train) eval "tools/bench/gpu --bench \"\$BIN/gpu_bench\" $BENCH_ARGS" 2>&1 | tee "$LOGS/bench-train.log" ;;
     *) echo "unknown benchmark $b" >&2 ;;
   esac
 done
