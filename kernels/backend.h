@@ -45,6 +45,8 @@ class Backend {
  public:
   virtual ~Backend() = default;
   virtual std::string name() const = 0;
+  // The GPU's ordinal for a GPU backend (emulated ones too); -1 for the CPU.
+  virtual int device() const { return -1; }
 
   // ---- memory
   // True when this backend's pointers are ordinary host memory (the CPU backend).

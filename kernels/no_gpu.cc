@@ -6,7 +6,9 @@
 #include <string>
 
 #include "kernels/backend.h"
+#include "kernels/device_group.h"
 #include "kernels/emulated/emulated_gpu.h"
+#include "kernels/emulated/emulated_group.h"
 #include "kernels/gpu_devices.h"
 
 namespace dtrain::kernels {
@@ -33,6 +35,22 @@ std::vector<GpuInfo> list_gpus(std::string* why) {
   }
   if (out.empty() && why) *why = kWhy;
   return out;
+}
+
+// Emulated GPUs get the emulated group; DTRAIN_EMULATED_NCCL=0 takes it away (as a machine
+// without NCCL would), for tests of the host fallback.
+std::unique_ptr<DeviceGroup> make_device_group(const std::vector<Backend*>& backends,
+                                               std::string* why) {
+  const char* nccl = std::getenv("DTRAIN_EMULATED_NCCL");
+  if (emulated_gpus() > 0 && nccl && std::string(nccl) == "0") {
+    if (why) *why = "DTRAIN_EMULATED_NCCL=0 (emulated GPUs without NCCL)";
+    return nullptr;
+  }
+  if (emulated_gpus() == 0) {
+    if (why) *why = kWhy;
+    return nullptr;
+  }
+  return make_emulated_group(backends, why);
 }
 
 std::unique_ptr<Backend> make_gpu_backend(int device, std::string* why) {

@@ -99,6 +99,9 @@ int run_local_training(const LocalTrainArgs& args) {
     std::printf("; %d replicas agree: relative difference %.1e, largest element %.1e\n",
                 result.agreement.replicas, result.agreement.relative_diff,
                 result.agreement.max_abs_diff);
+    if (!result.gpu_sharing.empty())
+      std::printf("between the GPUs: %s, %lld messages arrived GPU to GPU\n",
+                  result.gpu_sharing.c_str(), (long long)result.messages_from_gpus);
   }
   if (job.training.precision != "fp32" && result.device == "cpu")
     std::printf("precision: fp32 (training.precision %s applies to GPU workers; these ran on "

@@ -22,6 +22,11 @@ void ProgressPrinter::on_data_loaded(int64_t train, int64_t test, int64_t params
   std::fflush(out_);
 }
 
+void ProgressPrinter::on_gpu_sharing(const std::string& how) {
+  std::fprintf(out_, "sharing between the GPU workers: %s\n", how.c_str());
+  std::fflush(out_);
+}
+
 // "  τ 1.2e-03 dens 1.0e-03 sparse 8.1KB |r| 3.2e-01": worker 0's threshold, density, encoding,
 // message size and residual L2 norm.
 std::string codec_summary(const core::StepProgress& p) {

@@ -57,6 +57,7 @@ EncodedMessage DeviceCodec::encode_segment(float* r, const float* u, int64_t n, 
   EncodedMessage m = message_for(tau, n, result.count);
   const bool sparse = m.encoding == Encoding::kSparse;
   m.words.resize(size_t(sparse ? result.count : bitmap_words(n)));
+  last_words_ = words(sparse ? sparse_ : bitmap_);
   Span span(profiling_, backend_, profile_.copy_s);
   if (!m.words.empty())
     backend_.download(reinterpret_cast<float*>(m.words.data()),
@@ -64,20 +65,25 @@ EncodedMessage DeviceCodec::encode_segment(float* r, const float* u, int64_t n, 
   return m;
 }
 
-void DeviceCodec::apply(const EncodedMessage& m, float* params, float* clear) {
+void DeviceCodec::apply(const EncodedMessage& m, float* params, float* clear,
+                        const uint32_t* on_device) {
   const int64_t count = int64_t(m.words.size());
   if (count == 0) return;
   Span span(profiling_, backend_, profile_.apply_s);
-  received_.resize({count});
-  received_.copy_from_host(reinterpret_cast<const float*>(m.words.data()));
+  const uint32_t* w = on_device;
+  if (!w) {
+    received_.resize({count});
+    received_.copy_from_host(reinterpret_cast<const float*>(m.words.data()));
+    w = words(received_);
+  }
   const kernels::CodecKernels& codec = backend_.codec();
   float* p = params + m.param_offset;
   if (m.encoding == Encoding::kSparse) {
-    codec.apply_sparse(words(received_), count, m.tau, p);
-    if (clear) backend_.clear_sent_sparse(words(received_), count, clear + m.param_offset);
+    codec.apply_sparse(w, count, m.tau, p);
+    if (clear) backend_.clear_sent_sparse(w, count, clear + m.param_offset);
   } else {
-    codec.apply_bitmap(words(received_), m.length, m.tau, p);
-    if (clear) backend_.clear_sent_bitmap(words(received_), m.length, clear + m.param_offset);
+    codec.apply_bitmap(w, m.length, m.tau, p);
+    if (clear) backend_.clear_sent_bitmap(w, m.length, clear + m.param_offset);
   }
 }
 

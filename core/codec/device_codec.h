@@ -20,8 +20,12 @@ class DeviceCodec {
   EncodedMessage encode_segment(float* r, const float* u, int64_t n, float tau, float clip,
                                 double* residual_sum_squares);
   // params -= decoded m (params: the whole device vector; the message's offset is applied).
-  // With `clear`, clear[i] = 0 at every element m sent.
-  void apply(const EncodedMessage& m, float* params, float* clear = nullptr);
+  // With `clear`, clear[i] = 0 at every element m sent. `on_device`: m's words, already in
+  // this backend's memory (GPU-to-GPU sharing); null: they are copied up from m.words.
+  void apply(const EncodedMessage& m, float* params, float* clear = nullptr,
+             const uint32_t* on_device = nullptr);
+  // The words of the last encode_segment, still in device memory until the next encode.
+  const uint32_t* last_words() const { return last_words_; }
 
   // Benchmarks (tools/bench/gpu_bench): with profiling on, each call waits for the device
   // before and after its part, and the seconds add up here. Off (the default) nothing waits
@@ -37,6 +41,7 @@ class DeviceCodec {
 
   kernels::Backend& backend_;
   Tensor bitmap_, sparse_, received_;
+  const uint32_t* last_words_ = nullptr;
   bool profiling_ = false;
   Profile profile_;  // 32-bit words held in float tensors on the device
 };

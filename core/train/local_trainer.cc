@@ -16,6 +16,7 @@
 #include "core/train/divergence_monitor.h"
 #include "core/train/checkpoints.h"
 #include "core/train/early_stopping.h"
+#include "core/train/gpu_sharing.h"
 #include "core/train/init_from.h"
 #include "core/train/memory_budget.h"
 #include "core/train/training_data.h"
@@ -386,6 +387,24 @@ TrainingResult train_local(const JobSpec& job, TrainingListener& listener,
   // Declared before the workers, so that their models (in GPU memory) go first.
   const std::vector<std::unique_ptr<kernels::Backend>> gpu_backends =
       make_gpu_backends(options.gpus, num_workers, job.training.precision);
+  // GPU to GPU between this node's GPU workers where a device group forms (NCCL), else host
+  // memory; the result says which. Undelivered messages (and their device buffers) go before
+  // the group and the backends do.
+  std::string gpu_sharing_text;
+  std::unique_ptr<GpuSharing> gpu_sharing;
+  if (sharing && !gpu_backends.empty()) {
+    std::vector<kernels::Backend*> ranks;
+    for (const auto& b : gpu_backends) ranks.push_back(b.get());
+    gpu_sharing = make_gpu_sharing(ranks, &gpu_sharing_text);
+    bus.set_gpu_sharing(gpu_sharing.get());
+  }
+  struct DropPending {
+    MessageBus& bus;
+    ~DropPending() {
+      bus.drop_pending();
+      bus.set_gpu_sharing(nullptr);
+    }
+  } drop_pending{bus};
   Workers workers;
   for (int w = 0; w < num_workers; ++w) {
     kernels::Backend* backend = gpu_backends.empty() ? nullptr : gpu_backends[w].get();
@@ -421,6 +440,7 @@ TrainingResult train_local(const JobSpec& job, TrainingListener& listener,
     exchange->attach(bus, initial.num_params());
   }
   listener.on_data_loaded(data.train_source().size(), data.test.size(), initial.num_params());
+  if (!gpu_sharing_text.empty()) listener.on_gpu_sharing(gpu_sharing_text);
 
   const std::string output = options.output_path.empty() ? job.output.model : options.output_path;
   TrainingResult result;
@@ -428,6 +448,7 @@ TrainingResult train_local(const JobSpec& job, TrainingListener& listener,
   result.workers = num_workers;
   result.params = initial.num_params();
   result.device = device_label(options.gpus);
+  result.gpu_sharing = gpu_sharing_text;
   if (sharing)
     result.codec_kernel = gpu_backends.empty() ? engine.name() : gpu_backends[0]->codec().name();
   Worker& lead = workers[0]->worker();
@@ -718,6 +739,7 @@ TrainingResult train_local(const JobSpec& job, TrainingListener& listener,
   }
   for (const auto& c : copies) replicas.push_back(c.data());
   result.agreement = compare_replicas(replicas, initial.num_params());
+  for (const auto& w : workers) result.messages_from_gpus += w->messages_from_gpus();
   if (options.final_params) *options.final_params = copies[0];
   for (auto& w : workers) {
     result.max_ahead = std::max(result.max_ahead, w->max_ahead());

@@ -48,6 +48,10 @@ struct TrainingResult {
   int workers = 1;
   std::string codec_kernel;            // gradient sharing only
   std::string device = "cpu";          // where the workers ran: cpu, or "gpu 0, 1"
+  // GPU workers sharing gradients: how this node's workers reached each other ("nccl 2.28.9
+  // between GPUs 0, 1", or "host memory (why not GPU to GPU)"); empty otherwise.
+  std::string gpu_sharing;
+  int64_t messages_from_gpus = 0;      // messages workers applied with their words arrived GPU to GPU
   // training.precision fp16: steps the loss scaler skipped because their gradients overflowed.
   int64_t overflow_skipped_steps = 0;
   ReplicaAgreement agreement;          // after the last step, every message applied
@@ -82,6 +86,9 @@ class TrainingListener {
  public:
   virtual ~TrainingListener() = default;
   virtual void on_data_loaded(int64_t train_examples, int64_t test_examples, int64_t params) {}
+  // Before training, on a node with GPU workers sharing gradients: how they reach each other
+  // (TrainingResult::gpu_sharing), so a fallback to host memory is said, with why, up front.
+  virtual void on_gpu_sharing(const std::string& how) {}
   // From worker 0's thread while the workers run.
   virtual void on_step(const StepProgress& progress) {}
   // From each worker's thread after each of its steps (metrics, the stats history); must be

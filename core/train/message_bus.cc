@@ -1,29 +1,46 @@
 #include "core/train/message_bus.h"
 
+#include "core/train/gpu_sharing.h"
+
 namespace dtrain::core {
 
 MessageBus::MessageBus(int workers, StepGate* gate) : gate_(gate) {
   for (int i = 0; i < workers; ++i) inboxes_.push_back(std::make_unique<Inbox>());
 }
 
-void MessageBus::publish(int from, const SharedMessage& message) {
+void MessageBus::publish(int from, const SharedMessage& message, const uint32_t* device_words) {
+  GpuSharing::Landed landed;
+  if (from >= 0 && sharing_ && !message->words.empty())
+    landed = sharing_->share(from, *message, device_words);
   for (int w = 0; w < workers(); ++w) {
     if (w == from) continue;
+    Delivery d{message};
+    if (!landed.words.empty()) {
+      d.device_words = landed.words[size_t(w)];
+      d.keep = landed.keep;
+    }
     Inbox& inbox = *inboxes_[w];
     std::lock_guard<std::mutex> lock(inbox.mutex);
-    inbox.messages.push_back(message);
+    inbox.messages.push_back(std::move(d));
   }
   if (gate_ && message->param_offset == 0)
     gate_->delivered(int(message->origin), message->epoch, message->batch);
   if (from >= 0 && outbound_) outbound_(message);
 }
 
-std::vector<SharedMessage> MessageBus::take(int worker) {
+std::vector<Delivery> MessageBus::take(int worker) {
   Inbox& inbox = *inboxes_[worker];
-  std::vector<SharedMessage> out;
+  std::vector<Delivery> out;
   std::lock_guard<std::mutex> lock(inbox.mutex);
   out.swap(inbox.messages);
   return out;
+}
+
+void MessageBus::drop_pending() {
+  for (auto& inbox : inboxes_) {
+    std::lock_guard<std::mutex> lock(inbox->mutex);
+    inbox->messages.clear();
+  }
 }
 
 int64_t MessageBus::pending(int worker) const {

@@ -22,9 +22,11 @@ SharingWorker::SharingWorker(const JobSpec& job, const ExampleSource& train, con
       corrections_(job.training.corrections),
       applied_batch_(size_t(shards), -1) {}
 
-void SharingWorker::apply(const EncodedMessage& m, float* params, float* momentum) {
+void SharingWorker::apply(const EncodedMessage& m, float* params, float* momentum,
+                          const uint32_t* on_device) {
   if (DeviceCodec* device = encoder_.device_codec()) {
-    device->apply(m, params, momentum);
+    device->apply(m, params, momentum, on_device);
+    if (on_device) ++messages_from_gpus_;
   } else {
     if (momentum) mask_momentum(m, momentum);
     engine_.apply(m, params);
@@ -54,9 +56,16 @@ class StepClock {
 }  // namespace
 
 int64_t SharingWorker::apply_received() {
-  const std::vector<SharedMessage> inbox = bus_.take(index_);
+  const std::vector<Delivery> inbox = bus_.take(index_);
   float* params = worker_.model().params();
-  for (const SharedMessage& m : inbox) apply(*m, params);
+  bool from_gpus = false;
+  for (const Delivery& d : inbox) {
+    apply(*d.message, params, nullptr, d.device_words);
+    from_gpus = from_gpus || d.device_words;
+  }
+  // Words that came GPU to GPU live in a buffer the next round may reuse once `inbox` lets go
+  // of it: the kernels reading them must be done first.
+  if (from_gpus) worker_.backend().synchronize();
   return static_cast<int64_t>(inbox.size());
 }
 
@@ -150,13 +159,19 @@ void SharingWorker::share_step(int64_t epoch, int64_t batch) {
   threshold.set_density_scale(density_scale(corrections_, threshold.max_density(),
                                             worker_.progress(encoder_.steps())));
   float* momentum = corrections_.momentum_masking ? worker_.updater().momentum() : nullptr;
-  for (EncodedMessage& m : encoder_.encode(worker_.step())) {
+  std::vector<EncodedMessage> messages = encoder_.encode(worker_.step());
+  // The device codec keeps the last segment's words on the GPU: GPU sharing sends them from
+  // there (earlier segments' go up from the host).
+  DeviceCodec* device = encoder_.device_codec();
+  for (size_t i = 0; i < messages.size(); ++i) {
+    EncodedMessage& m = messages[i];
     m.epoch = epoch;
     m.batch = batch;
     auto shared = std::make_shared<const EncodedMessage>(std::move(m));
     apply(*shared, params, momentum);  // step 6: our own quantised update, not u itself
     if (observer_) observer_(*shared);
-    bus_.publish(index_, shared);
+    const bool last = i + 1 == messages.size();
+    bus_.publish(index_, shared, device && last ? device->last_words() : nullptr);
   }
 }
 

@@ -63,6 +63,8 @@ class SharingWorker {
   int index() const { return index_; }
   int shard() const { return shard_; }
   int64_t messages_applied() const { return messages_applied_; }
+  // Of those, how many arrived GPU to GPU (their words already in this worker's memory).
+  int64_t messages_from_gpus() const { return messages_from_gpus_; }
   void set_observer(MessageObserver observer) { observer_ = std::move(observer); }
   // Every message this worker applies (its own included) goes through `audit` too.
   void set_audit(UpdateAudit* audit) { audit_ = audit; }
@@ -75,7 +77,9 @@ class SharingWorker {
  private:
   void share_step(int64_t epoch, int64_t batch);  // encode u, apply our own message, publish
   // params -= m, on whichever memory the worker's model lives; clears `momentum` where m sent.
-  void apply(const EncodedMessage& m, float* params, float* momentum = nullptr);
+  // `on_device`: m's words already in this worker's GPU memory (GPU-to-GPU sharing).
+  void apply(const EncodedMessage& m, float* params, float* momentum = nullptr,
+             const uint32_t* on_device = nullptr);
   void measure_ahead(int64_t batch);
   // gate.wait (or wait_takeover, `takeover` >= 0) until the deadline, reporting a stall at
   // every stall_after_ of it.
@@ -91,6 +95,7 @@ class SharingWorker {
   int index_, shard_;
   CorrectionsSpec corrections_;
   int64_t messages_applied_ = 0;
+  int64_t messages_from_gpus_ = 0;
   MessageObserver observer_;
   UpdateAudit* audit_ = nullptr;
   std::chrono::milliseconds wait_deadline_{600000};

@@ -47,6 +47,9 @@ class JobRunner::ProgressReporter : public core::TrainingListener {
         epochs_ * ((train_examples + per_worker_batch_ - 1) / per_worker_batch_)));
   }
   StatsRecorder& stats() { return stats_; }
+  void on_gpu_sharing(const std::string& how) override {
+    report_(JobKind::Log, {{"line", "sharing between this node's GPU workers: " + how}});
+  }
 
   void on_worker_step(int worker, const core::WorkerStep& step) override {
     stats_.on_worker_step(worker, step);
@@ -443,6 +446,10 @@ void JobRunner::run() {
                    {"max_steps_ahead", r.max_ahead},
                    {"stop_on_divergence", job.training.stop_on_divergence}};
     if (job.training.precision == "fp16") result["overflow_skipped_steps"] = r.overflow_skipped_steps;
+    if (!r.gpu_sharing.empty()) {
+      result["gpu_sharing"] = r.gpu_sharing;
+      result["messages_from_gpus"] = r.messages_from_gpus;
+    }
     const core::LayerSpec& out = job.model.layers.back();
     if (out.loss != core::Loss::kMse) result["classes"] = out.units;
     if (!r.resumed && job.training.mode == "gradient_sharing") {

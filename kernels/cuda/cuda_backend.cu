@@ -73,6 +73,7 @@ class CudaBackend final : public Backend {
   }
 
   std::string name() const override { return "cuda:" + std::to_string(device_); }
+  int device() const override { return device_; }
   bool host_memory() const override { return false; }
   void activate() const { DTRAIN_CUDA_CALL(cudaSetDevice(device_)); }
 

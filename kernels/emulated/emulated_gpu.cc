@@ -199,6 +199,7 @@ class EmulatedGpu final : public Backend {
       : device_(device), cpu_(cpu_backend()), mem_(device), codec_(cpu_.codec(), mem_) {}
 
   std::string name() const override { return "emulated-gpu:" + std::to_string(device_); }
+  int device() const override { return device_; }
   bool host_memory() const override { return false; }
   float* allocate(int64_t n) override { return mem_.allocate(n); }
   void release(float* p) override { mem_.release(p); }
@@ -377,6 +378,10 @@ class EmulatedGpu final : public Backend {
 };
 
 }  // namespace
+
+void* emulated_host_address(const void* device_pointer) {
+  return const_cast<void*>(host(device_pointer));
+}
 
 int64_t emulated_gpu_bytes_in_use(int device) {
   return device >= 0 ? g_bytes_in_use[device % kMaxDevices].load() : 0;

@@ -9,7 +9,8 @@
 #   messages; the job succeeds, its replicas agree across devices within 1e-5 and every node
 #   applied the same updates exactly once;
 # - `device: gpu` on all three nodes is refused at submit, naming the nodes without a GPU and
-#   the fix; on one node it runs there, on the GPU;
+#   the fix; on one node it runs there, on the GPU, and its log says how the GPU workers share
+#   (a device group of one);
 # - `--local` with `device: gpu` on a machine without a GPU is refused with the fix, and
 #   dtraind refuses to start with a GPU in `gpus:` that the machine lacks.
 # Every wait has a deadline and says what it was waiting for.
@@ -104,6 +105,10 @@ run_job gpu_one.yaml gpu_one || { fail "gpu_one: submit exited $?"; tail -n 20 g
   fail "gpu_one: state $(json gpu_one.json "j['state']"): $(json gpu_one.json "j.get('error')")"
 [[ $(json gpu_one.json "j['result']['devices']") == "{'node-1': 'gpu 0'}" ]] ||
   fail "gpu_one ran on $(json gpu_one.json "j['result']['devices']")"
+# Its one GPU worker forms a device group of one (NCCL on a real GPU), and the job log says so.
+if [[ ${REAL_GPUS:-0} == 1 ]]; then expected="nccl [0-9.]+ between GPU 0"; else expected="emulated between GPU 0"; fi
+grep -qE "sharing between this node's GPU workers: $expected" gpu_one.log ||
+  { fail "gpu_one's log does not say how its GPU workers share"; grep -i sharing gpu_one.log; }
 
 "$CLUSTER_TOOL" stop "$WORK/c" > /dev/null 2>&1
 echo "gpu cluster test: $failures failures"

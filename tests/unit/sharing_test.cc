@@ -20,9 +20,12 @@ TEST_CASE("the bus delivers each message to every other worker exactly once, in 
   external->id = 99;
   bus.publish(-1, external);  // from another node: every worker gets it
   for (int w = 0; w < 3; ++w) {
-    std::vector<SharedMessage> got = bus.take(w);
+    std::vector<Delivery> got = bus.take(w);
     std::vector<uint64_t> ids;
-    for (auto& m : got) ids.push_back(m->id);
+    for (auto& d : got) {
+      ids.push_back(d.message->id);
+      CHECK(d.device_words == nullptr);  // no GPU sharing on this bus
+    }
     std::vector<uint64_t> expected;
     for (uint64_t k = 0; k < 5; ++k)
       if (int(k % 3) != w) expected.push_back(k);

@@ -5,7 +5,7 @@
 # PASS/FAIL line per check and a total; each check's whole output goes to LOG_DIR.
 #
 #   tools/gpu/checks.sh BUNDLE.tar.xz [--data DIR] [--logs LOG_DIR] [--timeout S] [--tests "codec
-#                       conformance worker lenet precision resnet-precision cluster"]
+#                       conformance worker lenet precision sharing resnet-precision cluster"]
 #                       [--bench "codec train ops"] [--bench-args "..."]
 #
 # --timeout: each check's deadline in seconds (default 900). --data: a folder with
@@ -16,7 +16,7 @@ cd "$(dirname "$0")/../.."
 [[ ${1:-} == -h || ${1:-} == --help || $# -lt 1 ]] && { sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'; exit 0; }
 BUNDLE=$1; shift
 DATA=""; LOGS=${TMPDIR:-/tmp}/gpu-checks; BENCH=""; TIMEOUT=900
-TESTS="codec conformance worker lenet precision resnet-precision cluster"
+TESTS="codec conformance worker lenet precision sharing resnet-precision cluster"
 BENCH_ARGS=""
 while [[ $# -gt 0 ]]; do
   case "$1" in
@@ -67,6 +67,7 @@ for t in $TESTS; do
     worker) check worker "$BIN/gpu_worker_test" ;;
     lenet) check lenet "$BIN/gpu_lenet_test" ;;
     precision) check precision "$BIN/mixed_precision_test" ;;
+    sharing) check sharing "$BIN/gpu_sharing_test" ;;
     resnet-precision) check resnet-precision "$BIN/gpu_resnet_precision_test" ;;
     cluster) REAL_GPUS=1 check cluster bash tests/cluster/gpu_cluster_test.sh "$BIN/dtraind" \
                "$BIN/dtrain-submit" tools/local_cluster.sh configs/fashion-mnist-mlp.yaml ;;

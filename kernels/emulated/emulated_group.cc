@@ -1,0 +1,53 @@
+#include "kernels/emulated/emulated_group.h"
+
+#include <cstring>
+
+#include "kernels/emulated/emulated_gpu.h"
+
+namespace dtrain::kernels {
+namespace {
+
+class EmulatedGroup final : public DeviceGroup {
+ public:
+  explicit EmulatedGroup(std::vector<Backend*> ranks) : ranks_(std::move(ranks)) {}
+  std::string name() const override { return "emulated"; }
+  int size() const override { return int(ranks_.size()); }
+  // Through the rank's own backend, so its operations accept the memory as theirs.
+  uint32_t* allocate(int rank, int64_t words) override {
+    return reinterpret_cast<uint32_t*>(ranks_[size_t(rank)]->allocate(words));
+  }
+  void release(int rank, uint32_t* p) override {
+    ranks_[size_t(rank)]->release(reinterpret_cast<float*>(p));
+  }
+  void upload(int rank, uint32_t* dst, const uint32_t* src, int64_t words) override {
+    ranks_[size_t(rank)]->upload(reinterpret_cast<float*>(dst),
+                                 reinterpret_cast<const float*>(src), words);
+  }
+  void all_gather(const std::vector<const uint32_t*>& send, const std::vector<uint32_t*>& recv,
+                  int64_t words) override {
+    if (words <= 0) return;
+    for (size_t q = 0; q < ranks_.size(); ++q)
+      for (size_t r = 0; r < ranks_.size(); ++r)
+        std::memcpy(emulated_host_address(recv[q] + r * size_t(words)),
+                    emulated_host_address(send[r]), sizeof(uint32_t) * size_t(words));
+  }
+
+ private:
+  std::vector<Backend*> ranks_;
+};
+
+}  // namespace
+
+std::unique_ptr<DeviceGroup> make_emulated_group(const std::vector<Backend*>& backends,
+                                                 std::string* why) {
+  for (Backend* b : backends)
+    if (b && b->name().rfind("emulated-gpu", 0) != 0) {
+      if (why) *why = "not every worker is on an emulated GPU";
+      return nullptr;
+    }
+  std::vector<int> devices;
+  if (!group_devices(backends, &devices, why)) return nullptr;
+  return std::make_unique<EmulatedGroup>(backends);
+}
+
+}  // namespace dtrain::kernels

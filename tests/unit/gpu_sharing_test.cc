@@ -1,0 +1,116 @@
+// GPU-to-GPU sharing (core/train/gpu_sharing.h): a message all-gathered from one rank lands,
+// word for word, in every rank's device memory, from the sender's device words or from its
+// host words; the group is refused, with why, where NCCL could not serve (two workers on one
+// GPU; no NCCL: DTRAIN_EMULATED_NCCL=0). On real GPUs (a CUDA build; NCCL) with up to three
+// of them as ranks (one GPU: a communicator of one); elsewhere three emulated GPUs.
+// DTRAIN_REQUIRE_GPU=1 (tools/test.sh's CUDA run, tools/gpu/checks.sh) exits 77 without one.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <vector>
+
+#include "core/train/gpu_sharing.h"
+#include "kernels/backend.h"
+#include "kernels/gpu_devices.h"
+
+namespace dtrain::core {
+namespace {
+
+struct Gpus {
+  std::vector<std::unique_ptr<kernels::Backend>> owned;
+  std::vector<kernels::Backend*> ranks;
+  bool emulated = true;
+};
+
+// The GPUs to use: up to three real ones, else three emulated ones.
+std::vector<int> devices() {
+  if (kernels::list_gpus().empty()) {
+    const char* require = std::getenv("DTRAIN_REQUIRE_GPU");
+    if (require && std::string(require) == "1") {
+      std::printf("skipped: no GPU here\n");
+      std::exit(77);
+    }
+    setenv("DTRAIN_EMULATED_GPUS", "3", 1);
+  }
+  std::vector<int> out;
+  for (const kernels::GpuInfo& g : kernels::list_gpus())
+    if (out.size() < 3) out.push_back(g.index);
+  return out;
+}
+
+Gpus gpus(const std::vector<int>& on) {
+  Gpus g;
+  for (int d : on) {
+    std::string why;
+    g.owned.push_back(kernels::make_gpu_backend(d, &why));
+    REQUIRE(g.owned.back());
+    g.emulated = g.emulated && g.owned.back()->name().rfind("emulated-gpu", 0) == 0;
+    g.ranks.push_back(g.owned.back().get());
+  }
+  return g;
+}
+
+std::vector<uint32_t> download(kernels::Backend& b, const uint32_t* p, size_t n) {
+  std::vector<uint32_t> out(n);
+  b.download(reinterpret_cast<float*>(out.data()), reinterpret_cast<const float*>(p),
+             int64_t(n));
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("a message all-gathered from one GPU lands word for word on every GPU") {
+  const std::vector<int> on = devices();
+  Gpus g = gpus(on);
+  const int n = int(on.size());
+  unsetenv("DTRAIN_EMULATED_NCCL");
+  std::string how;
+  std::unique_ptr<GpuSharing> sharing = make_gpu_sharing(g.ranks, &how);
+  INFO(how);
+  REQUIRE(sharing);
+  std::printf("%s\n", how.c_str());
+  if (g.emulated) CHECK(how == "emulated between GPUs 0, 1, 2");
+  else CHECK(how.rfind("nccl ", 0) == 0);
+  CHECK(sharing->ranks() == n);
+  const int last = n - 1;
+
+  EncodedMessage m;
+  m.words = {7, 0x80000003u, 11, 12, 99};
+  // From the host words (the sender's message is not on its GPU).
+  GpuSharing::Landed a = sharing->share(std::min(1, last), m, nullptr);
+  REQUIRE(a.words.size() == size_t(n));
+  for (int q = 0; q < n; ++q) CHECK(download(*g.ranks[q], a.words[q], 5) == m.words);
+
+  // From the sender's device words; a longer message after a shorter one grows the buffers,
+  // and the first landing stays intact while it is held.
+  EncodedMessage big;
+  for (uint32_t i = 0; i < 1000; ++i) big.words.push_back(i * 2654435761u);
+  float* on_gpu = g.ranks[last]->allocate(1000);
+  g.ranks[last]->upload(on_gpu, reinterpret_cast<const float*>(big.words.data()), 1000);
+  GpuSharing::Landed b = sharing->share(last, big, reinterpret_cast<const uint32_t*>(on_gpu));
+  for (int q = 0; q < n; ++q) CHECK(download(*g.ranks[q], b.words[q], 1000) == big.words);
+  for (int q = 0; q < n; ++q) CHECK(download(*g.ranks[q], a.words[q], 5) == m.words);
+  CHECK(sharing->rounds() == 2);
+  a = {};
+  b = {};
+  g.ranks[last]->release(on_gpu);
+  sharing.reset();  // before the backends: its buffers are theirs
+}
+
+TEST_CASE("GPU sharing falls back to host memory and says why") {
+  const std::vector<int> on = devices();
+  Gpus same = gpus({on[0], on[0]});
+  std::string how;
+  CHECK_FALSE(make_gpu_sharing(same.ranks, &how));
+  CHECK(how.rfind("host memory (two workers share GPU " + std::to_string(on[0]), 0) == 0);
+  if (!same.emulated) return;  // the rest imitates a machine without NCCL
+  Gpus two = gpus({0, 1});
+  setenv("DTRAIN_EMULATED_NCCL", "0", 1);
+  CHECK_FALSE(make_gpu_sharing(two.ranks, &how));
+  unsetenv("DTRAIN_EMULATED_NCCL");
+  CHECK(how == "host memory (DTRAIN_EMULATED_NCCL=0 (emulated GPUs without NCCL))");
+}
+
+}  // namespace dtrain::core
