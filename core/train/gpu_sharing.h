@@ -6,8 +6,10 @@
 // mesh (MessageBus's outbound), as before.
 //
 // A round is driven by the publishing thread for every rank (kernels/device_group.h), one
-// round at a time: it cannot wait on another worker, so a slow or failed worker stalls nothing.
-// Each round's landing buffers stay alive until every receiver has applied the message.
+// round at a time: it waits on no other worker's thread, so a slow or failed worker cannot
+// stall it. Each round's landing buffers stay alive until every receiver has applied the
+// message; at most kMaxInFlight are, and a failed round (NCCL error, a stuck link: the group
+// gives up after 60 s) sends this and every later message through host memory instead.
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -30,32 +32,41 @@ class GpuSharing {
   int ranks() const { return group_->size(); }
 
   // Where one message's words landed: words[q] on rank q's GPU (every rank, the sender's too),
-  // valid while `keep` lives.
+  // valid while `keep` lives. Empty when the message goes through host memory instead.
   struct Landed {
     std::vector<const uint32_t*> words;
     std::shared_ptr<const void> keep;
   };
   // Rank `from`'s message: its words from `device_words` (on its GPU; its codec's last encode)
-  // or, when null, from m.words (uploaded once). Throws on a failed collective.
+  // or, when null, from m.words (uploaded once). Returns an empty Landed, and the message goes
+  // through host memory, when kMaxInFlight rounds' buffers are still held by receivers (a slow
+  // receiver must not pin unbounded GPU memory) or after a round failed (failure() says why;
+  // every later message goes through host memory too).
   Landed share(int from, const EncodedMessage& m, const uint32_t* device_words);
 
   int64_t rounds() const;
+  std::string failure() const;
+  static constexpr int kMaxInFlight = 32;
 
  private:
-  // Device memory of `words` words per rank, grown as needed.
+  // Device memory of `capacity` words per rank.
   struct PerRank {
     std::vector<uint32_t*> at;
     int64_t capacity = 0;
   };
   void reserve(PerRank& buffers, int64_t words);
+  void release(PerRank& buffers);
   std::shared_ptr<PerRank> take_landing(int64_t words);
+  Landed round(int from, const EncodedMessage& m, const uint32_t* device_words);
 
   std::unique_ptr<kernels::DeviceGroup> group_;
-  mutable std::mutex mutex_;  // one round at a time
+  mutable std::mutex mutex_;  // one round at a time; every allocation and release under it
   PerRank idle_;              // what ranks with nothing to send send
   PerRank upload_;            // host words of a message not on its GPU
   int64_t rounds_ = 0;
-  // Landing buffers of finished rounds whose messages every receiver applied, for reuse.
+  std::string failure_;
+  // Landing buffers: those receivers gave back (freed or reused only under mutex_), and how
+  // many are still held.
   struct Pool;
   std::shared_ptr<Pool> pool_;
 };

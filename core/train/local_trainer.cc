@@ -740,6 +740,8 @@ TrainingResult train_local(const JobSpec& job, TrainingListener& listener,
   for (const auto& c : copies) replicas.push_back(c.data());
   result.agreement = compare_replicas(replicas, initial.num_params());
   for (const auto& w : workers) result.messages_from_gpus += w->messages_from_gpus();
+  if (gpu_sharing && !gpu_sharing->failure().empty())
+    result.gpu_sharing += "; host memory since a round failed: " + gpu_sharing->failure();
   if (options.final_params) *options.final_params = copies[0];
   for (auto& w : workers) {
     result.max_ahead = std::max(result.max_ahead, w->max_ahead());

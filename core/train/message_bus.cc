@@ -10,7 +10,8 @@ MessageBus::MessageBus(int workers, StepGate* gate) : gate_(gate) {
 
 void MessageBus::publish(int from, const SharedMessage& message, const uint32_t* device_words) {
   GpuSharing::Landed landed;
-  if (from >= 0 && sharing_ && !message->words.empty())
+  // Nobody to deliver to on a node of one worker; an empty Landed means host memory.
+  if (from >= 0 && sharing_ && workers() > 1 && !message->words.empty())
     landed = sharing_->share(from, *message, device_words);
   for (int w = 0; w < workers(); ++w) {
     if (w == from) continue;

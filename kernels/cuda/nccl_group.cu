@@ -4,7 +4,9 @@
 #include <dlfcn.h>
 #include <nccl.h>
 
+#include <chrono>
 #include <mutex>
+#include <thread>
 
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/device_group.h"
@@ -22,6 +24,7 @@ struct NcclApi {
   ncclResult_t (*group_start)() = nullptr;
   ncclResult_t (*group_end)() = nullptr;
   const char* (*error_string)(ncclResult_t) = nullptr;
+  ncclResult_t (*comm_abort)(ncclComm_t) = nullptr;  // optional (NCCL 2.4+)
   int version = 0;
 };
 
@@ -51,6 +54,7 @@ const NcclApi* nccl_api(std::string* why) {
                     resolve(lib, "ncclGroupStart", &api.group_start) &&
                     resolve(lib, "ncclGroupEnd", &api.group_end) &&
                     resolve(lib, "ncclGetErrorString", &api.error_string);
+    resolve(lib, "ncclCommAbort", &api.comm_abort);
     if (!ok || api.get_version(&api.version) != ncclSuccess) {
       failure = "libnccl.so.2 lacks the calls dtrain needs (NCCL 2.x): update NCCL";
       api.get_version = nullptr;
@@ -68,90 +72,152 @@ void check(const NcclApi& api, ncclResult_t status, const char* call) {
                   "worker per node (sharing then needs no NCCL)");
 }
 
+// Makes `device` current (-1: keeps it) and restores the caller's device after. Never throws:
+// it runs in release and destructor paths, where a sticky CUDA error must not terminate the
+// process (the next checked call reports it).
+class DeviceGuard {
+ public:
+  explicit DeviceGuard(int device) {
+    cudaGetDevice(&previous_);
+    if (device >= 0) cudaSetDevice(device);
+  }
+  ~DeviceGuard() { cudaSetDevice(previous_); }
+  DeviceGuard(const DeviceGuard&) = delete;
+  DeviceGuard& operator=(const DeviceGuard&) = delete;
+
+ private:
+  int previous_ = 0;
+};
+
+// How long one all-gather may take before the group gives up on it (a stuck peer or link):
+// the round then fails, the communicators are aborted, and the node shares through host
+// memory from then on (core/train/gpu_sharing.h).
+constexpr auto kRoundDeadline = std::chrono::seconds(60);
+
 class NcclGroup final : public DeviceGroup {
  public:
   NcclGroup(const NcclApi& api, std::vector<int> devices)
       : api_(api), devices_(std::move(devices)), comms_(devices_.size()),
         streams_(devices_.size()) {
+    DeviceGuard restore(-1);
     check(api_, api_.comm_init_all(comms_.data(), int(devices_.size()), devices_.data()),
           "ncclCommInitAll");
-    for (size_t r = 0; r < devices_.size(); ++r) {
-      DTRAIN_CUDA_CALL(cudaSetDevice(devices_[r]));
-      DTRAIN_CUDA_CALL(cudaStreamCreateWithFlags(&streams_[r], cudaStreamNonBlocking));
-    }
-  }
-  ~NcclGroup() override {
-    for (size_t r = 0; r < devices_.size(); ++r) {
-      cudaSetDevice(devices_[r]);
-      if (streams_[r]) {
-        cudaStreamSynchronize(streams_[r]);
-        cudaStreamDestroy(streams_[r]);
+    try {
+      for (size_t r = 0; r < devices_.size(); ++r) {
+        DTRAIN_CUDA_CALL(cudaSetDevice(devices_[r]));
+        DTRAIN_CUDA_CALL(cudaStreamCreateWithFlags(&streams_[r], cudaStreamNonBlocking));
       }
-      if (comms_[r]) api_.comm_destroy(comms_[r]);
+    } catch (...) {
+      destroy();
+      throw;
     }
   }
+  ~NcclGroup() override { destroy(); }
   std::string name() const override {
-    const int v = api_.version;  // e.g. 22809: 2.28.9
-    return "nccl " + std::to_string(v / 10000) + "." + std::to_string(v / 100 % 100) + "." +
+    const int v = api_.version;  // 2.9 and later: 22809 is 2.28.9; before: 2708 is 2.7.8
+    const int major = v >= 10000 ? v / 10000 : v / 1000;
+    const int minor = v >= 10000 ? v / 100 % 100 : v / 100 % 10;
+    return "nccl " + std::to_string(major) + "." + std::to_string(minor) + "." +
            std::to_string(v % 100);
   }
   int size() const override { return int(devices_.size()); }
   uint32_t* allocate(int rank, int64_t words) override {
-    Device on(devices_[size_t(rank)]);
+    DeviceGuard on(devices_[size_t(rank)]);
     void* p = nullptr;
     DTRAIN_CUDA_CALL(cudaMalloc(&p, sizeof(uint32_t) * size_t(words > 0 ? words : 1)));
     return static_cast<uint32_t*>(p);
   }
   void release(int rank, uint32_t* p) override {
     if (!p) return;
-    Device on(devices_[size_t(rank)]);
+    DeviceGuard on(devices_[size_t(rank)]);
     cudaFree(p);
   }
   void upload(int rank, uint32_t* dst, const uint32_t* src, int64_t words) override {
     if (words <= 0) return;
-    Device on(devices_[size_t(rank)]);
+    DeviceGuard on(devices_[size_t(rank)]);
     DTRAIN_CUDA_CALL(cudaMemcpyAsync(dst, src, sizeof(uint32_t) * size_t(words),
                                      cudaMemcpyHostToDevice, streams_[size_t(rank)]));
     DTRAIN_CUDA_CALL(cudaStreamSynchronize(streams_[size_t(rank)]));
   }
   // Every rank's part issued from this thread inside one NCCL group, on the group's own
-  // streams, then waited for: nothing here waits on another thread.
+  // streams, then waited for with a deadline: nothing here waits on another thread.
   void all_gather(const std::vector<const uint32_t*>& send, const std::vector<uint32_t*>& recv,
                   int64_t words) override {
     if (words <= 0) return;
-    Device restore(-1);
+    if (aborted_) throw CudaError("the GPUs' NCCL group was aborted after an earlier failure");
+    DeviceGuard restore(-1);
     check(api_, api_.group_start(), "ncclGroupStart");
-    for (size_t r = 0; r < devices_.size(); ++r) {
-      DTRAIN_CUDA_CALL(cudaSetDevice(devices_[r]));
-      check(api_, api_.all_gather(send[r], recv[r], size_t(words), ncclUint32, comms_[r],
-                                  streams_[r]),
-            "ncclAllGather");
+    try {
+      for (size_t r = 0; r < devices_.size(); ++r) {
+        DTRAIN_CUDA_CALL(cudaSetDevice(devices_[r]));
+        check(api_, api_.all_gather(send[r], recv[r], size_t(words), ncclUint32, comms_[r],
+                                    streams_[r]),
+              "ncclAllGather");
+      }
+    } catch (...) {
+      api_.group_end();  // a group left open would swallow this thread's later NCCL calls
+      abort();
+      throw;
     }
     check(api_, api_.group_end(), "ncclGroupEnd");
-    for (size_t r = 0; r < devices_.size(); ++r) {
-      DTRAIN_CUDA_CALL(cudaSetDevice(devices_[r]));
-      DTRAIN_CUDA_CALL(cudaStreamSynchronize(streams_[r]));
-    }
+    wait_all();
   }
 
  private:
-  // Makes `device` current (-1: keeps it) and restores the caller's device after.
-  class Device {
-   public:
-    explicit Device(int device) {
-      cudaGetDevice(&previous_);
-      if (device >= 0) DTRAIN_CUDA_CALL(cudaSetDevice(device));
+  // Polls every rank's stream until done or kRoundDeadline; on an error or the deadline the
+  // communicators are aborted (their kernels stop) and the round fails.
+  void wait_all() {
+    const auto deadline = std::chrono::steady_clock::now() + kRoundDeadline;
+    for (size_t r = 0; r < devices_.size(); ++r) {
+      DTRAIN_CUDA_CALL(cudaSetDevice(devices_[r]));
+      for (;;) {
+        const cudaError_t e = cudaStreamQuery(streams_[r]);
+        if (e == cudaSuccess) break;
+        if (e != cudaErrorNotReady) {
+          abort();
+          DTRAIN_CUDA_CALL(e);
+        }
+        if (std::chrono::steady_clock::now() > deadline) {
+          abort();
+          throw CudaError("an NCCL all-gather between GPUs did not finish within 60 s (GPU " +
+                          std::to_string(devices_[r]) +
+                          "); fix: check the GPUs and their links with nvidia-smi topo -m and "
+                          "NCCL_DEBUG=WARN");
+        }
+        std::this_thread::sleep_for(std::chrono::microseconds(20));
+      }
     }
-    ~Device() { cudaSetDevice(previous_); }
-
-   private:
-    int previous_ = 0;
-  };
+  }
+  void abort() {
+    if (aborted_) return;
+    aborted_ = true;
+    for (ncclComm_t& c : comms_)
+      if (c && api_.comm_abort) {
+        api_.comm_abort(c);
+        c = nullptr;
+      }
+  }
+  void destroy() {
+    DeviceGuard restore(-1);
+    for (size_t r = 0; r < devices_.size(); ++r) {
+      cudaSetDevice(devices_[r]);
+      if (streams_[r]) {
+        if (!aborted_) cudaStreamSynchronize(streams_[r]);
+        cudaStreamDestroy(streams_[r]);
+        streams_[r] = nullptr;
+      }
+      if (comms_[r]) {
+        api_.comm_destroy(comms_[r]);
+        comms_[r] = nullptr;
+      }
+    }
+  }
 
   const NcclApi& api_;
   std::vector<int> devices_;
   std::vector<ncclComm_t> comms_;
   std::vector<cudaStream_t> streams_;
+  bool aborted_ = false;
 };
 
 }  // namespace

@@ -379,10 +379,6 @@ class EmulatedGpu final : public Backend {
 
 }  // namespace
 
-void* emulated_host_address(const void* device_pointer) {
-  return const_cast<void*>(host(device_pointer));
-}
-
 int64_t emulated_gpu_bytes_in_use(int device) {
   return device >= 0 ? g_bytes_in_use[device % kMaxDevices].load() : 0;
 }

@@ -18,9 +18,6 @@
 namespace dtrain::kernels {
 
 std::unique_ptr<Backend> make_emulated_gpu(int device);
-// Where an emulated GPU's pointer really points (its tag removed): for emulated peers of its
-// memory, the emulated device group (emulated_group.h), and nothing else.
-void* emulated_host_address(const void* device_pointer);
 // Bytes the emulated GPU `device`'s backends hold now (GpuInfo::memory_used_bytes).
 int64_t emulated_gpu_bytes_in_use(int device);
 

@@ -1,8 +1,8 @@
 #include "kernels/emulated/emulated_group.h"
 
-#include <cstring>
+#include <vector>
 
-#include "kernels/emulated/emulated_gpu.h"
+
 
 namespace dtrain::kernels {
 namespace {
@@ -23,13 +23,18 @@ class EmulatedGroup final : public DeviceGroup {
     ranks_[size_t(rank)]->upload(reinterpret_cast<float*>(dst),
                                  reinterpret_cast<const float*>(src), words);
   }
+  // Through each rank's own download and upload, which check that send[r] is rank r's memory
+  // and recv[q] rank q's (as NCCL requires of its buffers).
   void all_gather(const std::vector<const uint32_t*>& send, const std::vector<uint32_t*>& recv,
                   int64_t words) override {
     if (words <= 0) return;
-    for (size_t q = 0; q < ranks_.size(); ++q)
-      for (size_t r = 0; r < ranks_.size(); ++r)
-        std::memcpy(emulated_host_address(recv[q] + r * size_t(words)),
-                    emulated_host_address(send[r]), sizeof(uint32_t) * size_t(words));
+    std::vector<float> staging(static_cast<size_t>(words));
+    for (size_t r = 0; r < ranks_.size(); ++r) {
+      ranks_[r]->download(staging.data(), reinterpret_cast<const float*>(send[r]), words);
+      for (size_t q = 0; q < ranks_.size(); ++q)
+        ranks_[q]->upload(reinterpret_cast<float*>(recv[q] + r * size_t(words)), staging.data(),
+                          words);
+    }
   }
 
  private:

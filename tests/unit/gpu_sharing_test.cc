@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <stdexcept>
 #include <vector>
 
 #include "core/train/gpu_sharing.h"
@@ -111,6 +112,48 @@ TEST_CASE("GPU sharing falls back to host memory and says why") {
   CHECK_FALSE(make_gpu_sharing(two.ranks, &how));
   unsetenv("DTRAIN_EMULATED_NCCL");
   CHECK(how == "host memory (DTRAIN_EMULATED_NCCL=0 (emulated GPUs without NCCL))");
+}
+
+// A group that only counts and fails on demand (what no real GPU lets a test do).
+class FakeGroup final : public kernels::DeviceGroup {
+ public:
+  explicit FakeGroup(bool* fail) : fail_(fail) {}
+  std::string name() const override { return "fake"; }
+  int size() const override { return 2; }
+  uint32_t* allocate(int, int64_t words) override { return new uint32_t[size_t(words)]; }
+  void release(int, uint32_t* p) override { delete[] p; }
+  void upload(int, uint32_t*, const uint32_t*, int64_t) override {}
+  void all_gather(const std::vector<const uint32_t*>&, const std::vector<uint32_t*>&,
+                  int64_t) override {
+    if (*fail_) throw std::runtime_error("ncclAllGather failed: unhandled system error");
+  }
+
+ private:
+  bool* fail_;
+};
+
+TEST_CASE("GPU sharing bounds the buffers receivers hold and survives a failed round") {
+  bool fail = false;
+  GpuSharing sharing(std::make_unique<FakeGroup>(&fail));
+  EncodedMessage m;
+  m.words = {1, 2, 3};
+  // Receivers that never apply pin at most kMaxInFlight rounds; then host memory.
+  std::vector<GpuSharing::Landed> held;
+  for (int i = 0; i < GpuSharing::kMaxInFlight; ++i) {
+    held.push_back(sharing.share(0, m, nullptr));
+    REQUIRE(held.back().words.size() == 2);
+  }
+  CHECK(sharing.share(0, m, nullptr).words.empty());
+  held.pop_back();  // one applied: GPU to GPU again, reusing its buffer
+  CHECK(sharing.share(0, m, nullptr).words.size() == 2);
+  held.clear();
+  // A failed round: this message and every later one through host memory, and why.
+  fail = true;
+  CHECK(sharing.share(1, m, nullptr).words.empty());
+  fail = false;
+  CHECK(sharing.share(1, m, nullptr).words.empty());
+  CHECK(sharing.failure() == "ncclAllGather failed: unhandled system error");
+  CHECK(sharing.rounds() == GpuSharing::kMaxInFlight + 1);
 }
 
 }  // namespace dtrain::core
