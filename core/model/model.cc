@@ -31,6 +31,9 @@ Model::Model(const ModelSpec& spec, kernels::Backend* backend)
   }
   kernels::Backend* memory = backend_->host_memory() ? nullptr : backend_;
   for (Tensor* t : {&params_, &grads_, &state_, &input_, &targets_}) t->set_memory(memory);
+  // predict()'s download target stays on the host: a fresh tensor would follow its source
+  // onto the device.
+  host_output_.set_memory(&kernels::cpu_backend());
   params_.resize({n_params});
   grads_.resize({n_params});
   state_.resize({n_state});
@@ -106,8 +109,6 @@ void Model::forward(const Tensor& x, const ForwardMode& mode) {
 const Tensor& Model::predict(const Tensor& x) {
   forward(on_device(x, input_), ForwardMode{false, nullptr});
   if (params_.on_host()) return activations_.back();
-  // Pinned to host memory first: a fresh tensor would follow its source onto the device.
-  if (!host_output_.memory()) host_output_.set_memory(&kernels::cpu_backend());
   host_output_ = activations_.back();  // download
   return host_output_;
 }

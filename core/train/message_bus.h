@@ -39,7 +39,6 @@ class MessageBus {
   // The workers are the ranks of `sharing` (null: host memory only). Set before the workers
   // start; `sharing` outlives every publish.
   void set_gpu_sharing(GpuSharing* sharing) { sharing_ = sharing; }
-  GpuSharing* gpu_sharing() const { return sharing_; }
   // Drops every undelivered message (training is over), and with them their device buffers.
   void drop_pending();
   // Also hands every message of a local worker (from >= 0) to `outbound` (the other nodes).

@@ -152,7 +152,7 @@ class CudnnConv2d : public Conv2dKernel {
   void backward_weights(const float* src, const float* diff_dst, float* diff_weights,
                         float* diff_bias) override {
     if (weight_gradient_fp32_) {
-      weight_gradient(src_32_args(src, diff_dst, diff_weights));
+      weight_gradient(fp32_weight_gradient(src, diff_dst, diff_weights));
     } else {
       const void* x = in(src, src_n_, src16_, &converted_.src);
       const void* dy = in(diff_dst, dst_n_, dst16_, &converted_.diff_dst);
@@ -181,7 +181,8 @@ class CudnnConv2d : public Conv2dKernel {
     cudnnConvolutionBwdFilterAlgo_t algo;
     cudnnMathType_t math;
   };
-  WeightGradient src_32_args(const float* src, const float* diff_dst, float* diff_weights) const {
+  WeightGradient fp32_weight_gradient(const float* src, const float* diff_dst,
+                                      float* diff_weights) const {
     return {src32_, src, dst32_, diff_dst, filter32_, diff_weights, conv32_, bwd_filter32_,
             math_bwd_filter32_};
   }

@@ -19,6 +19,7 @@
 #include "core/spec/job_spec_parser.h"
 #include "core/train/local_trainer.h"
 #include "kernels/gpu_devices.h"
+#include "tests/gpu_or_emulated.h"
 #include "tests/test_util.h"
 
 namespace dtrain {
@@ -27,13 +28,7 @@ namespace {
 // True on a real GPU; false on the emulated one (set up here when the build has no CUDA).
 bool real_gpu() {
   static const bool real = [] {
-    if (!kernels::list_gpus().empty()) return true;
-    const char* require = std::getenv("DTRAIN_REQUIRE_GPU");
-    if (require && std::string(require) == "1") {
-      std::cout << "skipped: no GPU here (the GPU end-to-end tests need one)\n";
-      std::exit(77);
-    }
-    setenv("DTRAIN_EMULATED_GPUS", "1", 1);
+    if (testing::real_gpus_or_emulated(1)) return true;
     REQUIRE_FALSE(kernels::list_gpus().empty());
     std::cout << "gpu_worker_test: on an emulated GPU\n";
     return false;

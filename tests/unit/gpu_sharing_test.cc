@@ -15,6 +15,7 @@
 #include "core/train/gpu_sharing.h"
 #include "kernels/backend.h"
 #include "kernels/gpu_devices.h"
+#include "tests/gpu_or_emulated.h"
 
 namespace dtrain::core {
 namespace {
@@ -27,14 +28,7 @@ struct Gpus {
 
 // The GPUs to use: up to three real ones, else three emulated ones.
 std::vector<int> devices() {
-  if (kernels::list_gpus().empty()) {
-    const char* require = std::getenv("DTRAIN_REQUIRE_GPU");
-    if (require && std::string(require) == "1") {
-      std::printf("skipped: no GPU here\n");
-      std::exit(77);
-    }
-    setenv("DTRAIN_EMULATED_GPUS", "3", 1);
-  }
+  testing::real_gpus_or_emulated(3);
   std::vector<int> out;
   for (const kernels::GpuInfo& g : kernels::list_gpus())
     if (out.size() < 3) out.push_back(g.index);

@@ -18,6 +18,7 @@
 #include "kernels/backend.h"
 #include "kernels/gpu_devices.h"
 #include "kernels/precision.h"
+#include "tests/gpu_or_emulated.h"
 #include "tests/test_util.h"
 
 namespace dtrain {
@@ -30,14 +31,7 @@ using kernels::Precision;
 // 77) without a real GPU: the CPU build runs these cases on the emulated GPU.
 bool g_real_gpu = false;
 std::unique_ptr<kernels::Backend> gpu_backend() {
-  const char* require = std::getenv("DTRAIN_REQUIRE_GPU");
-  if (kernels::list_gpus().empty()) {
-    if (require && std::string(require) == "1") {
-      std::printf("skipped: no GPU here\n");
-      std::exit(77);
-    }
-    setenv("DTRAIN_EMULATED_GPUS", "1", 1);
-  }
+  testing::real_gpus_or_emulated(1);
   std::string why;
   auto backend = kernels::make_gpu_backend(0, &why);
   REQUIRE(backend);
