@@ -16,13 +16,21 @@ import sys
 import time
 
 ETH_P_ALL = 0x0003
+SOL_PACKET = 263
+PACKET_VNET_HDR = 15
+VNET_HDR_BYTES = 10
 KINDS = ["random", "truncated", "flipped", "replayed", "replayed_elsewhere", "old_version"]
 
 
 def capture(ports, want, seconds):
-    """Payloads of UDP datagrams to `ports` seen on lo, with their destination port."""
+    """Payloads of UDP datagrams to `ports` seen on lo, with their destination port.
+
+    The daemons send runs of datagrams with UDP segmentation offload, and lo passes a run on
+    uncut: the virtio-net header that PACKET_VNET_HDR puts before each frame gives the segment
+    size, and the run is cut into the datagrams a wire would carry."""
     try:
         sniffer = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL))
+        sniffer.setsockopt(SOL_PACKET, PACKET_VNET_HDR, 1)
         sniffer.bind(("lo", 0))
     except (PermissionError, OSError) as e:
         print("SKIPPED: capturing the job's datagrams on lo needs root (CAP_NET_RAW): %s" % e)
@@ -37,14 +45,19 @@ def capture(ports, want, seconds):
             continue
         if meta[2] == socket.PACKET_OUTGOING:  # lo shows each packet twice: keep one
             continue
-        ip = frame[14:]
+        # struct virtio_net_hdr: flags, gso_type, hdr_len, gso_size, csum_start, csum_offset
+        gso_size = struct.unpack("<H", frame[4:6])[0]
+        ip = frame[VNET_HDR_BYTES + 14:]
         if len(ip) < 28 or ip[0] >> 4 != 4 or ip[9] != 17:
             continue
         udp = ip[(ip[0] & 15) * 4:]
         dst = struct.unpack("!H", udp[2:4])[0]
         payload = udp[8:]
-        if dst in ports and payload[:2] == b"DT":
-            seen.append((dst, bytes(payload)))
+        step = gso_size if gso_size else len(payload)
+        for at in range(0, len(payload), max(step, 1)):
+            d = payload[at:at + step]
+            if dst in ports and d[:2] == b"DT":
+                seen.append((dst, bytes(d)))
     sniffer.close()
     return seen
 

@@ -1,8 +1,41 @@
 #include "transport/endpoint/datagram_batch.h"
 
+#include <netinet/in.h>
+#include <netinet/udp.h>
+#include <spdlog/spdlog.h>
 #include <sys/socket.h>
 
+#include <cerrno>
+#include <cstring>
+
+#ifndef UDP_SEGMENT
+#define UDP_SEGMENT 103
+#endif
+
 namespace dtrain::transport {
+
+std::vector<SegmentRun> segment_runs(const std::vector<size_t>& sizes,
+                                     const std::vector<size_t>& destinations, bool segmentation) {
+  std::vector<SegmentRun> runs;
+  size_t i = 0;
+  while (i < sizes.size()) {
+    SegmentRun run{i, 1, sizes[i]};
+    size_t bytes = sizes[i];
+    while (segmentation && i + run.count < sizes.size()) {
+      const size_t j = i + run.count;
+      // The previous datagram must be a full segment for another to follow it.
+      if (sizes[j - 1] != run.segment || destinations[j] != destinations[i] ||
+          sizes[j] > run.segment || sizes[j] == 0 || run.count == kMaxSegments ||
+          bytes + sizes[j] > kMaxRunBytes)
+        break;
+      bytes += sizes[j];
+      ++run.count;
+    }
+    runs.push_back(run);
+    i += run.count;
+  }
+  return runs;
+}
 
 std::vector<uint8_t>& DatagramBatch::next(const asio::ip::udp::endpoint& to,
                                           PeerCounters* counters) {
@@ -22,29 +55,74 @@ void DatagramBatch::commit(int fd) {
 
 void DatagramBatch::flush(int fd) {
   if (size_ == 0) return;
+  std::vector<size_t> sizes(size_), destinations(size_);
+  for (size_t i = 0; i < size_; ++i) {
+    sizes[i] = bytes_[i].size();
+    // Datagrams to one peer share its endpoint; equal addresses get equal numbers.
+    destinations[i] = i;
+    for (size_t k = 0; k < i; ++k)
+      if (to_[k] == to_[i]) {
+        destinations[i] = destinations[k];
+        break;
+      }
+  }
+  std::vector<SegmentRun> runs = segment_runs(sizes, destinations, segmentation_);
+  size_t sent = send_runs(fd, runs, 0);
+  if (sent < runs.size() && segmentation_ && (errno == EIO || errno == EINVAL || errno == ENOPROTOOPT)) {
+    // This kernel or device cannot segment UDP (no GSO, no checksum offload, a segment larger
+    // than the path MTU): the rest goes out datagram by datagram, now and from now on.
+    spdlog::warn("UDP segmentation offload refused ({}): sending datagram by datagram",
+                 std::strerror(errno));
+    segmentation_ = false;
+    const size_t first = runs[sent].first;
+    std::vector<SegmentRun> rest;
+    for (size_t i = first; i < size_; ++i) rest.push_back({i, 1, sizes[i]});
+    send_runs(fd, rest, 0);
+  }
+  size_ = 0;
+}
+
+size_t DatagramBatch::send_runs(int fd, const std::vector<SegmentRun>& runs, size_t from) {
+  constexpr size_t kControl = CMSG_SPACE(sizeof(uint16_t));
   mmsghdr msgs[kMax];
   iovec iov[kMax];
-  for (size_t i = 0; i < size_; ++i) {
-    iov[i] = {bytes_[i].data(), bytes_[i].size()};
-    msgs[i] = {};
-    msgs[i].msg_hdr.msg_iov = &iov[i];
-    msgs[i].msg_hdr.msg_iovlen = 1;
-    msgs[i].msg_hdr.msg_name = to_[i].data();
-    msgs[i].msg_hdr.msg_namelen = static_cast<socklen_t>(to_[i].size());
+  alignas(cmsghdr) char control[kMax * kControl] = {};
+  for (size_t r = 0; r < runs.size(); ++r) {
+    const SegmentRun& run = runs[r];
+    for (size_t k = 0; k < run.count; ++k)
+      iov[run.first + k] = {bytes_[run.first + k].data(), bytes_[run.first + k].size()};
+    msghdr& h = msgs[r].msg_hdr;
+    h = {};
+    h.msg_iov = &iov[run.first];
+    h.msg_iovlen = run.count;
+    h.msg_name = to_[run.first].data();
+    h.msg_namelen = static_cast<socklen_t>(to_[run.first].size());
+    if (run.count > 1) {
+      h.msg_control = &control[r * kControl];
+      h.msg_controllen = kControl;
+      cmsghdr* c = CMSG_FIRSTHDR(&h);
+      c->cmsg_level = SOL_UDP;
+      c->cmsg_type = UDP_SEGMENT;
+      c->cmsg_len = CMSG_LEN(sizeof(uint16_t));
+      const uint16_t segment = static_cast<uint16_t>(run.segment);
+      std::memcpy(CMSG_DATA(c), &segment, sizeof segment);
+    }
   }
-  size_t done = 0;
-  while (done < size_) {
-    const int n = ::sendmmsg(fd, msgs + done, static_cast<unsigned>(size_ - done), 0);
+  size_t done = from;
+  while (done < runs.size()) {
+    const int n = ::sendmmsg(fd, msgs + done, static_cast<unsigned>(runs.size() - done), 0);
     if (n <= 0) break;
-    for (int i = 0; i < n; ++i) {
-      if (PeerCounters* c = counters_[done + i]) {
-        ++c->datagrams_out;
-        c->bytes_out += bytes_[done + i].size();
-      }
+    for (int m = 0; m < n; ++m) {
+      const SegmentRun& run = runs[done + m];
+      for (size_t k = 0; k < run.count; ++k)
+        if (PeerCounters* c = counters_[run.first + k]) {
+          ++c->datagrams_out;
+          c->bytes_out += bytes_[run.first + k].size();
+        }
     }
     done += static_cast<size_t>(n);
   }
-  size_ = 0;
+  return done;
 }
 
 }  // namespace dtrain::transport

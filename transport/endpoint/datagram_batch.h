@@ -2,6 +2,12 @@
 // Datagrams leave in batches through one sendmmsg call (a system call per datagram costs more
 // than the protocol). The endpoint fills the next slot in place (a datagram is sealed straight
 // into it: no copy on the common path) and flushes before each of its handlers returns.
+//
+// With segmentation (UDP GSO, Linux 4.18+), consecutive datagrams of one size to one peer leave
+// as one message that the kernel cuts into datagrams (`segment_runs`): the send path's cost is
+// paid once per run instead of once per datagram, and the bytes on the wire are the same
+// datagrams. A kernel or device that refuses it turns it off for good and the batch goes out
+// datagram by datagram.
 #include <asio.hpp>
 #include <cstdint>
 #include <vector>
@@ -10,9 +16,27 @@
 
 namespace dtrain::transport {
 
+// One message of a GSO send: datagrams [first, first + count), each `segment` bytes but the
+// last, which may be shorter.
+struct SegmentRun {
+  size_t first = 0;
+  size_t count = 0;
+  size_t segment = 0;
+};
+
+// The runs a batch leaves in: consecutive datagrams to the same destination, at most
+// kMaxSegments of them and kMaxRunBytes in all; a datagram shorter than the run's first ends it.
+// Without `segmentation` every run is one datagram.
+constexpr size_t kMaxSegments = 64;      // the kernel's UDP_MAX_SEGMENTS before Linux 6.9
+constexpr size_t kMaxRunBytes = 65000;   // an IPv4/IPv6 datagram's payload limit, with room
+std::vector<SegmentRun> segment_runs(const std::vector<size_t>& sizes,
+                                     const std::vector<size_t>& destinations, bool segmentation);
+
 class DatagramBatch {
  public:
   static constexpr size_t kMax = 64;
+
+  explicit DatagramBatch(bool segmentation = true) : segmentation_(segmentation) {}
 
   // The next slot, addressed; fill it, then commit(). `counters` (may be null) counts it as sent.
   std::vector<uint8_t>& next(const asio::ip::udp::endpoint& to, PeerCounters* counters);
@@ -20,8 +44,14 @@ class DatagramBatch {
   // Hands every committed datagram to the kernel. A full socket buffer is a loss like any
   // other: NAKs repair it.
   void flush(int fd);
+  // Whether runs still leave as GSO sends (false once the kernel refused one).
+  bool segmentation() const { return segmentation_; }
 
  private:
+  // Sends runs[from..]; the index of the first run not sent.
+  size_t send_runs(int fd, const std::vector<SegmentRun>& runs, size_t from);
+
+  bool segmentation_;
   std::vector<std::vector<uint8_t>> bytes_;
   std::vector<asio::ip::udp::endpoint> to_;
   std::vector<PeerCounters*> counters_;

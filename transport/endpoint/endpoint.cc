@@ -3,8 +3,12 @@
 #include <sodium.h>
 #include <spdlog/spdlog.h>
 
+#include <netinet/in.h>
+#include <netinet/udp.h>
 #include <pthread.h>
 #include <sys/socket.h>
+
+#include <cstring>
 
 #include <asio.hpp>
 #include <future>
@@ -22,13 +26,40 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using asio::ip::udp;
 
+#ifndef UDP_GRO
+#define UDP_GRO 104
+#endif
+
 constexpr auto kTick = std::chrono::microseconds(1000);
 constexpr size_t kReceiveBuffer = 65536;
 // recvmmsg slots hold max_datagram + 8 bytes, 8-aligned: a longer datagram is cut to the slot
-// and then fails its size check, as it should.
+// and then fails its size check, as it should. With receive coalescing (GRO) a slot holds up to
+// 64 KB of equal-sized datagrams from one sender, which the kernel says the size of.
 constexpr size_t kReceiveBatch = 32;
+constexpr size_t kCoalescedSlot = 65536;
+constexpr size_t kCoalescedBatch = 16;
 constexpr auto kRetryGap = std::chrono::milliseconds(5);
 constexpr uint32_t kNoLink = 0xFFFFFFFF;  // relay_backlogged(kNoLink): any link over its bound
+
+// What one peer may have in flight towards us must fit the socket's receive buffer with room to
+// spare (a kernel drop is a loss that costs a NAK round), and net.core.rmem_max may have given
+// it less than it asked for.
+void cap_credit(LinkTiming& timing, udp::socket& socket, const EndpointConfig& config) {
+  asio::socket_base::receive_buffer_size granted;
+  asio::error_code ec;
+  socket.get_option(granted, ec);
+  if (ec || granted.value() <= 0) return;
+  // What was granted (Linux doubles it internally to pay for its per-datagram overhead, and
+  // asio's option reports it halved again).
+  const size_t room = size_t(granted.value());
+  if (timing.credit_window <= room) return;
+  timing.credit_window = std::max<size_t>(room, 64 * 1024);
+  spdlog::warn("node {}: the data socket's receive buffer is {} KB (net.core.rmem_max), so each "
+               "peer's credit is {} KB instead of {} KB and throughput suffers (fix: sysctl -w "
+               "net.core.rmem_max={} on every node, or lower credit_window)",
+               config.node_id, granted.value() / 1024, timing.credit_window / 1024,
+               config.credit_window / 1024, std::max(config.credit_window, config.receive_buffer_bytes));
+}
 
 }  // namespace
 
@@ -43,6 +74,7 @@ struct Endpoint::State final : LinkHost {
         reassembler(c.reassembly_bytes, c.reassembly_timeout),
         faults(c.faults),
         budget(c.send_queue_bytes),
+        batch(c.segmentation),
         timing{c.credit_window, c.heartbeat_interval, c.peer_timeout} {}
 
   // LinkHost
@@ -61,6 +93,8 @@ struct Endpoint::State final : LinkHost {
     return it == links.end() ? nullptr : it->second.get();
   }
   void handle(const uint8_t* data, size_t len);
+  // A received slot: one datagram, or (coalesced) datagrams of `segment` bytes but the last.
+  void handle_slot(const uint8_t* data, size_t len, size_t segment);
   void on_chunk(Link& link, const wire::Envelope& e, Clock::time_point now);
   bool relay_backlogged(uint32_t except) const;
   void receive();
@@ -89,9 +123,10 @@ struct Endpoint::State final : LinkHost {
   PeerHandler on_lost;
   DatagramBatch batch;
   std::vector<uint64_t> rx;  // 8-byte aligned, so the FlatBuffers body (offset 32) is too
+  bool coalescing = false;         // the socket takes GRO'd datagrams (UDP_GRO)
   size_t slot = 0;                 // bytes per recvmmsg slot
-  std::vector<uint64_t> rx_batch;  // kReceiveBatch slots
-  udp::endpoint rx_from;
+  size_t slots = 0;                // slots per recvmmsg
+  std::vector<uint64_t> rx_batch;  // `slots` slots
   std::vector<uint8_t> tx;
   flatbuffers::FlatBufferBuilder fbb{2048};
   Clock::time_point last_expire = Clock::now();
@@ -112,8 +147,9 @@ Endpoint::Endpoint(const EndpointConfig& config) : config_(config), state_(new S
     throw TransportError("'" + config.bind_address + "' is not an IP address",
                          "give the data channel an address such as 10.0.0.5 (or a network)");
   s.socket.open(address.is_v4() ? udp::v4() : udp::v6());
-  s.socket.set_option(asio::socket_base::receive_buffer_size(8 << 20), ec);
+  s.socket.set_option(asio::socket_base::receive_buffer_size(int(config.receive_buffer_bytes)), ec);
   s.socket.set_option(asio::socket_base::send_buffer_size(8 << 20), ec);
+  cap_credit(s.timing, s.socket, config);
   s.socket.bind(udp::endpoint(address, config.port), ec);
   if (ec)
     throw TransportError("cannot bind UDP " + config.bind_address + ":" +
@@ -124,8 +160,13 @@ Endpoint::Endpoint(const EndpointConfig& config) : config_(config), state_(new S
   s.boot_id = config.boot_id;
   while (s.boot_id == 0) randombytes_buf(&s.boot_id, sizeof s.boot_id);
   s.rx.resize(kReceiveBuffer / 8);
-  s.slot = (config.max_datagram + 8 + 7) / 8 * 8;
-  s.rx_batch.resize(kReceiveBatch * s.slot / 8);
+  if (config.segmentation) {
+    const int on = 1;
+    s.coalescing = ::setsockopt(s.socket.native_handle(), SOL_UDP, UDP_GRO, &on, sizeof on) == 0;
+  }
+  s.slot = s.coalescing ? kCoalescedSlot : (config.max_datagram + 8 + 7) / 8 * 8;
+  s.slots = s.coalescing ? kCoalescedBatch : kReceiveBatch;
+  s.rx_batch.resize(s.slots * s.slot / 8);
   // The largest chunk that still fits one datagram: measure the envelope around an empty one.
   flatbuffers::FlatBufferBuilder probe;
   const auto data = probe.CreateVector(std::vector<uint8_t>());
@@ -166,6 +207,8 @@ void Endpoint::stop() {
 }
 
 uint64_t Endpoint::boot_id() const { return state_->boot_id; }
+
+size_t Endpoint::credit_window() const { return state_->timing.credit_window; }
 
 void Endpoint::add_peer(uint32_t id, const std::string& address, uint16_t port) {
   asio::error_code ec;
@@ -224,7 +267,10 @@ bool Endpoint::send(uint32_t peer, uint64_t job_id, uint32_t origin, uint64_t me
   // bounded per link instead (relay_queue_bytes, see State::relay_backlogged).
   const bool relayed = kind == SendKind::kRelay;
   if (!relayed && !state_->budget.acquire(bytes->size(), deadline)) return false;
-  asio::post(state_->io, [this, peer, job_id, origin, message_id, bytes, relayed] {
+  // From a handler on the I/O thread (a relay) it is queued at once, not after the receive batch
+  // in progress: its bytes count against the relay bound before the next chunk is taken (a
+  // coalesced batch can complete several messages).
+  asio::dispatch(state_->io, [this, peer, job_id, origin, message_id, bytes, relayed] {
     State& s = *state_;
     Link* link = s.link(peer);
     if (!link || link->lost()) {
@@ -414,32 +460,67 @@ bool Endpoint::State::relay_backlogged(uint32_t from) const {
 }
 
 void Endpoint::State::receive() {
-  socket.async_receive_from(asio::buffer(rx.data(), kReceiveBuffer), rx_from,
-                            [this](const asio::error_code& ec, size_t len) {
-                              if (ec == asio::error::operation_aborted || !socket.is_open()) return;
-                              if (!ec) handle(reinterpret_cast<const uint8_t*>(rx.data()), len);
-                              drain_socket();
-                              flush();
-                              receive();
-                            });
+  socket.async_wait(udp::socket::wait_read, [this](const asio::error_code& ec) {
+    if (ec == asio::error::operation_aborted || !socket.is_open()) return;
+    drain_socket();
+    flush();
+    receive();
+  });
 }
 
-// What else is waiting, many datagrams per system call, without going back through the reactor.
+// What is waiting, many datagrams per system call (and, coalesced, many per slot).
 void Endpoint::State::drain_socket() {
+  constexpr size_t kControl = CMSG_SPACE(sizeof(int));
   for (int round = 0; round < 8 && socket.is_open(); ++round) {
     mmsghdr msgs[kReceiveBatch];
     iovec iov[kReceiveBatch];
-    for (size_t i = 0; i < kReceiveBatch; ++i) {
+    alignas(cmsghdr) char control[kReceiveBatch * kControl];
+    for (size_t i = 0; i < slots; ++i) {
       iov[i] = {rx_batch.data() + i * (slot / 8), slot};
       msgs[i] = {};
       msgs[i].msg_hdr.msg_iov = &iov[i];
       msgs[i].msg_hdr.msg_iovlen = 1;
+      if (coalescing) {
+        msgs[i].msg_hdr.msg_control = control + i * kControl;
+        msgs[i].msg_hdr.msg_controllen = kControl;
+      }
     }
-    const int n = ::recvmmsg(socket.native_handle(), msgs, kReceiveBatch, MSG_DONTWAIT, nullptr);
+    const int n = ::recvmmsg(socket.native_handle(), msgs, static_cast<unsigned>(slots),
+                             MSG_DONTWAIT, nullptr);
     if (n <= 0) return;
-    for (int i = 0; i < n; ++i)
-      handle(reinterpret_cast<const uint8_t*>(rx_batch.data() + i * (slot / 8)), msgs[i].msg_len);
-    if (n < static_cast<int>(kReceiveBatch)) return;
+    for (int i = 0; i < n; ++i) {
+      const msghdr& h = msgs[i].msg_hdr;
+      size_t segment = 0;
+      for (const cmsghdr* c = coalescing ? CMSG_FIRSTHDR(&h) : nullptr; c;
+           c = CMSG_NXTHDR(const_cast<msghdr*>(&h), const_cast<cmsghdr*>(c)))
+        if (c->cmsg_level == SOL_UDP && c->cmsg_type == UDP_GRO) {
+          int size = 0;
+          std::memcpy(&size, CMSG_DATA(c), sizeof size);
+          segment = size > 0 ? size_t(size) : 0;
+        }
+      const auto* data = reinterpret_cast<const uint8_t*>(rx_batch.data() + i * (slot / 8));
+      if (h.msg_flags & MSG_TRUNC)  // longer than any datagram of ours could be
+        unknown.drop(DropReason::kMalformed);
+      else
+        handle_slot(data, msgs[i].msg_len, segment);
+    }
+    if (n < static_cast<int>(slots)) return;
+  }
+}
+
+void Endpoint::State::handle_slot(const uint8_t* data, size_t len, size_t segment) {
+  if (segment == 0 || segment >= len) {
+    handle(data, len);
+    return;
+  }
+  for (size_t offset = 0; offset < len; offset += segment) {
+    const size_t n = std::min(segment, len - offset);
+    if (offset % 8 == 0) {
+      handle(data + offset, n);
+    } else {  // the FlatBuffers body must stay 8-byte aligned: a segment size of another's
+      std::memcpy(rx.data(), data + offset, n);
+      handle(reinterpret_cast<const uint8_t*>(rx.data()), n);
+    }
   }
 }
 

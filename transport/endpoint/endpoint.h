@@ -30,7 +30,10 @@ struct EndpointConfig {
   std::string bind_address = "127.0.0.1";
   uint16_t port = 0;                       // 0: any free port (tests); daemons use 40123
   size_t max_datagram = kDefaultMaxDatagram;
-  size_t credit_window = 128 * 1024;       // bytes a sender may have unacknowledged
+  // Bytes a sender may have unacknowledged towards this node, per link; capped at half the
+  // socket's receive buffer (what a burst from one peer may fill), which net.core.rmem_max bounds.
+  size_t credit_window = 512 * 1024;
+  size_t receive_buffer_bytes = 8 << 20;   // asked of the kernel (SO_RCVBUF)
   size_t send_queue_bytes = 64 << 20;      // beyond this, send() waits (up to its deadline)
   size_t reassembly_bytes = 512 << 20;    // shared fairly between the messages' origins
   // Relayed bytes queued or in flight towards one peer beyond which chunks that would be relayed
@@ -49,6 +52,10 @@ struct EndpointConfig {
   // AES-256-GCM tags towards peers that accept them, where the CPU has AES-NI and CLMUL
   // (transport/security/authenticator.h); false: XChaCha20-Poly1305 only (tests of mixed nodes).
   bool allow_aes256gcm = true;
+  // UDP segmentation offload on send (GSO) and receive (GRO), where the kernel has them
+  // (transport/endpoint/datagram_batch.h): the same datagrams, a fraction of the system calls'
+  // cost. false: datagram by datagram (benchmarks compare the two).
+  bool segmentation = true;
   FaultSpec faults;
 };
 
@@ -81,6 +88,9 @@ class Endpoint {
   uint16_t port() const { return port_; }
   const std::string& address() const { return config_.bind_address; }
   size_t chunk_payload() const { return chunk_payload_; }
+  // The credit each link offers: config.credit_window, or less where the kernel gave the socket
+  // a smaller receive buffer than it needs.
+  size_t credit_window() const;
   std::chrono::milliseconds peer_timeout() const { return config_.peer_timeout; }
 
   uint64_t boot_id() const;
