@@ -1,9 +1,11 @@
-// Transport throughput and latency on loopback, next to a raw UDP baseline measured in the
-// same run: a sender thread pushing 1408-byte datagrams with sendmmsg and a receiver thread
-// draining them with recvmmsg (what the kernel and loopback allow, no protocol at all). Then
-// two dtrain endpoints in this process: goodput of 2 MB messages (authenticated, then
-// --insecure), one-way latency of 4 KB messages (p50/p99), and goodput under 5% injected loss.
-// Medians over --repeats.
+// Transport throughput and latency on loopback, next to two raw UDP baselines measured in the
+// same run (what the kernel and loopback allow, no protocol at all): per datagram (a sender
+// thread pushing 1408-byte datagrams with sendmmsg, a receiver draining them with recvmmsg) and
+// segmented (the same datagrams sent with UDP GSO and received coalesced with UDP_GRO, as the
+// endpoint does), each also with dtrain's tag on every datagram. Then two dtrain endpoints in
+// this process: goodput of 2 MB messages (authenticated; with segmentation off; --insecure; 5%
+// injected loss) and one-way latency of 4 KB messages (p50/p99). Medians over --repeats, each
+// row against both baselines. tools/bench/transport_link.sh runs it over a rate-limited link.
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/udp.h>
