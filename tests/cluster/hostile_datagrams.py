@@ -9,6 +9,7 @@ old wire version. Seeded; prints what it sent, one line per kind.
 Capturing needs CAP_NET_RAW (root): without it, it prints "SKIPPED: ..." and exits 77.
 """
 import argparse
+import errno
 import random
 import socket
 import struct
@@ -19,7 +20,21 @@ ETH_P_ALL = 0x0003
 SOL_PACKET = 263
 PACKET_VNET_HDR = 15
 VNET_HDR_BYTES = 10
+MAX_DATAGRAM = 1408  # the daemons' data channel (transport/wire/datagram.h)
 KINDS = ["random", "truncated", "flipped", "replayed", "replayed_elsewhere", "old_version"]
+
+
+def open_sniffer(vnet):
+    try:
+        sniffer = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL))
+        if vnet:
+            sniffer.setsockopt(SOL_PACKET, PACKET_VNET_HDR, 1)
+        sniffer.bind(("lo", 0))
+    except (PermissionError, OSError) as e:
+        print("SKIPPED: capturing the job's datagrams on lo needs root (CAP_NET_RAW): %s" % e)
+        sys.exit(77)
+    sniffer.settimeout(0.2)
+    return sniffer
 
 
 def capture(ports, want, seconds):
@@ -27,32 +42,39 @@ def capture(ports, want, seconds):
 
     The daemons send runs of datagrams with UDP segmentation offload, and lo passes a run on
     uncut: the virtio-net header that PACKET_VNET_HDR puts before each frame gives the segment
-    size, and the run is cut into the datagrams a wire would carry."""
-    try:
-        sniffer = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL))
-        sniffer.setsockopt(SOL_PACKET, PACKET_VNET_HDR, 1)
-        sniffer.bind(("lo", 0))
-    except (PermissionError, OSError) as e:
-        print("SKIPPED: capturing the job's datagrams on lo needs root (CAP_NET_RAW): %s" % e)
-        sys.exit(77)
-    sniffer.settimeout(0.2)
+    size, and the run is cut into the datagrams a wire would carry. A kernel before 6.2 cannot
+    describe such a run in that header (the read fails with EINVAL): then the capture goes on
+    without it and keeps only what came alone (acks, heartbeats, single chunks)."""
+    vnet = True
+    sniffer = open_sniffer(vnet)
     seen = []
     deadline = time.monotonic() + seconds
     while len(seen) < want and time.monotonic() < deadline:
         try:
-            frame, meta = sniffer.recvfrom(65535)
+            frame, meta = sniffer.recvfrom(65535 + VNET_HDR_BYTES)
         except socket.timeout:
+            continue
+        except OSError as e:
+            if not vnet or e.errno != errno.EINVAL:
+                raise
+            sniffer.close()
+            vnet = False
+            sniffer = open_sniffer(vnet)
+            print("capturing without the virtio-net header (this kernel cannot give it for "
+                  "segmented runs): single datagrams only")
             continue
         if meta[2] == socket.PACKET_OUTGOING:  # lo shows each packet twice: keep one
             continue
         # struct virtio_net_hdr: flags, gso_type, hdr_len, gso_size, csum_start, csum_offset
-        gso_size = struct.unpack("<H", frame[4:6])[0]
-        ip = frame[VNET_HDR_BYTES + 14:]
+        gso_size = struct.unpack("<H", frame[4:6])[0] if vnet else 0
+        ip = frame[VNET_HDR_BYTES + 14:] if vnet else frame[14:]
         if len(ip) < 28 or ip[0] >> 4 != 4 or ip[9] != 17:
             continue
         udp = ip[(ip[0] & 15) * 4:]
         dst = struct.unpack("!H", udp[2:4])[0]
         payload = udp[8:]
+        if not vnet and len(payload) > MAX_DATAGRAM:
+            continue  # a run that cannot be cut without its segment size
         step = gso_size if gso_size else len(payload)
         for at in range(0, len(payload), max(step, 1)):
             d = payload[at:at + step]

@@ -281,3 +281,30 @@ TEST_CASE("a relay backlog towards a peer that takes nothing stays bounded") {
   REQUIRE(most_towards_3 < 512 * 1024 + 120 * 1000);
   REQUIRE(drops(b, 1, DropReason::kNoRoom) > 0);
 }
+
+// MeshNode's quick-restart path: from on_lost (the I/O thread) it adds the lost peer back and
+// relays the messages it may have missed at once. The relay must find the peer alive: were
+// add_peer queued behind the send, the send would see a lost link and drop the message.
+TEST_CASE("a peer added back from on_lost gets what is relayed to it at once") {
+  EndpointConfig ca = config(1);
+  ca.peer_timeout = 300ms;
+  Endpoint a(ca), b(config(2));
+  Tap silent;  // where node 2 first seems to be: it never answers, so node 1 declares it lost
+  Inbox at_b;
+  b.add_job(kJob);
+  b.add_peer(1, "127.0.0.1", a.port());
+  a.add_peer(2, "127.0.0.1", silent.port());
+  std::atomic<int> losses{0};
+  std::atomic<bool> queued{false};
+  a.start([](Delivery&&) {},
+          [&](uint32_t peer) {
+            if (peer != 2 || losses++ > 0) return;
+            a.add_peer(2, "127.0.0.1", b.port());  // back, at its real address
+            queued = a.send(2, kJob, 1, 500, payload(20 * 1000, 5), 0ms, Endpoint::SendKind::kRelay);
+          });
+  b.start(at_b.handler());
+  REQUIRE(wait_for([&] { return losses.load() > 0; }, 5s, "node 1 to declare node 2 lost"));
+  REQUIRE(queued);
+  REQUIRE(wait_for([&] { return at_b.count() == 1; }, 5s, "the relayed message at node 2"));
+  REQUIRE(at_b.each_once(1));
+}

@@ -58,31 +58,30 @@ void DatagramBatch::flush(int fd) {
   std::vector<size_t> sizes(size_), destinations(size_);
   for (size_t i = 0; i < size_; ++i) {
     sizes[i] = bytes_[i].size();
-    // Datagrams to one peer share its endpoint; equal addresses get equal numbers.
+    // Datagrams to one peer share its endpoint; equal addresses get equal numbers (a batch
+    // holds at most kMax datagrams).
     destinations[i] = i;
-    for (size_t k = 0; k < i; ++k)
+    for (size_t k = 0; segmentation_ && k < i; ++k)
       if (to_[k] == to_[i]) {
         destinations[i] = destinations[k];
         break;
       }
   }
-  std::vector<SegmentRun> runs = segment_runs(sizes, destinations, segmentation_);
-  size_t sent = send_runs(fd, runs, 0);
-  if (sent < runs.size() && segmentation_ && (errno == EIO || errno == EINVAL || errno == ENOPROTOOPT)) {
-    // This kernel or device cannot segment UDP (no GSO, no checksum offload, a segment larger
-    // than the path MTU): the rest goes out datagram by datagram, now and from now on.
+  size_t first_unsent = 0;
+  if (!send_runs(fd, segment_runs(sizes, destinations, segmentation_), first_unsent)) {
+    // This kernel or device cannot segment UDP (no checksum offload, a segment larger than the
+    // path MTU): the rest goes out datagram by datagram, now and from now on.
     spdlog::warn("UDP segmentation offload refused ({}): sending datagram by datagram",
                  std::strerror(errno));
     segmentation_ = false;
-    const size_t first = runs[sent].first;
     std::vector<SegmentRun> rest;
-    for (size_t i = first; i < size_; ++i) rest.push_back({i, 1, sizes[i]});
-    send_runs(fd, rest, 0);
+    for (size_t i = first_unsent; i < size_; ++i) rest.push_back({i, 1, sizes[i]});
+    send_runs(fd, rest, first_unsent);
   }
   size_ = 0;
 }
 
-size_t DatagramBatch::send_runs(int fd, const std::vector<SegmentRun>& runs, size_t from) {
+bool DatagramBatch::send_runs(int fd, const std::vector<SegmentRun>& runs, size_t& first_unsent) {
   constexpr size_t kControl = CMSG_SPACE(sizeof(uint16_t));
   mmsghdr msgs[kMax];
   iovec iov[kMax];
@@ -108,10 +107,18 @@ size_t DatagramBatch::send_runs(int fd, const std::vector<SegmentRun>& runs, siz
       std::memcpy(CMSG_DATA(c), &segment, sizeof segment);
     }
   }
-  size_t done = from;
+  size_t done = 0;
   while (done < runs.size()) {
     const int n = ::sendmmsg(fd, msgs + done, static_cast<unsigned>(runs.size() - done), 0);
-    if (n <= 0) break;
+    if (n < 0) {
+      if (errno == EAGAIN || errno == EWOULDBLOCK || errno == ENOBUFS) return true;
+      if (runs[done].count > 1 && (errno == EIO || errno == EINVAL)) {
+        first_unsent = runs[done].first;
+        return false;
+      }
+      ++done;  // this message cannot go (its peer's address, say): the others still can
+      continue;
+    }
     for (int m = 0; m < n; ++m) {
       const SegmentRun& run = runs[done + m];
       for (size_t k = 0; k < run.count; ++k)
@@ -122,7 +129,7 @@ size_t DatagramBatch::send_runs(int fd, const std::vector<SegmentRun>& runs, siz
     }
     done += static_cast<size_t>(n);
   }
-  return done;
+  return true;
 }
 
 }  // namespace dtrain::transport

@@ -46,10 +46,13 @@ class DatagramBatch {
   void flush(int fd);
   // Whether runs still leave as GSO sends (false once the kernel refused one).
   bool segmentation() const { return segmentation_; }
+  void set_segmentation(bool on) { segmentation_ = on; }
 
  private:
-  // Sends runs[from..]; the index of the first run not sent.
-  size_t send_runs(int fd, const std::vector<SegmentRun>& runs, size_t from);
+  // Sends every run it can; false when the kernel refused a segmented one (then `first_unsent`
+  // is the first datagram of that run). A run refused for another reason is skipped (counted
+  // as not sent); a full socket buffer ends the batch (a loss like any other: NAKs repair it).
+  bool send_runs(int fd, const std::vector<SegmentRun>& runs, size_t& first_unsent);
 
   bool segmentation_;
   std::vector<std::vector<uint8_t>> bytes_;

@@ -29,6 +29,9 @@ using asio::ip::udp;
 #ifndef UDP_GRO
 #define UDP_GRO 104
 #endif
+#ifndef UDP_SEGMENT
+#define UDP_SEGMENT 103
+#endif
 
 constexpr auto kTick = std::chrono::microseconds(1000);
 constexpr size_t kReceiveBuffer = 65536;
@@ -37,7 +40,8 @@ constexpr size_t kReceiveBuffer = 65536;
 // 64 KB of equal-sized datagrams from one sender, which the kernel says the size of.
 constexpr size_t kReceiveBatch = 32;
 constexpr size_t kCoalescedSlot = 65536;
-constexpr size_t kCoalescedBatch = 16;
+// A segment is copied into the kReceiveBuffer-byte `rx` when it lies unaligned in its slot.
+static_assert(kCoalescedSlot <= kReceiveBuffer, "a coalesced slot must fit the aligned buffer");
 constexpr auto kRetryGap = std::chrono::milliseconds(5);
 constexpr uint32_t kNoLink = 0xFFFFFFFF;  // relay_backlogged(kNoLink): any link over its bound
 
@@ -53,7 +57,7 @@ void cap_credit(LinkTiming& timing, udp::socket& socket, const EndpointConfig& c
   // asio's option reports it halved again).
   const size_t room = size_t(granted.value());
   if (timing.credit_window <= room) return;
-  timing.credit_window = std::max<size_t>(room, 64 * 1024);
+  timing.credit_window = std::max(room, 4 * config.max_datagram);
   spdlog::warn("node {}: the data socket's receive buffer is {} KB (net.core.rmem_max), so each "
                "peer's credit is {} KB instead of {} KB and throughput suffers (fix: sysctl -w "
                "net.core.rmem_max={} on every node, or lower credit_window)",
@@ -125,8 +129,7 @@ struct Endpoint::State final : LinkHost {
   std::vector<uint64_t> rx;  // 8-byte aligned, so the FlatBuffers body (offset 32) is too
   bool coalescing = false;         // the socket takes GRO'd datagrams (UDP_GRO)
   size_t slot = 0;                 // bytes per recvmmsg slot
-  size_t slots = 0;                // slots per recvmmsg
-  std::vector<uint64_t> rx_batch;  // `slots` slots
+  std::vector<uint64_t> rx_batch;  // kReceiveBatch slots
   std::vector<uint8_t> tx;
   flatbuffers::FlatBufferBuilder fbb{2048};
   Clock::time_point last_expire = Clock::now();
@@ -161,12 +164,20 @@ Endpoint::Endpoint(const EndpointConfig& config) : config_(config), state_(new S
   while (s.boot_id == 0) randombytes_buf(&s.boot_id, sizeof s.boot_id);
   s.rx.resize(kReceiveBuffer / 8);
   if (config.segmentation) {
-    const int on = 1;
-    s.coalescing = ::setsockopt(s.socket.native_handle(), SOL_UDP, UDP_GRO, &on, sizeof on) == 0;
+    const int fd = s.socket.native_handle(), on = 1;
+    s.coalescing = ::setsockopt(fd, SOL_UDP, UDP_GRO, &on, sizeof on) == 0;
+    // A kernel before 4.18 ignores the UDP_SEGMENT cmsg instead of refusing it (each run would
+    // leave as one oversized datagram): ask whether it knows the option first.
+    int segment = 0;
+    socklen_t size = sizeof segment;
+    if (::getsockopt(fd, SOL_UDP, UDP_SEGMENT, &segment, &size) != 0) {
+      s.batch.set_segmentation(false);
+      spdlog::info("node {}: this kernel has no UDP segmentation offload: sending datagram by "
+                   "datagram", config.node_id);
+    }
   }
   s.slot = s.coalescing ? kCoalescedSlot : (config.max_datagram + 8 + 7) / 8 * 8;
-  s.slots = s.coalescing ? kCoalescedBatch : kReceiveBatch;
-  s.rx_batch.resize(s.slots * s.slot / 8);
+  s.rx_batch.resize(kReceiveBatch * s.slot / 8);
   // The largest chunk that still fits one datagram: measure the envelope around an empty one.
   flatbuffers::FlatBufferBuilder probe;
   const auto data = probe.CreateVector(std::vector<uint8_t>());
@@ -214,7 +225,9 @@ void Endpoint::add_peer(uint32_t id, const std::string& address, uint16_t port) 
   asio::error_code ec;
   const auto ip = asio::ip::make_address(address, ec);
   if (ec) throw TransportError("peer address '" + address + "' is not an IP address", "fix the mesh map");
-  asio::post(state_->io, [this, id, ep = udp::endpoint(ip, port)] {
+  // Dispatched, like send(): a handler on the I/O thread that adds a peer back (a quick
+  // restart, from on_lost) and then relays to it must find it alive, not lost until later.
+  asio::dispatch(state_->io, [this, id, ep = udp::endpoint(ip, port)] {
     State& s = *state_;
     auto& link = s.links[id];
     if (!link) link = std::make_unique<Link>(id, ep, s.timing, s);
@@ -224,7 +237,7 @@ void Endpoint::add_peer(uint32_t id, const std::string& address, uint16_t port) 
 }
 
 void Endpoint::announce_boot(uint32_t peer, uint64_t boot_id) {
-  asio::post(state_->io, [this, peer, boot_id] {
+  asio::dispatch(state_->io, [this, peer, boot_id] {
     BootRecord& boots = state_->boots[peer];
     if (boots.announced == boot_id) return;
     boots.retire(boots.announced);
@@ -475,7 +488,7 @@ void Endpoint::State::drain_socket() {
     mmsghdr msgs[kReceiveBatch];
     iovec iov[kReceiveBatch];
     alignas(cmsghdr) char control[kReceiveBatch * kControl];
-    for (size_t i = 0; i < slots; ++i) {
+    for (size_t i = 0; i < kReceiveBatch; ++i) {
       iov[i] = {rx_batch.data() + i * (slot / 8), slot};
       msgs[i] = {};
       msgs[i].msg_hdr.msg_iov = &iov[i];
@@ -485,8 +498,7 @@ void Endpoint::State::drain_socket() {
         msgs[i].msg_hdr.msg_controllen = kControl;
       }
     }
-    const int n = ::recvmmsg(socket.native_handle(), msgs, static_cast<unsigned>(slots),
-                             MSG_DONTWAIT, nullptr);
+    const int n = ::recvmmsg(socket.native_handle(), msgs, kReceiveBatch, MSG_DONTWAIT, nullptr);
     if (n <= 0) return;
     for (int i = 0; i < n; ++i) {
       const msghdr& h = msgs[i].msg_hdr;
@@ -499,12 +511,16 @@ void Endpoint::State::drain_socket() {
           segment = size > 0 ? size_t(size) : 0;
         }
       const auto* data = reinterpret_cast<const uint8_t*>(rx_batch.data() + i * (slot / 8));
-      if (h.msg_flags & MSG_TRUNC)  // longer than any datagram of ours could be
-        unknown.drop(DropReason::kMalformed);
-      else
-        handle_slot(data, msgs[i].msg_len, segment);
+      size_t len = msgs[i].msg_len;
+      if (h.msg_flags & MSG_TRUNC) {
+        // Longer than the slot: a datagram longer than any of ours, or a coalesced run longer
+        // than 64 KB, whose whole segments are still judged one by one.
+        unknown.drop(DropReason::kOversized);
+        len = segment > 0 ? len / segment * segment : 0;
+      }
+      if (len > 0) handle_slot(data, len, segment);
     }
-    if (n < static_cast<int>(slots)) return;
+    if (n < static_cast<int>(kReceiveBatch)) return;
   }
 }
 
