@@ -2,8 +2,6 @@
 
 #include <vector>
 
-
-
 namespace dtrain::kernels {
 namespace {
 

@@ -6,8 +6,6 @@
 #include <catch2/catch.hpp>
 
 #include <netinet/in.h>
-#include <netinet/udp.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -20,10 +18,6 @@
 #include "transport/endpoint/datagram_batch.h"
 #include "transport/endpoint/endpoint.h"
 #include "tests/wait_for.h"
-
-#ifndef UDP_SEGMENT
-#define UDP_SEGMENT 103
-#endif
 
 using namespace dtrain::transport;
 using namespace std::chrono_literals;
@@ -139,20 +133,13 @@ TEST_CASE("a coalesced run is cut back into datagrams, each judged on its own") 
   to.sin_port = htons(b.port());
   std::vector<uint8_t> junk(3 * 1001, 'X');
   iovec iov{junk.data(), junk.size()};
-  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(uint16_t))] = {};
+  alignas(cmsghdr) char control[kSegmentControlBytes];
   msghdr m{};
   m.msg_name = &to;
   m.msg_namelen = sizeof to;
   m.msg_iov = &iov;
   m.msg_iovlen = 1;
-  m.msg_control = control;
-  m.msg_controllen = sizeof control;
-  cmsghdr* c = CMSG_FIRSTHDR(&m);
-  c->cmsg_level = SOL_UDP;
-  c->cmsg_type = UDP_SEGMENT;
-  c->cmsg_len = CMSG_LEN(sizeof(uint16_t));
-  const uint16_t segment = 1001;
-  std::memcpy(CMSG_DATA(c), &segment, sizeof segment);
+  set_segment_size(m, control, 1001);
   const ssize_t sent = ::sendmsg(fd, &m, 0);
   ::close(fd);
   if (sent < 0) {

@@ -8,7 +8,6 @@
 // row against both baselines. tools/bench/transport_link.sh runs it over a rate-limited link.
 #include <arpa/inet.h>
 #include <netinet/in.h>
-#include <netinet/udp.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -28,15 +27,9 @@
 #include <CLI/CLI.hpp>
 #include <spdlog/spdlog.h>
 
+#include "transport/endpoint/datagram_batch.h"
 #include "transport/endpoint/endpoint.h"
 #include "tools/bench/bench_timing.h"
-
-#ifndef UDP_SEGMENT
-#define UDP_SEGMENT 103
-#endif
-#ifndef UDP_GRO
-#define UDP_GRO 104
-#endif
 
 using namespace dtrain::transport;
 using Clock = std::chrono::steady_clock;
@@ -93,16 +86,15 @@ double raw_udp(double seconds, bool tagged, bool segmented) {
     std::vector<uint8_t> bufs(kBatch * slot);
     mmsghdr msgs[kBatch];
     iovec iov[kBatch];
-    constexpr size_t kControl = CMSG_SPACE(sizeof(int));
-    alignas(cmsghdr) char control[kBatch * kControl];
+    alignas(cmsghdr) char control[kBatch][kCoalescedControlBytes];
     for (int i = 0; i < kBatch; ++i) iov[i] = {bufs.data() + i * slot, slot};
     while (!done) {
       for (int i = 0; i < kBatch; ++i) {
         msgs[i] = {};
         msgs[i].msg_hdr.msg_iov = &iov[i];
         msgs[i].msg_hdr.msg_iovlen = 1;
-        msgs[i].msg_hdr.msg_control = segmented ? control + i * kControl : nullptr;
-        msgs[i].msg_hdr.msg_controllen = segmented ? kControl : 0;
+        msgs[i].msg_hdr.msg_control = segmented ? control[i] : nullptr;
+        msgs[i].msg_hdr.msg_controllen = segmented ? kCoalescedControlBytes : 0;
       }
       const int n = recvmmsg(rx, msgs, kBatch, 0, nullptr);
       for (int i = 0; i < n; ++i) {
@@ -125,8 +117,7 @@ double raw_udp(double seconds, bool tagged, bool segmented) {
   std::vector<uint8_t> payload(size_t(per_call) * per_message * kSize, 0x5A);
   mmsghdr msgs[kBatch];
   iovec iov[kBatch];
-  constexpr size_t kControl = CMSG_SPACE(sizeof(uint16_t));
-  alignas(cmsghdr) char control[kBatch * kControl] = {};
+  alignas(cmsghdr) char control[kBatch][kSegmentControlBytes];
   for (int i = 0; i < per_call; ++i) {
     iov[i] = {payload.data() + size_t(i) * per_message * kSize, per_message * kSize};
     msgs[i] = {};
@@ -134,16 +125,7 @@ double raw_udp(double seconds, bool tagged, bool segmented) {
     msgs[i].msg_hdr.msg_iovlen = 1;
     msgs[i].msg_hdr.msg_name = &addr;
     msgs[i].msg_hdr.msg_namelen = sizeof addr;
-    if (segmented) {
-      msgs[i].msg_hdr.msg_control = control + i * kControl;
-      msgs[i].msg_hdr.msg_controllen = kControl;
-      cmsghdr* c = CMSG_FIRSTHDR(&msgs[i].msg_hdr);
-      c->cmsg_level = SOL_UDP;
-      c->cmsg_type = UDP_SEGMENT;
-      c->cmsg_len = CMSG_LEN(sizeof(uint16_t));
-      const uint16_t segment = kSize;
-      std::memcpy(CMSG_DATA(c), &segment, sizeof segment);
-    }
+    if (segmented) set_segment_size(msgs[i].msg_hdr, control[i], kSize);
   }
   const auto start = Clock::now();
   const uint64_t before = received;
@@ -345,7 +327,7 @@ int main(int argc, char** argv) {
     p50.push_back(a);
     p99.push_back(b);
   }
-  // Each row against both raw baselines, where they were measured (0: not).
+  // Each row against both raw baselines, where they were measured.
   const double per_datagram = rows[0].mb_s.empty() ? 0 : median(rows[0].mb_s);
   const double segmented = rows[2].mb_s.empty() ? 0 : median(rows[2].mb_s);
   std::printf("medians of %d runs%-18s %10s %14s %14s\n", repeats, "", "MB/s", "x per datagram",
@@ -353,8 +335,14 @@ int main(int argc, char** argv) {
   for (const Row& row : rows) {
     if (row.mb_s.empty()) continue;
     const double m = median(row.mb_s);
-    std::printf("%-44s %10.0f %14.2f %14.2f\n", row.label.c_str(), m,
-                per_datagram > 0 ? m / per_datagram : 0.0, segmented > 0 ? m / segmented : 0.0);
+    // "-" where that baseline was not among --rows.
+    const auto ratio = [&](double base) {
+      char text[32] = "-";
+      if (base > 0) std::snprintf(text, sizeof text, "%.2f", m / base);
+      return std::string(text);
+    };
+    std::printf("%-44s %10.0f %14s %14s\n", row.label.c_str(), m, ratio(per_datagram).c_str(),
+                ratio(segmented).c_str());
   }
   if (!p50.empty())
     std::printf("one-way latency, 4 KB messages: p50 %.0f us, p99 %.0f us\n", median(p50),

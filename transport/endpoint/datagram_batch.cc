@@ -1,18 +1,33 @@
 #include "transport/endpoint/datagram_batch.h"
 
-#include <netinet/in.h>
-#include <netinet/udp.h>
 #include <spdlog/spdlog.h>
-#include <sys/socket.h>
 
 #include <cerrno>
 #include <cstring>
 
-#ifndef UDP_SEGMENT
-#define UDP_SEGMENT 103
-#endif
-
 namespace dtrain::transport {
+
+void set_segment_size(msghdr& h, char (&control)[kSegmentControlBytes], uint16_t segment) {
+  std::memset(control, 0, kSegmentControlBytes);
+  h.msg_control = control;
+  h.msg_controllen = kSegmentControlBytes;
+  cmsghdr* c = CMSG_FIRSTHDR(&h);
+  c->cmsg_level = SOL_UDP;
+  c->cmsg_type = UDP_SEGMENT;
+  c->cmsg_len = CMSG_LEN(sizeof segment);
+  std::memcpy(CMSG_DATA(c), &segment, sizeof segment);
+}
+
+size_t coalesced_segment_size(const msghdr& h) {
+  for (const cmsghdr* c = CMSG_FIRSTHDR(&h); c;
+       c = CMSG_NXTHDR(const_cast<msghdr*>(&h), const_cast<cmsghdr*>(c)))
+    if (c->cmsg_level == SOL_UDP && c->cmsg_type == UDP_GRO) {
+      int size = 0;
+      std::memcpy(&size, CMSG_DATA(c), sizeof size);
+      return size > 0 ? size_t(size) : 0;
+    }
+  return 0;
+}
 
 std::vector<SegmentRun> segment_runs(const std::vector<size_t>& sizes,
                                      const std::vector<size_t>& destinations, bool segmentation) {
@@ -82,10 +97,9 @@ void DatagramBatch::flush(int fd) {
 }
 
 bool DatagramBatch::send_runs(int fd, const std::vector<SegmentRun>& runs, size_t& first_unsent) {
-  constexpr size_t kControl = CMSG_SPACE(sizeof(uint16_t));
   mmsghdr msgs[kMax];
   iovec iov[kMax];
-  alignas(cmsghdr) char control[kMax * kControl] = {};
+  alignas(cmsghdr) char control[kMax][kSegmentControlBytes];
   for (size_t r = 0; r < runs.size(); ++r) {
     const SegmentRun& run = runs[r];
     for (size_t k = 0; k < run.count; ++k)
@@ -96,16 +110,7 @@ bool DatagramBatch::send_runs(int fd, const std::vector<SegmentRun>& runs, size_
     h.msg_iovlen = run.count;
     h.msg_name = to_[run.first].data();
     h.msg_namelen = static_cast<socklen_t>(to_[run.first].size());
-    if (run.count > 1) {
-      h.msg_control = &control[r * kControl];
-      h.msg_controllen = kControl;
-      cmsghdr* c = CMSG_FIRSTHDR(&h);
-      c->cmsg_level = SOL_UDP;
-      c->cmsg_type = UDP_SEGMENT;
-      c->cmsg_len = CMSG_LEN(sizeof(uint16_t));
-      const uint16_t segment = static_cast<uint16_t>(run.segment);
-      std::memcpy(CMSG_DATA(c), &segment, sizeof segment);
-    }
+    if (run.count > 1) set_segment_size(h, control[r], static_cast<uint16_t>(run.segment));
   }
   size_t done = 0;
   while (done < runs.size()) {

@@ -8,13 +8,35 @@
 // paid once per run instead of once per datagram, and the bytes on the wire are the same
 // datagrams. A kernel or device that refuses it turns it off for good and the batch goes out
 // datagram by datagram.
+#include <netinet/in.h>
+#include <netinet/udp.h>
+#include <sys/socket.h>
+
 #include <asio.hpp>
 #include <cstdint>
 #include <vector>
 
 #include "transport/endpoint/peer_counters.h"
 
+// Linux's UDP offload options (older C libraries' netinet/udp.h lacks them).
+#ifndef UDP_SEGMENT
+#define UDP_SEGMENT 103
+#endif
+#ifndef UDP_GRO
+#define UDP_GRO 104
+#endif
+
 namespace dtrain::transport {
+
+// The control bytes of a segmented send (cmsghdr-aligned).
+constexpr size_t kSegmentControlBytes = CMSG_SPACE(sizeof(uint16_t));
+// Makes `h` a GSO send of `segment`-byte datagrams (the last may be shorter); `control` holds
+// its cmsg and must outlive the send.
+void set_segment_size(msghdr& h, char (&control)[kSegmentControlBytes], uint16_t segment);
+// The control bytes a receive needs for the coalesced-run cmsg.
+constexpr size_t kCoalescedControlBytes = CMSG_SPACE(sizeof(int));
+// A received message's segment size from its UDP_GRO cmsg; 0: one datagram, not a run.
+size_t coalesced_segment_size(const msghdr& h);
 
 // One message of a GSO send: datagrams [first, first + count), each `segment` bytes but the
 // last, which may be shorter.

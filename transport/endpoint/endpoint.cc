@@ -3,8 +3,6 @@
 #include <sodium.h>
 #include <spdlog/spdlog.h>
 
-#include <netinet/in.h>
-#include <netinet/udp.h>
 #include <pthread.h>
 #include <sys/socket.h>
 
@@ -25,13 +23,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 using asio::ip::udp;
-
-#ifndef UDP_GRO
-#define UDP_GRO 104
-#endif
-#ifndef UDP_SEGMENT
-#define UDP_SEGMENT 103
-#endif
 
 constexpr auto kTick = std::chrono::microseconds(1000);
 constexpr size_t kReceiveBuffer = 65536;
@@ -78,8 +69,8 @@ struct Endpoint::State final : LinkHost {
         reassembler(c.reassembly_bytes, c.reassembly_timeout),
         faults(c.faults),
         budget(c.send_queue_bytes),
-        batch(c.segmentation),
-        timing{c.credit_window, c.heartbeat_interval, c.peer_timeout} {}
+        timing{c.credit_window, c.heartbeat_interval, c.peer_timeout},
+        batch(c.segmentation) {}
 
   // LinkHost
   flatbuffers::FlatBufferBuilder& builder() override {
@@ -483,33 +474,25 @@ void Endpoint::State::receive() {
 
 // What is waiting, many datagrams per system call (and, coalesced, many per slot).
 void Endpoint::State::drain_socket() {
-  constexpr size_t kControl = CMSG_SPACE(sizeof(int));
   for (int round = 0; round < 8 && socket.is_open(); ++round) {
     mmsghdr msgs[kReceiveBatch];
     iovec iov[kReceiveBatch];
-    alignas(cmsghdr) char control[kReceiveBatch * kControl];
+    alignas(cmsghdr) char control[kReceiveBatch][kCoalescedControlBytes];
     for (size_t i = 0; i < kReceiveBatch; ++i) {
       iov[i] = {rx_batch.data() + i * (slot / 8), slot};
       msgs[i] = {};
       msgs[i].msg_hdr.msg_iov = &iov[i];
       msgs[i].msg_hdr.msg_iovlen = 1;
       if (coalescing) {
-        msgs[i].msg_hdr.msg_control = control + i * kControl;
-        msgs[i].msg_hdr.msg_controllen = kControl;
+        msgs[i].msg_hdr.msg_control = control[i];
+        msgs[i].msg_hdr.msg_controllen = kCoalescedControlBytes;
       }
     }
     const int n = ::recvmmsg(socket.native_handle(), msgs, kReceiveBatch, MSG_DONTWAIT, nullptr);
     if (n <= 0) return;
     for (int i = 0; i < n; ++i) {
       const msghdr& h = msgs[i].msg_hdr;
-      size_t segment = 0;
-      for (const cmsghdr* c = coalescing ? CMSG_FIRSTHDR(&h) : nullptr; c;
-           c = CMSG_NXTHDR(const_cast<msghdr*>(&h), const_cast<cmsghdr*>(c)))
-        if (c->cmsg_level == SOL_UDP && c->cmsg_type == UDP_GRO) {
-          int size = 0;
-          std::memcpy(&size, CMSG_DATA(c), sizeof size);
-          segment = size > 0 ? size_t(size) : 0;
-        }
+      const size_t segment = coalescing ? coalesced_segment_size(h) : 0;
       const auto* data = reinterpret_cast<const uint8_t*>(rx_batch.data() + i * (slot / 8));
       size_t len = msgs[i].msg_len;
       if (h.msg_flags & MSG_TRUNC) {
