@@ -102,7 +102,8 @@ void print_result(const Json& job) {
   }
   if (r.contains("replica_max_relative_difference"))
     std::printf("  replicas agree: max relative difference %.2e over %zu nodes\n",
-                r.value("replica_max_relative_difference", 0.0), job["nodes"].size());
+                r.value("replica_max_relative_difference", 0.0),
+                r.value("replicas_compared", job["nodes"].size()));
   if (r.contains("samples_per_sec"))
     std::printf("  %.0f samples/s over all nodes, %.1f s of training\n",
                 r.value("samples_per_sec", 0.0), r.value("train_seconds", 0.0));

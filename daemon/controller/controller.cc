@@ -566,6 +566,7 @@ void Controller::finish(JobRecord& job) {
     result.erase("evaluation_part");
     merge_evaluation(job.results, result, job);
     result["replica_max_relative_difference"] = diff;
+    result["replicas_compared"] = job.results.size();  // the nodes that finished, not the lost
     result["lost_nodes"] = job.lost_nodes;
     result["rejoined_nodes"] = job.rejoined_nodes;
     result["joined_nodes"] = job.joined_nodes;

@@ -168,6 +168,9 @@ if [[ $state != succeeded ]]; then
   "$SUBMIT" logs "$id" | grep -E "epoch|lost|diverg|fail" | tail -n 40
 fi
 json kill.json "j['result']['lost_nodes']" | grep -q node-5 || fail "result.lost_nodes lacks node-5"
+# The agreement is over the 8 nodes that finished, and says so.
+[[ $(json kill.json "j['result'].get('replicas_compared')") == 8 ]] ||
+  fail "replicas compared over $(json kill.json "j['result'].get('replicas_compared')") nodes, not the 8 survivors"
 
 if [[ $failures -ne 0 ]]; then
   echo "$failures check(s) failed"
