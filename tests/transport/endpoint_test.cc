@@ -221,7 +221,10 @@ TEST_CASE("AES-256-GCM between nodes that both accept it, XChaCha20-Poly1305 wit
 TEST_CASE("chunks refused by reassembly for want of room are sent again, not lost") {
   EndpointConfig cb = config(2);
   cb.reassembly_bytes = 150 * 1000;  // room for one of the 100 KB messages at a time
-  Endpoint b(cb), a1(config(1)), a3(config(3));
+  // A small window keeps each sender's first burst well inside node 2's socket buffer.
+  EndpointConfig c1 = config(1), c3 = config(3);
+  c1.credit_window = c3.credit_window = 32 * 1024;
+  Endpoint b(cb), a1(c1), a3(c3);
   Inbox at_b;
   b.add_job(kJob);
   for (Endpoint* a : {&a1, &a3}) {
@@ -229,10 +232,16 @@ TEST_CASE("chunks refused by reassembly for want of room are sent again, not los
     b.add_peer(a->node_id(), "127.0.0.1", a->port());
     a->start([](Delivery&&) {});
   }
-  b.start(at_b.handler());
   for (uint64_t m = 1; m <= 12; ++m)
     for (Endpoint* a : {&a1, &a3})
       REQUIRE(a->send(2, kJob, a->node_id(), m, payload(100 * 1000, uint8_t(m))));
+  // Node 2 reads nothing until the first chunks of both senders wait in its socket: whichever
+  // message it takes first holds 100 KB, so the other finds no room. Left to timing, one sender
+  // could finish before the other began and the refusal would never happen (it once did not).
+  auto in_flight = [](Endpoint& a) { return a.counters()[2].in_flight_bytes > 0; };
+  REQUIRE(wait_for([&] { return in_flight(a1) && in_flight(a3); }, 10s,
+                   "both senders' first chunks on their way to node 2"));
+  b.start(at_b.handler());
   REQUIRE(wait_for([&] { return at_b.count() == 24; }, 30s, "all 24 messages at node 2"));
   REQUIRE(at_b.each_once(24));
   // The path under test ran: chunks were refused for room, and came again.
