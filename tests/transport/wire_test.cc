@@ -234,6 +234,29 @@ TEST_CASE("the replay window accepts each counter once, within its window") {
   REQUIRE_FALSE(w.accept(2, 0));
 }
 
+TEST_CASE("the replay window agrees with a plain set of seen counters") {
+  // Counters arrive out of order, repeated, and with jumps of up to twice the window.
+  std::mt19937_64 rng(11);
+  ReplayWindow w;
+  std::set<uint64_t> seen;
+  uint64_t highest = 0;
+  for (int i = 0; i < 200000; ++i) {
+    uint64_t c = highest + 1;
+    switch (rng() % 4) {
+      case 0: c = highest + 1 + rng() % (2 * ReplayWindow::kWindow); break;  // a jump
+      case 1: c = highest - std::min<uint64_t>(highest, rng() % (ReplayWindow::kWindow + 8)); break;
+      default: break;
+    }
+    const bool expected = c != 0 && !seen.count(c) && c + ReplayWindow::kWindow > highest;
+    INFO("counter " << c << " with highest " << highest);
+    REQUIRE(w.accept(1, c) == expected);
+    if (expected) {
+      seen.insert(c);
+      highest = std::max(highest, c);
+    }
+  }
+}
+
 TEST_CASE("the cluster key file: missing, loose permissions, malformed, good") {
   const std::string dir = dtrain::testing::temp_dir();
   const std::string path = dir + "/cluster.key";
