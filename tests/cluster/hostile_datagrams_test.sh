@@ -21,7 +21,7 @@ if ! python3 -c 'import socket; socket.socket(socket.AF_PACKET, socket.SOCK_RAW)
 fi
 
 sed -e 's/workers_per_node: auto/workers_per_node: 1/' -e 's/checkpoint_every: 1000/checkpoint_every: 0/' \
-    -e 's/epochs: 5/epochs: 6/' -e 's/  mesh: plain/  mesh: plain\n  audit_updates: true/' \
+    -e 's/epochs: 5/epochs: 9/' -e 's/  mesh: plain/  mesh: plain\n  audit_updates: true/' \
     "$SPEC" > job.yaml
 "$CLUSTER_TOOL" start 3 "$WORK/c" > start.out || { echo "FAIL: the cluster did not start"; cat start.out; exit 1; }
 source "$WORK/c/env"

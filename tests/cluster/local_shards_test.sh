@@ -79,7 +79,12 @@ shard_spec "$WORK/shards/{node}/train-*.dtb" local-shards-paused > paused.yaml
 id=$("$SUBMIT" paused.yaml --detach) || fail "detached submit of the paused job"
 if wait_epoch "$id" 2 120; then
   kill -STOP "$pid"
-  sleep 3
+  sleep 3  # 1.5x the peer timeout, and until the controller has named it lost (12 s more at most)
+  for _ in $(seq 1 120); do
+    "$SUBMIT" status "$id" --json > lost.json 2> /dev/null
+    json lost.json "j['lost_nodes']" 2> /dev/null | grep -q node-3 && break
+    sleep 0.1
+  done
   kill -CONT "$pid"
 fi
 state=$(wait_job_end "$id" paused.json 300)

@@ -16,6 +16,15 @@ sed -e 's/workers_per_node: auto/workers_per_node: 1/' -e 's/epochs: 5/epochs: 3
 source "$WORK/c/env"
 id=$("$SUBMIT" job.yaml --detach) || fail "detached submit"
 wait_epoch "$id" 1 60 || exit 1
+# Epoch 1 is reported after any node's first step; node-3 must have trained (and sent) some
+# updates itself before it stops, or the report can only say nothing was heard from it.
+for _ in $(seq 1 300); do
+  "$SUBMIT" status "$id" --json > progress.json 2> /dev/null
+  it=$(json progress.json "j['progress'].get('node-3', {}).get('iteration', 0)" 2> /dev/null)
+  [[ ${it:-0} -ge 5 ]] && break
+  sleep 0.1
+done
+[[ ${it:-0} -ge 5 ]] || fail "node-3 reported no 5 iterations within 30 s (at '${it:-none}')"
 pid=$(awk '$2 == "node-3" { print $1 }' "$WORK/c/pids")
 kill -STOP "$pid"
 stopped=$(date +%s.%N)

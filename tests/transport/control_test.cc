@@ -25,6 +25,7 @@
 #include <vector>
 #include <thread>
 
+#include "tests/wait_for.h"
 #include "transport/control/control_connection.h"
 #include "transport/control/control_frames.h"
 #include "transport/control/control_server.h"
@@ -33,6 +34,7 @@
 using namespace dtrain::transport;
 using Clock = std::chrono::steady_clock;
 using Kind = ControlError::Kind;
+using dtrain::testing::wait_for;
 using namespace std::chrono_literals;
 
 namespace {
@@ -317,14 +319,14 @@ TEST_CASE("200 connections in their handshake at once cost no thread and little 
   const int64_t threads_before = thread_count();
   const std::vector<int> fds = hostile_handshakes(server.port());
   CHECK(fds.size() == 200);
-  std::this_thread::sleep_for(500ms);
+  // The 100 that announced a large proof are refused on its length, long before the 5 s
+  // handshake timeout; the half-open rest are still waiting.
+  CHECK(wait_for([&] { return server.refused() == 100; }, 4s, "100 large proofs refused"));
+  CHECK(wait_for([&] { return server.handshaking() == 100; }, 1s, "100 half-open handshakes"));
   INFO("resident memory grew by " << (resident_kib() - before) / 1024 << " MiB");
   CHECK(resident_kib() - before < 50 * 1024);
   CHECK(thread_count() == threads_before);
   CHECK(server.over_limit() == 0);
-  // The 100 that announced a large proof were refused on its length, long before the 5 s
-  // handshake timeout; the half-open rest are still waiting.
-  CHECK(server.refused() == 100);
   auto c = ControlConnection::connect("127.0.0.1", server.port(), key_of(1), 5s);
   c->send({9});
   CHECK(c->receive(5s) == std::vector<uint8_t>{9});
@@ -349,17 +351,18 @@ TEST_CASE("connections over a bound are closed unread, at once; under the bounds
   // Per source: two silent connections from 127.0.0.2 hold its share.
   const int a = raw_connect(server.port(), "127.0.0.2");
   const int b = raw_connect(server.port(), "127.0.0.2");
-  std::this_thread::sleep_for(200ms);
+  REQUIRE(wait_for([&] { return server.handshaking() == 2; }, 5s, "two handshakes under way"));
   CHECK(closed_at_once(raw_connect(server.port(), "127.0.0.2")));
   // In total: one from 127.0.0.3 takes the last handshake; one from 127.0.0.4 is over.
   const int d = raw_connect(server.port(), "127.0.0.3");
-  std::this_thread::sleep_for(200ms);
+  REQUIRE(wait_for([&] { return server.handshaking() == 3; }, 5s, "three handshakes under way"));
   CHECK(closed_at_once(raw_connect(server.port(), "127.0.0.4")));
   CHECK(server.over_limit() == 2);
   close(a);
   close(b);
   close(d);
-  std::this_thread::sleep_for(300ms);  // their handshakes end (refused: no hello)
+  // Their handshakes end (refused: no hello).
+  REQUIRE(wait_for([&] { return server.handshaking() == 0; }, 5s, "the handshakes to end"));
   // Sessions: two clients hold both; a third is closed before its handshake.
   auto c1 = ControlConnection::connect("127.0.0.1", server.port(), key_of(1), 5s);
   auto c2 = ControlConnection::connect("127.0.0.1", server.port(), key_of(1), 5s);
@@ -371,7 +374,7 @@ TEST_CASE("connections over a bound are closed unread, at once; under the bounds
                   ControlError);
   CHECK(server.over_limit() == 3);
   c1.reset();  // one session ends: room for the next client
-  std::this_thread::sleep_for(300ms);
+  REQUIRE(wait_for([&] { return server.sessions() == 1; }, 5s, "c1's session to end"));
   auto c3 = ControlConnection::connect("127.0.0.1", server.port(), key_of(1), 5s);
   c3->send({3});
   CHECK(c3->receive(5s) == std::vector<uint8_t>{3});

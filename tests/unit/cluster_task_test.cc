@@ -411,7 +411,10 @@ TEST_CASE("a node-local evaluation: parts once every node has listed, a lost nod
   for (uint32_t p = 0; p < 4; ++p) whole.merge(part_eval(100, int(p)));
   for (uint32_t p : to_a.task.parts) a.send(id, daemon::JobKind::PartDone, part_done(p, part_eval(100, int(p))));
   b->send(id, daemon::JobKind::PartDone, part_done(3, part_eval(100, 3)));
-  std::this_thread::sleep_for(200ms);  // its report is in before its connection ends
+  // Its report is in before its connection ends.
+  for (int i = 0; i < 250 && t.job(id)["task_parts"]["done"] != 3; ++i)
+    std::this_thread::sleep_for(20ms);
+  REQUIRE(t.job(id)["task_parts"]["done"] == 3);
   b.reset();
   const daemon::JobMessageIn more = a.next();
   REQUIRE(more.kind == daemon::JobKind::Task);

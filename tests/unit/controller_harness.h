@@ -115,8 +115,20 @@ class FakeNode {
     FAIL("node " << node_.name << " got no job message within " << within.count() << " ms");
     return {};
   }
-  // True when the controller sent nothing for `quiet`.
-  bool quiet_for(std::chrono::milliseconds quiet) { return !connection->wait_readable(quiet); }
+  // True when the controller sent nothing for `quiet`. The node heartbeats every 100 ms
+  // meanwhile: with the 600 ms peer timeout some tests use, a wait that a loaded machine
+  // stretches must not get a live node declared lost.
+  bool quiet_for(std::chrono::milliseconds quiet) {
+    const auto end = std::chrono::steady_clock::now() + quiet;
+    for (auto now = std::chrono::steady_clock::now(); now < end;
+         now = std::chrono::steady_clock::now()) {
+      send(0, daemon::JobKind::Heartbeat);
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(end - now);
+      if (connection->wait_readable(std::min<std::chrono::milliseconds>(100ms, left + 1ms)))
+        return false;
+    }
+    return true;
+  }
   void send(uint64_t job_id, daemon::JobKind kind, const daemon::Json& body = {}) {
     connection->send(
         daemon::report_frame(job_id, kind, body.is_null() ? daemon::Json::object() : body));

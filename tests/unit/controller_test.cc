@@ -409,6 +409,7 @@ TEST_CASE("the job's consistent checkpoint is the latest epoch every live node h
   };
   a.send(id, daemon::JobKind::Checkpoint, {{"epoch", 1}, {"path", "m.ckpt-10.dtm"}});
   a.send(id, daemon::JobKind::Checkpoint, {{"epoch", 2}, {"path", "m.ckpt-20.dtm"}});
+  b.send(0, daemon::JobKind::Heartbeat);  // alive through node-a's wait (600 ms timeout)
   CHECK(a.quiet_for(200ms));
   CHECK(consistent() == -1);  // node-b has none yet
   b.send(id, daemon::JobKind::Checkpoint, {{"epoch", 1}, {"path", "m.ckpt-11.dtm"}});
@@ -673,6 +674,7 @@ TEST_CASE("node-local data: the plan is sent once every node listed its files, a
   };
   SECTION("every node listed: each is sent its files; one back is sent its part again") {
     a.send(id, daemon::JobKind::Shards, list("node-a", {0, 1, 2}));
+    b.send(0, daemon::JobKind::Heartbeat);  // alive through node-a's wait (600 ms timeout)
     CHECK(a.quiet_for(200ms));  // node-b's list is still to come
     b.send(id, daemon::JobKind::Shards, list("node-b", {2, 3, 4, 5}));
     const daemon::JobMessageIn pa = a.next(), pb = b.next();

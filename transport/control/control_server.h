@@ -55,6 +55,15 @@ class ControlServer {
   uint64_t refused() const { return refused_; }
   // Connections closed unread because a bound was reached.
   uint64_t over_limit() const { return over_limit_; }
+  // Connections in their handshake now, and authenticated sessions open now.
+  int handshaking() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return handshaking_;
+  }
+  int sessions() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return authenticated_;
+  }
   void stop();
 
  private:
