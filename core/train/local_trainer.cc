@@ -493,6 +493,9 @@ TrainingResult train_local(const JobSpec& job, TrainingListener& listener,
       skip = std::clamp<int64_t>(from->iteration - first_epoch * per_epoch, 0, per_epoch);
     if (skip == per_epoch) ++first_epoch, skip = 0;  // written at its epoch's last minibatch
     for (auto& it : iterations) it = first_epoch * per_epoch + skip;
+    // The skipped minibatches' messages were sent before the checkpoint: under bsp or a bound
+    // every worker would otherwise wait for them forever (a 2-worker resume once hung 10 min).
+    if (skip > 0) gate.resumed_at(first_epoch, skip);
     // The lead worker's sharing state (the others' residuals were not saved: they start empty).
     if (sharing && from->has_sharing) {
       workers[0]->encoder().restore(from->residual, from->tau, from->encoder_steps);

@@ -21,6 +21,15 @@ void StepGate::delivered(int worker, int64_t epoch, int64_t batch) {
   changed_.notify_all();
 }
 
+void StepGate::resumed_at(int64_t epoch, int64_t done) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (int w = 0; w < workers(); ++w)
+      steps_[w][epoch] = std::max(steps_[w][epoch], std::min(done, batches_[w]));
+  }
+  changed_.notify_all();
+}
+
 void StepGate::start_takeover(int64_t epoch, std::vector<int64_t> counts) {
   counts.resize(batches_.size(), 0);
   {

@@ -27,6 +27,10 @@ class StepGate {
   // One step of `worker`'s minibatch `batch` of `epoch` reached the bus (its first segment:
   // a step sends one message per segment). Takeover steps (batch < 0) are counted apart.
   void delivered(int worker, int64_t epoch, int64_t batch);
+  // A run resumed from a checkpoint taken after minibatch `done` of `epoch`: every worker's
+  // first `done` minibatches of that epoch are in (their updates are in the checkpoint), so
+  // nobody waits for messages that will never be sent again.
+  void resumed_at(int64_t epoch, int64_t done);
 
   // Takeover (core/README.md, "Staleness and corrections"): after their own minibatches the
   // survivors of a lost node do its remaining ones, dealt round-robin; counts[w] is how many

@@ -87,6 +87,17 @@ expect_rc 0 "train ck.yaml again from the start" -- "$SUBMIT" --local ck.yaml
 [[ $(ls ck.ckpt-*.dtm | sort | tr '\n' ' ') == "ck.ckpt-100.dtm ck.ckpt-90.dtm ck.ckpt-95.dtm " ]] ||
   fail "after a fresh run: $(ls ck.ckpt-*.dtm | tr '\n' ' ')"
 cmp -s ck.dtm uninterrupted.dtm || fail "a fresh run of ck.yaml differs from the first"
+# Two workers under bsp, resumed in the middle of an epoch: the minibatches before the
+# checkpoint are not waited for again (this once hung until the 10-minute step deadline).
+sed -e 's/epochs: 3, batch_size_per_worker: 16/epochs: 3, batch_size_per_worker: 16, workers_per_node: 2, sync: bsp/' \
+    -e 's/output: {model: demo.dtm}/output: {model: two.dtm, checkpoint_every: 5, keep_checkpoints: 10}/' \
+    job.yaml > two.yaml
+expect_rc 0 "train two workers with checkpoints" -- "$SUBMIT" --local two.yaml
+mid=$(ls two.ckpt-*.dtm | sed -nE 's/two\.ckpt-([0-9]+)\.dtm/\1/p' | awk '$1 % 13 != 0' | sort -n | head -n 1)
+[[ -n $mid ]] || fail "no checkpoint inside an epoch among $(ls two.ckpt-*.dtm | tr '\n' ' ')"
+expect_rc 0 "resume two bsp workers mid-epoch" -- timeout 20 "$SUBMIT" --local two.yaml --resume "two.ckpt-$mid.dtm"
+grep -q "resuming from two.ckpt-$mid.dtm" out.txt || fail "resume line: $(head -n 2 out.txt)"
+grep -q "final evaluation" out.txt || fail "the resumed two-worker run did not finish: $(tail -n 3 out.txt err.txt)"
 expect_rc 2 "resume without checkpoints" -- "$SUBMIT" --local --resume demo.dtm
 grep -q "no checkpoint of demo.dtm" err.txt || fail "no-checkpoint message: $(cat err.txt)"
 expect_rc 2 "resume without --local" -- "$SUBMIT" job.yaml --resume ck.dtm

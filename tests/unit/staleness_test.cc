@@ -81,6 +81,21 @@ TEST_CASE("the step gate waits for minibatches 0..b-K of every live worker") {
   CHECK(async.wait(0, 0, 4, 1ms, never, &waiting));  // async never waits
 }
 
+TEST_CASE("a run resumed after minibatch b of an epoch waits only for the minibatches after b") {
+  StepGate gate(1, {10, 10, 4});
+  std::vector<int> waiting;
+  CHECK_FALSE(gate.wait(0, 3, 6, 1ms, never, &waiting));  // before: 0..5 of both others missing
+  CHECK(waiting == std::vector<int>{1, 2});
+  gate.resumed_at(3, 6);  // minibatches 0..5 of epoch 3 are in the checkpoint
+  CHECK(gate.wait(0, 3, 6, 1ms, never, &waiting));
+  CHECK(gate.steps_in(2, 3) == 4);  // a shard of 4 minibatches is done, not 6
+  CHECK_FALSE(gate.wait(0, 3, 7, 1ms, never, &waiting));  // minibatch 6 must still come
+  CHECK(waiting == std::vector<int>{1});
+  gate.delivered(1, 3, 6);
+  CHECK(gate.wait(0, 3, 7, 1ms, never, &waiting));
+  CHECK(gate.steps_in(0, 2) == 0);  // other epochs untouched
+}
+
 TEST_CASE("takeover steps wait for the other survivors' takeover steps, dealt round-robin") {
   StepGate gate(1, {5, 5, 5, 5});
   std::vector<int> waiting;
