@@ -104,6 +104,7 @@ int run_daemon(const std::string& config_path) {
       control = std::make_unique<transport::ControlServer>(
           config.control_address, config.control_port, clients->lookup(key),
           [&controller](transport::ControlConnection& c) { controller->serve(c); });
+      controller->set_control_port(control->port());
       spdlog::info("controller: control channel on {}:{}", config.control_address, control->port());
       if (!config.controller_named) {  // this daemon's node reaches its own controller
         config.controller_host =

@@ -314,8 +314,11 @@ int run_cluster_cancel(const ClusterArgs& a, const std::string& job) {
   if (!job_id_arg(job, id)) return kExitBadInput;
   try {
     const Json r = call(a, "cancel", id, Json::object());
-    std::printf("job %s: %s\n", job.c_str(),
-                r.value("state", "") == "cancelled" ? "cancelled" : "cancelling");
+    const std::string state = r.value("state", "");
+    if (r.value("already_ended", false))  // the controller left it as it ended
+      std::printf("job %s: already %s, nothing to cancel\n", job.c_str(), state.c_str());
+    else
+      std::printf("job %s: %s\n", job.c_str(), state == "cancelled" ? "cancelled" : "cancelling");
   } catch (const std::exception& e) {
     return report_error(e);
   }

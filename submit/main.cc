@@ -115,7 +115,7 @@ int main(int argc, char** argv) {
     sub->add_option("--connect-timeout-ms", cluster.connect_timeout_ms, "connect deadline");
   }
 
-  auto* validate = app.add_subcommand("validate", "check a job spec and report every problem");
+  auto* validate = app.add_subcommand("validate", "check a job spec: prints the first problem (line, what is wrong, the fix) or that it is valid");
   std::string validate_path;
   validate->add_option("job", validate_path, "job spec (YAML)")->required();
 

@@ -3,9 +3,11 @@
 // worker, then one per epoch per node. The default is an aligned table for people; --csv is
 // for spreadsheets and scripts (a header line, then the steps; the epochs, then the links,
 // each follow after an empty line with their own header); --json is the controller's answer.
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <string>
+#include <vector>
 
 #include "submit/cluster_commands.h"
 #include "submit/controller_client.h"
@@ -22,7 +24,10 @@ std::string cell(const Json& v) {
   if (v.is_null()) return "";
   const double x = v.get<double>();
   char text[32];
-  if (x == std::floor(x) && std::fabs(x) < 1e15) std::snprintf(text, sizeof text, "%.0f", x);
+  // Whole numbers, and large ones such as start_ms (Unix milliseconds), in full: %.6g would
+  // print a timestamp as 1.79574e+12, which says nothing to the millisecond.
+  const bool whole = x == std::floor(x) || std::fabs(x) >= 1e6;
+  if (whole && std::fabs(x) < 1e15) std::snprintf(text, sizeof text, "%.0f", x);
   else std::snprintf(text, sizeof text, "%.6g", x);
   return text;
 }
@@ -40,21 +45,29 @@ void print_csv(const Json& columns, const Json& rows) {
 
 void print_table(const char* title, const Json& columns, const Json& rows) {
   std::printf("%s (%zu rows)\n", title, rows.size());
-  std::string line;
-  for (const auto& c : columns) {
-    char text[40];
-    std::snprintf(text, sizeof text, "%14s", c.get<std::string>().c_str());
-    line += text;
-  }
-  std::printf("%s\n", line.c_str());
-  for (const auto& row : rows) {
-    line.clear();
-    for (const auto& v : row) {
-      char text[40];
-      std::snprintf(text, sizeof text, "%14s", cell(v).c_str());
-      line += text;
+  // Each column as wide as its name or its widest cell, and one space apart: names such as
+  // samples_per_sec are longer than the numbers below them.
+  std::vector<size_t> width;
+  for (const auto& c : columns) width.push_back(std::max<size_t>(10, c.get<std::string>().size()));
+  for (const auto& row : rows)
+    for (size_t i = 0; i < row.size() && i < width.size(); ++i)
+      width[i] = std::max(width[i], cell(row[i]).size());
+  auto print_line = [&](const std::vector<std::string>& cells) {
+    std::string line;
+    for (size_t i = 0; i < cells.size(); ++i) {
+      const size_t w = i < width.size() ? width[i] : cells[i].size();
+      line += (i ? " " : "") + std::string(w > cells[i].size() ? w - cells[i].size() : 0, ' ') +
+              cells[i];
     }
     std::printf("%s\n", line.c_str());
+  };
+  std::vector<std::string> cells;
+  for (const auto& c : columns) cells.push_back(c.get<std::string>());
+  print_line(cells);
+  for (const auto& row : rows) {
+    cells.clear();
+    for (const auto& v : row) cells.push_back(cell(v));
+    print_line(cells);
   }
 }
 

@@ -762,7 +762,11 @@ std::vector<uint8_t> Controller::handle_request(const std::string& kind, uint64_
     if (kind == "logs") return reply_ok({{"id", job_id_text(job.id)}, {"log", job.log}});
     if (kind == "resume") return reply_ok(resume_request(job));
     if (kind == "cancel") {
-      if (job.finished()) return reply_ok(job.to_json());
+      if (job.finished()) {  // left as it ended; the client says so
+        Json j = job.to_json();
+        j["already_ended"] = true;
+        return reply_ok(j);
+      }
       job.cancel_requested = true;
       job.add_log("cancel requested");
       if (!job.task.empty() && job.state == "running") {
@@ -902,7 +906,8 @@ Json Controller::nodes_locked() {
   // What a node or a client must speak to join or talk to this cluster, and where.
   const Json protocol = {{"control_version", transport::kControlVersion},
                          {"wire_version", transport::kWireVersion},
-                         {"control_port", config_.control_port}};
+                         {"control_port", control_port_ ? control_port_.load()
+                                                        : config_.control_port}};
   return {{"nodes", nodes}, {"protocol", protocol}};
 }
 

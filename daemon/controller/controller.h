@@ -3,6 +3,7 @@
 // heartbeats, loss), accepts jobs (the spec validated first), gives each a random 64-bit id, runs
 // one at a time (the others queue), picks its nodes, builds the mesh, starts it on every node,
 // follows it to the end, checks that the replicas agree, and keeps every job on disk.
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -32,6 +33,9 @@ class Controller {
   // Running jobs are cancelled on their nodes; sessions end.
   void stop();
 
+  // The port the control server bound (the configured one may be 0: any free port), for
+  // `nodes --json`; set once, before any connection is served.
+  void set_control_port(uint16_t port) { control_port_ = port; }
   // What `nodes --json` and `status --json` print (the controller's part of /status).
   Json nodes_json();
   Json jobs_json();
@@ -154,6 +158,7 @@ class Controller {
   void save(const JobRecord& job);
 
   DaemonConfig config_;
+  std::atomic<uint16_t> control_port_{0};
   std::string jobs_dir_;
   std::unique_ptr<StatsStore> stats_;  // data_dir/controller/stats.db
   std::mutex mutex_;

@@ -71,8 +71,13 @@ python3 -c "import sys; sys.exit(0 if abs($(json ckpt.json "j['accuracy']") - $e
 "$SUBMIT" logs "$id" | grep -q "checkpoint: every live node has its replica at the end of epoch 8" ||
   fail "the log does not record the last consistent checkpoint"
 "$SUBMIT" logs "$id" | grep -q "epoch 8" || fail "logs lack the epoch lines"
+"$SUBMIT" cancel "$id" > cancel.out 2>&1 && grep -q "already succeeded, nothing to cancel" cancel.out ||
+  fail "cancel of the succeeded job: $(cat cancel.out)"
 "$SUBMIT" nodes --json > nodes.json
 [[ $(json nodes.json "sum(n['state'] == 'alive' for n in j['nodes'])") == 3 ]] || fail "nodes --json"
+# The port the controller bound, not the configured 0 (any free port).
+[[ $(json nodes.json "j['protocol']['control_port']") == "${DTRAIN_CONTROLLER##*:}" ]] ||
+  fail "nodes --json: control_port $(json nodes.json "j['protocol']['control_port']"), bound ${DTRAIN_CONTROLLER##*:}"
 
 echo "== fine-tuning: a job that starts from the cluster's model"
 # One epoch at a learning rate too small to learn: with model.init_from it is at once at the

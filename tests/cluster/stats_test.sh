@@ -68,6 +68,11 @@ nodes=$(sed -n '/^$/q;p' node2.csv | awk -F, 'NR > 1 { print $1 }' | sort -u | t
   fail "--json and --csv disagree on the number of steps"
 "$SUBMIT" stats "$id" | head -n 3 > table.out
 grep -q "^steps (" table.out || fail "the table has no title: $(cat table.out)"
+# Every column name stands apart (samples_per_sec once ran into loss), and no figure is cut to
+# six digits with an exponent (start_ms, Unix milliseconds, once printed as 1.79574e+12).
+[[ $(sed -n 2p table.out | xargs -n 1 | paste -sd,) == "$(head -n 1 stats.csv)" ]] ||
+  fail "the table's header is not the columns: $(sed -n 2p table.out)"
+! sed -n 3p table.out | grep -q "e+" || fail "a figure in exponent form: $(sed -n 3p table.out)"
 "$SUBMIT" stats 00000000deadbeef > missing.out 2>&1; rc=$?
 [[ $rc -eq 2 ]] && grep -q "no job 00000000deadbeef" missing.out ||
   fail "stats of a missing job: exit $rc, $(cat missing.out)"

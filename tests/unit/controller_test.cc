@@ -109,7 +109,7 @@ TEST_CASE("jobs start one at a time in the order submitted; a cancelled queued o
   CHECK(state(t, a) == "running");
   CHECK(state(t, b) == "queued");
   CHECK(state(t, c) == "queued");
-  t.ask("cancel", b);
+  CHECK_FALSE(t.ask("cancel", b).value("already_ended", false));
   CHECK(state(t, b) == "cancelled");
   CHECK(node.quiet_for(300ms));  // nothing else starts while a runs
   end_job(node, a);
@@ -117,6 +117,8 @@ TEST_CASE("jobs start one at a time in the order submitted; a cancelled queued o
   CHECK(m.kind == daemon::JobKind::Start);
   CHECK(m.job_id == c);  // b was cancelled while queued
   CHECK(eventually([&] { return state(t, a) == "failed"; }));
+  CHECK(t.ask("cancel", a).value("already_ended", false));  // an ended job is left as it ended
+  CHECK(state(t, a) == "failed");
   CHECK(t.job(b).at("nodes").empty());
   CHECK(state(t, c) == "running");
 }
