@@ -2,7 +2,9 @@
 // start, or from a checkpoint), evaluate, write the model.
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
+#include <filesystem>
 
 #include "core/spec/job_spec_parser.h"
 #include "core/train/batch_split.h"
@@ -62,6 +64,19 @@ int run_local_training(const LocalTrainArgs& args) {
     place = core::place_local(job);
   } catch (const core::UserError& e) {
     std::fprintf(stderr, "error: %s\n", e.what());
+    return kExitBadInput;
+  }
+  // The model's folder must exist now, not only when the first checkpoint is written an
+  // epoch later.
+  std::string output = args.output.empty() ? options.output_path : args.output;
+  if (output.empty()) output = job.output.model;
+  std::string folder = std::filesystem::path(output).parent_path().string();
+  if (folder.empty()) folder = ".";
+  if (!output.empty() && ::access(folder.c_str(), W_OK) != 0) {
+    std::fprintf(stderr, "error: cannot write the model to %s: the folder %s %s\n"
+                         "fix: create it (mkdir -p %s), or name another file with --output\n",
+                 output.c_str(), folder.c_str(),
+                 errno == ENOENT ? "does not exist" : "is not writable", folder.c_str());
     return kExitBadInput;
   }
   job.training.workers_per_node = place.workers;

@@ -3,7 +3,11 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
+#include <string>
+#include <vector>
 
+#include "core/spec/spec_reader.h"
 #include "submit/cluster_commands.h"
 #include "submit/commands.h"
 #include "submit/exit_codes.h"
@@ -230,6 +234,19 @@ int main(int argc, char** argv) {
   if (train.job_path.empty() && !(local && !train.resume.empty())) {
     std::fprintf(stderr, "%s", app.help().c_str());
     std::fprintf(stderr, "\nerror: no job spec given\n  fix: dtrain-submit --local job.yaml\n");
+    return kExitBadInput;
+  }
+  // A mistyped command reads as a job spec that is not there: say what it looks like.
+  if (!train.job_path.empty() && train.job_path.find_first_of("./") == std::string::npos &&
+      !std::filesystem::exists(train.job_path)) {
+    std::vector<std::string> commands;
+    for (const CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; }))
+      commands.push_back(sub->get_name());
+    const std::string near = dtrain::core::closest(train.job_path, commands);
+    std::fprintf(stderr, "error: '%s' is neither a command nor a job spec file\n  fix: %s\n",
+                 train.job_path.c_str(),
+                 near.empty() ? "dtrain-submit --help lists the commands"
+                              : ("did you mean `dtrain-submit " + near + "`?").c_str());
     return kExitBadInput;
   }
   if (!local) return run_cluster_submit(cluster, train.job_path, detach);

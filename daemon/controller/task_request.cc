@@ -84,9 +84,14 @@ bool inside(const fs::path& path, const fs::path& root) {
 // outside the data directory, or refused naming the setting.
 std::string output_place(const std::string& what, const std::string& path, bool folder,
                          const TaskLimits& limits) {
-  const std::string fix = "write into a folder under one of the controller's task_outputs (" +
-                          std::to_string(limits.output_roots.size()) +
-                          " set in its dtraind.yaml), shared with every node";
+  std::string roots;
+  for (const std::string& root : limits.output_roots) roots += (roots.empty() ? "" : ", ") + root;
+  const std::string fix =
+      limits.output_roots.empty()
+          ? "the controller has no task_outputs: set one in its dtraind.yaml (a folder shared "
+            "with every node)"
+          : "write into a folder under one of the controller's task_outputs (" + roots +
+                "), shared with every node";
   if (path.empty() || path[0] != '/' || has_dot_dot(path))
     refuse(what + " '" + path + "' is not an absolute path without '..'", fix);
   std::error_code ec;

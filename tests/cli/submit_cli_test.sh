@@ -98,6 +98,12 @@ mid=$(ls two.ckpt-*.dtm | sed -nE 's/two\.ckpt-([0-9]+)\.dtm/\1/p' | awk '$1 % 1
 expect_rc 0 "resume two bsp workers mid-epoch" -- timeout 20 "$SUBMIT" --local two.yaml --resume "two.ckpt-$mid.dtm"
 grep -q "resuming from two.ckpt-$mid.dtm" out.txt || fail "resume line: $(head -n 2 out.txt)"
 grep -q "final evaluation" out.txt || fail "the resumed two-worker run did not finish: $(tail -n 3 out.txt err.txt)"
+expect_rc 2 "a mistyped command" -- "$SUBMIT" logz
+grep -q "'logz' is neither a command nor a job spec file" err.txt && grep -q 'did you mean `dtrain-submit logs`' err.txt ||
+  fail "mistyped command: $(cat err.txt)"
+expect_rc 2 "a model into a folder that does not exist" -- "$SUBMIT" --local job.yaml --output nowhere/x.dtm
+grep -q "the folder nowhere does not exist" err.txt && grep -q "mkdir -p nowhere" err.txt ||
+  fail "missing output folder: $(cat err.txt)"
 expect_rc 2 "resume without checkpoints" -- "$SUBMIT" --local --resume demo.dtm
 grep -q "no checkpoint of demo.dtm" err.txt || fail "no-checkpoint message: $(cat err.txt)"
 expect_rc 2 "resume without --local" -- "$SUBMIT" job.yaml --resume ck.dtm
