@@ -165,6 +165,7 @@ int run_cluster_infer(const ClusterArgs& a, const InferArgs& args) {
                   {"key_column", args.key_column}, {"header", args.header},
                   {"batch_size", args.batch_size}, {"output_dir", output_dir},
                   {"keep_parts", args.parts},   {"nodes", args.nodes}};
+  bool created_output = false;  // made here for the controller to check: removed if refused
   try {
     const core::SavedModel saved = core::load_saved_model(model.path);
     request["name"] = saved.spec.name + "-infer";
@@ -175,6 +176,7 @@ int run_cluster_infer(const ClusterArgs& a, const InferArgs& args) {
       throw core::UserError("cannot read '" + args.input + "'",
                             "give --input a path every node reads at the same place");
     std::error_code ec;
+    created_output = !fs::exists(output_dir, ec);
     fs::create_directories(output_dir, ec);
     if (ec || !fs::is_directory(output_dir))
       throw core::UserError("cannot create the folder '" + output_dir + "'",
@@ -184,7 +186,12 @@ int run_cluster_infer(const ClusterArgs& a, const InferArgs& args) {
     return kExitBadInput;
   }
   Json status;
-  return run_task(a, request, model, false, status);
+  const int rc = run_task(a, request, model, false, status);
+  // Refused (the controller may not write there, say): take back the empty folder made above.
+  std::error_code ec;
+  if (rc == kExitBadInput && created_output && fs::is_empty(output_dir, ec) && !ec)
+    fs::remove(output_dir, ec);
+  return rc;
 }
 
 }  // namespace dtrain::submit

@@ -417,7 +417,8 @@ TrainingResult train_local(const JobSpec& job, TrainingListener& listener,
     SharingWorker& sw = *workers.back();
     if (options.message_observer) sw.set_observer(options.message_observer);
     sw.set_wait(exchange ? exchange->wait_deadline() : std::chrono::minutes(10),
-                [&stop, cancel = options.cancel] { return stop || (cancel && *cancel); });
+                [&stop, cancel = options.cancel] { return stop || (cancel && *cancel); },
+                /*all_local=*/!exchange);
     if (exchange)
       sw.set_stall_report(exchange->stall_threshold(),
                           [exchange](std::chrono::milliseconds waited, int64_t epoch,

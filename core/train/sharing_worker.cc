@@ -128,8 +128,11 @@ bool SharingWorker::waited_too_long(const StepGate& gate, const std::vector<int>
                       std::to_string(wait_deadline_.count()) + " ms for the messages of "
                       "workers " + names + " (training.sync allows " +
                       std::to_string(gate.bound()) + " steps of staleness)",
-                  "check the nodes of those workers (dtrain-submit nodes), or use "
-                  "training.sync: async");
+                  all_local_ ? "every worker runs in this process, so nothing should keep "
+                               "them waiting: report it as a dtrain bug with the job spec; "
+                               "training.sync: async does not wait"
+                             : "check the nodes of those workers (dtrain-submit nodes), or use "
+                               "training.sync: async");
 }
 
 bool SharingWorker::step_on(int64_t shard, int64_t num_shards, int64_t batch,

@@ -33,10 +33,13 @@ class SharingWorker {
                 kernels::Backend* backend = nullptr, DataShard data = {});
 
   // How long a step may wait for the others (sync: bsp / bounded) and what ends the wait
-  // early (a stopped or cancelled job: step() then returns false).
-  void set_wait(std::chrono::milliseconds deadline, std::function<bool()> stopped) {
+  // early (a stopped or cancelled job: step() then returns false). `all_local`: every worker
+  // of the job is in this process, so a wait that runs out is no node's fault.
+  void set_wait(std::chrono::milliseconds deadline, std::function<bool()> stopped,
+                bool all_local = false) {
     wait_deadline_ = deadline;
     stopped_ = std::move(stopped);
+    all_local_ = all_local;
   }
   // A step gate wait that passes `after` (and each further `after`) is reported to `stalled`
   // with how long it has waited and whom for; after 0: never.
@@ -99,6 +102,7 @@ class SharingWorker {
   MessageObserver observer_;
   UpdateAudit* audit_ = nullptr;
   std::chrono::milliseconds wait_deadline_{600000};
+  bool all_local_ = false;
   std::function<bool()> stopped_ = [] { return false; };
   std::chrono::milliseconds stall_after_{0};
   Stalled stalled_;

@@ -40,7 +40,11 @@ Json JobRecord::to_json(bool with_log) const {
   j["started_at"] = started_at;
   j["finished_at"] = finished_at;
   j["progress"] = Json::object();
-  for (const auto& [node, p] : progress) j["progress"][node] = p;
+  for (const auto& [node, p] : progress) {
+    j["progress"][node] = p;
+    // Each node's last report stays, but an ended job has nothing left to wait for.
+    if (finished() && p.is_object()) j["progress"][node].erase("eta_seconds");
+  }
   j["result"] = result;
   if (const int64_t epoch = consistent_checkpoint(); epoch >= 0)
     j["checkpoint"] = {{"epoch", epoch}, {"nodes", checkpoints}};

@@ -192,4 +192,12 @@ rc=$?
 "$SUBMIT" infer mlp.dtm --cluster --input nowhere.csv --output "$WORK/x" > missing.out 2>&1
 rc=$?
 [[ $rc -eq 2 ]] && grep -q "cannot read 'nowhere.csv'" missing.out || fail "missing input: exit $rc, $(cat missing.out)"
+# Outside the controller's task_outputs ($WORK): refused naming the folder it allows, and the
+# empty folder made for the check is gone again.
+outside=$(mktemp -u /tmp/dtrain-outside-XXXXXX)
+"$SUBMIT" infer mlp.dtm --cluster --input $FASHION/t10k-images-idx3-ubyte.gz --output "$outside" > outside.out 2>&1
+rc=$?
+[[ $rc -eq 2 ]] && grep -q "not inside a task_outputs folder" outside.out && grep -qF "($WORK)" outside.out ||
+  fail "output outside task_outputs: exit $rc, $(cat outside.out)"
+[[ ! -e $outside ]] || { rmdir "$outside"; fail "the refused infer left the folder $outside behind"; }
 finish "cluster eval test"

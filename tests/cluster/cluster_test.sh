@@ -71,6 +71,8 @@ python3 -c "import sys; sys.exit(0 if abs($(json ckpt.json "j['accuracy']") - $e
 "$SUBMIT" logs "$id" | grep -q "checkpoint: every live node has its replica at the end of epoch 8" ||
   fail "the log does not record the last consistent checkpoint"
 "$SUBMIT" logs "$id" | grep -q "epoch 8" || fail "logs lack the epoch lines"
+[[ $(json job.json "len(j['progress']) == 3 and not any('eta_seconds' in p for p in j['progress'].values())") == True ]] ||
+  fail "the ended job's progress: $(json job.json "j['progress']")"
 "$SUBMIT" cancel "$id" > cancel.out 2>&1 && grep -q "already succeeded, nothing to cancel" cancel.out ||
   fail "cancel of the succeeded job: $(cat cancel.out)"
 "$SUBMIT" nodes --json > nodes.json
