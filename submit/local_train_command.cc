@@ -66,10 +66,10 @@ int run_local_training(const LocalTrainArgs& args) {
     std::fprintf(stderr, "error: %s\n", e.what());
     return kExitBadInput;
   }
+  if (!args.output.empty()) options.output_path = args.output;
   // The model's folder must exist now, not only when the first checkpoint is written an
-  // epoch later.
-  std::string output = args.output.empty() ? options.output_path : args.output;
-  if (output.empty()) output = job.output.model;
+  // epoch later (the trainer's choice: --output, the resumed model, else output.model).
+  const std::string output = options.output_path.empty() ? job.output.model : options.output_path;
   std::string folder = std::filesystem::path(output).parent_path().string();
   if (folder.empty()) folder = ".";
   if (!output.empty() && ::access(folder.c_str(), W_OK) != 0) {
@@ -89,7 +89,6 @@ int run_local_training(const LocalTrainArgs& args) {
   ProgressPrinter printer(stdout, !args.quiet && ::isatty(STDOUT_FILENO));
   core::TrainingListener silent;
   options.threads = args.threads;
-  if (!args.output.empty()) options.output_path = args.output;
   options.gpus = place.gpus;
   core::TrainingResult result;
   try {

@@ -45,29 +45,25 @@ void print_csv(const Json& columns, const Json& rows) {
 
 void print_table(const char* title, const Json& columns, const Json& rows) {
   std::printf("%s (%zu rows)\n", title, rows.size());
+  std::vector<std::vector<std::string>> lines(1);
+  for (const auto& c : columns) lines[0].push_back(c.get<std::string>());
+  for (const auto& row : rows) {
+    lines.emplace_back();
+    for (const auto& v : row) lines.back().push_back(cell(v));
+  }
   // Each column as wide as its name or its widest cell, and one space apart: names such as
   // samples_per_sec are longer than the numbers below them.
-  std::vector<size_t> width;
-  for (const auto& c : columns) width.push_back(std::max<size_t>(10, c.get<std::string>().size()));
-  for (const auto& row : rows)
-    for (size_t i = 0; i < row.size() && i < width.size(); ++i)
-      width[i] = std::max(width[i], cell(row[i]).size());
-  auto print_line = [&](const std::vector<std::string>& cells) {
-    std::string line;
+  std::vector<size_t> width(lines[0].size(), 10);
+  for (const auto& line : lines)
+    for (size_t i = 0; i < line.size() && i < width.size(); ++i)
+      width[i] = std::max(width[i], line[i].size());
+  for (const auto& cells : lines) {
+    std::string text;
     for (size_t i = 0; i < cells.size(); ++i) {
       const size_t w = i < width.size() ? width[i] : cells[i].size();
-      line += (i ? " " : "") + std::string(w > cells[i].size() ? w - cells[i].size() : 0, ' ') +
-              cells[i];
+      text += (i ? " " : "") + std::string(w - std::min(w, cells[i].size()), ' ') + cells[i];
     }
-    std::printf("%s\n", line.c_str());
-  };
-  std::vector<std::string> cells;
-  for (const auto& c : columns) cells.push_back(c.get<std::string>());
-  print_line(cells);
-  for (const auto& row : rows) {
-    cells.clear();
-    for (const auto& v : row) cells.push_back(cell(v));
-    print_line(cells);
+    std::printf("%s\n", text.c_str());
   }
 }
 

@@ -12,6 +12,8 @@
 
 #include <catch2/catch.hpp>
 
+#include "tests/wait_for.h"
+
 #include <chrono>
 #include <fstream>
 #include <sstream>
@@ -151,9 +153,7 @@ void lose_relay(int nodes, const std::string& mode, int signal) {
       if (!std::ifstream(c.dir + "/done." + std::to_string(i)).good()) return false;
     return true;
   };
-  const auto end = killed + std::chrono::seconds(60);
-  while (!all_done() && Clock::now() < end)
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  CHECK(dtrain::testing::wait_for(all_done, std::chrono::seconds(60), "every survivor's done file"));
   const double recovery_ms =
       std::chrono::duration<double, std::milli>(Clock::now() - killed).count();
   const std::vector<int> codes = c.wait_all(std::chrono::seconds(60), /*skip=*/0);

@@ -15,6 +15,7 @@
 #include "daemon/controller/task_results.h"
 #include "daemon/protocol/part_scores.h"
 #include "daemon/protocol/shard_list.h"
+#include "tests/wait_for.h"
 #include "tests/unit/controller_harness.h"
 
 using namespace dtrain;
@@ -348,8 +349,8 @@ TEST_CASE("a node registering again from the same process gets its unfinished pa
   const daemon::JobMessageIn first = a->next();
   REQUIRE(first.task.parts.size() == 4);
   a->send(id, daemon::JobKind::PartDone, part_done(first.task.parts[0], part_eval(30, 0)));
-  for (int i = 0; i < 100 && t.job(id)["task_parts"]["done"] != 1; ++i) std::this_thread::sleep_for(20ms);
-  REQUIRE(t.job(id)["task_parts"]["done"] == 1);  // taken before the node registers again
+  // Taken before the node registers again.
+  REQUIRE(wait_for([&] { return t.job(id)["task_parts"]["done"] == 1; }, 2s, "part 1 counted"));
   FakeNode again(t, node_named("node-a", 1));  // the same boot: a new session of one process
   const daemon::JobMessageIn resent = again.next();
   REQUIRE(resent.kind == daemon::JobKind::Task);
@@ -412,9 +413,7 @@ TEST_CASE("a node-local evaluation: parts once every node has listed, a lost nod
   for (uint32_t p : to_a.task.parts) a.send(id, daemon::JobKind::PartDone, part_done(p, part_eval(100, int(p))));
   b->send(id, daemon::JobKind::PartDone, part_done(3, part_eval(100, 3)));
   // Its report is in before its connection ends.
-  for (int i = 0; i < 250 && t.job(id)["task_parts"]["done"] != 3; ++i)
-    std::this_thread::sleep_for(20ms);
-  REQUIRE(t.job(id)["task_parts"]["done"] == 3);
+  REQUIRE(wait_for([&] { return t.job(id)["task_parts"]["done"] == 3; }, 5s, "3 parts counted"));
   b.reset();
   const daemon::JobMessageIn more = a.next();
   REQUIRE(more.kind == daemon::JobKind::Task);
