@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <filesystem>
 
+#include "core/spec/cluster_rules.h"
 #include "core/spec/job_spec_parser.h"
 #include "core/train/batch_split.h"
 #include "core/train/checkpoints.h"
@@ -134,6 +135,13 @@ int run_validate(const std::string& job_path) {
     core::JobSpec job = core::parse_job_spec_file(job_path);
     std::printf("%s: valid job '%s' (%zu layers, mode %s)\n", job_path.c_str(), job.name.c_str(),
                 job.model.layers.size(), job.training.mode.c_str());
+    try {
+      core::check_cluster_rules(job);
+    } catch (const core::UserError& e) {
+      // Valid for --local; said now so nobody learns it from a refused submit.
+      std::fprintf(stderr, "warning: --local runs it, but a cluster refuses it: %s\n  fix: %s\n",
+                   e.what_happened().c_str(), e.fix().c_str());
+    }
     return kExitSuccess;
   } catch (const core::UserError& e) {
     std::fprintf(stderr, "error: %s\n", e.what());

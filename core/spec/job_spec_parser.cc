@@ -282,6 +282,11 @@ class JobSpecParser {
       t.nodes = all_or_count(node, "nodes", "all", 1 << 16);
     }
     t.workers_per_node = all_or_count(node, "workers_per_node", "auto", 256);
+    if (t.mode == "parameter_averaging" && t.workers_per_node > 1)
+      r_.fail(node["workers_per_node"], p + ".workers_per_node",
+              "parameter_averaging runs one worker per node, but workers_per_node is " +
+                  std::to_string(t.workers_per_node),
+              "set training.workers_per_node: 1 (or auto), or use mode gradient_sharing");
     t.mesh = r_.choice(node, "mesh", p, t.mesh, {"plain", "mesh"});
     if (t.nodes_max > 0 && t.mesh == "mesh")
       r_.fail(node["mesh"], p + ".mesh",

@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "core/eval/evaluation.h"
+#include "core/spec/cluster_rules.h"
 #include "core/spec/job_spec_parser.h"
 #include "core/train/local_trainer.h"
 #include "transport/control/control_connection.h"
@@ -616,15 +617,7 @@ Json Controller::submit(const Json& body) {
   options.check_files = false;  // the nodes check their data files when the job starts
   options.base_dir = body.value("base_dir", ".");
   const core::JobSpec spec = core::parse_job_spec_text(spec_text, source, options);
-  if (!stays_inside(spec.output.model))
-    throw core::UserError("output.model '" + spec.output.model +
-                              "' leaves the daemon's data directory",
-                          "give a relative path without '..' (it is written under the node's "
-                          "data_dir/models/)");
-  if (spec.training.mode == "parameter_averaging" && spec.training.workers_per_node > 1)
-    throw core::UserError("parameter_averaging runs one worker per node, but workers_per_node is " +
-                              std::to_string(spec.training.workers_per_node),
-                          "set training.workers_per_node: 1 (or auto), or use gradient_sharing");
+  core::check_cluster_rules(spec);
   if (const auto refusal = refuse_placement(spec.training, alive_offers()))
     throw core::UserError(refusal->error, refusal->fix);
   JobRecord job;

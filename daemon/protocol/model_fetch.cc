@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "core/util/relative_path.h"
 #include "daemon/protocol/control_messages.h"
 #include "transport/control/control_frames.h"
 
@@ -52,18 +53,11 @@ bool read_chunk(const control::ModelChunk& in, ChunkMessage& out) {
   return true;
 }
 
-bool stays_inside(const std::string& relative) {
-  if (relative.empty() || relative[0] == '/') return false;
-  for (const auto& part : fs::path(relative))
-    if (part == "..") return false;
-  return true;
-}
-
 ChunkMessage read_model_chunk(const std::string& models_dir, const FetchMessage& fetch) {
   ChunkMessage out;
   out.request = fetch.request;
   out.offset = fetch.offset;
-  if (!stays_inside(fetch.path)) {
+  if (!core::stays_inside(fetch.path)) {
     out.error = "the model path '" + fetch.path + "' leaves the models folder";
     return out;
   }

@@ -34,8 +34,6 @@ std::vector<uint8_t> chunk_frame(uint64_t job_id, const ChunkMessage& chunk);
 bool read_fetch(const transport::control::FetchModel& in, FetchMessage& out);
 bool read_chunk(const transport::control::ModelChunk& in, ChunkMessage& out);
 
-// A relative path that stays inside its folder (no '/' at the start, no '..').
-bool stays_inside(const std::string& relative);
 // A node's answer: the chunk of <models_dir>/<fetch.path>, or the error why not.
 ChunkMessage read_model_chunk(const std::string& models_dir, const FetchMessage& fetch);
 // The SHA-256 of a file's content in hex; "" when it cannot be read.

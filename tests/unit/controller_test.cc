@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "tests/unit/controller_harness.h"
+#include "tests/wait_for.h"
 
 using namespace dtrain;
 using namespace dtrain::testing;
@@ -39,16 +40,6 @@ uint64_t submit(ControllerUnderTest& t, const std::string& name, int nodes = 1,
 
 std::string state(ControllerUnderTest& t, uint64_t id) {
   return t.job(id).at("state").get<std::string>();
-}
-
-// Polls `what` until it holds, for at most `within`.
-bool eventually(const std::function<bool()>& what, std::chrono::milliseconds within = 5000ms) {
-  const auto deadline = std::chrono::steady_clock::now() + within;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (what()) return true;
-    std::this_thread::sleep_for(20ms);
-  }
-  return what();
 }
 
 bool alive(ControllerUnderTest& t, const std::string& node) {
@@ -81,10 +72,12 @@ uint64_t submit_text(ControllerUnderTest& t, const std::string& text) {
 // node-a (id 1, boot 1) is silent past the peer timeout while `other` heartbeats, then the same
 // process registers again, still running job `id` (a pause).
 std::unique_ptr<FakeNode> paused_and_back(ControllerUnderTest& t, FakeNode& other, uint64_t id) {
-  CHECK(eventually([&] {
-    other.send(0, daemon::JobKind::Heartbeat);
-    return !alive(t, "node-a");
-  }));
+  CHECK(testing::wait_for(
+      [&] {
+        other.send(0, daemon::JobKind::Heartbeat);
+        return !alive(t, "node-a");
+      },
+      5000ms, "node-a to be lost"));
   daemon::NodeRegistration same = node_named("node-a", 1, /*boot=*/1);
   same.running_jobs = {id};
   return std::make_unique<FakeNode>(t, same);
@@ -116,7 +109,7 @@ TEST_CASE("jobs start one at a time in the order submitted; a cancelled queued o
   m = node.next();
   CHECK(m.kind == daemon::JobKind::Start);
   CHECK(m.job_id == c);  // b was cancelled while queued
-  CHECK(eventually([&] { return state(t, a) == "failed"; }));
+  CHECK(testing::wait_for([&] { return state(t, a) == "failed"; }, 5000ms, "job a to fail"));
   CHECK(t.ask("cancel", a).value("already_ended", false));  // an ended job is left as it ended
   CHECK(state(t, a) == "failed");
   CHECK(t.job(b).at("nodes").empty());
@@ -182,7 +175,8 @@ TEST_CASE("a restarted controller adopts the running job; queued jobs wait; orph
   CHECK(log.find("node-a still trains it: adopted") != std::string::npos);
   CHECK(state(t, running) == "running");
   end_job(node, running);  // its end is what the node reports, as before the restart
-  CHECK(eventually([&] { return state(t, running) == "failed"; }));
+  CHECK(testing::wait_for([&] { return state(t, running) == "failed"; }, 5000ms,
+                          "the running job to fail"));
   CHECK(t.job(running).at("error").get<std::string>().find("ended by the test") !=
         std::string::npos);
   m = node.next();
@@ -212,7 +206,7 @@ TEST_CASE("adoption: a restarted node is offered the rejoin; one that never retu
   }
   SECTION("no node comes back: the job fails at the deadline, it is not left running") {
     CHECK(state(t, id) == "running");
-    CHECK(eventually([&] { return state(t, id) == "failed"; }, 10s));
+    CHECK(testing::wait_for([&] { return state(t, id) == "failed"; }, 10s, "the job to fail"));
     CHECK(t.job(id).at("error").get<std::string>().find("every node of the job was lost") !=
           std::string::npos);
   }
@@ -250,14 +244,16 @@ TEST_CASE("a node registering again while its old session lives replaces that se
   CHECK(b.next().kind == daemon::JobKind::Start);
   SECTION("the same process reconnecting: one member, the old connection closed") {
     FakeNode again(t, node_named("node-a", 1, /*boot=*/1));
-    CHECK(eventually([&] {
-      try {
-        a.connection->receive(100ms);
-        return false;
-      } catch (const transport::ControlError& e) {
-        return e.kind() == transport::ControlError::Kind::kClosed;
-      }
-    }));
+    CHECK(testing::wait_for(
+        [&] {
+          try {
+            a.connection->receive(100ms);
+            return false;
+          } catch (const transport::ControlError& e) {
+            return e.kind() == transport::ControlError::Kind::kClosed;
+          }
+        },
+        5000ms, "node-a's old connection to be closed"));
     CHECK(t.ask("nodes").at("nodes").size() == 2);
     CHECK(alive(t, "node-a"));
     CHECK(t.job(id).at("lost_nodes").empty());
@@ -294,10 +290,12 @@ TEST_CASE("a node back after the job dropped it is taken back in either mode; it
   CHECK(old_part != 0);
   CHECK(b.next().kind == daemon::JobKind::Start);
   // node-a is paused: silent past the peer timeout while node-b heartbeats.
-  CHECK(eventually([&] {
-    b.send(0, daemon::JobKind::Heartbeat);
-    return !alive(t, "node-a");
-  }));
+  CHECK(testing::wait_for(
+      [&] {
+        b.send(0, daemon::JobKind::Heartbeat);
+        return !alive(t, "node-a");
+      },
+      5000ms, "node-a to be lost"));
   CHECK(t.job(id).at("lost_nodes") == daemon::Json({"node-a"}));
   // The same process is back (same boot) and still runs its old part.
   daemon::NodeRegistration same = node_named("node-a", 1, /*boot=*/1);
@@ -340,7 +338,7 @@ TEST_CASE("a node back after the job dropped it is taken back in either mode; it
   CHECK(gone.rejoin.withdrawn);
   // node-b alone decides the job's end.
   end_job(b, id);
-  CHECK(eventually([&] { return state(t, id) == "failed"; }));
+  CHECK(testing::wait_for([&] { return state(t, id) == "failed"; }, 5000ms, "the job to fail"));
   CHECK(t.job(id).at("error").get<std::string>().find("ended by the test") != std::string::npos);
 }
 
@@ -392,7 +390,7 @@ TEST_CASE("every node restarted: the job resumes from its consistent checkpoint,
     const std::string log = t.ask("logs", id).at("log").dump();
     CHECK(log.find("resumes from its checkpoint at the end of epoch 3") != std::string::npos);
   } else {
-    CHECK(eventually([&] { return state(t, id) == "failed"; }));
+    CHECK(testing::wait_for([&] { return state(t, id) == "failed"; }, 5000ms, "the job to fail"));
     CHECK(t.job(id).at("error").get<std::string>().find("every node of the job was lost") !=
           std::string::npos);
   }
@@ -415,16 +413,20 @@ TEST_CASE("the job's consistent checkpoint is the latest epoch every live node h
   CHECK(a.quiet_for(200ms));
   CHECK(consistent() == -1);  // node-b has none yet
   b.send(id, daemon::JobKind::Checkpoint, {{"epoch", 1}, {"path", "m.ckpt-11.dtm"}});
-  CHECK(eventually([&] { return consistent() == 1; }));
+  CHECK(testing::wait_for([&] { return consistent() == 1; }, 5000ms,
+                          "the consistent checkpoint to be epoch 1"));
   b.send(id, daemon::JobKind::Checkpoint, {{"epoch", "two"}});  // malformed: ignored
   b.send(id, daemon::JobKind::Checkpoint, {{"epoch", 2}, {"path", "m.ckpt-21.dtm"}});
-  CHECK(eventually([&] { return consistent() == 2; }));
+  CHECK(testing::wait_for([&] { return consistent() == 2; }, 5000ms,
+                          "the consistent checkpoint to be epoch 2"));
   a.send(id, daemon::JobKind::Checkpoint, {{"epoch", 3}, {"path", "m.ckpt-30.dtm"}});
   // node-b is lost: the live node's newest is the job's.
-  CHECK(eventually([&] {
-    a.send(0, daemon::JobKind::Heartbeat);
-    return consistent() == 3;
-  }));
+  CHECK(testing::wait_for(
+      [&] {
+        a.send(0, daemon::JobKind::Heartbeat);
+        return consistent() == 3;
+      },
+      5000ms, "the consistent checkpoint to be epoch 3"));
   const std::string log = t.ask("logs", id).at("log").dump();
   CHECK(log.find("every live node has its replica at the end of epoch 2") != std::string::npos);
 }
@@ -449,7 +451,7 @@ TEST_CASE("a node cannot report for a job it is not a member of", "[controller]"
   CHECK(log.find("forged") == std::string::npos);
   // The member's own report still counts.
   end_job(member, id);
-  CHECK(eventually([&] { return state(t, id) == "failed"; }));
+  CHECK(testing::wait_for([&] { return state(t, id) == "failed"; }, 5000ms, "the job to fail"));
   CHECK(t.job(id).at("error").get<std::string>().find("ended by the test") != std::string::npos);
 }
 
@@ -524,15 +526,16 @@ TEST_CASE("`resume JOB`: a failed job goes on from its checkpoint on the nodes t
   CHECK(refusal(id).find("only a failed or cancelled job can be resumed") != std::string::npos);
   a->send(id, daemon::JobKind::Checkpoint, {{"epoch", 2}, {"path", "m.ckpt-20.dtm"}});
   b.send(id, daemon::JobKind::Checkpoint, {{"epoch", 2}, {"path", "m.ckpt-21.dtm"}});
-  CHECK(eventually([&] { return t.job(id).value("checkpoint", daemon::Json()).is_object(); }));
+  CHECK(testing::wait_for([&] { return t.job(id).value("checkpoint", daemon::Json()).is_object(); },
+                          5000ms, "the job to list a checkpoint"));
   end_job(*a, id);  // node-a fails: the job fails, node-b is told to stop
   CHECK(b.next().kind == daemon::JobKind::Cancel);
   b.send(id, daemon::JobKind::Failed, {{"rank", 1}, {"error", "cancelled"}, {"cancelled", true}});
-  CHECK(eventually([&] { return state(t, id) == "failed"; }));
+  CHECK(testing::wait_for([&] { return state(t, id) == "failed"; }, 5000ms, "the job to fail"));
   CHECK(t.job(id).at("fix").get<std::string>().find("dtrain-submit resume " +
                                                     daemon::job_id_text(id)) != std::string::npos);
   a.reset();  // node-a is gone; node-b holds the checkpoint too
-  CHECK(eventually([&] { return !alive(t, "node-a"); }));
+  CHECK(testing::wait_for([&] { return !alive(t, "node-a"); }, 5000ms, "node-a to be lost"));
   const daemon::Json queued = t.ask("resume", id);
   CHECK((queued.at("state") == "queued" || queued.at("state") == "running"));
   const daemon::JobMessageIn start = b.next();
@@ -586,15 +589,16 @@ TEST_CASE("elastic membership: starts at min, a later node joins a vacant slot, 
   }
   // Not admitted yet: its failure would not fail the job; once admitted it is a member.
   c.send(id, daemon::JobKind::Rejoined, {{"epoch", 3}, {"from", "node-a"}});
-  CHECK(eventually([&] { return t.job(id).at("joined_nodes") == daemon::Json({"node-c"}); }));
+  CHECK(testing::wait_for([&] { return t.job(id).at("joined_nodes") == daemon::Json({"node-c"}); },
+                          5000ms, "node-c among the joined nodes"));
   CHECK(t.job(id).at("rejoined_nodes").empty());
   a.reset();  // two of three live: at the minimum, the job goes on
-  CHECK(eventually([&] { return !alive(t, "node-a"); }));
+  CHECK(testing::wait_for([&] { return !alive(t, "node-a"); }, 5000ms, "node-a to be lost"));
   CHECK(state(t, id) == "running");
   b.reset();  // one live: below the minimum of 2
   CHECK(c.next().kind == daemon::JobKind::Cancel);
   c.send(id, daemon::JobKind::Failed, {{"rank", 2}, {"error", "cancelled"}, {"cancelled", true}});
-  CHECK(eventually([&] { return state(t, id) == "failed"; }));
+  CHECK(testing::wait_for([&] { return state(t, id) == "failed"; }, 5000ms, "the job to fail"));
   CHECK(t.job(id).at("error").get<std::string>().find("fewer than its minimum of 2") !=
         std::string::npos);
 }
@@ -645,7 +649,8 @@ TEST_CASE("a node that fails to join is withdrawn: the others stop expecting it,
   }
   SECTION("before: neither a rejoin to expect nor one to withdraw") {
     c.send(id, daemon::JobKind::Failed, failure);
-    CHECK(eventually([&] { return t.job(id).at("lost_nodes") == daemon::Json({"node-c"}); }));
+    CHECK(testing::wait_for([&] { return t.job(id).at("lost_nodes") == daemon::Json({"node-c"}); },
+                            5000ms, "node-c among the lost nodes"));
     CHECK(a.quiet_for(300ms));
     CHECK(b.quiet_for(300ms));
   }
@@ -720,7 +725,7 @@ TEST_CASE("node-local data: the plan is sent once every node listed its files, a
     CHECK(b.next().kind == daemon::JobKind::Cancel);
     for (FakeNode* n : {&a, &b})
       n->send(id, daemon::JobKind::Failed, {{"rank", 0}, {"error", "cancelled"}, {"cancelled", true}});
-    CHECK(eventually([&] { return state(t, id) == "failed"; }));
+    CHECK(testing::wait_for([&] { return state(t, id) == "failed"; }, 5000ms, "the job to fail"));
     CHECK(t.job(id).at("error") == "controller: data.train.shards: node-b holds none of the files "
                                    "data.train.shards matches: its workers would have no data");
   }

@@ -4,6 +4,7 @@
 
 #include <regex>
 
+#include "core/spec/cluster_rules.h"
 #include "core/spec/job_spec_parser.h"
 #include "tests/test_util.h"
 
@@ -137,6 +138,10 @@ TEST_CASE("bad specs are refused with location, key and fix") {
        replace(replace(kGood, "input: [2]", "input: [1, 4, 4]"),
                "- dense: {units: 4, activation: relu}", "- convolution: {filters: 2, kernel: 5}"),
        {"model.layers[0]", "does not fit input"}},
+      {"averaging with several workers",
+       replace(kGood, "training:\n", "training:\n  mode: parameter_averaging\n  workers_per_node: 2\n"),
+       {"training.workers_per_node", "one worker per node", "workers_per_node is 2",
+        "fix: set training.workers_per_node: 1"}},
       {"bad enum value", replace(kGood, "training:\n", "training:\n  mode: async\n"),
        {"training.mode", "unknown value 'async'", "gradient_sharing"}},
       {"sparsity bounds reversed",
@@ -341,6 +346,27 @@ TEST_CASE("training.nodes: all, a count, or {min, max} (elastic)") {
   const std::string stops_early = f.error_of(
       nodes_in("{min: 2, max: 3}\n  early_stopping: {metric: loss, patience: 2}"));
   CHECK(stops_early.find("cannot stop early") != std::string::npos);
+}
+
+TEST_CASE("a cluster refuses an output.model outside its data_dir; --local does not") {
+  Fixture f;
+  auto spec_with = [&](const std::string& model) {
+    testing::write_text(f.dir + "/job.yaml", kGood + "output: {model: " + model + "}\n");
+    return core::parse_job_spec_file(f.dir + "/job.yaml");
+  };
+  CHECK_NOTHROW(core::check_cluster_rules(spec_with("demo.dtm")));
+  CHECK_NOTHROW(core::check_cluster_rules(spec_with("runs/a/demo.dtm")));
+  for (const std::string bad : {"../../x.dtm", "runs/../../x.dtm", "/tmp/x.dtm"}) {
+    INFO(bad);
+    const core::JobSpec spec = spec_with(bad);  // the parser takes it: --local writes it there
+    try {
+      core::check_cluster_rules(spec);
+      FAIL("a cluster took output.model " << bad);
+    } catch (const core::UserError& e) {
+      CHECK(e.what_happened().find("leaves the daemon's data directory") != std::string::npos);
+      CHECK(e.fix().find("without '..'") != std::string::npos);
+    }
+  }
 }
 
 }  // namespace dtrain

@@ -1,0 +1,15 @@
+#include "core/spec/cluster_rules.h"
+
+#include "core/util/error.h"
+#include "core/util/relative_path.h"
+
+namespace dtrain::core {
+
+void check_cluster_rules(const JobSpec& spec) {
+  if (!stays_inside(spec.output.model))
+    throw UserError("output.model '" + spec.output.model + "' leaves the daemon's data directory",
+                    "give a relative path without '..' (a cluster writes it under each node's "
+                    "data_dir/models/)");
+}
+
+}  // namespace dtrain::core
