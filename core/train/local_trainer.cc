@@ -388,11 +388,12 @@ TrainingResult train_local(const JobSpec& job, TrainingListener& listener,
   const std::vector<std::unique_ptr<kernels::Backend>> gpu_backends =
       make_gpu_backends(options.gpus, num_workers, job.training.precision);
   // GPU to GPU between this node's GPU workers where a device group forms (NCCL), else host
-  // memory; the result says which. Undelivered messages (and their device buffers) go before
-  // the group and the backends do.
+  // memory; the result says which. One GPU worker shares with no other GPU, so it forms no group
+  // (NCCL would only add its start-up, and a risk, to every single-GPU job). Undelivered messages
+  // (and their device buffers) go before the group and the backends do.
   std::string gpu_sharing_text;
   std::unique_ptr<GpuSharing> gpu_sharing;
-  if (sharing && !gpu_backends.empty()) {
+  if (sharing && gpu_backends.size() > 1) {
     std::vector<kernels::Backend*> ranks;
     for (const auto& b : gpu_backends) ranks.push_back(b.get());
     gpu_sharing = make_gpu_sharing(ranks, &gpu_sharing_text);

@@ -24,7 +24,9 @@ struct NcclApi {
   ncclResult_t (*group_start)() = nullptr;
   ncclResult_t (*group_end)() = nullptr;
   const char* (*error_string)(ncclResult_t) = nullptr;
-  ncclResult_t (*comm_abort)(ncclComm_t) = nullptr;  // optional (NCCL 2.4+)
+  ncclResult_t (*comm_abort)(ncclComm_t) = nullptr;
+  ncclResult_t (*comm_async_error)(ncclComm_t, ncclResult_t*) = nullptr;
+  const char* (*last_error)(ncclComm_t) = nullptr;  // optional (NCCL 2.13+): the detail
   int version = 0;
 };
 
@@ -53,10 +55,12 @@ const NcclApi* nccl_api(std::string* why) {
                     resolve(lib, "ncclAllGather", &api.all_gather) &&
                     resolve(lib, "ncclGroupStart", &api.group_start) &&
                     resolve(lib, "ncclGroupEnd", &api.group_end) &&
-                    resolve(lib, "ncclGetErrorString", &api.error_string);
-    resolve(lib, "ncclCommAbort", &api.comm_abort);
+                    resolve(lib, "ncclGetErrorString", &api.error_string) &&
+                    resolve(lib, "ncclCommAbort", &api.comm_abort) &&
+                    resolve(lib, "ncclCommGetAsyncError", &api.comm_async_error);
+    resolve(lib, "ncclGetLastError", &api.last_error);
     if (!ok || api.get_version(&api.version) != ncclSuccess) {
-      failure = "libnccl.so.2 lacks the calls dtrain needs (NCCL 2.x): update NCCL";
+      failure = "libnccl.so.2 lacks the calls dtrain needs (NCCL 2.4 or later): update NCCL";
       api.get_version = nullptr;
     }
   });
@@ -67,7 +71,10 @@ const NcclApi* nccl_api(std::string* why) {
 
 void check(const NcclApi& api, ncclResult_t status, const char* call) {
   if (status == ncclSuccess) return;
-  throw CudaError(std::string(call) + " failed: " + api.error_string(status) +
+  std::string detail = api.error_string(status);
+  const char* last = api.last_error ? api.last_error(nullptr) : nullptr;
+  if (last && *last) detail += " (" + std::string(last) + ")";
+  throw CudaError(std::string(call) + " failed: " + detail +
                   "; fix: check the GPUs with nvidia-smi and NCCL_DEBUG=WARN, or run one "
                   "worker per node (sharing then needs no NCCL)");
 }
@@ -159,13 +166,17 @@ class NcclGroup final : public DeviceGroup {
       abort();
       throw;
     }
-    check(api_, api_.group_end(), "ncclGroupEnd");
+    const ncclResult_t ended = api_.group_end();
+    if (ended != ncclSuccess) abort();  // ranks whose part was launched would spin on
+    check(api_, ended, "ncclGroupEnd");
     wait_all();
   }
 
  private:
-  // Polls every rank's stream until done or kRoundDeadline; on an error or the deadline the
-  // communicators are aborted (their kernels stop) and the round fails.
+  // Polls every rank's stream until done or kRoundDeadline, and its communicator for an
+  // asynchronous error (a failed peer or link, which would otherwise show only as the
+  // deadline); on an error or the deadline the communicators are aborted (their kernels stop)
+  // and the round fails.
   void wait_all() {
     const auto deadline = std::chrono::steady_clock::now() + kRoundDeadline;
     for (size_t r = 0; r < devices_.size(); ++r) {
@@ -176,6 +187,12 @@ class NcclGroup final : public DeviceGroup {
         if (e != cudaErrorNotReady) {
           abort();
           DTRAIN_CUDA_CALL(e);
+        }
+        ncclResult_t async = ncclSuccess;
+        const ncclResult_t asked = api_.comm_async_error(comms_[r], &async);
+        if (asked != ncclSuccess || (async != ncclSuccess && async != ncclInProgress)) {
+          abort();
+          check(api_, asked != ncclSuccess ? asked : async, "an NCCL all-gather between GPUs");
         }
         if (std::chrono::steady_clock::now() > deadline) {
           abort();
@@ -192,7 +209,7 @@ class NcclGroup final : public DeviceGroup {
     if (aborted_) return;
     aborted_ = true;
     for (ncclComm_t& c : comms_)
-      if (c && api_.comm_abort) {
+      if (c) {
         api_.comm_abort(c);
         c = nullptr;
       }

@@ -120,7 +120,7 @@ TEST_CASE("two workers on one GPU share updates and their replicas agree") {
 
 // Issue 16: the workers of one node share GPU to GPU (NCCL's all-gather; the emulated group
 // here), and the replicas agree as they do through host memory. On a machine with one real GPU
-// the group is a communicator of one (nothing to deliver, but it must form).
+// one worker forms no group (tests/unit/gpu_sharing_test forms NCCL's communicator of one).
 TEST_CASE("GPU workers share GPU to GPU, or through host memory without NCCL, and agree") {
   const bool real = real_gpu();
   core::JobSpec job = core::parse_job_spec_file("configs/fashion-mnist-mlp.yaml");
@@ -138,9 +138,9 @@ TEST_CASE("GPU workers share GPU to GPU, or through host memory without NCCL, an
   };
   if (real) {
     const core::TrainingResult one = run({0}, nullptr);
-    std::cout << "one GPU: " << one.gpu_sharing << "\n";
-    CHECK(one.gpu_sharing.rfind("nccl ", 0) == 0);
-    CHECK(one.gpu_sharing.find("between GPU 0") != std::string::npos);
+    std::cout << "one GPU: sharing '" << one.gpu_sharing << "'\n";
+    CHECK(one.workers == 1);
+    CHECK(one.gpu_sharing.empty());
     return;
   }
   setenv("DTRAIN_EMULATED_GPUS", "2", 1);

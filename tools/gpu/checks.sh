@@ -37,11 +37,18 @@ datasets=/usr/share/datasets/fashion-mnist
 if [[ ! -f $datasets/t10k-labels-idx1-ubyte.gz && -n $DATA ]]; then
   mkdir -p "$datasets" && cp "$DATA"/*.gz "$datasets/"
 fi
-cudnn_dir=$(python3 -c 'import nvidia.cudnn, os; print(os.path.join(os.path.dirname(nvidia.cudnn.__file__), "lib"))' 2>/dev/null)
-cublas_dir=$(python3 -c 'import nvidia.cublas, os; print(os.path.join(os.path.dirname(nvidia.cublas.__file__), "lib"))' 2>/dev/null)
-nccl_dir=$(python3 -c 'import nvidia.nccl, os; print(os.path.join(os.path.dirname(nvidia.nccl.__file__), "lib"))' 2>/dev/null)
+# A wheel's lib folder. __path__, not __file__: nvidia-nccl's wheel is a namespace package.
+wheel_lib() {
+  python3 -c "import importlib, os; m = importlib.import_module('nvidia.$1'); print(os.path.join(list(m.__path__)[0], 'lib'))" 2>/dev/null
+}
+cudnn_dir=$(wheel_lib cudnn); cublas_dir=$(wheel_lib cublas); nccl_dir=$(wheel_lib nccl)
 export LD_LIBRARY_PATH=$ROOT/lib:/usr/local/cuda/lib64:${cudnn_dir:-}:${cublas_dir:-}:${nccl_dir:-}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
+# libnccl is opened at run time (dlopen), so ldd below cannot tell whether it will load.
+python3 -c "import ctypes; ctypes.CDLL('libnccl.so.2')" 2>/dev/null &&
+  echo "libnccl.so.2 loads (${nccl_dir:-system})" ||
+  echo "libnccl.so.2 does not load: GPU sharing will use host memory (nccl wheel lib: '${nccl_dir:-}')"
+export NCCL_DEBUG=${NCCL_DEBUG:-WARN}  # a failed NCCL call then says why in the check's log
 for b in "$BIN"/*; do
   missing=$(ldd "$b" | grep 'not found') && { echo "$(basename "$b") cannot load: $missing"; }
 done
