@@ -345,6 +345,7 @@ std::vector<std::unique_ptr<kernels::Backend>> make_gpu_backends(const std::vect
 
 int resolve_workers_per_node(const JobSpec& job) {
   if (job.training.workers_per_node > 0) return static_cast<int>(job.training.workers_per_node);
+  if (job.training.mode == "parameter_averaging") return 1;  // it averages one worker per node
   const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
   return static_cast<int>(std::min(cores, 8u));
 }

@@ -142,6 +142,7 @@ struct LocalTrainingOptions {
 
 // workers_per_node resolved for this machine: the spec's number, or for `auto` one worker per
 // core (up to 8): small models scale better across replicas than across threads of one GEMM.
+// Parameter averaging runs one worker per node, so its `auto` is 1.
 int resolve_workers_per_node(const JobSpec& job);
 
 TrainingResult train_local(const JobSpec& job, TrainingListener& listener,

@@ -6,9 +6,12 @@ namespace dtrain::core {
 
 bool stays_inside(const std::string& relative) {
   if (relative.empty() || relative[0] == '/') return false;
-  for (const auto& part : std::filesystem::path(relative))
+  const std::filesystem::path path(relative);
+  for (const auto& part : path)
     if (part == "..") return false;
-  return true;
+  // It names a file: not the folder itself ("."), nor a folder ("x/").
+  const std::string last = path.filename().string();
+  return !last.empty() && last != ".";
 }
 
 }  // namespace dtrain::core

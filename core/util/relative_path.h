@@ -5,7 +5,8 @@
 
 namespace dtrain::core {
 
-// A relative path that stays inside its folder: not empty, no '/' at the start, no '..' part.
+// A relative path to a file that stays inside its folder: not empty, no '/' at the start, no
+// '..' part, and not ending in '/' or '.'.
 bool stays_inside(const std::string& relative);
 
 }  // namespace dtrain::core

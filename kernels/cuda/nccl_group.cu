@@ -72,8 +72,10 @@ const NcclApi* nccl_api(std::string* why) {
 void check(const NcclApi& api, ncclResult_t status, const char* call) {
   if (status == ncclSuccess) return;
   std::string detail = api.error_string(status);
+  // One process-wide buffer, never cleared: it may describe an earlier warning, so it is
+  // labelled as what it is.
   const char* last = api.last_error ? api.last_error(nullptr) : nullptr;
-  if (last && *last) detail += " (" + std::string(last) + ")";
+  if (last && *last) detail += " (NCCL's last warning: " + std::string(last) + ")";
   throw CudaError(std::string(call) + " failed: " + detail +
                   "; fix: check the GPUs with nvidia-smi and NCCL_DEBUG=WARN, or run one "
                   "worker per node (sharing then needs no NCCL)");
@@ -188,12 +190,7 @@ class NcclGroup final : public DeviceGroup {
           abort();
           DTRAIN_CUDA_CALL(e);
         }
-        ncclResult_t async = ncclSuccess;
-        const ncclResult_t asked = api_.comm_async_error(comms_[r], &async);
-        if (asked != ncclSuccess || (async != ncclSuccess && async != ncclInProgress)) {
-          abort();
-          check(api_, asked != ncclSuccess ? asked : async, "an NCCL all-gather between GPUs");
-        }
+        check_async_errors();
         if (std::chrono::steady_clock::now() > deadline) {
           abort();
           throw CudaError("an NCCL all-gather between GPUs did not finish within 60 s (GPU " +
@@ -203,6 +200,17 @@ class NcclGroup final : public DeviceGroup {
         }
         std::this_thread::sleep_for(std::chrono::microseconds(20));
       }
+    }
+  }
+  // Every rank's communicator, not only the one waited on: a failed later rank leaves the
+  // earlier ones spinning with nothing to report.
+  void check_async_errors() {
+    for (ncclComm_t c : comms_) {
+      ncclResult_t async = ncclSuccess;
+      const ncclResult_t asked = api_.comm_async_error(c, &async);
+      if (asked == ncclSuccess && (async == ncclSuccess || async == ncclInProgress)) continue;
+      abort();
+      check(api_, asked != ncclSuccess ? asked : async, "an NCCL all-gather between GPUs");
     }
   }
   void abort() {

@@ -102,12 +102,15 @@ expect_rc 0 "validate a good spec" -- "$SUBMIT" validate job.yaml
 grep -q "valid job 'csv-demo'" out.txt && [[ ! -s err.txt ]] || fail "validate: $(cat out.txt err.txt)"
 sed 's#model: demo.dtm#model: ../../x.dtm#' job.yaml > outside.yaml
 expect_rc 0 "validate a spec only --local can run" -- "$SUBMIT" validate outside.yaml
-grep -q "a cluster refuses it: output.model '../../x.dtm' leaves" err.txt ||
+grep -q "a cluster refuses it: output.model '../../x.dtm' is not a file path inside" err.txt ||
   fail "validate did not warn of the cluster's refusal: $(cat err.txt)"
 sed 's#training: {#training: {mode: parameter_averaging, workers_per_node: 2, #' job.yaml > avg.yaml
 expect_rc 2 "validate averaging over two workers" -- "$SUBMIT" validate avg.yaml
 grep -q "training.workers_per_node" err.txt && grep -q "one worker per node" err.txt ||
   fail "averaging with two workers: $(cat err.txt)"
+sed 's#training: {#training: {mode: parameter_averaging, workers_per_node: auto, #' job.yaml | sed 's#model: demo.dtm#model: avg.dtm#' > avg_auto.yaml
+expect_rc 0 "parameter averaging with workers_per_node: auto (one worker) --local" -- "$SUBMIT" --local avg_auto.yaml
+grep -q "final evaluation" out.txt || fail "averaging under auto did not train: $(tail -n 3 out.txt err.txt)"
 expect_rc 2 "a mistyped command" -- "$SUBMIT" logz
 grep -q "'logz' is neither a command nor a job spec file" err.txt && grep -q 'did you mean `dtrain-submit logs`' err.txt ||
   fail "mistyped command: $(cat err.txt)"

@@ -132,7 +132,7 @@ grep -q "does not use this cluster key" err.txt || { fail "wrong key message"; c
 sed 's/model: cluster-test.dtm/model: ..\/..\/escape.dtm/' job.yaml > escape.yaml
 "$SUBMIT" escape.yaml > out.txt 2> err.txt
 [[ $? -eq 2 ]] || fail "escaping output: exit code"
-grep -q "leaves the daemon's data directory" err.txt || { fail "escaping output message"; cat err.txt; }
+grep -q "is not a file path inside the daemon's data directory" err.txt || { fail "escaping output message"; cat err.txt; }
 printf 'name: [broken\n' > broken.yaml
 "$SUBMIT" broken.yaml > out.txt 2> err.txt
 [[ $? -eq 2 ]] || fail "malformed spec: exit code"

@@ -9,8 +9,8 @@
 #   messages; the job succeeds, its replicas agree across devices within 1e-5 and every node
 #   applied the same updates exactly once;
 # - `device: gpu` on all three nodes is refused at submit, naming the nodes without a GPU and
-#   the fix; on one node it runs there, on the GPU, and its log says how the GPU workers share
-#   (a device group of one);
+#   the fix; on one node it runs there, on the GPU, and its one GPU worker forms no device
+#   group (its log says nothing of sharing between GPUs);
 # - `--local` with `device: gpu` on a machine without a GPU is refused with the fix, and
 #   dtraind refuses to start with a GPU in `gpus:` that the machine lacks.
 # Every wait has a deadline and says what it was waiting for.
@@ -107,6 +107,7 @@ run_job gpu_one.yaml gpu_one || { fail "gpu_one: submit exited $?"; tail -n 20 g
   fail "gpu_one ran on $(json gpu_one.json "j['result']['devices']")"
 # Its one GPU worker has no other GPU to share with: it forms no device group (no NCCL start-up
 # in a single-GPU job), and the job log claims none.
+grep -q "job succeeded" gpu_one.log || fail "gpu_one's log is not the whole job log: $(tail -n 3 gpu_one.log)"
 if grep -q "sharing between this node's GPU workers" gpu_one.log; then
   fail "gpu_one formed a device group for one GPU worker"; grep -i sharing gpu_one.log
 fi

@@ -140,6 +140,7 @@ TEST_CASE("GPU workers share GPU to GPU, or through host memory without NCCL, an
     const core::TrainingResult one = run({0}, nullptr);
     std::cout << "one GPU: sharing '" << one.gpu_sharing << "'\n";
     CHECK(one.workers == 1);
+    CHECK(one.device == "gpu 0");
     CHECK(one.gpu_sharing.empty());
     return;
   }

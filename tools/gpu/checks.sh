@@ -38,16 +38,18 @@ if [[ ! -f $datasets/t10k-labels-idx1-ubyte.gz && -n $DATA ]]; then
   mkdir -p "$datasets" && cp "$DATA"/*.gz "$datasets/"
 fi
 # A wheel's lib folder. __path__, not __file__: nvidia-nccl's wheel is a namespace package.
-wheel_lib() {
-  python3 -c "import importlib, os; m = importlib.import_module('nvidia.$1'); print(os.path.join(list(m.__path__)[0], 'lib'))" 2>/dev/null
+wheel_lib() {  # the first of the package's folders that has a lib/ (a namespace may span several)
+  python3 -c "import importlib, os; m = importlib.import_module('nvidia.$1'); print(next(os.path.join(p, 'lib') for p in m.__path__ if os.path.isdir(os.path.join(p, 'lib'))))" 2>/dev/null
 }
 cudnn_dir=$(wheel_lib cudnn); cublas_dir=$(wheel_lib cublas); nccl_dir=$(wheel_lib nccl)
 export LD_LIBRARY_PATH=$ROOT/lib:/usr/local/cuda/lib64:${cudnn_dir:-}:${cublas_dir:-}:${nccl_dir:-}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
 # libnccl is opened at run time (dlopen), so ldd below cannot tell whether it will load.
-python3 -c "import ctypes; ctypes.CDLL('libnccl.so.2')" 2>/dev/null &&
-  echo "libnccl.so.2 loads (${nccl_dir:-system})" ||
+if python3 -c "import ctypes; ctypes.CDLL('libnccl.so.2')" 2>/dev/null; then
+  echo "libnccl.so.2 loads (${nccl_dir:-system})"
+else
   echo "libnccl.so.2 does not load: GPU sharing will use host memory (nccl wheel lib: '${nccl_dir:-}')"
+fi
 export NCCL_DEBUG=${NCCL_DEBUG:-WARN}  # a failed NCCL call then says why in the check's log
 for b in "$BIN"/*; do
   missing=$(ldd "$b" | grep 'not found') && { echo "$(basename "$b") cannot load: $missing"; }
