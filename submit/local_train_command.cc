@@ -139,7 +139,7 @@ int run_validate(const std::string& job_path) {
       core::check_cluster_rules(job);
     } catch (const core::UserError& e) {
       // Valid for --local; said now so nobody learns it from a refused submit.
-      std::fprintf(stderr, "warning: --local runs it, but a cluster refuses it: %s\n  fix: %s\n",
+      std::fprintf(stderr, "warning: a cluster refuses it: %s\n  fix: %s\n",
                    e.what_happened().c_str(), e.fix().c_str());
     }
     return kExitSuccess;
