@@ -138,7 +138,7 @@ int run_validate(const std::string& job_path) {
     try {
       core::check_cluster_rules(job);
     } catch (const core::UserError& e) {
-      // Valid for --local; said now so nobody learns it from a refused submit.
+      // The spec parses; said now so nobody learns it from a refused submit.
       std::fprintf(stderr, "warning: a cluster refuses it: %s\n  fix: %s\n",
                    e.what_happened().c_str(), e.fix().c_str());
     }
