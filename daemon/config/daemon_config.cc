@@ -15,7 +15,7 @@ using core::SpecReader;
 // "host:port" (port required).
 void host_port(const SpecReader& r, const YAML::Node& map, const std::string& key,
                std::string& host, uint16_t& port) {
-  const std::string value = r.text(map, key, key, host + ":" + std::to_string(port));
+  const std::string value = r.text(map, key, "", host + ":" + std::to_string(port));
   const size_t colon = value.rfind(':');
   int64_t p = -1;
   if (colon != std::string::npos && colon > 0) {
@@ -84,7 +84,7 @@ DaemonConfig parse_daemon_config(const std::string& text, const std::string& sou
                           "task_outputs"});
   char host[256] = "dtrain-node";
   gethostname(host, sizeof host - 1);
-  c.name = r.text(root, "name", "name", std::string(host));
+  c.name = r.text(root, "name", "", std::string(host));
   if (c.name.empty() || c.name.size() > 64)
     r.fail(root["name"], "name", "the node name must be 1 to 64 characters",
            "use the host name or a short label such as node-a");
@@ -102,9 +102,9 @@ DaemonConfig parse_daemon_config(const std::string& text, const std::string& sou
         r.fail(role, "roles", "unknown role '" + name + "'", "roles are node and controller");
     }
   }
-  c.data_dir = r.text(root, "data_dir", "data_dir", c.data_dir);
-  c.key_file = r.text(root, "key_file", "key_file", c.key_file);
-  c.clients_dir = r.text(root, "clients_dir", "clients_dir", c.clients_dir);
+  c.data_dir = r.text(root, "data_dir", "", c.data_dir);
+  c.key_file = r.text(root, "key_file", "", c.key_file);
+  c.clients_dir = r.text(root, "clients_dir", "", c.clients_dir);
   if (const YAML::Node outputs = root["task_outputs"]) {
     if (!outputs.IsSequence())
       r.fail(outputs, "task_outputs", "task_outputs must be a list of folders",
@@ -120,35 +120,36 @@ DaemonConfig parse_daemon_config(const std::string& text, const std::string& sou
   host_port(r, root, "controller", c.controller_host, c.controller_port);
   c.controller_named = bool(root["controller"]);
   auto port = [&](const YAML::Node& map, const std::string& path, uint16_t fallback) {
-    return static_cast<uint16_t>(r.integer(map, "port", path + ".port", fallback, 0, 65535));
+    return static_cast<uint16_t>(r.integer(map, "port", path, fallback, 0, 65535));
   };
   if (const YAML::Node n = root["control"]) {
     r.expect_map(n, "control", {"address", "port"});
-    c.control_address = r.text(n, "address", "control.address", c.control_address);
+    c.control_address = r.text(n, "address", "control", c.control_address);
     c.control_port = port(n, "control", c.control_port);
   }
   if (const YAML::Node n = root["data"]) {
-    r.expect_map(n, "data", {"network", "interface", "port", "allow_loopback", "reassembly_mb"});
+    r.expect_map(n, "data", {"network", "interface", "port", "allow_loopback", "reassembly_mb",
+                         "tag_threads"});
     if (n["network"] && n["interface"])
       r.fail(n, "data", "give data.network or data.interface, not both",
              "keep the one that identifies the cluster network");
-    c.data_network = r.text(n, n["interface"] ? "interface" : "network",
-                            n["interface"] ? "data.interface" : "data.network", "");
-    c.data_allow_excluded = r.boolean(n, "allow_loopback", "data.allow_loopback", false);
+    c.data_network = r.text(n, n["interface"] ? "interface" : "network", "data", "");
+    c.data_allow_excluded = r.boolean(n, "allow_loopback", "data", false);
     c.data_port = port(n, "data", c.data_port);
     c.data_reassembly_mb =
-        r.integer(n, "reassembly_mb", "data.reassembly_mb", c.data_reassembly_mb, 1, 1 << 20);
+        r.integer(n, "reassembly_mb", "data", c.data_reassembly_mb, 1, 1 << 20);
+    c.data_tag_threads = r.integer(n, "tag_threads", "data", c.data_tag_threads, 0, 64);
   }
   if (const YAML::Node n = root["http"]) {
     r.expect_map(n, "http", {"address", "port"});
-    c.http_address = r.text(n, "address", "http.address", c.http_address);
+    c.http_address = r.text(n, "address", "http", c.http_address);
     c.http_port = port(n, "http", c.http_port);
   }
-  c.threads = r.integer(root, "threads", "threads", c.threads, 0, 4096);
+  c.threads = r.integer(root, "threads", "", c.threads, 0, 4096);
   parse_gpus(r, root, c);
-  c.heartbeat_ms = r.integer(root, "heartbeat_ms", "heartbeat_ms", c.heartbeat_ms, 50, 60000);
+  c.heartbeat_ms = r.integer(root, "heartbeat_ms", "", c.heartbeat_ms, 50, 60000);
   c.peer_timeout_ms =
-      r.integer(root, "peer_timeout_ms", "peer_timeout_ms", c.peer_timeout_ms, 500, 600000);
+      r.integer(root, "peer_timeout_ms", "", c.peer_timeout_ms, 500, 600000);
   if (c.peer_timeout_ms < 2 * c.heartbeat_ms)
     r.fail(root["peer_timeout_ms"], "peer_timeout_ms",
            "peer_timeout_ms must be at least twice heartbeat_ms",

@@ -42,6 +42,9 @@ struct DaemonConfig {
   // Memory for messages being reassembled, shared fairly between the peers sending them; a
   // message larger than it (a snapshot or an averaging round's parameters) cannot arrive.
   int64_t data_reassembly_mb = 512;
+  // Threads beside the data channel's I/O thread that seal and check datagram tags
+  // (transport::EndpointConfig::tag_threads): for nodes with cores to spare on a fast link.
+  int64_t data_tag_threads = 0;
   std::string http_address = "127.0.0.1";
   uint16_t http_port = 7080;
   int64_t threads = 0;  // compute threads for jobs on this node; 0 = every core

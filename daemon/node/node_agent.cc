@@ -58,6 +58,7 @@ NodeAgent::NodeAgent(const DaemonConfig& config, const transport::ClusterKey& ke
   ec_config.peer_timeout = std::chrono::milliseconds(config_.peer_timeout_ms);
   ec_config.heartbeat_interval = std::chrono::milliseconds(config_.heartbeat_ms);
   ec_config.reassembly_bytes = size_t(config_.data_reassembly_mb) << 20;
+  ec_config.tag_threads = size_t(config_.data_tag_threads);
   channel_ = std::make_unique<DataChannel>(ec_config);
   spdlog::info("node {} (id {}): data channel on interface {} ({}:{})", config_.name, node_id_,
                chosen.name, address_, channel_->endpoint().port());

@@ -6,14 +6,17 @@
 # - each node's /metrics answers 200 throughout;
 # - the refusals are counted under their reasons: replays at another node as wrong_receiver,
 #   replays as replayed, forgeries as bad_tag, old versions as wrong_version.
-# Three daemons on loopback. Needs root to capture (reported as skipped otherwise). Every wait
-# has a deadline and says what it was waiting for.
+# Three daemons on loopback, each with one tag worker. Needs root to capture (reported as
+# skipped otherwise). Every wait has a deadline and says what it was waiting for.
 set -u
 SPEC="$(cd "$(dirname "$4")" && pwd)/$(basename "$4")"
 ATTACKER="$(cd "$(dirname "$5")" && pwd)/$(basename "$5")"
 source "$(dirname "$0")/lib.sh" hostile "$1" "$2" "$3"
 export PEER_TIMEOUT_MS=3000 HEARTBEAT_MS=300
-port_of() { sed -nE "s/^$2: \{.*port: ([0-9]+)\}/\1/p" "$WORK/c/$1.yaml"; }  # port_of NODE data|http
+# Node tags are checked on a tag worker too (data.tag_threads, transport/endpoint/tag_workers.h):
+# forged, flipped and replayed datagrams under keys the nodes have cached meet those checks.
+export TAG_THREADS=1
+port_of() { sed -nE "s/^$2: \{.*[{ ]port: ([0-9]+)[,}].*/\1/p" "$WORK/c/$1.yaml"; }  # port_of NODE data|http
 
 if ! python3 -c 'import socket; socket.socket(socket.AF_PACKET, socket.SOCK_RAW)' 2> /dev/null; then
   echo "SKIPPED: capturing the job's datagrams on lo needs root (CAP_NET_RAW)"
@@ -26,6 +29,9 @@ sed -e 's/workers_per_node: auto/workers_per_node: 1/' -e 's/checkpoint_every: 1
 "$CLUSTER_TOOL" start 3 "$WORK/c" > start.out || { echo "FAIL: the cluster did not start"; cat start.out; exit 1; }
 source "$WORK/c/env"
 ports=$(port_of node-1 data),$(port_of node-2 data),$(port_of node-3 data)
+for n in node-1 node-2 node-3; do
+  grep -q "1 tag worker thread(s)" "$WORK/c/$n.log" || fail "$n did not start a tag worker (data.tag_threads)"
+done
 
 id=$("$SUBMIT" job.yaml --detach) || { fail "detached submit"; exit 1; }
 state() { "$SUBMIT" status "$id" --json 2> /dev/null | python3 -c 'import json,sys; print(json.load(sys.stdin)["state"])' 2> /dev/null; }

@@ -18,3 +18,16 @@ grep -F "raw UDP, segmented" <<<"$out" | grep -qE ' 1\.00$' || fail "segmented r
 out=$("$bench" --rows raw,nonesuch 2>&1); rc=$?
 [[ $rc -eq 2 && $out == *"no row 'nonesuch'"*"raw-gso"* ]] || fail "bad row accepted (exit $rc): $out"
 echo "unknown row refused: $out"
+# With a tag worker beside each endpoint's I/O thread the messages still all arrive (a rate).
+out=$(timeout 120 "$bench" --rows auth --repeats 1 --messages 20 --tag-threads 1 2>&1) ||
+  fail "--tag-threads 1: exit $?: $out"
+line=$(grep -F "dtrain, 2 MB messages, authenticated" <<<"$out") || fail "no dtrain row with --tag-threads 1"
+[[ $(awk '{ print $(NF-2) }' <<<"$line") =~ ^[1-9][0-9]*$ ]] || fail "no rate with --tag-threads 1: $line"
+out=$("$bench" --tag-threads 65 2>&1); rc=$?
+[[ $rc -ne 0 && $out == *"--tag-threads"* ]] || fail "--tag-threads 65 accepted (exit $rc): $out"
+echo "--tag-threads: $line"
+# Tagging alone, on one thread and with a worker beside it: two rates and their ratio.
+out=$(timeout 60 "$bench" --only tag-batches --tag-threads 1 2>&1) || fail "--only tag-batches: exit $?: $out"
+[[ $out =~ ([0-9]+)\ MB/s\ on\ one\ thread,\ ([0-9]+)\ MB/s\ with\ 1\ tag ]] &&
+  [[ ${BASH_REMATCH[1]} -gt 0 && ${BASH_REMATCH[2]} -gt 0 ]] || fail "--only tag-batches: $out"
+echo "$out"

@@ -17,11 +17,13 @@
 
 #include "transport/endpoint/datagram_batch.h"
 #include "transport/endpoint/endpoint.h"
+#include "tests/transport/received_messages.h"
 #include "tests/wait_for.h"
 
 using namespace dtrain::transport;
 using namespace std::chrono_literals;
 using dtrain::testing::wait_for;
+using Received = dtrain::testing::ReceivedMessages;
 
 namespace {
 
@@ -43,23 +45,6 @@ EndpointConfig config(uint32_t node, bool segmentation) {
   return c;
 }
 
-// The bytes of every message delivered, by message id.
-struct Received {
-  std::mutex mutex;
-  std::map<uint64_t, std::vector<uint8_t>> messages;
-  int deliveries = 0;
-  Endpoint::MessageHandler handler() {
-    return [this](Delivery&& d) {
-      std::lock_guard<std::mutex> lock(mutex);
-      ++deliveries;
-      messages[d.message_id] = std::move(d.bytes);
-    };
-  }
-  size_t count() {
-    std::lock_guard<std::mutex> lock(mutex);
-    return messages.size();
-  }
-};
 
 // Node 1 (`a`) sends to node 2 (`b`), which runs the job and records what arrives.
 void connect(Endpoint& a, Endpoint& b, Received& at_b) {

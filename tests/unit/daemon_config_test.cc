@@ -31,6 +31,7 @@ TEST_CASE("the sample daemon config parses", "[daemon]") {
   CHECK(c.data_port == 40123);
   CHECK(c.http_port == 7080);
   CHECK(c.peer_timeout_ms == 10000);
+  CHECK(c.data_tag_threads == 0);
 }
 
 TEST_CASE("defaults: a node of its own host, the documented ports", "[daemon]") {
@@ -52,6 +53,13 @@ TEST_CASE("daemon config mistakes name the key and the fix", "[daemon]") {
   CHECK(error_of("data: {network: 10.0.0.0/8, interface: eth0}\n").find("not both") !=
         std::string::npos);
   CHECK(error_of("data: {port: 70000}\n").find("data.port") != std::string::npos);
+  CHECK(error_of("data: {tag_threads: 65}\n").find("data.tag_threads: value 65 is out of range") !=
+        std::string::npos);
+  // The key's path once (it used to read "threads.threads").
+  CHECK(error_of("threads: -1\n").find("d.yaml:1:10: threads: value -1") != std::string::npos);
+  CHECK(error_of("http: {port: x}\n").find(": http.port: expected") != std::string::npos);
+  CHECK(error_of("data: {tag_threds: 2}\n").find("tag_threads") != std::string::npos);  // did you mean
+  CHECK(parse_daemon_config("data: {tag_threads: 3}\n", "d.yaml").data_tag_threads == 3);
   CHECK(error_of("heartbeat_ms: 1000\npeer_timeout_ms: 1500\n").find("at least twice") !=
         std::string::npos);
   CHECK(error_of("name: [oops\n").find("d.yaml:") != std::string::npos);

@@ -29,6 +29,7 @@
 
 #include "transport/endpoint/datagram_batch.h"
 #include "transport/endpoint/endpoint.h"
+#include "transport/endpoint/tag_workers.h"
 #include "tools/bench/bench_timing.h"
 
 using namespace dtrain::transport;
@@ -151,6 +152,7 @@ double raw_udp(double seconds, bool tagged, bool segmented) {
 }
 
 size_t g_credit_window = EndpointConfig{}.credit_window;  // --credit-window
+size_t g_tag_threads = 0;  // --tag-threads: each endpoint's tag workers
 bool g_verbose = false;  // --only: the link's counters after a goodput run
 
 // The AEAD two endpoints on this machine agree on.
@@ -177,6 +179,7 @@ struct Pair {
     cb.key.fill(3);
     ca.insecure = cb.insecure = insecure;
     ca.credit_window = cb.credit_window = g_credit_window;
+    ca.tag_threads = cb.tag_threads = g_tag_threads;
     ca.faults.drop = loss;
     ca.faults.seed = 7;
     a = std::make_unique<Endpoint>(ca);
@@ -227,6 +230,32 @@ double goodput(bool insecure, double loss, int messages, bool segmented = true) 
   return rate;
 }
 
+// Bytes per second tagged in batches of DatagramBatch::kMax datagrams of 1408 bytes, on the
+// calling thread and `workers` tag workers beside it (what one endpoint's sends cost in tags).
+double tag_batches(size_t workers, double seconds) {
+  ClusterKey key;
+  key.fill(3);
+  Authenticator auth(key, false, true, 1);
+  const Aead aead = auth.aes_gcm() ? Aead::kAes256Gcm : Aead::kXChaCha20Poly1305;
+  const Authenticator::Keys* keys = auth.seal_key({1, 2, 5, 1, aead});
+  std::vector<std::vector<uint8_t>> frames(DatagramBatch::kMax,
+                                           std::vector<uint8_t>(kDefaultMaxDatagram, 7));
+  TagWorkers pool(workers, "bench-tag");
+  uint64_t counter = 0, bytes = 0;
+  const auto start = Clock::now();
+  while (seconds_since(start) < seconds) {
+    for (int b = 0; b < 100; ++b) {
+      pool.run(frames.size(), [&](size_t i) {
+        Authenticator::seal_with(*keys, frames[i].data(), frames[i].size() - kTagBytes,
+                                 {1, 2, 5, counter + i, aead});
+      });
+      counter += frames.size();
+      bytes += frames.size() * (kDefaultMaxDatagram - kTagBytes);
+    }
+  }
+  return bytes / seconds_since(start);
+}
+
 // One-way latency of 4 KB messages sent 1 ms apart (same clock on both ends).
 std::pair<double, double> latency(int messages) {
   Pair p(false, 0.0);
@@ -267,11 +296,18 @@ int main(int argc, char** argv) {
   app.add_option("--messages", messages, "2 MB messages per goodput run")->check(CLI::Range(1, 10000));
   app.add_option("--credit-window", g_credit_window, "receiver credit in bytes (default 512 KiB)")
       ->check(CLI::Range(size_t(4096), size_t(1) << 30));
+  app.add_option("--tag-threads", g_tag_threads,
+                 "threads beside each endpoint's I/O thread that seal and check tags (default 0; "
+                 "the dtrain rows run two endpoints, so 2 x (1 + N) threads)")
+      ->check(CLI::Range(size_t(0), size_t(64)));
   std::string only;
   const std::vector<std::string> kOnly = {"raw", "raw-tagged", "raw-gso", "raw-gso-tagged", "auth",
-                                          "auth-per-datagram", "insecure", "loss", "latency"};
+                                          "auth-per-datagram", "insecure", "loss", "latency",
+                                          "tag-batches"};
   app.add_option("--only", only, "run one measurement (for profiling): raw, raw-tagged, raw-gso, "
-                                  "raw-gso-tagged, auth, auth-per-datagram, insecure, loss, latency")
+                                  "raw-gso-tagged, auth, auth-per-datagram, insecure, loss, latency; "
+                                  "or tag-batches: tagging alone, on one thread against 1 + "
+                                  "--tag-threads")
       ->check(CLI::IsMember(kOnly));
   std::string subset;
   app.add_option("--rows", subset, "the table's rows to measure, comma-separated (names as in "
@@ -301,6 +337,13 @@ int main(int argc, char** argv) {
     g_verbose = true;
     for (Row& row : rows)
       if (row.name == only) std::printf("%s: %.0f MB/s\n", row.label.c_str(), row.run() / 1e6);
+    if (only == "tag-batches") {
+      // The same work on one thread, then with the workers: how the tagging itself scales.
+      const double alone = tag_batches(0, 2.0), shared = tag_batches(g_tag_threads, 2.0);
+      std::printf("tags, %zu-datagram batches: %.0f MB/s on one thread, %.0f MB/s with %zu tag "
+                  "workers beside it (%.2fx)\n",
+                  DatagramBatch::kMax, alone / 1e6, shared / 1e6, g_tag_threads, shared / alone);
+    }
     if (only == "latency") {
       const auto [a, b] = latency(1000);
       std::printf("latency: p50 %.0f us, p99 %.0f us\n", a, b);
@@ -311,9 +354,10 @@ int main(int argc, char** argv) {
     return subset.empty() || ("," + subset + ",").find("," + name + ",") != std::string::npos;
   };
   for (const std::string& name : split_list(subset))
-    if (std::find(kOnly.begin(), kOnly.end(), name) == kOnly.end()) {
+    if (std::find(kOnly.begin(), kOnly.end(), name) == kOnly.end() || name == "tag-batches") {
       std::fprintf(stderr, "--rows: no row '%s' (the rows: raw, raw-tagged, raw-gso, "
-                           "raw-gso-tagged, auth, auth-per-datagram, insecure, loss, latency)\n",
+                           "raw-gso-tagged, auth, auth-per-datagram, insecure, loss, latency; "
+                           "tag-batches runs with --only)\n",
                    name.c_str());
       return 2;
     }

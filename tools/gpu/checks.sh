@@ -6,14 +6,16 @@
 #
 #   tools/gpu/checks.sh BUNDLE.tar.xz [--data DIR] [--logs LOG_DIR] [--timeout S] [--tests "codec
 #                       conformance worker lenet precision sharing resnet-precision cluster"]
-#                       [--bench "codec train ops"] [--bench-args "..."]
+#                       [--bench "codec train ops transport"] [--bench-args "..."]
 #
 # --timeout: each check's deadline in seconds (default 900). --data: a folder with
-# Fashion-MNIST's four .gz files, copied to /usr/share/datasets when the machine lacks them. cuBLAS comes from the CUDA toolkit (/usr/local/cuda/lib64), cuDNN from
-# PyTorch's nvidia-cudnn wheel when the system has none, NCCL likewise from nvidia-nccl.
+# Fashion-MNIST's four .gz files, copied to /usr/share/datasets when the machine lacks them.
+# cuBLAS comes from the CUDA toolkit (/usr/local/cuda/lib64), cuDNN from PyTorch's nvidia-cudnn
+# wheel when the system has none, NCCL likewise from nvidia-nccl. --bench transport needs no
+# GPU: the transport bench with 0-3 tag threads per endpoint on the machine's cores (issue 13).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
-[[ ${1:-} == -h || ${1:-} == --help || $# -lt 1 ]] && { sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'; exit 0; }
+[[ ${1:-} == -h || ${1:-} == --help || $# -lt 1 ]] && { sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'; exit 0; }
 BUNDLE=$1; shift
 DATA=""; LOGS=${TMPDIR:-/tmp}/gpu-checks; BENCH=""; TIMEOUT=900
 TESTS="codec conformance worker lenet precision sharing resnet-precision cluster"
@@ -93,6 +95,14 @@ for b in $BENCH; do
          done 2>&1 | tee "$LOGS/bench-ops.log" ;;
     # eval: --bench-args holds quoted lists, e.g. --precisions "fp32 bf16"
     train) eval "tools/bench/gpu --bench \"\$BIN/gpu_bench\" $BENCH_ARGS" 2>&1 | tee "$LOGS/bench-train.log" ;;
+    # Authenticated goodput against raw UDP where the CPU is the limit, with 0-3 tag threads
+    # beside each endpoint's I/O thread (the bench runs two endpoints: 2 x (1 + N) threads).
+    transport) echo "cores: $(nproc)"
+               "$BIN/transport_bench" --only tag-batches --tag-threads 3
+               for n in 0 1 2 3; do
+                 echo "== --tag-threads $n"
+                 "$BIN/transport_bench" --rows raw,raw-gso,raw-gso-tagged,auth --repeats 3 --tag-threads "$n"
+               done 2>&1 | tee "$LOGS/bench-transport.log" ;;
     *) echo "unknown benchmark $b" >&2 ;;
   esac
 done

@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 
 namespace dtrain::transport {
@@ -68,7 +69,32 @@ void DatagramBatch::commit(int fd) {
   if (++size_ == kMax) flush(fd);
 }
 
+void DatagramBatch::commit_untagged(int fd, const TagContext& context) {
+  // set_tagging() first, and never for an insecure endpoint: no slot leaves untagged.
+  if (!auth_ || !workers_ || auth_->insecure()) std::abort();
+  untagged_.push_back({size_, context});
+  commit(fd);
+}
+
+void DatagramBatch::seal_untagged() {
+  // The keys are looked up here, on the owning thread; should the cache start over meanwhile
+  // (after thousands of keys), the earlier ones are stale: look them all up again.
+  keys_.resize(untagged_.size());
+  for (;;) {
+    const uint64_t generation = auth_->cache_generation();
+    for (size_t i = 0; i < untagged_.size(); ++i) keys_[i] = auth_->seal_key(untagged_[i].context);
+    if (auth_->cache_generation() == generation) break;
+  }
+  workers_->run(untagged_.size(), [this](size_t i) {
+    std::vector<uint8_t>& bytes = bytes_[untagged_[i].slot];
+    Authenticator::seal_with(*keys_[i], bytes.data(), bytes.size() - kTagBytes,
+                             untagged_[i].context);
+  });
+  untagged_.clear();
+}
+
 void DatagramBatch::flush(int fd) {
+  if (!untagged_.empty()) seal_untagged();
   if (size_ == 0) return;
   std::vector<size_t> sizes(size_), destinations(size_);
   for (size_t i = 0; i < size_; ++i) {

@@ -17,6 +17,8 @@
 #include <vector>
 
 #include "transport/endpoint/peer_counters.h"
+#include "transport/endpoint/tag_workers.h"
+#include "transport/security/authenticator.h"
 
 // Linux's UDP offload options (older C libraries' netinet/udp.h lacks them).
 #ifndef UDP_SEGMENT
@@ -63,6 +65,15 @@ class DatagramBatch {
   // The next slot, addressed; fill it, then commit(). `counters` (may be null) counts it as sent.
   std::vector<uint8_t>& next(const asio::ip::udp::endpoint& to, PeerCounters* counters);
   void commit(int fd);  // flushes when the batch is full
+  // commit() for a slot whose last kTagBytes are still to be sealed under `context`
+  // (frame_datagram): flush() seals every such slot first, on the workers of set_tagging().
+  void commit_untagged(int fd, const TagContext& context);
+  // Who seals untagged slots: `auth`'s keys (looked up on the flushing thread), `workers` beside
+  // it. Both must outlive the batch's last flush.
+  void set_tagging(const Authenticator* auth, TagWorkers* workers) {
+    auth_ = auth;
+    workers_ = workers;
+  }
   // Hands every committed datagram to the kernel. A full socket buffer is a loss like any
   // other: NAKs repair it.
   void flush(int fd);
@@ -75,8 +86,18 @@ class DatagramBatch {
   // is the first datagram of that run). A run refused for another reason is skipped (counted
   // as not sent); a full socket buffer ends the batch (a loss like any other: NAKs repair it).
   bool send_runs(int fd, const std::vector<SegmentRun>& runs, size_t& first_unsent);
+  void seal_untagged();
+
+  struct Untagged {
+    size_t slot;
+    TagContext context;
+  };
 
   bool segmentation_;
+  const Authenticator* auth_ = nullptr;
+  TagWorkers* workers_ = nullptr;
+  std::vector<Untagged> untagged_;
+  std::vector<const Authenticator::Keys*> keys_;  // untagged_'s, while they are sealed
   std::vector<std::vector<uint8_t>> bytes_;
   std::vector<asio::ip::udp::endpoint> to_;
   std::vector<PeerCounters*> counters_;

@@ -70,7 +70,10 @@ struct Endpoint::State final : LinkHost {
         faults(c.faults),
         budget(c.send_queue_bytes),
         timing{c.credit_window, c.heartbeat_interval, c.peer_timeout},
-        batch(c.segmentation) {}
+        tag_workers(c.insecure ? 0 : c.tag_threads, "dtrain-tag-" + std::to_string(c.node_id)),
+        batch(c.segmentation) {
+    batch.set_tagging(&auth, &tag_workers);
+  }
 
   // LinkHost
   flatbuffers::FlatBufferBuilder& builder() override {
@@ -87,9 +90,13 @@ struct Endpoint::State final : LinkHost {
     auto it = links.find(id);
     return it == links.end() ? nullptr : it->second.get();
   }
-  void handle(const uint8_t* data, size_t len);
-  // A received slot: one datagram, or (coalesced) datagrams of `segment` bytes but the last.
-  void handle_slot(const uint8_t* data, size_t len, size_t segment);
+  // One received datagram; `tag`: what check_tags found of its tag.
+  void handle(const uint8_t* data, size_t len, TagVerdict tag = TagVerdict::kUnchecked);
+  // The datagrams of a received slot: one, or (coalesced) several of `segment` bytes but the
+  // last.
+  void split_slot(const uint8_t* data, size_t len, size_t segment);
+  // Checks, on the tag workers, the tags of the received datagrams whose key is cached.
+  void check_tags();
   void on_chunk(Link& link, const wire::Envelope& e, Clock::time_point now);
   bool relay_backlogged(uint32_t except) const;
   void receive();
@@ -108,6 +115,7 @@ struct Endpoint::State final : LinkHost {
   FaultInjector faults;
   SendBudget budget;  // backpressure: own bytes queued or unacknowledged, over all peers
   LinkTiming timing;
+  TagWorkers tag_workers;
   uint64_t boot_id = 0;
   uint64_t counter = 0;
   std::map<uint32_t, std::unique_ptr<Link>> links;
@@ -121,6 +129,19 @@ struct Endpoint::State final : LinkHost {
   bool coalescing = false;         // the socket takes GRO'd datagrams (UDP_GRO)
   size_t slot = 0;                 // bytes per recvmmsg slot
   std::vector<uint64_t> rx_batch;  // kReceiveBatch slots
+  // One recvmmsg's datagrams (pointing into rx_batch) and what check_tags found of each tag.
+  struct Received {
+    const uint8_t* data;
+    size_t len;
+  };
+  std::vector<Received> received;
+  std::vector<TagVerdict> verdicts;
+  struct TagCheck {
+    size_t index;  // into received
+    const Authenticator::Keys* keys;
+    TagContext context;
+  };
+  std::vector<TagCheck> tag_checks;
   std::vector<uint8_t> tx;
   flatbuffers::FlatBufferBuilder fbb{2048};
   Clock::time_point last_expire = Clock::now();
@@ -179,6 +200,9 @@ Endpoint::Endpoint(const EndpointConfig& config) : config_(config), state_(new S
     spdlog::warn("node {}: data channel running INSECURE (no authentication): benchmarks only",
                  config.node_id);
   spdlog::info("node {}: data channel on {}:{}", config.node_id, config.bind_address, port_);
+  if (s.tag_workers.threads() > 0)
+    spdlog::info("node {}: {} tag worker thread(s) seal and check tags beside the I/O thread",
+                 config.node_id, s.tag_workers.threads());
 }
 
 Endpoint::~Endpoint() { stop(); }
@@ -348,9 +372,15 @@ void Endpoint::State::emit(Link& link) {
   h.aead = link.aead();
   const int fd = socket.native_handle();
   if (!faults.active()) {
-    // Sealed straight into the next batch slot: no copy on the common path.
-    seal_datagram(h, fbb.GetBufferPointer(), fbb.GetSize(), auth,
-                  batch.next(link.address(), &link.counters()));
+    // Framed straight into the next batch slot: no copy on the common path. With tag workers
+    // the batch seals its slots together when it is flushed.
+    std::vector<uint8_t>& slot = batch.next(link.address(), &link.counters());
+    if (tag_workers.threads() > 0) {
+      batch.commit_untagged(fd, frame_datagram(h, fbb.GetBufferPointer(), fbb.GetSize(), auth,
+                                               slot));
+      return;
+    }
+    seal_datagram(h, fbb.GetBufferPointer(), fbb.GetSize(), auth, slot);
     batch.commit(fd);
     return;
   }
@@ -366,10 +396,10 @@ void Endpoint::State::emit(Link& link) {
   }
 }
 
-void Endpoint::State::handle(const uint8_t* data, size_t len) {
+void Endpoint::State::handle(const uint8_t* data, size_t len, TagVerdict tag) {
   ParsedDatagram d;
   DropReason reason;
-  if (!parse_datagram(data, len, config.max_datagram, auth, d, reason)) {
+  if (!parse_datagram(data, len, config.max_datagram, auth, d, reason, tag)) {
     // Before the tag is checked the sender field is not trustworthy: count it as unknown.
     unknown.drop(reason);
     return;
@@ -490,6 +520,7 @@ void Endpoint::State::drain_socket() {
     }
     const int n = ::recvmmsg(socket.native_handle(), msgs, kReceiveBatch, MSG_DONTWAIT, nullptr);
     if (n <= 0) return;
+    received.clear();
     for (int i = 0; i < n; ++i) {
       const msghdr& h = msgs[i].msg_hdr;
       const size_t segment = coalescing ? coalesced_segment_size(h) : 0;
@@ -501,26 +532,51 @@ void Endpoint::State::drain_socket() {
         unknown.drop(DropReason::kOversized);
         len = segment > 0 ? len / segment * segment : 0;
       }
-      if (len > 0) handle_slot(data, len, segment);
+      if (len > 0) split_slot(data, len, segment);
+    }
+    check_tags();
+    for (size_t k = 0; k < received.size(); ++k) {
+      const Received& r = received[k];
+      if (reinterpret_cast<uintptr_t>(r.data) % 8 == 0) {
+        handle(r.data, r.len, verdicts[k]);
+      } else {  // the FlatBuffers body must stay 8-byte aligned: a segment size of another's
+        std::memcpy(rx.data(), r.data, r.len);
+        handle(reinterpret_cast<const uint8_t*>(rx.data()), r.len, verdicts[k]);
+      }
     }
     if (n < static_cast<int>(kReceiveBatch)) return;
   }
 }
 
-void Endpoint::State::handle_slot(const uint8_t* data, size_t len, size_t segment) {
+void Endpoint::State::split_slot(const uint8_t* data, size_t len, size_t segment) {
   if (segment == 0 || segment >= len) {
-    handle(data, len);
+    received.push_back({data, len});
     return;
   }
-  for (size_t offset = 0; offset < len; offset += segment) {
-    const size_t n = std::min(segment, len - offset);
-    if (offset % 8 == 0) {
-      handle(data + offset, n);
-    } else {  // the FlatBuffers body must stay 8-byte aligned: a segment size of another's
-      std::memcpy(rx.data(), data + offset, n);
-      handle(reinterpret_cast<const uint8_t*>(rx.data()), n);
-    }
+  for (size_t offset = 0; offset < len; offset += segment)
+    received.push_back({data + offset, std::min(segment, len - offset)});
+}
+
+// Only tags under keys already cached are checked here (the workers may not touch the cache);
+// the rest, and every datagram without workers, are checked by handle() as they come.
+void Endpoint::State::check_tags() {
+  verdicts.assign(received.size(), TagVerdict::kUnchecked);
+  if (tag_workers.threads() == 0) return;
+  tag_checks.clear();
+  for (size_t k = 0; k < received.size(); ++k) {
+    DatagramHeader h;
+    DropReason reason;
+    if (!read_header(received[k].data, received[k].len, config.max_datagram, h, reason)) continue;
+    if (const Authenticator::Keys* keys = auth.cached_key(h.tag_context()))
+      tag_checks.push_back({k, keys, h.tag_context()});
   }
+  tag_workers.run(tag_checks.size(), [this](size_t j) {
+    const TagCheck& c = tag_checks[j];
+    const Received& r = received[c.index];
+    verdicts[c.index] = Authenticator::check_with(*c.keys, r.data, r.len - kTagBytes, c.context)
+                            ? TagVerdict::kHeld
+                            : TagVerdict::kFailed;
+  });
 }
 
 // NAKs the chunks refused for room, on every link whose chunks are not held back by a relay

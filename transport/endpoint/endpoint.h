@@ -56,6 +56,10 @@ struct EndpointConfig {
   // (transport/endpoint/datagram_batch.h): the same datagrams, a fraction of the system calls'
   // cost. false: datagram by datagram (benchmarks compare the two).
   bool segmentation = true;
+  // Threads beside the I/O thread that seal and check the tags of each batch of datagrams
+  // (transport/endpoint/tag_workers.h): authentication is most of the I/O thread's work on a
+  // fast link, so a node with spare cores can give it some. 0: the I/O thread does it all.
+  size_t tag_threads = 0;
   FaultSpec faults;
 };
 

@@ -46,6 +46,18 @@ struct Authenticator::Keys {
   unsigned char chacha[crypto_aead_chacha20poly1305_ietf_KEYBYTES];
   bool has_aes = false, has_chacha = false;
 
+  bool has(Aead aead) const { return aead == Aead::kAes256Gcm ? has_aes : has_chacha; }
+  // Takes `aead`'s key from `other` (which has it), keeping the other AEAD's.
+  void take(const Keys& other, Aead aead) {
+    if (aead == Aead::kAes256Gcm) {
+      aes = other.aes;
+      has_aes = true;
+    } else {
+      std::memcpy(chacha, other.chacha, sizeof chacha);
+      has_chacha = true;
+    }
+  }
+
   ~Keys() { sodium_memzero(this, sizeof *this); }
 };
 
@@ -69,12 +81,17 @@ class Authenticator::KeyCache {
     return it == keys_.end() ? nullptr : &it->second;
   }
   Keys& insert(const Id& id) {
-    if (keys_.size() >= kMaxCachedKeys) keys_.clear();
+    if (keys_.size() >= kMaxCachedKeys) {
+      keys_.clear();
+      ++generation_;
+    }
     return keys_[id];
   }
+  uint64_t generation() const { return generation_; }
 
  private:
   std::unordered_map<Id, Keys, IdHash> keys_;
+  uint64_t generation_ = 0;  // bumped when the keys start over (pointers to them are stale)
 };
 
 Authenticator::Authenticator(const ClusterKey& key, bool insecure, bool allow_aes_gcm,
@@ -93,7 +110,7 @@ namespace {
 // Derives what `aead` needs into `k` (unless it is there already).
 template <typename Keys>
 void derive(Keys& k, const ClusterKey& key, const TagContext& c) {
-  if (c.aead == Aead::kAes256Gcm ? k.has_aes : k.has_chacha) return;  // every seal: keep it cheap
+  if (k.has(c.aead)) return;  // every seal: keep it cheap
   unsigned char in[16];
   link_input(in, c);
   if (c.aead == Aead::kAes256Gcm) {
@@ -112,7 +129,7 @@ void derive(Keys& k, const ClusterKey& key, const TagContext& c) {
 // The AEAD is the context's; derive() made its key (abort rather than tag under a zero key).
 template <typename Keys>
 void require_key(const Keys& k, Aead aead) {
-  if (aead == Aead::kAes256Gcm ? !k.has_aes : !k.has_chacha) std::abort();
+  if (!k.has(aead)) std::abort();
 }
 
 template <typename Keys>
@@ -153,14 +170,39 @@ void Authenticator::seal(uint8_t* frame, size_t len, const TagContext& c) const 
   }
   TagContext ctx = c;
   if (!aes_gcm_) ctx.aead = Aead::kXChaCha20Poly1305;  // seal_datagram's flag says the same
+  tag(*seal_key(ctx), ctx.aead, frame, len, ctx.counter, frame + len);
+}
+
+const Authenticator::Keys* Authenticator::seal_key(const TagContext& c) const {
+  if (insecure_) return nullptr;
+  TagContext ctx = c;
+  if (!aes_gcm_) ctx.aead = Aead::kXChaCha20Poly1305;
   const KeyCache::Id id{ctx.sender, ctx.receiver, ctx.boot_id};
   Keys* k = cache_->find(id);
   if (!k) k = &cache_->insert(id);
-  // One entry holds one AEAD's key: a link switches at most once per peer boot (when the
-  // peer's heartbeat arrives), and deriving the other's again is cheap.
-  if ((ctx.aead == Aead::kAes256Gcm) != k->has_aes) *k = Keys();
+  // An entry gains the other AEAD's key beside the first (a link switches to AES-256-GCM when
+  // the peer's heartbeat arrives) and never loses one: a batch being sealed on other threads
+  // may still hold datagrams under the first.
   derive(*k, key_, ctx);
-  tag(*k, ctx.aead, frame, len, ctx.counter, frame + len);
+  return k;
+}
+
+const Authenticator::Keys* Authenticator::cached_key(const TagContext& c) const {
+  if (insecure_ || (c.aead == Aead::kAes256Gcm && !aes_gcm_)) return nullptr;
+  const Keys* k = cache_->find({c.sender, c.receiver, c.boot_id});
+  if (!k || !k->has(c.aead)) return nullptr;
+  return k;
+}
+
+uint64_t Authenticator::cache_generation() const { return cache_->generation(); }
+
+void Authenticator::seal_with(const Keys& keys, uint8_t* frame, size_t len, const TagContext& c) {
+  tag(keys, c.aead, frame, len, c.counter, frame + len);
+}
+
+bool Authenticator::check_with(const Keys& keys, const uint8_t* frame, size_t len,
+                               const TagContext& c) {
+  return check(keys, c.aead, frame, len, c.counter);
 }
 
 bool Authenticator::verify(const uint8_t* frame, size_t len, const TagContext& c) const {
@@ -168,16 +210,15 @@ bool Authenticator::verify(const uint8_t* frame, size_t len, const TagContext& c
   if (c.aead == Aead::kAes256Gcm && !aes_gcm_) return false;  // cannot check it: refuse
   const KeyCache::Id id{c.sender, c.receiver, c.boot_id};
   Keys* cached = cache_->find(id);
-  if (cached && (c.aead == Aead::kAes256Gcm) == cached->has_aes)
-    return check(*cached, c.aead, frame, len, c.counter);
-  // Not cached (or for the other AEAD, e.g. a datagram sent before the switch arriving late):
-  // derive aside, and keep it only once the tag holds and only for datagrams addressed here.
+  if (cached && cached->has(c.aead)) return check(*cached, c.aead, frame, len, c.counter);
+  // Not cached (or not this AEAD's key yet: the first datagram after a link's switch): derive
+  // aside, and keep it only once the tag holds and only for datagrams addressed here.
   Keys fresh;
   derive(fresh, key_, c);
   if (!check(fresh, c.aead, frame, len, c.counter)) return false;
   if (node_ != kAnyNode && c.receiver != node_) return true;  // the endpoint refuses it next
   Keys& kept = cached ? *cached : cache_->insert(id);
-  kept = fresh;
+  kept.take(fresh, c.aead);
   return true;
 }
 

@@ -20,7 +20,8 @@
 // addressed to another node (a replay from elsewhere), leaves nothing in the cache, so neither
 // forgeries nor replays of other links' traffic can fill it.
 // Not thread-safe, although seal and verify are const (the cache is an implementation detail):
-// one endpoint's I/O thread owns its Authenticator.
+// one endpoint's I/O thread owns its Authenticator; seal_with and check_with (below) are how
+// other threads share its work.
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -62,8 +63,22 @@ class Authenticator {
   // True when frame[len, len + 16) is the tag of frame[0, len).
   bool verify(const uint8_t* frame, size_t len, const TagContext& context) const;
 
- private:
+  // Tagging a batch on several threads (transport/endpoint/tag_workers.h): the owning thread
+  // looks up each datagram's key, then any thread may tag or check under it. A key stays valid
+  // while cache_generation() is unchanged (the cache starts over after thousands of keys).
   struct Keys;
+  // The key seal() would use for `context` (derived and cached here); null when insecure.
+  const Keys* seal_key(const TagContext& context) const;
+  // The cached key that checks `context`'s AEAD, or null: then verify() on the owning thread
+  // (which derives it, and caches it only once a tag holds).
+  const Keys* cached_key(const TagContext& context) const;
+  uint64_t cache_generation() const;
+  // seal() and verify() under a key from above; thread-safe.
+  static void seal_with(const Keys& keys, uint8_t* frame, size_t len, const TagContext& context);
+  static bool check_with(const Keys& keys, const uint8_t* frame, size_t len,
+                         const TagContext& context);
+
+ private:
   class KeyCache;
 
   ClusterKey key_;

@@ -68,6 +68,12 @@ const char* drop_reason_name(DropReason reason) {
 
 void seal_datagram(const DatagramHeader& header, const uint8_t* body, size_t body_len,
                    const Authenticator& auth, std::vector<uint8_t>& out) {
+  const TagContext context = frame_datagram(header, body, body_len, auth, out);
+  auth.seal(out.data(), kHeaderBytes + body_len, context);
+}
+
+TagContext frame_datagram(const DatagramHeader& header, const uint8_t* body, size_t body_len,
+                          const Authenticator& auth, std::vector<uint8_t>& out) {
   // A node without AES-256-GCM tags with XChaCha20-Poly1305 whatever it was asked, and says so.
   DatagramHeader h = header;
   if (!auth.aes_gcm()) h.aead = Aead::kXChaCha20Poly1305;
@@ -83,11 +89,11 @@ void seal_datagram(const DatagramHeader& header, const uint8_t* body, size_t bod
   put<uint64_t>(p + 16, h.boot_id);
   put<uint64_t>(p + 24, h.counter);
   std::memcpy(p + kHeaderBytes, body, body_len);
-  auth.seal(p, kHeaderBytes + body_len, h.tag_context());
+  return h.tag_context();
 }
 
-bool parse_datagram(const uint8_t* data, size_t len, size_t max_datagram,
-                    const Authenticator& auth, ParsedDatagram& out, DropReason& reason) {
+bool read_header(const uint8_t* data, size_t len, size_t max_datagram, DatagramHeader& out,
+                 DropReason& reason) {
   if (len < kMinDatagram) {
     reason = DropReason::kTooShort;
     return false;
@@ -108,13 +114,23 @@ bool parse_datagram(const uint8_t* data, size_t len, size_t max_datagram,
     reason = DropReason::kMalformed;
     return false;
   }
-  out.header.aead = (data[3] & kFlagAes256Gcm) ? Aead::kAes256Gcm : Aead::kXChaCha20Poly1305;
-  out.header.sender = get<uint32_t>(data + 4);
-  out.header.receiver = get<uint32_t>(data + 8);
-  out.header.boot_id = get<uint64_t>(data + 16);
-  out.header.counter = get<uint64_t>(data + 24);
+  out.aead = (data[3] & kFlagAes256Gcm) ? Aead::kAes256Gcm : Aead::kXChaCha20Poly1305;
+  out.sender = get<uint32_t>(data + 4);
+  out.receiver = get<uint32_t>(data + 8);
+  out.boot_id = get<uint64_t>(data + 16);
+  out.counter = get<uint64_t>(data + 24);
+  return true;
+}
+
+bool parse_datagram(const uint8_t* data, size_t len, size_t max_datagram,
+                    const Authenticator& auth, ParsedDatagram& out, DropReason& reason,
+                    TagVerdict tag) {
+  if (!read_header(data, len, max_datagram, out.header, reason)) return false;
   const size_t signed_len = len - kTagBytes;
-  if (!auth.verify(data, signed_len, out.header.tag_context())) {
+  const bool held = tag == TagVerdict::kUnchecked
+                        ? auth.verify(data, signed_len, out.header.tag_context())
+                        : tag == TagVerdict::kHeld;
+  if (!held) {
     reason = DropReason::kBadTag;
     return false;
   }

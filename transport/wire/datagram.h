@@ -60,15 +60,30 @@ const char* drop_reason_name(DropReason reason);
 // header + body + tag into `out` (resized); the body is a finished FlatBuffer.
 void seal_datagram(const DatagramHeader& header, const uint8_t* body, size_t body_len,
                    const Authenticator& auth, std::vector<uint8_t>& out);
+// seal_datagram without the tag: header + body into `out` (resized, the tag's 16 bytes left for
+// Authenticator::seal_with); returns what the tag is to be made of.
+TagContext frame_datagram(const DatagramHeader& header, const uint8_t* body, size_t body_len,
+                          const Authenticator& auth, std::vector<uint8_t>& out);
 
 struct ParsedDatagram {
   DatagramHeader header;
   const wire::Envelope* envelope = nullptr;  // points into the datagram's bytes
 };
 
+// What is known of a datagram's tag before parse_datagram: a batch's tags may be checked on
+// several threads first (transport/endpoint/tag_workers.h).
+enum class TagVerdict : uint8_t { kUnchecked, kHeld, kFailed };
+
+// The header's checks that come before the tag (size, magic, version, flags); false and
+// `reason` when one fails.
+bool read_header(const uint8_t* data, size_t len, size_t max_datagram, DatagramHeader& out,
+                 DropReason& reason);
+
 // Returns false and sets `reason` for anything malformed, oversized, forged or from another
-// version. Replay is the caller's check (it needs per-peer state).
+// version. Replay is the caller's check (it needs per-peer state). `tag`: the verdict of a
+// check made already under the same header (kUnchecked: auth checks it here).
 bool parse_datagram(const uint8_t* data, size_t len, size_t max_datagram,
-                    const Authenticator& auth, ParsedDatagram& out, DropReason& reason);
+                    const Authenticator& auth, ParsedDatagram& out, DropReason& reason,
+                    TagVerdict tag = TagVerdict::kUnchecked);
 
 }  // namespace dtrain::transport

@@ -1,0 +1,218 @@
+// Tags sealed and checked on several threads (transport/endpoint/tag_workers.h): the fork-join
+// runs every item once and returns only when all are done; a batch's untagged slots leave with
+// tags any node can check, also when the key cache starts over while they are looked up; and
+// endpoints with tag workers deliver every message whole and once, to and from endpoints
+// without them, while a forged datagram under a cached key is still refused. Real sockets on
+// loopback, ports bound to 0; every wait has a deadline and says what it waited for.
+#include <catch2/catch.hpp>
+
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <asio.hpp>
+#include <atomic>
+#include <chrono>
+#include <map>
+#include <mutex>
+#include <vector>
+
+#include "transport/endpoint/datagram_batch.h"
+#include "transport/endpoint/endpoint.h"
+#include "transport/endpoint/tag_workers.h"
+#include "transport/wire/datagram.h"
+#include "tests/transport/received_messages.h"
+#include "tests/wait_for.h"
+
+using namespace dtrain::transport;
+using namespace std::chrono_literals;
+using dtrain::testing::wait_for;
+using Received = dtrain::testing::ReceivedMessages;
+
+namespace {
+
+constexpr uint64_t kJob = 7;
+
+ClusterKey key_of(uint8_t fill) {
+  ClusterKey k;
+  k.fill(fill);
+  return k;
+}
+
+EndpointConfig config(uint32_t node, size_t tag_threads) {
+  EndpointConfig c;
+  c.node_id = node;
+  c.key = key_of(3);
+  c.heartbeat_interval = 100ms;
+  c.peer_timeout = 3000ms;
+  c.tag_threads = tag_threads;
+  return c;
+}
+
+std::vector<uint8_t> pattern(size_t size, uint64_t seed) {
+  std::vector<uint8_t> out(size);
+  for (size_t i = 0; i < size; ++i) out[i] = uint8_t((i * 131 + seed * 7919) >> 3);
+  return out;
+}
+
+
+// A UDP socket on loopback to receive what a DatagramBatch sends.
+struct Sink {
+  int fd = ::socket(AF_INET, SOCK_DGRAM, 0);
+  uint16_t port = 0;
+  Sink() {
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+    socklen_t len = sizeof a;
+    REQUIRE(::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0);
+    port = ntohs(a.sin_port);
+    const int big = 8 << 20;
+    ::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &big, sizeof big);
+    timeval t{5, 0};
+    ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &t, sizeof t);
+  }
+  ~Sink() { ::close(fd); }
+  std::vector<uint8_t> next() {
+    std::vector<uint8_t> buffer(65536);
+    const ssize_t n = ::recv(fd, buffer.data(), buffer.size(), 0);
+    buffer.resize(n > 0 ? size_t(n) : 0);
+    return buffer;
+  }
+};
+
+}  // namespace
+
+TEST_CASE("the tag workers run every item exactly once and return when all are done") {
+  for (size_t threads : {0, 1, 3}) {
+    TagWorkers workers(threads, "test-tag");
+    CHECK(workers.threads() == threads);
+    for (size_t n : {0, 1, 2, 63, 64, 1000}) {
+      INFO(threads << " workers, " << n << " items");
+      for (int round = 0; round < 200; ++round) {
+        // On the caller's stack: the workers must be done with it when run() returns.
+        std::vector<std::atomic<int>> calls(n);
+        for (auto& c : calls) c = 0;
+        workers.run(n, [&](size_t i) { calls[i].fetch_add(1, std::memory_order_relaxed); });
+        size_t wrong = 0;
+        for (auto& c : calls) wrong += c.load() != 1;
+        REQUIRE(wrong == 0);
+      }
+    }
+  }
+}
+
+TEST_CASE("the tag workers sleep between bursts and wake for the next one") {
+  TagWorkers workers(2, "test-tag");
+  std::atomic<int> sum{0};
+  for (int burst = 0; burst < 3; ++burst) {
+    std::this_thread::sleep_for(5ms);  // longer than the workers spin: they are asleep
+    workers.run(100, [&](size_t i) { sum += int(i); });
+  }
+  CHECK(sum == 3 * 4950);
+}
+
+TEST_CASE("a batch's untagged slots leave sealed, also when the key cache starts over") {
+  Authenticator sender(key_of(5), false, true, 1);
+  Authenticator receiver(key_of(5), false, true, 2);
+  TagWorkers workers(2, "test-tag");
+  Sink sink;
+  const asio::ip::udp::endpoint to(asio::ip::make_address("127.0.0.1"), sink.port);
+  const Aead aead = sender.aes_gcm() ? Aead::kAes256Gcm : Aead::kXChaCha20Poly1305;
+  // Fill the sender's key cache to just under where it starts over (4096 keys), so that the
+  // batch's own lookups clear it half way.
+  const int kBatch = int(DatagramBatch::kMax) - 1;  // flushed by hand below
+  for (uint64_t boot = 1; boot <= 4096 - kBatch / 2; ++boot) sender.seal_key({1, 2, boot, 1, aead});
+  const uint64_t before = sender.cache_generation();
+  DatagramBatch batch(false);
+  batch.set_tagging(&sender, &workers);
+  std::vector<std::vector<uint8_t>> bodies;
+  for (int i = 0; i < kBatch; ++i) {
+    bodies.push_back(pattern(8 * (10 + i), i));
+    // A new boot each: kBatch keys the cache has not seen.
+    const DatagramHeader h{1, 2, 100000 + uint64_t(i), uint64_t(i + 1), aead};
+    batch.commit_untagged(sink.fd, frame_datagram(h, bodies.back().data(), bodies.back().size(),
+                                                  sender, batch.next(to, nullptr)));
+  }
+  batch.flush(sink.fd);
+  CHECK(sender.cache_generation() != before);  // it did start over during the lookups
+  for (int i = 0; i < kBatch; ++i) {
+    const std::vector<uint8_t> d = sink.next();
+    REQUIRE(d.size() == kHeaderBytes + bodies[i].size() + kTagBytes);
+    DatagramHeader h;
+    DropReason reason;
+    REQUIRE(read_header(d.data(), d.size(), 65000, h, reason));
+    CHECK(h.counter == uint64_t(i + 1));
+    CHECK(receiver.verify(d.data(), d.size() - kTagBytes, h.tag_context()));
+    CHECK(std::equal(bodies[i].begin(), bodies[i].end(), d.begin() + kHeaderBytes));
+  }
+}
+
+TEST_CASE("endpoints with tag workers deliver every message whole and once, to and from others") {
+  const size_t kSizes[] = {1, 1400, 46 * 1400 + 7, 3 << 20};
+  for (const auto& [a_threads, b_threads] :
+       {std::pair<size_t, size_t>{2, 2}, {2, 0}, {0, 2}, {1, 1}}) {
+    INFO("tag threads: sender " << a_threads << ", receiver " << b_threads);
+    Endpoint a(config(1, a_threads)), b(config(2, b_threads));
+    Received at_a, at_b;
+    a.add_job(kJob);
+    b.add_job(kJob);
+    a.add_peer(2, "127.0.0.1", b.port());
+    b.add_peer(1, "127.0.0.1", a.port());
+    a.start(at_a.handler());
+    b.start(at_b.handler());
+    // Both ways at once, so each endpoint seals and checks in the same batches.
+    for (uint64_t m = 0; m < 4; ++m) {
+      REQUIRE(a.send(2, kJob, 1, m, std::make_shared<const std::vector<uint8_t>>(pattern(kSizes[m], m))));
+      REQUIRE(b.send(1, kJob, 2, m, std::make_shared<const std::vector<uint8_t>>(pattern(kSizes[m], m + 9))));
+    }
+    REQUIRE(wait_for([&] { return at_b.count() == 4 && at_a.count() == 4; }, 20s,
+                     "4 messages each way"));
+    for (uint64_t m = 0; m < 4; ++m) {
+      std::lock_guard<std::mutex> la(at_a.mutex), lb(at_b.mutex);
+      CHECK(at_b.messages[m] == pattern(kSizes[m], m));
+      CHECK(at_a.messages[m] == pattern(kSizes[m], m + 9));
+    }
+    CHECK(at_a.deliveries == 4);
+    CHECK(at_b.deliveries == 4);
+    CHECK(a.counters()[2].dropped(DropReason::kBadTag) == 0);
+    CHECK(b.counters()[Endpoint::kUnknownSender].dropped(DropReason::kBadTag) == 0);
+  }
+}
+
+TEST_CASE("with tag workers, a forged datagram under a cached key is refused") {
+  // Node 1 tags with XChaCha20-Poly1305 only, so the key node 2 caches is known to be that
+  // AEAD's (a forgery under the other would miss the cache and be checked by handle()).
+  EndpointConfig c1 = config(1, 0);
+  c1.allow_aes256gcm = false;
+  Endpoint a(c1), b(config(2, 2));
+  Received at_b;
+  b.add_job(kJob);
+  a.add_peer(2, "127.0.0.1", b.port());
+  b.add_peer(1, "127.0.0.1", a.port());
+  a.start([](Delivery&&) {});
+  b.start(at_b.handler());
+  // Real traffic first: node 2 caches the key of node 1's datagrams.
+  REQUIRE(a.send(2, kJob, 1, 1, std::make_shared<const std::vector<uint8_t>>(pattern(5000, 1))));
+  REQUIRE(wait_for([&] { return at_b.count() == 1; }, 5s, "node 1's first message"));
+  // The same header (sender, receiver, node 1's boot, a counter far ahead), tagged under
+  // another key: node 2's workers check it under the cached key, and it fails.
+  Authenticator forger(key_of(4), false, /*allow_aes_gcm=*/false);
+  std::vector<uint8_t> forged;
+  const std::vector<uint8_t> body = pattern(64, 2);
+  seal_datagram({1, 2, a.boot_id(), 1u << 30, Aead::kXChaCha20Poly1305}, body.data(), body.size(),
+                forger, forged);
+  asio::io_context io;
+  asio::ip::udp::socket s(io, asio::ip::udp::v4());
+  const auto bad_tags = [&] {
+    return b.counters()[Endpoint::kUnknownSender].dropped(DropReason::kBadTag);
+  };
+  for (int i = 0; i < 5; ++i)
+    s.send_to(asio::buffer(forged), {asio::ip::make_address("127.0.0.1"), b.port()});
+  REQUIRE(wait_for([&] { return bad_tags() >= 5; }, 5s, "five forged datagrams counted as bad_tag"));
+  CHECK(at_b.count() == 1);
+  // And node 1 still gets through.
+  REQUIRE(a.send(2, kJob, 1, 2, std::make_shared<const std::vector<uint8_t>>(pattern(5000, 2))));
+  REQUIRE(wait_for([&] { return at_b.count() == 2; }, 5s, "node 1's second message"));
+}
