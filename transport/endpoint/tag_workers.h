@@ -14,8 +14,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
-#include <memory>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -36,24 +36,27 @@ class TagWorkers {
   void run(size_t n, const std::function<void(size_t)>& item);
 
  private:
-  // One run(): shared, so a worker that picks it up late holds it safely (it finds no item left
-  // and never calls `item`, which may be gone).
-  struct Batch {
-    const std::function<void(size_t)>* item = nullptr;
-    size_t n = 0;
-    size_t grain = 1;  // items per grab
-    std::atomic<size_t> next{0};
-    std::atomic<size_t> done{0};
-  };
-  static void take_items(Batch& batch);
+  void take_items();
   void work();
+  // Whether generation `g` is a published batch other than `seen`.
+  static bool is_new(uint64_t g, uint64_t seen) { return g != seen && g % 2 == 0; }
 
-  std::mutex mutex_;
+  // The batch, published without a lock: run() makes generation_ odd, waits until no worker is
+  // inside_ the previous batch, writes the fields, and makes generation_ even again. A worker
+  // counts itself inside_ and then checks that the generation it saw still stands (either it
+  // sees run() start over, or run() sees it inside and waits): the fields never change under it.
+  std::atomic<uint64_t> generation_{0};
+  std::atomic<int> inside_{0};
+  const std::function<void(size_t)>* item_ = nullptr;
+  size_t n_ = 0;
+  size_t grain_ = 1;  // items per grab
+  std::atomic<size_t> next_{0};
+  std::atomic<size_t> done_{0};
+
+  std::mutex mutex_;  // for sleeping and waking only
   std::condition_variable wake_;
-  std::shared_ptr<Batch> current_;    // under mutex_
-  std::atomic<uint64_t> generation_{0};  // bumped per batch: what spinning workers watch
-  std::atomic<int> sleeping_{0};         // workers waiting on wake_ (run() notifies only then)
-  bool stopping_ = false;                // under mutex_
+  std::atomic<int> sleeping_{0};  // workers waiting on wake_ (run() notifies only then)
+  std::atomic<bool> stopping_{false};
   std::vector<std::thread> threads_;
 };
 
