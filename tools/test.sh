@@ -86,6 +86,20 @@ else
   echo "FAILED: the CUDA build"
   failed=$((failed + 1))
 fi
+
+# Code that shares work between threads, again under ThreadSanitizer (halts on the first
+# report; .bazelrc's tsan config builds into its own output folder). One count per target.
+echo "== ThreadSanitizer (bazel test --config=tsan)"
+tsan_tests=(//tests/transport:tag_workers_test)
+bazel test --config=tsan "${tsan_tests[@]}" > /tmp/dtrain-tsan.log 2>&1; tsan_rc=$?
+grep -E "^//" /tmp/dtrain-tsan.log
+if [[ $tsan_rc -eq 0 ]]; then
+  passed=$((passed + ${#tsan_tests[@]}))
+else
+  echo "FAILED: under ThreadSanitizer (exit $tsan_rc); the log's end:"
+  tail -n 40 /tmp/dtrain-tsan.log
+  failed=$((failed + 1))
+fi
 for r in "${skip_reasons[@]}"; do echo "skipped: $r"; done
 
 if [[ $bazel_rc -ne 0 && $failed -eq 0 ]]; then

@@ -174,6 +174,14 @@ void node_metrics(MetricsWriter& m, const Json& node) {
   m.sample("dtrain_node_controller_connected", "gauge",
            "1 while the node is registered with the controller", {{"node", name}},
            flag(node, "controller_connected") ? 1 : 0);
+  if (member(node, "tag_threads").is_number()) {
+    m.sample("dtrain_transport_tag_threads", "gauge",
+             "threads beside the data channel's I/O thread that seal and check tags",
+             {{"node", name}}, number(node, "tag_threads"));
+    m.sample("dtrain_transport_tags_on_workers_total", "counter",
+             "datagram tags sealed or checked by those threads", {{"node", name}},
+             number(node, "tags_on_workers"));
+  }
   for (const Json& g : elements(member(node, "gpus"))) {
     section(m, "a GPU", [&] {
       const std::map<std::string, std::string> gl = {

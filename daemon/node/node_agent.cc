@@ -270,7 +270,10 @@ void NodeAgent::stop_jobs() {
 Json NodeAgent::status() {
   Json j = {{"name", config_.name}, {"id", node_id_}, {"data_address", address_},
             {"data_port", channel_->endpoint().port()}, {"controller_connected", bool(connected_)},
-            {"jobs", Json::array()}, {"peers", Json::array()}, {"gpus", Json::array()}};
+            {"jobs", Json::array()}, {"peers", Json::array()}, {"gpus", Json::array()},
+            // data.tag_threads, and how much of the tagging they took (transport/README.md)
+            {"tag_threads", channel_->endpoint().tag_threads()},
+            {"tags_on_workers", channel_->endpoint().tags_on_workers()}};
   // Memory in use: what dtrain's GPU workers hold, now (kernels::list_gpus).
   for (const kernels::GpuInfo& g : kernels::list_gpus())
     for (const kernels::GpuInfo& mine : gpus_)

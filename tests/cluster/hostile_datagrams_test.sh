@@ -54,6 +54,10 @@ cat attack.out
 [[ $(state) == running ]] || fail "job $id was no longer running when the attack ended (make it longer)"
 for n in node-1 node-2 node-3; do
   curl -s -m 5 "http://127.0.0.1:$(port_of $n http)/status" > "status-$n.json" || fail "$n /status"
+  # The job's and the attack's tags were sealed and checked partly on the tag worker.
+  on_workers=$(json "status-$n.json" "j['node']['tags_on_workers']")
+  [[ $on_workers =~ ^[0-9]+$ && $on_workers -gt 0 ]] || fail "$n: its tag worker took no tags ($on_workers)"
+  echo "$n: $on_workers tags sealed or checked on its tag worker"
 done
 kill "$poller" 2> /dev/null; wait "$poller" 2> /dev/null
 [[ -f metrics_failures.txt ]] && { fail "/metrics did not always answer 200"; head metrics_failures.txt; }

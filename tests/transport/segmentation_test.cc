@@ -17,6 +17,7 @@
 
 #include "transport/endpoint/datagram_batch.h"
 #include "transport/endpoint/endpoint.h"
+#include "tests/transport/loopback.h"
 #include "tests/transport/received_messages.h"
 #include "tests/wait_for.h"
 
@@ -112,10 +113,7 @@ TEST_CASE("a coalesced run is cut back into datagrams, each judged on its own") 
   // one GSO send, which the receiving socket takes whole.
   const int fd = ::socket(AF_INET, SOCK_DGRAM, 0);
   REQUIRE(fd >= 0);
-  sockaddr_in to{};
-  to.sin_family = AF_INET;
-  to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  to.sin_port = htons(b.port());
+  sockaddr_in to = dtrain::testing::loopback(b.port());
   std::vector<uint8_t> junk(3 * 1001, 'X');
   iovec iov{junk.data(), junk.size()};
   alignas(cmsghdr) char control[kSegmentControlBytes];

@@ -35,3 +35,14 @@ TEST_CASE("a status that is not even an object renders an empty page", "[metrics
   CHECK(prometheus_text(Json("text")).empty());
   CHECK(prometheus_text(Json::object({{"node", 5}, {"controller", nullptr}})).empty());
 }
+
+TEST_CASE("the tag workers' figures appear where the node reports them", "[metrics]") {
+  const Json with = Json::parse(R"({"node": {"name": "n1", "tag_threads": 2, "tags_on_workers": 1234}})");
+  const std::string page = prometheus_text(with);
+  CHECK(page.find("dtrain_transport_tag_threads{node=\"n1\"} 2") != std::string::npos);
+  CHECK(page.find("dtrain_transport_tags_on_workers_total{node=\"n1\"} 1234") != std::string::npos);
+  // An older node's status has neither: nothing is made up.
+  const std::string without = prometheus_text(Json::parse(R"({"node": {"name": "n1"}})"));
+  CHECK(without.find("tag_threads") == std::string::npos);
+  CHECK(without.find("tags_on_workers") == std::string::npos);
+}

@@ -203,6 +203,11 @@ Endpoint::Endpoint(const EndpointConfig& config) : config_(config), state_(new S
   if (s.tag_workers.threads() > 0)
     spdlog::info("node {}: {} tag worker thread(s) seal and check tags beside the I/O thread",
                  config.node_id, s.tag_workers.threads());
+  const unsigned cores = std::thread::hardware_concurrency();
+  if (s.tag_workers.threads() > 0 && cores > 0 && s.tag_workers.threads() + 1 > cores)
+    spdlog::warn("node {}: {} tag worker thread(s) and the I/O thread are more busy threads than "
+                 "this machine's {} cores: they take turns and goodput falls (fix: tag_threads "
+                 "at most {}, or 0)", config.node_id, s.tag_workers.threads(), cores, cores - 1);
 }
 
 Endpoint::~Endpoint() { stop(); }
@@ -326,6 +331,10 @@ bool Endpoint::send(uint32_t peer, uint64_t job_id, uint32_t origin, uint64_t me
   });
   return true;
 }
+
+size_t Endpoint::tag_threads() const { return state_->tag_workers.threads(); }
+
+uint64_t Endpoint::tags_on_workers() const { return state_->tag_workers.items_by_workers(); }
 
 bool Endpoint::idle() {
   // Shared: if the wait below gives up, the I/O thread still has a promise to fulfil.

@@ -123,6 +123,10 @@ class Endpoint {
             std::chrono::milliseconds deadline = std::chrono::milliseconds(10000),
             SendKind kind = SendKind::kOwn);
 
+  size_t tag_threads() const;
+  // Tags sealed or checked by the tag workers rather than the I/O thread (config.tag_threads).
+  uint64_t tags_on_workers() const;
+
   // True when nothing is queued or unacknowledged towards any live peer.
   bool idle();
   std::map<uint32_t, PeerCounters> counters();

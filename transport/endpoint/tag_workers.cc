@@ -22,6 +22,18 @@ inline void pause() {
 #endif
 }
 
+// Spins for `done` a little, then yields the core while waiting: what it waits for is
+// microseconds away unless the thread it waits on was preempted (more busy threads than cores).
+template <typename Done>
+void wait_until(Done done) {
+  for (int i = 0; !done(); ++i) {
+    if (i < 2000)
+      pause();
+    else
+      std::this_thread::yield();
+  }
+}
+
 }  // namespace
 
 TagWorkers::TagWorkers(size_t threads, const std::string& name) {
@@ -42,7 +54,7 @@ TagWorkers::~TagWorkers() {
   for (auto& t : threads_) t.join();
 }
 
-void TagWorkers::take_items() {
+size_t TagWorkers::take_items() noexcept {
   // Several items at a time (run() sets the grain), counted once at the end: the counters are
   // shared cache lines, and one item (a datagram's tag) takes a fraction of a microsecond.
   size_t taken = 0;
@@ -54,6 +66,7 @@ void TagWorkers::take_items() {
     taken += end - first;
   }
   if (taken > 0) done_.fetch_add(taken, std::memory_order_release);
+  return taken;
 }
 
 void TagWorkers::run(size_t n, const std::function<void(size_t)>& item) {
@@ -63,7 +76,7 @@ void TagWorkers::run(size_t n, const std::function<void(size_t)>& item) {
     return;
   }
   generation_.fetch_add(1);  // odd: no worker enters now
-  while (inside_.load() != 0) pause();  // one that entered the last batch late leaves it
+  wait_until([&] { return inside_.load() == 0; });  // one that entered the last batch late leaves
   item_ = &item;
   n_ = n;
   // An even share each, up to 32 items (several microseconds) per grab so that a large batch
@@ -80,8 +93,9 @@ void TagWorkers::run(size_t n, const std::function<void(size_t)>& item) {
     wake_.notify_all();
   }
   take_items();
-  // The others' last grabs: a few datagrams' tags, a microsecond or two.
-  while (done_.load(std::memory_order_acquire) < n) pause();
+  // The others' last grabs: a few datagrams' tags, a microsecond or two (unless a worker was
+  // preempted holding one: then the wait yields the core).
+  wait_until([&] { return done_.load(std::memory_order_acquire) >= n; });
 }
 
 void TagWorkers::work() {
@@ -103,7 +117,9 @@ void TagWorkers::work() {
       if (stopping_) return;
     }
     inside_.fetch_add(1);
-    if (generation_.load() == g) take_items();
+    if (generation_.load() == g)
+      if (const size_t taken = take_items())
+        by_workers_.fetch_add(taken, std::memory_order_relaxed);
     inside_.fetch_sub(1);
     seen = g;
   }

@@ -32,11 +32,16 @@ class TagWorkers {
 
   size_t threads() const { return threads_.size(); }
   // Calls item(i) once for every i in [0, n), on the workers and the calling thread; returns
-  // when all have returned. Not reentrant: one caller (the I/O thread) at a time.
+  // when all have returned. `item` must not throw (the process ends if it does: the others
+  // would be left running it). Not reentrant: one caller (the I/O thread) at a time.
   void run(size_t n, const std::function<void(size_t)>& item);
+  // Items the workers (not the caller) have run since the start: shown by the endpoint, so a
+  // node that was given workers can tell whether they take any of the work.
+  uint64_t items_by_workers() const { return by_workers_.load(std::memory_order_relaxed); }
 
  private:
-  void take_items();
+  // Returns how many items this thread ran.
+  size_t take_items() noexcept;
   void work();
   // Whether generation `g` is a published batch other than `seen`.
   static bool is_new(uint64_t g, uint64_t seen) { return g != seen && g % 2 == 0; }
@@ -52,6 +57,7 @@ class TagWorkers {
   size_t grain_ = 1;  // items per grab
   std::atomic<size_t> next_{0};
   std::atomic<size_t> done_{0};
+  std::atomic<uint64_t> by_workers_{0};
 
   std::mutex mutex_;  // for sleeping and waking only
   std::condition_variable wake_;

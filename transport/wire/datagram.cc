@@ -89,6 +89,9 @@ TagContext frame_datagram(const DatagramHeader& header, const uint8_t* body, siz
   put<uint64_t>(p + 16, h.boot_id);
   put<uint64_t>(p + 24, h.counter);
   std::memcpy(p + kHeaderBytes, body, body_len);
+  // Zeros until sealed, not the slot's previous tag: a slot that left unsealed would fail
+  // closed either way, but obviously so.
+  std::memset(p + kHeaderBytes + body_len, 0, kTagBytes);
   return h.tag_context();
 }
 
