@@ -1,5 +1,8 @@
 #include "core/train/device_placement.h"
 
+#include <thread>
+
+#include "core/spec/workers_per_node.h"
 #include "core/train/local_trainer.h"
 #include "core/util/error.h"
 #include "kernels/gpu_devices.h"
@@ -24,9 +27,7 @@ LocalPlacement place_local(const JobSpec& job) {
     p.description += (p.description.empty() ? "GPU " : ", GPU ") + std::to_string(g.index) +
                      " (" + g.name + ")";
   }
-  p.workers = job.training.mode == "parameter_averaging" ? 1
-              : job.training.workers_per_node > 0        ? int(job.training.workers_per_node)
-                                                         : int(gpus.size());
+  p.workers = workers_per_node(job.training, std::thread::hardware_concurrency(), gpus.size());
   return p;
 }
 

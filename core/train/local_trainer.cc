@@ -11,6 +11,7 @@
 
 #include "core/eval/evaluate.h"
 #include "core/io/model_file.h"
+#include "core/spec/workers_per_node.h"
 #include "core/train/batch_split.h"
 #include "core/train/device_placement.h"
 #include "core/train/divergence_monitor.h"
@@ -344,10 +345,7 @@ std::vector<std::unique_ptr<kernels::Backend>> make_gpu_backends(const std::vect
 }  // namespace
 
 int resolve_workers_per_node(const JobSpec& job) {
-  if (job.training.workers_per_node > 0) return static_cast<int>(job.training.workers_per_node);
-  if (job.training.mode == "parameter_averaging") return 1;  // it averages one worker per node
-  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
-  return static_cast<int>(std::min(cores, 8u));
+  return workers_per_node(job.training, std::thread::hardware_concurrency(), /*gpus=*/0);
 }
 
 TrainingResult train_local(const JobSpec& job, TrainingListener& listener,

@@ -140,9 +140,7 @@ struct LocalTrainingOptions {
   const NodeLocalData* local_data = nullptr;
 };
 
-// workers_per_node resolved for this machine: the spec's number, or for `auto` one worker per
-// core (up to 8): small models scale better across replicas than across threads of one GEMM.
-// Parameter averaging runs one worker per node, so its `auto` is 1.
+// workers_per_node resolved for this machine's CPU (core/spec/workers_per_node.h).
 int resolve_workers_per_node(const JobSpec& job);
 
 TrainingResult train_local(const JobSpec& job, TrainingListener& listener,

@@ -1,6 +1,6 @@
 #include "daemon/controller/placement.h"
 
-#include <algorithm>
+#include "core/spec/workers_per_node.h"
 
 namespace dtrain::daemon {
 
@@ -12,14 +12,7 @@ NodePlacement place_on(const core::TrainingSpec& training, const NodeOffer& node
   NodePlacement p;
   p.gpu = training.device != "cpu" && !node.gpus.empty();
   if (p.gpu) p.gpus = node.gpus;
-  if (training.mode == "parameter_averaging") {
-    p.workers = 1;
-  } else if (training.workers_per_node > 0) {
-    p.workers = int(training.workers_per_node);
-  } else {
-    // auto: one worker per GPU, or one per core up to 8 on the CPU.
-    p.workers = p.gpu ? int(node.gpus.size()) : int(std::min<uint32_t>(node.cores, 8));
-  }
+  p.workers = core::workers_per_node(training, node.cores, p.gpu ? node.gpus.size() : 0);
   return p;
 }
 

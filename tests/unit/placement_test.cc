@@ -5,6 +5,7 @@
 
 #include <catch2/catch.hpp>
 
+#include "core/spec/workers_per_node.h"
 #include "core/train/device_placement.h"
 #include "daemon/controller/placement.h"
 #include "tests/test_util.h"
@@ -91,4 +92,19 @@ TEST_CASE("--local: device gpu without a GPU is refused; emulated GPUs are used"
   CHECK(p.gpus == std::vector<int>{0, 1});
   CHECK(p.workers == 2);
   CHECK(p.description.find("GPU 1 (emulated") != std::string::npos);
+}
+
+TEST_CASE("workers per node: one rule for --local, the controller and GPU placement") {
+  using dtrain::core::workers_per_node;
+  CHECK(workers_per_node(training("auto"), 2, 0) == 2);    // one per core...
+  CHECK(workers_per_node(training("auto"), 64, 0) == 8);   // ...up to 8
+  CHECK(workers_per_node(training("auto"), 0, 0) == 1);    // cores unknown: one
+  CHECK(workers_per_node(training("auto"), 64, 3) == 3);   // one per GPU
+  CHECK(workers_per_node(training("auto", 0, 5), 2, 3) == 5);  // the spec's number
+  TrainingSpec averaging = training("auto");
+  averaging.mode = "parameter_averaging";
+  CHECK(workers_per_node(averaging, 64, 0) == 1);  // averaging: one per node, CPU or GPU
+  CHECK(workers_per_node(averaging, 64, 4) == 1);
+  // The controller's placement is the same rule with the node's offer.
+  CHECK(dtrain::daemon::place_on(training("auto"), NodeOffer{"small", 3, {}}).workers == 3);
 }
