@@ -168,15 +168,19 @@ void Authenticator::seal(uint8_t* frame, size_t len, const TagContext& c) const 
     std::memset(frame + len, 0, kTagBytes);
     return;
   }
+  const TagContext ctx = sealing(c);
+  seal_with(*seal_key(ctx), frame, len, ctx);
+}
+
+TagContext Authenticator::sealing(const TagContext& c) const {
   TagContext ctx = c;
   if (!aes_gcm_) ctx.aead = Aead::kXChaCha20Poly1305;  // seal_datagram's flag says the same
-  tag(*seal_key(ctx), ctx.aead, frame, len, ctx.counter, frame + len);
+  return ctx;
 }
 
 const Authenticator::Keys* Authenticator::seal_key(const TagContext& c) const {
   if (insecure_) return nullptr;
-  TagContext ctx = c;
-  if (!aes_gcm_) ctx.aead = Aead::kXChaCha20Poly1305;
+  const TagContext ctx = sealing(c);
   const KeyCache::Id id{ctx.sender, ctx.receiver, ctx.boot_id};
   Keys* k = cache_->find(id);
   if (!k) k = &cache_->insert(id);
@@ -210,7 +214,7 @@ bool Authenticator::verify(const uint8_t* frame, size_t len, const TagContext& c
   if (c.aead == Aead::kAes256Gcm && !aes_gcm_) return false;  // cannot check it: refuse
   const KeyCache::Id id{c.sender, c.receiver, c.boot_id};
   Keys* cached = cache_->find(id);
-  if (cached && cached->has(c.aead)) return check(*cached, c.aead, frame, len, c.counter);
+  if (cached && cached->has(c.aead)) return check_with(*cached, frame, len, c);
   // Not cached (or not this AEAD's key yet: the first datagram after a link's switch): derive
   // aside, and keep it only once the tag holds and only for datagrams addressed here.
   Keys fresh;

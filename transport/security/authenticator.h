@@ -80,6 +80,8 @@ class Authenticator {
 
  private:
   class KeyCache;
+  // `context` as this node seals it: XChaCha20-Poly1305 where it has no AES-256-GCM.
+  TagContext sealing(const TagContext& context) const;
 
   ClusterKey key_;
   bool insecure_;
