@@ -353,11 +353,8 @@ TrainingResult train_local(const JobSpec& job, TrainingListener& listener,
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   const int threads = options.threads > 0 ? options.threads : cores;
   const bool sharing = job.training.mode == "gradient_sharing";
+  // parameter_averaging resolves to one worker (the parser refuses asking it for more).
   const int num_workers = resolve_workers_per_node(job);
-  if (!sharing && num_workers > 1)
-    throw UserError("training.mode parameter_averaging runs one worker per node in this build, "
-                    "but workers_per_node is " + std::to_string(num_workers),
-                    "set training.workers_per_node: 1, or use mode gradient_sharing");
   const int threads_per_worker = std::max(1, threads / num_workers);
   kernels::backend().set_num_threads(threads_per_worker);
 
