@@ -45,10 +45,12 @@ std::vector<uint8_t> chunk_datagram(const Authenticator& auth, uint64_t counter,
   return out;
 }
 
-// parse_datagram needs the 8-byte alignment the endpoint's receive buffer has.
+// parse_datagram needs the 8-byte alignment the endpoint's receive buffer has. `out.envelope`
+// points into this copy, which lives until the next parse.
 bool parse(const std::vector<uint8_t>& bytes, const Authenticator& auth, DropReason& reason,
            ParsedDatagram& out) {
-  std::vector<uint64_t> aligned((bytes.size() + 7) / 8 + 1);
+  static std::vector<uint64_t> aligned;
+  aligned.assign((bytes.size() + 7) / 8 + 1, 0);
   std::memcpy(aligned.data(), bytes.data(), bytes.size());
   return parse_datagram(reinterpret_cast<const uint8_t*>(aligned.data()), bytes.size(),
                         kDefaultMaxDatagram, auth, out, reason);
@@ -72,6 +74,47 @@ TEST_CASE("a well-formed datagram parses; its fields come through") {
   REQUIRE(d.header.counter == 1);
   REQUIRE(d.envelope->frame_type() == wire::Frame::Chunk);
   REQUIRE(d.envelope->frame_as_Chunk()->message_id() == 42);
+}
+
+// Link::send_chunk leaves a chunk's payload unwritten in the builder and splices it in from the
+// message as the datagram is framed: the datagram must be the one a filled builder gives.
+TEST_CASE("a payload spliced in while framing gives the same datagram as a filled builder") {
+  Authenticator auth(test_key(), false, true, 1);
+  const Aead aead = auth.aes_gcm() ? Aead::kAes256Gcm : Aead::kXChaCha20Poly1305;
+  for (size_t len : {size_t(1), size_t(3), size_t(1000), size_t(1239)}) {
+    std::vector<uint8_t> payload(len);
+    for (size_t i = 0; i < len; ++i) payload[i] = uint8_t(i * 7 + 1);
+    auto build = [&](flatbuffers::FlatBufferBuilder& fbb, bool filled, size_t* from_end) {
+      uint8_t* unwritten = nullptr;
+      const auto data = filled ? fbb.CreateVector(payload)
+                               : fbb.CreateUninitializedVector(len, &unwritten);
+      if (!filled) *from_end = size_t(fbb.GetBufferPointer() + fbb.GetSize() - unwritten);
+      const auto chunk = wire::CreateChunk(fbb, 3, 42, 0, 1, uint32_t(len), 1300, data);
+      fbb.Finish(wire::CreateEnvelope(fbb, 1, 9, wire::Frame::Chunk, chunk.Union(), 2));
+    };
+    flatbuffers::FlatBufferBuilder filled, spliced;
+    size_t from_end = 0;
+    build(filled, true, nullptr);
+    build(spliced, false, &from_end);
+    REQUIRE(spliced.GetSize() == filled.GetSize());
+    const DatagramHeader h{3, 1, 99, 5, aead};
+    std::vector<uint8_t> want, got;
+    seal_datagram(h, filled.GetBufferPointer(), filled.GetSize(), auth, want);
+    seal_datagram(h, spliced.GetBufferPointer(), spliced.GetSize(), auth, got,
+                  BodySplice{spliced.GetSize() - from_end, len, payload.data()});
+    CHECK(got == want);
+    ParsedDatagram d;
+    DropReason reason;
+    INFO("payload " << len << " bytes, datagram " << got.size());
+    REQUIRE(parse(got, auth, reason, d));
+    const auto* c = d.envelope->frame_as_Chunk();
+    CHECK(std::vector<uint8_t>(c->data()->begin(), c->data()->end()) == payload);
+  }
+  // A splice that runs past the body is a programming error, refused before anything is copied.
+  std::vector<uint8_t> body(64), out;
+  CHECK_THROWS_AS(frame_datagram({3, 1, 99, 6}, body.data(), body.size(), auth, out,
+                                 BodySplice{60, 8, body.data()}),
+                  std::logic_error);
 }
 
 TEST_CASE("bad datagrams are rejected with the reason they are counted under") {

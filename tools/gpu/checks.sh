@@ -96,12 +96,14 @@ for b in $BENCH; do
     # eval: --bench-args holds quoted lists, e.g. --precisions "fp32 bf16"
     train) eval "tools/bench/gpu --bench \"\$BIN/gpu_bench\" $BENCH_ARGS" 2>&1 | tee "$LOGS/bench-train.log" ;;
     # Authenticated goodput against raw UDP where the CPU is the limit, with 0-3 tag threads
-    # beside each endpoint's I/O thread (the bench runs two endpoints: 2 x (1 + N) threads).
+    # beside each endpoint's I/O thread (the bench runs two endpoints: 2 x (1 + N) threads);
+    # --insecure (no tags at all) is the most the workers could bring.
     transport) echo "cores: $(nproc)"
                "$BIN/transport_bench" --only tag-batches --tag-threads 3
                for n in 0 1 2 3; do
                  echo "== --tag-threads $n"
-                 "$BIN/transport_bench" --rows raw,raw-gso,raw-gso-tagged,auth --repeats 3 --tag-threads "$n"
+                 "$BIN/transport_bench" --rows raw,raw-gso,raw-gso-tagged,auth,insecure --repeats 3 \
+                   --tag-threads "$n"
                done 2>&1 | tee "$LOGS/bench-transport.log" ;;
     *) echo "unknown benchmark $b" >&2 ;;
   esac

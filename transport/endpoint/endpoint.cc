@@ -80,7 +80,7 @@ struct Endpoint::State final : LinkHost {
     fbb.Clear();
     return fbb;
   }
-  void emit(Link& link) override;
+  void emit(Link& link, const BodySplice& splice) override;
   void release_budget(size_t bytes) override { budget.release(bytes); }
   void receiving_restarted(Link& link) override { reassembler.link_restarted(link.id()); }
   bool holds_back(const Link& link) const override { return relay_backlogged(link.id()); }
@@ -372,7 +372,7 @@ std::map<uint32_t, PeerCounters> Endpoint::counters() {
 
 // ---- the I/O thread ----
 
-void Endpoint::State::emit(Link& link) {
+void Endpoint::State::emit(Link& link, const BodySplice& splice) {
   DatagramHeader h;
   h.sender = config.node_id;
   h.receiver = link.id();
@@ -386,14 +386,14 @@ void Endpoint::State::emit(Link& link) {
     std::vector<uint8_t>& slot = batch.next(link.address(), &link.counters());
     if (tag_workers.threads() > 0) {
       batch.commit_untagged(fd, frame_datagram(h, fbb.GetBufferPointer(), fbb.GetSize(), auth,
-                                               slot));
+                                               slot, splice));
       return;
     }
-    seal_datagram(h, fbb.GetBufferPointer(), fbb.GetSize(), auth, slot);
+    seal_datagram(h, fbb.GetBufferPointer(), fbb.GetSize(), auth, slot, splice);
     batch.commit(fd);
     return;
   }
-  seal_datagram(h, fbb.GetBufferPointer(), fbb.GetSize(), auth, tx);
+  seal_datagram(h, fbb.GetBufferPointer(), fbb.GetSize(), auth, tx, splice);
   std::vector<FaultInjector::Datagram> out;
   if (!faults.process({tx, link.id()}, Clock::now(), out))
     link.counters().drop(DropReason::kInjected);

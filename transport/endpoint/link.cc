@@ -162,23 +162,27 @@ void Link::declare_lost() {
 }
 
 // A chunk's datagram is built as it goes out (first time or again): nothing is copied while it
-// waits in the link's queue.
+// waits in the link's queue. Its payload is left unwritten in the builder and copied straight
+// from the message into the datagram (the payload copies were a tenth of the sender's time).
 void Link::send_chunk(uint64_t seq, const OutgoingChunk& c) {
   const OutgoingMessage& m = *c.message;
   flatbuffers::FlatBufferBuilder& fbb = host_.builder();
-  const auto data = fbb.CreateVector(c.data(), c.payload);
+  uint8_t* unwritten = nullptr;
+  const auto data = fbb.CreateUninitializedVector(c.payload, &unwritten);
+  // The builder writes back to front and may move its buffer: the distance from its end stays.
+  const size_t payload_from_end = size_t(fbb.GetBufferPointer() + fbb.GetSize() - unwritten);
   const auto chunk = wire::CreateChunk(fbb, m.origin, m.message_id, c.index, m.chunk_count,
                                        static_cast<uint32_t>(m.bytes->size()), m.chunk_payload,
                                        data);
   fbb.Finish(wire::CreateEnvelope(fbb, m.job_id, seq, wire::Frame::Chunk, chunk.Union(),
                                   send_epoch_));
-  host_.emit(*this);
+  host_.emit(*this, BodySplice{fbb.GetSize() - payload_from_end, c.payload, c.data()});
 }
 
 void Link::send_control(flatbuffers::FlatBufferBuilder& fbb, wire::Frame type,
                         flatbuffers::Offset<void> frame) {
   fbb.Finish(wire::CreateEnvelope(fbb, 0, 0, type, frame, send_epoch_));
-  host_.emit(*this);
+  host_.emit(*this, BodySplice{});
 }
 
 void Link::send_ack(Clock::time_point now) {

@@ -26,8 +26,9 @@ class LinkHost {
   virtual ~LinkHost() = default;
   // The endpoint's builder, cleared, for the body of one datagram.
   virtual flatbuffers::FlatBufferBuilder& builder() = 0;
-  // Seals the finished body in builder() for `link`'s peer and sends it.
-  virtual void emit(Link& link) = 0;
+  // Seals the finished body in builder() for `link`'s peer and sends it; `splice`: the body's
+  // bytes the builder left unwritten, and where they are.
+  virtual void emit(Link& link, const BodySplice& splice) = 0;
   // Own-message payload bytes acknowledged or dropped: the send budget gets them back.
   virtual void release_budget(size_t bytes) = 0;
   // The peer's sending half started over (it restarted, or reset the link): the chunks it

@@ -1,6 +1,7 @@
 #include "transport/wire/datagram.h"
 
 #include <cstring>
+#include <stdexcept>
 
 #include "transport/schema/vector_alignment.h"
 
@@ -67,13 +68,15 @@ const char* drop_reason_name(DropReason reason) {
 }
 
 void seal_datagram(const DatagramHeader& header, const uint8_t* body, size_t body_len,
-                   const Authenticator& auth, std::vector<uint8_t>& out) {
-  const TagContext context = frame_datagram(header, body, body_len, auth, out);
+                   const Authenticator& auth, std::vector<uint8_t>& out,
+                   const BodySplice& splice) {
+  const TagContext context = frame_datagram(header, body, body_len, auth, out, splice);
   auth.seal(out.data(), kHeaderBytes + body_len, context);
 }
 
 TagContext frame_datagram(const DatagramHeader& header, const uint8_t* body, size_t body_len,
-                          const Authenticator& auth, std::vector<uint8_t>& out) {
+                          const Authenticator& auth, std::vector<uint8_t>& out,
+                          const BodySplice& splice) {
   // A node without AES-256-GCM tags with XChaCha20-Poly1305 whatever it was asked, and says so.
   DatagramHeader h = header;
   if (!auth.aes_gcm()) h.aead = Aead::kXChaCha20Poly1305;
@@ -88,7 +91,16 @@ TagContext frame_datagram(const DatagramHeader& header, const uint8_t* body, siz
   put<uint32_t>(p + 12, 0);
   put<uint64_t>(p + 16, h.boot_id);
   put<uint64_t>(p + 24, h.counter);
-  std::memcpy(p + kHeaderBytes, body, body_len);
+  if (splice.len == 0) {
+    std::memcpy(p + kHeaderBytes, body, body_len);
+  } else {
+    // The builder's bytes around the splice, and the splice from where it really is.
+    const size_t after = splice.offset + splice.len;
+    if (after > body_len) throw std::logic_error("frame_datagram: splice past the body's end");
+    std::memcpy(p + kHeaderBytes, body, splice.offset);
+    std::memcpy(p + kHeaderBytes + splice.offset, splice.from, splice.len);
+    std::memcpy(p + kHeaderBytes + after, body + after, body_len - after);
+  }
   // Zeros until sealed, not the slot's previous tag: a slot that left unsealed would fail
   // closed either way, but obviously so.
   std::memset(p + kHeaderBytes + body_len, 0, kTagBytes);

@@ -57,13 +57,25 @@ enum class DropReason : int {
 };
 const char* drop_reason_name(DropReason reason);
 
-// header + body + tag into `out` (resized); the body is a finished FlatBuffer.
+// A run of a body's bytes that the builder left unwritten (CreateUninitializedVector), to be
+// copied from `from` as the datagram is framed: a chunk's payload then goes from its message
+// into the datagram in one copy, not through the builder first. len 0: none.
+struct BodySplice {
+  size_t offset = 0;  // into the body
+  size_t len = 0;
+  const uint8_t* from = nullptr;
+};
+
+// header + body + tag into `out` (resized); the body is a finished FlatBuffer, `splice` the
+// bytes of it still to be filled in.
 void seal_datagram(const DatagramHeader& header, const uint8_t* body, size_t body_len,
-                   const Authenticator& auth, std::vector<uint8_t>& out);
+                   const Authenticator& auth, std::vector<uint8_t>& out,
+                   const BodySplice& splice = {});
 // seal_datagram without the tag: header + body into `out` (resized, the tag's 16 bytes left for
 // Authenticator::seal_with); returns what the tag is to be made of.
 TagContext frame_datagram(const DatagramHeader& header, const uint8_t* body, size_t body_len,
-                          const Authenticator& auth, std::vector<uint8_t>& out);
+                          const Authenticator& auth, std::vector<uint8_t>& out,
+                          const BodySplice& splice = {});
 
 struct ParsedDatagram {
   DatagramHeader header;
