@@ -2,7 +2,7 @@
 # A graph model across the cluster (DESIGN.md §16, README "Graph models"): a small residual
 # network with a projection shortcut, same padding and a concat of two global poolings, trained
 # for two epochs of Fashion-MNIST by three daemons, node-1 on its (emulated) GPU and the other two
-# on their CPUs. The job succeeds, reaches 0.82 test accuracy, its replicas agree within 1e-5
+# on their CPUs. The job succeeds, reaches 0.78 test accuracy, its replicas agree within 1e-5
 # across devices, every node applied the same updates exactly once, and the fetched model
 # evaluates on this machine to exactly the accuracy the job reported (the nodes' batch-norm
 # statistics are averaged across the cluster at each epoch end; before they were, they differed
@@ -64,11 +64,13 @@ source "$WORK/c/env"
 id=$("$SUBMIT" job.yaml --detach) || fail "detached submit"
 state=$(wait_job_end "$id" job.json 300)
 [[ $state == succeeded ]] || { fail "job $id ended '$state' (waited 300 s)"; "$SUBMIT" logs "$id" | tail -n 20; }
-# Two epochs of this network reach 0.84-0.875 here (timing moves the threshold's adaptation):
-# the bar is 0.82, far above chance (0.1) and below that spread.
+# Two epochs of this network reach 0.84-0.875 on an idle machine, but timing moves the
+# threshold's adaptation: two at a time, as CI runs tests, 8 runs on 2026-11-27 gave
+# 0.8186-0.8771 (0.8335 with the code before that day's transport changes too) and one CI run
+# 0.8105. The bar is 0.78: far above chance (0.1), below that spread.
 acc=$(json job.json "j['result'].get('accuracy', 0)")
 diff=$(json job.json "j['result'].get('replica_max_relative_difference', 1)")
-python3 -c "import sys; sys.exit(0 if $acc >= 0.82 else 1)" || fail "accuracy $acc < 0.82"
+python3 -c "import sys; sys.exit(0 if $acc >= 0.78 else 1)" || fail "accuracy $acc < 0.78"
 python3 -c "import sys; sys.exit(0 if $diff <= 1e-5 else 1)" || fail "replicas differ by $diff"
 python3 - job.json <<'PY' || fail "devices or exactly-once across devices"
 import json, sys

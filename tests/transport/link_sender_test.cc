@@ -1,9 +1,12 @@
 // The sending half of a link: sequence numbers in transmission order, credit limits, the equal
-// share between a node's own messages and what it relays, and which acknowledged bytes go back
-// to the send budget.
+// share between a node's own messages and what it relays, which acknowledged bytes go back
+// to the send budget, and its in-flight record against a plain model.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+#include <map>
 #include <memory>
+#include <random>
 #include <vector>
 
 #include "transport/reliability/link_sender.h"
@@ -179,4 +182,87 @@ TEST_CASE("chunks taken but not listed in the ack are outside the credit too") {
   a.unlisted_bytes = 0;  // the same report without them: the window stays full
   s.on_ack(a, now);
   REQUIRE(transmit(s).empty());
+}
+
+// The in-flight record (a deque indexed by sequence number since 2026-11-27, a std::map before)
+// against a plain set of what was sent and not acknowledged: random sends, cumulative and
+// selective acks (some overlapping, some past what was sent), NAKs and silences, checking each
+// step's freed bytes, the bytes in flight, what may be sent again, and idleness.
+TEST_CASE("what is in flight agrees with a plain model under random acks, NAKs and ticks") {
+  std::mt19937_64 rng(5);
+  LinkSender s(1 << 30);
+  std::map<uint64_t, OutgoingChunk> model;  // seq -> chunk, sent and not acknowledged
+  uint64_t next_id = 1, highest_sent = 0;
+  auto now = LinkSender::Clock::now();
+  auto record = [&](std::vector<uint64_t>& out) {
+    return [&out](uint64_t seq, const OutgoingChunk&) { out.push_back(seq); };
+  };
+  for (int step = 0; step < 20000; ++step) {
+    now += std::chrono::milliseconds(1);
+    switch (rng() % 5) {
+      case 0: {  // a message of 1-8 chunks, own or relayed, with a short last chunk
+        const size_t chunks = 1 + rng() % 8;
+        auto m = message(next_id++, rng() % 3 == 0, chunks, 100 + uint32_t(rng() % 900));
+        for (uint32_t i = 0; i < m->chunk_count; ++i)
+          s.enqueue({m, i, i + 1 == m->chunk_count ? m->chunk_payload / 2 : m->chunk_payload});
+        std::vector<uint64_t> sent;
+        s.transmit(now, [&](uint64_t seq, const OutgoingChunk& c) {
+          sent.push_back(seq);
+          model.emplace(seq, c);
+        });
+        for (uint64_t seq : sent) REQUIRE(seq == ++highest_sent);  // in order, none skipped
+        break;
+      }
+      case 1: {  // an ack: a cumulative point and up to 3 ranges above it, in any state
+        const uint64_t cumulative = highest_sent == 0 ? 0 : rng() % (highest_sent + 1);
+        std::vector<uint64_t> ranges;
+        for (int r = int(rng() % 4); r > 0; --r) {
+          const uint64_t first = cumulative + 1 + rng() % 40;
+          ranges.push_back(first);
+          ranges.push_back(first + rng() % 10);
+        }
+        size_t expected_freed = 0;
+        auto take = [&](uint64_t first, uint64_t last) {
+          for (auto it = model.lower_bound(first); it != model.end() && it->first <= last;) {
+            if (!it->second.message->relayed) expected_freed += it->second.payload;
+            it = model.erase(it);
+          }
+        };
+        take(0, cumulative);
+        for (size_t i = 0; i + 1 < ranges.size(); i += 2) take(ranges[i], ranges[i + 1]);
+        const size_t freed = s.on_ack(ack(cumulative, 1 << 30, ranges.data(), ranges.size()), now);
+        REQUIRE(freed == expected_freed);
+        break;
+      }
+      case 2: {  // a NAK of a few numbers, sent or not, acknowledged or not
+        std::vector<uint64_t> missing;
+        for (int k = int(rng() % 5); k > 0; --k) missing.push_back(rng() % (highest_sent + 5));
+        std::vector<uint64_t> resent;
+        s.on_nak(missing, now, std::chrono::microseconds(0), record(resent));
+        for (uint64_t seq : resent) REQUIRE(model.count(seq) == 1);
+        for (uint64_t seq : missing)
+          if (model.count(seq)) REQUIRE(std::count(resent.begin(), resent.end(), seq) >= 1);
+        break;
+      }
+      case 3: {  // silence past the timeout: the oldest unacknowledged go again, at most 8
+        now += std::chrono::seconds(1);
+        std::vector<uint64_t> resent;
+        s.on_tick(now, std::chrono::milliseconds(20), record(resent));
+        std::vector<uint64_t> oldest;
+        for (const auto& [seq, c] : model)
+          if (oldest.size() < 8) oldest.push_back(seq);
+        REQUIRE(resent == oldest);
+        break;
+      }
+      default: break;
+    }
+    size_t bytes = 0, own_payload = 0;
+    for (const auto& [seq, c] : model) {
+      bytes += c.wire_bytes();
+      if (!c.message->relayed) own_payload += c.payload;
+    }
+    REQUIRE(s.in_flight_bytes() == bytes);
+    REQUIRE(s.pending_own_payload() == own_payload);
+    REQUIRE(s.idle() == model.empty());
+  }
 }

@@ -91,7 +91,8 @@ struct Endpoint::State final : LinkHost {
     return it == links.end() ? nullptr : it->second.get();
   }
   // One received datagram; `tag`: what check_tags found of its tag.
-  void handle(const uint8_t* data, size_t len, TagVerdict tag = TagVerdict::kUnchecked);
+  // `now`: when its recvmmsg returned (one clock read per batch, not per datagram).
+  void handle(const uint8_t* data, size_t len, TagVerdict tag, Clock::time_point now);
   // The datagrams of a received slot: one, or (coalesced) several of `segment` bytes but the
   // last.
   void split_slot(const uint8_t* data, size_t len, size_t segment);
@@ -405,7 +406,8 @@ void Endpoint::State::emit(Link& link, const BodySplice& splice) {
   }
 }
 
-void Endpoint::State::handle(const uint8_t* data, size_t len, TagVerdict tag) {
+void Endpoint::State::handle(const uint8_t* data, size_t len, TagVerdict tag,
+                             Clock::time_point now) {
   ParsedDatagram d;
   DropReason reason;
   if (!parse_datagram(data, len, config.max_datagram, auth, d, reason, tag)) {
@@ -424,7 +426,6 @@ void Endpoint::State::handle(const uint8_t* data, size_t len, TagVerdict tag) {
     return;
   }
   const wire::Envelope& e = *d.envelope;
-  const auto now = Clock::now();
   if (auto refused = from->admit(d.header, e, boots[d.header.sender], now, len)) {
     from->counters().drop(*refused);
     return;
@@ -529,6 +530,7 @@ void Endpoint::State::drain_socket() {
     }
     const int n = ::recvmmsg(socket.native_handle(), msgs, kReceiveBatch, MSG_DONTWAIT, nullptr);
     if (n <= 0) return;
+    const auto now = Clock::now();
     received.clear();
     for (int i = 0; i < n; ++i) {
       const msghdr& h = msgs[i].msg_hdr;
@@ -547,10 +549,10 @@ void Endpoint::State::drain_socket() {
     for (size_t k = 0; k < received.size(); ++k) {
       const Received& r = received[k];
       if (reinterpret_cast<uintptr_t>(r.data) % 8 == 0) {
-        handle(r.data, r.len, verdicts[k]);
+        handle(r.data, r.len, verdicts[k], now);
       } else {  // the FlatBuffers body must stay 8-byte aligned: a segment size of another's
         std::memcpy(rx.data(), r.data, r.len);
-        handle(reinterpret_cast<const uint8_t*>(rx.data()), r.len, verdicts[k]);
+        handle(reinterpret_cast<const uint8_t*>(rx.data()), r.len, verdicts[k], now);
       }
     }
     if (n < static_cast<int>(kReceiveBatch)) return;

@@ -11,7 +11,6 @@
 #include <cstdint>
 #include <algorithm>
 #include <deque>
-#include <map>
 #include <memory>
 #include <vector>
 
@@ -71,7 +70,8 @@ class LinkSender {
       in_flight_bytes_ += size;
       const uint64_t seq = next_seq_++;
       send(seq, chunk);
-      in_flight_.emplace(seq, InFlight{std::move(chunk), now});
+      in_flight_.push_back(InFlight{std::move(chunk), now});
+      ++in_flight_count_;
     }
   }
 
@@ -101,22 +101,28 @@ class LinkSender {
     credit_ = size_t(ack.credit) + ack.refused_bytes + ack.unlisted_bytes;
     if (ack.refused > 0) last_busy_ = now;
     size_t freed = 0;
-    const size_t before = in_flight_.size();
-    auto release = [&](std::map<uint64_t, InFlight>::iterator it) {
-      in_flight_bytes_ -= it->second.chunk.wire_bytes();
-      if (it->second.chunk.message->relayed)
-        relayed_bytes_ -= it->second.chunk.wire_bytes();
-      else
-        freed += it->second.chunk.payload;
-      return in_flight_.erase(it);
+    const size_t before = in_flight_count_;
+    // Sequence numbers [first, last] that are in flight (the ack's own numbers are clamped:
+    // a range past what was sent releases nothing).
+    auto release = [&](uint64_t first, uint64_t last) {
+      const uint64_t base = first_in_flight();
+      for (uint64_t seq = std::max(first, base); seq <= last && seq < next_seq_; ++seq) {
+        InFlight& f = in_flight_[seq - base];
+        if (!f.chunk.message) continue;  // acknowledged before
+        in_flight_bytes_ -= f.chunk.wire_bytes();
+        if (f.chunk.message->relayed)
+          relayed_bytes_ -= f.chunk.wire_bytes();
+        else
+          freed += f.chunk.payload;
+        f.chunk.message.reset();
+        --in_flight_count_;
+      }
     };
-    while (!in_flight_.empty() && in_flight_.begin()->first <= ack.cumulative)
-      release(in_flight_.begin());
+    release(first_in_flight(), ack.cumulative);
     for (size_t i = 0; i + 1 < ack.received_len; i += 2)
-      for (auto it = in_flight_.lower_bound(ack.received[i]);
-           it != in_flight_.end() && it->first <= ack.received[i + 1];)
-        it = release(it);
-    if (in_flight_.size() < before || in_flight_.empty()) last_progress_ = now;
+      release(ack.received[i], ack.received[i + 1]);
+    while (!in_flight_.empty() && !in_flight_.front().chunk.message) in_flight_.pop_front();
+    if (in_flight_count_ < before || in_flight_count_ == 0) last_progress_ = now;
     return freed;
   }
 
@@ -125,8 +131,8 @@ class LinkSender {
   size_t pending_own_payload() const {
     size_t total = 0;
     for (const auto& c : own_.chunks) total += c.payload;
-    for (const auto& [seq, f] : in_flight_)
-      if (!f.chunk.message->relayed) total += f.chunk.payload;
+    for (const InFlight& f : in_flight_)
+      if (f.chunk.message && !f.chunk.message->relayed) total += f.chunk.payload;
     return total;
   }
 
@@ -136,11 +142,13 @@ class LinkSender {
   template <class Send>
   void on_nak(const std::vector<uint64_t>& missing, Clock::time_point now,
               std::chrono::microseconds min_gap, Send&& send) {
+    const uint64_t base = first_in_flight();
     for (uint64_t seq : missing) {
-      auto it = in_flight_.find(seq);
-      if (it == in_flight_.end() || now - it->second.last_sent < min_gap) continue;
-      send(seq, it->second.chunk);
-      it->second.last_sent = now;
+      if (seq < base || seq >= next_seq_) continue;
+      InFlight& f = in_flight_[seq - base];
+      if (!f.chunk.message || now - f.last_sent < min_gap) continue;
+      send(seq, f.chunk);
+      f.last_sent = now;
       ++retransmits_;
     }
   }
@@ -149,7 +157,7 @@ class LinkSender {
   // gap, so send the oldest unacked datagrams again.
   template <class Send>
   void on_tick(Clock::time_point now, std::chrono::microseconds rto, Send&& send) {
-    if (in_flight_.empty()) {
+    if (in_flight_count_ == 0) {
       last_progress_ = now;
       return;
     }
@@ -157,9 +165,11 @@ class LinkSender {
     // Also while the receiver refuses chunks for room (it NAKs them once it has room): the
     // timer must still find a lost tail, which nothing else reveals. At most 8 per tick.
     int resent = 0;
-    for (auto& [seq, f] : in_flight_) {
-      if (now - f.last_sent < rto) continue;
-      send(seq, f.chunk);
+    uint64_t seq = first_in_flight();
+    for (InFlight& f : in_flight_) {
+      const uint64_t this_seq = seq++;
+      if (!f.chunk.message || now - f.last_sent < rto) continue;
+      send(this_seq, f.chunk);
       f.last_sent = now;
       ++retransmits_;
       if (++resent == 8) break;
@@ -170,7 +180,7 @@ class LinkSender {
   // say it refused chunks for want of room: it stopped acknowledging (heartbeats alone do not
   // keep a link alive that never drains).
   bool not_acknowledging(Clock::time_point now, std::chrono::milliseconds limit) const {
-    return !in_flight_.empty() && now - std::max(last_progress_, last_busy_) > limit;
+    return in_flight_count_ > 0 && now - std::max(last_progress_, last_busy_) > limit;
   }
   // Wire bytes of relayed chunks queued or in flight (bounded by the endpoint: backpressure).
   size_t relayed_bytes() const { return relayed_bytes_; }
@@ -179,7 +189,7 @@ class LinkSender {
   uint64_t retransmits() const { return retransmits_; }
   uint64_t credit_stalls() const { return credit_stalls_; }
   bool idle() const {
-    return own_.chunks.empty() && relayed_.chunks.empty() && in_flight_.empty();
+    return own_.chunks.empty() && relayed_.chunks.empty() && in_flight_count_ == 0;
   }
 
  private:
@@ -194,16 +204,22 @@ class LinkSender {
     return own_.sent <= relayed_.sent ? own_ : relayed_;
   }
 
+  // What was sent and not yet acknowledged, one slot per sequence number from
+  // first_in_flight() to next_seq_ - 1 (a deque indexed by the number: no tree node or
+  // allocation per datagram). A slot acknowledged out of order (selectively) is emptied
+  // (chunk.message null) and leaves once every slot before it has.
   struct InFlight {
     OutgoingChunk chunk;
     Clock::time_point last_sent;
   };
+  uint64_t first_in_flight() const { return next_seq_ - in_flight_.size(); }
   uint64_t next_seq_ = 1;
   size_t credit_;
   Queue own_, relayed_;
   size_t queued_bytes_ = 0;
   size_t relayed_bytes_ = 0;
-  std::map<uint64_t, InFlight> in_flight_;
+  std::deque<InFlight> in_flight_;
+  size_t in_flight_count_ = 0;  // slots still holding a chunk
   size_t in_flight_bytes_ = 0;
   Clock::time_point last_progress_ = Clock::now();
   Clock::time_point last_busy_{};  // the last ack that reported chunks refused for room
