@@ -133,6 +133,20 @@ TEST_CASE("the workers take items beside the caller, and are counted") {
   CHECK(none.items_by_workers() == 0);  // without workers the caller runs them all
 }
 
+TEST_CASE("the batches shared with the workers are counted, with their items") {
+  TagWorkers workers(2, "test-tag");
+  workers.run(1, [](size_t) {});  // one item: the caller alone, nothing shared
+  CHECK(workers.batches_shared() == 0);
+  CHECK(workers.items_shared() == 0);
+  workers.run(16, [](size_t) {});
+  workers.run(40, [](size_t) {});
+  CHECK(workers.batches_shared() == 2);
+  CHECK(workers.items_shared() == 56);
+  TagWorkers none(0, "test-tag");
+  none.run(10, [](size_t) {});
+  CHECK(none.batches_shared() == 0);
+}
+
 TEST_CASE("the tag workers sleep between bursts and wake for the next one") {
   TagWorkers workers(2, "test-tag");
   for (int burst = 0; burst < 3; ++burst) {

@@ -226,6 +226,18 @@ double goodput(bool insecure, double loss, int messages, bool segmented = true) 
                  (unsigned long long)s.datagrams_out, (unsigned long long)s.retransmits,
                  (unsigned long long)s.naks_received, (unsigned long long)s.credit_stalls,
                  (unsigned long long)r.naks_sent, (unsigned long long)r.duplicates);
+    if (g_tag_threads > 0) {
+      // Whether the batches are large enough for the workers' fork and join to pay.
+      auto mean = [](const Endpoint::TagBatches& t) {
+        return t.batches ? double(t.items) / double(t.batches) : 0.0;
+      };
+      const Endpoint::TagBatches ts = p.a->tag_batches_shared(), tr = p.b->tag_batches_shared();
+      std::fprintf(stderr,
+                   "  batches shared with the tag workers: sender %llu (mean %.1f datagrams), "
+                   "receiver %llu (mean %.1f)\n",
+                   (unsigned long long)ts.batches, mean(ts), (unsigned long long)tr.batches,
+                   mean(tr));
+    }
   }
   return rate;
 }

@@ -336,6 +336,9 @@ bool Endpoint::send(uint32_t peer, uint64_t job_id, uint32_t origin, uint64_t me
 size_t Endpoint::tag_threads() const { return state_->tag_workers.threads(); }
 
 uint64_t Endpoint::tags_on_workers() const { return state_->tag_workers.items_by_workers(); }
+Endpoint::TagBatches Endpoint::tag_batches_shared() const {
+  return {state_->tag_workers.batches_shared(), state_->tag_workers.items_shared()};
+}
 
 bool Endpoint::idle() {
   // Shared: if the wait below gives up, the I/O thread still has a promise to fulfil.

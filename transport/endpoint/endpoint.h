@@ -126,6 +126,11 @@ class Endpoint {
   size_t tag_threads() const;
   // Tags sealed or checked by the tag workers rather than the I/O thread (config.tag_threads).
   uint64_t tags_on_workers() const;
+  // Batches shared with the tag workers and the datagrams in them (TagWorkers::batches_shared).
+  struct TagBatches {
+    uint64_t batches = 0, items = 0;
+  };
+  TagBatches tag_batches_shared() const;
 
   // True when nothing is queued or unacknowledged towards any live peer.
   bool idle();

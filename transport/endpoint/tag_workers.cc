@@ -75,6 +75,8 @@ void TagWorkers::run(size_t n, const std::function<void(size_t)>& item) {
     for (size_t i = 0; i < n; ++i) item(i);
     return;
   }
+  batches_shared_.fetch_add(1, std::memory_order_relaxed);
+  items_shared_.fetch_add(n, std::memory_order_relaxed);
   generation_.fetch_add(1);  // odd: no worker enters now
   wait_until([&] { return inside_.load() == 0; });  // one that entered the last batch late leaves
   item_ = &item;

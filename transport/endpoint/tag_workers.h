@@ -40,6 +40,10 @@ class TagWorkers {
   // Items the workers (not the caller) have run since the start: shown by the endpoint, so a
   // node that was given workers can tell whether they take any of the work.
   uint64_t items_by_workers() const { return by_workers_.load(std::memory_order_relaxed); }
+  // Batches run() shared with the workers, and the items in them (their mean size says whether
+  // the fork and join can pay).
+  uint64_t batches_shared() const { return batches_shared_.load(std::memory_order_relaxed); }
+  uint64_t items_shared() const { return items_shared_.load(std::memory_order_relaxed); }
 
  private:
   // Returns how many items this thread ran.
@@ -60,6 +64,7 @@ class TagWorkers {
   std::atomic<size_t> next_{0};
   std::atomic<size_t> done_{0};
   std::atomic<uint64_t> by_workers_{0};
+  std::atomic<uint64_t> batches_shared_{0}, items_shared_{0};
 
   std::mutex mutex_;  // for sleeping and waking only
   std::condition_variable wake_;
