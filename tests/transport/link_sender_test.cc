@@ -215,11 +215,17 @@ TEST_CASE("what is in flight agrees with a plain model under random acks, NAKs a
       }
       case 1: {  // an ack: a cumulative point and up to 3 ranges above it, in any state
         const uint64_t cumulative = highest_sent == 0 ? 0 : rng() % (highest_sent + 1);
-        std::vector<uint64_t> ranges;
+        // Ascending by first number, as LinkReceiver lists them, but overlapping at will.
+        std::vector<std::pair<uint64_t, uint64_t>> pairs;
         for (int r = int(rng() % 4); r > 0; --r) {
           const uint64_t first = cumulative + 1 + rng() % 40;
+          pairs.emplace_back(first, first + rng() % 10);
+        }
+        std::sort(pairs.begin(), pairs.end());
+        std::vector<uint64_t> ranges;
+        for (const auto& [first, last] : pairs) {
           ranges.push_back(first);
-          ranges.push_back(first + rng() % 10);
+          ranges.push_back(last);
         }
         size_t expected_freed = 0;
         auto take = [&](uint64_t first, uint64_t last) {
@@ -265,4 +271,19 @@ TEST_CASE("what is in flight agrees with a plain model under random acks, NAKs a
     REQUIRE(s.pending_own_payload() == own_payload);
     REQUIRE(s.idle() == model.empty());
   }
+}
+
+// An authenticated but broken or hostile peer: ranges out of order, repeated, or covering the
+// whole window many times. An ack never releases a number it does not list, and walks each slot
+// at most once (a range below the last one's end releases only what lies above it).
+TEST_CASE("ranges out of order or repeated release only what they list, each slot once") {
+  LinkSender s(1 << 30);
+  enqueue_all(s, message(1, false, 10));  // sequence numbers 1..10, 1000 bytes each
+  REQUIRE(transmit(s).size() == 10);
+  const uint64_t descending[] = {8, 9, 2, 3};  // 8-9, then 2-3 (below 9: not walked again)
+  CHECK(s.on_ack(ack(0, 1 << 30, descending, 4), LinkSender::Clock::now()) == 2000);
+  const uint64_t repeated[] = {1, 10, 1, 10, 1, 10};  // the whole window three times
+  // The rest: 1-7 and 10 (2 and 3 too, which the first ack listed out of order).
+  CHECK(s.on_ack(ack(0, 1 << 30, repeated, 6), LinkSender::Clock::now()) == 8000);
+  CHECK(s.idle());
 }

@@ -102,11 +102,16 @@ class LinkSender {
     if (ack.refused > 0) last_busy_ = now;
     size_t freed = 0;
     const size_t before = in_flight_count_;
-    // Sequence numbers [first, last] that are in flight (the ack's own numbers are clamped:
-    // a range past what was sent releases nothing).
+    // Releases sequence numbers [first, last] that are in flight. The ack's numbers are clamped
+    // to what was sent, and each slot is visited at most once per ack: the receiver lists its
+    // ranges in ascending order (LinkReceiver::received_ranges), so `next` only moves up, and
+    // overlapping or repeated ranges cannot make one ack walk the window many times. (A range
+    // below `next` releases only what lies above it.)
+    const uint64_t base = first_in_flight();  // no slot leaves until every range is done
+    uint64_t next = base;
     auto release = [&](uint64_t first, uint64_t last) {
-      const uint64_t base = first_in_flight();
-      for (uint64_t seq = std::max(first, base); seq <= last && seq < next_seq_; ++seq) {
+      for (uint64_t seq = std::max(first, next); seq <= last && seq < next_seq_; ++seq) {
+        next = seq + 1;
         InFlight& f = in_flight_[seq - base];
         if (!f.chunk.message) continue;  // acknowledged before
         in_flight_bytes_ -= f.chunk.wire_bytes();
@@ -118,7 +123,7 @@ class LinkSender {
         --in_flight_count_;
       }
     };
-    release(first_in_flight(), ack.cumulative);
+    release(next, ack.cumulative);
     for (size_t i = 0; i + 1 < ack.received_len; i += 2)
       release(ack.received[i], ack.received[i + 1]);
     while (!in_flight_.empty() && !in_flight_.front().chunk.message) in_flight_.pop_front();
