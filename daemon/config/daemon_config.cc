@@ -129,7 +129,7 @@ DaemonConfig parse_daemon_config(const std::string& text, const std::string& sou
   }
   if (const YAML::Node n = root["data"]) {
     r.expect_map(n, "data", {"network", "interface", "port", "allow_loopback", "reassembly_mb",
-                         "tag_threads"});
+                         "tag_threads", "lanes"});
     if (n["network"] && n["interface"])
       r.fail(n, "data", "give data.network or data.interface, not both",
              "keep the one that identifies the cluster network");
@@ -139,6 +139,7 @@ DaemonConfig parse_daemon_config(const std::string& text, const std::string& sou
     c.data_reassembly_mb =
         r.integer(n, "reassembly_mb", "data", c.data_reassembly_mb, 1, 1 << 20);
     c.data_tag_threads = r.integer(n, "tag_threads", "data", c.data_tag_threads, 0, 64);
+    c.data_lanes = r.integer(n, "lanes", "data", c.data_lanes, 1, DaemonConfig::kMaxDataLanes);
   }
   if (const YAML::Node n = root["http"]) {
     r.expect_map(n, "http", {"address", "port"});

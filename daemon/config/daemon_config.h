@@ -45,6 +45,10 @@ struct DaemonConfig {
   // Threads beside the data channel's I/O thread that seal and check datagram tags
   // (transport::EndpointConfig::tag_threads): for nodes with cores to spare on a fast link.
   int64_t data_tag_threads = 0;
+  // I/O threads of the data channel, each with a socket on the data port
+  // (transport::EndpointConfig::lanes); the same on every node of a cluster.
+  int64_t data_lanes = 1;
+  static constexpr int64_t kMaxDataLanes = 16;  // transport::kMaxLanes (node_agent.cc checks)
   std::string http_address = "127.0.0.1";
   uint16_t http_port = 7080;
   int64_t threads = 0;  // compute threads for jobs on this node; 0 = every core

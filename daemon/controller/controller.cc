@@ -137,6 +137,25 @@ void Controller::serve_node(ControlConnection& c, const NodeRegistration& node) 
                            "it again (a new id is drawn)"));
         return;
       }
+    if (node.data_lanes < 1 || node.data_lanes > transport::kMaxLanes) {
+      c.send(reply_error("node " + name + " registered with " + std::to_string(node.data_lanes) +
+                             " data lanes, outside 1 .. " + std::to_string(transport::kMaxLanes),
+                         "run the same dtrain release everywhere"));
+      return;
+    }
+    // Lanes are steered by the receiving node's count: nodes that differ refuse each other's
+    // datagrams, so one that differs from the live nodes is refused here, where it is clear.
+    for (const auto& [other_name, other] : members_)
+      if (other.alive && other_name != name && other.data_lanes != node.data_lanes) {
+        c.send(reply_error("node " + name + " has data.lanes " + std::to_string(node.data_lanes) +
+                               ", and node " + other_name + " (alive) has " +
+                               std::to_string(other.data_lanes) +
+                               ": nodes of different lane counts cannot exchange updates",
+                           "set data.lanes: " + std::to_string(other.data_lanes) + " in " + name +
+                               "'s dtraind.yaml, or stop every node and give them all the new "
+                               "count"));
+        return;
+      }
     Member& m = members_[name];
     if (m.alive && m.session != 0 && m.boot_id != boot_id) {
       // A new process before its old connection was seen to end: the old one is gone, with
@@ -150,6 +169,7 @@ void Controller::serve_node(ControlConnection& c, const NodeRegistration& node) 
     m.name = name;
     m.address = node.address;
     m.data_port = node.data_port;
+    m.data_lanes = node.data_lanes;
     m.cores = node.cores;
     m.gpus = node.gpus;
     m.alive = true;
@@ -889,6 +909,7 @@ Json Controller::nodes_locked() {
   for (const auto& [name, m] : members_)
     nodes.push_back(
         {{"name", name}, {"id", m.id}, {"address", m.address}, {"data_port", m.data_port},
+         {"data_lanes", m.data_lanes},
          {"cores", m.cores}, {"gpus", gpus_json(m.gpus)}, {"state", m.alive ? "alive" : "lost"},
          {"last_heard_seconds_ago", std::chrono::duration<double>(now - m.last_heard).count()},
          {"running_job", running_ != 0 && m.alive &&

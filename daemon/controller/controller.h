@@ -47,6 +47,7 @@ class Controller {
     uint32_t id = 0;
     std::string name, address;
     uint16_t data_port = 0;
+    uint8_t data_lanes = 1;
     uint32_t cores = 1;
     std::vector<NodeRegistration::Gpu> gpus;
     bool alive = false;

@@ -59,6 +59,8 @@ NodeAgent::NodeAgent(const DaemonConfig& config, const transport::ClusterKey& ke
   ec_config.heartbeat_interval = std::chrono::milliseconds(config_.heartbeat_ms);
   ec_config.reassembly_bytes = size_t(config_.data_reassembly_mb) << 20;
   ec_config.tag_threads = size_t(config_.data_tag_threads);
+  static_assert(DaemonConfig::kMaxDataLanes == transport::kMaxLanes, "data.lanes' bound");
+  ec_config.lanes = size_t(config_.data_lanes);
   channel_ = std::make_unique<DataChannel>(ec_config);
   spdlog::info("node {} (id {}): data channel on interface {} ({}:{})", config_.name, node_id_,
                chosen.name, address_, channel_->endpoint().port());
@@ -183,6 +185,7 @@ void NodeAgent::session(const std::atomic<bool>& stop) {
   me.name = config_.name;
   me.address = address_;
   me.data_port = channel_->endpoint().port();
+  me.data_lanes = uint8_t(channel_->endpoint().lanes());
   me.cores = std::max(1u, std::thread::hardware_concurrency());
   me.gpus = registration_gpus(gpus_);
   {
@@ -269,7 +272,8 @@ void NodeAgent::stop_jobs() {
 
 Json NodeAgent::status() {
   Json j = {{"name", config_.name}, {"id", node_id_}, {"data_address", address_},
-            {"data_port", channel_->endpoint().port()}, {"controller_connected", bool(connected_)},
+            {"data_port", channel_->endpoint().port()}, {"data_lanes", channel_->endpoint().lanes()},
+            {"controller_connected", bool(connected_)},
             {"jobs", Json::array()}, {"peers", Json::array()}, {"gpus", Json::array()},
             // data.tag_threads, and how much of the tagging they took (transport/README.md)
             {"tag_threads", channel_->endpoint().tag_threads()},

@@ -20,7 +20,7 @@ std::vector<uint8_t> register_frame(const NodeRegistration& node) {
                                          fbb.CreateString(node.address), node.data_port,
                                          node.cores, node.node_id, node.boot_id,
                                          fbb.CreateVector(gpus),
-                                         fbb.CreateVector(node.running_jobs));
+                                         fbb.CreateVector(node.running_jobs), node.data_lanes);
   return control_frame_bytes(fbb, control::ControlBody::Register, r.Union());
 }
 
@@ -32,6 +32,7 @@ bool read_registration(const transport::control::Register& r, NodeRegistration& 
   out.name = r.node_name()->str();
   out.address = r.address()->str();
   out.data_port = r.data_port();
+  out.data_lanes = r.data_lanes();  // the controller checks its range
   out.cores = std::max(1u, r.cores());
   out.gpus.clear();
   // Bounded: a node has a handful of GPUs; more entries or longer names are not believed.

@@ -23,6 +23,7 @@ struct NodeRegistration {
   uint64_t boot_id = 0;
   std::string name, address;
   uint16_t data_port = 0;
+  uint8_t data_lanes = 1;  // data.lanes (transport/README.md, "Lanes")
   uint32_t cores = 1;
   struct Gpu {
     uint32_t index = 0;

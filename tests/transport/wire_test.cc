@@ -218,6 +218,45 @@ TEST_CASE("AES-256-GCM datagrams: flagged, checked, refused where not accepted")
   REQUIRE(reject_reason(d, other) == DropReason::kBadTag);
 }
 
+TEST_CASE("the lane and lane count come through, under the tag, and are range-checked") {
+  Authenticator auth(test_key(), false);
+  flatbuffers::FlatBufferBuilder fbb;
+  fbb.Finish(wire::CreateEnvelope(fbb, 1, 0, wire::Frame::Heartbeat,
+                                  wire::CreateHeartbeat(fbb, 1, 0, 0).Union()));
+  DatagramHeader h{3, 1, 99, 7};
+  h.lane = 2;
+  h.lanes = 3;
+  std::vector<uint8_t> d;
+  seal_datagram(h, fbb.GetBufferPointer(), fbb.GetSize(), auth, d);
+  // Where the receiving kernel's steering program reads it.
+  REQUIRE(d[kLaneOffset] == 2);
+  REQUIRE(d[kLaneOffset + 1] == 3);
+  ParsedDatagram out;
+  DropReason reason;
+  REQUIRE(parse(d, auth, reason, out));
+  REQUIRE(out.header.lane == 2);
+  REQUIRE(out.header.lanes == 3);
+  // Moved to another lane or count, the tag no longer holds (a datagram cannot be steered into
+  // another lane's link).
+  std::vector<uint8_t> moved = d;
+  moved[kLaneOffset] = 1;
+  REQUIRE(reject_reason(moved, auth) == DropReason::kBadTag);
+  moved = d;
+  moved[kLaneOffset + 1] = 4;
+  REQUIRE(reject_reason(moved, auth) == DropReason::kBadTag);
+  // Out of range (checked before the tag): a lane past the count, no lanes, too many lanes,
+  // and the reserved bytes after them.
+  for (auto [lane, lanes] : {std::pair<int, int>{3, 3}, {0, 0}, {0, kMaxLanes + 1}}) {
+    std::vector<uint8_t> bad = d;
+    bad[kLaneOffset] = uint8_t(lane);
+    bad[kLaneOffset + 1] = uint8_t(lanes);
+    REQUIRE(reject_reason(bad, auth) == DropReason::kMalformed);
+  }
+  std::vector<uint8_t> reserved = d;
+  reserved[15] = 1;
+  REQUIRE(reject_reason(reserved, auth) == DropReason::kMalformed);
+}
+
 TEST_CASE("forged datagrams between a link's honest ones do not disturb their checking") {
   for (Aead aead : {Aead::kXChaCha20Poly1305, Aead::kAes256Gcm}) {
     Authenticator sender(test_key(), false), receiver(test_key(), false);

@@ -468,6 +468,29 @@ TEST_CASE("registrations with GPUs and with or without running jobs are taken", 
   }
 }
 
+TEST_CASE("a node whose data.lanes differs from the live nodes' is refused, naming the fix",
+          "[controller]") {
+  ControllerUnderTest t;
+  daemon::NodeRegistration two = node_named("node-a", 1);
+  two.data_lanes = 2;
+  FakeNode a(t, two);
+  CHECK(t.ask("nodes").at("nodes").at(0).at("data_lanes") == 2);
+  auto c = t.as_daemon();
+  const std::string refusal = register_reply(*c, node_named("node-b", 2));  // 1 lane
+  CHECK(refusal.find("node node-b has data.lanes 1, and node node-a (alive) has 2") !=
+        std::string::npos);
+  CHECK(t.ask("nodes").at("nodes").size() == 1);
+  // A count out of range is refused too; the same count is taken.
+  daemon::NodeRegistration many = node_named("node-c", 3);
+  many.data_lanes = 200;
+  auto c2 = t.as_daemon();
+  CHECK(register_reply(*c2, many).find("200 data lanes, outside 1 .. 16") != std::string::npos);
+  daemon::NodeRegistration same = node_named("node-d", 4);
+  same.data_lanes = 2;
+  FakeNode d(t, same);
+  CHECK(alive(t, "node-d"));
+}
+
 TEST_CASE("the whole cluster went down and one node stays away: the job resumes on those back",
           "[controller]") {
   const std::string dir = temp_dir();

@@ -32,6 +32,7 @@ TEST_CASE("the sample daemon config parses", "[daemon]") {
   CHECK(c.http_port == 7080);
   CHECK(c.peer_timeout_ms == 10000);
   CHECK(c.data_tag_threads == 0);
+  CHECK(c.data_lanes == 1);
 }
 
 TEST_CASE("defaults: a node of its own host, the documented ports", "[daemon]") {
@@ -60,6 +61,11 @@ TEST_CASE("daemon config mistakes name the key and the fix", "[daemon]") {
   CHECK(error_of("http: {port: x}\n").find(": http.port: expected") != std::string::npos);
   CHECK(error_of("data: {tag_threds: 2}\n").find("tag_threads") != std::string::npos);  // did you mean
   CHECK(parse_daemon_config("data: {tag_threads: 3}\n", "d.yaml").data_tag_threads == 3);
+  CHECK(parse_daemon_config("data: {lanes: 4}\n", "d.yaml").data_lanes == 4);
+  CHECK(error_of("data: {lanes: 0}\n").find("data.lanes: value 0 is out of range") !=
+        std::string::npos);
+  CHECK(error_of("data: {lanes: 17}\n").find("data.lanes: value 17 is out of range") !=
+        std::string::npos);
   CHECK(error_of("heartbeat_ms: 1000\npeer_timeout_ms: 1500\n").find("at least twice") !=
         std::string::npos);
   CHECK(error_of("name: [oops\n").find("d.yaml:") != std::string::npos);

@@ -153,6 +153,7 @@ double raw_udp(double seconds, bool tagged, bool segmented) {
 
 size_t g_credit_window = EndpointConfig{}.credit_window;  // --credit-window
 size_t g_tag_threads = 0;  // --tag-threads: each endpoint's tag workers
+size_t g_lanes = 1;        // --lanes: each endpoint's I/O threads
 bool g_verbose = false;  // --only: the link's counters after a goodput run
 
 // The AEAD two endpoints on this machine agree on.
@@ -180,6 +181,7 @@ struct Pair {
     ca.insecure = cb.insecure = insecure;
     ca.credit_window = cb.credit_window = g_credit_window;
     ca.tag_threads = cb.tag_threads = g_tag_threads;
+    ca.lanes = cb.lanes = g_lanes;
     ca.faults.drop = loss;
     ca.faults.seed = 7;
     a = std::make_unique<Endpoint>(ca);
@@ -312,6 +314,10 @@ int main(int argc, char** argv) {
                  "threads beside each endpoint's I/O thread that seal and check tags (default 0; "
                  "the dtrain rows run two endpoints, so 2 x (1 + N) threads)")
       ->check(CLI::Range(size_t(0), size_t(64)));
+  app.add_option("--lanes", g_lanes,
+                 "I/O threads (lanes) of each endpoint in the dtrain rows (default 1; the raw "
+                 "pairs keep one thread a side)")
+      ->check(CLI::Range(size_t(1), size_t(kMaxLanes)));
   std::string only;
   const std::vector<std::string> kOnly = {"raw", "raw-tagged", "raw-gso", "raw-gso-tagged", "auth",
                                           "auth-per-datagram", "insecure", "loss", "latency",
@@ -386,6 +392,8 @@ int main(int argc, char** argv) {
   // Each row against both raw baselines, where they were measured.
   const double per_datagram = rows[0].mb_s.empty() ? 0 : median(rows[0].mb_s);
   const double segmented = rows[2].mb_s.empty() ? 0 : median(rows[2].mb_s);
+  if (g_lanes > 1)
+    std::printf("the dtrain rows: %zu lanes (I/O threads) per endpoint\n", g_lanes);
   std::printf("medians of %d runs%-18s %10s %14s %14s\n", repeats, "", "MB/s", "x per datagram",
               "x segmented");
   for (const Row& row : rows) {

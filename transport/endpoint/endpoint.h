@@ -1,10 +1,12 @@
 #pragma once
-// A node's UDP endpoint (transport/README.md, "The data channel"): one socket on one port carrying
-// every job (told apart by job id), authenticated datagrams, reliable links to each peer (sequence
+// A node's UDP endpoint (transport/README.md, "The data channel"): one port carrying every job
+// (told apart by job id), authenticated datagrams, reliable links to each peer (sequence
 // numbers, NAKs, cumulative acks, credit-based flow control), chunking and reassembly of messages
 // of any size, heartbeats with round-trip times, and the peer declared lost after a silence (or
-// after it stops acknowledging). One I/O thread owns all link state (one transport/endpoint/link.h
-// per peer); public calls are thread-safe and never wait without a deadline.
+// after it stops acknowledging). The work is done by config.lanes lanes (transport/endpoint/
+// lane.h), each an I/O thread with its own socket on the port and its own half of every link
+// (transport/endpoint/link.h); a message travels whole on one lane. Public calls are
+// thread-safe and never wait without a deadline.
 #include <array>
 #include <chrono>
 #include <condition_variable>
@@ -24,6 +26,9 @@
 #include "transport/wire/datagram.h"
 
 namespace dtrain::transport {
+
+class Lane;
+struct LaneShared;
 
 struct EndpointConfig {
   uint32_t node_id = 0;
@@ -60,6 +65,10 @@ struct EndpointConfig {
   // (transport/endpoint/tag_workers.h): authentication is most of the I/O thread's work on a
   // fast link, so a node with spare cores can give it some. 0: the I/O thread does it all.
   size_t tag_threads = 0;
+  // I/O threads, each with a socket on the port (transport/README.md, "Lanes"): one link's
+  // goodput past what one thread can frame, tag and check. Every node of a cluster must have
+  // the same count (a node refuses datagrams of another count, and says so). 1 .. kMaxLanes.
+  size_t lanes = 1;
   FaultSpec faults;
 };
 
@@ -84,12 +93,14 @@ class Endpoint {
   Endpoint(const Endpoint&) = delete;
   Endpoint& operator=(const Endpoint&) = delete;
 
-  // Handlers run on the I/O thread: keep them short. on_lost fires once per silence.
+  // Handlers run on an I/O thread: keep them short. With several lanes, on_message runs on the
+  // lane the message came by, so two may run at once. on_lost fires once per silence.
   void start(MessageHandler on_message, PeerHandler on_lost = nullptr);
   void stop();
 
   uint32_t node_id() const { return config_.node_id; }
   uint16_t port() const { return port_; }
+  size_t lanes() const { return config_.lanes; }
   const std::string& address() const { return config_.bind_address; }
   size_t chunk_payload() const { return chunk_payload_; }
   // The credit each link offers: config.credit_window, or less where the kernel gave the socket
@@ -117,13 +128,13 @@ class Endpoint {
   // share when both are queued.
   enum class SendKind { kOwn, kRelay };
 
-  // Queues a message for one peer. False when a kOwn send ran past `deadline` waiting for the
+  // Queues a message for one peer, on lane message_id % lanes. False when a kOwn send ran past `deadline` waiting for the
   // budget, or for an unknown peer.
   bool send(uint32_t peer, uint64_t job_id, uint32_t origin, uint64_t message_id, Bytes bytes,
             std::chrono::milliseconds deadline = std::chrono::milliseconds(10000),
             SendKind kind = SendKind::kOwn);
 
-  size_t tag_threads() const;
+  size_t tag_threads() const;  // per lane
   // Tags sealed or checked by the tag workers rather than the I/O thread (config.tag_threads).
   uint64_t tags_on_workers() const;
   // Batches shared with the tag workers and the datagrams in them (TagWorkers::batches_shared).
@@ -137,13 +148,19 @@ class Endpoint {
   std::map<uint32_t, PeerCounters> counters();
 
  private:
-  struct State;
+  void lane_lost(uint8_t lane, uint32_t peer);
+  void wrong_lane(uint32_t peer, const DatagramHeader& header);
 
   EndpointConfig config_;
   uint16_t port_ = 0;
   size_t chunk_payload_ = 0;
-  std::unique_ptr<State> state_;
-  std::thread io_thread_;
+  std::unique_ptr<LaneShared> shared_;
+  std::vector<std::unique_ptr<Lane>> lanes_;
+  std::vector<std::thread> io_threads_;
+  PeerHandler on_lost_;
+  std::mutex loss_mutex_;
+  std::set<uint32_t> lost_;             // peers a lane declared lost, until add_peer
+  std::set<uint32_t> lane_complaints_;  // peers whose wrong lane was logged
 };
 
 }  // namespace dtrain::transport

@@ -19,6 +19,20 @@ struct PeerCounters {
   bool lost = false;
   Aead aead = Aead::kXChaCha20Poly1305;  // the tags of what we send this peer now
 
+  // Another lane's counters of the same peer (transport/endpoint/lane.h): traffic, drops and
+  // queues add up; the peer is lost if any lane says so; the round trip is the slowest lane's.
+  void add_lane(const PeerCounters& c) {
+    datagrams_in += c.datagrams_in, bytes_in += c.bytes_in;
+    datagrams_out += c.datagrams_out, bytes_out += c.bytes_out;
+    messages_in += c.messages_in, messages_out += c.messages_out;
+    naks_sent += c.naks_sent, naks_received += c.naks_received;
+    retransmits += c.retransmits, credit_stalls += c.credit_stalls;
+    duplicates += c.duplicates;
+    queued_bytes += c.queued_bytes, in_flight_bytes += c.in_flight_bytes;
+    for (size_t r = 0; r < drops.size(); ++r) drops[r] += c.drops[r];
+    rtt_us = rtt_us > c.rtt_us ? rtt_us : c.rtt_us;
+    lost = lost || c.lost;
+  }
   void drop(DropReason reason) { ++drops[static_cast<size_t>(reason)]; }
   uint64_t dropped(DropReason reason) const { return drops[static_cast<size_t>(reason)]; }
 };

@@ -62,6 +62,7 @@ const char* drop_reason_name(DropReason reason) {
     case DropReason::kWrongReceiver: return "wrong_receiver";
     case DropReason::kStaleBoot: return "stale_boot";
     case DropReason::kNoRoom: return "no_room";
+    case DropReason::kWrongLane: return "wrong_lane";
     case DropReason::kCount: break;
   }
   return "?";
@@ -88,7 +89,9 @@ TagContext frame_datagram(const DatagramHeader& header, const uint8_t* body, siz
   p[3] = h.aead == Aead::kAes256Gcm ? kFlagAes256Gcm : 0;
   put<uint32_t>(p + 4, h.sender);
   put<uint32_t>(p + 8, h.receiver);
-  put<uint32_t>(p + 12, 0);
+  p[kLaneOffset] = h.lane;
+  p[kLaneOffset + 1] = h.lanes;
+  put<uint16_t>(p + 14, 0);
   put<uint64_t>(p + 16, h.boot_id);
   put<uint64_t>(p + 24, h.counter);
   if (splice.len == 0) {
@@ -129,6 +132,13 @@ bool read_header(const uint8_t* data, size_t len, size_t max_datagram, DatagramH
     reason = DropReason::kMalformed;
     return false;
   }
+  const uint8_t lane = data[kLaneOffset], lanes = data[kLaneOffset + 1];
+  if (lanes == 0 || lanes > kMaxLanes || lane >= lanes || get<uint16_t>(data + 14) != 0) {
+    reason = DropReason::kMalformed;
+    return false;
+  }
+  out.lane = lane;
+  out.lanes = lanes;
   out.aead = (data[3] & kFlagAes256Gcm) ? Aead::kAes256Gcm : Aead::kXChaCha20Poly1305;
   out.sender = get<uint32_t>(data + 4);
   out.receiver = get<uint32_t>(data + 8);

@@ -1,10 +1,13 @@
 #pragma once
-// One datagram on the data channel (wire version 3):
-//   0  "DT" | version | flags | sender node (u32) | receiver node (u32) | reserved (u32, 0)
+// One datagram on the data channel (wire version 4):
+//   0  "DT" | version | flags | sender node (u32) | receiver node (u32) |
+//      lane (u8) | lanes (u8) | reserved (u16, 0)
 //   16 boot id (u64) | counter (u64)
 //   32 a FlatBuffers Envelope (transport/schema/data.fbs), 8-byte aligned
 //   .. 16-byte tag over everything before it (transport/security/authenticator.h)
 // flags: bit 0 set = the tag is AES-256-GCM, clear = XChaCha20-Poly1305; the other bits are 0.
+// lane: which of the sender's `lanes` I/O threads sent it (transport/README.md, "Lanes"); the
+// receiving kernel steers it to the socket of the same lane by this byte, at payload offset 12.
 // All integers little-endian. The receiver is under the tag: a datagram captured on its way to
 // one node and replayed at another is refused there (version 1 had no receiver, and another
 // node's replay window had never seen it). parse_datagram() checks the size, magic, version and
@@ -20,9 +23,13 @@
 
 namespace dtrain::transport {
 
-// 3: the AEAD flag, and the receiver is part of the nonce and key (2: XChaCha20-Poly1305 with
-// the nonce (sender, boot, counter); the receiver was authenticated as associated data only).
-constexpr uint8_t kWireVersion = 3;
+// 4: the lane and lane count (3 had a reserved word there: a node of version 3 would take every
+// lane's datagrams as one link's). 3: the AEAD flag, and the receiver is part of the nonce and
+// key (2: XChaCha20-Poly1305 with the nonce (sender, boot, counter); the receiver was
+// authenticated as associated data only).
+constexpr uint8_t kWireVersion = 4;
+constexpr size_t kLaneOffset = 12;  // the lane byte; the lane count follows it
+constexpr uint8_t kMaxLanes = 16;
 constexpr uint8_t kFlagAes256Gcm = 1;
 constexpr size_t kHeaderBytes = 32;
 constexpr size_t kDefaultMaxDatagram = 1408;  // fits a 1500-byte MTU with IPv6 + UDP headers
@@ -34,6 +41,8 @@ struct DatagramHeader {
   uint64_t boot_id = 0;
   uint64_t counter = 0;
   Aead aead = Aead::kXChaCha20Poly1305;  // which tag (flags bit 0)
+  uint8_t lane = 0;   // < lanes
+  uint8_t lanes = 1;  // the sender's, 1 .. kMaxLanes
 
   TagContext tag_context() const { return {sender, receiver, boot_id, counter, aead}; }
 };
@@ -53,6 +62,7 @@ enum class DropReason : int {
   kWrongReceiver, // sealed for another node: a replay from elsewhere
   kStaleBoot,     // from a boot of the peer that is not (or no longer) the one it may use
   kNoRoom,        // reassembly or relay room is short: not acknowledged, the sender repeats it
+  kWrongLane,     // another lane's, or from a node with another lane count (data.lanes)
   kCount
 };
 const char* drop_reason_name(DropReason reason);

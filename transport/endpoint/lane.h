@@ -1,0 +1,164 @@
+#pragma once
+// One lane of an endpoint (transport/README.md, "Lanes"): a socket on the endpoint's port, the
+// I/O thread that runs it, and this lane's half of every link (its own sequence numbers, credit,
+// acks, replay window and reassembly). An endpoint has data.lanes of them; a message travels
+// whole on lane message_id % lanes, so nothing below the endpoint knows there are others. With
+// several lanes the receiving kernel steers each datagram to its lane's socket by the lane byte
+// of its header, and each lane sends from a socket of its own (two lanes' datagrams never share
+// a flow that receive offload could merge). Everything here but LaneShared belongs to the lane's
+// I/O thread.
+#include <asio.hpp>
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <set>
+#include <vector>
+
+#include "transport/endpoint/datagram_batch.h"
+#include "transport/endpoint/endpoint.h"
+#include "transport/endpoint/link.h"
+#include "transport/endpoint/send_budget.h"
+#include "transport/endpoint/tag_workers.h"
+#include "transport/faults/fault_injector.h"
+#include "transport/reliability/reassembler.h"
+
+namespace dtrain::transport {
+
+// What the lanes of one endpoint share; thread-safe.
+struct LaneShared {
+  explicit LaneShared(size_t send_queue_bytes) : budget(send_queue_bytes) {}
+
+  // Counters are handed out in blocks from one sequence, so no two lanes ever tag with the same
+  // (sender, receiver, boot, counter) under one key, and a lane takes the shared atomic once
+  // per block, not once per datagram.
+  static constexpr uint64_t kCounterBlock = 64;
+  uint64_t next_block() { return counter_blocks.fetch_add(kCounterBlock); }
+
+  SendBudget budget;  // backpressure: own bytes queued or unacknowledged, over all peers and lanes
+  uint64_t boot_id = 0;
+  std::atomic<uint64_t> counter_blocks{0};
+  Endpoint::MessageHandler on_message;
+  // A lane declared `peer` lost (the endpoint tells the other lanes and the layer above, once).
+  std::function<void(uint8_t lane, uint32_t peer)> lane_lost;
+  // An authenticated datagram from `peer` of another lane or lane count (logged once per peer).
+  std::function<void(uint32_t peer, const DatagramHeader& header)> wrong_lane;
+};
+
+class Lane final : public LinkHost {
+ public:
+  using Clock = std::chrono::steady_clock;
+
+  Lane(const EndpointConfig& config, uint8_t index, LaneShared& shared);
+
+  // Opens the lane's sockets: the receiving one bound to address:port (shared with the other
+  // lanes when there are several) and, with several lanes, one to send from. Throws
+  // TransportError naming the fix.
+  void open(const asio::ip::address& address, uint16_t port);
+  // The kernel steers each datagram arriving on the port to the socket of lane
+  // (lane byte % lanes): installed once, on lane 0's socket, after every lane has bound.
+  void steer_by_lane_byte();
+  uint16_t port() const { return socket_.local_endpoint().port(); }
+  uint8_t index() const { return index_; }
+  const LinkTiming& timing() const { return timing_; }
+  asio::io_context& io() { return io_; }
+  void run();   // the I/O thread's body, until stop()
+  void stop();  // on the I/O thread (post it)
+
+  // On the I/O thread (dispatched or posted there by the endpoint).
+  Link* link(uint32_t id) {
+    auto it = links_.find(id);
+    return it == links_.end() ? nullptr : it->second.get();
+  }
+  void add_peer(uint32_t id, const asio::ip::udp::endpoint& address);
+  void announce_boot(uint32_t peer, uint64_t boot_id);
+  void remove_peer(uint32_t id);
+  void add_job(uint64_t job_id) { jobs_.insert(job_id); }
+  void remove_job(uint64_t job_id) { jobs_.erase(job_id); }
+  void send(uint32_t peer, std::shared_ptr<OutgoingMessage> message);
+  // Another lane declared `peer` lost: so is it here.
+  void peer_lost_elsewhere(uint32_t peer);
+  bool idle() const;
+  void counters(std::map<uint32_t, PeerCounters>& out) const;
+
+  // Any thread.
+  const TagWorkers& tag_workers() const { return tag_workers_; }
+
+  // LinkHost
+  flatbuffers::FlatBufferBuilder& builder() override {
+    fbb_.Clear();
+    return fbb_;
+  }
+  void emit(Link& link, const BodySplice& splice) override;
+  void release_budget(size_t bytes) override { shared_.budget.release(bytes); }
+  void receiving_restarted(Link& link) override { reassembler_.link_restarted(link.id()); }
+  bool holds_back(const Link& link) const override { return relay_backlogged(link.id()); }
+  bool accepts_aes256gcm() const override { return auth_.aes_gcm(); }
+
+ private:
+  // One received datagram; `tag`: what check_tags found of its tag.
+  // `now`: when its recvmmsg returned (one clock read per batch, not per datagram).
+  void handle(const uint8_t* data, size_t len, TagVerdict tag, Clock::time_point now);
+  // The datagrams of a received slot: one, or (coalesced) several of `segment` bytes but the
+  // last.
+  void split_slot(const uint8_t* data, size_t len, size_t segment);
+  // Checks, on the tag workers, the tags of the received datagrams whose key is cached.
+  void check_tags();
+  void on_chunk(Link& link, const wire::Envelope& e, Clock::time_point now);
+  bool relay_backlogged(uint32_t except) const;
+  void receive();
+  void drain_socket();
+  void tick();
+  // Links whose refused chunks would be taken now ask for them again (see the definition).
+  void retry_refused(Clock::time_point now);
+  uint64_t next_counter();
+  int send_fd() { return several_ ? send_socket_.native_handle() : socket_.native_handle(); }
+  void flush() { batch_.flush(send_fd()); }
+
+  const EndpointConfig config_;
+  const uint8_t index_;
+  const bool several_;  // config.lanes > 1
+  LaneShared& shared_;
+  asio::io_context io_;
+  asio::ip::udp::socket socket_;       // receives (and, with one lane, sends)
+  asio::ip::udp::socket send_socket_;  // with several lanes: this lane's own flow
+  asio::steady_timer timer_;
+  Authenticator auth_;
+  Reassembler reassembler_;
+  FaultInjector faults_;
+  LinkTiming timing_;
+  TagWorkers tag_workers_;
+  uint64_t counter_ = 0, counter_end_ = 0;  // this lane's block of counters
+  std::map<uint32_t, std::unique_ptr<Link>> links_;
+  std::map<uint32_t, BootRecord> boots_;  // outlive their links (remove_peer, add_peer)
+  PeerCounters unknown_;
+  std::set<uint64_t> jobs_;
+  DatagramBatch batch_;
+  std::vector<uint64_t> rx_;  // 8-byte aligned, so the FlatBuffers body (offset 32) is too
+  bool coalescing_ = false;   // the socket takes GRO'd datagrams (UDP_GRO)
+  size_t slot_ = 0;           // bytes per recvmmsg slot
+  std::vector<uint64_t> rx_batch_;  // kReceiveBatch slots
+  // One recvmmsg's datagrams (pointing into rx_batch_) and what check_tags found of each tag.
+  struct Received {
+    const uint8_t* data;
+    size_t len;
+  };
+  std::vector<Received> received_;
+  std::vector<TagVerdict> verdicts_;
+  struct TagCheck {
+    size_t index;  // into received_
+    const Authenticator::Keys* keys;
+    TagContext context;
+  };
+  std::vector<TagCheck> tag_checks_;
+  std::vector<uint8_t> tx_;
+  flatbuffers::FlatBufferBuilder fbb_{2048};
+  Clock::time_point last_expire_ = Clock::now();
+  Clock::time_point last_retry_{};
+  bool room_freed_ = false;      // since last_retry_: a message completed or a backlog drained
+  bool was_backlogged_ = false;  // some link's relay backlog was over its bound at the last tick
+};
+
+}  // namespace dtrain::transport
