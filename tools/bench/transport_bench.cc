@@ -151,6 +151,19 @@ double raw_udp(double seconds, bool tagged, bool segmented) {
   return rate;
 }
 
+// `pairs` segmented raw pairs at once, each with its own sockets and threads (as many as the
+// dtrain rows' lanes): the raw baseline with as many flows and threads a side as dtrain uses.
+double raw_udp_pairs(double seconds, size_t pairs) {
+  std::vector<double> rates(pairs);
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < pairs; ++i)
+    threads.emplace_back([&rates, i, seconds] { rates[i] = raw_udp(seconds, false, true); });
+  for (auto& t : threads) t.join();
+  double sum = 0;
+  for (double r : rates) sum += r;
+  return sum;
+}
+
 size_t g_credit_window = EndpointConfig{}.credit_window;  // --credit-window
 size_t g_tag_threads = 0;  // --tag-threads: each endpoint's tag workers
 size_t g_lanes = 1;        // --lanes: each endpoint's I/O threads
@@ -319,11 +332,12 @@ int main(int argc, char** argv) {
                  "pairs keep one thread a side)")
       ->check(CLI::Range(size_t(1), size_t(kMaxLanes)));
   std::string only;
-  const std::vector<std::string> kOnly = {"raw", "raw-tagged", "raw-gso", "raw-gso-tagged", "auth",
+  const std::vector<std::string> kOnly = {"raw", "raw-tagged", "raw-gso", "raw-gso-tagged",
+                                          "raw-gso-pairs", "auth",
                                           "auth-per-datagram", "insecure", "loss", "latency",
                                           "tag-batches"};
   app.add_option("--only", only, "run one measurement (for profiling): raw, raw-tagged, raw-gso, "
-                                  "raw-gso-tagged, auth, auth-per-datagram, insecure, loss, latency; "
+                                  "raw-gso-tagged, raw-gso-pairs, auth, auth-per-datagram, insecure, loss, latency; "
                                   "or tag-batches: tagging alone, on one thread against 1 + "
                                   "--tag-threads")
       ->check(CLI::IsMember(kOnly));
@@ -344,6 +358,8 @@ int main(int argc, char** argv) {
       {"raw-gso", "raw UDP, segmented (GSO/GRO)", [] { return raw_udp(2.0, false, true); }},
       {"raw-gso-tagged", std::string("  + dtrain's tags (") + tag_name() + ")",
        [] { return raw_udp(2.0, true, true); }},
+      {"raw-gso-pairs", "raw UDP, segmented, one pair per lane",
+       [] { return raw_udp_pairs(2.0, g_lanes); }},
       {"auth", "dtrain, 2 MB messages, authenticated", [&] { return goodput(false, 0.0, messages); }},
       {"auth-per-datagram", "  the same, segmentation off",
        [&] { return goodput(false, 0.0, messages, false); }},
@@ -374,7 +390,7 @@ int main(int argc, char** argv) {
   for (const std::string& name : split_list(subset))
     if (std::find(kOnly.begin(), kOnly.end(), name) == kOnly.end() || name == "tag-batches") {
       std::fprintf(stderr, "--rows: no row '%s' (the rows: raw, raw-tagged, raw-gso, "
-                           "raw-gso-tagged, auth, auth-per-datagram, insecure, loss, latency; "
+                           "raw-gso-tagged, raw-gso-pairs, auth, auth-per-datagram, insecure, loss, latency; "
                            "tag-batches runs with --only)\n",
                    name.c_str());
       return 2;
@@ -389,13 +405,15 @@ int main(int argc, char** argv) {
     p50.push_back(a);
     p99.push_back(b);
   }
-  // Each row against both raw baselines, where they were measured.
+  // Each row against the raw baselines, where they were measured.
   const double per_datagram = rows[0].mb_s.empty() ? 0 : median(rows[0].mb_s);
   const double segmented = rows[2].mb_s.empty() ? 0 : median(rows[2].mb_s);
+  const double pairs = rows[4].mb_s.empty() ? 0 : median(rows[4].mb_s);
   if (g_lanes > 1)
-    std::printf("the dtrain rows: %zu lanes (I/O threads) per endpoint\n", g_lanes);
-  std::printf("medians of %d runs%-18s %10s %14s %14s\n", repeats, "", "MB/s", "x per datagram",
-              "x segmented");
+    std::printf("the dtrain rows: %zu lanes (I/O threads) per endpoint; %zu raw pairs at once\n",
+                g_lanes, g_lanes);
+  std::printf("medians of %d runs%-18s %10s %14s %14s %10s\n", repeats, "", "MB/s",
+              "x per datagram", "x segmented", "x pairs");
   for (const Row& row : rows) {
     if (row.mb_s.empty()) continue;
     const double m = median(row.mb_s);
@@ -405,8 +423,8 @@ int main(int argc, char** argv) {
       if (base > 0) std::snprintf(text, sizeof text, "%.2f", m / base);
       return std::string(text);
     };
-    std::printf("%-44s %10.0f %14s %14s\n", row.label.c_str(), m, ratio(per_datagram).c_str(),
-                ratio(segmented).c_str());
+    std::printf("%-44s %10.0f %14s %14s %10s\n", row.label.c_str(), m,
+                ratio(per_datagram).c_str(), ratio(segmented).c_str(), ratio(pairs).c_str());
   }
   if (!p50.empty())
     std::printf("one-way latency, 4 KB messages: p50 %.0f us, p99 %.0f us\n", median(p50),

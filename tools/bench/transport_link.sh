@@ -5,14 +5,19 @@
 # yields: raw UDP fills the link (per datagram and segmented; the faster of the two is the
 # baseline), and dtrain's authenticated goodput is what is left after its headers, tags and
 # acks, and after its CPU cost where the CPU, not the link, is the limit.
-# Usage: tools/bench/transport_link.sh [--repeats N] [RATE ...]   (default: 1gbit 4gbit 10gbit)
+# Usage: tools/bench/transport_link.sh [--repeats N] [--lanes L] [RATE ...]
+#   (rates default to 1gbit 4gbit 10gbit; L: dtrain's lanes, its I/O threads per endpoint)
 # Needs root, or unprivileged user namespaces (then it runs as `unshare -rn`). The binary: the
 # one `bazel build -c opt //tools/bench:transport_bench` made (or $TRANSPORT_BENCH).
 set -u
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 BENCH="${TRANSPORT_BENCH:-$root/bazel-bin/tools/bench/transport_bench}"
 repeats=3
-if [ "${1:-}" = "--repeats" ]; then repeats="$2"; shift 2; fi
+lanes=1
+while [ "${1:-}" = "--repeats" ] || [ "${1:-}" = "--lanes" ]; do
+  if [ "$1" = "--repeats" ]; then repeats="$2"; else lanes="$2"; fi
+  shift 2
+done
 rates=("$@")
 [ ${#rates[@]} -gt 0 ] || rates=(1gbit 4gbit 10gbit)
 [ -x "$BENCH" ] || { echo "no $BENCH: run bazel build -c opt //tools/bench:transport_bench" >&2; exit 1; }
@@ -28,6 +33,6 @@ for rate in "${rates[@]}"; do
   # The bench's processes live and die inside the namespace's shell, which waits for them.
   unshare "${unshare_args[@]}" bash -c '
     ip link set lo up && tc qdisc add dev lo root tbf rate "$1" burst 4mb latency 50ms || exit 1
-    "$2" --repeats "$3" --rows raw,raw-gso,auth,insecure 2>&1 | grep -v INSECURE
-  ' _ "$rate" "$BENCH" "$repeats" || { echo "the run at $rate failed" >&2; exit 1; }
+    "$2" --repeats "$3" --lanes "$4" --rows raw,raw-gso,auth,insecure 2>&1 | grep -v INSECURE
+  ' _ "$rate" "$BENCH" "$repeats" "$lanes" || { echo "the run at $rate failed" >&2; exit 1; }
 done

@@ -12,7 +12,8 @@
 # Fashion-MNIST's four .gz files, copied to /usr/share/datasets when the machine lacks them.
 # cuBLAS comes from the CUDA toolkit (/usr/local/cuda/lib64), cuDNN from PyTorch's nvidia-cudnn
 # wheel when the system has none, NCCL likewise from nvidia-nccl. --bench transport needs no
-# GPU: the transport bench with 0-3 tag threads per endpoint on the machine's cores (issue 13).
+# GPU: the transport bench with 1, 2, 4 and 6 lanes per endpoint (and 0 or 1 tag threads) on
+# the machine's cores (issue 13).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 [[ ${1:-} == -h || ${1:-} == --help || $# -lt 1 ]] && { sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'; exit 0; }
@@ -99,12 +100,14 @@ for b in $BENCH; do
     # beside each endpoint's I/O thread (the bench runs two endpoints: 2 x (1 + N) threads);
     # --insecure (no tags at all) is the most the workers could bring.
     transport) echo "cores: $(nproc)"
-               "$BIN/transport_bench" --only tag-batches --tag-threads 3
-               for n in 0 1 2 3; do
-                 echo "== --tag-threads $n"
-                 "$BIN/transport_bench" --rows raw,raw-gso,raw-gso-tagged,auth,insecure --repeats 3 \
-                   --tag-threads "$n"
-               done 2>&1 | tee "$LOGS/bench-transport.log" ;;
+               for lanes in 1 2 4 6; do
+                 echo "== --lanes $lanes"
+                 "$BIN/transport_bench" --rows raw,raw-gso,raw-gso-pairs,auth,insecure --repeats 3 \
+                   --lanes "$lanes"
+               done 2>&1 | tee "$LOGS/bench-transport.log"
+               echo "== --lanes 4 --tag-threads 1"
+               "$BIN/transport_bench" --rows raw-gso,raw-gso-pairs,auth --repeats 3 --lanes 4 \
+                 --tag-threads 1 2>&1 | tee -a "$LOGS/bench-transport.log" ;;
     *) echo "unknown benchmark $b" >&2 ;;
   esac
 done

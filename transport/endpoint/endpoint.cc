@@ -120,7 +120,8 @@ size_t Endpoint::credit_window() const { return lanes_[0]->timing().credit_windo
 void Endpoint::add_peer(uint32_t id, const std::string& address, uint16_t port) {
   asio::error_code ec;
   const auto ip = asio::ip::make_address(address, ec);
-  if (ec) throw TransportError("peer address '" + address + "' is not an IP address", "fix the mesh map");
+  if (ec)
+    throw TransportError("peer address '" + address + "' is not an IP address", "fix the mesh map");
   {
     std::lock_guard<std::mutex> lock(loss_mutex_);
     lost_.erase(id);
@@ -135,7 +136,8 @@ void Endpoint::add_peer(uint32_t id, const std::string& address, uint16_t port) 
 
 void Endpoint::announce_boot(uint32_t peer, uint64_t boot_id) {
   for (auto& lane : lanes_)
-    asio::dispatch(lane->io(), [&lane = *lane, peer, boot_id] { lane.announce_boot(peer, boot_id); });
+    asio::dispatch(lane->io(),
+                   [&lane = *lane, peer, boot_id] { lane.announce_boot(peer, boot_id); });
 }
 
 void Endpoint::remove_peer(uint32_t id) {
@@ -147,7 +149,8 @@ void Endpoint::add_job(uint64_t job_id) {
   // rejoining node's Attached) must not race the insertion. Before start() the posts run ahead
   // of the first datagram: nothing to wait for.
   if (io_threads_.empty()) {
-    for (auto& lane : lanes_) asio::post(lane->io(), [&lane = *lane, job_id] { lane.add_job(job_id); });
+    for (auto& lane : lanes_)
+      asio::post(lane->io(), [&lane = *lane, job_id] { lane.add_job(job_id); });
     return;
   }
   on_every_lane(lanes_, [job_id](Lane& lane) { lane.add_job(job_id); });

@@ -61,7 +61,7 @@ struct EndpointConfig {
   // (transport/endpoint/datagram_batch.h): the same datagrams, a fraction of the system calls'
   // cost. false: datagram by datagram (benchmarks compare the two).
   bool segmentation = true;
-  // Threads beside the I/O thread that seal and check the tags of each batch of datagrams
+  // Threads beside each lane's I/O thread that seal and check the tags of each batch of datagrams
   // (transport/endpoint/tag_workers.h): authentication is most of the I/O thread's work on a
   // fast link, so a node with spare cores can give it some. 0: the I/O thread does it all.
   size_t tag_threads = 0;
@@ -128,8 +128,8 @@ class Endpoint {
   // share when both are queued.
   enum class SendKind { kOwn, kRelay };
 
-  // Queues a message for one peer, on lane message_id % lanes. False when a kOwn send ran past `deadline` waiting for the
-  // budget, or for an unknown peer.
+  // Queues a message for one peer, on lane message_id % lanes. False when a kOwn send ran past
+  // `deadline` waiting for the budget, or for an unknown peer.
   bool send(uint32_t peer, uint64_t job_id, uint32_t origin, uint64_t message_id, Bytes bytes,
             std::chrono::milliseconds deadline = std::chrono::milliseconds(10000),
             SendKind kind = SendKind::kOwn);

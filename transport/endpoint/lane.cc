@@ -49,7 +49,8 @@ void cap_credit(LinkTiming& timing, udp::socket& socket, const EndpointConfig& c
 }
 
 std::string tag_thread_name(const EndpointConfig& c, uint8_t lane) {
-  return "dtrain-tag-" + std::to_string(c.node_id) + (c.lanes > 1 ? "." + std::to_string(lane) : "");
+  const std::string name = "dtrain-tag-" + std::to_string(c.node_id);
+  return c.lanes > 1 ? name + "." + std::to_string(lane) : name;
 }
 
 }  // namespace
@@ -135,9 +136,10 @@ void Lane::steer_by_lane_byte() {
   sock_fprog program{static_cast<unsigned short>(sizeof code / sizeof code[0]), code};
   if (::setsockopt(socket_.native_handle(), SOL_SOCKET, SO_ATTACH_REUSEPORT_CBPF, &program,
                    sizeof program) != 0)
-    throw TransportError(std::string("cannot steer datagrams to lanes (SO_ATTACH_REUSEPORT_CBPF): ") +
-                             std::strerror(errno),
-                         "set data.lanes: 1 (lanes need Linux 4.5 or later)");
+    throw TransportError(
+        std::string("cannot steer datagrams to lanes (SO_ATTACH_REUSEPORT_CBPF): ") +
+            std::strerror(errno),
+        "set data.lanes: 1 (lanes need Linux 4.5 or later)");
 }
 
 void Lane::run() {
@@ -439,7 +441,8 @@ void Lane::check_tags() {
   for (size_t k = 0; k < received_.size(); ++k) {
     DatagramHeader h;
     DropReason reason;
-    if (!read_header(received_[k].data, received_[k].len, config_.max_datagram, h, reason)) continue;
+    const Received& r = received_[k];
+    if (!read_header(r.data, r.len, config_.max_datagram, h, reason)) continue;
     if (const Authenticator::Keys* keys = auth_.cached_key(h.tag_context()))
       tag_checks_.push_back({k, keys, h.tag_context()});
   }
