@@ -18,6 +18,7 @@
 #include <thread>
 
 #include "transport/endpoint/endpoint.h"
+#include "tests/transport/udp_tap.h"
 #include "tests/wait_for.h"
 
 using namespace dtrain::transport;
@@ -68,57 +69,7 @@ Endpoint::Bytes payload(size_t size, uint8_t fill) {
   return std::make_shared<const std::vector<uint8_t>>(size, fill);
 }
 
-// A UDP socket on loopback that records every datagram sent to it (a wire tap), optionally
-// passing each one on to `forward_port`.
-class Tap {
- public:
-  explicit Tap(uint16_t forward_port = 0) : socket_(io_), forward_port_(forward_port) {
-    socket_.open(asio::ip::udp::v4());
-    socket_.bind({asio::ip::make_address("127.0.0.1"), 0});
-    socket_.non_blocking(true);
-    thread_ = std::thread([this] { run(); });
-  }
-  ~Tap() {
-    stop_ = true;
-    thread_.join();
-  }
-  uint16_t port() const { return socket_.local_endpoint().port(); }
-  std::vector<std::vector<uint8_t>> captured() {
-    std::lock_guard<std::mutex> lock(mutex_);
-    return captured_;
-  }
-  // Sends the bytes from this tap's socket to a port on loopback.
-  void replay(const std::vector<uint8_t>& bytes, uint16_t port) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    socket_.send_to(asio::buffer(bytes), {asio::ip::make_address("127.0.0.1"), port});
-  }
-
- private:
-  void run() {
-    std::vector<uint8_t> buffer(65536);
-    while (!stop_) {
-      asio::ip::udp::endpoint from;
-      asio::error_code ec;
-      const size_t n = socket_.receive_from(asio::buffer(buffer), from, 0, ec);
-      if (ec) {
-        std::this_thread::sleep_for(1ms);
-        continue;
-      }
-      std::lock_guard<std::mutex> lock(mutex_);
-      captured_.emplace_back(buffer.begin(), buffer.begin() + n);
-      if (forward_port_)
-        socket_.send_to(asio::buffer(buffer.data(), n),
-                        {asio::ip::make_address("127.0.0.1"), forward_port_}, 0, ec);
-    }
-  }
-  asio::io_context io_;
-  asio::ip::udp::socket socket_;
-  uint16_t forward_port_;
-  std::mutex mutex_;
-  std::vector<std::vector<uint8_t>> captured_;
-  std::atomic<bool> stop_{false};
-  std::thread thread_;
-};
+using Tap = dtrain::testing::UdpTap;
 
 }  // namespace
 

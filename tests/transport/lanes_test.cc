@@ -1,14 +1,21 @@
 // Lanes (transport/endpoint/lane.h): several I/O threads per endpoint, each with a socket on the
 // one port, with real sockets on loopback (ports bound to 0 and read back):
 // - messages of every size cross both ways exactly once and intact, each handed over on its
-//   lane's thread, and the kernel steers every datagram to its own lane's socket;
+//   lane's thread, and the kernel steers every datagram to its own lane's socket; every lane
+//   carries traffic, and no two datagrams on the wire share a counter (the tags' nonce);
 // - a node with another lane count is refused on every datagram, and counted as wrong_lane;
 // - a peer that goes silent is reported lost once, not once per lane, and can be added back;
+// - a link that stops being acknowledged on one lane is lost on every lane (their queues are
+//   dropped at once), and a new silence after the peer is heard again is reported again;
+// - a port already held (another endpoint's lanes) is refused, not joined;
 // - lanes draw their counters (the tags' nonces) from disjoint blocks.
 // Every wait has a deadline and says what it was waiting for.
 #include <catch2/catch.hpp>
 
+#include <asio.hpp>
 #include <atomic>
+#include <cstring>
+#include <functional>
 #include <chrono>
 #include <map>
 #include <memory>
@@ -17,12 +24,14 @@
 #include <thread>
 #include <vector>
 
+#include "tests/transport/udp_tap.h"
 #include "tests/wait_for.h"
 #include "transport/endpoint/endpoint.h"
 #include "transport/endpoint/lane.h"
 
 using namespace dtrain::transport;
 using namespace std::chrono_literals;
+using dtrain::testing::UdpTap;
 using dtrain::testing::wait_for;
 
 namespace {
@@ -74,6 +83,18 @@ void connect(Endpoint& a, Inbox& at_a, Endpoint& b, Inbox& at_b) {
   b.start(at_b.handler());
 }
 
+// The lane and counter of each datagram a tap captured (header bytes 12 and 24-31).
+std::vector<std::pair<uint8_t, uint64_t>> lanes_and_counters(UdpTap& tap) {
+  std::vector<std::pair<uint8_t, uint64_t>> out;
+  for (const auto& d : tap.captured()) {
+    if (d.size() < 32) continue;
+    uint64_t counter;
+    std::memcpy(&counter, d.data() + 24, 8);
+    out.emplace_back(d[kLaneOffset], counter);
+  }
+  return out;
+}
+
 uint64_t drops(Endpoint& e, uint32_t peer, DropReason reason) {
   return e.counters()[peer].dropped(reason);
 }
@@ -85,6 +106,8 @@ TEST_CASE("three lanes carry messages both ways, each once and intact, on their 
   REQUIRE(a.lanes() == 3);
   Inbox at_a, at_b;
   connect(a, at_a, b, at_b);
+  UdpTap wire(b.port());  // a's datagrams to b go through it (steered again at b's port)
+  a.add_peer(2, "127.0.0.1", wire.port());
   constexpr uint64_t kMessages = 60;
   std::thread from_b([&] {
     for (uint64_t id = 0; id < kMessages; ++id)
@@ -114,6 +137,16 @@ TEST_CASE("three lanes carry messages both ways, each once and intact, on their 
   REQUIRE(c.messages_out == kMessages);
   REQUIRE(c.messages_in == kMessages);
   REQUIRE(!c.lost);
+  // On the wire: all three lanes carried a's datagrams, and no counter was used twice.
+  std::set<uint8_t> lanes;
+  std::set<uint64_t> counters;
+  const auto seen = lanes_and_counters(wire);
+  for (auto [lane, counter] : seen) {
+    lanes.insert(lane);
+    REQUIRE(counters.insert(counter).second);
+  }
+  REQUIRE(lanes == std::set<uint8_t>{0, 1, 2});
+  REQUIRE(seen.size() > 3 * kMessages);
 }
 
 TEST_CASE("a node with another lane count is refused, and counted as wrong_lane") {
@@ -166,6 +199,56 @@ TEST_CASE("a silent peer is reported lost once over all lanes, and can be added 
   REQUIRE(wait_for([&] { return at_b2.count() == 3; }, 5s, "a's messages to b's second boot"));
   REQUIRE(!a.counters()[2].lost);
   REQUIRE(losses.load() == 1);
+}
+
+TEST_CASE("a link unacknowledged on one lane is lost on all; a new silence is reported again") {
+  Endpoint a(config(1, 3)), b(config(2, 3));
+  std::atomic<int> losses{0};
+  for (Endpoint* e : {&a, &b}) e->add_job(kJob);
+  // Between a and b: the chunks of lanes 0 and 1 (datagrams of more than 300 bytes) are lost;
+  // heartbeats and acks pass, so neither side hears silence.
+  UdpTap wire(b.port(),
+              [](const uint8_t* d, size_t len) { return len > 300 && d[kLaneOffset] < 2; });
+  a.add_peer(2, "127.0.0.1", wire.port());
+  b.add_peer(1, "127.0.0.1", a.port());
+  Inbox at_a, at_b;
+  a.start(at_a.handler(), [&](uint32_t peer) {
+    if (peer == 2) ++losses;
+  });
+  b.start(at_b.handler());
+  auto message = [](uint64_t id) {
+    return std::make_shared<const std::vector<uint8_t>>(pattern(id));
+  };
+  const auto first = std::chrono::steady_clock::now();
+  REQUIRE(a.send(2, kJob, 1, 1, message(1)));  // lane 1: unacknowledged from now
+  std::this_thread::sleep_for(1300ms);
+  REQUIRE(a.send(2, kJob, 1, 3, message(3)));  // lane 0: unacknowledged from 1.3 s on
+  REQUIRE(wait_for([&] { return losses.load() >= 1; }, 5s, "a to declare b lost (lane 1)"));
+  // Lane 1's timer ran out first (the peer timeout is 1.5 s); lane 0's would at 2.8 s, but
+  // lane 0 was told, and dropped what it had in flight with lane 1.
+  REQUIRE(std::chrono::steady_clock::now() - first < 2600ms);
+  std::this_thread::sleep_for(100ms);
+  const PeerCounters after = a.counters()[2];
+  REQUIRE(after.in_flight_bytes == 0);
+  REQUIRE(after.queued_bytes == 0);
+  std::this_thread::sleep_for(1500ms);  // past lane 0's own deadline: nothing more to report
+  REQUIRE(losses.load() == 1);
+  // b's heartbeats are heard on every lane again: the next silence is a new one.
+  REQUIRE(wait_for([&] { return !a.counters()[2].lost; }, 3s, "a to hear b again"));
+  REQUIRE(a.send(2, kJob, 1, 4, message(4)));  // lane 1 again
+  REQUIRE(wait_for([&] { return losses.load() >= 2; }, 5s, "a to report the second silence"));
+  REQUIRE(at_b.count() == 0);
+}
+
+TEST_CASE("a port held by another endpoint's lanes is refused, not shared") {
+  Endpoint a(config(1, 2));
+  for (size_t lanes : {1, 2}) {
+    EndpointConfig c = config(3, lanes);
+    c.port = a.port();
+    // Joining a's group (the kernel would allow it, same user) would steal a's datagrams.
+    REQUIRE_THROWS_WITH(Endpoint(c), Catch::Contains("cannot bind UDP 127.0.0.1:" +
+                                                      std::to_string(a.port())));
+  }
 }
 
 TEST_CASE("lanes draw their counters from disjoint blocks") {

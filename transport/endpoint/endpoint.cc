@@ -36,6 +36,24 @@ bool on_every_lane(const std::vector<std::unique_ptr<Lane>>& lanes, Work work,
   return true;
 }
 
+// Lanes share their port (SO_REUSEPORT), and the kernel would let any socket of the same user
+// join it: another dtraind's lanes would then take some of this node's datagrams, and the
+// sockets' order in the group, which steering relies on, would change as it leaves. So the
+// port is first bound without sharing, which fails while anything holds it (and, for port 0,
+// picks one nothing holds); the lanes bind it once that probe lets go. Returns the port.
+uint16_t claim_port(const asio::ip::address& address, uint16_t port) {
+  asio::io_context io;
+  udp::socket probe(io);
+  asio::error_code ec;
+  probe.open(address.is_v4() ? udp::v4() : udp::v6(), ec);
+  if (!ec) probe.bind(udp::endpoint(address, port), ec);
+  if (ec)
+    throw TransportError("cannot bind UDP " + address.to_string() + ":" + std::to_string(port) +
+                             ": " + ec.message(),
+                         "another dtraind may be running, or pick a free port (data_port)");
+  return probe.local_endpoint().port();
+}
+
 }  // namespace
 
 Endpoint::Endpoint(const EndpointConfig& config)
@@ -56,13 +74,17 @@ Endpoint::Endpoint(const EndpointConfig& config)
                          "give the data channel an address such as 10.0.0.5 (or a network)");
   shared_->boot_id = config.boot_id;
   while (shared_->boot_id == 0) randombytes_buf(&shared_->boot_id, sizeof shared_->boot_id);
-  shared_->lane_lost = [this](uint8_t lane, uint32_t peer) { lane_lost(lane, peer); };
+  shared_->lane_lost = [this](uint8_t lane, uint32_t peer, uint64_t generation) {
+    lane_lost(lane, peer, generation);
+  };
+  shared_->lane_revived = [this](uint32_t peer) { lane_revived(peer); };
   shared_->wrong_lane = [this](uint32_t peer, const DatagramHeader& h) { wrong_lane(peer, h); };
   // Lane 0 binds the configured port (or a free one); the others join it, in order: the
   // steering program's index of a socket is its place in the port's group.
+  const uint16_t port = config.lanes > 1 ? claim_port(address, config.port) : config.port;
   for (size_t i = 0; i < config.lanes; ++i) {
     lanes_.push_back(std::make_unique<Lane>(config, uint8_t(i), *shared_));
-    lanes_.back()->open(address, i == 0 ? config.port : port_);
+    lanes_.back()->open(address, i == 0 ? port : port_);
     if (i == 0) port_ = lanes_[0]->port();
   }
   if (config.lanes > 1) lanes_[0]->steer_by_lane_byte();
@@ -110,6 +132,7 @@ void Endpoint::stop() {
   for (auto& lane : lanes_) asio::post(lane->io(), [&lane = *lane] { lane.stop(); });
   for (auto& t : io_threads_) t.join();
   io_threads_.clear();
+  for (auto it = lanes_.rbegin(); it != lanes_.rend(); ++it) (*it)->close_sockets();
   shared_->budget.close();
 }
 
@@ -122,15 +145,17 @@ void Endpoint::add_peer(uint32_t id, const std::string& address, uint16_t port) 
   const auto ip = asio::ip::make_address(address, ec);
   if (ec)
     throw TransportError("peer address '" + address + "' is not an IP address", "fix the mesh map");
+  uint64_t generation;
   {
     std::lock_guard<std::mutex> lock(loss_mutex_);
     lost_.erase(id);
+    generation = ++generations_[id];
   }
   // Dispatched, like send(): a handler on an I/O thread that adds a peer back (a quick
   // restart, from on_lost) and then relays to it must find it alive, not lost until later.
   for (auto& lane : lanes_)
-    asio::dispatch(lane->io(), [&lane = *lane, id, ep = udp::endpoint(ip, port)] {
-      lane.add_peer(id, ep);
+    asio::dispatch(lane->io(), [&lane = *lane, id, ep = udp::endpoint(ip, port), generation] {
+      lane.add_peer(id, ep, generation);
     });
 }
 
@@ -226,10 +251,13 @@ std::map<uint32_t, PeerCounters> Endpoint::counters() {
 
 // On the I/O thread of lane `from`. The first lane to declare a peer lost tells the others (so
 // every lane drops what it queued for the peer, as one link would) and the layer above, once per
-// silence; the others, when their own timers say so too, find it done.
-void Endpoint::lane_lost(uint8_t from, uint32_t peer) {
+// silence; the others, when their own timers say so too, find it done. A report about the link
+// as it was before a later add_peer is stale: that add_peer's revival is on its way to the lane
+// (told to the others, it would arrive after their revival and leave them lost).
+void Endpoint::lane_lost(uint8_t from, uint32_t peer, uint64_t generation) {
   {
     std::lock_guard<std::mutex> lock(loss_mutex_);
+    if (generation != generations_[peer]) return;
     if (!lost_.insert(peer).second) return;
   }
   // Posted before the layer above hears of it: a handler that adds the peer back posts its
@@ -238,6 +266,13 @@ void Endpoint::lane_lost(uint8_t from, uint32_t peer) {
     if (lane->index() != from)
       asio::post(lane->io(), [&lane = *lane, peer] { lane.peer_lost_elsewhere(peer); });
   if (on_lost_) on_lost_(peer);
+}
+
+// A lost link heard from again (its peer's datagrams are admitted): the silence is over, and
+// the next one is reported again.
+void Endpoint::lane_revived(uint32_t peer) {
+  std::lock_guard<std::mutex> lock(loss_mutex_);
+  lost_.erase(peer);
 }
 
 // Said once per peer: a node with another data.lanes is refused on every datagram.
@@ -251,9 +286,10 @@ void Endpoint::wrong_lane(uint32_t peer, const DatagramHeader& h) {
                   "refused (fix: the same data.lanes in dtraind.yaml on every node)",
                   config_.node_id, peer, h.lanes, config_.lanes);
   else
-    spdlog::error("node {}: a datagram of lane {} from node {} reached another lane's socket and "
-                  "was refused (is another process on data port {}?)",
-                  config_.node_id, h.lane, peer, port_);
+    spdlog::warn("node {}: a datagram of lane {} from node {} reached another lane's socket and "
+                 "was refused (it is sent again; a receive-offload run led by a forged datagram "
+                 "goes where the forgery says; said once per peer)",
+                 config_.node_id, h.lane, peer);
 }
 
 }  // namespace dtrain::transport

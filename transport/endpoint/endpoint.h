@@ -148,7 +148,8 @@ class Endpoint {
   std::map<uint32_t, PeerCounters> counters();
 
  private:
-  void lane_lost(uint8_t lane, uint32_t peer);
+  void lane_lost(uint8_t lane, uint32_t peer, uint64_t generation);
+  void lane_revived(uint32_t peer);
   void wrong_lane(uint32_t peer, const DatagramHeader& header);
 
   EndpointConfig config_;
@@ -159,7 +160,9 @@ class Endpoint {
   std::vector<std::thread> io_threads_;
   PeerHandler on_lost_;
   std::mutex loss_mutex_;
-  std::set<uint32_t> lost_;             // peers a lane declared lost, until add_peer
+  std::set<uint32_t> lost_;  // peers a lane declared lost, until add_peer or a lane hears them
+  std::map<uint32_t, uint64_t> generations_;  // add_peer calls per peer
+
   std::set<uint32_t> lane_complaints_;  // peers whose wrong lane was logged
 };
 

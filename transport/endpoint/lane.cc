@@ -149,14 +149,18 @@ void Lane::run() {
 }
 
 void Lane::stop() {
-  asio::error_code ec;
   timer_.cancel();
-  socket_.close(ec);
-  send_socket_.close(ec);
   io_.stop();
 }
 
-void Lane::add_peer(uint32_t id, const udp::endpoint& address) {
+void Lane::close_sockets() {
+  asio::error_code ec;
+  socket_.close(ec);
+  send_socket_.close(ec);
+}
+
+void Lane::add_peer(uint32_t id, const udp::endpoint& address, uint64_t generation) {
+  generations_[id] = generation;
   auto& link = links_[id];
   if (!link) link = std::make_unique<Link>(id, address, timing_, *this);
   link->set_address(address);
@@ -290,10 +294,12 @@ void Lane::handle(const uint8_t* data, size_t len, TagVerdict tag, Clock::time_p
     return;
   }
   const wire::Envelope& e = *d.envelope;
+  const bool was_lost = from->lost();
   if (auto refused = from->admit(d.header, e, boots_[d.header.sender], now, len)) {
     from->counters().drop(*refused);
     return;
   }
+  if (was_lost && shared_.lane_revived) shared_.lane_revived(from->id());
   switch (e.frame_type()) {
     case wire::Frame::Chunk: on_chunk(*from, e, now); return;
     case wire::Frame::Ack: from->on_ack(*e.frame_as_Ack(), now); return;
@@ -479,7 +485,7 @@ void Lane::tick() {
                    "declared lost", config_.node_id, id, config_.peer_timeout.count(),
                    link->sender().in_flight_bytes());
     link->declare_lost();
-    if (shared_.lane_lost) shared_.lane_lost(index_, id);
+    if (shared_.lane_lost) shared_.lane_lost(index_, id, generations_[id]);
   }
   if (faults_.active()) {
     std::vector<FaultInjector::Datagram> due;

@@ -42,7 +42,11 @@ struct LaneShared {
   std::atomic<uint64_t> counter_blocks{0};
   Endpoint::MessageHandler on_message;
   // A lane declared `peer` lost (the endpoint tells the other lanes and the layer above, once).
-  std::function<void(uint8_t lane, uint32_t peer)> lane_lost;
+  // `generation`: of the add_peer that the lane's link last revived with; a report from before
+  // a later add_peer is stale.
+  std::function<void(uint8_t lane, uint32_t peer, uint64_t generation)> lane_lost;
+  // A lane's link to `peer` was lost and heard from again: the next silence is a new one.
+  std::function<void(uint32_t peer)> lane_revived;
   // An authenticated datagram from `peer` of another lane or lane count (logged once per peer).
   std::function<void(uint32_t peer, const DatagramHeader& header)> wrong_lane;
 };
@@ -66,13 +70,16 @@ class Lane final : public LinkHost {
   asio::io_context& io() { return io_; }
   void run();   // the I/O thread's body, until stop()
   void stop();  // on the I/O thread (post it)
+  // Once the I/O thread has ended: the endpoint closes the lanes' sockets last lane first, so
+  // the port's group keeps the others in lane order while it shrinks.
+  void close_sockets();
 
   // On the I/O thread (dispatched or posted there by the endpoint).
   Link* link(uint32_t id) {
     auto it = links_.find(id);
     return it == links_.end() ? nullptr : it->second.get();
   }
-  void add_peer(uint32_t id, const asio::ip::udp::endpoint& address);
+  void add_peer(uint32_t id, const asio::ip::udp::endpoint& address, uint64_t generation);
   void announce_boot(uint32_t peer, uint64_t boot_id);
   void remove_peer(uint32_t id);
   void add_job(uint64_t job_id) { jobs_.insert(job_id); }
@@ -133,6 +140,7 @@ class Lane final : public LinkHost {
   uint64_t counter_ = 0, counter_end_ = 0;  // this lane's block of counters
   std::map<uint32_t, std::unique_ptr<Link>> links_;
   std::map<uint32_t, BootRecord> boots_;  // outlive their links (remove_peer, add_peer)
+  std::map<uint32_t, uint64_t> generations_;  // each link's add_peer (LaneShared::lane_lost)
   PeerCounters unknown_;
   std::set<uint64_t> jobs_;
   DatagramBatch batch_;
