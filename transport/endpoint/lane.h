@@ -105,7 +105,16 @@ class Lane final : public LinkHost {
   bool accepts_aes256gcm() const override { return auth_.aes_gcm(); }
 
  private:
-  // One received datagram; `tag`: what check_tags found of its tag.
+  static constexpr size_t kReceiveBuffer = 65536;
+  // recvmmsg slots hold max_datagram + 8 bytes, 8-aligned: a longer datagram is cut to the slot
+  // and then fails its size check, as it should. With receive coalescing (GRO) a slot holds up
+  // to 64 KB of equal-sized datagrams from one sender, which the kernel says the size of.
+  static constexpr size_t kReceiveBatch = 32;
+  static constexpr size_t kCoalescedSlot = 65536;
+  // A segment is copied into the kReceiveBuffer-byte `rx_` when it lies unaligned in its slot.
+  static_assert(kCoalescedSlot <= kReceiveBuffer, "a coalesced slot must fit the aligned buffer");
+
+  // lane_receive.cc: one received datagram; `tag`: what check_tags found of its tag.
   // `now`: when its recvmmsg returned (one clock read per batch, not per datagram).
   void handle(const uint8_t* data, size_t len, TagVerdict tag, Clock::time_point now);
   // The datagrams of a received slot: one, or (coalesced) several of `segment` bytes but the
