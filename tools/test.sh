@@ -90,7 +90,7 @@ fi
 # Code that shares work between threads, again under ThreadSanitizer (halts on the first
 # report; .bazelrc's tsan config builds into its own output folder). One count per target.
 echo "== ThreadSanitizer (bazel test --config=tsan)"
-tsan_tests=(//tests/transport:tag_workers_test)
+tsan_tests=(//tests/transport:tag_workers_test //tests/transport:lanes_test)
 bazel test --config=tsan "${tsan_tests[@]}" > /tmp/dtrain-tsan.log 2>&1; tsan_rc=$?
 grep -E "^//" /tmp/dtrain-tsan.log
 if [[ $tsan_rc -eq 0 ]]; then

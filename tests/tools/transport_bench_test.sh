@@ -44,3 +44,5 @@ line=$(grep -F "dtrain, 2 MB messages, authenticated" <<<"$out") || fail "no dtr
 [[ $(awk '{ print $(NF-3) }' <<<"$line") =~ ^[1-9][0-9]*$ ]] || fail "no rate with --lanes 2: $line"
 out=$("$bench" --lanes 17 2>&1); rc=$?
 [[ $rc -ne 0 && $out == *"--lanes"* ]] || fail "--lanes 17 accepted (exit $rc): $out"
+out=$("$bench" --raw-seconds 0.1 2>&1); rc=$?
+[[ $rc -ne 0 && $out == *"--raw-seconds"* ]] || fail "--raw-seconds 0.1 accepted (exit $rc): $out"

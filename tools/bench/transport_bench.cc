@@ -319,7 +319,10 @@ std::vector<std::string> split_list(const std::string& list) {
 int main(int argc, char** argv) {
   CLI::App app{"dtrain transport benchmark (loopback, against raw UDP in the same run)"};
   int repeats = 3, messages = 100;
+  double raw_seconds = 2.0;
   app.add_option("--repeats", repeats)->check(CLI::Range(1, 100));
+  app.add_option("--raw-seconds", raw_seconds, "seconds each raw UDP baseline runs (default 2)")
+      ->check(CLI::Range(0.2, 60.0));
   app.add_option("--messages", messages, "2 MB messages per goodput run")->check(CLI::Range(1, 10000));
   app.add_option("--credit-window", g_credit_window, "receiver credit in bytes (default 512 KiB)")
       ->check(CLI::Range(size_t(4096), size_t(1) << 30));
@@ -352,14 +355,15 @@ int main(int argc, char** argv) {
     std::vector<double> mb_s;
   };
   std::vector<Row> rows = {
-      {"raw", "raw UDP, per datagram (sendmmsg/recvmmsg)", [] { return raw_udp(2.0, false, false); }},
+      {"raw", "raw UDP, per datagram (sendmmsg/recvmmsg)",
+       [&] { return raw_udp(raw_seconds, false, false); }},
       {"raw-tagged", std::string("  + dtrain's tags (") + tag_name() + ")",
-       [] { return raw_udp(2.0, true, false); }},
-      {"raw-gso", "raw UDP, segmented (GSO/GRO)", [] { return raw_udp(2.0, false, true); }},
+       [&] { return raw_udp(raw_seconds, true, false); }},
+      {"raw-gso", "raw UDP, segmented (GSO/GRO)", [&] { return raw_udp(raw_seconds, false, true); }},
       {"raw-gso-tagged", std::string("  + dtrain's tags (") + tag_name() + ")",
-       [] { return raw_udp(2.0, true, true); }},
+       [&] { return raw_udp(raw_seconds, true, true); }},
       {"raw-gso-pairs", "raw UDP, segmented, one pair per lane",
-       [] { return raw_udp_pairs(2.0, g_lanes); }},
+       [&] { return raw_udp_pairs(raw_seconds, g_lanes); }},
       {"auth", "dtrain, 2 MB messages, authenticated", [&] { return goodput(false, 0.0, messages); }},
       {"auth-per-datagram", "  the same, segmentation off",
        [&] { return goodput(false, 0.0, messages, false); }},

@@ -21,6 +21,10 @@ done
 rates=("$@")
 [ ${#rates[@]} -gt 0 ] || rates=(1gbit 4gbit 10gbit)
 [ -x "$BENCH" ] || { echo "no $BENCH: run bazel build -c opt //tools/bench:transport_bench" >&2; exit 1; }
+for tool in ip tc; do
+  command -v "$tool" > /dev/null ||
+    { echo "no '$tool' on the PATH: install iproute2 (apt-get install iproute2)" >&2; exit 1; }
+done
 unshare_args=(-n)
 [ "$(id -u)" = 0 ] || unshare_args=(-rn)
 if ! unshare "${unshare_args[@]}" true 2> /dev/null; then

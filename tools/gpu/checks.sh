@@ -12,8 +12,7 @@
 # Fashion-MNIST's four .gz files, copied to /usr/share/datasets when the machine lacks them.
 # cuBLAS comes from the CUDA toolkit (/usr/local/cuda/lib64), cuDNN from PyTorch's nvidia-cudnn
 # wheel when the system has none, NCCL likewise from nvidia-nccl. --bench transport needs no
-# GPU: the transport bench with 1, 2, 4 and 6 lanes per endpoint (and 0 or 1 tag threads) on
-# the machine's cores (issue 13).
+# GPU: tools/bench/transport_cores.sh on the machine's cores (issue 13).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 [[ ${1:-} == -h || ${1:-} == --help || $# -lt 1 ]] && { sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'; exit 0; }
@@ -96,18 +95,10 @@ for b in $BENCH; do
          done 2>&1 | tee "$LOGS/bench-ops.log" ;;
     # eval: --bench-args holds quoted lists, e.g. --precisions "fp32 bf16"
     train) eval "tools/bench/gpu --bench \"\$BIN/gpu_bench\" $BENCH_ARGS" 2>&1 | tee "$LOGS/bench-train.log" ;;
-    # Authenticated goodput against raw UDP where the CPU is the limit, with 0-3 tag threads
-    # beside each endpoint's I/O thread (the bench runs two endpoints: 2 x (1 + N) threads);
-    # --insecure (no tags at all) is the most the workers could bring.
-    transport) echo "cores: $(nproc)"
-               for lanes in 1 2 4 6; do
-                 echo "== --lanes $lanes"
-                 "$BIN/transport_bench" --rows raw,raw-gso,raw-gso-pairs,auth,insecure --repeats 3 \
-                   --lanes "$lanes"
-               done 2>&1 | tee "$LOGS/bench-transport.log"
-               echo "== --lanes 4 --tag-threads 1"
-               "$BIN/transport_bench" --rows raw-gso,raw-gso-pairs,auth --repeats 3 --lanes 4 \
-                 --tag-threads 1 2>&1 | tee -a "$LOGS/bench-transport.log" ;;
+    # Authenticated goodput against raw UDP where the CPU is not the limit: lanes 1-8, three
+    # runs of medians of 5, then over rate-limited links (tools/bench/transport_cores.sh).
+    transport) TRANSPORT_BENCH=$BIN/transport_bench tools/bench/transport_cores.sh $BENCH_ARGS 2>&1 |
+                 tee "$LOGS/bench-transport.log" ;;
     *) echo "unknown benchmark $b" >&2 ;;
   esac
 done
