@@ -5,8 +5,11 @@ namespace dtrain::daemon {
 DataChannel::DataChannel(const transport::EndpointConfig& config) : endpoint_(config) {
   endpoint_.start(
       [this](transport::Delivery&& d) {
-        // Handlers run on the endpoint's I/O thread; the lock only guards the job table
-        // (attach/detach), so holding it while the mesh handles the delivery is short.
+        // Handlers run on the endpoint's I/O threads (one per lane); the lock guards the job
+        // table (attach/detach) and, held while the mesh handles the delivery, serializes the
+        // lanes' deliveries. That part is short (the mesh relays by reference and the exchange
+        // copies under its own lock); MeshNode is thread-safe, so a shared lock could let lanes
+        // deliver at once if a multi-core profile ever shows this lock.
         std::lock_guard<std::mutex> lock(mutex_);
         auto it = jobs_.find(d.job_id);
         if (it != jobs_.end()) it->second->handle_delivery(std::move(d));

@@ -147,7 +147,7 @@ void Endpoint::add_peer(uint32_t id, const std::string& address, uint16_t port) 
     throw TransportError("peer address '" + address + "' is not an IP address", "fix the mesh map");
   uint64_t generation;
   {
-    std::lock_guard<std::mutex> lock(loss_mutex_);
+    std::lock_guard<std::mutex> lock(peer_reports_mutex_);
     lost_.erase(id);
     generation = ++generations_[id];
   }
@@ -256,7 +256,7 @@ std::map<uint32_t, PeerCounters> Endpoint::counters() {
 // (told to the others, it would arrive after their revival and leave them lost).
 void Endpoint::lane_lost(uint8_t from, uint32_t peer, uint64_t generation) {
   {
-    std::lock_guard<std::mutex> lock(loss_mutex_);
+    std::lock_guard<std::mutex> lock(peer_reports_mutex_);
     if (generation != generations_[peer]) return;
     if (!lost_.insert(peer).second) return;
   }
@@ -271,14 +271,14 @@ void Endpoint::lane_lost(uint8_t from, uint32_t peer, uint64_t generation) {
 // A lost link heard from again (its peer's datagrams are admitted): the silence is over, and
 // the next one is reported again.
 void Endpoint::lane_revived(uint32_t peer) {
-  std::lock_guard<std::mutex> lock(loss_mutex_);
+  std::lock_guard<std::mutex> lock(peer_reports_mutex_);
   lost_.erase(peer);
 }
 
 // Said once per peer: a node with another data.lanes is refused on every datagram.
 void Endpoint::wrong_lane(uint32_t peer, const DatagramHeader& h) {
   {
-    std::lock_guard<std::mutex> lock(loss_mutex_);
+    std::lock_guard<std::mutex> lock(peer_reports_mutex_);
     if (!lane_complaints_.insert(peer).second) return;
   }
   if (h.lanes != config_.lanes)

@@ -159,10 +159,11 @@ class Endpoint {
   std::vector<std::unique_ptr<Lane>> lanes_;
   std::vector<std::thread> io_threads_;
   PeerHandler on_lost_;
-  std::mutex loss_mutex_;
+  // What the lanes report about peers, merged: guards the three sets below (lanes call in from
+  // their own I/O threads).
+  std::mutex peer_reports_mutex_;
   std::set<uint32_t> lost_;  // peers a lane declared lost, until add_peer or a lane hears them
   std::map<uint32_t, uint64_t> generations_;  // add_peer calls per peer
-
   std::set<uint32_t> lane_complaints_;  // peers whose wrong lane was logged
 };
 
