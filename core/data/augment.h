@@ -1,5 +1,5 @@
 #pragma once
-// Training-time augmentation of image examples (`data.augment`, DESIGN.md §16): a random crop of
+// Training-time augmentation of image examples (`data.augment`; README, "Image data"): a random crop of
 // the image padded by `crop_padding` zeros on every side (the same as shifting it by up to that
 // many pixels, zeros coming in), then a horizontal flip with probability 1/2. It runs on the
 // normalised features, so the padding is the per-channel mean after `per_channel` and black

@@ -1,6 +1,6 @@
 #pragma once
-// Packed batch files (.dtb), written once by `dtrain-submit export` (DL4J's export approach,
-// DESIGN.md §16) and read by training as it makes minibatches.
+// Packed batch files (.dtb), written once by `dtrain-submit export` (DL4J's export approach;
+// README, "Packed data") and read by training as it makes minibatches.
 //
 // An export shuffles the data set once and cuts it into files; each record keeps its example's
 // index in the original data, so training from the files makes exactly the minibatches it

@@ -16,7 +16,7 @@
 namespace dtrain::core {
 
 // One entry of model.layers. A layer reads the layer listed before it (the model input for the
-// first) unless `inputs` names others: that is how graph models (DESIGN.md §16, core/README.md
+// first) unless `inputs` names others: that is how graph models (core/README.md
 // "Graph models") are written. add and concat merge several inputs.
 struct LayerSpec {
   enum class Kind { kDense, kConvolution, kSubsampling, kGlobalPooling, kBatchNorm, kDropout,

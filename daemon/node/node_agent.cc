@@ -112,6 +112,20 @@ void NodeAgent::send_outbox(transport::ControlConnection& c, std::chrono::millis
   }
 }
 
+void NodeAgent::on_job_message_safely(const JobMessageIn& m) {
+  try {
+    on_job_message(m);
+  } catch (const std::exception& e) {
+    spdlog::error("node {}: a {} message for job {} failed here: {}", config_.name,
+                  transport::control::EnumNameJobKind(m.kind), job_id_text(m.job_id), e.what());
+    if (m.kind == JobKind::Start)
+      queue(m.job_id, JobKind::Failed,
+            {{"rank", m.start.rank}, {"part", m.start.part},
+             {"error", std::string("the node could not start its part: ") + e.what()},
+             {"fix", "see this node's log (journalctl -u dtraind)"}});
+  }
+}
+
 void NodeAgent::on_job_message(const JobMessageIn& m) {
   const uint64_t job_id = m.job_id;
   std::lock_guard<std::mutex> lock(jobs_mutex_);
@@ -227,7 +241,7 @@ void NodeAgent::session(const std::atomic<bool>& stop) {
     if (!c->wait_readable(std::chrono::milliseconds(50))) continue;
     JobMessageIn m;
     if (read_job_message(c->receive(std::chrono::seconds(30)), m))
-      on_job_message(m);
+      on_job_message_safely(m);
     else
       spdlog::warn("ignored a malformed control frame from the controller");
   }

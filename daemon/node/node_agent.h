@@ -43,6 +43,9 @@ class NodeAgent {
   void queue(uint64_t job_id, JobKind kind, const Json& body);
   void send_outbox(transport::ControlConnection& c, std::chrono::milliseconds timeout);
   void on_job_message(const JobMessageIn& m);
+  // on_job_message, where a message this node cannot carry out fails that message (a Start:
+  // its job, reported Failed), not the controller session.
+  void on_job_message_safely(const JobMessageIn& m);
   void on_task(uint64_t job_id, const TaskMessage& task);  // under jobs_mutex_
   void stop_jobs();  // cancels and joins every runner
 

@@ -80,6 +80,12 @@ python3 -c "import sys; sys.exit(0 if abs($(json ckpt.json "j['accuracy']") - $e
 # The port the controller bound, not the configured 0 (any free port).
 [[ $(json nodes.json "j['protocol']['control_port']") == "${DTRAIN_CONTROLLER##*:}" ]] ||
   fail "nodes --json: control_port $(json nodes.json "j['protocol']['control_port']"), bound ${DTRAIN_CONTROLLER##*:}"
+# The wire and control versions a node of another release would have to match, and each node's
+# data port (issue 13's "Done when").
+[[ $(json nodes.json "j['protocol']['wire_version']") == 4 ]] ||
+  fail "nodes --json: wire_version $(json nodes.json "j['protocol'].get('wire_version')"), expected 4"
+[[ $(json nodes.json "all(n['data_port'] > 0 for n in j['nodes'])") == True ]] ||
+  fail "nodes --json: a node without its data port: $(cat nodes.json)"
 
 echo "== fine-tuning: a job that starts from the cluster's model"
 # One epoch at a learning rate too small to learn: with model.init_from it is at once at the

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# A graph model across the cluster (DESIGN.md §16, README "Graph models"): a small residual
+# A graph model across the cluster (core/README.md "Graph models", README "Graph models"): a small residual
 # network with a projection shortcut, same padding and a concat of two global poolings, trained
 # for two epochs of Fashion-MNIST by three daemons, node-1 on its (emulated) GPU and the other two
 # on their CPUs. The job succeeds, reaches 0.78 test accuracy, its replicas agree within 1e-5

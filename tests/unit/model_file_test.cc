@@ -113,4 +113,24 @@ TEST_CASE("corrupt, truncated and foreign model files are refused") {
   CHECK_THROWS_WITH(core::read_model_file(dir + "/newer.dtm"), Catch::Contains("upgrade dtrain"));
 }
 
+TEST_CASE("a model file whose parameters do not match its spec is refused before a model is "
+          "built") {
+  // A well-formed file (its checksum holds) whose spec asks for a larger network than its
+  // parameters fill: load_saved_model counts the spec's parameters first and refuses, naming
+  // both counts, instead of building a model and reading past the file's values.
+  const std::string dir = testing::temp_dir();
+  core::ModelFile f = sample();
+  const size_t fits = f.params.size();
+  f.spec_yaml = std::string(kSpec).replace(std::string(kSpec).find("units: 3"), 8, "units: 300");
+  core::write_model_file(dir + "/wider.dtm", f);
+  CHECK_THROWS_WITH(core::load_saved_model(dir + "/wider.dtm"),
+                    Catch::Contains("holds " + std::to_string(fits) + " parameters") &&
+                        Catch::Contains("its spec needs") && Catch::Contains("retrain"));
+  f = sample();
+  f.params.pop_back();  // one value short of the same spec
+  core::write_model_file(dir + "/short.dtm", f);
+  CHECK_THROWS_WITH(core::load_saved_model(dir + "/short.dtm"),
+                    Catch::Contains("holds " + std::to_string(fits - 1) + " parameters"));
+}
+
 }  // namespace dtrain

@@ -280,7 +280,14 @@ void Lane::retry_refused(Clock::time_point now) {
 }
 
 void Lane::tick() {
-  const auto now = Clock::now();
+  tick_at(Clock::now());
+  timer_.expires_after(kTick);
+  timer_.async_wait([this](const asio::error_code& ec) {
+    if (!ec) tick();
+  });
+}
+
+void Lane::tick_at(Clock::time_point now) {
   for (auto& [id, link] : links_) {
     if (link->lost()) continue;
     const Link::Health health = link->tick(now);
@@ -322,10 +329,6 @@ void Lane::tick() {
       now - last_retry_ > std::chrono::milliseconds(500))
     retry_refused(now);
   flush();
-  timer_.expires_after(kTick);
-  timer_.async_wait([this](const asio::error_code& ec) {
-    if (!ec) tick();
-  });
 }
 
 }  // namespace dtrain::transport

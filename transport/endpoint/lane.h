@@ -87,6 +87,11 @@ class Lane final : public LinkHost {
   void send(uint32_t peer, std::shared_ptr<OutgoingMessage> message);
   // Another lane declared `peer` lost: so is it here.
   void peer_lost_elsewhere(uint32_t peer);
+  // The seam for in-process tests and tests/fuzz:endpoint_fuzzer, which run no I/O thread: a
+  // datagram as the socket would hand it over (any alignment; its tag not yet checked), taken
+  // as at `now`, and then what it caused is sent; and the periodic work as at `now`.
+  void receive_datagram(const uint8_t* data, size_t len, Clock::time_point now);
+  void tick_at(Clock::time_point now);
   bool idle() const;
   void counters(std::map<uint32_t, PeerCounters>& out) const;
 

@@ -107,6 +107,16 @@ void Lane::on_chunk(Link& from, const wire::Envelope& e, Clock::time_point now) 
   }
 }
 
+void Lane::receive_datagram(const uint8_t* data, size_t len, Clock::time_point now) {
+  if (len > kReceiveBuffer) {  // no slot of the socket's would have held it whole
+    unknown_.drop(DropReason::kOversized);
+    return;
+  }
+  if (len > 0) std::memcpy(rx_.data(), data, len);  // aligned, as drain_socket hands them on
+  handle(reinterpret_cast<const uint8_t*>(rx_.data()), len, TagVerdict::kUnchecked, now);
+  flush();
+}
+
 void Lane::receive() {
   socket_.async_wait(asio::ip::udp::socket::wait_read, [this](const asio::error_code& ec) {
     if (ec == asio::error::operation_aborted || !socket_.is_open()) return;

@@ -170,7 +170,10 @@ void Link::send_chunk(uint64_t seq, const OutgoingChunk& c) {
   uint8_t* unwritten = nullptr;
   const auto data = fbb.CreateUninitializedVector(c.payload, &unwritten);
   // The builder writes back to front and may move its buffer: the distance from its end stays.
-  const size_t payload_from_end = size_t(fbb.GetBufferPointer() + fbb.GetSize() - unwritten);
+  // (GetCurrentBufferPointer: the buffer is not finished yet; GetBufferPointer asserts that it
+  // is, which tests/fuzz:endpoint_fuzzer's assertion-enabled build caught.)
+  const size_t payload_from_end =
+      size_t(fbb.GetCurrentBufferPointer() + fbb.GetSize() - unwritten);
   const auto chunk = wire::CreateChunk(fbb, m.origin, m.message_id, c.index, m.chunk_count,
                                        static_cast<uint32_t>(m.bytes->size()), m.chunk_payload,
                                        data);
