@@ -150,7 +150,7 @@ int run_cluster_submit(const ClusterArgs& a, const std::string& job_path, bool d
       std::filesystem::absolute(std::filesystem::path(job_path)).parent_path().string();
   Json job;
   try {
-    job = call(a, "submit", 0, {{"spec", text}, {"base_dir", base_dir}, {"source", job_path}});
+    job = call(a, daemon::RequestKind::Submit, 0, {{"spec", text}, {"base_dir", base_dir}, {"source", job_path}});
   } catch (const std::exception& e) {
     return report_error(e);
   }
@@ -170,8 +170,8 @@ int run_cluster_resume(const ClusterArgs& a, const std::string& job_text, bool d
   Json job;
   uint64_t log_from = 0;  // the log from the resume on (not the run before it)
   try {
-    log_from = call(a, "status", id, {{"log_from", UINT64_MAX}}).value("log_next", uint64_t(0));
-    job = call(a, "resume", id, Json::object());
+    log_from = call(a, daemon::RequestKind::Status, id, {{"log_from", UINT64_MAX}}).value("log_next", uint64_t(0));
+    job = call(a, daemon::RequestKind::Resume, id, Json::object());
   } catch (const std::exception& e) {
     return report_error(e);
   }
@@ -198,7 +198,7 @@ int follow_job(const ClusterArgs& a, const std::string& id, uint64_t log_next, b
   while (!g_interrupted) {
     std::this_thread::sleep_for(std::chrono::milliseconds(500));
     try {
-      job = call(a, "status", numeric, {{"log_from", log_next}});
+      job = call(a, daemon::RequestKind::Status, numeric, {{"log_from", log_next}});
       failures = 0;
       const Json lines = quiet ? Json::array() : job.value("log", Json::array());
       if (!lines.empty() && terminal) std::printf("\r\033[K");
@@ -243,7 +243,7 @@ int run_cluster_status(const ClusterArgs& a, const std::string& job, bool json) 
   if (!job.empty() && !job_id_arg(job, id)) return kExitBadInput;
   Json reply;
   try {
-    reply = call(a, "status", id, Json::object());
+    reply = call(a, daemon::RequestKind::Status, id, Json::object());
   } catch (const std::exception& e) {
     return report_error(e);
   }
@@ -290,7 +290,7 @@ std::string gpus_summary(const Json& gpus) {
 int run_cluster_nodes(const ClusterArgs& a, bool json) {
   Json reply;
   try {
-    reply = call(a, "nodes", 0, Json::object());
+    reply = call(a, daemon::RequestKind::Nodes, 0, Json::object());
   } catch (const std::exception& e) {
     return report_error(e);
   }
@@ -313,7 +313,7 @@ int run_cluster_cancel(const ClusterArgs& a, const std::string& job) {
   uint64_t id = 0;
   if (!job_id_arg(job, id)) return kExitBadInput;
   try {
-    const Json r = call(a, "cancel", id, Json::object());
+    const Json r = call(a, daemon::RequestKind::Cancel, id, Json::object());
     const std::string state = r.value("state", "");
     if (r.value("already_ended", false))  // the controller left it as it ended
       std::printf("job %s: already %s, nothing to cancel\n", job.c_str(), state.c_str());
@@ -329,7 +329,7 @@ int run_cluster_logs(const ClusterArgs& a, const std::string& job) {
   uint64_t id = 0;
   if (!job_id_arg(job, id)) return kExitBadInput;
   try {
-    const Json r = call(a, "logs", id, Json::object());
+    const Json r = call(a, daemon::RequestKind::Logs, id, Json::object());
     for (const auto& line : r["log"]) std::printf("%s\n", line.get<std::string>().c_str());
   } catch (const std::exception& e) {
     return report_error(e);

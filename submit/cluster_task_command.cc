@@ -75,7 +75,7 @@ int run_task(const ClusterArgs& a, const Json& request, const ModelBytes& model,
              Json& status) {
   Json job;
   try {
-    job = call(a, "task", 0, request, nullptr, std::chrono::seconds(60), model.bytes);
+    job = call(a, daemon::RequestKind::Task, 0, request, nullptr, std::chrono::seconds(60), model.bytes);
   } catch (const std::exception& e) {
     return report_error(e);
   }

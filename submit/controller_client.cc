@@ -37,7 +37,7 @@ int report_error(const std::exception& e) {
   return kExitBadInput;
 }
 
-Json call(const ClusterArgs& a, const std::string& kind, uint64_t job_id, const Json& body,
+Json call(const ClusterArgs& a, daemon::RequestKind kind, uint64_t job_id, const Json& body,
           std::vector<uint8_t>* data, std::chrono::seconds timeout,
           const std::vector<uint8_t>& upload) {
   std::string host = a.controller;

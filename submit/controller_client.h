@@ -15,7 +15,7 @@ namespace dtrain::submit {
 // The controller's JSON answer; `data`, when given, receives the bytes beside it (fetch);
 // `upload` goes beside the request (task: the model file).
 // Throws ControlError (the connection) or daemon::RequestRefused (the controller said no).
-daemon::Json call(const ClusterArgs& a, const std::string& kind, uint64_t job_id,
+daemon::Json call(const ClusterArgs& a, daemon::RequestKind kind, uint64_t job_id,
                   const daemon::Json& body, std::vector<uint8_t>* data = nullptr,
                   std::chrono::seconds timeout = std::chrono::seconds(30),
                   const std::vector<uint8_t>& upload = {});

@@ -28,7 +28,7 @@ int run_cluster_fetch(const ClusterArgs& a, const std::string& job, const std::s
   std::vector<uint8_t> data;
   Json first;
   try {
-    first = call(a, "fetch", id, {{"offset", 0}, {"length", length}}, &data,
+    first = call(a, daemon::RequestKind::Fetch, id, {{"offset", 0}, {"length", length}}, &data,
                  std::chrono::seconds(120));
   } catch (const std::exception& e) {
     return report_error(e);
@@ -64,7 +64,7 @@ int run_cluster_fetch(const ClusterArgs& a, const std::string& job, const std::s
     offset += data.size();
     if (offset >= total) break;
     try {  // the rest from the same node: another node's file is another file
-      const Json next = call(a, "fetch", id,
+      const Json next = call(a, daemon::RequestKind::Fetch, id,
                              {{"offset", offset}, {"length", length}, {"node", node}}, &data,
                              std::chrono::seconds(120));
       if (next.value("total", uint64_t(0)) != total) {

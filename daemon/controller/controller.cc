@@ -75,11 +75,8 @@ Controller::Controller(const DaemonConfig& config)
   spdlog::info("controller: {} past jobs, {} queued", jobs_.size(), queue_.size());
 }
 
-// What a client credential may ask for (daemon/README.md, "Credentials"): the requests of
-// dtrain-submit.
-bool Controller::client_may(const std::string& kind) {
-  return kind == "submit" || kind == "task" || kind == "nodes" || kind == "status" || kind == "logs" ||
-         kind == "cancel" || kind == "resume" || kind == "fetch" || kind == "stats";
+bool Controller::known_request(RequestKind kind) {
+  return kind >= RequestKind::MIN && kind <= RequestKind::MAX && kind != RequestKind::Unknown;
 }
 
 void Controller::serve(ControlConnection& c) {
@@ -104,18 +101,18 @@ void Controller::serve(ControlConnection& c) {
     return;
   }
   if (const auto* q = frame.body_as_Request()) {
-    const std::string kind = q->kind() ? q->kind()->str() : "";
-    if (client && !client_may(kind)) {
-      c.send(reply_error("client credentials may submit, query, cancel and read logs, not '" +
-                             kind + "'",
-                         "use dtrain-submit's commands"));
+    const RequestKind kind = q->kind();
+    if (!known_request(kind)) {
+      c.send(reply_error("unknown request kind " + std::to_string(int(kind)),
+                         "use dtrain-submit of this release (control protocol " +
+                             std::to_string(transport::kControlVersion) + ")"));
       return;
     }
     const std::string body = q->body() ? q->body()->str() : "{}";
     const std::vector<uint8_t> data =
         q->data() ? std::vector<uint8_t>(q->data()->begin(), q->data()->end()) : std::vector<uint8_t>{};
-    c.send(kind == "fetch"   ? fetch_request(q->job_id(), body)
-           : kind == "stats" ? stats_request(q->job_id(), body)
+    c.send(kind == RequestKind::Fetch   ? fetch_request(q->job_id(), body)
+           : kind == RequestKind::Stats ? stats_request(q->job_id(), body)
                              : handle_request(kind, q->job_id(), body, data));
     return;
   }
@@ -741,7 +738,7 @@ void Controller::start_next() {
   save(job);
 }
 
-std::vector<uint8_t> Controller::handle_request(const std::string& kind, uint64_t job_id,
+std::vector<uint8_t> Controller::handle_request(RequestKind kind, uint64_t job_id,
                                                 const std::string& body_text,
                                                 const std::vector<uint8_t>& data) {
   const Json body = Json::parse(body_text.empty() ? "{}" : body_text, nullptr, false);
@@ -749,16 +746,16 @@ std::vector<uint8_t> Controller::handle_request(const std::string& kind, uint64_
   std::lock_guard<std::mutex> lock(mutex_);
   end_adoption_if_due();  // also when no node of the job ever comes back
   try {
-    if (kind == "submit") return reply_ok(submit(body));
-    if (kind == "task") return reply_ok(submit_task(body, data));
-    if (kind == "nodes") return reply_ok(nodes_locked());
-    if (kind == "status" && job_id == 0) return reply_ok(jobs_locked());
+    if (kind == RequestKind::Submit) return reply_ok(submit(body));
+    if (kind == RequestKind::Task) return reply_ok(submit_task(body, data));
+    if (kind == RequestKind::Nodes) return reply_ok(nodes_locked());
+    if (kind == RequestKind::Status && job_id == 0) return reply_ok(jobs_locked());
     auto it = jobs_.find(job_id);
     if (it == jobs_.end())
       return reply_error("no job " + job_id_text(job_id) + " on this controller",
                          "list the jobs with `dtrain-submit status`");
     JobRecord& job = it->second;
-    if (kind == "status") {
+    if (kind == RequestKind::Status) {
       Json j = job.to_json();
       // Following a job: the log lines from number log_from on come with its status, so one
       // request every half second does (line numbers count from the job's first line).
@@ -772,9 +769,9 @@ std::vector<uint8_t> Controller::handle_request(const std::string& kind, uint64_
       }
       return reply_ok(j);
     }
-    if (kind == "logs") return reply_ok({{"id", job_id_text(job.id)}, {"log", job.log}});
-    if (kind == "resume") return reply_ok(resume_request(job));
-    if (kind == "cancel") {
+    if (kind == RequestKind::Logs) return reply_ok({{"id", job_id_text(job.id)}, {"log", job.log}});
+    if (kind == RequestKind::Resume) return reply_ok(resume_request(job));
+    if (kind == RequestKind::Cancel) {
       if (job.finished()) {  // left as it ended; the client says so
         Json j = job.to_json();
         j["already_ended"] = true;
@@ -799,7 +796,8 @@ std::vector<uint8_t> Controller::handle_request(const std::string& kind, uint64_
       save(job);
       return reply_ok(job.to_json());
     }
-    return reply_error("unknown request '" + kind + "'", "run the same dtrain release everywhere");
+    return reply_error("request '" + request_kind_name(kind) + "' is not answered here",
+                       "run the same dtrain release everywhere");
   } catch (const core::UserError& e) {
     return reply_error(e.what_happened(), e.fix());
   } catch (const std::exception& e) {  // a request of the wrong shape: refused, nothing kept

@@ -57,10 +57,12 @@ class Controller {
     std::deque<std::vector<uint8_t>> outbox;  // frames for the node
   };
 
-  static bool client_may(const std::string& kind);
+  // A request kind this release answers (any credential may ask it: clients send requests
+  // only, and requests are all dtrain-submit's).
+  static bool known_request(RequestKind kind);
   void serve_node(transport::ControlConnection& c, const NodeRegistration& node);
   // `data`: the bytes beside the request's JSON (task: the model file).
-  std::vector<uint8_t> handle_request(const std::string& kind, uint64_t job_id,
+  std::vector<uint8_t> handle_request(RequestKind kind, uint64_t job_id,
                                       const std::string& body,
                                       const std::vector<uint8_t>& data = {});
   void on_job_message(Member& m, const JobMessageIn& in);

@@ -1,6 +1,7 @@
 #include "daemon/protocol/control_messages.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cstdio>
 #include <string>
 
@@ -312,10 +313,17 @@ bool read_job_message(const std::vector<uint8_t>& frame, JobMessageIn& out) {
   return false;  // a kind this release does not know
 }
 
-std::vector<uint8_t> request_frame(const std::string& kind, uint64_t job_id, const Json& body,
+std::string request_kind_name(RequestKind kind) {
+  const char* name = control::EnumNameRequestKind(kind);
+  std::string word = name && *name ? name : "unknown";
+  for (char& c : word) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return word;
+}
+
+std::vector<uint8_t> request_frame(RequestKind kind, uint64_t job_id, const Json& body,
                                    const std::vector<uint8_t>& data) {
   flatbuffers::FlatBufferBuilder fbb(1024 + data.size());
-  const auto r = control::CreateRequest(fbb, fbb.CreateString(kind), job_id,
+  const auto r = control::CreateRequest(fbb, kind, job_id,
                                         fbb.CreateString(body.dump()),
                                         data.empty() ? 0 : fbb.CreateVector(data));
   return control_frame_bytes(fbb, control::ControlBody::Request, r.Union());
@@ -335,7 +343,7 @@ std::vector<uint8_t> reply_error(const std::string& error, const std::string& fi
   return control_frame_bytes(fbb, control::ControlBody::Reply, r.Union());
 }
 
-Json request(ControlConnection& c, const std::string& kind, uint64_t job_id, const Json& body,
+Json request(ControlConnection& c, RequestKind kind, uint64_t job_id, const Json& body,
              std::chrono::milliseconds timeout, std::vector<uint8_t>* data,
              const std::vector<uint8_t>& upload) {
   c.send(request_frame(kind, job_id, body, upload), timeout);

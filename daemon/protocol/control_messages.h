@@ -125,9 +125,11 @@ struct JobMessageIn {
 // job has (a rank outside the members, more members than a cluster has, unbounded lists).
 bool read_job_message(const std::vector<uint8_t>& frame, JobMessageIn& out);
 
-// kind: submit | task | status | nodes | cancel | logs | resume | fetch; `data`: bytes beside
-// the JSON (task: the model file).
-std::vector<uint8_t> request_frame(const std::string& kind, uint64_t job_id, const Json& body,
+using RequestKind = transport::control::RequestKind;
+// The word for a request kind in messages ("submit", "status", ...).
+std::string request_kind_name(RequestKind kind);
+// `data`: bytes beside the JSON (task: the model file).
+std::vector<uint8_t> request_frame(RequestKind kind, uint64_t job_id, const Json& body,
                                    const std::vector<uint8_t>& data = {});
 // `data`: bytes beside the JSON (a fetched chunk of a model file).
 std::vector<uint8_t> reply_ok(const Json& body, const std::vector<uint8_t>& data = {});
@@ -147,7 +149,7 @@ class RequestRefused : public std::runtime_error {
 };
 // `data`, when given, receives the reply's bytes beside the JSON.
 // `upload`, when given, goes with the request (request_frame's data).
-Json request(transport::ControlConnection& c, const std::string& kind, uint64_t job_id,
+Json request(transport::ControlConnection& c, RequestKind kind, uint64_t job_id,
              const Json& body, std::chrono::milliseconds timeout,
              std::vector<uint8_t>* data = nullptr, const std::vector<uint8_t>& upload = {});
 

@@ -173,7 +173,7 @@ int main(int argc, char** argv) {
         daemon::report_frame(7, daemon::JobKind::Result, {{"accuracy", 0.9}}), 1);
   write(control, "job_fetch", daemon::fetch_frame(7, {3, "m.dtm", 0, 1 << 20}), 1);
   write(control, "job_chunk", daemon::chunk_frame(7, {3, 0, 4, {1, 2, 3, 4}, ""}), 1);
-  write(control, "request", daemon::request_frame("status", 7, daemon::Json::object()), 1);
+  write(control, "request", daemon::request_frame(daemon::RequestKind::Status, 7, daemon::Json::object()), 1);
   write(control, "reply_ok", daemon::reply_ok({{"jobs", daemon::Json::array()}}), 1);
   write(control, "reply_error", daemon::reply_error("no such job", "check the id"), 1);
   write(control, "hello_daemon", hello('D', ""), 0);

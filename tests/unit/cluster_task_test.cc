@@ -238,7 +238,7 @@ TEST_CASE("the controller splits a task, gives a lost node's parts to another an
                                 {"path", "/data/test.csv"}, {"top_n", 2}};
   auto c = t.as_alice();
   const daemon::Json job =
-      daemon::request(*c, "task", 0, request, 5s, nullptr, std::vector<uint8_t>{9, 9, 9});
+      daemon::request(*c, daemon::RequestKind::Task, 0, request, 5s, nullptr, std::vector<uint8_t>{9, 9, 9});
   uint64_t id = 0;
   REQUIRE(daemon::parse_job_id(job.at("id").get<std::string>(), id));
   const daemon::JobMessageIn to_a = a.next(), to_b = b->next();
@@ -277,7 +277,7 @@ TEST_CASE("a task's node failure fails the job with its reason; cancel ends a ru
   auto submit = [&](const std::string& path) {
     auto c = t.as_alice();
     const daemon::Json job = daemon::request(
-        *c, "task", 0, {{"task", "infer"}, {"path", path}, {"output_dir", out}}, 5s,
+        *c, daemon::RequestKind::Task, 0, {{"task", "infer"}, {"path", path}, {"output_dir", out}}, 5s,
         nullptr, std::vector<uint8_t>{1});
     uint64_t id = 0;
     REQUIRE(daemon::parse_job_id(job.at("id").get<std::string>(), id));
@@ -293,7 +293,7 @@ TEST_CASE("a task's node failure fails the job with its reason; cancel ends a ru
   CHECK(status["fix"] == "check the path");
 
   const uint64_t cancelled = submit("/data/in.csv");
-  t.ask("cancel", cancelled);
+  t.ask(daemon::RequestKind::Cancel, cancelled);
   CHECK(a.next().kind == daemon::JobKind::Cancel);
   CHECK(t.job(cancelled)["state"] == "cancelled");
 
@@ -304,10 +304,10 @@ TEST_CASE("a task's node failure fails the job with its reason; cancel ends a ru
                      std::vector<uint8_t> model = {1}) {
     INFO(body.dump());
     auto c = t.as_alice();
-    CHECK_THROWS_WITH(daemon::request(*c, "task", 0, body, 5s, nullptr, model), Catch::Contains(why));
+    CHECK_THROWS_WITH(daemon::request(*c, daemon::RequestKind::Task, 0, body, 5s, nullptr, model), Catch::Contains(why));
   };
   const daemon::Json infer = {{"task", "infer"}, {"path", "/in.csv"}, {"output_dir", out}};
-  const size_t jobs_before = t.ask("status")["jobs"].size();
+  const size_t jobs_before = t.ask(daemon::RequestKind::Status)["jobs"].size();
   refused({{"task", "infer"}, {"path", "in.csv"}, {"output_dir", out}}, "not absolute");
   refused({{"task", "eval"}, {"path", "/d.csv"}, {"format", "csv"}}, "no model", {});
   for (const char* key : {"nodes", "header", "name", "batch_size", "keep_parts"}) {
@@ -333,7 +333,7 @@ TEST_CASE("a task's node failure fails the job with its reason; cancel ends a ru
   refused({{"task", "eval"}, {"path", "/d.csv"}, {"format", "csv"}, {"metrics", {"roc"}},
            {"roc_csv", out + "/roc.csv"}, {"roc_classes", {"a\nb"}}},
           "roc_classes");
-  CHECK(t.ask("status")["jobs"].size() == jobs_before);
+  CHECK(t.ask(daemon::RequestKind::Status)["jobs"].size() == jobs_before);
 }
 
 TEST_CASE("a node registering again from the same process gets its unfinished parts again",
@@ -342,7 +342,7 @@ TEST_CASE("a node registering again from the same process gets its unfinished pa
   auto a = std::make_unique<FakeNode>(t, node_named("node-a", 1));
   auto c = t.as_alice();
   const daemon::Json job = daemon::request(
-      *c, "task", 0, {{"task", "eval"}, {"path", "/d.csv"}, {"format", "csv"}}, 5s, nullptr,
+      *c, daemon::RequestKind::Task, 0, {{"task", "eval"}, {"path", "/d.csv"}, {"format", "csv"}}, 5s, nullptr,
       std::vector<uint8_t>{1});
   uint64_t id = 0;
   REQUIRE(daemon::parse_job_id(job.at("id").get<std::string>(), id));
@@ -380,7 +380,7 @@ TEST_CASE("a node-local evaluation: parts once every node has listed, a lost nod
   auto submit = [&] {
     auto c = t.as_alice();
     const daemon::Json job =
-        daemon::request(*c, "task", 0, request, 5s, nullptr, std::vector<uint8_t>{9});
+        daemon::request(*c, daemon::RequestKind::Task, 0, request, 5s, nullptr, std::vector<uint8_t>{9});
     uint64_t id = 0;
     REQUIRE(daemon::parse_job_id(job.at("id").get<std::string>(), id));
     return id;

@@ -63,12 +63,12 @@ struct ControllerUnderTest {
     return transport::ControlConnection::connect("127.0.0.1", server->port(), key_of(1), 5s);
   }
   // One client request (a connection each, as dtrain-submit does).
-  daemon::Json ask(const std::string& kind, uint64_t job_id = 0,
+  daemon::Json ask(daemon::RequestKind kind, uint64_t job_id = 0,
                    const daemon::Json& body = daemon::Json::object()) {
     auto c = as_alice();
     return daemon::request(*c, kind, job_id, body, 5s);
   }
-  daemon::Json job(uint64_t id) { return ask("status", id); }
+  daemon::Json job(uint64_t id) { return ask(daemon::RequestKind::Status, id); }
 
   daemon::DaemonConfig config;
   std::unique_ptr<daemon::Controller> controller;

@@ -32,7 +32,7 @@ std::string spec(const std::string& name, int nodes,
 uint64_t submit(ControllerUnderTest& t, const std::string& name, int nodes = 1,
                 const std::string& mode = "gradient_sharing") {
   const daemon::Json job =
-      t.ask("submit", 0, {{"spec", spec(name, nodes, mode)}, {"source", name}});
+      t.ask(daemon::RequestKind::Submit, 0, {{"spec", spec(name, nodes, mode)}, {"source", name}});
   uint64_t id = 0;
   REQUIRE(daemon::parse_job_id(job.at("id").get<std::string>(), id));
   return id;
@@ -43,7 +43,7 @@ std::string state(ControllerUnderTest& t, uint64_t id) {
 }
 
 bool alive(ControllerUnderTest& t, const std::string& node) {
-  const daemon::Json nodes = t.ask("nodes");  // kept: a loop over a temporary's member dangles
+  const daemon::Json nodes = t.ask(daemon::RequestKind::Nodes);  // kept: a loop over a temporary's member dangles
   for (const auto& n : nodes.at("nodes"))
     if (n.value("name", "") == node) return n.value("state", "") == "alive";
   return false;
@@ -56,14 +56,14 @@ uint64_t submit_elastic(ControllerUnderTest& t, int workers) {
                            "data:\n  train: {format: csv, path: none.csv}\n"
                            "training:\n  nodes: {min: 2, max: 3}\n  workers_per_node: " +
                            std::to_string(workers) + "\n";
-  const daemon::Json job = t.ask("submit", 0, {{"spec", text}, {"source", "elastic"}});
+  const daemon::Json job = t.ask(daemon::RequestKind::Submit, 0, {{"spec", text}, {"source", "elastic"}});
   uint64_t id = 0;
   REQUIRE(daemon::parse_job_id(job.at("id").get<std::string>(), id));
   return id;
 }
 
 uint64_t submit_text(ControllerUnderTest& t, const std::string& text) {
-  const daemon::Json submitted = t.ask("submit", 0, {{"spec", text}, {"source", "test"}});
+  const daemon::Json submitted = t.ask(daemon::RequestKind::Submit, 0, {{"spec", text}, {"source", "test"}});
   uint64_t id = 0;
   REQUIRE(daemon::parse_job_id(submitted.at("id").get<std::string>(), id));
   return id;
@@ -102,7 +102,7 @@ TEST_CASE("jobs start one at a time in the order submitted; a cancelled queued o
   CHECK(state(t, a) == "running");
   CHECK(state(t, b) == "queued");
   CHECK(state(t, c) == "queued");
-  CHECK_FALSE(t.ask("cancel", b).value("already_ended", false));
+  CHECK_FALSE(t.ask(daemon::RequestKind::Cancel, b).value("already_ended", false));
   CHECK(state(t, b) == "cancelled");
   CHECK(node.quiet_for(300ms));  // nothing else starts while a runs
   end_job(node, a);
@@ -110,7 +110,7 @@ TEST_CASE("jobs start one at a time in the order submitted; a cancelled queued o
   CHECK(m.kind == daemon::JobKind::Start);
   CHECK(m.job_id == c);  // b was cancelled while queued
   CHECK(testing::wait_for([&] { return state(t, a) == "failed"; }, 5000ms, "job a to fail"));
-  CHECK(t.ask("cancel", a).value("already_ended", false));  // an ended job is left as it ended
+  CHECK(t.ask(daemon::RequestKind::Cancel, a).value("already_ended", false));  // an ended job is left as it ended
   CHECK(state(t, a) == "failed");
   CHECK(t.job(b).at("nodes").empty());
   CHECK(state(t, c) == "running");
@@ -121,7 +121,7 @@ TEST_CASE("a job waits for its training.nodes, then starts on all of them", "[co
   FakeNode first(t, node_named("node-a", 1));
   const uint64_t id = submit(t, "two", 2);
   CHECK(first.quiet_for(300ms));
-  const daemon::Json waiting = t.ask("logs", id);
+  const daemon::Json waiting = t.ask(daemon::RequestKind::Logs, id);
   CHECK(waiting.at("log").dump().find("waiting for 2 nodes (1 registered)") != std::string::npos);
   CHECK(state(t, id) == "queued");
   FakeNode second(t, node_named("node-b", 2));
@@ -171,7 +171,7 @@ TEST_CASE("a restarted controller adopts the running job; queued jobs wait; orph
   CHECK(m.kind == daemon::JobKind::Cancel);  // the job the controller lists as ended
   CHECK(m.job_id == ended);
   CHECK(node.quiet_for(300ms));  // the adopted one goes on
-  const std::string log = t.ask("logs", running).at("log").dump();
+  const std::string log = t.ask(daemon::RequestKind::Logs, running).at("log").dump();
   CHECK(log.find("node-a still trains it: adopted") != std::string::npos);
   CHECK(state(t, running) == "running");
   end_job(node, running);  // its end is what the node reports, as before the restart
@@ -254,7 +254,7 @@ TEST_CASE("a node registering again while its old session lives replaces that se
           }
         },
         5000ms, "node-a's old connection to be closed"));
-    CHECK(t.ask("nodes").at("nodes").size() == 2);
+    CHECK(t.ask(daemon::RequestKind::Nodes).at("nodes").size() == 2);
     CHECK(alive(t, "node-a"));
     CHECK(t.job(id).at("lost_nodes").empty());
   }
@@ -329,7 +329,7 @@ TEST_CASE("a node back after the job dropped it is taken back in either mode; it
   daemon::Json job = t.job(id);
   CHECK(job.at("state") == "running");
   CHECK_FALSE(job.at("progress").contains("node-a"));
-  const std::string log = t.ask("logs", id).at("log").dump();
+  const std::string log = t.ask(daemon::RequestKind::Logs, id).at("log").dump();
   CHECK(log.find("node-a is back after the job dropped it") != std::string::npos);
   CHECK(log.find("its old part failed") == std::string::npos);
   // The new part's failure (before it was admitted) withdraws it: node-b stops expecting it.
@@ -360,7 +360,7 @@ TEST_CASE("adoption: a node that was lost and rejoined before the restart is ado
   FakeNode a(t, ra);
   FakeNode b(t, rb);
   CHECK(b.quiet_for(300ms));  // adopted: nothing to do
-  const std::string log = t.ask("logs", id).at("log").dump();
+  const std::string log = t.ask(daemon::RequestKind::Logs, id).at("log").dump();
   CHECK(log.find("node node-b still trains it: adopted") != std::string::npos);
   CHECK(log.find("adopted by the restarted controller: 2 of 2") != std::string::npos);
   CHECK(t.job(id).at("checkpoint").at("epoch") == 2);
@@ -389,7 +389,7 @@ TEST_CASE("every node restarted: the job resumes from its consistent checkpoint,
     }
     CHECK(state(t, id) == "running");
     CHECK(t.job(id).at("lost_nodes").empty());
-    const std::string log = t.ask("logs", id).at("log").dump();
+    const std::string log = t.ask(daemon::RequestKind::Logs, id).at("log").dump();
     CHECK(log.find("resumes from its checkpoint at the end of epoch 3") != std::string::npos);
   } else {
     CHECK(testing::wait_for([&] { return state(t, id) == "failed"; }, 5000ms, "the job to fail"));
@@ -429,7 +429,7 @@ TEST_CASE("the job's consistent checkpoint is the latest epoch every live node h
         return consistent() == 3;
       },
       5000ms, "the consistent checkpoint to be epoch 3"));
-  const std::string log = t.ask("logs", id).at("log").dump();
+  const std::string log = t.ask(daemon::RequestKind::Logs, id).at("log").dump();
   CHECK(log.find("every live node has its replica at the end of epoch 2") != std::string::npos);
 }
 
@@ -449,7 +449,7 @@ TEST_CASE("a node cannot report for a job it is not a member of", "[controller]"
   const daemon::Json job = t.job(id);
   CHECK(job.at("state") == "running");
   CHECK_FALSE(job.at("progress").contains("node-b"));
-  const std::string log = t.ask("logs", id).at("log").dump();
+  const std::string log = t.ask(daemon::RequestKind::Logs, id).at("log").dump();
   CHECK(log.find("forged") == std::string::npos);
   // The member's own report still counts.
   end_job(member, id);
@@ -467,19 +467,19 @@ TEST_CASE("a request of the wrong shape is refused and the controller goes on", 
       {{{"spec", ""}}, "job.yaml"}};
   for (const auto& [body, error] : bodies) {
     try {
-      t.ask("submit", 0, body);
+      t.ask(daemon::RequestKind::Submit, 0, body);
       FAIL("submit with body " << body.dump() << " was accepted");
     } catch (const daemon::RequestRefused& e) {
       CHECK_THAT(e.error(), Catch::Contains(error));
     }
   }
   try {
-    t.ask("cancel", 0x1234, {{"reason", {{"nested", true}}}});
+    t.ask(daemon::RequestKind::Cancel, 0x1234, {{"reason", {{"nested", true}}}});
     FAIL("cancel of an unknown job was accepted");
   } catch (const daemon::RequestRefused& e) {
     CHECK_THAT(e.error(), Catch::Contains("no job"));
   }
-  CHECK(t.ask("status").at("jobs").empty());  // nothing was kept, and it still answers
+  CHECK(t.ask(daemon::RequestKind::Status).at("jobs").empty());  // nothing was kept, and it still answers
 }
 
 TEST_CASE("a client credential cannot report for a job", "[controller]") {
@@ -503,7 +503,7 @@ TEST_CASE("a client credential cannot report for a job", "[controller]") {
   }
   CHECK(member.quiet_for(500ms));  // no cancel: the forged failure did not end the job
   CHECK(t.job(id).at("state") == "running");
-  CHECK(t.ask("logs", id).at("log").dump().find("forged") == std::string::npos);
+  CHECK(t.ask(daemon::RequestKind::Logs, id).at("log").dump().find("forged") == std::string::npos);
   end_job(member, id);
 }
 
@@ -526,12 +526,12 @@ TEST_CASE("a node whose data.lanes differs from the live nodes' is refused, nami
   daemon::NodeRegistration two = node_named("node-a", 1);
   two.data_lanes = 2;
   FakeNode a(t, two);
-  CHECK(t.ask("nodes").at("nodes").at(0).at("data_lanes") == 2);
+  CHECK(t.ask(daemon::RequestKind::Nodes).at("nodes").at(0).at("data_lanes") == 2);
   auto c = t.as_daemon();
   const std::string refusal = register_reply(*c, node_named("node-b", 2));  // 1 lane
   CHECK(refusal.find("node node-b has data.lanes 1, and node node-a (alive) has 2") !=
         std::string::npos);
-  CHECK(t.ask("nodes").at("nodes").size() == 1);
+  CHECK(t.ask(daemon::RequestKind::Nodes).at("nodes").size() == 1);
   // A count out of range is refused too; the same count is taken.
   daemon::NodeRegistration many = node_named("node-c", 3);
   many.data_lanes = 200;
@@ -570,7 +570,7 @@ TEST_CASE("the whole cluster went down and one node stays away: the job resumes 
   const daemon::Json job = t.job(id);
   CHECK(job.at("state") == "running");
   CHECK(job.at("nodes") == daemon::Json({"node-a", "node-b"}));
-  const std::string log = t.ask("logs", id).at("log").dump();
+  const std::string log = t.ask(daemon::RequestKind::Logs, id).at("log").dump();
   CHECK(log.find("resumes from its checkpoint at the end of epoch 3 on 2 nodes (without "
                  "node-c") != std::string::npos);
   // node-c comes back still training its old part: it is no member now, and is told to stop.
@@ -592,7 +592,7 @@ TEST_CASE("`resume JOB`: a failed job goes on from its checkpoint on the nodes t
   CHECK(b.next().kind == daemon::JobKind::Start);
   auto refusal = [&](uint64_t job) {
     try {
-      t.ask("resume", job);
+      t.ask(daemon::RequestKind::Resume, job);
     } catch (const daemon::RequestRefused& e) {
       return std::string(e.what());
     }
@@ -611,7 +611,7 @@ TEST_CASE("`resume JOB`: a failed job goes on from its checkpoint on the nodes t
                                                     daemon::job_id_text(id)) != std::string::npos);
   a.reset();  // node-a is gone; node-b holds the checkpoint too
   CHECK(testing::wait_for([&] { return !alive(t, "node-a"); }, 5000ms, "node-a to be lost"));
-  const daemon::Json queued = t.ask("resume", id);
+  const daemon::Json queued = t.ask(daemon::RequestKind::Resume, id);
   CHECK((queued.at("state") == "queued" || queued.at("state") == "running"));
   const daemon::JobMessageIn start = b.next();
   CHECK(start.kind == daemon::JobKind::Start);
@@ -623,7 +623,7 @@ TEST_CASE("`resume JOB`: a failed job goes on from its checkpoint on the nodes t
   CHECK(t.job(id).at("nodes") == daemon::Json({"node-b"}));
   // A job without a checkpoint cannot be resumed; the refusal names the fix.
   const uint64_t other = submit(t, "no-checkpoint", 1);
-  t.ask("cancel", other);  // queued behind the resumed one: cancelled at once
+  t.ask(daemon::RequestKind::Cancel, other);  // queued behind the resumed one: cancelled at once
   CHECK(refusal(other).find("has no consistent checkpoint") != std::string::npos);
   CHECK(refusal(other).find("output.checkpoint_every") != std::string::npos);
 }
@@ -693,7 +693,7 @@ TEST_CASE("a job with early stopping does not take a node back: it is told to st
   CHECK(told.kind == daemon::JobKind::Cancel);  // its best model so far would be missing
   CHECK(told.job_id == id);
   CHECK(b.quiet_for(300ms));  // node-b is not told to admit anyone
-  const std::string log = t.ask("logs", id).at("log").dump();
+  const std::string log = t.ask(daemon::RequestKind::Logs, id).at("log").dump();
   CHECK(log.find("does not take nodes back") != std::string::npos);
 }
 
@@ -732,7 +732,7 @@ TEST_CASE("a node that fails to join is withdrawn: the others stop expecting it,
   const daemon::Json job = t.job(id);
   CHECK(job.at("state") == "running");  // one failed join does not fail the job
   CHECK(job.at("lost_nodes") == daemon::Json({"node-c"}));
-  const std::string log = t.ask("logs", id).at("log").dump();
+  const std::string log = t.ask(daemon::RequestKind::Logs, id).at("log").dump();
   CHECK(log.find("it failed to join: cannot read none.csv") != std::string::npos);
 }
 
@@ -766,7 +766,7 @@ TEST_CASE("node-local data: the plan is sent once every node listed its files, a
     CHECK(pa.plan.member_examples == std::vector<int64_t>{150, 150});
     CHECK(pa.plan.files.size() + pb.plan.files.size() == 6);  // f2 is read once
     CHECK(pb.plan.member_examples == pa.plan.member_examples);
-    const std::string log = t.ask("logs", id).at("log").dump();
+    const std::string log = t.ask(daemon::RequestKind::Logs, id).at("log").dump();
     CHECK(log.find("node-local data: 6 files, 300 of the export's 300 examples") !=
           std::string::npos);
     // node-a is paused past the peer timeout, then back: it rejoins and lists its files again.

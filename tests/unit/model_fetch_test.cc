@@ -104,7 +104,7 @@ TEST_CASE("the controller fetches a finished job's model from the node that hold
     return std::async(std::launch::async, [&t, body] {
       auto c = t.as_alice();
       std::vector<uint8_t> data;
-      daemon::Json reply = daemon::request(*c, "fetch", done, body, 10s, &data);
+      daemon::Json reply = daemon::request(*c, daemon::RequestKind::Fetch, done, body, 10s, &data);
       reply["bytes"] = std::string(data.begin(), data.end());
       return reply;
     });
@@ -139,13 +139,13 @@ TEST_CASE("the controller fetches a finished job's model from the node that hold
     CHECK(got.at("bytes") == "ok");
   }
   SECTION("refusals name the reason") {
-    CHECK(refusal([&] { daemon::request(*t.as_alice(), "fetch", running, {}, 5s); })
+    CHECK(refusal([&] { daemon::request(*t.as_alice(), daemon::RequestKind::Fetch, running, {}, 5s); })
               .find("failed and wrote no final model") != std::string::npos);
     CHECK(refusal([&] {
-            daemon::request(*t.as_alice(), "fetch", done, {{"node", "node-z"}}, 5s);
+            daemon::request(*t.as_alice(), daemon::RequestKind::Fetch, done, {{"node", "node-z"}}, 5s);
           }).find("node node-z holds no model") != std::string::npos);
     CHECK(refusal([&] {
-            daemon::request(*t.as_alice(), "fetch", done, {{"offset", -1}}, 5s);
+            daemon::request(*t.as_alice(), daemon::RequestKind::Fetch, done, {{"offset", -1}}, 5s);
           }).find("unsigned offset") != std::string::npos);
   }
 }

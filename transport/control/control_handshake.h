@@ -17,8 +17,8 @@
 namespace dtrain::transport {
 
 // The control protocol's version (2: identities in the hello; 3: typed job start and rejoin
-// messages). Both ends must speak the same.
-constexpr uint8_t kControlVersion = 3;
+// messages; 4: request kinds are an enum). Both ends must speak the same.
+constexpr uint8_t kControlVersion = 4;
 
 namespace handshake {
 
