@@ -17,6 +17,7 @@
 #include "core/spec/job_spec_parser.h"
 #include "core/train/init_from.h"
 #include "daemon/protocol/control_messages.h"
+#include "daemon/protocol/job_state.h"
 #include "submit/cluster_commands.h"
 #include "submit/controller_client.h"
 #include "submit/exit_codes.h"
@@ -215,12 +216,13 @@ int follow_job(const ClusterArgs& a, const std::string& id, uint64_t log_next, b
     } catch (const std::exception& e) {
       return report_error(e);
     }
-    const std::string state = job.value("state", "");
-    if (state == "succeeded" || state == "failed" || state == "cancelled") {
+    const auto state = daemon::parse_job_state(job.value("state", ""));
+    if (state && daemon::job_ended(*state)) {
+      const bool succeeded = *state == daemon::JobState::kSucceeded;
       if (terminal && !quiet) std::printf("\r\033[K");
       if (final_status) *final_status = job;
-      if (!quiet || state != "succeeded") print_result(job);
-      return state == "succeeded" ? kExitSuccess : kExitJobFailed;
+      if (!quiet || !succeeded) print_result(job);
+      return succeeded ? kExitSuccess : kExitJobFailed;
     }
     const Json p = merged_progress(job);
     if (p.is_null() || quiet) continue;
@@ -318,7 +320,9 @@ int run_cluster_cancel(const ClusterArgs& a, const std::string& job) {
     if (r.value("already_ended", false))  // the controller left it as it ended
       std::printf("job %s: already %s, nothing to cancel\n", job.c_str(), state.c_str());
     else
-      std::printf("job %s: %s\n", job.c_str(), state == "cancelled" ? "cancelled" : "cancelling");
+      std::printf("job %s: %s\n", job.c_str(),
+                  daemon::parse_job_state(state) == daemon::JobState::kCancelled ? "cancelled"
+                                                                                 : "cancelling");
   } catch (const std::exception& e) {
     return report_error(e);
   }

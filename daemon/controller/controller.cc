@@ -53,23 +53,23 @@ Controller::Controller(const DaemonConfig& config)
     if (!job.task.empty() && !job.finished()) {
       // Its model and parts were in memory only; a node still running it is an orphan
       // (stop_orphans tells it to stop when it registers).
-      job.state = "failed";
+      job.state = JobState::kFailed;
       job.error = "the controller restarted before the " + job.task + " job ended";
       job.fix = "submit it again";
       job.finished_at = unix_now();
       save_job(jobs_dir_, job);
     }
-    if (job.state == "running" && running_ == 0) {
+    if (job.state == JobState::kRunning && running_ == 0) {
       running_ = job.id;
       begin_adoption(job);
-    } else if (job.state == "running") {  // two running jobs on disk: only one can be real
-      job.state = "failed";
+    } else if (job.state == JobState::kRunning) {  // two running jobs on disk: only one can be real
+      job.state = JobState::kFailed;
       job.error = "the controller stopped while the job was running";
       job.fix = "submit the job again";
       job.finished_at = unix_now();
       save_job(jobs_dir_, job);
     }
-    if (job.state == "queued") queue_.push_back(job.id);
+    if (job.state == JobState::kQueued) queue_.push_back(job.id);
     jobs_[job.id] = std::move(job);
   }
   spdlog::info("controller: {} past jobs, {} queued", jobs_.size(), queue_.size());
@@ -561,15 +561,15 @@ void Controller::finish(JobRecord& job) {
   if (!job.failures.empty() && !all_cancelled) {
     for (const auto& [n, f] : job.failures) {
       if (f.value("cancelled", false)) continue;
-      job.state = "failed";
+      job.state = JobState::kFailed;
       job.error = n + ": " + f.value("error", "failed");
       job.fix = f.value("fix", "");
       break;
     }
   } else if (job.cancel_requested) {
-    job.state = "cancelled";
+    job.state = JobState::kCancelled;
   } else if (job.results.empty()) {
-    job.state = "failed";
+    job.state = JobState::kFailed;
     job.error = "every node of the job was lost";
     job.fix = "check the nodes' logs (journalctl -u dtraind) and submit again";
   } else {
@@ -604,22 +604,24 @@ void Controller::finish(JobRecord& job) {
     result["max_steps_ahead"] = ahead;
     job.result = result;
     if (std::optional<JobFailure> f = check_result(job.results, result, diff)) {
-      job.state = "failed";
+      job.state = JobState::kFailed;
       job.error = f->error;
       job.fix = f->fix.empty() ? "report this with `dtrain-submit logs " + job_id_text(job.id) + "`"
                                : f->fix;
     } else {
-      job.state = "succeeded";
+      job.state = JobState::kSucceeded;
     }
   }
   for (auto& [n, r] : job.results) {
     r.erase("params_sample");
     r.erase("evaluation_part");
   }
-  if (const std::string how = job.resume_hint(); job.state != "succeeded" && !how.empty())
+  if (const std::string how = job.resume_hint(); job.state != JobState::kSucceeded && !how.empty())
     job.fix = job.fix.empty() ? how : job.fix + "; or " + how;
-  job.add_log("job " + job.state + (job.error.empty() ? "" : ": " + job.error));
-  spdlog::info("controller: job {} ({}) {}", job_id_text(job.id), job.name, job.state);
+  job.add_log(std::string("job ") + job_state_name(job.state) +
+              (job.error.empty() ? "" : ": " + job.error));
+  spdlog::info("controller: job {} ({}) {}", job_id_text(job.id), job.name,
+               job_state_name(job.state));
   save(job);
   if (running_ == job.id) running_ = 0;
   start_next();
@@ -666,7 +668,7 @@ void Controller::start_next() {
       start_task(job);
     } catch (const std::exception& e) {  // never leaves the queue stuck behind it
       queue_.erase(std::remove(queue_.begin(), queue_.end(), job.id), queue_.end());
-      finish_task(job, "failed", std::string("it could not start: ") + e.what(), "");
+      finish_task(job, JobState::kFailed, std::string("it could not start: ") + e.what(), "");
     }
     return;
   }
@@ -677,7 +679,7 @@ void Controller::start_next() {
     // Checked at submit; a record from another release may still not parse. That job fails,
     // the queue goes on.
     queue_.pop_front();
-    job.state = "failed";
+    job.state = JobState::kFailed;
     job.error = e.what_happened();
     job.fix = e.fix();
     job.finished_at = unix_now();
@@ -714,7 +716,7 @@ void Controller::start_next() {
   alive.resize(take);
   queue_.pop_front();
   running_ = job.id;
-  job.state = "running";
+  job.state = JobState::kRunning;
   job.started_at = unix_now();
   Json members = Json::array();
   for (Member* m : alive) {
@@ -779,13 +781,13 @@ std::vector<uint8_t> Controller::handle_request(RequestKind kind, uint64_t job_i
       }
       job.cancel_requested = true;
       job.add_log("cancel requested");
-      if (!job.task.empty() && job.state == "running") {
-        finish_task(job, "cancelled", "", "");
+      if (!job.task.empty() && job.state == JobState::kRunning) {
+        finish_task(job, JobState::kCancelled, "", "");
         return reply_ok(job.to_json());
       }
-      if (job.state == "queued") {
+      if (job.state == JobState::kQueued) {
         queue_.erase(std::remove(queue_.begin(), queue_.end(), job.id), queue_.end());
-        job.state = "cancelled";
+        job.state = JobState::kCancelled;
         job.finished_at = unix_now();
         job.model.reset();  // a queued evaluation's model
       } else {
@@ -891,7 +893,7 @@ void Controller::stop() {
     JobRecord& job = jobs_[running_];
     for (const std::string& n : job.nodes)
       if (members_.count(n)) members_[n].outbox.push_back(cancel_frame(job.id));
-    job.state = "cancelled";
+    job.state = JobState::kCancelled;
     job.error = "the controller was stopped";
     job.fix = job.resume_hint().empty() ? "submit the job again" : job.resume_hint();
     job.finished_at = unix_now();

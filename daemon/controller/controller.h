@@ -154,7 +154,7 @@ class Controller {
   // A node registering again from the same process (its old session's frames are gone): it
   // is sent the running task's parts it holds and has not reported.
   void resend_parts(Member& m);
-  void finish_task(JobRecord& job, const std::string& state, const std::string& error,
+  void finish_task(JobRecord& job, JobState state, const std::string& error,
                    const std::string& fix);
   void check_finished(JobRecord& job);
   void finish(JobRecord& job);

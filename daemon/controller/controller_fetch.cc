@@ -56,10 +56,11 @@ std::vector<uint8_t> Controller::fetch_request(uint64_t job_id, const std::strin
   const JobRecord& job = it->second;  // jobs_ never loses an entry: valid while unlocked too
   const std::string id = job_id_text(job_id);
   if (!job.finished())
-    return reply_error("job " + id + " is " + job.state + "; its model is written when it ends",
+    return reply_error("job " + id + " is " + job_state_name(job.state) +
+                           "; its model is written when it ends",
                        "wait for it (dtrain-submit status " + id + "), then fetch");
-  if (job.state != "succeeded")
-    return reply_error("job " + id + " " + job.state + " and wrote no final model",
+  if (job.state != JobState::kSucceeded)
+    return reply_error("job " + id + " " + job_state_name(job.state) + " and wrote no final model",
                        job.resume_hint().empty() ? "submit the job again" : job.resume_hint());
   std::vector<std::string> holders = model_holders(job);
   if (!pinned.empty()) {

@@ -75,7 +75,7 @@ void Controller::resume_on(JobRecord& job, const std::vector<std::string>& names
   job.cancel_requested = false;
   job.finished_at = 0;
   job.resume_epoch = -1;  // from here on a running job like any other (adopted on a restart)
-  job.state = "running";
+  job.state = JobState::kRunning;
   running_ = job.id;
   std::string line = "the job resumes from its checkpoint at the end of epoch " +
                      std::to_string(epoch) + " on " + std::to_string(names.size()) + " nodes";
@@ -115,10 +115,11 @@ bool Controller::resume_from_checkpoint(JobRecord& job) {
 Json Controller::resume_request(JobRecord& job) {
   const std::string id = job_id_text(job.id);
   if (!job.finished())
-    throw core::UserError("job " + id + " is " + job.state + "; only a failed or cancelled job "
-                          "can be resumed", "wait for it to end, or cancel it first "
+    throw core::UserError("job " + id + " is " + job_state_name(job.state) +
+                              "; only a failed or cancelled job can be resumed",
+                          "wait for it to end, or cancel it first "
                           "(dtrain-submit cancel " + id + ")");
-  if (job.state == "succeeded")
+  if (job.state == JobState::kSucceeded)
     throw core::UserError("job " + id + " succeeded; there is nothing to resume",
                           "to train further, submit a job with model.init_from: its model");
   const int64_t epoch = job.consistent_checkpoint();
@@ -126,7 +127,7 @@ Json Controller::resume_request(JobRecord& job) {
     throw core::UserError("job " + id + " has no consistent checkpoint (no epoch end that every "
                           "node wrote)", "set output.checkpoint_every and submit it again");
   job.resume_epoch = epoch;
-  job.state = "queued";
+  job.state = JobState::kQueued;
   job.cancel_requested = false;
   job.add_log("resume requested: from the checkpoint at the end of epoch " +
               std::to_string(epoch));

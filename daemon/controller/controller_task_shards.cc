@@ -15,7 +15,7 @@ void Controller::on_task_shards(JobRecord& job, Member& m, const Json& body) {
   std::vector<ShardFile> files;
   std::string error;
   if (!read_shard_list(body, files, error)) {
-    finish_task(job, "failed",
+    finish_task(job, JobState::kFailed,
                 m.name + " sent a list of its files the controller cannot read (" + error + ")",
                 "run the same dtrain release on every node");
     return;
@@ -33,7 +33,7 @@ void Controller::plan_task_parts_if_ready(JobRecord& job) {
     live.push_back(n);
   }
   if (live.empty()) {
-    finish_task(job, "failed", "every node of the job was lost",
+    finish_task(job, JobState::kFailed, "every node of the job was lost",
                 "check the nodes' logs (journalctl -u dtraind) and submit again");
     return;
   }
@@ -42,7 +42,7 @@ void Controller::plan_task_parts_if_ready(JobRecord& job) {
   job.shard_lists.clear();
   const TaskPartPlan plan = make_task_parts(live, lists);
   if (!plan.error.empty()) {
-    finish_task(job, "failed", "--shards: " + plan.error, plan.fix);
+    finish_task(job, JobState::kFailed, "--shards: " + plan.error, plan.fix);
     return;
   }
   job.part_count = uint32_t(plan.owner.size());
@@ -74,7 +74,7 @@ void Controller::reassign_shard_parts(JobRecord& job, const std::vector<uint32_t
     if (best.empty()) {
       const auto& holders = job.part_holders[p];
       const std::string name = holders.count(lost) ? holders.at(lost) : holders.begin()->second;
-      finish_task(job, "failed",
+      finish_task(job, JobState::kFailed,
                   "part " + std::to_string(p + 1) + " (" + name + ", " +
                       std::to_string(job.part_examples[p]) + " examples) is held only by " +
                       lost + ", which was lost",

@@ -71,7 +71,7 @@ void Controller::start_task(JobRecord& job) {
   if (wanted > 0) alive.resize(size_t(wanted));
   queue_.pop_front();
   running_ = job.id;
-  job.state = "running";
+  job.state = JobState::kRunning;
   job.started_at = unix_now();
   for (Member* m : alive) job.nodes.push_back(m->name);
   if (job.task_request.contains("shards")) {  // node-local: parts once every node has listed
@@ -97,7 +97,7 @@ void Controller::on_task_report(JobRecord& job, Member& m, const JobMessageIn& i
   if (in.kind == JobKind::Log) {
     job.add_log(m.name + ": " + body.value("line", ""));
   } else if (in.kind == JobKind::Failed) {
-    finish_task(job, "failed", m.name + ": " + body.value("error", std::string("failed")),
+    finish_task(job, JobState::kFailed, m.name + ": " + body.value("error", std::string("failed")),
                 body.value("fix", std::string()));
   } else if (in.kind == JobKind::Shards && !job.finished()) {
     on_task_shards(job, m, body);
@@ -116,13 +116,14 @@ void Controller::on_task_report(JobRecord& job, Member& m, const JobMessageIn& i
     if (const std::string wrong = check_part_done(job.task, body, part,
                                                   job.task_request.value("output_dir", ""), roc);
         !wrong.empty()) {
-      finish_task(job, "failed", m.name + " reported part " + std::to_string(part) + " with " + wrong,
+      finish_task(job, JobState::kFailed,
+                  m.name + " reported part " + std::to_string(part) + " with " + wrong,
                   "run the same dtrain release on every node");
       return;
     }
     // Node-local: the file it read must be the one it listed (not changed meanwhile).
     if (!job.part_examples.empty() && body.value("examples", int64_t(-1)) != job.part_examples[part]) {
-      finish_task(job, "failed",
+      finish_task(job, JobState::kFailed,
                   m.name + " evaluated " + std::to_string(body.value("examples", int64_t(-1))) +
                       " examples for part " + std::to_string(part + 1) + ", whose file held " +
                       std::to_string(job.part_examples[part]) + " when it was listed",
@@ -134,7 +135,7 @@ void Controller::on_task_report(JobRecord& job, Member& m, const JobMessageIn& i
     job.add_log(m.name + ": part " + std::to_string(part + 1) + " of " +
                 std::to_string(job.part_count) + " done (" +
                 std::to_string(body.value("examples", int64_t(0))) + " examples)");
-    if (job.part_results.size() == job.part_count) finish_task(job, "succeeded", "", "");
+    if (job.part_results.size() == job.part_count) finish_task(job, JobState::kSucceeded, "", "");
   }
 }
 
@@ -153,7 +154,7 @@ void Controller::reassign_parts(JobRecord& job, const std::string& lost) {
   }
   if (orphaned.empty()) return;
   if (live.empty()) {
-    finish_task(job, "failed", "every node of the job was lost",
+    finish_task(job, JobState::kFailed, "every node of the job was lost",
                 "check the nodes' logs (journalctl -u dtraind) and submit again");
     return;
   }
@@ -198,13 +199,13 @@ void Controller::resend_parts(Member& m) {
               " unfinished parts again");
 }
 
-void Controller::finish_task(JobRecord& job, const std::string& state, const std::string& error,
+void Controller::finish_task(JobRecord& job, JobState state, const std::string& error,
                              const std::string& fix) {
   if (job.finished()) return;
   job.state = state;
   job.error = error;
   job.fix = fix;
-  if (state == "succeeded") {
+  if (state == JobState::kSucceeded) {
     try {
       job.result = job.task == "eval"
                        ? merge_eval_parts(job.part_results, job.task_request)
@@ -212,7 +213,7 @@ void Controller::finish_task(JobRecord& job, const std::string& state, const std
                                            job.task_request.value("keep_parts", false));
       job.result["parts"] = job.part_count;
     } catch (const std::exception& e) {
-      job.state = "failed";
+      job.state = JobState::kFailed;
       job.error = e.what();
       if (const auto* u = dynamic_cast<const core::UserError*>(&e)) {
         job.error = u->what_happened();
@@ -220,7 +221,7 @@ void Controller::finish_task(JobRecord& job, const std::string& state, const std
       }
     }
   }
-  if (job.task == "infer" && job.state != "succeeded")  // what its parts wrote, cleaned up
+  if (job.task == "infer" && job.state != JobState::kSucceeded)  // what its parts wrote, cleaned up
     remove_part_files(job.part_results, job.task_request.value("output_dir", ""));
   // The merge held the lock (a join of part files can take a while): nodes whose heartbeats
   // queued up meanwhile were not silent.
@@ -231,8 +232,10 @@ void Controller::finish_task(JobRecord& job, const std::string& state, const std
     if (members_.count(n) && members_[n].alive) members_[n].outbox.push_back(cancel_frame(job.id));
   job.model.reset();
   job.finished_at = unix_now();
-  job.add_log("job " + job.state + (job.error.empty() ? "" : ": " + job.error));
-  spdlog::info("controller: {} job {} ({}) {}", job.task, job_id_text(job.id), job.name, job.state);
+  job.add_log(std::string("job ") + job_state_name(job.state) +
+              (job.error.empty() ? "" : ": " + job.error));
+  spdlog::info("controller: {} job {} ({}) {}", job.task, job_id_text(job.id), job.name,
+               job_state_name(job.state));
   save(job);
   if (running_ == job.id) running_ = 0;
   start_next();

@@ -25,7 +25,7 @@ Json JobRecord::to_json(bool with_log) const {
   Json j;
   j["id"] = job_id_text(id);
   j["name"] = name;
-  j["state"] = state;
+  j["state"] = job_state_name(state);
   j["mode"] = mode;
   if (!task.empty()) {
     j["task"] = task;
@@ -73,7 +73,8 @@ JobRecord JobRecord::from_json(const Json& j) {
   JobRecord r;
   parse_job_id(j.value("id", ""), r.id);
   r.name = j.value("name", "");
-  r.state = j.value("state", "failed");
+  // A record of a later release's state, or none: failed (it cannot be running here).
+  r.state = parse_job_state(j.value("state", "")).value_or(JobState::kFailed);
   r.mode = j.value("mode", "");
   r.task = j.value("task", "");
   if (j.contains("task_request") && j["task_request"].is_object()) r.task_request = j["task_request"];

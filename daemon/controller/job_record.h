@@ -13,13 +13,14 @@
 #include "core/spec/job_spec.h"
 #include "daemon/controller/data_plan.h"
 #include "daemon/protocol/control_messages.h"
+#include "daemon/protocol/job_state.h"
 
 namespace dtrain::daemon {
 
 struct JobRecord {
   uint64_t id = 0;
   std::string name;
-  std::string state = "queued";  // queued | running | succeeded | failed | cancelled
+  JobState state = JobState::kQueued;
   std::string mode;
   std::string spec_text, base_dir;
   std::vector<std::string> nodes;       // chosen at start
@@ -93,9 +94,7 @@ struct JobRecord {
   std::string resume_hint() const;
   // Lost and not back in the job (lost_nodes keeps a node that rejoined; rejoined_nodes says so).
   bool dropped(const std::string& node) const;
-  bool finished() const {
-    return state == "succeeded" || state == "failed" || state == "cancelled";
-  }
+  bool finished() const { return job_ended(state); }
   Json to_json(bool with_log = false) const;
   static JobRecord from_json(const Json& j);
   void add_log(const std::string& line);

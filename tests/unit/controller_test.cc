@@ -142,7 +142,7 @@ daemon::JobRecord record(uint64_t id, const std::string& name, const std::string
   daemon::JobRecord r;
   r.id = id;
   r.name = name;
-  r.state = state_name;
+  r.state = daemon::parse_job_state(state_name).value();
   r.mode = "gradient_sharing";
   r.spec_text = spec(name, std::max(1, int(nodes.size())));
   r.nodes = nodes;
@@ -480,6 +480,22 @@ TEST_CASE("a request of the wrong shape is refused and the controller goes on", 
     CHECK_THAT(e.error(), Catch::Contains("no job"));
   }
   CHECK(t.ask(daemon::RequestKind::Status).at("jobs").empty());  // nothing was kept, and it still answers
+}
+
+TEST_CASE("job states are an enum with a word each; a record's unknown word reads as failed",
+          "[controller]") {
+  using daemon::JobState;
+  for (JobState st : {JobState::kQueued, JobState::kRunning, JobState::kSucceeded,
+                      JobState::kFailed, JobState::kCancelled})
+    CHECK(daemon::parse_job_state(daemon::job_state_name(st)) == st);
+  CHECK_FALSE(daemon::parse_job_state("paused").has_value());
+  CHECK_FALSE(daemon::parse_job_state("").has_value());
+  CHECK(daemon::job_ended(JobState::kCancelled));
+  CHECK_FALSE(daemon::job_ended(JobState::kRunning));
+  daemon::Json j = record(0x42, "later", "running", {"node-a"}).to_json();
+  CHECK(j.at("state") == "running");
+  j["state"] = "migrating";  // a later release's state: not running here
+  CHECK(daemon::JobRecord::from_json(j).state == JobState::kFailed);
 }
 
 TEST_CASE("a client credential cannot report for a job", "[controller]") {

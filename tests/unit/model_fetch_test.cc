@@ -83,7 +83,7 @@ TEST_CASE("the controller fetches a finished job's model from the node that hold
   daemon::JobRecord r;
   r.id = done;
   r.name = "mlp";
-  r.state = "succeeded";
+  r.state = daemon::JobState::kSucceeded;
   r.spec_text =
       "name: mlp\nmodel:\n  input: [4]\n  layers:\n"
       "    - output: {units: 3, activation: softmax, loss: mcxent}\n"
@@ -94,7 +94,7 @@ TEST_CASE("the controller fetches a finished job's model from the node that hold
   daemon::save_job(dir + "/controller/jobs", r);
   daemon::JobRecord live = r;
   live.id = running;
-  live.state = "failed";
+  live.state = daemon::JobState::kFailed;
   live.results.clear();
   daemon::save_job(dir + "/controller/jobs", live);
   ControllerUnderTest t(dir);
