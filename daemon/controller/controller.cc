@@ -76,7 +76,7 @@ Controller::Controller(const DaemonConfig& config)
 }
 
 bool Controller::known_request(RequestKind kind) {
-  return kind >= RequestKind::MIN && kind <= RequestKind::MAX && kind != RequestKind::Unknown;
+  return kind > RequestKind::Unknown && kind <= RequestKind::MAX;
 }
 
 void Controller::serve(ControlConnection& c) {
@@ -618,10 +618,15 @@ void Controller::finish(JobRecord& job) {
   }
   if (const std::string how = job.resume_hint(); job.state != JobState::kSucceeded && !how.empty())
     job.fix = job.fix.empty() ? how : job.fix + "; or " + how;
+  close_job(job);
+}
+
+// A training or task job has its final state: logged, saved, and the queue moves on.
+void Controller::close_job(JobRecord& job) {
   job.add_log(std::string("job ") + job_state_name(job.state) +
               (job.error.empty() ? "" : ": " + job.error));
-  spdlog::info("controller: job {} ({}) {}", job_id_text(job.id), job.name,
-               job_state_name(job.state));
+  spdlog::info("controller: {}job {} ({}) {}", job.task.empty() ? "" : job.task + " ",
+               job_id_text(job.id), job.name, job_state_name(job.state));
   save(job);
   if (running_ == job.id) running_ = 0;
   start_next();

@@ -158,6 +158,8 @@ class Controller {
                    const std::string& fix);
   void check_finished(JobRecord& job);
   void finish(JobRecord& job);
+  // The end shared by finish and finish_task: the log line, the record saved, the next job.
+  void close_job(JobRecord& job);
   void save(const JobRecord& job);
 
   DaemonConfig config_;

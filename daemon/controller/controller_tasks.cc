@@ -232,13 +232,7 @@ void Controller::finish_task(JobRecord& job, JobState state, const std::string& 
     if (members_.count(n) && members_[n].alive) members_[n].outbox.push_back(cancel_frame(job.id));
   job.model.reset();
   job.finished_at = unix_now();
-  job.add_log(std::string("job ") + job_state_name(job.state) +
-              (job.error.empty() ? "" : ": " + job.error));
-  spdlog::info("controller: {} job {} ({}) {}", job.task, job_id_text(job.id), job.name,
-               job_state_name(job.state));
-  save(job);
-  if (running_ == job.id) running_ = 0;
-  start_next();
+  close_job(job);
 }
 
 }  // namespace dtrain::daemon

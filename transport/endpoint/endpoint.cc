@@ -36,24 +36,6 @@ bool on_every_lane(const std::vector<std::unique_ptr<Lane>>& lanes, Work work,
   return true;
 }
 
-// Lanes share their port (SO_REUSEPORT), and the kernel would let any socket of the same user
-// join it: another dtraind's lanes would then take some of this node's datagrams, and the
-// sockets' order in the group, which steering relies on, would change as it leaves. So the
-// port is first bound without sharing, which fails while anything holds it (and, for port 0,
-// picks one nothing holds); the lanes bind it once that probe lets go. Returns the port.
-uint16_t claim_port(const asio::ip::address& address, uint16_t port) {
-  asio::io_context io;
-  udp::socket probe(io);
-  asio::error_code ec;
-  probe.open(address.is_v4() ? udp::v4() : udp::v6(), ec);
-  if (!ec) probe.bind(udp::endpoint(address, port), ec);
-  if (ec)
-    throw TransportError("cannot bind UDP " + address.to_string() + ":" + std::to_string(port) +
-                             ": " + ec.message(),
-                         "another dtraind may be running, or pick a free port (data_port)");
-  return probe.local_endpoint().port();
-}
-
 }  // namespace
 
 Endpoint::Endpoint(const EndpointConfig& config)

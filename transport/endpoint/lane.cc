@@ -39,12 +39,29 @@ void cap_credit(LinkTiming& timing, udp::socket& socket, const EndpointConfig& c
                config.credit_window / 1024, std::max(config.credit_window, config.receive_buffer_bytes));
 }
 
+TransportError bind_error(const asio::ip::address& address, uint16_t port,
+                          const asio::error_code& ec) {
+  return TransportError("cannot bind UDP " + address.to_string() + ":" + std::to_string(port) +
+                            ": " + ec.message(),
+                        "another dtraind may be running, or pick a free port (data_port)");
+}
+
 std::string tag_thread_name(const EndpointConfig& c, uint8_t lane) {
   const std::string name = "dtrain-tag-" + std::to_string(c.node_id);
   return c.lanes > 1 ? name + "." + std::to_string(lane) : name;
 }
 
 }  // namespace
+
+uint16_t claim_port(const asio::ip::address& address, uint16_t port) {
+  asio::io_context io;
+  udp::socket probe(io);
+  asio::error_code ec;
+  probe.open(address.is_v4() ? udp::v4() : udp::v6(), ec);
+  if (!ec) probe.bind(udp::endpoint(address, port), ec);
+  if (ec) throw bind_error(address, port, ec);
+  return probe.local_endpoint().port();
+}
 
 Lane::Lane(const EndpointConfig& c, uint8_t index, LaneShared& shared)
     : config_(c),
@@ -79,10 +96,7 @@ void Lane::open(const asio::ip::address& address, uint16_t port) {
   socket_.set_option(asio::socket_base::send_buffer_size(8 << 20), ec);
   cap_credit(timing_, socket_, config_, index_ == 0);
   socket_.bind(udp::endpoint(address, port), ec);
-  if (ec)
-    throw TransportError("cannot bind UDP " + address.to_string() + ":" + std::to_string(port) +
-                             ": " + ec.message(),
-                         "another dtraind may be running, or pick a free port (data_port)");
+  if (ec) throw bind_error(address, port, ec);
   socket_.non_blocking(true);
   if (several_) {
     // Nothing is sent to this socket: a small receive buffer bounds what a stranger can park.

@@ -51,6 +51,14 @@ struct LaneShared {
   std::function<void(uint32_t peer, const DatagramHeader& header)> wrong_lane;
 };
 
+// Lanes share their port (SO_REUSEPORT), and the kernel would let any socket of the same user
+// join it: another dtraind's lanes would then take some of this node's datagrams, and the
+// sockets' order in the group, which steering relies on, would change as it leaves. So the
+// port is first bound without sharing, which fails while anything holds it (and, for port 0,
+// picks one nothing holds); the lanes bind it once that probe lets go. Returns the port; throws
+// TransportError naming the fix.
+uint16_t claim_port(const asio::ip::address& address, uint16_t port);
+
 class Lane final : public LinkHost {
  public:
   using Clock = std::chrono::steady_clock;
@@ -122,6 +130,8 @@ class Lane final : public LinkHost {
   // lane_receive.cc: one received datagram; `tag`: what check_tags found of its tag.
   // `now`: when its recvmmsg returned (one clock read per batch, not per datagram).
   void handle(const uint8_t* data, size_t len, TagVerdict tag, Clock::time_point now);
+  // handle(), from a copy in rx_ when `data` is not 8-byte aligned (at most kReceiveBuffer).
+  void handle_aligned(const uint8_t* data, size_t len, TagVerdict tag, Clock::time_point now);
   // The datagrams of a received slot: one, or (coalesced) several of `segment` bytes but the
   // last.
   void split_slot(const uint8_t* data, size_t len, size_t segment);

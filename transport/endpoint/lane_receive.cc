@@ -107,13 +107,21 @@ void Lane::on_chunk(Link& from, const wire::Envelope& e, Clock::time_point now) 
   }
 }
 
+void Lane::handle_aligned(const uint8_t* data, size_t len, TagVerdict tag,
+                          Clock::time_point now) {
+  if (reinterpret_cast<uintptr_t>(data) % 8 == 0) return handle(data, len, tag, now);
+  // The FlatBuffers body must stay 8-byte aligned: a segment size of another's, or bytes a
+  // test handed over, are copied first.
+  std::memcpy(rx_.data(), data, len);
+  handle(reinterpret_cast<const uint8_t*>(rx_.data()), len, tag, now);
+}
+
 void Lane::receive_datagram(const uint8_t* data, size_t len, Clock::time_point now) {
   if (len > kReceiveBuffer) {  // no slot of the socket's would have held it whole
     unknown_.drop(DropReason::kOversized);
     return;
   }
-  if (len > 0) std::memcpy(rx_.data(), data, len);  // aligned, as drain_socket hands them on
-  handle(reinterpret_cast<const uint8_t*>(rx_.data()), len, TagVerdict::kUnchecked, now);
+  handle_aligned(data, len, TagVerdict::kUnchecked, now);
   flush();
 }
 
@@ -160,15 +168,8 @@ void Lane::drain_socket() {
       if (len > 0) split_slot(data, len, segment);
     }
     check_tags();
-    for (size_t k = 0; k < received_.size(); ++k) {
-      const Received& r = received_[k];
-      if (reinterpret_cast<uintptr_t>(r.data) % 8 == 0) {
-        handle(r.data, r.len, verdicts_[k], now);
-      } else {  // the FlatBuffers body must stay 8-byte aligned: a segment size of another's
-        std::memcpy(rx_.data(), r.data, r.len);
-        handle(reinterpret_cast<const uint8_t*>(rx_.data()), r.len, verdicts_[k], now);
-      }
-    }
+    for (size_t k = 0; k < received_.size(); ++k)
+      handle_aligned(received_[k].data, received_[k].len, verdicts_[k], now);
     if (n < static_cast<int>(kReceiveBatch)) return;
   }
 }
