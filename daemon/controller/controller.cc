@@ -236,7 +236,6 @@ void Controller::on_job_message_safely(Member& m, const JobMessageIn& in) {
 
 void Controller::on_job_message(Member& m, const JobMessageIn& in) {
   const uint64_t job_id = in.job_id;
-  const Json& body = in.body;
   if (in.kind == JobKind::Heartbeat || job_id == 0) return;
   if (in.kind == JobKind::ModelChunk) return on_model_chunk(m, in);
   auto it = jobs_.find(job_id);
@@ -257,8 +256,8 @@ void Controller::on_job_message(Member& m, const JobMessageIn& in) {
   }
   // A report of an earlier part of this node (queued while it was paused or cut off, sent once
   // it was back and had been sent the job again): not the job's any more.
-  if (in.kind != JobKind::Log && body.contains("part") && body["part"].is_number_unsigned() &&
-      job.parts.count(m.name) && body["part"].get<uint64_t>() != job.parts.at(m.name)) {
+  if (in.kind != JobKind::Log && in.part != 0 && job.parts.count(m.name) &&
+      in.part != job.parts.at(m.name)) {
     spdlog::info("controller: ignored a '{}' report of an earlier part of {}",
                  job_kind_name(in.kind), m.name);
     return;
@@ -268,48 +267,43 @@ void Controller::on_job_message(Member& m, const JobMessageIn& in) {
     return;
   switch (in.kind) {
     case JobKind::Progress:
-      job.progress[m.name] = body;
+      job.progress[m.name] = progress_json(std::get<ProgressReport>(in.report));
       break;
     case JobKind::Log:
-      job.add_log(m.name + ": " + body.value("line", ""));
+      job.add_log(m.name + ": " + std::get<LogReport>(in.report).line);
       break;
     case JobKind::Attached:
       announce_rejoin(job, m.name);
       break;
     case JobKind::Shards:
-      on_shards(job, m, body);
+      on_shards(job, m, std::get<ShardsReport>(in.report));
       break;
     case JobKind::Rejoined: {
+      const RejoinedReport& back = std::get<RejoinedReport>(in.report);
       stop_rejoining(job, m.name);
       const bool joined = !listed(job.lost_nodes, m.name);  // new to the job (elastic)
       std::vector<std::string>& list = joined ? job.joined_nodes : job.rejoined_nodes;
       if (!listed(list, m.name)) list.push_back(m.name);
       job.add_log(m.name + (joined ? ": joined" : ": rejoined") + " at epoch " +
-                  std::to_string(body.value("epoch", 0)) + " with parameters from " +
-                  body.value("from", std::string("?")));
+                  std::to_string(back.epoch) + " with parameters from " + back.from);
       save(job);  // a restarted controller must know it is back
       break;
     }
     case JobKind::Result:
-      job.results[m.name] = body;
+      job.results[m.name] = result_json(std::get<ResultReport>(in.report));
       job.add_log(m.name + ": finished");
       save(job);  // a restarted controller must not wait for it again
       check_finished(job);
       break;
     case JobKind::Failed:
-      on_node_failed(job, m, body);
+      on_node_failed(job, m, std::get<FailedReport>(in.report));
       break;
     case JobKind::Checkpoint:
-      on_checkpoint(job, m, body);
+      on_checkpoint(job, m, std::get<CheckpointReport>(in.report));
       break;
-    case JobKind::Stats: {
-      StatsReport report;
-      if (read_stats_report(body, report))
-        stats_->add(job_id_text(job.id), m.name, report);
-      else
-        spdlog::warn("controller: ignored a malformed stats report from {}", m.name);
+    case JobKind::Stats:
+      stats_->add(job_id_text(job.id), m.name, std::get<StatsReport>(in.report));
       break;
-    }
     default:
       break;
   }
@@ -317,20 +311,14 @@ void Controller::on_job_message(Member& m, const JobMessageIn& in) {
 
 // A node wrote its replica at an epoch end. Once every live node has, that epoch is the job's
 // consistent checkpoint (status shows it; the log says when it moves on).
-void Controller::on_checkpoint(JobRecord& job, Member& m, const Json& body) {
-  const Json& epoch = body.contains("epoch") ? body["epoch"] : Json();
-  // At most the largest epoch count a spec may ask for (a resume message carries it).
-  if (!epoch.is_number_integer() || epoch.get<int64_t>() < 0 || epoch.get<int64_t>() > 100000)
-    return;
+// (The reader took only epochs a spec may ask for: a resume message carries it.)
+void Controller::on_checkpoint(JobRecord& job, Member& m, const CheckpointReport& checkpoint) {
   const int64_t before = job.consistent_checkpoint();
-  job.checkpoints[m.name] = epoch.get<int64_t>();
+  job.checkpoints[m.name] = checkpoint.epoch;
   const int64_t now = job.consistent_checkpoint();
   if (now <= before) return;
-  const std::string path = body.contains("path") && body["path"].is_string()
-                               ? body["path"].get<std::string>()
-                               : std::string("?");
   job.add_log("checkpoint: every live node has its replica at the end of epoch " +
-              std::to_string(now) + " (" + path + ")");
+              std::to_string(now) + " (" + checkpoint.path + ")");
   save(job);
 }
 
@@ -343,8 +331,8 @@ bool Controller::on_dropped_report(JobRecord& job, Member& m, const JobMessageIn
   if (in.kind == JobKind::Log || in.kind == JobKind::Rejoined || in.kind == JobKind::Attached ||
       in.kind == JobKind::Shards)
     return true;
-  if (in.kind == JobKind::Failed && !in.body.value("cancelled", false)) {
-    const std::string error = in.body.value("error", std::string("?"));
+  if (in.kind == JobKind::Failed && !std::get<FailedReport>(in.report).cancelled) {
+    const std::string& error = std::get<FailedReport>(in.report).error;
     // The others expect it at their next epoch end (they were told it comes): it will not.
     if (listed(job.rejoining, m.name) && !job.unannounced.count(m.name)) {
       RejoinMessage gone{m.id, m.boot_id};
@@ -387,10 +375,10 @@ void Controller::recall_dropped(Member& m, const std::vector<uint64_t>& running)
   save(job);
 }
 
-void Controller::on_node_failed(JobRecord& job, Member& m, const Json& body) {
-  job.failures[m.name] = body;
-  job.add_log(m.name + ": failed: " + body.value("error", "?"));
-  if (!job.cancel_requested && !body.value("cancelled", false)) {
+void Controller::on_node_failed(JobRecord& job, Member& m, const FailedReport& failed) {
+  job.failures[m.name] = failed_json(failed);
+  job.add_log(m.name + ": failed: " + failed.error);
+  if (!job.cancel_requested && !failed.cancelled) {
     // One node's failure ends the job everywhere.
     job.cancel_requested = true;
     for (const std::string& n : job.nodes)

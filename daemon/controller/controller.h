@@ -19,6 +19,7 @@
 #include "daemon/controller/job_record.h"
 #include "daemon/controller/placement.h"
 #include "daemon/controller/stats_store.h"
+#include "daemon/protocol/node_reports_json.h"
 #include "transport/control/control_connection.h"
 
 namespace dtrain::daemon {
@@ -67,8 +68,8 @@ class Controller {
                                       const std::vector<uint8_t>& data = {});
   void on_job_message(Member& m, const JobMessageIn& in);
   void on_job_message_safely(Member& m, const JobMessageIn& in);
-  void on_node_failed(JobRecord& job, Member& m, const Json& body);
-  void on_checkpoint(JobRecord& job, Member& m, const Json& body);
+  void on_node_failed(JobRecord& job, Member& m, const FailedReport& failed);
+  void on_checkpoint(JobRecord& job, Member& m, const CheckpointReport& checkpoint);
   bool on_dropped_report(JobRecord& job, Member& m, const JobMessageIn& in);
   void recall_dropped(Member& m, const std::vector<uint64_t>& running);
   // controller_fetch.cc: `dtrain-submit fetch`, one chunk of a finished job's model per call
@@ -120,7 +121,7 @@ class Controller {
   void offer_join(Member& m);
   bool below_minimum(JobRecord& job);  // true when it stopped the job for it
   // controller_data.cc: node-local data (data.train.shards).
-  void on_shards(JobRecord& job, Member& m, const Json& body);
+  void on_shards(JobRecord& job, Member& m, const ShardsReport& list);
   void plan_data_if_ready(JobRecord& job);
   void resend_data_plan(Member& m);
   void send_kept_plan(const JobRecord& job, Member& m);  // its part of job.data_plan
@@ -140,7 +141,7 @@ class Controller {
                            const std::string& node) const;
   // Node-local evaluation (controller_task_shards.cc): the nodes' lists, the parts made from
   // them, and a lost node's parts given to other holders of its files.
-  void on_task_shards(JobRecord& job, Member& m, const Json& body);
+  void on_task_shards(JobRecord& job, Member& m, const ShardsReport& list);
   void plan_task_parts_if_ready(JobRecord& job);
   void reassign_shard_parts(JobRecord& job, const std::vector<uint32_t>& orphaned,
                             const std::string& lost);

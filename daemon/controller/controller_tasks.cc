@@ -93,22 +93,22 @@ void Controller::start_task(JobRecord& job) {
 }
 
 void Controller::on_task_report(JobRecord& job, Member& m, const JobMessageIn& in) {
-  const Json& body = in.body;
   if (in.kind == JobKind::Log) {
-    job.add_log(m.name + ": " + body.value("line", ""));
+    job.add_log(m.name + ": " + std::get<LogReport>(in.report).line);
   } else if (in.kind == JobKind::Failed) {
-    finish_task(job, JobState::kFailed, m.name + ": " + body.value("error", std::string("failed")),
-                body.value("fix", std::string()));
+    const FailedReport& failed = std::get<FailedReport>(in.report);
+    finish_task(job, JobState::kFailed, m.name + ": " + failed.error, failed.fix);
   } else if (in.kind == JobKind::Shards && !job.finished()) {
-    on_task_shards(job, m, body);
+    on_task_shards(job, m, std::get<ShardsReport>(in.report));
   } else if (in.kind == JobKind::PartDone && !job.finished()) {
-    const Json& index = body.contains("part_index") ? body["part_index"] : Json();
-    if (!index.is_number_unsigned() || index.get<uint64_t>() >= job.part_count) {
-      spdlog::warn("controller: {} sent a PartDone without a part of job {}: ignored", m.name,
-                   job_id_text(job.id));
+    const PartDoneReport& done = std::get<PartDoneReport>(in.report);
+    if (done.part_index >= job.part_count) {
+      spdlog::warn("controller: {} sent a PartDone for part {} of job {}, which has {}: ignored",
+                   m.name, done.part_index, job_id_text(job.id), job.part_count);
       return;
     }
-    const uint32_t part = index.get<uint32_t>();
+    const uint32_t part = done.part_index;
+    const Json body = part_done_json(done);  // as the job record keeps it
     // A node speaks for the parts it holds now (a lost node's late report is not taken).
     if (job.part_owner[part] != m.name || job.part_results.count(part)) return;
     const auto metrics = job.task_request.value("metrics", std::vector<std::string>{});

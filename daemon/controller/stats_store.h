@@ -7,11 +7,15 @@
 #include <mutex>
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 #include "daemon/protocol/job_stats.h"
 
 struct sqlite3;
 
 namespace dtrain::daemon {
+
+using Json = nlohmann::json;
 
 class StatsStore {
  public:

@@ -17,6 +17,7 @@
 #include "daemon/node/local_shards.h"
 #include "daemon/node/mesh_exchange.h"
 #include "daemon/node/stats_recorder.h"
+#include "daemon/protocol/node_reports_json.h"
 
 namespace dtrain::daemon {
 namespace {
@@ -32,10 +33,10 @@ constexpr int64_t kParamSample = 65536;
 // the latest figures per worker for /metrics.
 class JobRunner::ProgressReporter : public core::TrainingListener {
  public:
-  ProgressReporter(int rank, JobRunner::Report report)
+  ProgressReporter(int rank, std::function<void(const NodeReport&)> report)
       : rank_(rank),
         report_(std::move(report)),
-        stats_([this](const Json& body) { report_(JobKind::Stats, body); }) {}
+        stats_([this](const StatsReport& rows) { report_(rows); }) {}
 
   // The stats history's stride: from the job's length in worker steps, once the data is in.
   void plan_stats(int64_t epochs, int64_t per_worker_batch) {
@@ -48,7 +49,7 @@ class JobRunner::ProgressReporter : public core::TrainingListener {
   }
   StatsRecorder& stats() { return stats_; }
   void on_gpu_sharing(const std::string& how) override {
-    report_(JobKind::Log, {{"line", "sharing between this node's GPU workers: " + how}});
+    report_(LogReport{"sharing between this node's GPU workers: " + how});
   }
 
   void on_worker_step(int worker, const core::WorkerStep& step) override {
@@ -79,33 +80,35 @@ class JobRunner::ProgressReporter : public core::TrainingListener {
     const auto now = Clock::now();
     if (now - last_ < std::chrono::milliseconds(300)) return;
     last_ = now;
-    Json j = {{"rank", rank_},
-              {"epoch", p.epoch + 1},
-              {"epochs", p.epochs},
-              {"iteration", p.iteration + 1},
-              {"iteration_in_epoch", p.iteration_in_epoch + 1},
-              {"iterations_per_epoch", p.iterations_per_epoch},
-              {"loss", p.loss},
-              {"samples_per_sec", p.samples_per_sec},
-              {"eta_seconds", p.eta_seconds},
-              {"workers", p.workers}};
+    ProgressReport r;
+    r.rank = uint32_t(rank_);
+    r.epoch = p.epoch + 1;
+    r.epochs = p.epochs;
+    r.iteration = p.iteration + 1;
+    r.iteration_in_epoch = p.iteration_in_epoch + 1;
+    r.iterations_per_epoch = p.iterations_per_epoch;
+    r.loss = p.loss;
+    r.samples_per_sec = p.samples_per_sec;
+    r.eta_seconds = p.eta_seconds;
+    r.workers = int32_t(p.workers);
+    r.sharing = p.sharing;
     if (p.sharing) {
-      j["tau"] = p.codec.tau;
-      j["density"] = p.codec.density;
-      j["encoding"] = core::encoding_name(p.codec.encoding);
-      j["message_kb"] = p.codec.message_bytes / 1024.0;
+      r.tau = p.codec.tau;
+      r.density = p.codec.density;
+      r.encoding = core::encoding_name(p.codec.encoding);
+      r.message_kb = p.codec.message_bytes / 1024.0;
     }
-    if (accuracy_ >= 0) j["accuracy"] = accuracy_;
-    j["diverging"] = p.diverging;
+    r.accuracy = accuracy_;
+    r.diverging = p.diverging;
     {
       std::lock_guard<std::mutex> lock(mutex_);
-      latest_ = j;
+      latest_ = progress_json(r);
     }
-    report_(JobKind::Progress, j);
+    report_(r);
   }
 
   void on_epoch_checkpoint(const std::string& path, int64_t next_epoch) override {
-    report_(JobKind::Checkpoint, {{"epoch", next_epoch}, {"path", path}});
+    report_(CheckpointReport{next_epoch, path});
   }
 
   void on_epoch(const core::EpochSummary& s) override {
@@ -132,12 +135,12 @@ class JobRunner::ProgressReporter : public core::TrainingListener {
       line += s.eval.is_regression() ? ", test loss " + std::to_string(s.eval.mean_loss())
                                      : ", test accuracy " + std::to_string(accuracy_);
     }
-    report_(JobKind::Log, {{"line", line}});
+    report_(LogReport{line});
   }
 
  private:
   int rank_;
-  JobRunner::Report report_;
+  std::function<void(const NodeReport&)> report_;
   Clock::time_point last_{};
   double accuracy_ = -1;
   double training_seconds_ = 0;  // evaluation excluded
@@ -156,12 +159,8 @@ JobRunner::JobRunner(const DaemonConfig& config, DataChannel& channel, uint32_t 
       self_(self),
       job_id_(job_id),
       start_(std::move(start)),
-      report_([this, report = std::move(report)](JobKind kind, const Json& body) {
-        if (dropped_) return;
-        if (start_.part == 0) return report(kind, body);
-        Json tagged = body;  // which Start of this node it answers (control.fbs StartJob.part)
-        tagged["part"] = start_.part;
-        report(kind, tagged);
+      report_([this, report = std::move(report)](const NodeReport& r) {
+        if (!dropped_) report(r, start_.part);
       }),
       progress_(std::make_unique<ProgressReporter>(int(start_.rank), report_)),
       predecessor_(std::move(predecessor)) {
@@ -206,7 +205,7 @@ void JobRunner::plan(const DataPlanMessage& plan) {
 core::NodeLocalData JobRunner::await_data_plan(const core::JobSpec& job,
                                                std::chrono::milliseconds deadline) {
   const std::vector<ShardFile> listed = list_local_shards(job.data.train.shards, config_.name);
-  report_(JobKind::Shards, shard_list_json(listed));
+  report_(ShardsReport{listed});
   DataPlanMessage plan;
   {
     std::unique_lock<std::mutex> lock(plan_mutex_);
@@ -241,9 +240,9 @@ core::NodeLocalData JobRunner::await_data_plan(const core::JobSpec& job,
                               std::to_string(local.files.size()) + " files, " +
                               std::to_string(examples) + " examples)",
                           "run the same dtrain release on every node");
-  report_(JobKind::Log, {{"line", "trains from " + std::to_string(local.files.size()) +
-                                      " of its data.train.shards files (" +
-                                      std::to_string(examples) + " examples)"}});
+  report_(LogReport{"trains from " + std::to_string(local.files.size()) +
+                    " of its data.train.shards files (" + std::to_string(examples) +
+                    " examples)"});
   return local;
 }
 
@@ -272,7 +271,7 @@ void JobRunner::run() {
   auto fail = [&](const std::string& error, const std::string& fix) {
     spdlog::error("job {}: {}", id, error);
     progress_->stats().flush();  // what it recorded before it failed
-    report_(JobKind::Failed, {{"rank", rank}, {"error", error}, {"fix", fix}, {"cancelled", bool(cancel_)}});
+    report_(FailedReport{rank, error, fix, bool(cancel_)});
   };
   std::vector<JobMember> members;
   std::vector<transport::MeshMember> mesh_members;
@@ -296,7 +295,7 @@ void JobRunner::run() {
       std::chrono::milliseconds(std::max<int64_t>(1000, config_.peer_timeout_ms / 5)));
   exchange.on_stall = [this, id](const std::string& line) {
     spdlog::warn("job {}: {}", id, line);
-    report_(JobKind::Log, {{"line", line}});
+    report_(LogReport{line});
   };
   exchange.start_watchdog([this, members] {
     // The peers holding this node's bytes: what a blocked publish waits for.
@@ -333,7 +332,7 @@ void JobRunner::run() {
     map = map.with(me);
     exchange.set_rejoining(lost);
     exchange.on_resumed = [this](int64_t epoch, const std::string& from) {
-      report_(JobKind::Rejoined, {{"epoch", epoch + 1}, {"from", from}});
+      report_(RejoinedReport{epoch + 1, from});
     };
   }
   transport::MeshNode mesh(channel_.endpoint(), map, handlers);
@@ -358,15 +357,11 @@ void JobRunner::run() {
     exchange.set_epochs(job.training.epochs);
     // How the job's batch is divided, once for the job (the user sees it in the submit output).
     if (rank == 0)
-      report_(JobKind::Log,
-              {{"line", core::describe_batch(job.training, exchange.total_workers())}});
+      report_(LogReport{core::describe_batch(job.training, exchange.total_workers())});
     if (job.training.mode == "parameter_averaging")
-      report_(JobKind::Log, {{"line", "parameter averaging every " +
-                                   std::to_string(job.training.averaging_frequency) +
-                                   " minibatches" +
-                                   (job.training.average_updater_state
-                                        ? ", updater state included"
-                                        : "")}});
+      report_(LogReport{"parameter averaging every " +
+                        std::to_string(job.training.averaging_frequency) + " minibatches" +
+                        (job.training.average_updater_state ? ", updater state included" : "")});
     core::JobSpec local = job;
     local.training.workers_per_node = members[rank].workers;
     core::LocalTrainingOptions o;
@@ -392,8 +387,8 @@ void JobRunner::run() {
       local.model.init_from_updater = checkpoint.model.has_updater;
       o.resume = &checkpoint.model;
       exchange.start_at(start_.resume_epoch);
-      report_(JobKind::Log, {{"line", "resuming from " + checkpoint.path + " (" +
-                                          std::to_string(start_.resume_epoch) + " epochs done)"}});
+      report_(LogReport{"resuming from " + checkpoint.path + " (" +
+                        std::to_string(start_.resume_epoch) + " epochs done)"});
     }
     core::NodeLocalData local_data;
     if (!job.data.train.shards.empty()) {
@@ -402,7 +397,7 @@ void JobRunner::run() {
     }
     // Only now may the others be told to admit this node: it takes the job's datagrams (the
     // parameters they send it would be dropped before), and it has its data.
-    if (rejoin) report_(JobKind::Attached, {{"rank", rank}});
+    if (rejoin) report_(AttachedReport{uint32_t(rank)});
     std::vector<float> params;
     o.final_params = &params;
     progress_->plan_stats(
@@ -427,64 +422,56 @@ void JobRunner::run() {
     for (auto end = Clock::now() + std::chrono::seconds(30);
          !channel_.endpoint().idle() && Clock::now() < end;)
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    Json result = {{"rank", rank},
-                   {"iterations", r.iterations},
-                   {"samples", r.samples},
-                   {"train_seconds", r.train_seconds},
-                   {"samples_per_sec", r.train_seconds > 0 ? r.samples / r.train_seconds : 0.0},
-                   {"messages", r.messages},
-                   {"message_bytes", r.message_bytes},
-                   {"params", r.params},
-                   {"workers", r.workers},
-                   {"codec_kernel", r.codec_kernel},
-                   {"device", r.device},
-                   {"mesh_messages_sent", exchange.messages_sent()},
-                   {"mesh_bytes_sent", exchange.bytes_sent()},
-                   {"lost_nodes", exchange.lost_names()},
-                   {"sync", job.training.sync.mode},
-                   {"sync_bound", job.training.sync.bound},
-                   {"max_steps_ahead", r.max_ahead},
-                   {"stop_on_divergence", job.training.stop_on_divergence}};
-    if (job.training.precision == "fp16") result["overflow_skipped_steps"] = r.overflow_skipped_steps;
-    if (!r.gpu_sharing.empty()) {
-      result["gpu_sharing"] = r.gpu_sharing;
-      result["messages_from_gpus"] = r.messages_from_gpus;
-    }
+    ResultReport result;
+    result.rank = uint32_t(rank);
+    result.iterations = r.iterations;
+    result.samples = r.samples;
+    result.train_seconds = r.train_seconds;
+    result.messages = r.messages;
+    result.message_bytes = r.message_bytes;
+    result.params = r.params;
+    result.workers = int32_t(r.workers);
+    result.codec_kernel = r.codec_kernel;
+    result.device = r.device;
+    result.mesh_messages_sent = exchange.messages_sent();
+    result.mesh_bytes_sent = exchange.bytes_sent();
+    result.lost_nodes = exchange.lost_names();
+    result.sync = job.training.sync.mode;
+    result.sync_bound = job.training.sync.bound;
+    result.max_steps_ahead = r.max_ahead;
+    result.stop_on_divergence = job.training.stop_on_divergence;
+    result.fp16 = job.training.precision == "fp16";
+    result.overflow_skipped_steps = r.overflow_skipped_steps;
+    result.gpu_sharing = r.gpu_sharing;
+    result.messages_from_gpus = r.messages_from_gpus;
     const core::LayerSpec& out = job.model.layers.back();
-    if (out.loss != core::Loss::kMse) result["classes"] = out.units;
-    if (!r.resumed && job.training.mode == "gradient_sharing") {
+    if (out.loss != core::Loss::kMse) result.classes = out.units;
+    if (!r.resumed && job.training.mode == "gradient_sharing")
       // The updates worker 0 applied: the controller checks every node applied the same set.
-      char digest[17];
-      std::snprintf(digest, sizeof digest, "%016llx", (unsigned long long)r.applied_digest);
-      result["applied_updates"] = {{"messages", r.applied_messages}, {"digest", digest}};
-      if (r.audit_deviation >= 0) result["applied_updates"]["deviation"] = r.audit_deviation;
-    }
+      result.applied = ResultReport::Applied{r.applied_messages, r.applied_digest,
+                                             r.audit_deviation};
     if (r.evaluated) {
       // This node's part of the test set; the controller merges every node's counts.
-      result["evaluation_part"] = {{"part", r.eval_part},
-                                   {"parts", r.eval_parts},
-                                   {"examples", r.final_eval.count()},
-                                   {"test_examples", r.test_examples},
-                                   {"loss_sum", r.final_eval.loss_sum()}};
-      if (r.final_eval.is_regression())
-        result["evaluation_part"]["regression_sums"] = r.final_eval.regression_metrics().sums();
-      else
-        result["evaluation_part"]["counts"] = r.final_eval.counts();
+      ResultReport::Evaluation part{r.eval_part, r.eval_parts, r.final_eval.count(),
+                                    r.test_examples, {}};
+      part.counts.loss_sum = r.final_eval.loss_sum();
+      part.counts.regression = r.final_eval.is_regression();
+      if (part.counts.regression) part.counts.regression_sums = r.final_eval.regression_metrics().sums();
+      else part.counts.counts = r.final_eval.counts();
+      result.evaluation = std::move(part);
     }
     if (!r.model_path.empty()) {
-      result["model_path"] = r.model_path;
+      result.model_path = r.model_path;
       // dtrain-submit fetch checks the file it copies against this (daemon/protocol/model_fetch).
-      result["model_sha256"] = file_sha256(r.model_path);
+      result.model_sha256 = file_sha256(r.model_path);
     }
     if (!r.stopped_early.empty()) {
-      result["stopped_early"] = r.stopped_early;
-      if (rank == 0) report_(JobKind::Log, {{"line", r.stopped_early}});
+      result.stopped_early = r.stopped_early;
+      if (rank == 0) report_(LogReport{r.stopped_early});
     }
-    std::vector<float> sample;
     const int64_t stride = std::max<int64_t>(1, int64_t(params.size()) / kParamSample);
-    for (size_t i = 0; i < params.size(); i += stride) sample.push_back(params[i]);
-    result["params_sample"] = sample;
-    report_(JobKind::Result, result);
+    for (size_t i = 0; i < params.size(); i += stride) result.params_sample.push_back(params[i]);
+    report_(result);
   } catch (const core::UserError& e) {
     fail(e.what_happened(), e.fix());
   } catch (const std::exception& e) {

@@ -30,8 +30,8 @@ class MeshExchange;
 
 class JobRunner {
  public:
-  // Queues a job message for the controller (thread-safe).
-  using Report = std::function<void(JobKind kind, const Json& body)>;
+  // Queues a report for the controller (thread-safe), with the StartJob.part it answers.
+  using Report = std::function<void(const NodeReport& report, uint64_t part)>;
 
   // `predecessor`: this node's earlier part of the same job, which the job dropped while this
   // node was away (paused, cut off) and which this runner replaces (a rejoin): it is stopped
@@ -65,7 +65,7 @@ class JobRunner {
   uint32_t self_;
   uint64_t job_id_;
   StartMessage start_;
-  Report report_;
+  std::function<void(const NodeReport&)> report_;  // this part's reports, tagged with its part
   std::unique_ptr<ProgressReporter> progress_;
   std::unique_ptr<JobRunner> predecessor_;
   std::atomic<bool> cancel_{false};

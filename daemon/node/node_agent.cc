@@ -77,7 +77,8 @@ NodeAgent::~NodeAgent() {
 // Reports wait here while the controller is away (it may be for hours: a restarted controller
 // adopts the job). Bounded: past kMaxOutbox, progress reports give way (each is superseded by
 // the next), then the oldest stats reports and log lines, so results and failures are kept.
-void NodeAgent::queue(uint64_t job_id, JobKind kind, const Json& body) {
+void NodeAgent::queue(uint64_t job_id, const NodeReport& report, uint64_t part) {
+  const JobKind kind = report_kind(report);
   std::lock_guard<std::mutex> lock(mutex_);
   if (outbox_.size() >= kMaxOutbox) {
     if (kind == JobKind::Progress) return;
@@ -93,7 +94,7 @@ void NodeAgent::queue(uint64_t job_id, JobKind kind, const Json& body) {
     if (outbox_.size() >= kMaxOutbox && (kind == JobKind::Log || kind == JobKind::Stats))
       return;
   }
-  outbox_.push_back({kind, report_frame(job_id, kind, body)});
+  outbox_.push_back({kind, report_frame(job_id, report, part)});
 }
 
 // Sends what waits for the controller. A frame is taken off only once sent: when the
@@ -119,10 +120,11 @@ void NodeAgent::on_job_message_safely(const JobMessageIn& m) {
     spdlog::error("node {}: a {} message for job {} failed here: {}", config_.name,
                   transport::control::EnumNameJobKind(m.kind), job_id_text(m.job_id), e.what());
     if (m.kind == JobKind::Start)
-      queue(m.job_id, JobKind::Failed,
-            {{"rank", m.start.rank}, {"part", m.start.part},
-             {"error", std::string("the node could not start its part: ") + e.what()},
-             {"fix", "see this node's log (journalctl -u dtraind)"}});
+      queue(m.job_id,
+            FailedReport{int32_t(m.start.rank),
+                         std::string("the node could not start its part: ") + e.what(),
+                         "see this node's log (journalctl -u dtraind)", false},
+            m.start.part);
   }
 }
 
@@ -145,7 +147,7 @@ void NodeAgent::on_job_message(const JobMessageIn& m) {
     }
     jobs_[job_id] = std::make_unique<JobRunner>(
         config_, *channel_, node_id_, job_id, m.start,
-        [this, job_id](JobKind kind, const Json& body) { queue(job_id, kind, body); },
+        [this, job_id](const NodeReport& report, uint64_t part) { queue(job_id, report, part); },
         std::move(dropped));
   } else if (m.kind == JobKind::DataPlan) {
     if (it != jobs_.end()) it->second->plan(m.plan);
@@ -186,7 +188,7 @@ void NodeAgent::on_task(uint64_t job_id, const TaskMessage& task) {
                job_id_text(job_id), task.parts.size(), task.part_count);
   tasks_[job_id] = std::make_unique<TaskRunner>(
       config_, job_id, task,
-      [this, job_id](JobKind kind, const Json& body) { queue(job_id, kind, body); });
+      [this, job_id](const NodeReport& report) { queue(job_id, report); });
 }
 
 void NodeAgent::session(const std::atomic<bool>& stop) {
@@ -224,7 +226,7 @@ void NodeAgent::session(const std::atomic<bool>& stop) {
   while (!stop) {
     send_outbox(*c, std::chrono::seconds(10));
     if (Clock::now() - last_heartbeat >= heartbeat) {
-      c->send(report_frame(0, JobKind::Heartbeat, Json::object()));
+      c->send(heartbeat_frame());
       last_heartbeat = Clock::now();
     }
     {

@@ -40,7 +40,8 @@ class NodeAgent {
 
  private:
   void session(const std::atomic<bool>& stop);
-  void queue(uint64_t job_id, JobKind kind, const Json& body);
+  // `part`: the StartJob.part the report answers (0: none; daemon/protocol/node_reports.h).
+  void queue(uint64_t job_id, const NodeReport& report, uint64_t part = 0);
   void send_outbox(transport::ControlConnection& c, std::chrono::milliseconds timeout);
   void on_job_message(const JobMessageIn& m);
   // on_job_message, where a message this node cannot carry out fails that message (a Start:

@@ -56,7 +56,7 @@ void StatsRecorder::flush_locked() {
       pending_.links.push_back({now_ms, double(l.peer), double(l.bytes_out), double(l.bytes_in),
                                 double(l.datagrams_out), double(l.retransmits), l.rtt_us});
   }
-  const Json report = stats_report(pending_);
+  StatsReport report = std::move(pending_);
   pending_ = {};
   send_(report);
 }

@@ -19,7 +19,7 @@ namespace dtrain::daemon {
 class StatsRecorder {
  public:
   static constexpr int64_t kTargetRows = 100000;
-  using Send = std::function<void(const Json& report)>;
+  using Send = std::function<void(const StatsReport& report)>;
 
   explicit StatsRecorder(Send send) : send_(std::move(send)) {}
   // The data channel's links to the job's peers, sampled at each send (the transport tracks).

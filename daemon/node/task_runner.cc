@@ -45,20 +45,20 @@ TaskRunner::~TaskRunner() {
 }
 
 void TaskRunner::add_parts(const TaskMessage& more) {
-  Json listed_again;
+  std::optional<ShardsReport> listed_again;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (task_.part_count == 0) task_.part_count = more.part_count;  // the node-local plan
     if (more.part_count == 0) listed_again = shard_report_;
   }
   // Asked for its list again (the report may have died with a session): it is sent again.
-  if (!listed_again.is_null()) report_(JobKind::Shards, listed_again);
+  if (listed_again) report_(*listed_again);
   queue_parts(more.parts, more.part_files);
 }
 
 void TaskRunner::queue_parts(const std::vector<uint32_t>& parts,
                              const std::vector<std::string>& files) {
-  std::vector<Json> again;  // finished parts asked for again: their report may have been lost
+  std::vector<PartDoneReport> again;  // finished parts asked for again: their report may have been lost
   {
     std::lock_guard<std::mutex> lock(mutex_);
     for (size_t i = 0; i < parts.size(); ++i) {
@@ -70,7 +70,7 @@ void TaskRunner::queue_parts(const std::vector<uint32_t>& parts,
     }
     wake_.notify_all();
   }
-  for (const Json& report : again) report_(JobKind::PartDone, report);
+  for (const PartDoneReport& report : again) report_(report);
 }
 
 void TaskRunner::cancel() {
@@ -140,15 +140,15 @@ void TaskRunner::load(Loaded& l) {
 
 void TaskRunner::list_shards() {
   const std::vector<ShardFile> files = list_local_shards(task_.shards, config_.name);
-  const Json report = shard_list_json(files);
+  const ShardsReport report{files};
   {
     std::lock_guard<std::mutex> lock(mutex_);
     for (const ShardFile& f : files) listed_[f.path] = f;
     shard_report_ = report;
   }
-  report_(JobKind::Log, {{"line", "holds " + std::to_string(files.size()) + " of the files " +
-                                      task_.shards + " matches"}});
-  report_(JobKind::Shards, report);
+  report_(LogReport{"holds " + std::to_string(files.size()) + " of the files " + task_.shards +
+                    " matches"});
+  report_(report);
 }
 
 core::Dataset TaskRunner::shard_data(Loaded& l, uint32_t part) const {
@@ -175,15 +175,15 @@ core::Dataset TaskRunner::shard_data(Loaded& l, uint32_t part) const {
   return d;
 }
 
-Json TaskRunner::run_part(Loaded& l, uint32_t part) {
+PartDoneReport TaskRunner::run_part(Loaded& l, uint32_t part) {
   if (!task_.shards.empty()) {  // node-local: the part is one whole file
     const core::Dataset data = shard_data(l, part);
-    Json done = {{"part_index", part}, {"examples", data.size()}, {"begin", 0}};
+    PartDoneReport done{part, data.size(), 0, "", std::nullopt, std::nullopt};
     evaluate_part(l, data, {0, data.size()}, part, done);
     return done;
   }
   const core::ExampleRange r = core::part_range(l.examples, task_.batch_size, part, task_.part_count);
-  Json done = {{"part_index", part}, {"examples", r.size()}, {"begin", r.begin}};
+  PartDoneReport done{part, r.size(), r.begin, "", std::nullopt, std::nullopt};
   if (task_.kind == "infer") {
     const std::string name = part_file_name(part);
     // A new file of this runner's own, in the folder opened without following links
@@ -203,7 +203,7 @@ Json TaskRunner::run_part(Loaded& l, uint32_t part) {
                             "check the space in --output's folder");
     }
     folder.rename(temporary, name);
-    done["file"] = task_.output_dir + "/" + name;
+    done.file = task_.output_dir + "/" + name;
     return done;
   }
   evaluate_part(l, l.data, r, part, done);
@@ -211,7 +211,7 @@ Json TaskRunner::run_part(Loaded& l, uint32_t part) {
 }
 
 void TaskRunner::evaluate_part(Loaded& l, const core::Dataset& data, core::ExampleRange r,
-                               uint32_t part, Json& done) const {
+                               uint32_t part, PartDoneReport& done) const {
   // The same pass gives the ROC scores when asked for (classification only).
   const bool roc = !l.saved.spec.regression() &&
                    std::find(task_.metrics.begin(), task_.metrics.end(), "roc") != task_.metrics.end();
@@ -229,10 +229,13 @@ void TaskRunner::evaluate_part(Loaded& l, const core::Dataset& data, core::Examp
   const core::Evaluation e = core::evaluate(*l.saved.model, data, task_.top_n,
                                             task_.batch_size, r.begin, r.end,
                                             roc ? &per_class : nullptr);
-  if (roc) done["roc"] = encode_part_scores(per_class);
-  done["loss_sum"] = e.loss_sum();
-  if (e.is_regression()) done["regression_sums"] = e.regression_metrics().sums();
-  else done["counts"] = e.counts();
+  if (roc) done.roc = part_scores(per_class);
+  EvaluationCounts counts;
+  counts.loss_sum = e.loss_sum();
+  counts.regression = e.is_regression();
+  if (counts.regression) counts.regression_sums = e.regression_metrics().sums();
+  else counts.counts = e.counts();
+  done.counts = std::move(counts);
 }
 
 void TaskRunner::run() {
@@ -240,23 +243,22 @@ void TaskRunner::run() {
     Loaded loaded;
     load(loaded);
     if (task_.shards.empty())
-      report_(JobKind::Log, {{"line", "loaded the model and " + std::to_string(loaded.examples) +
-                                          " examples"}});
+      report_(LogReport{"loaded the model and " + std::to_string(loaded.examples) + " examples"});
     else
       list_shards();
     uint32_t part = 0;
     while (next_part(part)) {
-      const Json done = run_part(loaded, part);
+      const PartDoneReport done = run_part(loaded, part);
       {
         std::lock_guard<std::mutex> lock(mutex_);
         finished_[part] = done;
       }
-      report_(JobKind::PartDone, done);
+      report_(done);
     }
   } catch (const core::UserError& e) {
-    report_(JobKind::Failed, {{"error", e.what_happened()}, {"fix", e.fix()}});
+    report_(FailedReport{-1, e.what_happened(), e.fix(), false});
   } catch (const std::exception& e) {
-    report_(JobKind::Failed, {{"error", e.what()}, {"fix", ""}});
+    report_(FailedReport{-1, e.what(), "", false});
   }
   done_ = true;
 }

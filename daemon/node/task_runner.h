@@ -30,7 +30,7 @@ namespace dtrain::daemon {
 
 class TaskRunner {
  public:
-  using Report = std::function<void(JobKind kind, const Json& body)>;
+  using Report = std::function<void(const NodeReport& report)>;
 
   TaskRunner(const DaemonConfig& config, uint64_t job_id, TaskMessage task, Report report);
   ~TaskRunner();  // cancels and joins
@@ -46,12 +46,12 @@ class TaskRunner {
   struct Loaded;
   void run();
   void load(Loaded& loaded);
-  Json run_part(Loaded& loaded, uint32_t part);
+  PartDoneReport run_part(Loaded& loaded, uint32_t part);
   // Node-local: the part's file, read and normalised for the model.
   core::Dataset shard_data(Loaded& loaded, uint32_t part) const;
   // An evaluation's figures for data's examples [r.begin, r.end) into `done`.
   void evaluate_part(Loaded& loaded, const core::Dataset& data, core::ExampleRange r,
-                     uint32_t part, Json& done) const;
+                     uint32_t part, PartDoneReport& done) const;
   void queue_parts(const std::vector<uint32_t>& parts, const std::vector<std::string>& files);
   bool next_part(uint32_t& part);  // false once cancelled
   void list_shards();              // node-local: what this node holds, to the controller
@@ -67,11 +67,11 @@ class TaskRunner {
   // parts again when it registers again; one finished here meanwhile is reported again from
   // finished_ (its report may have died with the old connection). Both bounded by part_count.
   std::set<uint32_t> seen_;
-  std::map<uint32_t, Json> finished_;
+  std::map<uint32_t, PartDoneReport> finished_;
   // Node-local: the files listed here, and each part's file as the controller gave it.
   std::map<std::string, ShardFile> listed_;  // by path
   std::map<uint32_t, std::string> part_files_;
-  Json shard_report_;  // the list as reported (set once, before any part can come)
+  std::optional<ShardsReport> shard_report_;  // as reported (set once, before any part can come)
   bool cancelled_ = false;
   std::atomic<bool> done_{false};
   std::thread thread_;

@@ -68,12 +68,15 @@ namespace {
 constexpr size_t kMaxMembers = 4096, kMaxGpus = 64, kMaxText = 1024, kMaxSpec = 1 << 20;
 constexpr size_t kMaxPlanFiles = 1 << 20;
 
-std::vector<uint8_t> job_message_bytes(
-    flatbuffers::FlatBufferBuilder& fbb, uint64_t job_id, JobKind kind,
-    flatbuffers::Offset<flatbuffers::Vector<uint8_t>> body,
-    flatbuffers::Offset<control::StartJob> start, flatbuffers::Offset<control::RejoinJob> rejoin) {
-  const auto m = control::CreateJobMessage(fbb, job_id, kind, body, start, rejoin);
-  return control_frame_bytes(fbb, control::ControlBody::JobMessage, m.Union());
+std::vector<uint8_t> job_message_bytes(flatbuffers::FlatBufferBuilder& fbb, uint64_t job_id,
+                                       JobKind kind, flatbuffers::Offset<control::StartJob> start,
+                                       flatbuffers::Offset<control::RejoinJob> rejoin) {
+  control::JobMessageBuilder m(fbb);
+  m.add_job_id(job_id);
+  m.add_kind(kind);
+  m.add_start(start);
+  m.add_rejoin(rejoin);
+  return control_frame_bytes(fbb, control::ControlBody::JobMessage, m.Finish().Union());
 }
 
 std::string text(const flatbuffers::String* s, size_t limit = kMaxText) {
@@ -202,8 +205,11 @@ std::vector<uint8_t> task_frame(uint64_t job_id, const TaskMessage& task) {
       fbb.CreateVector(metrics), task.top_n, task.batch_size, fbb.CreateString(task.output_dir),
       fbb.CreateVector(task.parts), task.part_count,
       part_files.empty() ? 0 : fbb.CreateVector(part_files));
-  const auto m = control::CreateJobMessage(fbb, job_id, JobKind::Task, 0, 0, 0, 0, 0, t);
-  return control_frame_bytes(fbb, control::ControlBody::JobMessage, m.Union());
+  control::JobMessageBuilder m(fbb);
+  m.add_job_id(job_id);
+  m.add_kind(JobKind::Task);
+  m.add_task(t);
+  return control_frame_bytes(fbb, control::ControlBody::JobMessage, m.Finish().Union());
 }
 
 std::vector<uint8_t> data_plan_frame(uint64_t job_id, const DataPlanMessage& plan) {
@@ -212,8 +218,11 @@ std::vector<uint8_t> data_plan_frame(uint64_t job_id, const DataPlanMessage& pla
   for (const std::string& f : plan.files) files.push_back(fbb.CreateString(f));
   const auto p = control::CreateDataPlan(fbb, fbb.CreateVector(files),
                                          fbb.CreateVector(plan.member_examples));
-  const auto m = control::CreateJobMessage(fbb, job_id, JobKind::DataPlan, 0, 0, 0, 0, 0, 0, p);
-  return control_frame_bytes(fbb, control::ControlBody::JobMessage, m.Union());
+  control::JobMessageBuilder m(fbb);
+  m.add_job_id(job_id);
+  m.add_kind(JobKind::DataPlan);
+  m.add_plan(p);
+  return control_frame_bytes(fbb, control::ControlBody::JobMessage, m.Finish().Union());
 }
 
 std::vector<uint8_t> start_frame(uint64_t job_id, const StartMessage& start) {
@@ -228,7 +237,7 @@ std::vector<uint8_t> start_frame(uint64_t job_id, const StartMessage& start) {
       fbb.CreateString(start.name), start.rank, fbb.CreateVector(members),
       fbb.CreateString(start.mesh), start.peer_timeout_ms, start.rejoin,
       fbb.CreateVector(start.lost), start.resume_epoch, start.joining, start.part);
-  return job_message_bytes(fbb, job_id, JobKind::Start, 0, s, 0);
+  return job_message_bytes(fbb, job_id, JobKind::Start, s, 0);
 }
 
 std::vector<uint8_t> rejoin_frame(uint64_t job_id, const RejoinMessage& rejoin) {
@@ -241,20 +250,12 @@ std::vector<uint8_t> rejoin_frame(uint64_t job_id, const RejoinMessage& rejoin) 
                                       m->boot);
   const auto r = control::CreateRejoinJob(fbb, rejoin.id, rejoin.boot, member, rejoin.slot,
                                           rejoin.withdrawn);
-  return job_message_bytes(fbb, job_id, JobKind::Rejoin, 0, 0, r);
+  return job_message_bytes(fbb, job_id, JobKind::Rejoin, 0, r);
 }
 
 std::vector<uint8_t> cancel_frame(uint64_t job_id) {
   flatbuffers::FlatBufferBuilder fbb;
-  return job_message_bytes(fbb, job_id, JobKind::Cancel, 0, 0, 0);
-}
-
-std::vector<uint8_t> report_frame(uint64_t job_id, JobKind kind, const Json& body) {
-  flatbuffers::FlatBufferBuilder fbb;
-  const std::string json = body.dump(-1, ' ', false, Json::error_handler_t::replace);
-  const auto bytes =
-      fbb.CreateVector(reinterpret_cast<const uint8_t*>(json.data()), json.size());
-  return job_message_bytes(fbb, job_id, kind, bytes, 0, 0);
+  return job_message_bytes(fbb, job_id, JobKind::Cancel, 0, 0);
 }
 
 bool read_job_message(const std::vector<uint8_t>& frame, JobMessageIn& out) {
@@ -267,7 +268,7 @@ bool read_job_message(const std::vector<uint8_t>& frame, JobMessageIn& out) {
   if (!jm) return false;
   out.job_id = jm->job_id();
   out.kind = jm->kind();
-  out.body = Json::object();
+  out.part = jm->part();
   switch (out.kind) {
     case JobKind::Start:
       return jm->start() && read_start(*jm->start(), out.start);
@@ -303,12 +304,8 @@ bool read_job_message(const std::vector<uint8_t>& frame, JobMessageIn& out) {
     case JobKind::Stats:
     case JobKind::PartDone:
     case JobKind::Attached:
-    case JobKind::Shards: {
-      if (!jm->body()) return true;
-      const std::string text(reinterpret_cast<const char*>(jm->body()->data()), jm->body()->size());
-      out.body = Json::parse(text.empty() ? "{}" : text, nullptr, /*allow_exceptions=*/false);
-      return out.body.is_object();
-    }
+    case JobKind::Shards:
+      return read_report(*jm, out.report);
   }
   return false;  // a kind this release does not know
 }

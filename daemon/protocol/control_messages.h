@@ -2,7 +2,8 @@
 // The control conversations (daemon/README.md) as ControlFrames (transport/schema/control.fbs):
 // a node registers and then exchanges job messages with the controller on one long-lived
 // connection; a command-line client sends one request per connection and reads the reply.
-// Bodies are JSON (nlohmann): the same objects `dtrain-submit ... --json` prints.
+// Every job message and node report is a typed table (node_reports.h for the reports); the
+// requests and replies of command-line clients carry JSON: the objects `--json` prints.
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -10,6 +11,7 @@
 #include <vector>
 
 #include "daemon/protocol/model_fetch.h"
+#include "daemon/protocol/node_reports.h"
 #include "transport/control/control_connection.h"
 #include "transport/schema/control_generated.h"
 
@@ -38,7 +40,6 @@ std::vector<uint8_t> register_frame(const NodeRegistration& node);
 bool read_registration(const transport::control::Register& r, NodeRegistration& out);
 // {index, name, memory_bytes} objects, as `dtrain-submit nodes --json` prints them.
 Json gpus_json(const std::vector<NodeRegistration::Gpu>& gpus);
-using JobKind = transport::control::JobKind;
 const char* job_kind_name(JobKind kind);
 
 // A member of a job as the controller placed it (control.fbs JobMember).
@@ -106,13 +107,12 @@ std::vector<uint8_t> data_plan_frame(uint64_t job_id, const DataPlanMessage& pla
 std::vector<uint8_t> start_frame(uint64_t job_id, const StartMessage& start);
 std::vector<uint8_t> rejoin_frame(uint64_t job_id, const RejoinMessage& rejoin);
 std::vector<uint8_t> cancel_frame(uint64_t job_id);
-// A node's report (heartbeat, progress, log, result, failed, rejoined) with its JSON body.
-std::vector<uint8_t> report_frame(uint64_t job_id, JobKind kind, const Json& body);
 
 struct JobMessageIn {
   uint64_t job_id = 0;
   JobKind kind = JobKind::Heartbeat;
-  Json body = Json::object();  // reports
+  NodeReport report;           // the report kinds (Progress ... PartDone)
+  uint64_t part = 0;           // with a report: the part of the job it speaks for (StartJob.part)
   StartMessage start;          // kind Start
   RejoinMessage rejoin;        // kind Rejoin
   FetchMessage fetch;          // kind FetchModel

@@ -2,17 +2,13 @@
 // The stats history of a job (daemon/README.md, "Stats history"): a node's Stats report holds
 // rows of recorded steps, one per worker per `stride` of its steps, and a row per epoch; the
 // controller keeps them in its SQLite store (controller/stats_store.h) and `dtrain-submit stats`
-// prints them. One place builds the report (stats_report) and one reads it (read_stats_report).
+// prints them. The report travels as a StatsReport table (daemon/protocol/node_reports.h).
 #include <array>
 #include <cstdint>
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
 namespace dtrain::daemon {
-
-using Json = nlohmann::json;
 
 // The step columns, in the order of a report's rows and of `stats --csv`.
 inline constexpr std::array<const char*, 16> kStepColumns = {
@@ -38,9 +34,8 @@ struct StatsReport {
 // A report holds at most this many rows of each kind (a node sends every second).
 constexpr size_t kMaxStatsRows = 20000;
 
-Json stats_report(const StatsReport& report);
-// False (and `out` untouched) for a body no real node sends: rows of the wrong shape or kind,
-// more than kMaxStatsRows, numbers that are not finite where they must be.
-bool read_stats_report(const Json& body, StatsReport& out);
+// False for rows no real node sends: a worker, iteration or epoch that is not a whole number a
+// job can have. (A non-finite loss is kept: a diverged step.)
+bool stats_rows_plausible(const StatsReport& report);
 
 }  // namespace dtrain::daemon

@@ -21,8 +21,11 @@ std::vector<uint8_t> fetch_frame(uint64_t job_id, const FetchMessage& fetch) {
   flatbuffers::FlatBufferBuilder fbb;
   const auto f = control::CreateFetchModel(fbb, fetch.request, fbb.CreateString(fetch.path),
                                            fetch.offset, fetch.length);
-  const auto m = control::CreateJobMessage(fbb, job_id, JobKind::FetchModel, 0, 0, 0, f);
-  return control_frame_bytes(fbb, control::ControlBody::JobMessage, m.Union());
+  control::JobMessageBuilder m(fbb);
+  m.add_job_id(job_id);
+  m.add_kind(JobKind::FetchModel);
+  m.add_fetch(f);
+  return control_frame_bytes(fbb, control::ControlBody::JobMessage, m.Finish().Union());
 }
 
 std::vector<uint8_t> chunk_frame(uint64_t job_id, const ChunkMessage& chunk) {
@@ -30,8 +33,11 @@ std::vector<uint8_t> chunk_frame(uint64_t job_id, const ChunkMessage& chunk) {
   const auto c = control::CreateModelChunk(fbb, chunk.request, chunk.offset, chunk.total,
                                            fbb.CreateVector(chunk.data),
                                            fbb.CreateString(chunk.error));
-  const auto m = control::CreateJobMessage(fbb, job_id, JobKind::ModelChunk, 0, 0, 0, 0, c);
-  return control_frame_bytes(fbb, control::ControlBody::JobMessage, m.Union());
+  control::JobMessageBuilder m(fbb);
+  m.add_job_id(job_id);
+  m.add_kind(JobKind::ModelChunk);
+  m.add_chunk(c);
+  return control_frame_bytes(fbb, control::ControlBody::JobMessage, m.Finish().Union());
 }
 
 bool read_fetch(const control::FetchModel& in, FetchMessage& out) {

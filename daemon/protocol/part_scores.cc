@@ -9,14 +9,6 @@ namespace {
 
 constexpr int kVariant = sodium_base64_VARIANT_ORIGINAL;
 
-std::string to_base64(const void* data, size_t bytes) {
-  std::string out(sodium_base64_encoded_len(bytes, kVariant), '\0');
-  sodium_bin2base64(out.data(), out.size(), static_cast<const unsigned char*>(data), bytes,
-                    kVariant);
-  out.resize(std::strlen(out.c_str()));
-  return out;
-}
-
 // Exactly `bytes` bytes from `text`, or false.
 bool from_base64(const Json& text, void* out, size_t bytes) {
   if (!text.is_string()) return false;
@@ -30,13 +22,8 @@ bool from_base64(const Json& text, void* out, size_t bytes) {
 
 }  // namespace
 
-Json encode_part_scores(const core::RocOneVsAll& roc) {
-  const std::vector<float> p = roc.probabilities();
-  const std::vector<int32_t> labels = roc.labels();
-  return {{"rows", roc.rows()},
-          {"classes", roc.classes()},
-          {"probabilities", to_base64(p.data(), p.size() * sizeof(float))},
-          {"labels", to_base64(labels.data(), labels.size() * sizeof(int32_t))}};
+PartScores part_scores(const core::RocOneVsAll& roc) {
+  return {roc.rows(), roc.classes(), roc.probabilities(), roc.labels()};
 }
 
 std::optional<core::RocOneVsAll> decode_part_scores(const Json& s, int64_t rows, int64_t classes) {

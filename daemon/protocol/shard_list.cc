@@ -18,6 +18,18 @@ bool count_in(const Json& j, const char* key, int64_t& out) {
 
 std::string ShardFile::name() const { return std::filesystem::path(path).filename().string(); }
 
+bool check_shard_file(const ShardFile& f, std::string& error) {
+  if (f.examples < 0 || f.examples > kMaxExamples || f.total < 0 || f.total > kMaxExamples) {
+    error = "a file entry with counts out of range";
+    return false;
+  }
+  if (f.path.empty() || f.path.size() > 4096 || f.name().empty()) {
+    error = "a file entry with an impossible path";
+    return false;
+  }
+  return true;
+}
+
 bool read_shard_list(const Json& body, std::vector<ShardFile>& out, std::string& error) {
   const Json* files = body.contains("files") ? &body["files"] : nullptr;
   if (!files || !files->is_array() || files->size() > kMaxFiles) {
@@ -35,10 +47,7 @@ bool read_shard_list(const Json& body, std::vector<ShardFile>& out, std::string&
     }
     s.path = f["path"].get<std::string>();
     s.export_id = uint32_t(f["export"].get<uint64_t>());
-    if (s.path.empty() || s.path.size() > 4096 || s.name().empty()) {
-      error = "a file entry with an impossible path";
-      return false;
-    }
+    if (!check_shard_file(s, error)) return false;
     out.push_back(std::move(s));
   }
   return true;

@@ -5,9 +5,11 @@
 #include <string>
 #include <vector>
 
-#include "daemon/protocol/control_messages.h"
+#include <nlohmann/json.hpp>
 
 namespace dtrain::daemon {
+
+using Json = nlohmann::json;
 
 struct ShardFile {
   std::string path;        // on the node that listed it
@@ -18,8 +20,11 @@ struct ShardFile {
   // from different files.
   std::string name() const;
 };
-// A node's Shards report body ({"files": [{path, examples, total, export}]}), every field
-// checked; false with `error` saying what is wrong.
+// False, with `error` saying what is wrong, for an entry no real node lists: an empty or
+// impossible path, counts out of range.
+bool check_shard_file(const ShardFile& file, std::string& error);
+// The list as the controller's job record keeps it ({"files": [{path, examples, total,
+// export}]}), every field checked when it is read back.
 bool read_shard_list(const Json& body, std::vector<ShardFile>& out, std::string& error);
 Json shard_list_json(const std::vector<ShardFile>& files);
 

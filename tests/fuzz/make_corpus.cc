@@ -159,18 +159,40 @@ int main(int argc, char** argv) {
   task.shards = "/data/{node}/test-*.dtb";
   task.part_files = {"/data/node-1/test-00000.dtb", "/data/node-1/test-00003.dtb"};
   write(control, "job_task_shards", daemon::task_frame(7, task), 1);
-  write(control, "job_part_done",
-        daemon::report_frame(7, daemon::JobKind::PartDone,
-                             {{"part_index", 3}, {"examples", 2}, {"counts", {1, 1, 2, 2, 2}},
-                              {"loss_sum", 0.5}}), 1);
   write(control, "job_data_plan",
         daemon::data_plan_frame(7, {{"/data/node-1/train-00001.dtb"}, {8571, 17143}}), 1);
+  // Every report kind, each with its vectors and nested tables set.
+  daemon::PartDoneReport done{3, 2, 10, "", daemon::EvaluationCounts{0.5, false, {1, 1, 2, 2, 2}, {}},
+                              daemon::PartScores{2, 2, {0.25f, 0.75f, 0.5f, 0.5f}, {1, 0}}};
+  write(control, "job_part_done", daemon::report_frame(7, done, 5), 1);
   write(control, "job_shards",
-        daemon::report_frame(7, daemon::JobKind::Shards,
-                             {{"files", {{{"path", "/d/a.dtb"}, {"examples", 5}, {"total", 9},
-                                          {"export", 77}}}}}), 1);
-  write(control, "job_result",
-        daemon::report_frame(7, daemon::JobKind::Result, {{"accuracy", 0.9}}), 1);
+        daemon::report_frame(7, daemon::ShardsReport{{{"/d/a.dtb", 5, 9, 77}}}, 5), 1);
+  daemon::ResultReport result;
+  result.rank = 1;
+  result.lost_nodes = {"node-3"};
+  result.classes = 10;
+  result.applied = daemon::ResultReport::Applied{120, 0x1234abcd, 1e-7};
+  result.evaluation = daemon::ResultReport::Evaluation{
+      0, 2, 5, 10, daemon::EvaluationCounts{1.5, false, {1, 1, 2, 2, 2}, {}}};
+  result.model_path = "m.dtm";
+  result.params_sample = {0.5f, -0.25f, 1.0f};
+  write(control, "job_result", daemon::report_frame(7, result, 5), 1);
+  daemon::ProgressReport progress;
+  progress.epoch = 2;
+  progress.sharing = true;
+  progress.encoding = "sparse";
+  write(control, "job_progress", daemon::report_frame(7, progress, 5), 1);
+  daemon::StatsReport stats;
+  stats.steps.push_back({});
+  stats.epochs.push_back({});
+  stats.links.push_back({});
+  write(control, "job_stats", daemon::report_frame(7, stats, 5), 1);
+  write(control, "job_log", daemon::report_frame(7, daemon::LogReport{"epoch 1: done"}, 5), 1);
+  write(control, "job_checkpoint", daemon::report_frame(7, daemon::CheckpointReport{3, "m.ckpt"}), 1);
+  write(control, "job_failed", daemon::report_frame(7, daemon::FailedReport{0, "e", "f", false}), 1);
+  write(control, "job_rejoined", daemon::report_frame(7, daemon::RejoinedReport{4, "node-1"}), 1);
+  write(control, "job_attached", daemon::report_frame(7, daemon::AttachedReport{2}), 1);
+  write(control, "job_heartbeat", daemon::heartbeat_frame(), 1);
   write(control, "job_fetch", daemon::fetch_frame(7, {3, "m.dtm", 0, 1 << 20}), 1);
   write(control, "job_chunk", daemon::chunk_frame(7, {3, 0, 4, {1, 2, 3, 4}, ""}), 1);
   write(control, "request", daemon::request_frame(daemon::RequestKind::Status, 7, daemon::Json::object()), 1);

@@ -38,9 +38,12 @@ core::Evaluation part_eval(int64_t rows, int seed) {
   return e;
 }
 
-daemon::Json part_done(uint32_t part, const core::Evaluation& e) {
-  return {{"part_index", part}, {"examples", e.count()}, {"counts", e.counts()},
-          {"loss_sum", e.loss_sum()}};
+daemon::PartDoneReport part_done(uint32_t part, const core::Evaluation& e) {
+  daemon::PartDoneReport done;
+  done.part_index = part;
+  done.examples = e.count();
+  done.counts = daemon::EvaluationCounts{e.loss_sum(), false, e.counts(), {}};
+  return done;
 }
 
 std::string read(const std::string& path) {
@@ -123,7 +126,7 @@ TEST_CASE("evaluation parts merge into the whole's counts; bad reports are named
   core::Evaluation whole;
   for (uint32_t p = 0; p < 5; ++p) {
     const core::Evaluation e = part_eval(40 + p, int(p));
-    parts[p] = part_done(p, e);
+    parts[p] = daemon::part_done_json(part_done(p, e));
     whole.merge(e);
   }
   const daemon::Json merged = daemon::merge_eval_parts(parts);
@@ -140,7 +143,7 @@ TEST_CASE("evaluation parts merge into the whole's counts; bad reports are named
   parts[3]["counts"] = part_eval(10, 1).counts();  // a different shape than the rest? same: ok
   CHECK_NOTHROW(daemon::merge_eval_parts(parts));
   core::Evaluation wide(4, 2);
-  parts[3] = part_done(3, wide);
+  parts[3] = daemon::part_done_json(part_done(3, wide));
   CHECK_THROWS_WITH(daemon::merge_eval_parts(parts), Catch::Contains("different kinds"));
 }
 
@@ -163,8 +166,9 @@ TEST_CASE("parts' ROC scores merge into the whole's AUCs and curves; malformed o
     core::Tensor t({rows, 3});
     std::copy(probs.begin(), probs.end(), t.data());
     e.add(t, labels.data());
-    parts[p] = part_done(p, e);
-    parts[p]["roc"] = daemon::encode_part_scores(part);
+    daemon::PartDoneReport done = part_done(p, e);
+    done.roc = daemon::part_scores(part);
+    parts[p] = daemon::part_done_json(done);
     CHECK(daemon::check_part_done("eval", parts[p], p, "") == "");
   }
   const daemon::Json merged = daemon::merge_eval_parts(
@@ -254,13 +258,13 @@ TEST_CASE("the controller splits a task, gives a lost node's parts to another an
   core::Evaluation whole;
   for (uint32_t p = 0; p < count; ++p) whole.merge(part_eval(30 + p, int(p)));
   // node-a may not report node-b's part: ignored, the job goes on.
-  a.send(id, daemon::JobKind::PartDone, part_done(to_b.task.parts[0], part_eval(30 + to_b.task.parts[0], int(to_b.task.parts[0]))));
-  for (uint32_t p : to_a.task.parts) a.send(id, daemon::JobKind::PartDone, part_done(p, part_eval(30 + p, int(p))));
+  a.send(id, part_done(to_b.task.parts[0], part_eval(30 + to_b.task.parts[0], int(to_b.task.parts[0]))));
+  for (uint32_t p : to_a.task.parts) a.send(id, part_done(p, part_eval(30 + p, int(p))));
   b.reset();  // node-b's connection ends before it reported anything: lost
   const daemon::JobMessageIn more = a.next();
   REQUIRE(more.kind == daemon::JobKind::Task);
   CHECK(more.task.parts == to_b.task.parts);
-  for (uint32_t p : more.task.parts) a.send(id, daemon::JobKind::PartDone, part_done(p, part_eval(30 + p, int(p))));
+  for (uint32_t p : more.task.parts) a.send(id, part_done(p, part_eval(30 + p, int(p))));
   CHECK(a.next().kind == daemon::JobKind::Cancel);  // the job is over: the runners stop
   const daemon::Json status = t.job(id);
   REQUIRE(status["state"] == "succeeded");
@@ -285,7 +289,7 @@ TEST_CASE("a task's node failure fails the job with its reason; cancel ends a ru
     return id;
   };
   const uint64_t failing = submit("/data/in.csv");
-  a.send(failing, daemon::JobKind::Failed, {{"error", "cannot open '/data/in.csv'"}, {"fix", "check the path"}});
+  a.send(failing, daemon::FailedReport{-1, "cannot open '/data/in.csv'", "check the path", false});
   CHECK(a.next().kind == daemon::JobKind::Cancel);
   daemon::Json status = t.job(failing);
   CHECK(status["state"] == "failed");
@@ -348,7 +352,7 @@ TEST_CASE("a node registering again from the same process gets its unfinished pa
   REQUIRE(daemon::parse_job_id(job.at("id").get<std::string>(), id));
   const daemon::JobMessageIn first = a->next();
   REQUIRE(first.task.parts.size() == 4);
-  a->send(id, daemon::JobKind::PartDone, part_done(first.task.parts[0], part_eval(30, 0)));
+  a->send(id, part_done(first.task.parts[0], part_eval(30, 0)));
   // Taken before the node registers again.
   REQUIRE(wait_for([&] { return t.job(id)["task_parts"]["done"] == 1; }, 2s, "part 1 counted"));
   FakeNode again(t, node_named("node-a", 1));  // the same boot: a new session of one process
@@ -360,11 +364,11 @@ TEST_CASE("a node registering again from the same process gets its unfinished pa
 
 namespace {
 
-daemon::Json shard_list(const std::string& node, std::vector<int> files) {
+daemon::ShardsReport shard_list(const std::string& node, std::vector<int> files) {
   std::vector<daemon::ShardFile> out;
   for (int k : files)
     out.push_back({"/data/" + node + "/test-0000" + std::to_string(k) + ".dtb", 100, 400, 7});
-  return daemon::shard_list_json(out);
+  return {out};
 }
 
 }  // namespace
@@ -394,9 +398,9 @@ TEST_CASE("a node-local evaluation: parts once every node has listed, a lost nod
   CHECK(ask_a.task.parts.empty());
   CHECK(ask_b.task.part_count == 0);
   // node-a holds files 0-2, node-b a copy of 2 and file 3.
-  a.send(id, daemon::JobKind::Shards, shard_list("node-a", {0, 1, 2}));
+  a.send(id, shard_list("node-a", {0, 1, 2}));
   CHECK(a.quiet_for(300ms));  // the plan waits for node-b's list
-  b->send(id, daemon::JobKind::Shards, shard_list("node-b", {2, 3}));
+  b->send(id, shard_list("node-b", {2, 3}));
   const daemon::JobMessageIn to_a = a.next(), to_b = b->next();
   REQUIRE(to_a.kind == daemon::JobKind::Task);
   REQUIRE(to_b.kind == daemon::JobKind::Task);
@@ -410,8 +414,8 @@ TEST_CASE("a node-local evaluation: parts once every node has listed, a lost nod
   // node-b evaluated file 3 only it holds, then is lost: file 2 goes to node-a.
   core::Evaluation whole;
   for (uint32_t p = 0; p < 4; ++p) whole.merge(part_eval(100, int(p)));
-  for (uint32_t p : to_a.task.parts) a.send(id, daemon::JobKind::PartDone, part_done(p, part_eval(100, int(p))));
-  b->send(id, daemon::JobKind::PartDone, part_done(3, part_eval(100, 3)));
+  for (uint32_t p : to_a.task.parts) a.send(id, part_done(p, part_eval(100, int(p))));
+  b->send(id, part_done(3, part_eval(100, 3)));
   // Its report is in before its connection ends.
   REQUIRE(wait_for([&] { return t.job(id)["task_parts"]["done"] == 3; }, 5s, "3 parts counted"));
   b.reset();
@@ -419,7 +423,7 @@ TEST_CASE("a node-local evaluation: parts once every node has listed, a lost nod
   REQUIRE(more.kind == daemon::JobKind::Task);
   CHECK(more.task.parts == std::vector<uint32_t>{2});
   CHECK(more.task.part_files == std::vector<std::string>{"/data/node-a/test-00002.dtb"});
-  a.send(id, daemon::JobKind::PartDone, part_done(2, part_eval(100, 2)));
+  a.send(id, part_done(2, part_eval(100, 2)));
   CHECK(a.next().kind == daemon::JobKind::Cancel);
   daemon::Json status = t.job(id);
   REQUIRE(status["state"] == "succeeded");
@@ -430,8 +434,8 @@ TEST_CASE("a node-local evaluation: parts once every node has listed, a lost nod
   const uint64_t second = submit();
   REQUIRE(a.next().kind == daemon::JobKind::Task);
   REQUIRE(c->next().kind == daemon::JobKind::Task);
-  a.send(second, daemon::JobKind::Shards, shard_list("node-a", {0, 1, 2}));
-  c->send(second, daemon::JobKind::Shards, shard_list("node-c", {3}));
+  a.send(second, shard_list("node-a", {0, 1, 2}));
+  c->send(second, shard_list("node-c", {3}));
   REQUIRE(a.next().kind == daemon::JobKind::Task);
   REQUIRE(c->next().task.parts == std::vector<uint32_t>{3});
   c.reset();
@@ -444,7 +448,7 @@ TEST_CASE("a node-local evaluation: parts once every node has listed, a lost nod
   // A pattern that matches nothing anywhere, or a share of the export: refused by name.
   const uint64_t third = submit();
   REQUIRE(a.next().kind == daemon::JobKind::Task);
-  a.send(third, daemon::JobKind::Shards, shard_list("node-a", {0, 1}));
+  a.send(third, shard_list("node-a", {0, 1}));
   CHECK(a.next().kind == daemon::JobKind::Cancel);
   status = t.job(third);
   CHECK(status["error"] == "--shards: the nodes hold 200 of the export's 400 examples");
@@ -452,9 +456,9 @@ TEST_CASE("a node-local evaluation: parts once every node has listed, a lost nod
   // A part whose file changed after it was listed (other examples than listed): refused.
   const uint64_t fourth = submit();
   REQUIRE(a.next().kind == daemon::JobKind::Task);
-  a.send(fourth, daemon::JobKind::Shards, shard_list("node-a", {0, 1, 2, 3}));
+  a.send(fourth, shard_list("node-a", {0, 1, 2, 3}));
   REQUIRE(a.next().task.parts.size() == 4);
-  a.send(fourth, daemon::JobKind::PartDone, part_done(0, part_eval(99, 0)));
+  a.send(fourth, part_done(0, part_eval(99, 0)));
   CHECK(a.next().kind == daemon::JobKind::Cancel);
   status = t.job(fourth);
   CHECK(status["state"] == "failed");

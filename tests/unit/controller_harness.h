@@ -122,17 +122,18 @@ class FakeNode {
     const auto end = std::chrono::steady_clock::now() + quiet;
     for (auto now = std::chrono::steady_clock::now(); now < end;
          now = std::chrono::steady_clock::now()) {
-      send(0, daemon::JobKind::Heartbeat);
+      heartbeat();
       const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(end - now);
       if (connection->wait_readable(std::min<std::chrono::milliseconds>(100ms, left + 1ms)))
         return false;
     }
     return true;
   }
-  void send(uint64_t job_id, daemon::JobKind kind, const daemon::Json& body = {}) {
-    connection->send(
-        daemon::report_frame(job_id, kind, body.is_null() ? daemon::Json::object() : body));
+  // A report about job_id, answering the Start with this part (0: none).
+  void send(uint64_t job_id, const daemon::NodeReport& report, uint64_t part = 0) {
+    connection->send(daemon::report_frame(job_id, report, part));
   }
+  void heartbeat() { connection->send(daemon::heartbeat_frame()); }
   std::unique_ptr<transport::ControlConnection> connection;
 
  private:

@@ -74,7 +74,7 @@ uint64_t submit_text(ControllerUnderTest& t, const std::string& text) {
 std::unique_ptr<FakeNode> paused_and_back(ControllerUnderTest& t, FakeNode& other, uint64_t id) {
   CHECK(testing::wait_for(
       [&] {
-        other.send(0, daemon::JobKind::Heartbeat);
+        other.heartbeat();
         return !alive(t, "node-a");
       },
       5000ms, "node-a to be lost"));
@@ -85,8 +85,7 @@ std::unique_ptr<FakeNode> paused_and_back(ControllerUnderTest& t, FakeNode& othe
 
 // A node ends its part of a job (the fake nodes train nothing: they report a failure).
 void end_job(FakeNode& node, uint64_t id) {
-  node.send(id, daemon::JobKind::Failed,
-            {{"rank", 0}, {"error", "ended by the test"}, {"fix", ""}});
+  node.send(id, daemon::FailedReport{0, "ended by the test", "", false});
 }
 
 }  // namespace
@@ -199,7 +198,7 @@ TEST_CASE("adoption: a restarted node is offered the rejoin; one that never retu
     const daemon::JobMessageIn start = node_b.next();
     CHECK(start.kind == daemon::JobKind::Start);
     CHECK(start.start.rejoin);
-    node_b.send(id, daemon::JobKind::Attached, {{"part", start.start.part}});
+    node_b.send(id, daemon::AttachedReport{}, start.start.part);
     CHECK(node_a.next().kind == daemon::JobKind::Rejoin);
     CHECK(t.job(id).at("lost_nodes") == daemon::Json({"node-b"}));
     CHECK(state(t, id) == "running");
@@ -223,7 +222,7 @@ TEST_CASE("a silent node is lost at the peer timeout; one that heartbeats is not
   const auto start = std::chrono::steady_clock::now();
   bool lost = false;
   while (!lost && std::chrono::steady_clock::now() - start < 3s) {
-    talking.send(0, daemon::JobKind::Heartbeat);
+    talking.heartbeat();
     std::this_thread::sleep_for(100ms);
     lost = !alive(t, "node-a");
   }
@@ -268,7 +267,7 @@ TEST_CASE("a node registering again while its old session lives replaces that se
     // node-b hears of it only once its new part takes the job's datagrams: told earlier, it
     // could send the parameters to a node that drops them.
     CHECK(b.quiet_for(300ms));
-    restarted.send(id, daemon::JobKind::Attached, {{"part", start.start.part}});
+    restarted.send(id, daemon::AttachedReport{}, start.start.part);
     const daemon::JobMessageIn told = b.next();
     CHECK(told.kind == daemon::JobKind::Rejoin);
     CHECK(told.rejoin.id == 1);
@@ -294,7 +293,7 @@ TEST_CASE("a node back after the job dropped it is taken back in either mode; it
   // node-a is paused: silent past the peer timeout while node-b heartbeats.
   CHECK(testing::wait_for(
       [&] {
-        b.send(0, daemon::JobKind::Heartbeat);
+        b.heartbeat();
         return !alive(t, "node-a");
       },
       5000ms, "node-a to be lost"));
@@ -311,19 +310,20 @@ TEST_CASE("a node back after the job dropped it is taken back in either mode; it
   CHECK(told.start.rejoin);
   CHECK(told.start.part != old_part);
   // The old part's Attached (it never sends one, but a stale report) does not announce it.
-  back.send(id, daemon::JobKind::Attached, {{"part", old_part}});
+  back.send(id, daemon::AttachedReport{}, old_part);
   CHECK(b.quiet_for(300ms));
-  back.send(id, daemon::JobKind::Attached, {{"part", told.start.part}});
+  back.send(id, daemon::AttachedReport{}, told.start.part);
   CHECK(b.next().kind == daemon::JobKind::Rejoin);
   // What its old part did while it was away (queued, sent once it was back) does not count,
   // nor does its failure: the new part is not withdrawn for it.
-  back.send(id, daemon::JobKind::Progress, {{"epoch", 9}, {"part", old_part}});
-  back.send(id, daemon::JobKind::Result, {{"rank", 0}, {"accuracy", 0.5}, {"part", old_part}});
-  back.send(id, daemon::JobKind::Failed,
-            {{"rank", 0}, {"error", "its old part failed"}, {"fix", ""}, {"part", old_part}});
+  daemon::ProgressReport progress;
+  progress.epoch = 9;
+  back.send(id, progress, old_part);
+  back.send(id, daemon::ResultReport{}, old_part);
+  back.send(id, daemon::FailedReport{0, "its old part failed", "", false}, old_part);
   for (int i = 0; i < 5; ++i) {  // no cancel, no withdrawal for node-b: the job goes on
-    back.send(0, daemon::JobKind::Heartbeat);
-    b.send(0, daemon::JobKind::Heartbeat);
+    back.heartbeat();
+    b.heartbeat();
     CHECK(b.quiet_for(100ms));
   }
   daemon::Json job = t.job(id);
@@ -333,8 +333,7 @@ TEST_CASE("a node back after the job dropped it is taken back in either mode; it
   CHECK(log.find("node-a is back after the job dropped it") != std::string::npos);
   CHECK(log.find("its old part failed") == std::string::npos);
   // The new part's failure (before it was admitted) withdraws it: node-b stops expecting it.
-  back.send(id, daemon::JobKind::Failed,
-            {{"rank", 0}, {"error", "no snapshot"}, {"fix", ""}, {"part", told.start.part}});
+  back.send(id, daemon::FailedReport{0, "no snapshot", "", false}, told.start.part);
   const daemon::JobMessageIn gone = b.next();
   CHECK(gone.kind == daemon::JobKind::Rejoin);
   CHECK(gone.rejoin.withdrawn);
@@ -409,23 +408,26 @@ TEST_CASE("the job's consistent checkpoint is the latest epoch every live node h
   auto consistent = [&] {
     return t.job(id).value("checkpoint", daemon::Json::object()).value("epoch", -1);
   };
-  a.send(id, daemon::JobKind::Checkpoint, {{"epoch", 1}, {"path", "m.ckpt-10.dtm"}});
-  a.send(id, daemon::JobKind::Checkpoint, {{"epoch", 2}, {"path", "m.ckpt-20.dtm"}});
-  b.send(0, daemon::JobKind::Heartbeat);  // alive through node-a's wait (600 ms timeout)
+  a.send(id, daemon::CheckpointReport{1, "m.ckpt-10.dtm"});
+  a.send(id, daemon::CheckpointReport{2, "m.ckpt-20.dtm"});
+  b.heartbeat();  // alive through node-a's wait (600 ms timeout)
   CHECK(a.quiet_for(200ms));
   CHECK(consistent() == -1);  // node-b has none yet
-  b.send(id, daemon::JobKind::Checkpoint, {{"epoch", 1}, {"path", "m.ckpt-11.dtm"}});
+  b.send(id, daemon::CheckpointReport{1, "m.ckpt-11.dtm"});
   CHECK(testing::wait_for([&] { return consistent() == 1; }, 5000ms,
                           "the consistent checkpoint to be epoch 1"));
-  b.send(id, daemon::JobKind::Checkpoint, {{"epoch", "two"}});  // malformed: ignored
-  b.send(id, daemon::JobKind::Checkpoint, {{"epoch", 2}, {"path", "m.ckpt-21.dtm"}});
+  b.send(id, daemon::CheckpointReport{2, "m.ckpt-21.dtm"});
   CHECK(testing::wait_for([&] { return consistent() == 2; }, 5000ms,
                           "the consistent checkpoint to be epoch 2"));
-  a.send(id, daemon::JobKind::Checkpoint, {{"epoch", 3}, {"path", "m.ckpt-30.dtm"}});
+  // An epoch no spec can ask for: the reader refuses the report, and nothing moves.
+  b.send(id, daemon::CheckpointReport{-1, "m.ckpt-bad.dtm"});
+  CHECK(a.quiet_for(200ms));
+  CHECK(consistent() == 2);
+  a.send(id, daemon::CheckpointReport{3, "m.ckpt-30.dtm"});
   // node-b is lost: the live node's newest is the job's.
   CHECK(testing::wait_for(
       [&] {
-        a.send(0, daemon::JobKind::Heartbeat);
+        a.heartbeat();
         return consistent() == 3;
       },
       5000ms, "the consistent checkpoint to be epoch 3"));
@@ -440,11 +442,10 @@ TEST_CASE("a node cannot report for a job it is not a member of", "[controller]"
   const uint64_t id = submit(t, "on-one", 1);  // on node-a, the lower node id
   CHECK(member.next().job_id == id);
   CHECK(t.job(id).at("nodes") == daemon::Json({"node-a"}));
-  outsider.send(id, daemon::JobKind::Failed,
-                {{"rank", 0}, {"error", "forged failure"}, {"fix", ""}});
-  outsider.send(id, daemon::JobKind::Result, {{"rank", 0}, {"accuracy", 0.99}});
-  outsider.send(id, daemon::JobKind::Progress, {{"epoch", 3}});
-  outsider.send(id, daemon::JobKind::Log, {{"line", "forged line"}});
+  outsider.send(id, daemon::FailedReport{0, "forged failure", "", false});
+  outsider.send(id, daemon::ResultReport{});
+  outsider.send(id, daemon::ProgressReport{});
+  outsider.send(id, daemon::LogReport{"forged line"});
   CHECK(member.quiet_for(500ms));  // no cancel: the forged failure did not end the job
   const daemon::Json job = t.job(id);
   CHECK(job.at("state") == "running");
@@ -505,12 +506,11 @@ TEST_CASE("a client credential cannot report for a job", "[controller]") {
   FakeNode member(t, node_named("node-a", 1));
   const uint64_t id = submit(t, "reported", 1);
   CHECK(member.next().job_id == id);
-  const std::pair<daemon::JobKind, daemon::Json> reports[] = {
-      {daemon::JobKind::Failed, {{"rank", 0}, {"error", "forged failure"}, {"fix", ""}}},
-      {daemon::JobKind::Result, {{"rank", 0}, {"accuracy", 0.99}}}};
-  for (const auto& [kind, body] : reports) {
+  const daemon::NodeReport reports[] = {daemon::FailedReport{0, "forged failure", "", false},
+                                        daemon::ResultReport{}};
+  for (const daemon::NodeReport& report : reports) {
     auto c = t.as_alice();
-    c->send(daemon::report_frame(id, kind, body));
+    c->send(daemon::report_frame(id, report));
     const std::vector<uint8_t> reply = c->receive(5s);
     const auto* r = transport::read_control_frame(reply).body_as_Reply();
     REQUIRE(r != nullptr);
@@ -573,8 +573,8 @@ TEST_CASE("the whole cluster went down and one node stays away: the job resumes 
   // At the deadline, not before node-c had its chance; both heartbeat meanwhile.
   const auto deadline = std::chrono::steady_clock::now() + 10s;
   while (a.quiet_for(100ms) && std::chrono::steady_clock::now() < deadline) {
-    a.send(0, daemon::JobKind::Heartbeat);
-    b.send(0, daemon::JobKind::Heartbeat);
+    a.heartbeat();
+    b.heartbeat();
   }
   for (FakeNode* n : {&a, &b}) {
     const daemon::JobMessageIn start = n->next();
@@ -615,13 +615,13 @@ TEST_CASE("`resume JOB`: a failed job goes on from its checkpoint on the nodes t
     return std::string("(accepted)");
   };
   CHECK(refusal(id).find("only a failed or cancelled job can be resumed") != std::string::npos);
-  a->send(id, daemon::JobKind::Checkpoint, {{"epoch", 2}, {"path", "m.ckpt-20.dtm"}});
-  b.send(id, daemon::JobKind::Checkpoint, {{"epoch", 2}, {"path", "m.ckpt-21.dtm"}});
+  a->send(id, daemon::CheckpointReport{2, "m.ckpt-20.dtm"});
+  b.send(id, daemon::CheckpointReport{2, "m.ckpt-21.dtm"});
   CHECK(testing::wait_for([&] { return t.job(id).value("checkpoint", daemon::Json()).is_object(); },
                           5000ms, "the job to list a checkpoint"));
   end_job(*a, id);  // node-a fails: the job fails, node-b is told to stop
   CHECK(b.next().kind == daemon::JobKind::Cancel);
-  b.send(id, daemon::JobKind::Failed, {{"rank", 1}, {"error", "cancelled"}, {"cancelled", true}});
+  b.send(id, daemon::FailedReport{1, "cancelled", "", true});
   CHECK(testing::wait_for([&] { return state(t, id) == "failed"; }, 5000ms, "the job to fail"));
   CHECK(t.job(id).at("fix").get<std::string>().find("dtrain-submit resume " +
                                                     daemon::job_id_text(id)) != std::string::npos);
@@ -668,7 +668,7 @@ TEST_CASE("elastic membership: starts at min, a later node joins a vacant slot, 
   CHECK(join.start.rank == 2);  // the slot's place: its workers and shards
   CHECK(join.start.members[2].name == "node-c");
   CHECK(join.start.members[2].workers == 2);
-  c.send(id, daemon::JobKind::Attached, {{"part", join.start.part}});
+  c.send(id, daemon::AttachedReport{}, join.start.part);
   for (FakeNode* n : {a.get(), b.get()}) {
     const daemon::JobMessageIn told = n->next();
     REQUIRE(told.kind == daemon::JobKind::Rejoin);
@@ -679,7 +679,7 @@ TEST_CASE("elastic membership: starts at min, a later node joins a vacant slot, 
     CHECK(daemon::is_slot_id(told.rejoin.slot));
   }
   // Not admitted yet: its failure would not fail the job; once admitted it is a member.
-  c.send(id, daemon::JobKind::Rejoined, {{"epoch", 3}, {"from", "node-a"}});
+  c.send(id, daemon::RejoinedReport{3, "node-a"});
   CHECK(testing::wait_for([&] { return t.job(id).at("joined_nodes") == daemon::Json({"node-c"}); },
                           5000ms, "node-c among the joined nodes"));
   CHECK(t.job(id).at("rejoined_nodes").empty());
@@ -688,7 +688,7 @@ TEST_CASE("elastic membership: starts at min, a later node joins a vacant slot, 
   CHECK(state(t, id) == "running");
   b.reset();  // one live: below the minimum of 2
   CHECK(c.next().kind == daemon::JobKind::Cancel);
-  c.send(id, daemon::JobKind::Failed, {{"rank", 2}, {"error", "cancelled"}, {"cancelled", true}});
+  c.send(id, daemon::FailedReport{2, "cancelled", "", true});
   CHECK(testing::wait_for([&] { return state(t, id) == "failed"; }, 5000ms, "the job to fail"));
   CHECK(t.job(id).at("error").get<std::string>().find("fewer than its minimum of 2") !=
         std::string::npos);
@@ -725,12 +725,12 @@ TEST_CASE("a node that fails to join is withdrawn: the others stop expecting it,
   const daemon::JobMessageIn join = c.next();
   CHECK(join.kind == daemon::JobKind::Start);
   // Its data files are missing on that machine, say: it fails before it is admitted.
-  const daemon::Json failure = {{"rank", 2}, {"error", "cannot read none.csv"}};
+  const daemon::FailedReport failure{2, "cannot read none.csv", "", false};
   SECTION("after its part was on the job's mesh: the others were told, then withdrawn") {
-    c.send(id, daemon::JobKind::Attached, {{"part", join.start.part}});
+    c.send(id, daemon::AttachedReport{}, join.start.part);
     CHECK(a.next().kind == daemon::JobKind::Rejoin);
     CHECK(b.next().kind == daemon::JobKind::Rejoin);
-    c.send(id, daemon::JobKind::Failed, failure);
+    c.send(id, failure);
     for (FakeNode* n : {&a, &b}) {
       const daemon::JobMessageIn gone = n->next();
       REQUIRE(gone.kind == daemon::JobKind::Rejoin);
@@ -739,7 +739,7 @@ TEST_CASE("a node that fails to join is withdrawn: the others stop expecting it,
     }
   }
   SECTION("before: neither a rejoin to expect nor one to withdraw") {
-    c.send(id, daemon::JobKind::Failed, failure);
+    c.send(id, failure);
     CHECK(testing::wait_for([&] { return t.job(id).at("lost_nodes") == daemon::Json({"node-c"}); },
                             5000ms, "node-c among the lost nodes"));
     CHECK(a.quiet_for(300ms));
@@ -768,13 +768,13 @@ TEST_CASE("node-local data: the plan is sent once every node listed its files, a
     std::vector<daemon::ShardFile> files;
     for (int k : ks)
       files.push_back({"/d/" + node + "/f" + std::to_string(k) + ".dtb", 50, 300, 9});
-    return daemon::shard_list_json(files);
+    return daemon::ShardsReport{files};
   };
   SECTION("every node listed: each is sent its files; one back is sent its part again") {
-    a.send(id, daemon::JobKind::Shards, list("node-a", {0, 1, 2}));
-    b.send(0, daemon::JobKind::Heartbeat);  // alive through node-a's wait (600 ms timeout)
+    a.send(id, list("node-a", {0, 1, 2}));
+    b.heartbeat();  // alive through node-a's wait (600 ms timeout)
     CHECK(a.quiet_for(200ms));  // node-b's list is still to come
-    b.send(id, daemon::JobKind::Shards, list("node-b", {2, 3, 4, 5}));
+    b.send(id, list("node-b", {2, 3, 4, 5}));
     const daemon::JobMessageIn pa = a.next(), pb = b.next();
     REQUIRE(pa.kind == daemon::JobKind::DataPlan);
     REQUIRE(pb.kind == daemon::JobKind::DataPlan);
@@ -789,17 +789,15 @@ TEST_CASE("node-local data: the plan is sent once every node listed its files, a
     const std::unique_ptr<FakeNode> back = paused_and_back(t, b, id);
     const daemon::JobMessageIn again = back->next();
     REQUIRE(again.kind == daemon::JobKind::Start);
-    daemon::Json listed = list("node-a", {0, 1, 2});
-    listed["part"] = again.start.part;
-    back->send(id, daemon::JobKind::Shards, listed);
+    back->send(id, list("node-a", {0, 1, 2}), again.start.part);
     const daemon::JobMessageIn kept = back->next();
     REQUIRE(kept.kind == daemon::JobKind::DataPlan);
     CHECK(kept.plan.files == pa.plan.files);
     CHECK(kept.plan.member_examples == pa.plan.member_examples);
   }
   SECTION("a node that registers again (a new session) is sent the kept plan again") {
-    a.send(id, daemon::JobKind::Shards, list("node-a", {0, 1, 2}));
-    b.send(id, daemon::JobKind::Shards, list("node-b", {3}));
+    a.send(id, list("node-a", {0, 1, 2}));
+    b.send(id, list("node-b", {3}));
     const daemon::JobMessageIn first = a.next();
     REQUIRE(first.kind == daemon::JobKind::DataPlan);
     daemon::NodeRegistration same = node_named("node-a", 1, /*boot=*/1);
@@ -810,12 +808,12 @@ TEST_CASE("node-local data: the plan is sent once every node listed its files, a
     CHECK(resent.plan.files == first.plan.files);
   }
   SECTION("a node with none of the files: the job stops, naming it") {
-    a.send(id, daemon::JobKind::Shards, list("node-a", {0, 1}));
-    b.send(id, daemon::JobKind::Shards, list("node-b", {}));
+    a.send(id, list("node-a", {0, 1}));
+    b.send(id, list("node-b", {}));
     CHECK(a.next().kind == daemon::JobKind::Cancel);
     CHECK(b.next().kind == daemon::JobKind::Cancel);
     for (FakeNode* n : {&a, &b})
-      n->send(id, daemon::JobKind::Failed, {{"rank", 0}, {"error", "cancelled"}, {"cancelled", true}});
+      n->send(id, daemon::FailedReport{0, "cancelled", "", true});
     CHECK(testing::wait_for([&] { return state(t, id) == "failed"; }, 5000ms, "the job to fail"));
     CHECK(t.job(id).at("error") == "controller: data.train.shards: node-b holds none of the files "
                                    "data.train.shards matches: its workers would have no data");

@@ -9,8 +9,10 @@
 
 #include "daemon/controller/stats_store.h"
 #include "daemon/node/stats_recorder.h"
+#include "daemon/protocol/control_messages.h"
 #include "daemon/protocol/job_stats.h"
 #include "tests/test_util.h"
+#include "transport/control/control_frames.h"
 
 using namespace dtrain;
 using namespace dtrain::daemon;
@@ -31,6 +33,26 @@ core::WorkerStep step(int64_t iteration, double loss) {
   return s;
 }
 
+// A Stats report frame with these flat step cells, as a forged or broken node might send it.
+std::vector<uint8_t> stats_frame(const std::vector<double>& steps) {
+  namespace control = transport::control;
+  flatbuffers::FlatBufferBuilder fbb;
+  const auto table = control::CreateStatsReport(fbb, fbb.CreateVector(steps));
+  control::JobMessageBuilder m(fbb);
+  m.add_job_id(7);
+  m.add_kind(JobKind::Stats);
+  m.add_stats(table);
+  return transport::control_frame_bytes(fbb, control::ControlBody::JobMessage,
+                                        m.Finish().Union());
+}
+
+bool read_stats(const std::vector<uint8_t>& frame, StatsReport& out) {
+  JobMessageIn in;
+  if (!read_job_message(frame, in)) return false;
+  out = std::get<StatsReport>(in.report);
+  return true;
+}
+
 }  // namespace
 
 TEST_CASE("the recorder keeps every stride-th step of each worker and sends them", "[stats]") {
@@ -38,8 +60,8 @@ TEST_CASE("the recorder keeps every stride-th step of each worker and sends them
   CHECK(StatsRecorder::stride_for(100000) == 1);
   CHECK(StatsRecorder::stride_for(100001) == 2);
   CHECK(StatsRecorder::stride_for(2500000) == 25);
-  std::vector<Json> sent;
-  StatsRecorder r([&](const Json& j) { sent.push_back(j); });
+  std::vector<StatsReport> sent;
+  StatsRecorder r([&](const StatsReport& rows) { sent.push_back(rows); });
   r.set_stride(3);
   for (int64_t it = 0; it < 10; ++it) {
     r.on_worker_step(0, step(it, 2.0 - 0.1 * double(it)));
@@ -53,8 +75,8 @@ TEST_CASE("the recorder keeps every stride-th step of each worker and sends them
   CHECK(sent.empty());  // less than a second: nothing sent yet
   r.flush();
   REQUIRE(sent.size() == 1);
-  StatsReport report;
-  REQUIRE(read_stats_report(sent[0], report));
+  StatsReport report;  // as the controller reads it off the wire
+  REQUIRE(read_stats(report_frame(7, sent[0]), report));
   REQUIRE(report.steps.size() == 8);  // iterations 1, 4, 7, 10 of two workers
   CHECK(report.steps[0][0] == 0);     // worker
   CHECK(report.steps[0][1] == 1);     // iteration, 1-based
@@ -72,21 +94,24 @@ TEST_CASE("the recorder keeps every stride-th step of each worker and sends them
 
 TEST_CASE("a stats report no real node sends is refused", "[stats]") {
   StatsReport out;
-  CHECK(read_stats_report(Json::object(), out));  // empty: fine
-  CHECK_FALSE(read_stats_report(Json::array(), out));
-  CHECK_FALSE(read_stats_report({{"steps", {{1, 2, 3}}}}, out));  // a short row
-  Json row = Json::array();
-  for (size_t i = 0; i < kStepColumns.size(); ++i) row.push_back(1.0);
-  CHECK(read_stats_report({{"steps", {row}}}, out));
-  Json text_cell = row;
-  text_cell[3] = "x";
-  CHECK_FALSE(read_stats_report({{"steps", {text_cell}}}, out));
-  Json bad_worker = row;
+  CHECK(read_stats(stats_frame({}), out));  // empty: fine
+  CHECK(out.steps.empty());
+  CHECK_FALSE(read_stats(stats_frame({1, 2, 3}), out));  // a short row
+  const std::vector<double> row(kStepColumns.size(), 1.0);
+  REQUIRE(read_stats(stats_frame(row), out));
+  CHECK(out.steps.size() == 1);
+  std::vector<double> row_and_a_half = row;
+  row_and_a_half.insert(row_and_a_half.end(), row.begin(), row.begin() + 8);
+  CHECK_FALSE(read_stats(stats_frame(row_and_a_half), out));
+  std::vector<double> bad_worker = row;
   bad_worker[0] = -1;
-  CHECK_FALSE(read_stats_report({{"steps", {bad_worker}}}, out));
-  Json many = Json::array();
-  for (size_t i = 0; i <= kMaxStatsRows; ++i) many.push_back(row);
-  CHECK_FALSE(read_stats_report({{"steps", many}}, out));
+  CHECK_FALSE(read_stats(stats_frame(bad_worker), out));
+  std::vector<double> huge_iteration = row;
+  huge_iteration[1] = 1e16;
+  CHECK_FALSE(read_stats(stats_frame(huge_iteration), out));
+  std::vector<double> many;
+  for (size_t i = 0; i <= kMaxStatsRows; ++i) many.insert(many.end(), row.begin(), row.end());
+  CHECK_FALSE(read_stats(stats_frame(many), out));
 }
 
 TEST_CASE("the store keeps each row once, per node, across a reopen", "[stats]") {

@@ -17,8 +17,9 @@
 namespace dtrain::transport {
 
 // The control protocol's version (2: identities in the hello; 3: typed job start and rejoin
-// messages; 4: request kinds are an enum). Both ends must speak the same.
-constexpr uint8_t kControlVersion = 4;
+// messages; 4: request kinds are an enum; 5: every node report is a typed table). Both ends
+// must speak the same.
+constexpr uint8_t kControlVersion = 5;
 
 namespace handshake {
 
