@@ -151,7 +151,11 @@ int run_cluster_submit(const ClusterArgs& a, const std::string& job_path, bool d
       std::filesystem::absolute(std::filesystem::path(job_path)).parent_path().string();
   Json job;
   try {
-    job = call(a, daemon::RequestKind::Submit, 0, {{"spec", text}, {"base_dir", base_dir}, {"source", job_path}});
+    daemon::ClientRequest submit = daemon::client_request(daemon::RequestKind::Submit);
+    submit.spec = text;
+    submit.base_dir = base_dir;
+    submit.source = job_path;
+    job = call(a, submit);
   } catch (const std::exception& e) {
     return report_error(e);
   }
@@ -171,8 +175,10 @@ int run_cluster_resume(const ClusterArgs& a, const std::string& job_text, bool d
   Json job;
   uint64_t log_from = 0;  // the log from the resume on (not the run before it)
   try {
-    log_from = call(a, daemon::RequestKind::Status, id, {{"log_from", UINT64_MAX}}).value("log_next", uint64_t(0));
-    job = call(a, daemon::RequestKind::Resume, id, Json::object());
+    daemon::ClientRequest where = daemon::client_request(daemon::RequestKind::Status, id);
+    where.log_from = UINT64_MAX;  // no lines: where its log ends
+    log_from = call(a, where).value("log_next", uint64_t(0));
+    job = call(a, daemon::RequestKind::Resume, id);
   } catch (const std::exception& e) {
     return report_error(e);
   }
@@ -199,7 +205,9 @@ int follow_job(const ClusterArgs& a, const std::string& id, uint64_t log_next, b
   while (!g_interrupted) {
     std::this_thread::sleep_for(std::chrono::milliseconds(500));
     try {
-      job = call(a, daemon::RequestKind::Status, numeric, {{"log_from", log_next}});
+      daemon::ClientRequest status = daemon::client_request(daemon::RequestKind::Status, numeric);
+      status.log_from = log_next;
+      job = call(a, status);
       failures = 0;
       const Json lines = quiet ? Json::array() : job.value("log", Json::array());
       if (!lines.empty() && terminal) std::printf("\r\033[K");
@@ -245,7 +253,7 @@ int run_cluster_status(const ClusterArgs& a, const std::string& job, bool json) 
   if (!job.empty() && !job_id_arg(job, id)) return kExitBadInput;
   Json reply;
   try {
-    reply = call(a, daemon::RequestKind::Status, id, Json::object());
+    reply = call(a, daemon::RequestKind::Status, id);
   } catch (const std::exception& e) {
     return report_error(e);
   }
@@ -292,7 +300,7 @@ std::string gpus_summary(const Json& gpus) {
 int run_cluster_nodes(const ClusterArgs& a, bool json) {
   Json reply;
   try {
-    reply = call(a, daemon::RequestKind::Nodes, 0, Json::object());
+    reply = call(a, daemon::RequestKind::Nodes, 0);
   } catch (const std::exception& e) {
     return report_error(e);
   }
@@ -315,7 +323,7 @@ int run_cluster_cancel(const ClusterArgs& a, const std::string& job) {
   uint64_t id = 0;
   if (!job_id_arg(job, id)) return kExitBadInput;
   try {
-    const Json r = call(a, daemon::RequestKind::Cancel, id, Json::object());
+    const Json r = call(a, daemon::RequestKind::Cancel, id);
     const std::string state = r.value("state", "");
     if (r.value("already_ended", false))  // the controller left it as it ended
       std::printf("job %s: already %s, nothing to cancel\n", job.c_str(), state.c_str());
@@ -333,7 +341,7 @@ int run_cluster_logs(const ClusterArgs& a, const std::string& job) {
   uint64_t id = 0;
   if (!job_id_arg(job, id)) return kExitBadInput;
   try {
-    const Json r = call(a, daemon::RequestKind::Logs, id, Json::object());
+    const Json r = call(a, daemon::RequestKind::Logs, id);
     for (const auto& line : r["log"]) std::printf("%s\n", line.get<std::string>().c_str());
   } catch (const std::exception& e) {
     return report_error(e);

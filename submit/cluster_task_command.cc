@@ -71,16 +71,19 @@ int read_model(const ClusterArgs& a, const std::string& model, ModelBytes& out) 
 }
 
 // Submits the task and follows it; `status` receives its final status.
-int run_task(const ClusterArgs& a, const Json& request, const ModelBytes& model, bool quiet,
-             Json& status) {
+int run_task(const ClusterArgs& a, const daemon::TaskRequest& task, const ModelBytes& model,
+             bool quiet, Json& status) {
   Json job;
   try {
-    job = call(a, daemon::RequestKind::Task, 0, request, nullptr, std::chrono::seconds(60), model.bytes);
+    daemon::ClientRequest request = daemon::client_request(daemon::RequestKind::Task);
+    request.task = task;
+    request.data = model.bytes;
+    job = call(a, request, nullptr, std::chrono::seconds(60));
   } catch (const std::exception& e) {
     return report_error(e);
   }
   if (!quiet)
-    std::printf("submitted %s job %s (%s) to %s\n", request.value("task", "").c_str(),
+    std::printf("submitted %s job %s (%s) to %s\n", task.task.c_str(),
                 job.value("id", "").c_str(), job.value("name", "").c_str(), a.controller.c_str());
   return follow_job(a, job.value("id", ""), 0, quiet, &status);
 }
@@ -118,17 +121,20 @@ int run_cluster_eval(const ClusterArgs& a, const EvalArgs& args) {
   if (const int rc = read_model(a, args.model_path, model); rc != kExitSuccess) return rc;
   core::SavedModel saved;
   std::set<std::string> metrics;
-  Json request = {{"task", "eval"}, {"batch_size", 256}, {"nodes", args.nodes}};
+  daemon::TaskRequest request;
+  request.task = "eval";
+  request.batch_size = 256;
+  request.nodes = args.nodes;
   try {
     saved = core::load_saved_model(model.path);
     metrics = parse_metrics(args.metrics, saved.spec.regression());
     if (metrics.count("roc")) {  // the controller writes the curves (a shared folder)
-      request["roc_csv"] = absolute(args.roc_csv);
-      request["roc_classes"] = class_labels(saved);
+      request.roc_csv = absolute(args.roc_csv);
+      request.roc_classes = class_labels(saved);
     }
-    request["name"] = saved.spec.name + "-eval";
-    request["top_n"] = args.top_n > 0 ? args.top_n : saved.spec.evaluation.top_n;
-    request["metrics"] = std::vector<std::string>(metrics.begin(), metrics.end());
+    request.name = saved.spec.name + "-eval";
+    request.top_n = args.top_n > 0 ? args.top_n : saved.spec.evaluation.top_n;
+    request.metrics = std::vector<std::string>(metrics.begin(), metrics.end());
     if (!args.shards.empty()) {  // node-local: each node lists what it holds
       if (!args.data.empty() || !args.labels.empty())
         throw core::UserError(std::string(args.data.empty() ? "--labels" : "--data") +
@@ -138,15 +144,15 @@ int run_cluster_eval(const ClusterArgs& a, const EvalArgs& args) {
       if (saved.spec.regression())
         throw core::UserError("packed files hold class labels, and this model predicts values",
                               "evaluate it with --data on a CSV file");
-      request["format"] = "packed";
-      request["shards"] = absolute(args.shards);
+      request.format = "packed";
+      request.shards = absolute(args.shards);
     } else {
       const core::DataSourceSpec source = eval_source(args, saved.spec);
-      request["format"] = source.format;
-      request["path"] = absolute(source.format == "idx" ? source.images : source.path);
-      request["labels"] = absolute(source.labels);
-      request["label_column"] = source.label_column;
-      request["header"] = source.header;
+      request.format = source.format;
+      request.path = absolute(source.format == "idx" ? source.images : source.path);
+      request.labels = absolute(source.labels);
+      request.label_column = source.label_column;
+      request.header = source.header;
     }
   } catch (const core::UserError& e) {
     std::fprintf(stderr, "error: %s\n", e.what());
@@ -161,14 +167,19 @@ int run_cluster_infer(const ClusterArgs& a, const InferArgs& args) {
   ModelBytes model;
   if (const int rc = read_model(a, args.model_path, model); rc != kExitSuccess) return rc;
   const std::string output_dir = absolute(args.output);
-  Json request = {{"task", "infer"},          {"path", absolute(args.input)},
-                  {"key_column", args.key_column}, {"header", args.header},
-                  {"batch_size", args.batch_size}, {"output_dir", output_dir},
-                  {"keep_parts", args.parts},   {"nodes", args.nodes}};
+  daemon::TaskRequest request;
+  request.task = "infer";
+  request.path = absolute(args.input);
+  request.key_column = args.key_column;
+  request.header = args.header;
+  request.batch_size = args.batch_size;
+  request.output_dir = output_dir;
+  request.keep_parts = args.parts;
+  request.nodes = args.nodes;
   bool created_output = false;  // made here for the controller to check: removed if refused
   try {
     const core::SavedModel saved = core::load_saved_model(model.path);
-    request["name"] = saved.spec.name + "-infer";
+    request.name = saved.spec.name + "-infer";
     if (args.output == "-")
       throw core::UserError("--cluster writes its predictions into a folder, not to stdout",
                             "give --output DIR (one every node can write, e.g. a shared one)");

@@ -37,9 +37,8 @@ int report_error(const std::exception& e) {
   return kExitBadInput;
 }
 
-Json call(const ClusterArgs& a, daemon::RequestKind kind, uint64_t job_id, const Json& body,
-          std::vector<uint8_t>* data, std::chrono::seconds timeout,
-          const std::vector<uint8_t>& upload) {
+Json call(const ClusterArgs& a, const daemon::ClientRequest& request, std::vector<uint8_t>* data,
+          std::chrono::seconds timeout) {
   std::string host = a.controller;
   long port = 7070;
   const size_t colon = host.rfind(':');
@@ -61,7 +60,7 @@ Json call(const ClusterArgs& a, daemon::RequestKind kind, uint64_t job_id, const
   }
   auto c = transport::ControlConnection::connect(host, static_cast<uint16_t>(port), who,
                                                  std::chrono::milliseconds(a.connect_timeout_ms));
-  return daemon::request(*c, kind, job_id, body, timeout, data, upload);
+  return daemon::request(*c, request, timeout, data);
 }
 
 bool job_id_arg(const std::string& text, uint64_t& id) {

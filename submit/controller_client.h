@@ -12,13 +12,15 @@
 
 namespace dtrain::submit {
 
-// The controller's JSON answer; `data`, when given, receives the bytes beside it (fetch);
-// `upload` goes beside the request (task: the model file).
+// The controller's JSON answer; `data`, when given, receives the bytes beside it (fetch).
 // Throws ControlError (the connection) or daemon::RequestRefused (the controller said no).
-daemon::Json call(const ClusterArgs& a, daemon::RequestKind kind, uint64_t job_id,
-                  const daemon::Json& body, std::vector<uint8_t>* data = nullptr,
-                  std::chrono::seconds timeout = std::chrono::seconds(30),
-                  const std::vector<uint8_t>& upload = {});
+daemon::Json call(const ClusterArgs& a, const daemon::ClientRequest& request,
+                  std::vector<uint8_t>* data = nullptr,
+                  std::chrono::seconds timeout = std::chrono::seconds(30));
+// A request without arguments (status, nodes, cancel, logs, resume).
+inline daemon::Json call(const ClusterArgs& a, daemon::RequestKind kind, uint64_t job_id) {
+  return call(a, daemon::client_request(kind, job_id));
+}
 // Prints what went wrong (and the fix) and returns the exit code: 3 when the controller cannot
 // be reached, 2 otherwise.
 int report_error(const std::exception& e);

@@ -28,8 +28,9 @@ int run_cluster_fetch(const ClusterArgs& a, const std::string& job, const std::s
   std::vector<uint8_t> data;
   Json first;
   try {
-    first = call(a, daemon::RequestKind::Fetch, id, {{"offset", 0}, {"length", length}}, &data,
-                 std::chrono::seconds(120));
+    daemon::ClientRequest chunk = daemon::client_request(daemon::RequestKind::Fetch, id);
+    chunk.length = uint32_t(std::min<uint64_t>(length, UINT32_MAX));  // the controller caps it
+    first = call(a, chunk, &data, std::chrono::seconds(120));
   } catch (const std::exception& e) {
     return report_error(e);
   }
@@ -64,9 +65,11 @@ int run_cluster_fetch(const ClusterArgs& a, const std::string& job, const std::s
     offset += data.size();
     if (offset >= total) break;
     try {  // the rest from the same node: another node's file is another file
-      const Json next = call(a, daemon::RequestKind::Fetch, id,
-                             {{"offset", offset}, {"length", length}, {"node", node}}, &data,
-                             std::chrono::seconds(120));
+      daemon::ClientRequest rest = daemon::client_request(daemon::RequestKind::Fetch, id);
+      rest.offset = offset;
+      rest.length = uint32_t(std::min<uint64_t>(length, UINT32_MAX));
+      rest.node = node;
+      const Json next = call(a, rest, &data, std::chrono::seconds(120));
       if (next.value("total", uint64_t(0)) != total) {
         std::fprintf(stderr, "error: the model on %s changed size while it was copied\n  fix: "
                              "fetch again\n", node.c_str());

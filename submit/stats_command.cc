@@ -74,7 +74,9 @@ int run_cluster_stats(const ClusterArgs& a, const std::string& job, const StatsF
   if (!job_id_arg(job, id)) return kExitBadInput;
   Json r;
   try {
-    r = call(a, daemon::RequestKind::Stats, id, {{"node", format.node}}, nullptr, std::chrono::seconds(120));
+    daemon::ClientRequest stats = daemon::client_request(daemon::RequestKind::Stats, id);
+    stats.node = format.node;
+    r = call(a, stats, nullptr, std::chrono::seconds(120));
   } catch (const std::exception& e) {
     return report_error(e);
   }

@@ -116,7 +116,8 @@ int run_cluster_timeline(const ClusterArgs& a, const std::string& job) {
   if (!job_id_arg(job, id)) return kExitBadInput;
   Json r;
   try {
-    r = call(a, daemon::RequestKind::Stats, id, Json::object(), nullptr, std::chrono::seconds(120));
+    r = call(a, daemon::client_request(daemon::RequestKind::Stats, id), nullptr,
+             std::chrono::seconds(120));
   } catch (const std::exception& e) {
     return report_error(e);
   }

@@ -108,12 +108,16 @@ void Controller::serve(ControlConnection& c) {
                              std::to_string(transport::kControlVersion) + ")"));
       return;
     }
-    const std::string body = q->body() ? q->body()->str() : "{}";
-    const std::vector<uint8_t> data =
-        q->data() ? std::vector<uint8_t>(q->data()->begin(), q->data()->end()) : std::vector<uint8_t>{};
-    c.send(kind == RequestKind::Fetch   ? fetch_request(q->job_id(), body)
-           : kind == RequestKind::Stats ? stats_request(q->job_id(), body)
-                             : handle_request(kind, q->job_id(), body, data));
+    ClientRequest request;
+    if (!read_request(*q, request)) {
+      c.send(reply_error("a " + request_kind_name(kind) + " request with a text or list longer "
+                             "than any real request's",
+                         "use dtrain-submit of this release"));
+      return;
+    }
+    c.send(kind == RequestKind::Fetch   ? fetch_request(request)
+           : kind == RequestKind::Stats ? stats_request(request)
+                                        : handle_request(request));
     return;
   }
   c.send(reply_error("unexpected first control frame", "run the same dtrain release everywhere"));
@@ -622,12 +626,12 @@ void Controller::close_job(JobRecord& job) {
 
 void Controller::save(const JobRecord& job) { save_job(jobs_dir_, job); }
 
-Json Controller::submit(const Json& body) {
-  const std::string spec_text = body.value("spec", "");
-  const std::string source = body.value("source", "job.yaml");
+Json Controller::submit(const ClientRequest& request) {
+  const std::string& spec_text = request.spec;
+  const std::string& source = request.source;
   core::SpecParseOptions options;
   options.check_files = false;  // the nodes check their data files when the job starts
-  options.base_dir = body.value("base_dir", ".");
+  options.base_dir = request.base_dir;
   const core::JobSpec spec = core::parse_job_spec_text(spec_text, source, options);
   core::check_cluster_rules(spec);
   if (const auto refusal = refuse_placement(spec.training, alive_offers()))
@@ -733,16 +737,18 @@ void Controller::start_next() {
   save(job);
 }
 
-std::vector<uint8_t> Controller::handle_request(RequestKind kind, uint64_t job_id,
-                                                const std::string& body_text,
-                                                const std::vector<uint8_t>& data) {
-  const Json body = Json::parse(body_text.empty() ? "{}" : body_text, nullptr, false);
-  if (body.is_discarded()) return reply_error("the request body is not JSON", "use dtrain-submit");
+std::vector<uint8_t> Controller::handle_request(const ClientRequest& request) {
+  const RequestKind kind = request.kind;
+  const uint64_t job_id = request.job_id;
   std::lock_guard<std::mutex> lock(mutex_);
   end_adoption_if_due();  // also when no node of the job ever comes back
   try {
-    if (kind == RequestKind::Submit) return reply_ok(submit(body));
-    if (kind == RequestKind::Task) return reply_ok(submit_task(body, data));
+    if (kind == RequestKind::Submit) return reply_ok(submit(request));
+    if (kind == RequestKind::Task) {
+      if (!request.task)
+        return reply_error("a task request without its task", "use dtrain-submit eval|infer --cluster");
+      return reply_ok(submit_task(*request.task, request.data));
+    }
     if (kind == RequestKind::Nodes) return reply_ok(nodes_locked());
     if (kind == RequestKind::Status && job_id == 0) return reply_ok(jobs_locked());
     auto it = jobs_.find(job_id);
@@ -754,8 +760,8 @@ std::vector<uint8_t> Controller::handle_request(RequestKind kind, uint64_t job_i
       Json j = job.to_json();
       // Following a job: the log lines from number log_from on come with its status, so one
       // request every half second does (line numbers count from the job's first line).
-      if (body.contains("log_from") && body["log_from"].is_number_unsigned()) {
-        const uint64_t from = body["log_from"].get<uint64_t>();
+      if (request.log_from) {
+        const uint64_t from = *request.log_from;
         const size_t first = from > job.log_dropped ? size_t(from - job.log_dropped) : 0;
         Json lines = Json::array();
         for (size_t i = first; i < job.log.size(); ++i) lines.push_back(job.log[i]);
@@ -803,11 +809,9 @@ std::vector<uint8_t> Controller::handle_request(RequestKind kind, uint64_t job_i
 
 // `dtrain-submit stats JOB [--node N]`: the job's recorded steps and epochs. Read outside the
 // controller's lock (the store has its own, and WAL lets reports be written meanwhile).
-std::vector<uint8_t> Controller::stats_request(uint64_t job_id, const std::string& body_text) {
-  const Json body = Json::parse(body_text.empty() ? "{}" : body_text, nullptr, false);
-  std::string node;
-  if (body.is_object() && body.contains("node") && body["node"].is_string())
-    node = body["node"].get<std::string>();
+std::vector<uint8_t> Controller::stats_request(const ClientRequest& request) {
+  const uint64_t job_id = request.job_id;
+  const std::string& node = request.node;
   Json node_ids;  // the link rows name peers by node id
   {
     std::lock_guard<std::mutex> lock(mutex_);

@@ -62,10 +62,7 @@ class Controller {
   // only, and requests are all dtrain-submit's).
   static bool known_request(RequestKind kind);
   void serve_node(transport::ControlConnection& c, const NodeRegistration& node);
-  // `data`: the bytes beside the request's JSON (task: the model file).
-  std::vector<uint8_t> handle_request(RequestKind kind, uint64_t job_id,
-                                      const std::string& body,
-                                      const std::vector<uint8_t>& data = {});
+  std::vector<uint8_t> handle_request(const ClientRequest& request);
   void on_job_message(Member& m, const JobMessageIn& in);
   void on_job_message_safely(Member& m, const JobMessageIn& in);
   void on_node_failed(JobRecord& job, Member& m, const FailedReport& failed);
@@ -74,8 +71,8 @@ class Controller {
   void recall_dropped(Member& m, const std::vector<uint64_t>& running);
   // controller_fetch.cc: `dtrain-submit fetch`, one chunk of a finished job's model per call
   // (locks mutex_ itself: it waits for the node's answer unlocked).
-  std::vector<uint8_t> fetch_request(uint64_t job_id, const std::string& body);
-  std::vector<uint8_t> stats_request(uint64_t job_id, const std::string& body);
+  std::vector<uint8_t> fetch_request(const ClientRequest& request);
+  std::vector<uint8_t> stats_request(const ClientRequest& request);
   static Json mesh_tree(const JobRecord& job);
   Json node_names_locked() const;  // under mutex_
   void on_model_chunk(Member& m, const JobMessageIn& in);
@@ -90,7 +87,7 @@ class Controller {
   std::vector<NodeOffer> alive_offers() const;
   Json nodes_locked();
   Json jobs_locked();
-  Json submit(const Json& body);
+  Json submit(const ClientRequest& request);
   // Gives `job` an id and queues it (saved first); its status.
   Json enqueue(JobRecord job);
   void start_next();
@@ -135,7 +132,7 @@ class Controller {
   // What a node is sent to start its part of `job` as member `rank`.
   StartMessage start_message(const JobRecord& job, size_t rank) const;
   // controller_tasks.cc: cluster evaluation and inference jobs.
-  Json submit_task(const Json& body, const std::vector<uint8_t>& model);
+  Json submit_task(const TaskRequest& request, const std::vector<uint8_t>& model);
   void start_task(JobRecord& job);
   TaskMessage task_message(const JobRecord& job, std::vector<uint32_t> parts,
                            const std::string& node) const;

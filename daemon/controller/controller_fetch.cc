@@ -36,18 +36,11 @@ std::vector<std::string> model_holders(const JobRecord& job) {
 
 }  // namespace
 
-std::vector<uint8_t> Controller::fetch_request(uint64_t job_id, const std::string& body_text) {
-  Json body = Json::parse(body_text.empty() ? "{}" : body_text, nullptr, false);
-  if (body.is_null()) body = Json::object();
-  if (!body.is_object() || !body.value("offset", Json(0u)).is_number_unsigned() ||
-      !body.value("length", Json(0u)).is_number_unsigned() ||
-      !body.value("node", Json("")).is_string())
-    return reply_error("a fetch request needs an unsigned offset and length",
-                       "use dtrain-submit fetch");
-  const uint64_t offset = body.value("offset", uint64_t(0));
-  const uint32_t length = uint32_t(std::min<uint64_t>(
-      body.value("length", uint64_t(kMaxModelChunk)), kMaxModelChunk));
-  const std::string pinned = body.value("node", std::string());
+std::vector<uint8_t> Controller::fetch_request(const ClientRequest& request) {
+  const uint64_t job_id = request.job_id;
+  const uint64_t offset = request.offset;
+  const uint32_t length = std::min<uint32_t>(request.length, kMaxModelChunk);
+  const std::string& pinned = request.node;
   std::unique_lock<std::mutex> lock(mutex_);
   auto it = jobs_.find(job_id);
   if (it == jobs_.end())

@@ -19,12 +19,12 @@ constexpr size_t kMaxUnfinishedTasks = 8;
 
 }  // namespace
 
-Json Controller::submit_task(const Json& body, const std::vector<uint8_t>& model) {
+Json Controller::submit_task(const TaskRequest& request, const std::vector<uint8_t>& model) {
   if (model.empty())
     throw core::UserError("the task brings no model", "use dtrain-submit eval|infer MODEL --cluster");
   TaskLimits limits{config_.task_outputs, config_.data_dir, 0};
   for (const auto& [name, m] : members_) limits.alive_nodes += m.alive;
-  const Json checked = checked_task_request(body, limits);
+  const Json checked = checked_task_request(request, limits);
   // Each holds its model in memory until it ends: a bounded number of them.
   size_t unfinished = 0;
   for (const auto& [id, j] : jobs_) unfinished += !j.task.empty() && !j.finished();

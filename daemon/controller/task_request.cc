@@ -21,55 +21,31 @@ bool printable(const std::string& s) {
   return std::none_of(s.begin(), s.end(), [](char c) { return static_cast<unsigned char>(c) < 0x20 || c == 0x7f; });
 }
 
-// Reads the request's fields by type; a missing field takes its default.
-class Fields {
- public:
-  explicit Fields(const Json& body) : body_(body) {
-    if (!body.is_object()) refuse("not a JSON object", "use dtrain-submit eval|infer --cluster");
-  }
-  std::string text(const char* key, size_t max, const std::string& fallback = "") const {
-    if (!body_.contains(key)) return fallback;
-    const Json& v = body_[key];
-    if (!v.is_string() || v.get_ref<const std::string&>().size() > max ||
-        !printable(v.get_ref<const std::string&>()))
-      refuse(std::string(key) + " is not a text of at most " + std::to_string(max) +
-                 " printable characters",
-             "use dtrain-submit eval|infer --cluster");
-    return v.get<std::string>();
-  }
-  int64_t integer(const char* key, int64_t fallback, int64_t lo, int64_t hi) const {
-    if (!body_.contains(key)) return fallback;
-    const Json& v = body_[key];
-    if (!v.is_number_integer() || v.get<int64_t>() < lo || v.get<int64_t>() > hi)
-      refuse(std::string(key) + " is not a whole number from " + std::to_string(lo) + " to " +
-                 std::to_string(hi),
-             std::string("give ") + key + " in that range");
-    return v.get<int64_t>();
-  }
-  bool boolean(const char* key) const {
-    if (!body_.contains(key)) return false;
-    if (!body_[key].is_boolean()) refuse(std::string(key) + " is not true or false", "use dtrain-submit");
-    return body_[key].get<bool>();
-  }
-  std::vector<std::string> texts(const char* key, size_t max_items, size_t max) const {
-    std::vector<std::string> out;
-    if (!body_.contains(key)) return out;
-    const Json& v = body_[key];
-    if (!v.is_array() || v.size() > max_items)
-      refuse(std::string(key) + " is not a list of at most " + std::to_string(max_items) + " texts",
-             "use dtrain-submit");
-    for (const Json& item : v) {
-      if (!item.is_string() || item.get_ref<const std::string&>().size() > max ||
-          !printable(item.get_ref<const std::string&>()))
-        refuse(std::string(key) + " holds something other than a short printable text", "use dtrain-submit");
-      out.push_back(item.get<std::string>());
-    }
-    return out;
-  }
+// A text of the request: at most `max` printable characters, or refused naming the field.
+const std::string& text(const char* key, const std::string& value, size_t max) {
+  if (value.size() > max || !printable(value))
+    refuse(std::string(key) + " is not a text of at most " + std::to_string(max) +
+               " printable characters",
+           "use dtrain-submit eval|infer --cluster");
+  return value;
+}
 
- private:
-  const Json& body_;
-};
+int64_t integer(const char* key, int64_t value, int64_t lo, int64_t hi) {
+  if (value < lo || value > hi)
+    refuse(std::string(key) + " is not a whole number from " + std::to_string(lo) + " to " +
+               std::to_string(hi),
+           std::string("give ") + key + " in that range");
+  return value;
+}
+
+const std::vector<std::string>& texts(const char* key, const std::vector<std::string>& value,
+                                      size_t max_items, size_t max) {
+  if (value.size() > max_items)
+    refuse(std::string(key) + " is not a list of at most " + std::to_string(max_items) + " texts",
+           "use dtrain-submit");
+  for (const std::string& item : value) text(key, item, max);
+  return value;
+}
 
 bool has_dot_dot(const fs::path& p) {
   return std::any_of(p.begin(), p.end(), [](const fs::path& part) { return part == ".."; });
@@ -116,8 +92,8 @@ std::string output_place(const std::string& what, const std::string& path, bool 
   return place.string();
 }
 
-std::string data_path(const Fields& f, const char* key) {
-  const std::string p = f.text(key, kMaxPath);
+std::string data_path(const char* key, const std::string& value) {
+  const std::string& p = text(key, value, kMaxPath);
   if (p.empty() || p[0] != '/')
     refuse(std::string(key) + " '" + p + "' is not absolute",
            "every node reads the data at the same path: give an absolute one");
@@ -126,54 +102,54 @@ std::string data_path(const Fields& f, const char* key) {
 
 }  // namespace
 
-Json checked_task_request(const Json& body, const TaskLimits& limits) {
-  const Fields f(body);
+Json checked_task_request(const TaskRequest& q, const TaskLimits& limits) {
   Json r = Json::object();
-  const std::string task = f.text("task", 16);
+  const std::string& task = text("task", q.task, 16);
   if (task != "eval" && task != "infer")
     refuse("unknown task '" + task + "'", "use dtrain-submit eval|infer --cluster");
   r["task"] = task;
-  r["name"] = f.text("name", kMaxName, task);
+  r["name"] = q.name.empty() ? task : text("name", q.name, kMaxName);
   // Node-local (eval only): each node lists the packed files `shards` matches there.
-  const bool node_local = body.contains("shards");
+  const bool node_local = !q.shards.empty();
   if (node_local && task != "eval")
     refuse("shards is for evaluations", "give infer one --input every node reads");
-  if (node_local) r["shards"] = data_path(f, "shards");
-  else r["path"] = data_path(f, "path");
-  r["header"] = f.boolean("header");
-  r["batch_size"] = f.integer("batch_size", 256, 1, kMaxBatch);
-  const int64_t nodes = f.integer("nodes", 0, 0, 4096);
+  if (node_local) r["shards"] = data_path("shards", q.shards);
+  else r["path"] = data_path("path", q.path);
+  r["header"] = q.header;
+  r["batch_size"] = integer("batch_size", q.batch_size, 1, kMaxBatch);
+  const int64_t nodes = integer("nodes", q.nodes, 0, 4096);
   if (size_t(nodes) > limits.alive_nodes)
     refuse("it asks for " + std::to_string(nodes) + " nodes, " +
                std::to_string(limits.alive_nodes) + " are registered",
            "ask for at most that many (--nodes), or start more nodes");
   r["nodes"] = nodes;
   if (task == "infer") {
-    r["key_column"] = f.integer("key_column", -1, -1, 1 << 20);
-    r["output_dir"] = output_place("the output folder", f.text("output_dir", kMaxPath), true, limits);
-    r["keep_parts"] = f.boolean("keep_parts");
+    r["key_column"] = integer("key_column", q.key_column, -1, 1 << 20);
+    r["output_dir"] = output_place("the output folder", text("output_dir", q.output_dir, kMaxPath),
+                                   true, limits);
+    r["keep_parts"] = q.keep_parts;
     return r;
   }
-  const std::string format = f.text("format", 16);
+  const std::string& format = text("format", q.format, 16);
   if (format != "idx" && format != "csv" && format != "images" && format != "packed")
     refuse("unknown data format '" + format + "'", "use idx, csv, images or packed");
   if (node_local && format != "packed")
     refuse("shards with the format '" + format + "'", "shards names packed files: format packed");
   r["format"] = format;
-  if (format == "idx") r["labels"] = data_path(f, "labels");
-  r["label_column"] = f.integer("label_column", -1, -1, 1 << 20);
-  r["top_n"] = f.integer("top_n", 1, 1, 1 << 20);
-  const std::vector<std::string> metrics = f.texts("metrics", 3, 16);
+  if (format == "idx") r["labels"] = data_path("labels", q.labels);
+  r["label_column"] = integer("label_column", q.label_column, -1, 1 << 20);
+  r["top_n"] = integer("top_n", q.top_n, 1, 1 << 20);
+  const std::vector<std::string>& metrics = texts("metrics", q.metrics, 3, 16);
   for (const std::string& m : metrics)
     if (m != "classification" && m != "roc" && m != "regression")
       refuse("unknown metric '" + m + "'", "use classification, roc or regression");
   r["metrics"] = metrics;
-  const std::string roc_csv = f.text("roc_csv", kMaxPath);
+  const std::string& roc_csv = text("roc_csv", q.roc_csv, kMaxPath);
   if (!roc_csv.empty()) {
     if (std::find(metrics.begin(), metrics.end(), "roc") == metrics.end())
       refuse("roc_csv without the roc metric", "add roc to --metrics");
     r["roc_csv"] = output_place("the ROC curves' file", roc_csv, false, limits);
-    r["roc_classes"] = f.texts("roc_classes", kMaxClasses, kMaxClassName);
+    r["roc_classes"] = texts("roc_classes", q.roc_classes, kMaxClasses, kMaxClassName);
   }
   return r;
 }

@@ -1,6 +1,6 @@
 #pragma once
 // A client's request for a cluster evaluation or inference job (daemon/README.md, "Evaluation
-// and inference jobs"), checked field by field before anything is queued: types, bounds, known
+// and inference jobs"), checked field by field before anything is queued: bounds, known
 // metrics, absolute data paths, and output places (infer's folder, the ROC curves' file) that
 // lie inside one of the daemon's `task_outputs` folders and outside its data_dir. The checked
 // request holds only those fields; it is what the job record keeps and the Task frames carry.
@@ -17,8 +17,8 @@ struct TaskLimits {
   size_t alive_nodes = 0;                 // a request for more nodes is refused
 };
 
-// Throws core::UserError naming the field and the fix.
-Json checked_task_request(const Json& body, const TaskLimits& limits);
+// The request as the job record keeps it. Throws core::UserError naming the field and the fix.
+Json checked_task_request(const TaskRequest& request, const TaskLimits& limits);
 
 // The Task frame's fields of a checked request (no model, no parts yet).
 TaskMessage task_fields(const Json& checked);

@@ -310,61 +310,6 @@ bool read_job_message(const std::vector<uint8_t>& frame, JobMessageIn& out) {
   return false;  // a kind this release does not know
 }
 
-std::string request_kind_name(RequestKind kind) {
-  const char* name = control::EnumNameRequestKind(kind);
-  std::string word = name && *name ? name : "unknown";
-  for (char& c : word) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return word;
-}
-
-std::vector<uint8_t> request_frame(RequestKind kind, uint64_t job_id, const Json& body,
-                                   const std::vector<uint8_t>& data) {
-  flatbuffers::FlatBufferBuilder fbb(1024 + data.size());
-  const auto r = control::CreateRequest(fbb, kind, job_id,
-                                        fbb.CreateString(body.dump()),
-                                        data.empty() ? 0 : fbb.CreateVector(data));
-  return control_frame_bytes(fbb, control::ControlBody::Request, r.Union());
-}
-
-std::vector<uint8_t> reply_ok(const Json& body, const std::vector<uint8_t>& data) {
-  flatbuffers::FlatBufferBuilder fbb(1024 + data.size());
-  const auto r = control::CreateReply(fbb, true, fbb.CreateString(body.dump()), 0, 0,
-                                      data.empty() ? 0 : fbb.CreateVector(data));
-  return control_frame_bytes(fbb, control::ControlBody::Reply, r.Union());
-}
-
-std::vector<uint8_t> reply_error(const std::string& error, const std::string& fix) {
-  flatbuffers::FlatBufferBuilder fbb;
-  const auto r = control::CreateReply(fbb, false, 0, fbb.CreateString(error),
-                                      fbb.CreateString(fix));
-  return control_frame_bytes(fbb, control::ControlBody::Reply, r.Union());
-}
-
-Json request(ControlConnection& c, RequestKind kind, uint64_t job_id, const Json& body,
-             std::chrono::milliseconds timeout, std::vector<uint8_t>* data,
-             const std::vector<uint8_t>& upload) {
-  c.send(request_frame(kind, job_id, body, upload), timeout);
-  const std::vector<uint8_t> bytes = c.receive(timeout);
-  const control::ControlFrame& f = read_control_frame(bytes);
-  const control::Reply* r = f.body_as_Reply();
-  if (!r)
-    throw ControlError(ControlError::Kind::kMalformed, "the controller answered with no reply",
-                       "run the same dtrain release on the controller and here");
-  if (!r->ok())
-    throw RequestRefused(r->error() ? r->error()->str() : "refused",
-                         r->fix() ? r->fix()->str() : "");
-  const std::string text = r->body() ? r->body()->str() : "{}";
-  const Json parsed = Json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (parsed.is_discarded())
-    throw ControlError(ControlError::Kind::kMalformed, "the controller's reply is not JSON",
-                       "run the same dtrain release on the controller and here");
-  if (data) {
-    data->clear();
-    if (r->data()) data->assign(r->data()->begin(), r->data()->end());
-  }
-  return parsed;
-}
-
 std::string job_id_text(uint64_t id) {
   char buf[17];
   std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(id));

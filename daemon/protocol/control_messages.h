@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "daemon/protocol/client_requests.h"
 #include "daemon/protocol/model_fetch.h"
 #include "daemon/protocol/node_reports.h"
 #include "transport/control/control_connection.h"
@@ -124,34 +125,6 @@ struct JobMessageIn {
 // frame is malformed, holds something else, lacks its kind's table, or names figures no real
 // job has (a rank outside the members, more members than a cluster has, unbounded lists).
 bool read_job_message(const std::vector<uint8_t>& frame, JobMessageIn& out);
-
-using RequestKind = transport::control::RequestKind;
-// The word for a request kind in messages ("submit", "status", ...).
-std::string request_kind_name(RequestKind kind);
-// `data`: bytes beside the JSON (task: the model file).
-std::vector<uint8_t> request_frame(RequestKind kind, uint64_t job_id, const Json& body,
-                                   const std::vector<uint8_t>& data = {});
-// `data`: bytes beside the JSON (a fetched chunk of a model file).
-std::vector<uint8_t> reply_ok(const Json& body, const std::vector<uint8_t>& data = {});
-std::vector<uint8_t> reply_error(const std::string& error, const std::string& fix);
-
-// One request and its reply (dtrain-submit). Throws ControlError for the connection, and
-// RequestRefused when the controller answered with an error.
-class RequestRefused : public std::runtime_error {
- public:
-  RequestRefused(const std::string& error, const std::string& fix)
-      : std::runtime_error(error + "\n  fix: " + fix), error_(error), fix_(fix) {}
-  const std::string& error() const { return error_; }
-  const std::string& fix() const { return fix_; }
-
- private:
-  std::string error_, fix_;
-};
-// `data`, when given, receives the reply's bytes beside the JSON.
-// `upload`, when given, goes with the request (request_frame's data).
-Json request(transport::ControlConnection& c, RequestKind kind, uint64_t job_id,
-             const Json& body, std::chrono::milliseconds timeout,
-             std::vector<uint8_t>* data = nullptr, const std::vector<uint8_t>& upload = {});
 
 // Job ids are random 64-bit values, shown as 16 hex digits.
 std::string job_id_text(uint64_t id);

@@ -67,6 +67,10 @@ void frame_body(const uint8_t* data, size_t size) {
       daemon::NodeRegistration node;
       daemon::read_registration(*r, node);
     }
+    if (const auto* q = f.body_as_Request()) {
+      daemon::ClientRequest request;
+      daemon::read_request(*q, request);
+    }
   } catch (const transport::ControlError&) {
   }
   daemon::JobMessageIn job;

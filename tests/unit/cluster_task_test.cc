@@ -46,6 +46,25 @@ daemon::PartDoneReport part_done(uint32_t part, const core::Evaluation& e) {
   return done;
 }
 
+daemon::TaskRequest task_request(const std::string& task, const std::string& path,
+                                 const std::string& format = "") {
+  daemon::TaskRequest r;
+  r.task = task;
+  r.path = path;
+  r.format = format;
+  return r;
+}
+
+// Submits a cluster eval/infer job with this model file, as dtrain-submit does.
+daemon::Json submit_task(ControllerUnderTest& t, const daemon::TaskRequest& task,
+                         std::vector<uint8_t> model) {
+  daemon::ClientRequest q = daemon::client_request(daemon::RequestKind::Task);
+  q.task = task;
+  q.data = std::move(model);
+  auto c = t.as_alice();
+  return daemon::request(*c, q, 5s);
+}
+
 std::string read(const std::string& path) {
   std::ifstream in(path);
   return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
@@ -238,11 +257,10 @@ TEST_CASE("the controller splits a task, gives a lost node's parts to another an
   ControllerUnderTest t;
   FakeNode a(t, node_named("node-a", 1));
   auto b = std::make_unique<FakeNode>(t, node_named("node-b", 2));
-  const daemon::Json request = {{"task", "eval"}, {"name", "m-eval"}, {"format", "csv"},
-                                {"path", "/data/test.csv"}, {"top_n", 2}};
-  auto c = t.as_alice();
-  const daemon::Json job =
-      daemon::request(*c, daemon::RequestKind::Task, 0, request, 5s, nullptr, std::vector<uint8_t>{9, 9, 9});
+  daemon::TaskRequest request = task_request("eval", "/data/test.csv", "csv");
+  request.name = "m-eval";
+  request.top_n = 2;
+  const daemon::Json job = submit_task(t, request, {9, 9, 9});
   uint64_t id = 0;
   REQUIRE(daemon::parse_job_id(job.at("id").get<std::string>(), id));
   const daemon::JobMessageIn to_a = a.next(), to_b = b->next();
@@ -279,10 +297,9 @@ TEST_CASE("a task's node failure fails the job with its reason; cancel ends a ru
   FakeNode a(t, node_named("node-a", 1));
   const std::string out = t.config.task_outputs[0];
   auto submit = [&](const std::string& path) {
-    auto c = t.as_alice();
-    const daemon::Json job = daemon::request(
-        *c, daemon::RequestKind::Task, 0, {{"task", "infer"}, {"path", path}, {"output_dir", out}}, 5s,
-        nullptr, std::vector<uint8_t>{1});
+    daemon::TaskRequest infer = task_request("infer", path);
+    infer.output_dir = out;
+    const daemon::Json job = submit_task(t, infer, {1});
     uint64_t id = 0;
     REQUIRE(daemon::parse_job_id(job.at("id").get<std::string>(), id));
     REQUIRE(a.next().kind == daemon::JobKind::Task);
@@ -302,41 +319,56 @@ TEST_CASE("a task's node failure fails the job with its reason; cancel ends a ru
   CHECK(t.job(cancelled)["state"] == "cancelled");
 
   // Refused at submission, naming the field, and nothing queued: a relative path, no model,
-  // fields of the wrong type, more nodes than registered, output outside task_outputs (or
-  // inside the data directory, or through '..').
-  auto refused = [&](const daemon::Json& body, const std::string& why,
+  // figures out of range, texts too long or not printable, more nodes than registered, output
+  // outside task_outputs (or inside the data directory, or through '..').
+  auto refused = [&](const daemon::TaskRequest& task, const std::string& why,
                      std::vector<uint8_t> model = {1}) {
-    INFO(body.dump());
-    auto c = t.as_alice();
-    CHECK_THROWS_WITH(daemon::request(*c, daemon::RequestKind::Task, 0, body, 5s, nullptr, model), Catch::Contains(why));
+    INFO(task.task << " " << task.path << ": " << why);
+    CHECK_THROWS_WITH(submit_task(t, task, model), Catch::Contains(why));
   };
-  const daemon::Json infer = {{"task", "infer"}, {"path", "/in.csv"}, {"output_dir", out}};
+  daemon::TaskRequest infer = task_request("infer", "/in.csv");
+  infer.output_dir = out;
+  const daemon::TaskRequest eval = task_request("eval", "/d.csv", "csv");
   const size_t jobs_before = t.ask(daemon::RequestKind::Status)["jobs"].size();
-  refused({{"task", "infer"}, {"path", "in.csv"}, {"output_dir", out}}, "not absolute");
-  refused({{"task", "eval"}, {"path", "/d.csv"}, {"format", "csv"}}, "no model", {});
-  for (const char* key : {"nodes", "header", "name", "batch_size", "keep_parts"}) {
-    daemon::Json bad = infer;
-    bad[key] = daemon::Json::array({1});
-    refused(bad, key);
-  }
-  daemon::Json many = infer;
-  many["nodes"] = 2;
+  daemon::TaskRequest relative = infer;
+  relative.path = "in.csv";
+  refused(relative, "not absolute");
+  refused(eval, "no model", {});
+  daemon::TaskRequest bad = infer;
+  bad.nodes = -1;
+  refused(bad, "nodes is not a whole number from 0 to 4096");
+  bad = infer;
+  bad.name = std::string(201, 'n');
+  refused(bad, "name is not a text of at most 200 printable characters");
+  bad = infer;
+  bad.key_column = -2;
+  refused(bad, "key_column");
+  bad = infer;
+  bad.task = "train";
+  refused(bad, "unknown task 'train'");
+  daemon::TaskRequest many = infer;
+  many.nodes = 2;
   refused(many, "it asks for 2 nodes, 1 are registered");
-  daemon::Json big = infer;
-  big["batch_size"] = 1 << 20;
+  daemon::TaskRequest big = infer;
+  big.batch_size = 1 << 20;
   refused(big, "batch_size is not a whole number from 1 to 8192");
-  for (const std::string& place : {std::string("/etc"), out + "/../x", t.config.data_dir})
-    refused({{"task", "infer"}, {"path", "/in.csv"}, {"output_dir", place}}, "task_outputs");
-  refused({{"task", "eval"}, {"path", "/d.csv"}, {"format", "csv"}, {"metrics", {"roc"}},
-           {"roc_csv", "/etc/roc.csv"}},
-          "not inside a task_outputs folder");
-  refused({{"task", "eval"}, {"path", "/d.csv"}, {"format", "csv"}, {"metrics", "roc"}}, "metrics");
-  refused({{"task", "eval"}, {"path", "/d.csv"}, {"format", "csv"}, {"metrics", {"roc"}},
-           {"roc_csv", out}},
-          "is a folder");
-  refused({{"task", "eval"}, {"path", "/d.csv"}, {"format", "csv"}, {"metrics", {"roc"}},
-           {"roc_csv", out + "/roc.csv"}, {"roc_classes", {"a\nb"}}},
-          "roc_classes");
+  for (const std::string& place : {std::string("/etc"), out + "/../x", t.config.data_dir}) {
+    daemon::TaskRequest elsewhere = infer;
+    elsewhere.output_dir = place;
+    refused(elsewhere, "task_outputs");
+  }
+  daemon::TaskRequest roc = eval;
+  roc.metrics = {"roc"};
+  roc.roc_csv = "/etc/roc.csv";
+  refused(roc, "not inside a task_outputs folder");
+  daemon::TaskRequest unknown_metric = eval;
+  unknown_metric.metrics = {"f1"};
+  refused(unknown_metric, "unknown metric 'f1'");
+  roc.roc_csv = out;
+  refused(roc, "is a folder");
+  roc.roc_csv = out + "/roc.csv";
+  roc.roc_classes = {"a\nb"};
+  refused(roc, "roc_classes");
   CHECK(t.ask(daemon::RequestKind::Status)["jobs"].size() == jobs_before);
 }
 
@@ -344,10 +376,7 @@ TEST_CASE("a node registering again from the same process gets its unfinished pa
           "[controller]") {
   ControllerUnderTest t;
   auto a = std::make_unique<FakeNode>(t, node_named("node-a", 1));
-  auto c = t.as_alice();
-  const daemon::Json job = daemon::request(
-      *c, daemon::RequestKind::Task, 0, {{"task", "eval"}, {"path", "/d.csv"}, {"format", "csv"}}, 5s, nullptr,
-      std::vector<uint8_t>{1});
+  const daemon::Json job = submit_task(t, task_request("eval", "/d.csv", "csv"), {1});
   uint64_t id = 0;
   REQUIRE(daemon::parse_job_id(job.at("id").get<std::string>(), id));
   const daemon::JobMessageIn first = a->next();
@@ -379,12 +408,10 @@ TEST_CASE("a node-local evaluation: parts once every node has listed, a lost nod
   ControllerUnderTest t;
   FakeNode a(t, node_named("node-a", 1));
   auto b = std::make_unique<FakeNode>(t, node_named("node-b", 2));
-  const daemon::Json request = {{"task", "eval"}, {"format", "packed"},
-                                {"shards", "/data/{node}/test-*.dtb"}};
+  daemon::TaskRequest request = task_request("eval", "", "packed");
+  request.shards = "/data/{node}/test-*.dtb";
   auto submit = [&] {
-    auto c = t.as_alice();
-    const daemon::Json job =
-        daemon::request(*c, daemon::RequestKind::Task, 0, request, 5s, nullptr, std::vector<uint8_t>{9});
+    const daemon::Json job = submit_task(t, request, {9});
     uint64_t id = 0;
     REQUIRE(daemon::parse_job_id(job.at("id").get<std::string>(), id));
     return id;

@@ -63,10 +63,19 @@ struct ControllerUnderTest {
     return transport::ControlConnection::connect("127.0.0.1", server->port(), key_of(1), 5s);
   }
   // One client request (a connection each, as dtrain-submit does).
-  daemon::Json ask(daemon::RequestKind kind, uint64_t job_id = 0,
-                   const daemon::Json& body = daemon::Json::object()) {
+  daemon::Json ask(const daemon::ClientRequest& request) {
     auto c = as_alice();
-    return daemon::request(*c, kind, job_id, body, 5s);
+    return daemon::request(*c, request, 5s);
+  }
+  daemon::Json ask(daemon::RequestKind kind, uint64_t job_id = 0) {
+    return ask(daemon::client_request(kind, job_id));
+  }
+  // A job spec submitted as `source`.
+  daemon::Json submit_spec(const std::string& spec, const std::string& source) {
+    daemon::ClientRequest q = daemon::client_request(daemon::RequestKind::Submit);
+    q.spec = spec;
+    q.source = source;
+    return ask(q);
   }
   daemon::Json job(uint64_t id) { return ask(daemon::RequestKind::Status, id); }
 

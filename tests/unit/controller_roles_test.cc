@@ -25,17 +25,17 @@ TEST_CASE("a client credential queries and submits, and nothing else") {
   ControllerUnderTest t;
   auto c = t.as_alice();
   const daemon::Json nodes =
-      daemon::request(*c, daemon::RequestKind::Nodes, 0, daemon::Json::object(), 5s);
+      daemon::request(*c, daemon::client_request(daemon::RequestKind::Nodes), 5s);
   CHECK(nodes.contains("nodes"));
   c = t.as_alice();
-  CHECK(daemon::request(*c, daemon::RequestKind::Status, 0, daemon::Json::object(), 5s)
+  CHECK(daemon::request(*c, daemon::client_request(daemon::RequestKind::Status), 5s)
             .contains("jobs"));
   // A kind this release does not know (a later release's, or a forged byte): refused, naming
   // the protocol to speak.
   for (const auto kind : {daemon::RequestKind::Unknown, static_cast<daemon::RequestKind>(200)}) {
     c = t.as_alice();
     try {
-      daemon::request(*c, kind, 0, daemon::Json::object(), 5s);
+      daemon::request(*c, daemon::client_request(kind), 5s);
       FAIL("a client asked for request kind " << int(kind) << " and was answered");
     } catch (const daemon::RequestRefused& e) {
       CHECK(e.error() == "unknown request kind " + std::to_string(int(kind)));
@@ -49,7 +49,7 @@ TEST_CASE("a client credential cannot register a node; the cluster key can") {
   auto c = t.as_alice();
   CHECK(register_reply(*c, "evil") == "a client credential cannot register a node");
   c = t.as_alice();
-  const daemon::Json nodes = daemon::request(*c, daemon::RequestKind::Nodes, 0, daemon::Json::object(), 5s);
+  const daemon::Json nodes = daemon::request(*c, daemon::client_request(daemon::RequestKind::Nodes), 5s);
   CHECK(nodes["nodes"].empty());  // nothing was registered
   auto d = t.as_daemon();
   d->send(daemon::register_frame(node_named("node-a")));
@@ -57,7 +57,7 @@ TEST_CASE("a client credential cannot register a node; the cluster key can") {
   for (int i = 0; i < 50 && !registered; ++i) {
     std::this_thread::sleep_for(20ms);
     auto q = t.as_alice();
-    registered = daemon::request(*q, daemon::RequestKind::Nodes, 0, daemon::Json::object(), 5s)["nodes"].size() == 1;
+    registered = daemon::request(*q, daemon::client_request(daemon::RequestKind::Nodes), 5s)["nodes"].size() == 1;
   }
   CHECK(registered);
 }

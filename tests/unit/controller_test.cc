@@ -32,7 +32,7 @@ std::string spec(const std::string& name, int nodes,
 uint64_t submit(ControllerUnderTest& t, const std::string& name, int nodes = 1,
                 const std::string& mode = "gradient_sharing") {
   const daemon::Json job =
-      t.ask(daemon::RequestKind::Submit, 0, {{"spec", spec(name, nodes, mode)}, {"source", name}});
+      t.submit_spec(spec(name, nodes, mode), name);
   uint64_t id = 0;
   REQUIRE(daemon::parse_job_id(job.at("id").get<std::string>(), id));
   return id;
@@ -56,14 +56,14 @@ uint64_t submit_elastic(ControllerUnderTest& t, int workers) {
                            "data:\n  train: {format: csv, path: none.csv}\n"
                            "training:\n  nodes: {min: 2, max: 3}\n  workers_per_node: " +
                            std::to_string(workers) + "\n";
-  const daemon::Json job = t.ask(daemon::RequestKind::Submit, 0, {{"spec", text}, {"source", "elastic"}});
+  const daemon::Json job = t.submit_spec(text, "elastic");
   uint64_t id = 0;
   REQUIRE(daemon::parse_job_id(job.at("id").get<std::string>(), id));
   return id;
 }
 
 uint64_t submit_text(ControllerUnderTest& t, const std::string& text) {
-  const daemon::Json submitted = t.ask(daemon::RequestKind::Submit, 0, {{"spec", text}, {"source", "test"}});
+  const daemon::Json submitted = t.submit_spec(text, "test");
   uint64_t id = 0;
   REQUIRE(daemon::parse_job_id(submitted.at("id").get<std::string>(), id));
   return id;
@@ -461,21 +461,28 @@ TEST_CASE("a node cannot report for a job it is not a member of", "[controller]"
 TEST_CASE("a request of the wrong shape is refused and the controller goes on", "[controller]") {
   // Item 4 of issue 13: a malformed message fails that message, never the daemon.
   ControllerUnderTest t;
-  const std::pair<daemon::Json, std::string> bodies[] = {
-      {{{"spec", 42}}, "the request could not be read"},          // a number where text goes
-      {{{"spec", "name: x"}, {"base_dir", {1, 2}}}, "the request could not be read"},
-      {{{"spec", ": : not yaml ["}}, "job.yaml"},                   // the parser names the file
-      {{{"spec", ""}}, "job.yaml"}};
-  for (const auto& [body, error] : bodies) {
+  auto submit_request = [](const std::string& spec, const std::string& base_dir) {
+    daemon::ClientRequest q = daemon::client_request(daemon::RequestKind::Submit);
+    q.spec = spec;
+    q.base_dir = base_dir;
+    return q;
+  };
+  const std::pair<daemon::ClientRequest, std::string> requests[] = {
+      // Longer than any real request's: refused before anything reads it.
+      {submit_request(std::string((1 << 20) + 1, 'x'), "."), "longer than any real request's"},
+      {submit_request("name: x", std::string(5000, 'd')), "longer than any real request's"},
+      {submit_request(": : not yaml [", "."), "job.yaml"},  // the parser names the file
+      {submit_request("", "."), "job.yaml"}};
+  for (const auto& [request, error] : requests) {
     try {
-      t.ask(daemon::RequestKind::Submit, 0, body);
-      FAIL("submit with body " << body.dump() << " was accepted");
+      t.ask(request);
+      FAIL("a submit request was accepted; it should be refused with '" << error << "'");
     } catch (const daemon::RequestRefused& e) {
       CHECK_THAT(e.error(), Catch::Contains(error));
     }
   }
   try {
-    t.ask(daemon::RequestKind::Cancel, 0x1234, {{"reason", {{"nested", true}}}});
+    t.ask(daemon::RequestKind::Cancel, 0x1234);
     FAIL("cancel of an unknown job was accepted");
   } catch (const daemon::RequestRefused& e) {
     CHECK_THAT(e.error(), Catch::Contains("no job"));

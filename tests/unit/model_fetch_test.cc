@@ -100,17 +100,19 @@ TEST_CASE("the controller fetches a finished job's model from the node that hold
   ControllerUnderTest t(dir);
   FakeNode a(t, node_named("node-a", 1));
   FakeNode b(t, node_named("node-b", 2));
-  auto fetch = [&](const daemon::Json& body) {
-    return std::async(std::launch::async, [&t, body] {
+  auto fetch = [&](uint64_t offset) {
+    return std::async(std::launch::async, [&t, offset] {
       auto c = t.as_alice();
       std::vector<uint8_t> data;
-      daemon::Json reply = daemon::request(*c, daemon::RequestKind::Fetch, done, body, 10s, &data);
+      daemon::ClientRequest q = daemon::client_request(daemon::RequestKind::Fetch, done);
+      q.offset = offset;
+      daemon::Json reply = daemon::request(*c, q, 10s, &data);
       reply["bytes"] = std::string(data.begin(), data.end());
       return reply;
     });
   };
   SECTION("the lowest rank answers") {
-    auto reply = fetch({{"offset", 2}});
+    auto reply = fetch(2);
     const daemon::JobMessageIn ask = a.next();
     REQUIRE(ask.kind == daemon::JobKind::FetchModel);
     CHECK(ask.job_id == done);
@@ -125,7 +127,7 @@ TEST_CASE("the controller fetches a finished job's model from the node that hold
     CHECK(got.at("bytes") == "dtm!");
   }
   SECTION("a node that cannot read it: the next one is asked") {
-    auto reply = fetch({{"offset", 0}});
+    auto reply = fetch(0);
     const daemon::JobMessageIn ask = a.next();
     // A chunk for another request, or from another node, is not taken for this one.
     b.connection->send(daemon::chunk_frame(done, {ask.fetch.request, 0, 1, {'x'}, ""}));
@@ -139,13 +141,11 @@ TEST_CASE("the controller fetches a finished job's model from the node that hold
     CHECK(got.at("bytes") == "ok");
   }
   SECTION("refusals name the reason") {
-    CHECK(refusal([&] { daemon::request(*t.as_alice(), daemon::RequestKind::Fetch, running, {}, 5s); })
-              .find("failed and wrote no final model") != std::string::npos);
     CHECK(refusal([&] {
-            daemon::request(*t.as_alice(), daemon::RequestKind::Fetch, done, {{"node", "node-z"}}, 5s);
-          }).find("node node-z holds no model") != std::string::npos);
-    CHECK(refusal([&] {
-            daemon::request(*t.as_alice(), daemon::RequestKind::Fetch, done, {{"offset", -1}}, 5s);
-          }).find("unsigned offset") != std::string::npos);
+            t.ask(daemon::client_request(daemon::RequestKind::Fetch, running));
+          }).find("failed and wrote no final model") != std::string::npos);
+    daemon::ClientRequest pinned = daemon::client_request(daemon::RequestKind::Fetch, done);
+    pinned.node = "node-z";
+    CHECK(refusal([&] { t.ask(pinned); }).find("node node-z holds no model") != std::string::npos);
   }
 }

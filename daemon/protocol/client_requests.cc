@@ -1,0 +1,150 @@
+#include "daemon/protocol/client_requests.h"
+
+#include <cctype>
+
+#include "transport/control/control_frames.h"
+
+namespace dtrain::daemon {
+
+using namespace transport;
+using flatbuffers::FlatBufferBuilder;
+using flatbuffers::Offset;
+
+namespace {
+
+// Longer than any real request's texts and lists, far below what a forged one could cost.
+constexpr size_t kMaxSpec = 1 << 20, kMaxText = 4096, kMaxClasses = 100000, kMaxMetrics = 16;
+
+Offset<control::TaskRequest> task_table(FlatBufferBuilder& fbb, const TaskRequest& t) {
+  return control::CreateTaskRequest(
+      fbb, fbb.CreateString(t.task), fbb.CreateString(t.name), fbb.CreateString(t.format),
+      fbb.CreateString(t.path), fbb.CreateString(t.shards), fbb.CreateString(t.labels),
+      t.label_column, t.header, t.key_column, t.top_n, t.batch_size, t.nodes,
+      fbb.CreateVectorOfStrings(t.metrics), fbb.CreateString(t.output_dir), t.keep_parts,
+      fbb.CreateString(t.roc_csv), fbb.CreateVectorOfStrings(t.roc_classes));
+}
+
+bool text(const flatbuffers::String* s, size_t max, std::string& out) {
+  if (!s) return true;  // absent: the default stays
+  if (s->size() > max) return false;
+  out = s->str();
+  return true;
+}
+
+bool texts(const flatbuffers::Vector<Offset<flatbuffers::String>>* v, size_t max_items,
+           std::vector<std::string>& out) {
+  out.clear();
+  if (!v) return true;
+  if (v->size() > max_items) return false;
+  for (const flatbuffers::String* s : *v) {
+    std::string item;
+    if (!text(s, kMaxText, item)) return false;
+    out.push_back(std::move(item));
+  }
+  return true;
+}
+
+bool read_task(const control::TaskRequest& t, TaskRequest& out) {
+  out.label_column = t.label_column();
+  out.header = t.header();
+  out.key_column = t.key_column();
+  out.top_n = t.top_n();
+  out.batch_size = t.batch_size();
+  out.nodes = t.nodes();
+  out.keep_parts = t.keep_parts();
+  return text(t.task(), kMaxText, out.task) && text(t.name(), kMaxText, out.name) &&
+         text(t.format(), kMaxText, out.format) && text(t.path(), kMaxText, out.path) &&
+         text(t.shards(), kMaxText, out.shards) && text(t.labels(), kMaxText, out.labels) &&
+         texts(t.metrics(), kMaxMetrics, out.metrics) &&
+         text(t.output_dir(), kMaxText, out.output_dir) &&
+         text(t.roc_csv(), kMaxText, out.roc_csv) &&
+         texts(t.roc_classes(), kMaxClasses, out.roc_classes);
+}
+
+}  // namespace
+
+std::string request_kind_name(RequestKind kind) {
+  const char* name = control::EnumNameRequestKind(kind);
+  std::string word = name && *name ? name : "unknown";
+  for (char& c : word) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return word;
+}
+
+std::vector<uint8_t> request_frame(const ClientRequest& r) {
+  FlatBufferBuilder fbb(1024 + r.spec.size() + r.data.size());
+  const auto task = r.task ? task_table(fbb, *r.task) : 0;
+  const auto data = r.data.empty() ? 0 : fbb.CreateVector(r.data);
+  const auto spec = fbb.CreateString(r.spec), base_dir = fbb.CreateString(r.base_dir),
+             source = fbb.CreateString(r.source), node = fbb.CreateString(r.node);
+  control::RequestBuilder b(fbb);
+  b.add_kind(r.kind);
+  b.add_job_id(r.job_id);
+  b.add_data(data);
+  b.add_spec(spec);
+  b.add_base_dir(base_dir);
+  b.add_source(source);
+  b.add_follow_log(r.log_from.has_value());
+  b.add_log_from(r.log_from.value_or(0));
+  b.add_offset(r.offset);
+  b.add_length(r.length);
+  b.add_node(node);
+  b.add_task(task);
+  return control_frame_bytes(fbb, control::ControlBody::Request, b.Finish().Union());
+}
+
+bool read_request(const control::Request& q, ClientRequest& out) {
+  out = ClientRequest{};
+  out.kind = q.kind();
+  out.job_id = q.job_id();
+  if (q.follow_log()) out.log_from = q.log_from();
+  out.offset = q.offset();
+  out.length = q.length();
+  if (q.data()) out.data.assign(q.data()->begin(), q.data()->end());
+  if (const control::TaskRequest* t = q.task()) {
+    TaskRequest task;
+    if (!read_task(*t, task)) return false;
+    out.task = std::move(task);
+  }
+  return text(q.spec(), kMaxSpec, out.spec) && text(q.base_dir(), kMaxText, out.base_dir) &&
+         text(q.source(), kMaxText, out.source) && text(q.node(), kMaxText, out.node);
+}
+
+std::vector<uint8_t> reply_ok(const Json& body, const std::vector<uint8_t>& data) {
+  FlatBufferBuilder fbb(1024 + data.size());
+  const auto r = control::CreateReply(fbb, true, fbb.CreateString(body.dump()), 0, 0,
+                                      data.empty() ? 0 : fbb.CreateVector(data));
+  return control_frame_bytes(fbb, control::ControlBody::Reply, r.Union());
+}
+
+std::vector<uint8_t> reply_error(const std::string& error, const std::string& fix) {
+  FlatBufferBuilder fbb;
+  const auto r = control::CreateReply(fbb, false, 0, fbb.CreateString(error),
+                                      fbb.CreateString(fix));
+  return control_frame_bytes(fbb, control::ControlBody::Reply, r.Union());
+}
+
+Json request(ControlConnection& c, const ClientRequest& request, std::chrono::milliseconds timeout,
+             std::vector<uint8_t>* data) {
+  c.send(request_frame(request), timeout);
+  const std::vector<uint8_t> bytes = c.receive(timeout);
+  const control::ControlFrame& f = read_control_frame(bytes);
+  const control::Reply* r = f.body_as_Reply();
+  if (!r)
+    throw ControlError(ControlError::Kind::kMalformed, "the controller answered with no reply",
+                       "run the same dtrain release on the controller and here");
+  if (!r->ok())
+    throw RequestRefused(r->error() ? r->error()->str() : "refused",
+                         r->fix() ? r->fix()->str() : "");
+  const std::string text = r->body() ? r->body()->str() : "{}";
+  const Json parsed = Json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (parsed.is_discarded())
+    throw ControlError(ControlError::Kind::kMalformed, "the controller's reply is not JSON",
+                       "run the same dtrain release on the controller and here");
+  if (data) {
+    data->clear();
+    if (r->data()) data->assign(r->data()->begin(), r->data()->end());
+  }
+  return parsed;
+}
+
+}  // namespace dtrain::daemon

@@ -1,0 +1,90 @@
+#pragma once
+// What a command-line client asks the controller, and the answer (transport/schema/control.fbs
+// Request and Reply): one struct with each request kind's arguments, one builder
+// (request_frame) and one reader (read_request). A client sends one request per connection;
+// the reply's body is JSON, the very object `dtrain-submit ... --json` prints.
+#include <chrono>
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "transport/control/control_connection.h"
+#include "transport/schema/control_generated.h"
+
+namespace dtrain::daemon {
+
+using Json = nlohmann::json;
+using RequestKind = transport::control::RequestKind;
+// The word for a request kind in messages ("submit", "status", ...).
+std::string request_kind_name(RequestKind kind);
+
+// A cluster eval/infer job as a client asks for it; the controller checks it
+// (controller/task_request.h).
+struct TaskRequest {
+  std::string task;  // eval | infer
+  std::string name, format, path, labels;
+  std::string shards;  // eval, node-local: instead of path
+  int64_t label_column = -1, key_column = -1;
+  bool header = false;
+  int64_t top_n = 1, batch_size = 256;
+  int64_t nodes = 0;  // 0: every registered node
+  std::vector<std::string> metrics;
+  std::string output_dir;
+  bool keep_parts = false;
+  std::string roc_csv;
+  std::vector<std::string> roc_classes;
+};
+
+struct ClientRequest {
+  RequestKind kind = RequestKind::Unknown;
+  uint64_t job_id = 0;
+  // Submit
+  std::string spec, base_dir = ".", source = "job.yaml";
+  // Status: the job's log lines from this one on come with it.
+  std::optional<uint64_t> log_from;
+  // Fetch: a chunk of the model file, from `node`'s copy (empty: any); Stats: `node`'s rows.
+  uint64_t offset = 0;
+  uint32_t length = 8u << 20;
+  std::string node;
+  // Task: the job, with the model file in `data`.
+  std::optional<TaskRequest> task;
+  std::vector<uint8_t> data;
+};
+
+// A request of `kind` about `job_id` (0: none), its arguments left at their defaults.
+inline ClientRequest client_request(RequestKind kind, uint64_t job_id = 0) {
+  ClientRequest r;
+  r.kind = kind;
+  r.job_id = job_id;
+  return r;
+}
+
+std::vector<uint8_t> request_frame(const ClientRequest& request);
+// The request in a received (verified) Request table. False when a text is longer than any real
+// request's (a spec of more than 1 MiB, a path of more than 4096 bytes), or a list longer.
+bool read_request(const transport::control::Request& table, ClientRequest& out);
+
+// `data`: bytes beside the JSON (a fetched chunk of a model file).
+std::vector<uint8_t> reply_ok(const Json& body, const std::vector<uint8_t>& data = {});
+std::vector<uint8_t> reply_error(const std::string& error, const std::string& fix);
+
+// One request and its reply (dtrain-submit). Throws ControlError for the connection, and
+// RequestRefused when the controller answered with an error.
+class RequestRefused : public std::runtime_error {
+ public:
+  RequestRefused(const std::string& error, const std::string& fix)
+      : std::runtime_error(error + "\n  fix: " + fix), error_(error), fix_(fix) {}
+  const std::string& error() const { return error_; }
+  const std::string& fix() const { return fix_; }
+
+ private:
+  std::string error_, fix_;
+};
+// `data`, when given, receives the reply's bytes beside the JSON.
+Json request(transport::ControlConnection& c, const ClientRequest& request,
+             std::chrono::milliseconds timeout, std::vector<uint8_t>* data = nullptr);
+
+}  // namespace dtrain::daemon
