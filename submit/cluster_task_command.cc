@@ -83,7 +83,7 @@ int run_task(const ClusterArgs& a, const daemon::TaskRequest& task, const ModelB
     return report_error(e);
   }
   if (!quiet)
-    std::printf("submitted %s job %s (%s) to %s\n", task.task.c_str(),
+    std::printf("submitted %s job %s (%s) to %s\n", daemon::task_kind_word(task.task),
                 job.value("id", "").c_str(), job.value("name", "").c_str(), a.controller.c_str());
   return follow_job(a, job.value("id", ""), 0, quiet, &status);
 }
@@ -122,7 +122,7 @@ int run_cluster_eval(const ClusterArgs& a, const EvalArgs& args) {
   core::SavedModel saved;
   std::set<std::string> metrics;
   daemon::TaskRequest request;
-  request.task = "eval";
+  request.task = daemon::TaskKind::Eval;
   request.batch_size = 256;
   request.nodes = args.nodes;
   try {
@@ -168,7 +168,7 @@ int run_cluster_infer(const ClusterArgs& a, const InferArgs& args) {
   if (const int rc = read_model(a, args.model_path, model); rc != kExitSuccess) return rc;
   const std::string output_dir = absolute(args.output);
   daemon::TaskRequest request;
-  request.task = "infer";
+  request.task = daemon::TaskKind::Infer;
   request.path = absolute(args.input);
   request.key_column = args.key_column;
   request.header = args.header;

@@ -104,9 +104,10 @@ std::string data_path(const char* key, const std::string& value) {
 
 Json checked_task_request(const TaskRequest& q, const TaskLimits& limits) {
   Json r = Json::object();
-  const std::string& task = text("task", q.task, 16);
-  if (task != "eval" && task != "infer")
-    refuse("unknown task '" + task + "'", "use dtrain-submit eval|infer --cluster");
+  const std::string task = task_kind_word(q.task);
+  if (task.empty())
+    refuse("unknown task (" + std::to_string(int(q.task)) + "), neither eval nor infer",
+           "use dtrain-submit eval|infer --cluster of this release");
   r["task"] = task;
   r["name"] = q.name.empty() ? task : text("name", q.name, kMaxName);
   // Node-local (eval only): each node lists the packed files `shards` matches there.
@@ -156,7 +157,7 @@ Json checked_task_request(const TaskRequest& q, const TaskLimits& limits) {
 
 TaskMessage task_fields(const Json& r) {
   TaskMessage t;
-  t.kind = r.value("task", "");
+  t.kind = parse_task_kind(r.value("task", ""));
   t.format = r.value("format", "");
   t.path = r.value("path", "");
   t.shards = r.value("shards", "");

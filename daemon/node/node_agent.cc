@@ -184,7 +184,7 @@ void NodeAgent::on_task(uint64_t job_id, const TaskMessage& task) {
     it->second->add_parts(task);  // its parts of a node-local plan, a lost node's, or a repeat
     return;
   }
-  spdlog::info("node {}: {} job {}: {} of its {} parts here", config_.name, task.kind,
+  spdlog::info("node {}: {} job {}: {} of its {} parts here", config_.name, task_kind_word(task.kind),
                job_id_text(job_id), task.parts.size(), task.part_count);
   tasks_[job_id] = std::make_unique<TaskRunner>(
       config_, job_id, task,

@@ -81,7 +81,7 @@ void TaskRunner::cancel() {
 
 Json TaskRunner::snapshot() const {
   std::lock_guard<std::mutex> lock(mutex_);
-  return {{"id", job_id_text(job_id_)}, {"task", task_.kind}, {"parts_done", int64_t(finished_.size())},
+  return {{"id", job_id_text(job_id_)}, {"task", task_kind_word(task_.kind)}, {"parts_done", int64_t(finished_.size())},
           {"parts_queued", parts_.size()}};
 }
 
@@ -117,7 +117,7 @@ void TaskRunner::load(Loaded& l) {
   std::filesystem::remove(path);
   task_.model = {};  // loaded: the bytes are not needed any more
   if (!task_.shards.empty()) return;  // node-local: each part reads its own file
-  if (task_.kind == "infer") {
+  if (task_.kind == TaskKind::Infer) {
     l.inputs = core::read_keyed_examples({task_.path, task_.key_column, task_.header},
                                          l.saved.model->input_shape());
     l.saved.normalizer.apply(l.inputs.features);
@@ -184,7 +184,7 @@ PartDoneReport TaskRunner::run_part(Loaded& l, uint32_t part) {
   }
   const core::ExampleRange r = core::part_range(l.examples, task_.batch_size, part, task_.part_count);
   PartDoneReport done{part, r.size(), r.begin, "", std::nullopt, std::nullopt};
-  if (task_.kind == "infer") {
+  if (task_.kind == TaskKind::Infer) {
     const std::string name = part_file_name(part);
     // A new file of this runner's own, in the folder opened without following links
     // (core/util/nofollow_folder.h): a node the job dropped may still be writing the same part

@@ -17,7 +17,7 @@ constexpr size_t kMaxSpec = 1 << 20, kMaxText = 4096, kMaxClasses = 100000, kMax
 
 Offset<control::TaskRequest> task_table(FlatBufferBuilder& fbb, const TaskRequest& t) {
   return control::CreateTaskRequest(
-      fbb, fbb.CreateString(t.task), fbb.CreateString(t.name), fbb.CreateString(t.format),
+      fbb, t.task, fbb.CreateString(t.name), fbb.CreateString(t.format),
       fbb.CreateString(t.path), fbb.CreateString(t.shards), fbb.CreateString(t.labels),
       t.label_column, t.header, t.key_column, t.top_n, t.batch_size, t.nodes,
       fbb.CreateVectorOfStrings(t.metrics), fbb.CreateString(t.output_dir), t.keep_parts,
@@ -45,6 +45,7 @@ bool texts(const flatbuffers::Vector<Offset<flatbuffers::String>>* v, size_t max
 }
 
 bool read_task(const control::TaskRequest& t, TaskRequest& out) {
+  out.task = t.task();  // an unknown one is refused by the controller, naming it
   out.label_column = t.label_column();
   out.header = t.header();
   out.key_column = t.key_column();
@@ -52,7 +53,7 @@ bool read_task(const control::TaskRequest& t, TaskRequest& out) {
   out.batch_size = t.batch_size();
   out.nodes = t.nodes();
   out.keep_parts = t.keep_parts();
-  return text(t.task(), kMaxText, out.task) && text(t.name(), kMaxText, out.name) &&
+  return text(t.name(), kMaxText, out.name) &&
          text(t.format(), kMaxText, out.format) && text(t.path(), kMaxText, out.path) &&
          text(t.shards(), kMaxText, out.shards) && text(t.labels(), kMaxText, out.labels) &&
          texts(t.metrics(), kMaxMetrics, out.metrics) &&
@@ -62,6 +63,23 @@ bool read_task(const control::TaskRequest& t, TaskRequest& out) {
 }
 
 }  // namespace
+
+const char* task_kind_word(TaskKind kind) {
+  switch (kind) {
+    case TaskKind::Eval:
+      return "eval";
+    case TaskKind::Infer:
+      return "infer";
+    default:
+      return "";
+  }
+}
+
+TaskKind parse_task_kind(const std::string& word) {
+  if (word == "eval") return TaskKind::Eval;
+  if (word == "infer") return TaskKind::Infer;
+  return TaskKind::Unknown;
+}
 
 std::string request_kind_name(RequestKind kind) {
   const char* name = control::EnumNameRequestKind(kind);

@@ -21,10 +21,15 @@ using RequestKind = transport::control::RequestKind;
 // The word for a request kind in messages ("submit", "status", ...).
 std::string request_kind_name(RequestKind kind);
 
+// What a cluster eval/infer job does; its word ("eval", "infer") only in records and JSON.
+using TaskKind = transport::control::TaskKind;
+const char* task_kind_word(TaskKind kind);  // "" for Unknown
+TaskKind parse_task_kind(const std::string& word);  // Unknown for any other word
+
 // A cluster eval/infer job as a client asks for it; the controller checks it
 // (controller/task_request.h).
 struct TaskRequest {
-  std::string task;  // eval | infer
+  TaskKind task = TaskKind::Unknown;
   std::string name, format, path, labels;
   std::string shards;  // eval, node-local: instead of path
   int64_t label_column = -1, key_column = -1;

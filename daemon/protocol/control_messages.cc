@@ -140,13 +140,13 @@ bool read_plan(const control::DataPlan& p, DataPlanMessage& out) {
 }
 
 bool read_task(const control::RunTask& t, TaskMessage& out) {
-  if (!t.kind() || !t.model() || !t.data() || !t.parts() || t.parts()->size() > kMaxParts ||
+  if (!t.model() || !t.data() || !t.parts() || t.parts()->size() > kMaxParts ||
       (t.part_count() == 0 && text(t.data()->shards()).empty()) || t.part_count() > kMaxParts ||
       (t.metrics() && t.metrics()->size() > kMaxMetrics) || t.top_n() < 1 ||
       t.batch_size() < 1 || t.batch_size() > (1 << 20))
     return false;
-  out.kind = text(t.kind());
-  if (out.kind != "eval" && out.kind != "infer") return false;
+  out.kind = t.kind();
+  if (out.kind != TaskKind::Eval && out.kind != TaskKind::Infer) return false;
   out.model.assign(t.model()->begin(), t.model()->end());
   const control::TaskData& d = *t.data();
   out.format = text(d.format());
@@ -156,7 +156,7 @@ bool read_task(const control::RunTask& t, TaskMessage& out) {
   out.key_column = d.key_column();
   out.header = d.header();
   out.shards = text(d.shards(), 4096);
-  if (!out.shards.empty() && out.kind != "eval") return false;  // node-local evaluation only
+  if (!out.shards.empty() && out.kind != TaskKind::Eval) return false;  // node-local evaluation only
   out.metrics.clear();
   if (t.metrics())
     for (const flatbuffers::String* m : *t.metrics()) out.metrics.push_back(text(m));
@@ -201,7 +201,7 @@ std::vector<uint8_t> task_frame(uint64_t job_id, const TaskMessage& task) {
   std::vector<flatbuffers::Offset<flatbuffers::String>> metrics;
   for (const std::string& m : task.metrics) metrics.push_back(fbb.CreateString(m));
   const auto t = control::CreateRunTask(
-      fbb, fbb.CreateString(task.kind), fbb.CreateVector(task.model), data,
+      fbb, task.kind, fbb.CreateVector(task.model), data,
       fbb.CreateVector(metrics), task.top_n, task.batch_size, fbb.CreateString(task.output_dir),
       fbb.CreateVector(task.parts), task.part_count,
       part_files.empty() ? 0 : fbb.CreateVector(part_files));

@@ -81,7 +81,7 @@ struct RejoinMessage {
 
 // A cluster eval/infer job's parts for one node (control.fbs RunTask).
 struct TaskMessage {
-  std::string kind;  // eval | infer
+  TaskKind kind = TaskKind::Unknown;
   std::vector<uint8_t> model;
   std::string format, path, labels;  // the data (TaskData)
   std::string shards;                // node-local packed files (eval; path is then empty)

@@ -146,7 +146,7 @@ int main(int argc, char** argv) {
   write(control, "job_rejoin", daemon::rejoin_frame(7, {2, 97}), 1);
   write(control, "job_cancel", daemon::cancel_frame(7), 1);
   daemon::TaskMessage task;
-  task.kind = "eval";
+  task.kind = daemon::TaskKind::Eval;
   task.model = {1, 2, 3, 4};
   task.format = "csv";
   task.path = "/data/test.csv";
@@ -204,7 +204,7 @@ int main(int argc, char** argv) {
   write(control, "request_submit", daemon::request_frame(submit), 1);
   daemon::ClientRequest task_request = daemon::client_request(daemon::RequestKind::Task);
   daemon::TaskRequest eval;
-  eval.task = "eval";
+  eval.task = daemon::TaskKind::Eval;
   eval.path = "/data/test.csv";
   eval.metrics = {"classification", "roc"};
   eval.roc_classes = {"a", "b"};

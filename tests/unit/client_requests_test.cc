@@ -50,7 +50,7 @@ TEST_CASE("each request kind's arguments come back as they were built", "[reques
 
   ClientRequest task = client_request(RequestKind::Task);
   TaskRequest eval;
-  eval.task = "eval";
+  eval.task = TaskKind::Eval;
   eval.shards = "/d/{node}/*.dtb";
   eval.format = "packed";
   eval.top_n = 5;
@@ -62,6 +62,7 @@ TEST_CASE("each request kind's arguments come back as they were built", "[reques
   task.data = {1, 2, 3, 4};
   const auto t = round_trip(task);
   REQUIRE(t->task);
+  CHECK(t->task->task == TaskKind::Eval);
   CHECK(t->task->shards == eval.shards);
   CHECK(t->task->top_n == 5);
   CHECK(t->task->nodes == 3);

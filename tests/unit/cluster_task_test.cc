@@ -46,7 +46,7 @@ daemon::PartDoneReport part_done(uint32_t part, const core::Evaluation& e) {
   return done;
 }
 
-daemon::TaskRequest task_request(const std::string& task, const std::string& path,
+daemon::TaskRequest task_request(daemon::TaskKind task, const std::string& path,
                                  const std::string& format = "") {
   daemon::TaskRequest r;
   r.task = task;
@@ -93,7 +93,7 @@ TEST_CASE("parts are whole batches and cover every example once") {
 
 TEST_CASE("a Task frame round trips and a forged one is refused") {
   daemon::TaskMessage t;
-  t.kind = "infer";
+  t.kind = daemon::TaskKind::Infer;
   t.model = {1, 2, 3};
   t.format = "csv";
   t.path = "/data/x.csv";
@@ -114,11 +114,11 @@ TEST_CASE("a Task frame round trips and a forged one is refused") {
   t.parts = {6};  // past part_count
   CHECK_FALSE(daemon::read_job_message(daemon::task_frame(5, t), in));
   t.parts = {0};
-  t.kind = "train";
+  t.kind = daemon::TaskKind::Unknown;
   CHECK_FALSE(daemon::read_job_message(daemon::task_frame(5, t), in));
   // Node-local: no part count before the plan, then a file per part; files without shards,
   // or a count that does not match the parts, are refused.
-  t.kind = "eval";
+  t.kind = daemon::TaskKind::Eval;
   t.shards = "/data/{node}/test-*.dtb";
   t.parts = {};
   t.part_count = 0;
@@ -257,7 +257,7 @@ TEST_CASE("the controller splits a task, gives a lost node's parts to another an
   ControllerUnderTest t;
   FakeNode a(t, node_named("node-a", 1));
   auto b = std::make_unique<FakeNode>(t, node_named("node-b", 2));
-  daemon::TaskRequest request = task_request("eval", "/data/test.csv", "csv");
+  daemon::TaskRequest request = task_request(daemon::TaskKind::Eval, "/data/test.csv", "csv");
   request.name = "m-eval";
   request.top_n = 2;
   const daemon::Json job = submit_task(t, request, {9, 9, 9});
@@ -297,7 +297,7 @@ TEST_CASE("a task's node failure fails the job with its reason; cancel ends a ru
   FakeNode a(t, node_named("node-a", 1));
   const std::string out = t.config.task_outputs[0];
   auto submit = [&](const std::string& path) {
-    daemon::TaskRequest infer = task_request("infer", path);
+    daemon::TaskRequest infer = task_request(daemon::TaskKind::Infer, path);
     infer.output_dir = out;
     const daemon::Json job = submit_task(t, infer, {1});
     uint64_t id = 0;
@@ -323,12 +323,12 @@ TEST_CASE("a task's node failure fails the job with its reason; cancel ends a ru
   // outside task_outputs (or inside the data directory, or through '..').
   auto refused = [&](const daemon::TaskRequest& task, const std::string& why,
                      std::vector<uint8_t> model = {1}) {
-    INFO(task.task << " " << task.path << ": " << why);
+    INFO(daemon::task_kind_word(task.task) << " " << task.path << ": " << why);
     CHECK_THROWS_WITH(submit_task(t, task, model), Catch::Contains(why));
   };
-  daemon::TaskRequest infer = task_request("infer", "/in.csv");
+  daemon::TaskRequest infer = task_request(daemon::TaskKind::Infer, "/in.csv");
   infer.output_dir = out;
-  const daemon::TaskRequest eval = task_request("eval", "/d.csv", "csv");
+  const daemon::TaskRequest eval = task_request(daemon::TaskKind::Eval, "/d.csv", "csv");
   const size_t jobs_before = t.ask(daemon::RequestKind::Status)["jobs"].size();
   daemon::TaskRequest relative = infer;
   relative.path = "in.csv";
@@ -344,8 +344,8 @@ TEST_CASE("a task's node failure fails the job with its reason; cancel ends a ru
   bad.key_column = -2;
   refused(bad, "key_column");
   bad = infer;
-  bad.task = "train";
-  refused(bad, "unknown task 'train'");
+  bad.task = daemon::TaskKind(7);  // of a later release
+  refused(bad, "unknown task (7), neither eval nor infer");
   daemon::TaskRequest many = infer;
   many.nodes = 2;
   refused(many, "it asks for 2 nodes, 1 are registered");
@@ -376,7 +376,7 @@ TEST_CASE("a node registering again from the same process gets its unfinished pa
           "[controller]") {
   ControllerUnderTest t;
   auto a = std::make_unique<FakeNode>(t, node_named("node-a", 1));
-  const daemon::Json job = submit_task(t, task_request("eval", "/d.csv", "csv"), {1});
+  const daemon::Json job = submit_task(t, task_request(daemon::TaskKind::Eval, "/d.csv", "csv"), {1});
   uint64_t id = 0;
   REQUIRE(daemon::parse_job_id(job.at("id").get<std::string>(), id));
   const daemon::JobMessageIn first = a->next();
@@ -408,7 +408,7 @@ TEST_CASE("a node-local evaluation: parts once every node has listed, a lost nod
   ControllerUnderTest t;
   FakeNode a(t, node_named("node-a", 1));
   auto b = std::make_unique<FakeNode>(t, node_named("node-b", 2));
-  daemon::TaskRequest request = task_request("eval", "", "packed");
+  daemon::TaskRequest request = task_request(daemon::TaskKind::Eval, "", "packed");
   request.shards = "/data/{node}/test-*.dtb";
   auto submit = [&] {
     const daemon::Json job = submit_task(t, request, {9});
