@@ -11,6 +11,7 @@
 
 #include "core/eval/evaluate.h"
 #include "core/io/model_file.h"
+#include "core/model/model_builder.h"
 #include "core/spec/workers_per_node.h"
 #include "core/train/batch_split.h"
 #include "core/train/device_placement.h"
@@ -358,6 +359,9 @@ TrainingResult train_local(const JobSpec& job, TrainingListener& listener,
   const int threads_per_worker = std::max(1, threads / num_workers);
   kernels::backend().set_num_threads(threads_per_worker);
 
+  // The parameter cap, from the spec's shapes alone: before the data is read and before anything
+  // parameter-sized is allocated, so a job that cannot fit is refused at once, by name.
+  check_memory(job, count_model(job.model).params, num_workers, options.gpus);
   const NodeLocalData* local_data = options.local_data;
   TrainingData data = load_training_data(job, local_data ? &local_data->files : nullptr);
   Model initial(job.model);
@@ -379,7 +383,6 @@ TrainingResult train_local(const JobSpec& job, TrainingListener& listener,
   MessageBus bus(num_workers, &gate);
   std::atomic<bool> stop{false};
   UpdateAudit audit(initial.num_params(), sharing && job.training.audit_updates);
-  check_memory(job, initial.num_params(), num_workers, options.gpus);
   // Declared before the workers, so that their models (in GPU memory) go first.
   const std::vector<std::unique_ptr<kernels::Backend>> gpu_backends =
       make_gpu_backends(options.gpus, num_workers, job.training.precision);

@@ -31,8 +31,8 @@ void check_parameter_memory(int64_t params, int workers, int updater_vectors,
   if (need <= usable) return;
   const int64_t fit = usable / (parameter_memory_bytes(1, workers, updater_vectors));
   throw UserError("the model has " + std::to_string(params) + " parameters: " +
-                      std::to_string(workers) + " worker" + (workers == 1 ? "" : "s") +
-                      " need about " + gib(need) + " for parameters, gradients, steps, "
+                      std::to_string(workers) + (workers == 1 ? " worker needs" : " workers need") +
+                      " about " + gib(need) + " for parameters, gradients, steps, "
                       "residuals and updater state, but " + where + " has " +
                       gib(available_bytes) + " available (at most " + std::to_string(fit) +
                       " parameters fit with 20% left for the rest)",

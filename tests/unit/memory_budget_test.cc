@@ -2,6 +2,8 @@
 // memory is refused with the parameters asked for, how many fit, and the fix.
 #include <catch2/catch.hpp>
 
+#include "core/spec/job_spec_parser.h"
+#include "core/train/local_trainer.h"
 #include "core/train/memory_budget.h"
 #include "core/util/error.h"
 
@@ -31,4 +33,31 @@ TEST_CASE("a model that does not fit is refused with the figures and the fix", "
     CHECK(e.fix().find("training.workers_per_node") != std::string::npos);
   }
   CHECK_NOTHROW(check_parameter_memory(1'000'000'000, 4, 2, -1, "unknown"));  // unknown: no check
+}
+
+TEST_CASE("a job too large for the node is refused before its data is read or its model built",
+          "[limits]") {
+  // 100,000 inputs into 1,000,000 units: 1e11 parameters, 400 GB a copy. Its training file
+  // does not exist: were the data read first, that would be the error.
+  const std::string spec =
+      "name: huge\nmodel:\n  input: [100000]\n  layers:\n    - dense: {units: 1000000}\n"
+      "    - output: {units: 2, activation: softmax, loss: mcxent}\n"
+      "data:\n  train: {format: csv, path: /nonexistent/train.csv}\n"
+      "training:\n  epochs: 1\n  workers_per_node: 1\n";
+  dtrain::core::SpecParseOptions options;
+  options.check_files = false;  // as the controller parses it; the node reads the data itself
+  const dtrain::core::JobSpec job = dtrain::core::parse_job_spec_text(spec, "huge.yaml", options);
+  dtrain::core::TrainingListener quiet;
+  dtrain::core::LocalTrainingOptions o;
+  o.write_model = false;
+  try {
+    dtrain::core::train_local(job, quiet, o);
+    FAIL("a 1e11-parameter job was accepted");
+  } catch (const dtrain::core::UserError& e) {
+    const std::string what = e.what();
+    INFO(what);
+    CHECK(what.find("the model has 100003000002 parameters") != std::string::npos);
+    CHECK(what.find("this node's memory") != std::string::npos);
+    CHECK(what.find("train.csv") == std::string::npos);
+  }
 }
