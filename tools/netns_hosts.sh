@@ -17,9 +17,20 @@ shape() {  # shape NS RATE
 case $cmd in
   up)
     rate=${4:?rate, e.g. 100mbit}
-    if ! err=$(ip netns add "$tag-hub" 2>&1); then
-      echo "cannot create network namespaces here: $err (run as root)" >&2
+    if ! command -v ip > /dev/null; then
+      echo "cannot create network namespaces here: no 'ip' (apt-get install iproute2)" >&2
       exit 77
+    fi
+    if ! err=$(ip netns add "$tag-hub" 2>&1); then
+      # Only a machine that does not permit namespaces is a skip; anything else (a namespace
+      # left by an earlier run, say) is a failure to look at.
+      if [[ $err == *"Operation not permitted"* || $err == *"Permission denied"* ]]; then
+        echo "cannot create network namespaces here: $err (run as root)" >&2
+        exit 77
+      fi
+      echo "ip netns add $tag-hub failed: $err (a namespace left by an earlier run? remove it:" \
+           "$0 down $tag $n)" >&2
+      exit 1
     fi
     set -e
     ip -n "$tag-hub" link add br0 type bridge
