@@ -109,7 +109,7 @@ void Controller::serve(ControlConnection& c) {
       return;
     }
     ClientRequest request;
-    if (!read_request(*q, request)) {
+    if (!read_request(*q, first.size(), request)) {
       c.send(reply_error("a " + request_kind_name(kind) + " request with a text or list longer "
                              "than any real request's",
                          "use dtrain-submit of this release"));
@@ -271,7 +271,7 @@ void Controller::on_job_message(Member& m, const JobMessageIn& in) {
     return;
   switch (in.kind) {
     case JobKind::Progress:
-      job.progress[m.name] = progress_json(std::get<ProgressReport>(in.report));
+      job.progress[m.name] = with_part(progress_json(std::get<ProgressReport>(in.report)), in.part);
       break;
     case JobKind::Log:
       job.add_log(m.name + ": " + std::get<LogReport>(in.report).line);
@@ -294,13 +294,13 @@ void Controller::on_job_message(Member& m, const JobMessageIn& in) {
       break;
     }
     case JobKind::Result:
-      job.results[m.name] = result_json(std::get<ResultReport>(in.report));
+      job.results[m.name] = with_part(result_json(std::get<ResultReport>(in.report)), in.part);
       job.add_log(m.name + ": finished");
       save(job);  // a restarted controller must not wait for it again
       check_finished(job);
       break;
     case JobKind::Failed:
-      on_node_failed(job, m, std::get<FailedReport>(in.report));
+      on_node_failed(job, m, std::get<FailedReport>(in.report), in.part);
       break;
     case JobKind::Checkpoint:
       on_checkpoint(job, m, std::get<CheckpointReport>(in.report));
@@ -379,8 +379,9 @@ void Controller::recall_dropped(Member& m, const std::vector<uint64_t>& running)
   save(job);
 }
 
-void Controller::on_node_failed(JobRecord& job, Member& m, const FailedReport& failed) {
-  job.failures[m.name] = failed_json(failed);
+void Controller::on_node_failed(JobRecord& job, Member& m, const FailedReport& failed,
+                                uint64_t part) {
+  job.failures[m.name] = with_part(failed_json(failed), part);
   job.add_log(m.name + ": failed: " + failed.error);
   if (!job.cancel_requested && !failed.cancelled) {
     // One node's failure ends the job everywhere.

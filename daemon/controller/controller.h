@@ -65,7 +65,7 @@ class Controller {
   std::vector<uint8_t> handle_request(const ClientRequest& request);
   void on_job_message(Member& m, const JobMessageIn& in);
   void on_job_message_safely(Member& m, const JobMessageIn& in);
-  void on_node_failed(JobRecord& job, Member& m, const FailedReport& failed);
+  void on_node_failed(JobRecord& job, Member& m, const FailedReport& failed, uint64_t part);
   void on_checkpoint(JobRecord& job, Member& m, const CheckpointReport& checkpoint);
   bool on_dropped_report(JobRecord& job, Member& m, const JobMessageIn& in);
   void recall_dropped(Member& m, const std::vector<uint64_t>& running);

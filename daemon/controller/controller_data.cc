@@ -7,10 +7,15 @@
 
 namespace dtrain::daemon {
 
-// (The reader checked every entry: a malformed list never gets here.)
 void Controller::on_shards(JobRecord& job, Member& m, const ShardsReport& list) {
   if (!job.data_plan.is_null()) {
     send_kept_plan(job, m);  // a node back in the job (a rejoin) trains from the files it had
+    return;
+  }
+  if (!list.error.empty()) {  // the reader found an entry no real node sends
+    stop_job(job, {{"error", m.name + " sent a list of its data.train.shards files the controller "
+                                      "cannot read (" + list.error + ")"},
+                   {"fix", "run the same dtrain release on every node"}});
     return;
   }
   job.shard_lists[m.name] = list.files;

@@ -10,9 +10,14 @@
 
 namespace dtrain::daemon {
 
-// (The reader checked every entry: a malformed list never gets here.)
 void Controller::on_task_shards(JobRecord& job, Member& m, const ShardsReport& list) {
   if (job.part_count != 0) return;  // a list sent again after the plan: it has its parts
+  if (!list.error.empty()) {  // the reader found an entry no real node sends
+    finish_task(job, JobState::kFailed,
+                m.name + " sent a list of its files the controller cannot read (" + list.error + ")",
+                "run the same dtrain release on every node");
+    return;
+  }
   job.shard_lists[m.name] = list.files;
   plan_task_parts_if_ready(job);
 }

@@ -108,9 +108,9 @@ void Controller::on_task_report(JobRecord& job, Member& m, const JobMessageIn& i
       return;
     }
     const uint32_t part = done.part_index;
-    const Json body = part_done_json(done);  // as the job record keeps it
     // A node speaks for the parts it holds now (a lost node's late report is not taken).
     if (job.part_owner[part] != m.name || job.part_results.count(part)) return;
+    const Json body = part_done_json(done);  // as the job record keeps it
     const auto metrics = job.task_request.value("metrics", std::vector<std::string>{});
     const bool roc = std::find(metrics.begin(), metrics.end(), "roc") != metrics.end();
     if (const std::string wrong = check_part_done(job.task, body, part,

@@ -23,6 +23,7 @@ double replica_difference(const std::map<std::string, Json>& results) {
     double d = 0.0;
     for (size_t i = 0; i < first->size(); ++i) {
       const double x = double(samples[s][i]) - (*first)[i];
+      if (!std::isfinite(x)) return INFINITY;  // NaN in a replica agrees with nothing
       d += x * x;
     }
     worst = std::max(worst, std::sqrt(d) / std::max(norm, 1e-30));

@@ -2,6 +2,7 @@
 
 #include <cctype>
 
+#include "daemon/protocol/wire_text.h"
 #include "transport/control/control_frames.h"
 
 namespace dtrain::daemon {
@@ -24,27 +25,33 @@ Offset<control::TaskRequest> task_table(FlatBufferBuilder& fbb, const TaskReques
       fbb.CreateString(t.roc_csv), fbb.CreateVectorOfStrings(t.roc_classes));
 }
 
-bool text(const flatbuffers::String* s, size_t max, std::string& out) {
-  if (!s) return true;  // absent: the default stays
-  if (s->size() > max) return false;
-  out = s->str();
-  return true;
-}
-
-bool texts(const flatbuffers::Vector<Offset<flatbuffers::String>>* v, size_t max_items,
-           std::vector<std::string>& out) {
-  out.clear();
-  if (!v) return true;
-  if (v->size() > max_items) return false;
-  for (const flatbuffers::String* s : *v) {
-    std::string item;
-    if (!text(s, kMaxText, item)) return false;
-    out.push_back(std::move(item));
+// One request's reader: its texts share the frame's budget and are valid UTF-8
+// (daemon/protocol/wire_text.h); a text longer than `max` marks the request unreadable.
+struct Reader {
+  TextBudget budget;
+  bool ok = true;
+  void text(const flatbuffers::String* s, size_t max, std::string& out) {
+    if (!s) return;  // absent: the default stays
+    if (s->size() > max || !budget.take(s, max, out)) ok = false;
   }
-  return true;
-}
+  void texts(const flatbuffers::Vector<Offset<flatbuffers::String>>* v, size_t max_items,
+             std::vector<std::string>& out) {
+    out.clear();
+    if (!v) return;
+    if (v->size() > max_items) {
+      ok = false;
+      return;
+    }
+    for (const flatbuffers::String* s : *v) {
+      std::string item;
+      text(s, kMaxText, item);
+      if (!ok) return;
+      out.push_back(std::move(item));
+    }
+  }
+};
 
-bool read_task(const control::TaskRequest& t, TaskRequest& out) {
+void read_task(Reader& in, const control::TaskRequest& t, TaskRequest& out) {
   out.task = t.task();  // an unknown one is refused by the controller, naming it
   out.label_column = t.label_column();
   out.header = t.header();
@@ -53,13 +60,15 @@ bool read_task(const control::TaskRequest& t, TaskRequest& out) {
   out.batch_size = t.batch_size();
   out.nodes = t.nodes();
   out.keep_parts = t.keep_parts();
-  return text(t.name(), kMaxText, out.name) &&
-         text(t.format(), kMaxText, out.format) && text(t.path(), kMaxText, out.path) &&
-         text(t.shards(), kMaxText, out.shards) && text(t.labels(), kMaxText, out.labels) &&
-         texts(t.metrics(), kMaxMetrics, out.metrics) &&
-         text(t.output_dir(), kMaxText, out.output_dir) &&
-         text(t.roc_csv(), kMaxText, out.roc_csv) &&
-         texts(t.roc_classes(), kMaxClasses, out.roc_classes);
+  in.text(t.name(), kMaxText, out.name);
+  in.text(t.format(), kMaxText, out.format);
+  in.text(t.path(), kMaxText, out.path);
+  in.text(t.shards(), kMaxText, out.shards);
+  in.text(t.labels(), kMaxText, out.labels);
+  in.texts(t.metrics(), kMaxMetrics, out.metrics);
+  in.text(t.output_dir(), kMaxText, out.output_dir);
+  in.text(t.roc_csv(), kMaxText, out.roc_csv);
+  in.texts(t.roc_classes(), kMaxClasses, out.roc_classes);
 }
 
 }  // namespace
@@ -110,8 +119,9 @@ std::vector<uint8_t> request_frame(const ClientRequest& r) {
   return control_frame_bytes(fbb, control::ControlBody::Request, b.Finish().Union());
 }
 
-bool read_request(const control::Request& q, ClientRequest& out) {
+bool read_request(const control::Request& q, size_t frame_bytes, ClientRequest& out) {
   out = ClientRequest{};
+  Reader in{TextBudget(frame_bytes)};
   out.kind = q.kind();
   out.job_id = q.job_id();
   if (q.follow_log()) out.log_from = q.log_from();
@@ -120,16 +130,21 @@ bool read_request(const control::Request& q, ClientRequest& out) {
   if (q.data()) out.data.assign(q.data()->begin(), q.data()->end());
   if (const control::TaskRequest* t = q.task()) {
     TaskRequest task;
-    if (!read_task(*t, task)) return false;
+    read_task(in, *t, task);
     out.task = std::move(task);
   }
-  return text(q.spec(), kMaxSpec, out.spec) && text(q.base_dir(), kMaxText, out.base_dir) &&
-         text(q.source(), kMaxText, out.source) && text(q.node(), kMaxText, out.node);
+  in.text(q.spec(), kMaxSpec, out.spec);
+  in.text(q.base_dir(), kMaxText, out.base_dir);
+  in.text(q.source(), kMaxText, out.source);
+  in.text(q.node(), kMaxText, out.node);
+  return in.ok;
 }
 
 std::vector<uint8_t> reply_ok(const Json& body, const std::vector<uint8_t>& data) {
   FlatBufferBuilder fbb(1024 + data.size());
-  const auto r = control::CreateReply(fbb, true, fbb.CreateString(body.dump()), 0, 0,
+  // Replaced, not thrown on: a text that is not UTF-8 must not make a reply fail.
+  const std::string json = body.dump(-1, ' ', false, Json::error_handler_t::replace);
+  const auto r = control::CreateReply(fbb, true, fbb.CreateString(json), 0, 0,
                                       data.empty() ? 0 : fbb.CreateVector(data));
   return control_frame_bytes(fbb, control::ControlBody::Reply, r.Union());
 }

@@ -68,9 +68,11 @@ inline ClientRequest client_request(RequestKind kind, uint64_t job_id = 0) {
 }
 
 std::vector<uint8_t> request_frame(const ClientRequest& request);
-// The request in a received (verified) Request table. False when a text is longer than any real
+// The request in a received (verified) Request table of a frame of `frame_bytes` (its texts
+// together take no more; daemon/protocol/wire_text.h). False when a text is longer than any real
 // request's (a spec of more than 1 MiB, a path of more than 4096 bytes), or a list longer.
-bool read_request(const transport::control::Request& table, ClientRequest& out);
+bool read_request(const transport::control::Request& table, size_t frame_bytes,
+                  ClientRequest& out);
 
 // `data`: bytes beside the JSON (a fetched chunk of a model file).
 std::vector<uint8_t> reply_ok(const Json& body, const std::vector<uint8_t>& data = {});

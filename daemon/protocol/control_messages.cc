@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <string>
 
+#include "daemon/protocol/wire_text.h"
 #include "transport/control/control_frames.h"
 #include "transport/schema/vector_alignment.h"
 
@@ -123,14 +124,22 @@ bool read_start(const control::StartJob& s, StartMessage& out) {
 // Bounds on a task: a part list no larger than a job splits into, short data options.
 constexpr size_t kMaxParts = 1 << 16, kMaxMetrics = 8;
 
-bool read_plan(const control::DataPlan& p, DataPlanMessage& out) {
+// Lists of texts take at most `budget` bytes in all (the frame's size): a verified frame may
+// point many entries at one shared string (daemon/protocol/wire_text.h).
+bool within(size_t& budget, const flatbuffers::String* s) {
+  if (s->size() > budget) return false;
+  budget -= s->size();
+  return true;
+}
+
+bool read_plan(const control::DataPlan& p, size_t budget, DataPlanMessage& out) {
   if (!p.files() || !p.member_examples() || p.files()->size() > kMaxPlanFiles ||
       p.member_examples()->size() > kMaxMembers ||
       !transport::elements_aligned(p.member_examples()))  // hostile bytes may misplace [long]
     return false;
   for (const flatbuffers::String* f : *p.files()) {
-    if (!f || f->size() == 0 || f->size() > 4096) return false;
-    out.files.push_back(f->str());
+    if (!f || f->size() == 0 || f->size() > 4096 || !within(budget, f)) return false;
+    out.files.push_back(valid_utf8(f->string_view()));
   }
   for (int64_t n : *p.member_examples()) {
     if (n < 0 || n > (int64_t(1) << 40)) return false;
@@ -139,7 +148,7 @@ bool read_plan(const control::DataPlan& p, DataPlanMessage& out) {
   return true;
 }
 
-bool read_task(const control::RunTask& t, TaskMessage& out) {
+bool read_task(const control::RunTask& t, size_t budget, TaskMessage& out) {
   if (!t.model() || !t.data() || !t.parts() || t.parts()->size() > kMaxParts ||
       (t.part_count() == 0 && text(t.data()->shards()).empty()) || t.part_count() > kMaxParts ||
       (t.metrics() && t.metrics()->size() > kMaxMetrics) || t.top_n() < 1 ||
@@ -176,8 +185,8 @@ bool read_task(const control::RunTask& t, TaskMessage& out) {
   if (files != (out.shards.empty() ? 0 : out.parts.size())) return false;
   for (size_t i = 0; i < files; ++i) {
     const flatbuffers::String* f = t.part_files()->Get(flatbuffers::uoffset_t(i));
-    if (!f || f->size() == 0 || f->size() > 4096) return false;
-    out.part_files.push_back(f->str());
+    if (!f || f->size() == 0 || f->size() > 4096 || !within(budget, f)) return false;
+    out.part_files.push_back(valid_utf8(f->string_view()));
   }
   return true;
 }
@@ -292,9 +301,9 @@ bool read_job_message(const std::vector<uint8_t>& frame, JobMessageIn& out) {
     case JobKind::ModelChunk:
       return jm->chunk() && read_chunk(*jm->chunk(), out.chunk);
     case JobKind::Task:
-      return jm->task() && read_task(*jm->task(), out.task);
+      return jm->task() && read_task(*jm->task(), frame.size(), out.task);
     case JobKind::DataPlan:
-      return jm->plan() && read_plan(*jm->plan(), out.plan);
+      return jm->plan() && read_plan(*jm->plan(), frame.size(), out.plan);
     case JobKind::Progress:
     case JobKind::Log:
     case JobKind::Result:
@@ -305,7 +314,7 @@ bool read_job_message(const std::vector<uint8_t>& frame, JobMessageIn& out) {
     case JobKind::PartDone:
     case JobKind::Attached:
     case JobKind::Shards:
-      return read_report(*jm, out.report);
+      return read_report(*jm, frame.size(), out.report);
   }
   return false;  // a kind this release does not know
 }

@@ -1,9 +1,11 @@
 #include "daemon/protocol/node_reports.h"
 
 #include <array>
+#include <cmath>
 #include <functional>
 #include <iterator>
 
+#include "daemon/protocol/wire_text.h"
 #include "transport/control/control_frames.h"
 #include "transport/schema/vector_alignment.h"
 
@@ -19,7 +21,8 @@ namespace {
 // the controller memory on a forged report's say-so (the frame itself is bounded too).
 constexpr size_t kMaxText = 1 << 16;            // a log line, an error, a path
 constexpr size_t kMaxLostNodes = 4096;          // a cluster's nodes
-constexpr size_t kMaxParamSample = 1 << 17;     // job_runner.cc sends at most 65536 (+1)
+constexpr size_t kMaxParamSample = 1 << 17;     // job_runner.cc's stride sends fewer
+constexpr int64_t kMaxRank = 4096;              // a job's members
 constexpr size_t kMaxCounts = 1 << 26;           // the frame's own bound is lower still
 constexpr size_t kMaxSums = 1 << 16;            // a regression's per-column sums
 constexpr int64_t kMaxEpochs = 100000;          // the most a spec may ask for
@@ -125,9 +128,20 @@ struct TableBuilder {
 
 // ---- reading -------------------------------------------------------------------------------
 
-std::string text(const flatbuffers::String* s) {
-  return s ? std::string(s->c_str(), std::min<size_t>(s->size(), kMaxText)) : std::string();
-}
+// One message's reader: its texts share the frame's budget (daemon/protocol/wire_text.h); a
+// text past it marks the whole message unreadable.
+struct Reader {
+  TextBudget budget;
+  bool ok = true;
+  std::string text(const flatbuffers::String* s) {
+    std::string out;
+    if (!budget.take(s, kMaxText, out)) ok = false;
+    return out;
+  }
+};
+
+// A rank names a member of the job: below kMaxRank (-1 where a report may have none).
+bool rank_ok(int64_t rank) { return rank >= -1 && rank < kMaxRank; }
 
 template <class T>
 bool read_vector(const flatbuffers::Vector<T>* v, size_t limit, std::vector<T>& out) {
@@ -147,16 +161,17 @@ bool read_counts(const control::EvaluationCounts* c, EvaluationCounts& out) {
          (out.regression ? out.counts.empty() : out.regression_sums.empty());
 }
 
-bool read_progress(const control::ProgressReport& p, ProgressReport& out) {
+bool read_progress(Reader& in, const control::ProgressReport& p, ProgressReport& out) {
   out = {p.rank(), p.epoch(), p.epochs(), p.iteration(), p.iteration_in_epoch(),
          p.iterations_per_epoch(), p.loss(), p.samples_per_sec(), p.eta_seconds(),
-         p.workers(), p.sharing(), p.tau(), p.density(), p.message_kb(), text(p.encoding()),
+         p.workers(), p.sharing(), p.tau(), p.density(), p.message_kb(), in.text(p.encoding()),
          p.accuracy(), p.diverging()};
-  return true;
+  return rank_ok(p.rank()) && in.ok;
 }
 
-bool read_result(const control::ResultReport& r, ResultReport& out) {
+bool read_result(Reader& in, const control::ResultReport& r, ResultReport& out) {
   out = ResultReport{};
+  if (!rank_ok(r.rank())) return false;
   out.rank = r.rank();
   out.iterations = r.iterations();
   out.samples = r.samples();
@@ -165,21 +180,21 @@ bool read_result(const control::ResultReport& r, ResultReport& out) {
   out.message_bytes = r.message_bytes();
   out.params = r.params();
   out.workers = r.workers();
-  out.codec_kernel = text(r.codec_kernel());
-  out.device = text(r.device());
+  out.codec_kernel = in.text(r.codec_kernel());
+  out.device = in.text(r.device());
   out.mesh_messages_sent = r.mesh_messages_sent();
   out.mesh_bytes_sent = r.mesh_bytes_sent();
   if (r.lost_nodes()) {
     if (r.lost_nodes()->size() > kMaxLostNodes) return false;
-    for (const flatbuffers::String* n : *r.lost_nodes()) out.lost_nodes.push_back(text(n));
+    for (const flatbuffers::String* n : *r.lost_nodes()) out.lost_nodes.push_back(in.text(n));
   }
-  out.sync = text(r.sync());
+  out.sync = in.text(r.sync());
   out.sync_bound = r.sync_bound();
   out.max_steps_ahead = r.max_steps_ahead();
   out.stop_on_divergence = r.stop_on_divergence();
   out.fp16 = r.fp16();
   out.overflow_skipped_steps = r.overflow_skipped_steps();
-  out.gpu_sharing = text(r.gpu_sharing());
+  out.gpu_sharing = in.text(r.gpu_sharing());
   out.messages_from_gpus = r.messages_from_gpus();
   out.classes = r.classes();
   if (const control::AppliedUpdates* a = r.applied())
@@ -189,10 +204,10 @@ bool read_result(const control::ResultReport& r, ResultReport& out) {
     if (!read_counts(e->counts(), part.counts)) return false;
     out.evaluation = std::move(part);
   }
-  out.model_path = text(r.model_path());
-  out.model_sha256 = text(r.model_sha256());
-  out.stopped_early = text(r.stopped_early());
-  return read_vector(r.params_sample(), kMaxParamSample, out.params_sample);
+  out.model_path = in.text(r.model_path());
+  out.model_sha256 = in.text(r.model_sha256());
+  out.stopped_early = in.text(r.stopped_early());
+  return read_vector(r.params_sample(), kMaxParamSample, out.params_sample) && in.ok;
 }
 
 template <size_t N>
@@ -210,19 +225,30 @@ bool read_stats(const control::StatsReport& s, StatsReport& out) {
          read_rows(s.links(), out.links) && stats_rows_plausible(out);
 }
 
-bool read_shards(const control::ShardsReport& s, ShardsReport& out) {
-  if (!s.files() || s.files()->size() > kMaxShardFiles) return false;
-  std::string error;
+// A list no real node sends is still a readable report: its error goes to the controller, which
+// stops the job naming it (the node's data cannot be planned without it).
+bool read_shards(Reader& in, const control::ShardsReport& s, ShardsReport& out) {
+  if (!s.files() || s.files()->size() > kMaxShardFiles) {
+    out.error = "no list of at most " + std::to_string(kMaxShardFiles) + " files";
+    return true;
+  }
   for (const control::ShardFile* f : *s.files()) {
-    ShardFile file{text(f->path()), f->examples(), f->total(), f->export_id()};
-    if (!check_shard_file(file, error)) return false;
+    ShardFile file{in.text(f->path()), f->examples(), f->total(), f->export_id()};
+    if (!in.ok) {
+      out = {{}, "a list whose paths are larger than the report that carried them"};
+      return true;
+    }
+    if (!check_shard_file(file, out.error)) {
+      out.files.clear();
+      return true;
+    }
     out.files.push_back(std::move(file));
   }
   return true;
 }
 
-bool read_part_done(const control::PartDoneReport& p, PartDoneReport& out) {
-  out = {p.part_index(), p.examples(), p.begin(), text(p.file()), std::nullopt, std::nullopt};
+bool read_part_done(Reader& in, const control::PartDoneReport& p, PartDoneReport& out) {
+  out = {p.part_index(), p.examples(), p.begin(), in.text(p.file()), std::nullopt, std::nullopt};
   if (p.counts()) {
     EvaluationCounts counts;
     if (!read_counts(p.counts(), counts)) return false;
@@ -241,9 +267,12 @@ bool read_part_done(const control::PartDoneReport& p, PartDoneReport& out) {
       return false;
     for (int32_t l : roc.labels)
       if (l < 0 || l >= roc.classes) return false;
+    // A diverged model's NaN would break the ROC's sort (a strict weak order is required).
+    for (float p : roc.probabilities)
+      if (!std::isfinite(p)) return false;
     out.roc = std::move(roc);
   }
-  return true;
+  return in.ok;
 }
 
 }  // namespace
@@ -276,39 +305,40 @@ std::vector<uint8_t> heartbeat_frame() {
   return control_frame_bytes(fbb, control::ControlBody::JobMessage, m.Finish().Union());
 }
 
-bool read_report(const control::JobMessage& m, NodeReport& out) {
+bool read_report(const control::JobMessage& m, size_t frame_bytes, NodeReport& out) {
+  Reader in{TextBudget(frame_bytes)};
   switch (m.kind()) {
     case JobKind::Progress: {
       ProgressReport r;
-      if (!m.progress() || !read_progress(*m.progress(), r)) return false;
+      if (!m.progress() || !read_progress(in, *m.progress(), r)) return false;
       out = std::move(r);
       return true;
     }
     case JobKind::Log:
       if (!m.log()) return false;
-      out = LogReport{text(m.log()->line())};
-      return true;
+      out = LogReport{in.text(m.log()->line())};
+      return in.ok;
     case JobKind::Checkpoint:
       if (!m.checkpoint() || m.checkpoint()->epoch() < 0 || m.checkpoint()->epoch() > kMaxEpochs)
         return false;
-      out = CheckpointReport{m.checkpoint()->epoch(), text(m.checkpoint()->path())};
-      return true;
+      out = CheckpointReport{m.checkpoint()->epoch(), in.text(m.checkpoint()->path())};
+      return in.ok;
     case JobKind::Failed:
-      if (!m.failed()) return false;
-      out = FailedReport{m.failed()->rank(), text(m.failed()->error()), text(m.failed()->fix()),
-                         m.failed()->cancelled()};
-      return true;
+      if (!m.failed() || !rank_ok(m.failed()->rank())) return false;
+      out = FailedReport{m.failed()->rank(), in.text(m.failed()->error()),
+                         in.text(m.failed()->fix()), m.failed()->cancelled()};
+      return in.ok;
     case JobKind::Rejoined:
       if (!m.rejoined()) return false;
-      out = RejoinedReport{m.rejoined()->epoch(), text(m.rejoined()->from())};
-      return true;
+      out = RejoinedReport{m.rejoined()->epoch(), in.text(m.rejoined()->from())};
+      return in.ok;
     case JobKind::Attached:
-      if (!m.attached()) return false;
+      if (!m.attached() || !rank_ok(m.attached()->rank())) return false;
       out = AttachedReport{m.attached()->rank()};
       return true;
     case JobKind::Result: {
       ResultReport r;
-      if (!m.result() || !read_result(*m.result(), r)) return false;
+      if (!m.result() || !read_result(in, *m.result(), r)) return false;
       out = std::move(r);
       return true;
     }
@@ -320,13 +350,13 @@ bool read_report(const control::JobMessage& m, NodeReport& out) {
     }
     case JobKind::Shards: {
       ShardsReport r;
-      if (!m.shards() || !read_shards(*m.shards(), r)) return false;
+      if (!m.shards() || !read_shards(in, *m.shards(), r)) return false;
       out = std::move(r);
       return true;
     }
     case JobKind::PartDone: {
       PartDoneReport r;
-      if (!m.part_done() || !read_part_done(*m.part_done(), r)) return false;
+      if (!m.part_done() || !read_part_done(in, *m.part_done(), r)) return false;
       out = std::move(r);
       return true;
     }

@@ -94,6 +94,9 @@ struct ResultReport {
 
 struct ShardsReport {
   std::vector<ShardFile> files;
+  // Set by the reader (and files empty) for a list no real node sends: the controller stops the
+  // job naming it.
+  std::string error;
 };
 
 // A part's softmax outputs (rows x classes) and labels, for the controller's exact ROC.
@@ -123,8 +126,10 @@ JobKind report_kind(const NodeReport& report);
 std::vector<uint8_t> report_frame(uint64_t job_id, const NodeReport& report, uint64_t part = 0);
 std::vector<uint8_t> heartbeat_frame();
 
-// The report in a verified JobMessage of a report kind; false when its table is missing or it
-// holds what no real node sends.
-bool read_report(const transport::control::JobMessage& message, NodeReport& out);
+// The report in a verified JobMessage of a report kind, read from a frame of `frame_bytes`
+// (its texts together take no more; daemon/protocol/wire_text.h); false when its table is
+// missing or it holds what no real node sends.
+bool read_report(const transport::control::JobMessage& message, size_t frame_bytes,
+                 NodeReport& out);
 
 }  // namespace dtrain::daemon

@@ -26,6 +26,11 @@ void put_counts(const EvaluationCounts& c, Json& out) {
 
 }  // namespace
 
+Json with_part(Json report, uint64_t part) {
+  if (part != 0) report["part"] = part;
+  return report;
+}
+
 Json progress_json(const ProgressReport& p) {
   Json j = {{"rank", p.rank},
             {"epoch", p.epoch},

@@ -10,6 +10,9 @@ namespace dtrain::daemon {
 
 using Json = nlohmann::json;
 
+// `report` with "part": which run of the job on its node sent it (StartJob.part; none when 0).
+Json with_part(Json report, uint64_t part);
+
 Json progress_json(const ProgressReport& progress);
 // {rank, error, fix, cancelled}
 Json failed_json(const FailedReport& failed);

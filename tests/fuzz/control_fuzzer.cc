@@ -69,7 +69,7 @@ void frame_body(const uint8_t* data, size_t size) {
     }
     if (const auto* q = f.body_as_Request()) {
       daemon::ClientRequest request;
-      daemon::read_request(*q, request);
+      daemon::read_request(*q, body.size(), request);
     }
   } catch (const transport::ControlError&) {
   }

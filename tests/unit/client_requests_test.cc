@@ -17,7 +17,7 @@ std::optional<ClientRequest> round_trip(const ClientRequest& request) {
   const transport::control::Request* q = transport::read_control_frame(frame).body_as_Request();
   REQUIRE(q != nullptr);
   ClientRequest out;
-  if (!read_request(*q, out)) return std::nullopt;
+  if (!read_request(*q, frame.size(), out)) return std::nullopt;
   return out;
 }
 
@@ -90,4 +90,22 @@ TEST_CASE("a request with a text or list longer than any real one is refused", "
   many.roc_classes.assign(2, std::string(4097, 'c'));
   task.task = many;
   CHECK_FALSE(round_trip(task));
+  // A verified frame may point every entry at one string: 2,000 class names sharing one 4 KiB
+  // text would copy 8 MB out of a frame of a few KB.
+  namespace control = transport::control;
+  flatbuffers::FlatBufferBuilder fbb;
+  const auto name = fbb.CreateString(std::string(4000, 'c'));
+  const auto classes =
+      fbb.CreateVector(std::vector<flatbuffers::Offset<flatbuffers::String>>(2000, name));
+  control::TaskRequestBuilder t(fbb);
+  t.add_roc_classes(classes);
+  const auto table = t.Finish();
+  control::RequestBuilder q(fbb);
+  q.add_kind(RequestKind::Task);
+  q.add_task(table);
+  const std::vector<uint8_t> frame =
+      transport::control_frame_bytes(fbb, control::ControlBody::Request, q.Finish().Union());
+  REQUIRE(frame.size() < 20000);
+  ClientRequest out;
+  CHECK_FALSE(read_request(*transport::read_control_frame(frame).body_as_Request(), frame.size(), out));
 }

@@ -4,8 +4,11 @@
 // and the JSON the controller keeps is the one `status --json` always printed.
 #include <catch2/catch.hpp>
 
+#include <cmath>
+
 #include "daemon/protocol/control_messages.h"
 #include "daemon/protocol/node_reports_json.h"
+#include "daemon/protocol/wire_text.h"
 #include "transport/control/control_frames.h"
 
 using namespace dtrain;
@@ -154,10 +157,15 @@ TEST_CASE("a report no real node sends is refused", "[reports]") {
   // Counts and regression sums at once.
   CHECK_FALSE(readable(report_frame(
       42, PartDoneReport{0, 1, 0, "", EvaluationCounts{0, true, {1}, {1.0}}, std::nullopt})));
-  // A file entry with no name or impossible counts.
-  CHECK_FALSE(readable(report_frame(42, ShardsReport{{{"", 5, 9, 1}}})));
-  CHECK_FALSE(readable(report_frame(42, ShardsReport{{{"/d/", 5, 9, 1}}})));
-  CHECK_FALSE(readable(report_frame(42, ShardsReport{{{"/d/a.dtb", -5, 9, 1}}})));
+  // A rank no job has.
+  CHECK_FALSE(readable(report_frame(42, AttachedReport{4096})));
+  CHECK_FALSE(readable(report_frame(42, FailedReport{-2, "e", "", false})));
+  ResultReport far = sample_result();
+  far.rank = 1u << 31;  // would read as a negative rank in the job record
+  CHECK_FALSE(readable(report_frame(42, far)));
+  // ROC scores of a diverged model: NaN breaks the ROC's sort.
+  PartDoneReport nan_scores{0, 1, 0, "", EvaluationCounts{}, PartScores{1, 2, {NAN, 0.5f}, {1}}};
+  CHECK_FALSE(readable(report_frame(42, nan_scores)));
   // Stats rows that are not whole rows.
   StatsReport short_rows;
   CHECK(readable(report_frame(42, short_rows)));
@@ -167,6 +175,68 @@ TEST_CASE("a report no real node sends is refused", "[reports]") {
         return control::CreateStatsReport(fbb, fbb.CreateVector(std::vector<double>{1, 2, 3}));
       },
       [](auto& m, auto t) { m.add_stats(t); })));
+}
+
+TEST_CASE("a list no real node sends reaches the controller as an error it can name",
+          "[reports]") {
+  // The controller stops the job naming it; a dropped report would leave it waiting.
+  auto error_of = [](const ShardsReport& list) {
+    JobMessageIn in;
+    REQUIRE(read_job_message(report_frame(42, list), in));
+    const auto& read = std::get<ShardsReport>(in.report);
+    CHECK(read.files.empty() == !read.error.empty());
+    return read.error;
+  };
+  CHECK(error_of(ShardsReport{{{"/d/a.dtb", 5, 9, 1}}, ""}).empty());
+  CHECK(error_of(ShardsReport{{{"", 5, 9, 1}}, ""}) == "a file entry with an impossible path");
+  CHECK(error_of(ShardsReport{{{"/d/", 5, 9, 1}}, ""}) == "a file entry with an impossible path");
+  CHECK(error_of(ShardsReport{{{"/d/a.dtb", -5, 9, 1}}, ""}) ==
+        "a file entry with counts out of range");
+}
+
+TEST_CASE("shared strings cannot make a small report allocate more than it carries",
+          "[reports]") {
+  // A verified frame may point every entry of a list at one string: 10,000 file entries
+  // naming one 4 KiB path would copy 40 MB out of a frame of about 150 KB.
+  const std::string path = "/d/" + std::string(4000, 'p') + ".dtb";
+  const std::vector<uint8_t> shards = forged(
+      JobKind::Shards,
+      [&](flatbuffers::FlatBufferBuilder& fbb) {
+        const auto file = control::CreateShardFile(fbb, fbb.CreateString(path), 5, 9, 1);
+        return control::CreateShardsReport(
+            fbb, fbb.CreateVector(std::vector<flatbuffers::Offset<control::ShardFile>>(10000, file)));
+      },
+      [](auto& m, auto t) { m.add_shards(t); });
+  REQUIRE(shards.size() < 200000);
+  JobMessageIn in;
+  REQUIRE(read_job_message(shards, in));
+  const auto& list = std::get<ShardsReport>(in.report);
+  CHECK(list.files.empty());
+  CHECK(list.error == "a list whose paths are larger than the report that carried them");
+  // The same for a result's lost nodes: refused.
+  const std::vector<uint8_t> lost = forged(
+      JobKind::Result,
+      [&](flatbuffers::FlatBufferBuilder& fbb) {
+        const auto name = fbb.CreateString(std::string(60000, 'n'));
+        const auto names = fbb.CreateVector(std::vector<flatbuffers::Offset<flatbuffers::String>>(4000, name));
+        control::ResultReportBuilder r(fbb);
+        r.add_lost_nodes(names);
+        return r.Finish();
+      },
+      [](auto& m, auto t) { m.add_result(t); });
+  CHECK_FALSE(readable(lost));
+}
+
+TEST_CASE("texts that are not UTF-8 are read with '?' for each stray byte", "[reports]") {
+  // They end in JSON (records, replies), whose writer throws on anything else.
+  const auto log = std::get<LogReport>(round_trip(LogReport{"bad \xff\xfe byte, cut \xe2\x82"}).report);
+  CHECK(log.line == "bad ?? byte, cut ??");
+  CHECK(std::get<LogReport>(round_trip(LogReport{"caf\xc3\xa9 \xe2\x82\xac"}).report).line ==
+        "caf\xc3\xa9 \xe2\x82\xac");  // well-formed: kept
+  CHECK(valid_utf8("\xc0\xaf") == "??");          // overlong
+  CHECK(valid_utf8("\xed\xa0\x80") == "???");    // a surrogate
+  CHECK(valid_utf8("\xf4\x90\x80\x80") == "????");  // above U+10FFFF
+  CHECK(Json(valid_utf8("\xff")).dump() == "\"?\"");
 }
 
 TEST_CASE("the controller keeps the JSON status --json always printed", "[reports]") {
@@ -202,4 +272,6 @@ TEST_CASE("the controller keeps the JSON status --json always printed", "[report
   CHECK(part.at("regression_sums").size() == 3);
   CHECK_FALSE(part.contains("counts"));
   CHECK(failed_json(FailedReport{1, "e", "f", true}).at("cancelled") == true);
+  CHECK(with_part(progress_json(p), 77).at("part") == 77);  // which run of the job sent it
+  CHECK_FALSE(with_part(progress_json(p), 0).contains("part"));
 }
