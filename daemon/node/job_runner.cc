@@ -18,6 +18,7 @@
 #include "daemon/node/mesh_exchange.h"
 #include "daemon/node/stats_recorder.h"
 #include "daemon/protocol/node_reports_json.h"
+#include "daemon/protocol/part_scores.h"
 
 namespace dtrain::daemon {
 namespace {
@@ -452,13 +453,9 @@ void JobRunner::run() {
                                              r.audit_deviation};
     if (r.evaluated) {
       // This node's part of the test set; the controller merges every node's counts.
-      ResultReport::Evaluation part{r.eval_part, r.eval_parts, r.final_eval.count(),
-                                    r.test_examples, {}};
-      part.counts.loss_sum = r.final_eval.loss_sum();
-      part.counts.regression = r.final_eval.is_regression();
-      if (part.counts.regression) part.counts.regression_sums = r.final_eval.regression_metrics().sums();
-      else part.counts.counts = r.final_eval.counts();
-      result.evaluation = std::move(part);
+      result.evaluation = ResultReport::Evaluation{r.eval_part, r.eval_parts,
+                                                   r.final_eval.count(), r.test_examples,
+                                                   evaluation_counts(r.final_eval)};
     }
     if (!r.model_path.empty()) {
       result.model_path = r.model_path;

@@ -58,7 +58,8 @@ void TaskRunner::add_parts(const TaskMessage& more) {
 
 void TaskRunner::queue_parts(const std::vector<uint32_t>& parts,
                              const std::vector<std::string>& files) {
-  std::vector<PartDoneReport> again;  // finished parts asked for again: their report may have been lost
+  // Finished parts asked for again: their report may have been lost.
+  std::vector<PartDoneReport> again;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     for (size_t i = 0; i < parts.size(); ++i) {
@@ -81,7 +82,9 @@ void TaskRunner::cancel() {
 
 Json TaskRunner::snapshot() const {
   std::lock_guard<std::mutex> lock(mutex_);
-  return {{"id", job_id_text(job_id_)}, {"task", task_kind_word(task_.kind)}, {"parts_done", int64_t(finished_.size())},
+  return {{"id", job_id_text(job_id_)},
+          {"task", task_kind_word(task_.kind)},
+          {"parts_done", int64_t(finished_.size())},
           {"parts_queued", parts_.size()}};
 }
 
@@ -230,12 +233,7 @@ void TaskRunner::evaluate_part(Loaded& l, const core::Dataset& data, core::Examp
                                             task_.batch_size, r.begin, r.end,
                                             roc ? &per_class : nullptr);
   if (roc) done.roc = part_scores(per_class);
-  EvaluationCounts counts;
-  counts.loss_sum = e.loss_sum();
-  counts.regression = e.is_regression();
-  if (counts.regression) counts.regression_sums = e.regression_metrics().sums();
-  else counts.counts = e.counts();
-  done.counts = std::move(counts);
+  done.counts = evaluation_counts(e);
 }
 
 void TaskRunner::run() {

@@ -124,23 +124,24 @@ bool read_start(const control::StartJob& s, StartMessage& out) {
 // Bounds on a task: a part list no larger than a job splits into, short data options.
 constexpr size_t kMaxParts = 1 << 16, kMaxMetrics = 8;
 
-// Lists of texts take at most `budget` bytes in all (the frame's size): a verified frame may
-// point many entries at one shared string (daemon/protocol/wire_text.h).
-bool within(size_t& budget, const flatbuffers::String* s) {
-  if (s->size() > budget) return false;
-  budget -= s->size();
+// A list's file names: each 1 to 4096 bytes, all of them together within the frame's `budget`
+// (a verified frame may point many entries at one shared string; wire_text.h).
+bool read_file_name(const flatbuffers::String* f, TextBudget& budget,
+                    std::vector<std::string>& out) {
+  std::string name;
+  if (!f || f->size() == 0 || f->size() > 4096 || !budget.take(f, 4096, name)) return false;
+  out.push_back(std::move(name));
   return true;
 }
 
-bool read_plan(const control::DataPlan& p, size_t budget, DataPlanMessage& out) {
+bool read_plan(const control::DataPlan& p, size_t frame_bytes, DataPlanMessage& out) {
   if (!p.files() || !p.member_examples() || p.files()->size() > kMaxPlanFiles ||
       p.member_examples()->size() > kMaxMembers ||
       !transport::elements_aligned(p.member_examples()))  // hostile bytes may misplace [long]
     return false;
-  for (const flatbuffers::String* f : *p.files()) {
-    if (!f || f->size() == 0 || f->size() > 4096 || !within(budget, f)) return false;
-    out.files.push_back(valid_utf8(f->string_view()));
-  }
+  TextBudget budget(frame_bytes);
+  for (const flatbuffers::String* f : *p.files())
+    if (!read_file_name(f, budget, out.files)) return false;
   for (int64_t n : *p.member_examples()) {
     if (n < 0 || n > (int64_t(1) << 40)) return false;
     out.member_examples.push_back(n);
@@ -148,7 +149,7 @@ bool read_plan(const control::DataPlan& p, size_t budget, DataPlanMessage& out) 
   return true;
 }
 
-bool read_task(const control::RunTask& t, size_t budget, TaskMessage& out) {
+bool read_task(const control::RunTask& t, size_t frame_bytes, TaskMessage& out) {
   if (!t.model() || !t.data() || !t.parts() || t.parts()->size() > kMaxParts ||
       (t.part_count() == 0 && text(t.data()->shards()).empty()) || t.part_count() > kMaxParts ||
       (t.metrics() && t.metrics()->size() > kMaxMetrics) || t.top_n() < 1 ||
@@ -165,7 +166,8 @@ bool read_task(const control::RunTask& t, size_t budget, TaskMessage& out) {
   out.key_column = d.key_column();
   out.header = d.header();
   out.shards = text(d.shards(), 4096);
-  if (!out.shards.empty() && out.kind != TaskKind::Eval) return false;  // node-local evaluation only
+  // Node-local data is for evaluations only.
+  if (!out.shards.empty() && out.kind != TaskKind::Eval) return false;
   out.metrics.clear();
   if (t.metrics())
     for (const flatbuffers::String* m : *t.metrics()) out.metrics.push_back(text(m));
@@ -183,11 +185,10 @@ bool read_task(const control::RunTask& t, size_t budget, TaskMessage& out) {
   out.part_files.clear();
   const size_t files = t.part_files() ? t.part_files()->size() : 0;
   if (files != (out.shards.empty() ? 0 : out.parts.size())) return false;
-  for (size_t i = 0; i < files; ++i) {
-    const flatbuffers::String* f = t.part_files()->Get(flatbuffers::uoffset_t(i));
-    if (!f || f->size() == 0 || f->size() > 4096 || !within(budget, f)) return false;
-    out.part_files.push_back(valid_utf8(f->string_view()));
-  }
+  TextBudget budget(frame_bytes);
+  for (size_t i = 0; i < files; ++i)
+    if (!read_file_name(t.part_files()->Get(flatbuffers::uoffset_t(i)), budget, out.part_files))
+      return false;
   return true;
 }
 

@@ -116,7 +116,8 @@ Json part_done_json(const PartDoneReport& p) {
 Json part_scores_json(const PartScores& s) {
   return {{"rows", s.rows},
           {"classes", s.classes},
-          {"probabilities", to_base64(s.probabilities.data(), s.probabilities.size() * sizeof(float))},
+          {"probabilities",
+           to_base64(s.probabilities.data(), s.probabilities.size() * sizeof(float))},
           {"labels", to_base64(s.labels.data(), s.labels.size() * sizeof(int32_t))}};
 }
 

@@ -22,6 +22,15 @@ bool from_base64(const Json& text, void* out, size_t bytes) {
 
 }  // namespace
 
+EvaluationCounts evaluation_counts(const core::Evaluation& e) {
+  EvaluationCounts counts;
+  counts.loss_sum = e.loss_sum();
+  counts.regression = e.is_regression();
+  if (counts.regression) counts.regression_sums = e.regression_metrics().sums();
+  else counts.counts = e.counts();
+  return counts;
+}
+
 PartScores part_scores(const core::RocOneVsAll& roc) {
   return {roc.rows(), roc.classes(), roc.probabilities(), roc.labels()};
 }
