@@ -70,20 +70,122 @@ class Clients {
   std::shared_ptr<const dtrain::transport::ClientList> list_;
 };
 
-int run_daemon(const std::string& config_path) {
+// The roles the config names, started in order and stopped in reverse.
+class Daemon {
+ public:
+  // The config, key and client list; false (said on stderr) when one cannot be read.
+  bool load(const std::string& config_path);
+  // Starts the controller, the node and the status server; false (said) when one cannot start.
+  bool start();
+  // Until SIGTERM or SIGINT (SIGHUP reloads the client credentials).
+  void wait_for_stop(sigset_t& signals);
+  void stop();
+
+ private:
+  void start_controller();
+  void start_status_server();
+
+  dtrain::daemon::DaemonConfig config_;
+  dtrain::transport::ClusterKey key_;
+  std::unique_ptr<Clients> clients_;
+  std::unique_ptr<dtrain::daemon::Controller> controller_;
+  std::unique_ptr<dtrain::transport::ControlServer> control_;
+  std::unique_ptr<dtrain::daemon::NodeAgent> node_;
+  std::unique_ptr<dtrain::daemon::StatusServer> http_;
+  std::atomic<bool> stop_{false};
+  std::thread node_thread_;
+};
+
+bool Daemon::load(const std::string& config_path) {
   using namespace dtrain;
-  daemon::DaemonConfig config;
-  transport::ClusterKey key;
-  std::unique_ptr<Clients> clients;
   try {
-    config = daemon::load_daemon_config(config_path);
-    key = transport::load_cluster_key(config.key_file);
-    if (config.controller) clients = std::make_unique<Clients>(config.clients_dir);
-    std::filesystem::create_directories(config.data_dir);
+    config_ = daemon::load_daemon_config(config_path);
+    key_ = transport::load_cluster_key(config_.key_file);
+    if (config_.controller) clients_ = std::make_unique<Clients>(config_.clients_dir);
+    std::filesystem::create_directories(config_.data_dir);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "dtraind: %s\n", e.what());
-    return kExitBadInput;
+    return false;
   }
+  return true;
+}
+
+void Daemon::start_controller() {
+  using namespace dtrain;
+  controller_ = std::make_unique<daemon::Controller>(config_);
+  control_ = std::make_unique<transport::ControlServer>(
+      config_.control_address, config_.control_port, clients_->lookup(key_),
+      [this](transport::ControlConnection& c) { controller_->serve(c); });
+  controller_->set_control_port(control_->port());
+  spdlog::info("controller: control channel on {}:{}", config_.control_address, control_->port());
+  if (!config_.controller_named) {  // this daemon's node reaches its own controller
+    config_.controller_host =
+        config_.control_address == "0.0.0.0" ? "127.0.0.1" : config_.control_address;
+    config_.controller_port = control_->port();
+  }
+}
+
+void Daemon::start_status_server() {
+  using namespace dtrain;
+  auto status = [this] {
+    daemon::Json j = daemon::Json::object();
+    if (node_) j["node"] = node_->status();
+    if (controller_)
+      j["controller"] = {{"jobs", controller_->jobs_json()}, {"nodes", controller_->nodes_json()}};
+    return j;
+  };
+  const daemon::DashboardApi dashboard =
+      controller_ ? daemon::DashboardApi{
+                        [this] { return controller_->jobs_json()["jobs"]; },
+                        [this] { return controller_->nodes_json()["nodes"]; },
+                        [this](uint64_t id) { return controller_->dashboard_job(id); }}
+                  : daemon::DashboardApi{};
+  http_ = std::make_unique<daemon::StatusServer>(config_.http_address, config_.http_port, status,
+                                                 dashboard);
+  spdlog::info("status: http://{}:{}/status and /metrics", config_.http_address, http_->port());
+}
+
+bool Daemon::start() {
+  try {
+    if (config_.controller) start_controller();
+    if (config_.node) {
+      node_ = std::make_unique<dtrain::daemon::NodeAgent>(config_, key_);
+      node_thread_ = std::thread([this] { node_->run(stop_); });
+    }
+    start_status_server();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "dtraind: %s\n", e.what());
+    stop_ = true;
+    if (node_thread_.joinable()) node_thread_.join();
+    return false;
+  }
+  spdlog::info("dtraind {} ready (roles:{}{}, data_dir {})", config_.name,
+               config_.node ? " node" : "", config_.controller ? " controller" : "",
+               config_.data_dir);
+  return true;
+}
+
+void Daemon::wait_for_stop(sigset_t& signals) {
+  int signal = 0;
+  while (sigwait(&signals, &signal) == 0 && signal == SIGHUP)
+    if (clients_) clients_->reload();
+  spdlog::info("dtraind {}: {} received, shutting down", config_.name,
+               signal == SIGTERM ? "SIGTERM" : "SIGINT");
+}
+
+void Daemon::stop() {
+  http_.reset();
+  if (controller_) controller_->stop();
+  stop_ = true;
+  if (node_thread_.joinable()) node_thread_.join();
+  node_.reset();
+  if (control_) control_->stop();
+  spdlog::info("dtraind {}: stopped", config_.name);
+}
+
+int run_daemon(const std::string& config_path) {
+  Daemon daemon;
+  if (!daemon.load(config_path)) return kExitBadInput;
   // Signals are taken by this thread alone (sigwait), never by a worker in the middle of a step.
   sigset_t signals;
   sigemptyset(&signals);
@@ -91,66 +193,11 @@ int run_daemon(const std::string& config_path) {
   sigaddset(&signals, SIGINT);
   sigaddset(&signals, SIGHUP);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
-
-  std::unique_ptr<daemon::Controller> controller;
-  std::unique_ptr<transport::ControlServer> control;
-  std::unique_ptr<daemon::NodeAgent> node;
-  std::unique_ptr<daemon::StatusServer> http;
-  std::atomic<bool> stop{false};
-  std::thread node_thread;
-  try {
-    if (config.controller) {
-      controller = std::make_unique<daemon::Controller>(config);
-      control = std::make_unique<transport::ControlServer>(
-          config.control_address, config.control_port, clients->lookup(key),
-          [&controller](transport::ControlConnection& c) { controller->serve(c); });
-      controller->set_control_port(control->port());
-      spdlog::info("controller: control channel on {}:{}", config.control_address, control->port());
-      if (!config.controller_named) {  // this daemon's node reaches its own controller
-        config.controller_host =
-            config.control_address == "0.0.0.0" ? "127.0.0.1" : config.control_address;
-        config.controller_port = control->port();
-      }
-    }
-    if (config.node) {
-      node = std::make_unique<daemon::NodeAgent>(config, key);
-      node_thread = std::thread([&] { node->run(stop); });
-    }
-    http = std::make_unique<daemon::StatusServer>(config.http_address, config.http_port, [&] {
-      daemon::Json status = daemon::Json::object();
-      if (node) status["node"] = node->status();
-      if (controller)
-        status["controller"] = {{"jobs", controller->jobs_json()},
-                                {"nodes", controller->nodes_json()}};
-      return status;
-    }, controller ? daemon::DashboardApi{
-                        [&] { return controller->jobs_json()["jobs"]; },
-                        [&] { return controller->nodes_json()["nodes"]; },
-                        [&](uint64_t id) { return controller->dashboard_job(id); }}
-                  : daemon::DashboardApi{});
-    spdlog::info("status: http://{}:{}/status and /metrics", config.http_address, http->port());
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "dtraind: %s\n", e.what());
-    stop = true;
-    if (node_thread.joinable()) node_thread.join();
-    return kExitBadInput;
-  }
-  spdlog::info("dtraind {} ready (roles:{}{}, data_dir {})", config.name,
-               config.node ? " node" : "", config.controller ? " controller" : "", config.data_dir);
+  if (!daemon.start()) return kExitBadInput;
   sd_notify(0, "READY=1");
-  int signal = 0;
-  while (sigwait(&signals, &signal) == 0 && signal == SIGHUP)
-    if (clients) clients->reload();
-  spdlog::info("dtraind {}: {} received, shutting down", config.name,
-               signal == SIGTERM ? "SIGTERM" : "SIGINT");
+  daemon.wait_for_stop(signals);
   sd_notify(0, "STOPPING=1");
-  http.reset();
-  if (controller) controller->stop();
-  stop = true;
-  if (node_thread.joinable()) node_thread.join();
-  node.reset();
-  if (control) control->stop();
-  spdlog::info("dtraind {}: stopped", config.name);
+  daemon.stop();
   return kExitOk;
 }
 

@@ -12,7 +12,7 @@
 #include "core/train/checkpoints.h"
 #include "core/train/device_placement.h"
 #include "core/train/init_from.h"
-#include "core/train/local_trainer.h"
+#include "core/train/training_run.h"
 #include "core/util/error.h"
 #include "submit/commands.h"
 #include "submit/exit_codes.h"
@@ -45,66 +45,21 @@ core::JobSpec resume_job(const LocalTrainArgs& args, const core::ResumePoint& po
   return job;
 }
 
-}  // namespace
-
-int run_local_training(const LocalTrainArgs& args) {
-  core::JobSpec job;
-  core::LocalTrainingOptions options;
-  core::ResumePoint point;
-  try {
-    if (!args.resume.empty()) point = core::find_resume_point(args.resume);
-    job = args.resume.empty() ? core::parse_job_spec_file(args.job_path)
-                              : resume_job(args, point, options);
-    core::check_init_from(job);
-  } catch (const core::UserError& e) {
-    std::fprintf(stderr, "error: %s\n", e.what());
-    return kExitBadInput;
-  }
-  core::LocalPlacement place;
-  try {
-    place = core::place_local(job);
-  } catch (const core::UserError& e) {
-    std::fprintf(stderr, "error: %s\n", e.what());
-    return kExitBadInput;
-  }
-  if (!args.output.empty()) options.output_path = args.output;
-  // The model's folder must exist now, not only when the first checkpoint is written an
-  // epoch later (the trainer's choice: --output, the resumed model, else output.model).
-  const std::string output = options.output_path.empty() ? job.output.model : options.output_path;
+// The model's folder must exist now, not only when the first checkpoint is written an epoch
+// later (the trainer's choice: --output, the resumed model, else output.model).
+bool model_folder_writable(const std::string& output) {
   std::string folder = std::filesystem::path(output).parent_path().string();
   if (folder.empty()) folder = ".";
-  if (!output.empty() && ::access(folder.c_str(), W_OK) != 0) {
-    std::fprintf(stderr, "error: cannot write the model to %s: the folder %s %s\n"
-                         "fix: create it (mkdir -p %s), or name another file with --output\n",
-                 output.c_str(), folder.c_str(),
-                 errno == ENOENT ? "does not exist" : "is not writable", folder.c_str());
-    return kExitBadInput;
-  }
-  job.training.workers_per_node = place.workers;
-  const int workers = place.workers;
-  std::printf("job %s: %s, %lld epochs, %s, %d worker%s in this process on %s\n",
-              job.name.c_str(), job.training.mode.c_str(), (long long)job.training.epochs,
-              core::describe_batch(job.training, workers).c_str(), workers,
-              workers == 1 ? "" : "s", place.description.c_str());
-  std::fflush(stdout);
-  ProgressPrinter printer(stdout, !args.quiet && ::isatty(STDOUT_FILENO));
-  core::TrainingListener silent;
-  options.threads = args.threads;
-  options.gpus = place.gpus;
-  core::TrainingResult result;
-  try {
-    result = core::train_local(job, args.quiet ? silent : printer, options);
-  } catch (const core::UserError& e) {
-    std::fprintf(stderr, "error: %s\n", e.what());
-    return kExitJobFailed;
-  }
-  if (!result.stopped_early.empty()) std::printf("\n%s\n", result.stopped_early.c_str());
-  if (result.evaluated) {
-    std::printf("\nfinal evaluation on the test set\n%s", result.final_eval.report().c_str());
-  }
-  std::printf("trained %lld iterations in %s (%.0f samples/s)\n", (long long)result.iterations,
-              format_duration(result.train_seconds).c_str(),
-              result.train_seconds > 0 ? result.samples / result.train_seconds : 0.0);
+  if (output.empty() || ::access(folder.c_str(), W_OK) == 0) return true;
+  std::fprintf(stderr, "error: cannot write the model to %s: the folder %s %s\n"
+                       "fix: create it (mkdir -p %s), or name another file with --output\n",
+               output.c_str(), folder.c_str(),
+               errno == ENOENT ? "does not exist" : "is not writable", folder.c_str());
+  return false;
+}
+
+// What gradient sharing and mixed precision did, after the evaluation.
+void print_sharing_and_precision(const core::JobSpec& job, const core::TrainingResult& result) {
   if (result.mode == "gradient_sharing") {
     // What sending every step u densely would have cost.
     const double dense = 4.0 * result.params * double(result.messages);
@@ -126,7 +81,64 @@ int run_local_training(const LocalTrainArgs& args) {
                 result.device.c_str(), (long long)result.overflow_skipped_steps);
   else if (job.training.precision == "bf16")
     std::printf("precision: bf16 on %s\n", result.device.c_str());
+}
+
+void print_result(const core::JobSpec& job, const core::TrainingResult& result) {
+  if (!result.stopped_early.empty()) std::printf("\n%s\n", result.stopped_early.c_str());
+  if (result.evaluated)
+    std::printf("\nfinal evaluation on the test set\n%s", result.final_eval.report().c_str());
+  std::printf("trained %lld iterations in %s (%.0f samples/s)\n", (long long)result.iterations,
+              format_duration(result.train_seconds).c_str(),
+              result.train_seconds > 0 ? result.samples / result.train_seconds : 0.0);
+  print_sharing_and_precision(job, result);
   if (!result.model_path.empty()) std::printf("model written to %s\n", result.model_path.c_str());
+}
+
+// The spec (or the checkpoint's), checked, and where its workers run; false (said) when not.
+bool prepare(const LocalTrainArgs& args, core::JobSpec& job, core::LocalTrainingOptions& options,
+             core::ResumePoint& point, core::LocalPlacement& place) {
+  try {
+    if (!args.resume.empty()) point = core::find_resume_point(args.resume);
+    job = args.resume.empty() ? core::parse_job_spec_file(args.job_path)
+                              : resume_job(args, point, options);
+    core::check_init_from(job);
+    place = core::place_local(job);
+  } catch (const core::UserError& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return false;
+  }
+  if (!args.output.empty()) options.output_path = args.output;
+  return model_folder_writable(options.output_path.empty() ? job.output.model
+                                                           : options.output_path);
+}
+
+}  // namespace
+
+int run_local_training(const LocalTrainArgs& args) {
+  core::JobSpec job;
+  core::LocalTrainingOptions options;
+  core::ResumePoint point;
+  core::LocalPlacement place;
+  if (!prepare(args, job, options, point, place)) return kExitBadInput;
+  job.training.workers_per_node = place.workers;
+  const int workers = place.workers;
+  std::printf("job %s: %s, %lld epochs, %s, %d worker%s in this process on %s\n",
+              job.name.c_str(), job.training.mode.c_str(), (long long)job.training.epochs,
+              core::describe_batch(job.training, workers).c_str(), workers,
+              workers == 1 ? "" : "s", place.description.c_str());
+  std::fflush(stdout);
+  ProgressPrinter printer(stdout, !args.quiet && ::isatty(STDOUT_FILENO));
+  core::TrainingListener silent;
+  options.threads = args.threads;
+  options.gpus = place.gpus;
+  core::TrainingResult result;
+  try {
+    result = core::train_local(job, args.quiet ? silent : printer, options);
+  } catch (const core::UserError& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return kExitJobFailed;
+  }
+  print_result(job, result);
   return kExitSuccess;
 }
 

@@ -4,7 +4,7 @@
 #include <chrono>
 #include <cstdio>
 
-#include "core/train/local_trainer.h"
+#include "core/train/training_types.h"
 
 namespace dtrain::submit {
 

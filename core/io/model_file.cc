@@ -154,14 +154,21 @@ void write_model_file(const std::string& path, const ModelFile& m) {
     throw UserError(error, "check that the directory exists, is writable and has free space");
 }
 
-ModelFile read_model_file(const std::string& path) {
+namespace {
+
+std::string read_whole_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in)
     throw UserError("cannot open model file '" + path + "'",
                     "check the path; dtrain-submit writes it to output.model of the job spec");
   std::stringstream buffer;
   buffer << in.rdbuf();
-  const std::string bytes = buffer.str();
+  return buffer.str();
+}
+
+// The header and the checksum: a file of this format, of a version this release reads, whole.
+// Returns the number of sections.
+uint32_t check_frame(const std::string& bytes, const std::string& path) {
   Reader header(bytes.data(), bytes.size(), path);
   if (bytes.size() < kHeaderBytes + 4 || std::memcmp(bytes.data(), kMagic, sizeof kMagic) != 0)
     throw UserError("'" + path + "' is not a dtrain model file (.dtm)",
@@ -182,7 +189,60 @@ ModelFile read_model_file(const std::string& path) {
   const uint32_t crc = static_cast<uint32_t>(
       crc32(0L, reinterpret_cast<const Bytef*>(bytes.data()), static_cast<uInt>(bytes.size() - 4)));
   if (crc != stored_crc) header.corrupt("checksum mismatch");
+  return sections;
+}
 
+void read_other_workers(Reader& body, ModelFile& m) {
+  const uint32_t count = body.get<uint32_t>();
+  if (count > 4096) body.corrupt("more than 4096 workers");
+  m.other_workers.resize(count);
+  for (ModelFile::WorkerState& w : m.other_workers) {
+    w.encoder_steps = body.get<int64_t>();
+    w.residual = body.get_floats();
+    w.updater_state = body.get_floats();
+  }
+}
+
+// One section's body into `m`; a newer writer's section is skipped.
+void read_section(uint32_t tag, uint64_t length, Reader& body, ModelFile& m) {
+  switch (tag) {
+    case kSpec: m.spec_yaml = body.get_string(); break;
+    case kParams: m.params = body.get_floats(); break;
+    case kState: m.state = body.get_floats(); break;
+    case kNormalizer: {
+      const uint32_t kind = body.get<uint32_t>();
+      if (kind > 3) body.corrupt("unknown normalizer kind");
+      m.normalizer = Normalizer::restore(static_cast<Normalizer::Kind>(kind), body.get_floats());
+      break;
+    }
+    case kProgress: m.iteration = body.get<int64_t>(); m.epoch = body.get<int64_t>(); break;
+    case kUpdater:
+      m.has_updater = true;
+      m.updater_type = body.get_string();
+      m.updater_state = body.get_floats();
+      break;
+    case kSharing:
+      m.has_sharing = true;
+      m.tau = body.get<float>();
+      m.encoder_steps = body.get<int64_t>();
+      m.residual = body.get_floats();
+      break;
+    case kOtherWorkers: read_other_workers(body, m); break;
+    case kClassNames: {
+      const uint32_t count = body.get<uint32_t>();
+      if (count > length / 8) body.corrupt("more class names than its section holds");
+      for (uint32_t i = 0; i < count; ++i) m.class_names.push_back(body.get_string());
+      break;
+    }
+    default: break;
+  }
+}
+
+}  // namespace
+
+ModelFile read_model_file(const std::string& path) {
+  const std::string bytes = read_whole_file(path);
+  const uint32_t sections = check_frame(bytes, path);
   ModelFile m;
   bool have_spec = false, have_params = false;
   size_t pos = kHeaderBytes;
@@ -194,50 +254,13 @@ ModelFile read_model_file(const std::string& path) {
     pos += 16;
     if (length > bytes.size() - 4 - pos) sec.corrupt("a section runs past the end");
     Reader body(bytes.data() + pos, length, path);
-    switch (tag) {
-      case kSpec: m.spec_yaml = body.get_string(); have_spec = true; break;
-      case kParams: m.params = body.get_floats(); have_params = true; break;
-      case kState: m.state = body.get_floats(); break;
-      case kNormalizer: {
-        const uint32_t kind = body.get<uint32_t>();
-        if (kind > 3) body.corrupt("unknown normalizer kind");
-        m.normalizer = Normalizer::restore(static_cast<Normalizer::Kind>(kind), body.get_floats());
-        break;
-      }
-      case kProgress: m.iteration = body.get<int64_t>(); m.epoch = body.get<int64_t>(); break;
-      case kUpdater:
-        m.has_updater = true;
-        m.updater_type = body.get_string();
-        m.updater_state = body.get_floats();
-        break;
-      case kSharing:
-        m.has_sharing = true;
-        m.tau = body.get<float>();
-        m.encoder_steps = body.get<int64_t>();
-        m.residual = body.get_floats();
-        break;
-      case kOtherWorkers: {
-        const uint32_t count = body.get<uint32_t>();
-        if (count > 4096) body.corrupt("more than 4096 workers");
-        m.other_workers.resize(count);
-        for (ModelFile::WorkerState& w : m.other_workers) {
-          w.encoder_steps = body.get<int64_t>();
-          w.residual = body.get_floats();
-          w.updater_state = body.get_floats();
-        }
-        break;
-      }
-      case kClassNames: {
-        const uint32_t count = body.get<uint32_t>();
-        if (count > length / 8) body.corrupt("more class names than its section holds");
-        for (uint32_t i = 0; i < count; ++i) m.class_names.push_back(body.get_string());
-        break;
-      }
-      default: break;  // a newer writer's section: skip it
-    }
+    read_section(tag, length, body, m);
+    have_spec = have_spec || tag == kSpec;
+    have_params = have_params || tag == kParams;
     pos += length;
   }
-  if (!have_spec || !have_params) header.corrupt("the spec or parameter section is missing");
+  if (!have_spec || !have_params)
+    Reader(bytes.data(), bytes.size(), path).corrupt("the spec or parameter section is missing");
   return m;
 }
 

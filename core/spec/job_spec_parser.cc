@@ -267,20 +267,7 @@ class JobSpecParser {
     t.mode = r_.choice(node, "mode", p, t.mode, {"gradient_sharing", "parameter_averaging"});
     t.epochs = r_.integer(node, "epochs", p, 1, 1, 100000);
     parse_batch(node, t);
-    if (node["nodes"] && node["nodes"].IsMap()) {
-      const YAML::Node n = node["nodes"];
-      const std::string np = p + ".nodes";
-      r_.expect_map(n, np, {"min", "max"});
-      t.nodes = r_.integer(n, "min", np, std::nullopt, 1, 1 << 16);
-      t.nodes_max = r_.integer(n, "max", np, std::nullopt, 1, 1 << 16);
-      if (t.nodes_max < t.nodes)
-        r_.fail(n, np, "max (" + std::to_string(t.nodes_max) + ") is smaller than min (" +
-                           std::to_string(t.nodes) + ")",
-                "make max at least min, e.g. nodes: {min: 3, max: 4}");
-      if (t.nodes_max == t.nodes) t.nodes_max = 0;  // exactly that many
-    } else {
-      t.nodes = all_or_count(node, "nodes", "all", 1 << 16);
-    }
+    parse_nodes(node, t);
     t.workers_per_node = all_or_count(node, "workers_per_node", "auto", 256);
     if (t.mode == "parameter_averaging" && t.workers_per_node > 1)
       r_.fail(node["workers_per_node"], p + ".workers_per_node",
@@ -310,36 +297,59 @@ class JobSpecParser {
               "an elastic job (nodes: {min, max}) cannot stop early: a node that joins lacks "
               "the best model so far",
               "give nodes a single count, or remove early_stopping");
-
-    const YAML::Node th = node["threshold"];
-    if (th) {
-      const std::string tp = p + ".threshold";
-      r_.expect_map(th, tp, {"algorithm", "initial", "min_sparsity", "max_sparsity",
-                             "target_sparsity"});
-      t.threshold.algorithm = r_.choice(th, "algorithm", tp, std::string("adaptive"),
-                                        {"adaptive", "target_sparsity", "fixed"});
-      const double tau0 = t.threshold.algorithm == "target_sparsity" ? 1e-4 : 1e-3;
-      t.threshold.initial = r_.number(th, "initial", tp, tau0, 0.0, 1e6, true);
-      t.threshold.min_sparsity = r_.number(th, "min_sparsity", tp, 1e-4, 0.0, 1.0, true);
-      t.threshold.max_sparsity = r_.number(th, "max_sparsity", tp, 1e-2, 0.0, 1.0, true);
-      t.threshold.target_sparsity = r_.number(th, "target_sparsity", tp, 1e-3, 0.0, 1.0, true);
-      if (t.threshold.min_sparsity > t.threshold.max_sparsity)
-        r_.fail(th, tp, "min_sparsity is larger than max_sparsity",
-                "make min_sparsity <= max_sparsity (defaults 1.0e-4 and 1.0e-2)");
-    }
-    const YAML::Node res = node["residual"];
-    if (res) {
-      const std::string rp = p + ".residual";
-      if (res.IsScalar() && res.Scalar() == "none") {
-        t.residual.clip = false;
-      } else {
-        r_.expect_map(res, rp, {"clip_multiple", "every"});
-        t.residual.clip_multiple = r_.number(res, "clip_multiple", rp, 5.0, 1.0, 1e6, false);
-        t.residual.every = r_.integer(res, "every", rp, 5, 1, 1 << 20);
-      }
-    }
+    if (const YAML::Node th = node["threshold"]) t.threshold = parse_threshold(th);
+    if (const YAML::Node res = node["residual"]) t.residual = parse_residual(res);
     t.corrections = parse_corrections(node["corrections"], t.threshold.algorithm);
     return t;
+  }
+
+  // training.nodes: a count, all, or {min, max} (elastic).
+  void parse_nodes(const YAML::Node& node, TrainingSpec& t) {
+    if (!node["nodes"] || !node["nodes"].IsMap()) {
+      t.nodes = all_or_count(node, "nodes", "all", 1 << 16);
+      return;
+    }
+    const YAML::Node n = node["nodes"];
+    const std::string np = "training.nodes";
+    r_.expect_map(n, np, {"min", "max"});
+    t.nodes = r_.integer(n, "min", np, std::nullopt, 1, 1 << 16);
+    t.nodes_max = r_.integer(n, "max", np, std::nullopt, 1, 1 << 16);
+    if (t.nodes_max < t.nodes)
+      r_.fail(n, np, "max (" + std::to_string(t.nodes_max) + ") is smaller than min (" +
+                         std::to_string(t.nodes) + ")",
+              "make max at least min, e.g. nodes: {min: 3, max: 4}");
+    if (t.nodes_max == t.nodes) t.nodes_max = 0;  // exactly that many
+  }
+
+  ThresholdSpec parse_threshold(const YAML::Node& th) {
+    ThresholdSpec s;
+    const std::string tp = "training.threshold";
+    r_.expect_map(th, tp, {"algorithm", "initial", "min_sparsity", "max_sparsity",
+                           "target_sparsity"});
+    s.algorithm = r_.choice(th, "algorithm", tp, std::string("adaptive"),
+                            {"adaptive", "target_sparsity", "fixed"});
+    const double tau0 = s.algorithm == "target_sparsity" ? 1e-4 : 1e-3;
+    s.initial = r_.number(th, "initial", tp, tau0, 0.0, 1e6, true);
+    s.min_sparsity = r_.number(th, "min_sparsity", tp, 1e-4, 0.0, 1.0, true);
+    s.max_sparsity = r_.number(th, "max_sparsity", tp, 1e-2, 0.0, 1.0, true);
+    s.target_sparsity = r_.number(th, "target_sparsity", tp, 1e-3, 0.0, 1.0, true);
+    if (s.min_sparsity > s.max_sparsity)
+      r_.fail(th, tp, "min_sparsity is larger than max_sparsity",
+              "make min_sparsity <= max_sparsity (defaults 1.0e-4 and 1.0e-2)");
+    return s;
+  }
+
+  ResidualSpec parse_residual(const YAML::Node& res) {
+    ResidualSpec s;
+    if (res.IsScalar() && res.Scalar() == "none") {
+      s.clip = false;
+      return s;
+    }
+    const std::string rp = "training.residual";
+    r_.expect_map(res, rp, {"clip_multiple", "every"});
+    s.clip_multiple = r_.number(res, "clip_multiple", rp, 5.0, 1.0, 1e6, false);
+    s.every = r_.integer(res, "every", rp, 5, 1, 1 << 20);
+    return s;
   }
 
   EarlyStoppingSpec parse_early_stopping(const YAML::Node& node) {

@@ -3,7 +3,7 @@
 #include <thread>
 
 #include "core/spec/workers_per_node.h"
-#include "core/train/local_trainer.h"
+#include "core/train/training_run.h"
 #include "core/util/error.h"
 #include "kernels/gpu_devices.h"
 

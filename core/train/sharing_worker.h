@@ -113,4 +113,7 @@ class SharingWorker {
   StepTimes times_;
 };
 
+// A node's workers, in order (worker 0 leads: it reports, checkpoints and is audited).
+using SharingWorkers = std::vector<std::unique_ptr<SharingWorker>>;
+
 }  // namespace dtrain::core

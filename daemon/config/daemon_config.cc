@@ -64,6 +64,96 @@ void parse_gpus(const SpecReader& r, const YAML::Node& root, DaemonConfig& c) {
   }
 }
 
+// name and roles: who this daemon is.
+void parse_identity(const SpecReader& r, const YAML::Node& root, DaemonConfig& c) {
+  char host[256] = "dtrain-node";
+  gethostname(host, sizeof host - 1);
+  c.name = r.text(root, "name", "", std::string(host));
+  if (c.name.empty() || c.name.size() > 64)
+    r.fail(root["name"], "name", "the node name must be 1 to 64 characters",
+           "use the host name or a short label such as node-a");
+  const YAML::Node roles = root["roles"];
+  if (!roles) return;
+  if (!roles.IsSequence() || roles.size() == 0)
+    r.fail(roles, "roles", "roles must be a list: [node], [controller] or [node, controller]",
+           "write roles: [node, controller] for a one-machine cluster");
+  c.node = c.controller = false;
+  for (const YAML::Node& role : roles) {
+    const std::string name = role.IsScalar() ? role.as<std::string>() : "";
+    if (name == "node") c.node = true;
+    else if (name == "controller") c.controller = true;
+    else r.fail(role, "roles", "unknown role '" + name + "'", "roles are node and controller");
+  }
+}
+
+// data_dir, key_file, clients_dir, task_outputs: where it keeps and may write things.
+void parse_paths(const SpecReader& r, const YAML::Node& root, DaemonConfig& c) {
+  c.data_dir = r.text(root, "data_dir", "", c.data_dir);
+  c.key_file = r.text(root, "key_file", "", c.key_file);
+  c.clients_dir = r.text(root, "clients_dir", "", c.clients_dir);
+  const YAML::Node outputs = root["task_outputs"];
+  if (!outputs) return;
+  if (!outputs.IsSequence())
+    r.fail(outputs, "task_outputs", "task_outputs must be a list of folders",
+           "write task_outputs: [/shared/dtrain-out]");
+  for (const YAML::Node& o : outputs) {
+    const std::string folder = o.IsScalar() ? o.as<std::string>() : "";
+    if (folder.empty() || folder[0] != '/')
+      r.fail(o, "task_outputs", "'" + folder + "' is not an absolute folder",
+             "give absolute paths, e.g. /shared/dtrain-out");
+    c.task_outputs.push_back(folder);
+  }
+}
+
+uint16_t port_of(const SpecReader& r, const YAML::Node& map, const std::string& path,
+                 uint16_t fallback) {
+  return static_cast<uint16_t>(r.integer(map, "port", path, fallback, 0, 65535));
+}
+
+// data: the UDP data channel.
+void parse_data(const SpecReader& r, const YAML::Node& n, DaemonConfig& c) {
+  r.expect_map(n, "data", {"network", "interface", "port", "allow_loopback", "reassembly_mb",
+                           "tag_threads", "lanes"});
+  if (n["network"] && n["interface"])
+    r.fail(n, "data", "give data.network or data.interface, not both",
+           "keep the one that identifies the cluster network");
+  c.data_network = r.text(n, n["interface"] ? "interface" : "network", "data", "");
+  c.data_allow_excluded = r.boolean(n, "allow_loopback", "data", false);
+  c.data_port = port_of(r, n, "data", c.data_port);
+  c.data_reassembly_mb = r.integer(n, "reassembly_mb", "data", c.data_reassembly_mb, 1, 1 << 20);
+  c.data_tag_threads = r.integer(n, "tag_threads", "data", c.data_tag_threads, 0, 64);
+  c.data_lanes = r.integer(n, "lanes", "data", c.data_lanes, 1, DaemonConfig::kMaxDataLanes);
+}
+
+// controller, control, data, http: whom it talks to and where it listens.
+void parse_network(const SpecReader& r, const YAML::Node& root, DaemonConfig& c) {
+  host_port(r, root, "controller", c.controller_host, c.controller_port);
+  c.controller_named = bool(root["controller"]);
+  if (const YAML::Node n = root["control"]) {
+    r.expect_map(n, "control", {"address", "port"});
+    c.control_address = r.text(n, "address", "control", c.control_address);
+    c.control_port = port_of(r, n, "control", c.control_port);
+  }
+  if (const YAML::Node n = root["data"]) parse_data(r, n, c);
+  if (const YAML::Node n = root["http"]) {
+    r.expect_map(n, "http", {"address", "port"});
+    c.http_address = r.text(n, "address", "http", c.http_address);
+    c.http_port = port_of(r, n, "http", c.http_port);
+  }
+}
+
+// threads, gpus, heartbeat_ms, peer_timeout_ms: what jobs may use and how soon a peer is lost.
+void parse_resources(const SpecReader& r, const YAML::Node& root, DaemonConfig& c) {
+  c.threads = r.integer(root, "threads", "", c.threads, 0, 4096);
+  parse_gpus(r, root, c);
+  c.heartbeat_ms = r.integer(root, "heartbeat_ms", "", c.heartbeat_ms, 50, 60000);
+  c.peer_timeout_ms = r.integer(root, "peer_timeout_ms", "", c.peer_timeout_ms, 500, 600000);
+  if (c.peer_timeout_ms < 2 * c.heartbeat_ms)
+    r.fail(root["peer_timeout_ms"], "peer_timeout_ms",
+           "peer_timeout_ms must be at least twice heartbeat_ms",
+           "raise peer_timeout_ms (default 10000) or lower heartbeat_ms (default 1000)");
+}
+
 }  // namespace
 
 DaemonConfig parse_daemon_config(const std::string& text, const std::string& source_name) {
@@ -79,82 +169,13 @@ DaemonConfig parse_daemon_config(const std::string& text, const std::string& sou
   DaemonConfig c;
   c.source = source_name;
   if (!root || root.IsNull()) root = YAML::Node(YAML::NodeType::Map);
-  r.expect_map(root, "", {"name", "roles", "data_dir", "key_file", "clients_dir", "controller", "control",
-                          "data", "http", "threads", "gpus", "heartbeat_ms", "peer_timeout_ms",
-                          "task_outputs"});
-  char host[256] = "dtrain-node";
-  gethostname(host, sizeof host - 1);
-  c.name = r.text(root, "name", "", std::string(host));
-  if (c.name.empty() || c.name.size() > 64)
-    r.fail(root["name"], "name", "the node name must be 1 to 64 characters",
-           "use the host name or a short label such as node-a");
-  if (root["roles"]) {
-    const YAML::Node roles = root["roles"];
-    if (!roles.IsSequence() || roles.size() == 0)
-      r.fail(roles, "roles", "roles must be a list: [node], [controller] or [node, controller]",
-             "write roles: [node, controller] for a one-machine cluster");
-    c.node = c.controller = false;
-    for (const YAML::Node& role : roles) {
-      const std::string name = role.IsScalar() ? role.as<std::string>() : "";
-      if (name == "node") c.node = true;
-      else if (name == "controller") c.controller = true;
-      else
-        r.fail(role, "roles", "unknown role '" + name + "'", "roles are node and controller");
-    }
-  }
-  c.data_dir = r.text(root, "data_dir", "", c.data_dir);
-  c.key_file = r.text(root, "key_file", "", c.key_file);
-  c.clients_dir = r.text(root, "clients_dir", "", c.clients_dir);
-  if (const YAML::Node outputs = root["task_outputs"]) {
-    if (!outputs.IsSequence())
-      r.fail(outputs, "task_outputs", "task_outputs must be a list of folders",
-             "write task_outputs: [/shared/dtrain-out]");
-    for (const YAML::Node& o : outputs) {
-      const std::string folder = o.IsScalar() ? o.as<std::string>() : "";
-      if (folder.empty() || folder[0] != '/')
-        r.fail(o, "task_outputs", "'" + folder + "' is not an absolute folder",
-               "give absolute paths, e.g. /shared/dtrain-out");
-      c.task_outputs.push_back(folder);
-    }
-  }
-  host_port(r, root, "controller", c.controller_host, c.controller_port);
-  c.controller_named = bool(root["controller"]);
-  auto port = [&](const YAML::Node& map, const std::string& path, uint16_t fallback) {
-    return static_cast<uint16_t>(r.integer(map, "port", path, fallback, 0, 65535));
-  };
-  if (const YAML::Node n = root["control"]) {
-    r.expect_map(n, "control", {"address", "port"});
-    c.control_address = r.text(n, "address", "control", c.control_address);
-    c.control_port = port(n, "control", c.control_port);
-  }
-  if (const YAML::Node n = root["data"]) {
-    r.expect_map(n, "data", {"network", "interface", "port", "allow_loopback", "reassembly_mb",
-                         "tag_threads", "lanes"});
-    if (n["network"] && n["interface"])
-      r.fail(n, "data", "give data.network or data.interface, not both",
-             "keep the one that identifies the cluster network");
-    c.data_network = r.text(n, n["interface"] ? "interface" : "network", "data", "");
-    c.data_allow_excluded = r.boolean(n, "allow_loopback", "data", false);
-    c.data_port = port(n, "data", c.data_port);
-    c.data_reassembly_mb =
-        r.integer(n, "reassembly_mb", "data", c.data_reassembly_mb, 1, 1 << 20);
-    c.data_tag_threads = r.integer(n, "tag_threads", "data", c.data_tag_threads, 0, 64);
-    c.data_lanes = r.integer(n, "lanes", "data", c.data_lanes, 1, DaemonConfig::kMaxDataLanes);
-  }
-  if (const YAML::Node n = root["http"]) {
-    r.expect_map(n, "http", {"address", "port"});
-    c.http_address = r.text(n, "address", "http", c.http_address);
-    c.http_port = port(n, "http", c.http_port);
-  }
-  c.threads = r.integer(root, "threads", "", c.threads, 0, 4096);
-  parse_gpus(r, root, c);
-  c.heartbeat_ms = r.integer(root, "heartbeat_ms", "", c.heartbeat_ms, 50, 60000);
-  c.peer_timeout_ms =
-      r.integer(root, "peer_timeout_ms", "", c.peer_timeout_ms, 500, 600000);
-  if (c.peer_timeout_ms < 2 * c.heartbeat_ms)
-    r.fail(root["peer_timeout_ms"], "peer_timeout_ms",
-           "peer_timeout_ms must be at least twice heartbeat_ms",
-           "raise peer_timeout_ms (default 10000) or lower heartbeat_ms (default 1000)");
+  r.expect_map(root, "", {"name", "roles", "data_dir", "key_file", "clients_dir", "controller",
+                          "control", "data", "http", "threads", "gpus", "heartbeat_ms",
+                          "peer_timeout_ms", "task_outputs"});
+  parse_identity(r, root, c);
+  parse_paths(r, root, c);
+  parse_network(r, root, c);
+  parse_resources(r, root, c);
   return c;
 }
 

@@ -13,7 +13,6 @@
 #include "core/eval/evaluation.h"
 #include "core/spec/cluster_rules.h"
 #include "core/spec/job_spec_parser.h"
-#include "core/train/local_trainer.h"
 #include "transport/control/control_connection.h"
 #include "transport/control/control_frames.h"
 #include "transport/mesh/mesh_map.h"

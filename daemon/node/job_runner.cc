@@ -13,7 +13,7 @@
 #include "core/spec/job_spec_parser.h"
 #include "core/train/batch_split.h"
 #include "core/train/checkpoints.h"
-#include "core/train/local_trainer.h"
+#include "core/train/training_run.h"
 #include "daemon/node/local_shards.h"
 #include "daemon/node/mesh_exchange.h"
 #include "daemon/node/stats_recorder.h"
@@ -262,44 +262,85 @@ void JobRunner::cancel() {
   if (exchange_) exchange_->cancel();
 }
 
+// ---- run(): join the job's mesh, train, report ----
+
+namespace {
+
+// The job's members as the mesh and the exchange need them: every member, the ones with an
+// address (the mesh), and the elastic slots no node has taken (in no mesh).
+struct MemberLists {
+  std::vector<JobMember> members;
+  std::vector<transport::MeshMember> mesh;
+  std::vector<uint32_t> vacant;
+};
+
+MemberLists member_lists(const StartMessage& start) {
+  MemberLists out;
+  for (const JobMemberInfo& m : start.members) {
+    out.members.push_back({m.id, m.name, m.workers});
+    if (m.address.empty())
+      out.vacant.push_back(m.id);
+    else
+      out.mesh.push_back({m.id, m.address, m.port, 0});
+  }
+  return out;
+}
+
+}  // namespace
+
+std::chrono::milliseconds JobRunner::barrier_deadline() const {
+  const int64_t peer_timeout_ms = std::clamp<int64_t>(start_.peer_timeout_ms, 500, 600000);
+  return std::chrono::milliseconds(std::max<int64_t>(120000, 6 * peer_timeout_ms));
+}
+
 void JobRunner::run() {
-  const std::string id = job_id_text(job_id_);
   if (predecessor_) {
     predecessor_.reset();  // stopped and joined: it leaves the job's mesh before this one joins
-    spdlog::info("job {}: this node's dropped part stopped; rejoining", id);
+    spdlog::info("job {}: this node's dropped part stopped; rejoining", job_id_text(job_id_));
   }
-  const int rank = int(start_.rank);
-  auto fail = [&](const std::string& error, const std::string& fix) {
-    spdlog::error("job {}: {}", id, error);
-    progress_->stats().flush();  // what it recorded before it failed
-    report_(FailedReport{rank, error, fix, bool(cancel_)});
-  };
-  std::vector<JobMember> members;
-  std::vector<transport::MeshMember> mesh_members;
-  std::vector<uint32_t> vacant;  // elastic slots no node has taken: in no mesh
-  for (const JobMemberInfo& m : start_.members) {
-    members.push_back({m.id, m.name, m.workers});
-    if (m.address.empty()) {
-      vacant.push_back(m.id);
-      continue;
-    }
-    mesh_members.push_back({m.id, m.address, m.port, 0});
-    // Peers' datagrams are taken only from the boot the controller registered for them.
-    if (m.boot != 0 && m.id != self_) channel_.endpoint().announce_boot(m.id, m.boot);
+  const MemberLists lists = member_lists(start_);
+  // Peers' datagrams are taken only from the boot the controller registered for them.
+  for (const JobMemberInfo& m : start_.members)
+    if (!m.address.empty() && m.boot != 0 && m.id != self_)
+      channel_.endpoint().announce_boot(m.id, m.boot);
+  MeshExchange exchange(job_id_, self_, lists.members, barrier_deadline());
+  watch(exchange, lists.members);
+  exchange.set_vacant(lists.vacant);
+  transport::MeshNode mesh(channel_.endpoint(), mesh_map(exchange, lists.mesh),
+                           mesh_handlers(exchange));
+  JobMesh job_mesh(mesh, job_id_);
+  exchange.set_mesh(&job_mesh);
+  expose(&exchange);
+  channel_.attach(job_id_, &mesh);
+  try {
+    train(exchange, lists.members);
+  } catch (const core::UserError& e) {
+    fail(e.what_happened(), e.fix());
+  } catch (const std::exception& e) {
+    fail(e.what(), "see the node's log (journalctl -u dtraind)");
   }
-  const int64_t peer_timeout_ms = std::clamp<int64_t>(start_.peer_timeout_ms, 500, 600000);
-  const auto deadline = std::chrono::milliseconds(std::max<int64_t>(120000, 6 * peer_timeout_ms));
-  MeshExchange exchange(job_id_, self_, members, deadline);
-  // A wait at a barrier is reported well before a silent node is declared lost (at the peer
-  // timeout), so the log says whom the job waits for while it still waits.
+  expose(nullptr);
+  channel_.detach(job_id_);
+  done_ = true;
+}
+
+void JobRunner::fail(const std::string& error, const std::string& fix) {
+  spdlog::error("job {}: {}", job_id_text(job_id_), error);
+  progress_->stats().flush();  // what it recorded before it failed
+  report_(FailedReport{int(start_.rank), error, fix, bool(cancel_)});
+}
+
+// A wait at a barrier is reported well before a silent node is declared lost (at the peer
+// timeout), so the log says whom the job waits for while it still waits; the watchdog names
+// the peers holding this node's bytes (what a blocked publish waits for).
+void JobRunner::watch(MeshExchange& exchange, const std::vector<JobMember>& members) {
   exchange.set_stall_threshold(
       std::chrono::milliseconds(std::max<int64_t>(1000, config_.peer_timeout_ms / 5)));
-  exchange.on_stall = [this, id](const std::string& line) {
-    spdlog::warn("job {}: {}", id, line);
+  exchange.on_stall = [this](const std::string& line) {
+    spdlog::warn("job {}: {}", job_id_text(job_id_), line);
     report_(LogReport{line});
   };
   exchange.start_watchdog([this, members] {
-    // The peers holding this node's bytes: what a blocked publish waits for.
     std::vector<std::string> out;
     const auto counters = channel_.endpoint().counters();
     for (const JobMember& m : members) {
@@ -313,173 +354,217 @@ void JobRunner::run() {
     }
     return out;
   });
+}
+
+transport::MeshNode::Handlers JobRunner::mesh_handlers(MeshExchange& exchange) {
   transport::MeshNode::Handlers handlers;
   handlers.on_message = [&exchange](const transport::Delivery& d) { exchange.on_message(d); };
-  handlers.on_loss = [&exchange, id](uint32_t lost, const std::vector<uint32_t>&, uint64_t) {
+  handlers.on_loss = [&exchange](uint32_t lost, const std::vector<uint32_t>&, uint64_t) {
     exchange.on_loss(lost);
   };
-  transport::MeshMap map = transport::MeshMap::build(start_.mesh, mesh_members);
-  exchange.set_vacant(vacant);
-  const bool rejoin = start_.rejoin;
-  if (rejoin) {
-    // Restarted mid-job, or new to it (joining): the map as the live nodes have it (the lost
-    // ones out, this node back as a leaf; a newcomer under the root, as MeshNode::add_member
-    // puts it), and their parameters before training (MeshExchange::resume).
-    transport::MeshMember me = *map.find(self_);
-    if (start_.joining) me.parent = me.id;
-    const std::vector<uint32_t>& lost = start_.lost;
-    for (uint32_t id : lost)
-      if (map.contains(id)) map = map.without(id);
-    map = map.with(me);
-    exchange.set_rejoining(lost);
-    exchange.on_resumed = [this](int64_t epoch, const std::string& from) {
-      report_(RejoinedReport{epoch + 1, from});
-    };
+  return handlers;
+}
+
+// The job's mesh. Restarted mid-job, or new to it (joining): the map as the live nodes have it
+// (the lost ones out, this node back as a leaf; a newcomer under the root, as
+// MeshNode::add_member puts it), and their parameters before training (MeshExchange::resume).
+transport::MeshMap JobRunner::mesh_map(MeshExchange& exchange,
+                                       const std::vector<transport::MeshMember>& members) {
+  transport::MeshMap map = transport::MeshMap::build(start_.mesh, members);
+  if (!start_.rejoin) return map;
+  transport::MeshMember me = *map.find(self_);
+  if (start_.joining) me.parent = me.id;
+  for (uint32_t id : start_.lost)
+    if (map.contains(id)) map = map.without(id);
+  map = map.with(me);
+  exchange.set_rejoining(start_.lost);
+  exchange.on_resumed = [this](int64_t epoch, const std::string& from) {
+    report_(RejoinedReport{epoch + 1, from});
+  };
+  return map;
+}
+
+// cancel() and rejoin() reach the exchange while run() has it; rejoins that came before it
+// existed are applied now.
+void JobRunner::expose(MeshExchange* exchange) {
+  std::lock_guard<std::mutex> lock(exchange_mutex_);
+  exchange_ = exchange;
+  if (!exchange) return;
+  for (const RejoinMessage& r : early_rejoins_) apply(*exchange, r);
+  early_rejoins_.clear();
+  if (cancel_) exchange->cancel();  // cancelled before the exchange existed
+}
+
+// ---- train(): the spec, the options, the training, the result ----
+
+// What train_local reads, kept alive for its run: the node's form of the spec, the options, and
+// what the options point at.
+struct JobRunner::TrainingInputs {
+  core::JobSpec job;    // as submitted
+  core::JobSpec local;  // this node's: its workers, a checkpoint to resume
+  core::LocalTrainingOptions options;
+  core::ResumePoint checkpoint;
+  core::NodeLocalData local_data;
+  std::vector<float> final_params;
+};
+
+void JobRunner::train(MeshExchange& exchange, const std::vector<JobMember>& members) {
+  TrainingInputs in;
+  core::SpecParseOptions parse;
+  parse.base_dir = start_.base_dir;
+  in.job = core::parse_job_spec_text(start_.spec, start_.name, parse);
+  describe_part(in.job, exchange, members);
+  prepare(in, exchange, members);
+  // Only now may the others be told to admit this node: it takes the job's datagrams (the
+  // parameters they send it would be dropped before), and it has its data.
+  if (start_.rejoin) report_(AttachedReport{start_.rank});
+  sample_links(members);
+  const core::TrainingResult r = core::train_local(in.local, *progress_, in.options);
+  progress_->stats().flush();  // before the result: the controller has every row then
+  if (cancel_) throw core::UserError("the job was cancelled", "");
+  leave_mesh_when_all_done(exchange);
+  report_(result_report(in, r, exchange));
+}
+
+// The log's first lines: where this part sits in the job, how its batch is divided (once, by
+// rank 0), and parameter averaging's rhythm.
+void JobRunner::describe_part(const core::JobSpec& job, const MeshExchange& exchange,
+                              const std::vector<JobMember>& members) {
+  const int rank = int(start_.rank);
+  spdlog::info("job {} ({}): rank {} of {}, workers {}..{} of {}", job_id_text(job_id_),
+               job.name, rank, members.size(), exchange.first_worker(),
+               exchange.first_worker() + members[rank].workers - 1, exchange.total_workers());
+  if (rank == 0)
+    report_(LogReport{core::describe_batch(job.training, exchange.total_workers())});
+  if (job.training.mode == "parameter_averaging")
+    report_(LogReport{"parameter averaging every " +
+                      std::to_string(job.training.averaging_frequency) + " minibatches" +
+                      (job.training.average_updater_state ? ", updater state included" : "")});
+}
+
+void JobRunner::prepare(TrainingInputs& in, MeshExchange& exchange,
+                        const std::vector<JobMember>& members) {
+  const int rank = int(start_.rank);
+  exchange.set_epochs(in.job.training.epochs);
+  in.local = in.job;
+  in.local.training.workers_per_node = members[rank].workers;
+  core::LocalTrainingOptions& o = in.options;
+  // The controller placed this node's workers (daemon/controller/placement): on its GPUs or
+  // its CPU.
+  const JobMemberInfo& me = start_.members[size_t(rank)];
+  if (me.device == "gpu") o.gpus = me.gpus;
+  o.exchange = &exchange;
+  o.cancel = &cancel_;
+  // Every node writes the final model into its own data directory: whichever node speaks for
+  // the job at the end (the lowest rank that finished) has it, even if rank 0 was lost.
+  o.write_model = true;
+  o.threads = static_cast<int>(config_.threads);
+  o.evaluate_each_epoch = rank == 0;
+  const std::filesystem::path model =
+      std::filesystem::path(config_.data_dir) / "models" / in.job.output.model;
+  std::filesystem::create_directories(model.parent_path());
+  o.output_path = model.string();
+  if (start_.resume_epoch >= 0) resume_from_checkpoint(in, exchange);
+  if (!in.job.data.train.shards.empty()) {
+    in.local_data = await_data_plan(in.job, barrier_deadline());
+    o.local_data = &in.local_data;
   }
-  transport::MeshNode mesh(channel_.endpoint(), map, handlers);
-  JobMesh job_mesh(mesh, job_id_);
-  exchange.set_mesh(&job_mesh);
-  {
-    std::lock_guard<std::mutex> lock(exchange_mutex_);
-    exchange_ = &exchange;
-    for (const RejoinMessage& r : early_rejoins_) apply(exchange, r);
-    early_rejoins_.clear();
+  o.final_params = &in.final_params;
+  progress_->plan_stats(
+      in.job.training.epochs,
+      core::worker_batch(in.job.training, int(exchange.total_workers())).per_worker);
+}
+
+// Every member restarted: the job goes on from its consistent checkpoint, this node's copy.
+void JobRunner::resume_from_checkpoint(TrainingInputs& in, MeshExchange& exchange) {
+  in.checkpoint = core::find_epoch_checkpoint(in.options.output_path, start_.resume_epoch);
+  in.local.model.init_from = in.checkpoint.path;
+  in.local.model.init_from_updater = in.checkpoint.model.has_updater;
+  in.options.resume = &in.checkpoint.model;
+  exchange.start_at(start_.resume_epoch);
+  report_(LogReport{"resuming from " + in.checkpoint.path + " (" +
+                    std::to_string(start_.resume_epoch) + " epochs done)"});
+}
+
+// The stats history's link rows: this job's peers' counters.
+void JobRunner::sample_links(const std::vector<JobMember>& members) {
+  std::set<uint32_t> peers;
+  for (const JobMember& m : members)
+    if (m.id != self_) peers.insert(m.id);
+  progress_->stats().sample_links_with([this, peers] {
+    std::vector<StatsRecorder::LinkSample> out;
+    for (const auto& [peer, c] : channel_.endpoint().counters())
+      if (peers.count(peer))
+        out.push_back({peer, c.bytes_out, c.bytes_in, c.datagrams_out, c.retransmits, c.rtt_us});
+    return out;
+  });
+}
+
+// Stay on the mesh until every node has finished: others may still need what this node relays
+// (the root relays everything in plain mode).
+void JobRunner::leave_mesh_when_all_done(MeshExchange& exchange) {
+  exchange.end_epoch(-1, 0.0, 0);
+  for (auto end = Clock::now() + std::chrono::seconds(30);
+       !channel_.endpoint().idle() && Clock::now() < end;)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+}
+
+ResultReport JobRunner::result_report(const TrainingInputs& in, const core::TrainingResult& r,
+                                      MeshExchange& exchange) {
+  const core::JobSpec& job = in.job;
+  ResultReport result;
+  result.rank = start_.rank;
+  result.iterations = r.iterations;
+  result.samples = r.samples;
+  result.train_seconds = r.train_seconds;
+  result.messages = r.messages;
+  result.message_bytes = r.message_bytes;
+  result.params = r.params;
+  result.workers = int32_t(r.workers);
+  result.codec_kernel = r.codec_kernel;
+  result.device = r.device;
+  result.mesh_messages_sent = exchange.messages_sent();
+  result.mesh_bytes_sent = exchange.bytes_sent();
+  result.lost_nodes = exchange.lost_names();
+  result.sync = job.training.sync.mode;
+  result.sync_bound = job.training.sync.bound;
+  result.max_steps_ahead = r.max_ahead;
+  result.stop_on_divergence = job.training.stop_on_divergence;
+  result.fp16 = job.training.precision == "fp16";
+  result.overflow_skipped_steps = r.overflow_skipped_steps;
+  result.gpu_sharing = r.gpu_sharing;
+  result.messages_from_gpus = r.messages_from_gpus;
+  const core::LayerSpec& out = job.model.layers.back();
+  if (out.loss != core::Loss::kMse) result.classes = out.units;
+  add_checks(result, in, r);
+  return result;
+}
+
+// What the controller checks across nodes: the updates applied, the evaluation part, the
+// model file's digest and a sample of the final parameters.
+void JobRunner::add_checks(ResultReport& result, const TrainingInputs& in,
+                           const core::TrainingResult& r) {
+  if (!r.resumed && in.job.training.mode == "gradient_sharing")
+    // The updates worker 0 applied: the controller checks every node applied the same set.
+    result.applied =
+        ResultReport::Applied{r.applied_messages, r.applied_digest, r.audit_deviation};
+  if (r.evaluated)
+    // This node's part of the test set; the controller merges every node's counts.
+    result.evaluation = ResultReport::Evaluation{r.eval_part, r.eval_parts, r.final_eval.count(),
+                                                 r.test_examples,
+                                                 evaluation_counts(r.final_eval)};
+  if (!r.model_path.empty()) {
+    result.model_path = r.model_path;
+    // dtrain-submit fetch checks the file it copies against this (daemon/protocol/model_fetch).
+    result.model_sha256 = file_sha256(r.model_path);
   }
-  if (cancel_) exchange.cancel();  // cancelled before the exchange existed (joining a predecessor)
-  channel_.attach(job_id_, &mesh);
-  try {
-    core::SpecParseOptions options;
-    options.base_dir = start_.base_dir;
-    const core::JobSpec job =
-        core::parse_job_spec_text(start_.spec, start_.name, options);
-    spdlog::info("job {} ({}): rank {} of {}, workers {}..{} of {}", id, job.name, rank,
-                 members.size(), exchange.first_worker(),
-                 exchange.first_worker() + members[rank].workers - 1, exchange.total_workers());
-    exchange.set_epochs(job.training.epochs);
-    // How the job's batch is divided, once for the job (the user sees it in the submit output).
-    if (rank == 0)
-      report_(LogReport{core::describe_batch(job.training, exchange.total_workers())});
-    if (job.training.mode == "parameter_averaging")
-      report_(LogReport{"parameter averaging every " +
-                        std::to_string(job.training.averaging_frequency) + " minibatches" +
-                        (job.training.average_updater_state ? ", updater state included" : "")});
-    core::JobSpec local = job;
-    local.training.workers_per_node = members[rank].workers;
-    core::LocalTrainingOptions o;
-    // The controller placed this node's workers (daemon/controller/placement): on its GPUs or
-    // its CPU.
-    const JobMemberInfo& me = start_.members[size_t(rank)];
-    if (me.device == "gpu") o.gpus = me.gpus;
-    o.exchange = &exchange;
-    o.cancel = &cancel_;
-    // Every node writes the final model into its own data directory: whichever node speaks
-    // for the job at the end (the lowest rank that finished) has it, even if rank 0 was lost.
-    o.write_model = true;
-    o.threads = static_cast<int>(config_.threads);
-    o.evaluate_each_epoch = rank == 0;
-    const std::filesystem::path model = std::filesystem::path(config_.data_dir) / "models" / job.output.model;
-    std::filesystem::create_directories(model.parent_path());
-    o.output_path = model.string();
-    // Every member restarted: the job goes on from its consistent checkpoint, this node's copy.
-    core::ResumePoint checkpoint;
-    if (start_.resume_epoch >= 0) {
-      checkpoint = core::find_epoch_checkpoint(model.string(), start_.resume_epoch);
-      local.model.init_from = checkpoint.path;
-      local.model.init_from_updater = checkpoint.model.has_updater;
-      o.resume = &checkpoint.model;
-      exchange.start_at(start_.resume_epoch);
-      report_(LogReport{"resuming from " + checkpoint.path + " (" +
-                        std::to_string(start_.resume_epoch) + " epochs done)"});
-    }
-    core::NodeLocalData local_data;
-    if (!job.data.train.shards.empty()) {
-      local_data = await_data_plan(job, deadline);
-      o.local_data = &local_data;
-    }
-    // Only now may the others be told to admit this node: it takes the job's datagrams (the
-    // parameters they send it would be dropped before), and it has its data.
-    if (rejoin) report_(AttachedReport{uint32_t(rank)});
-    std::vector<float> params;
-    o.final_params = &params;
-    progress_->plan_stats(
-        job.training.epochs,
-        core::worker_batch(job.training, int(exchange.total_workers())).per_worker);
-    std::set<uint32_t> peers;
-    for (const JobMember& m : members)
-      if (m.id != self_) peers.insert(m.id);
-    progress_->stats().sample_links_with([this, peers] {
-      std::vector<StatsRecorder::LinkSample> out;
-      for (const auto& [peer, c] : channel_.endpoint().counters())
-        if (peers.count(peer))
-          out.push_back({peer, c.bytes_out, c.bytes_in, c.datagrams_out, c.retransmits, c.rtt_us});
-      return out;
-    });
-    const core::TrainingResult r = core::train_local(local, *progress_, o);
-    progress_->stats().flush();  // before the result: the controller has every row then
-    if (cancel_) throw core::UserError("the job was cancelled", "");
-    // Stay on the mesh until every node has finished: others may still need what this node
-    // relays (the root relays everything in plain mode).
-    exchange.end_epoch(-1, 0.0, 0);
-    for (auto end = Clock::now() + std::chrono::seconds(30);
-         !channel_.endpoint().idle() && Clock::now() < end;)
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    ResultReport result;
-    result.rank = uint32_t(rank);
-    result.iterations = r.iterations;
-    result.samples = r.samples;
-    result.train_seconds = r.train_seconds;
-    result.messages = r.messages;
-    result.message_bytes = r.message_bytes;
-    result.params = r.params;
-    result.workers = int32_t(r.workers);
-    result.codec_kernel = r.codec_kernel;
-    result.device = r.device;
-    result.mesh_messages_sent = exchange.messages_sent();
-    result.mesh_bytes_sent = exchange.bytes_sent();
-    result.lost_nodes = exchange.lost_names();
-    result.sync = job.training.sync.mode;
-    result.sync_bound = job.training.sync.bound;
-    result.max_steps_ahead = r.max_ahead;
-    result.stop_on_divergence = job.training.stop_on_divergence;
-    result.fp16 = job.training.precision == "fp16";
-    result.overflow_skipped_steps = r.overflow_skipped_steps;
-    result.gpu_sharing = r.gpu_sharing;
-    result.messages_from_gpus = r.messages_from_gpus;
-    const core::LayerSpec& out = job.model.layers.back();
-    if (out.loss != core::Loss::kMse) result.classes = out.units;
-    if (!r.resumed && job.training.mode == "gradient_sharing")
-      // The updates worker 0 applied: the controller checks every node applied the same set.
-      result.applied = ResultReport::Applied{r.applied_messages, r.applied_digest,
-                                             r.audit_deviation};
-    if (r.evaluated) {
-      // This node's part of the test set; the controller merges every node's counts.
-      result.evaluation = ResultReport::Evaluation{r.eval_part, r.eval_parts,
-                                                   r.final_eval.count(), r.test_examples,
-                                                   evaluation_counts(r.final_eval)};
-    }
-    if (!r.model_path.empty()) {
-      result.model_path = r.model_path;
-      // dtrain-submit fetch checks the file it copies against this (daemon/protocol/model_fetch).
-      result.model_sha256 = file_sha256(r.model_path);
-    }
-    if (!r.stopped_early.empty()) {
-      result.stopped_early = r.stopped_early;
-      if (rank == 0) report_(LogReport{r.stopped_early});
-    }
-    const int64_t stride = std::max<int64_t>(1, int64_t(params.size()) / kParamSample);
-    for (size_t i = 0; i < params.size(); i += stride) result.params_sample.push_back(params[i]);
-    report_(result);
-  } catch (const core::UserError& e) {
-    fail(e.what_happened(), e.fix());
-  } catch (const std::exception& e) {
-    fail(e.what(), "see the node's log (journalctl -u dtraind)");
+  if (!r.stopped_early.empty()) {
+    result.stopped_early = r.stopped_early;
+    if (start_.rank == 0) report_(LogReport{r.stopped_early});
   }
-  {
-    std::lock_guard<std::mutex> lock(exchange_mutex_);
-    exchange_ = nullptr;
-  }
-  channel_.detach(job_id_);
-  done_ = true;
+  const std::vector<float>& params = in.final_params;
+  const int64_t stride = std::max<int64_t>(1, int64_t(params.size()) / kParamSample);
+  for (size_t i = 0; i < params.size(); i += stride) result.params_sample.push_back(params[i]);
 }
 
 }  // namespace dtrain::daemon

@@ -19,14 +19,15 @@
 #include <vector>
 
 #include "core/spec/job_spec.h"
-#include "core/train/local_trainer.h"
+#include "core/train/training_types.h"
 #include "daemon/config/daemon_config.h"
 #include "daemon/node/data_channel.h"
+#include "daemon/node/mesh_exchange.h"
+#include "transport/mesh/mesh_map.h"
 #include "daemon/protocol/control_messages.h"
 
 namespace dtrain::daemon {
 
-class MeshExchange;
 
 class JobRunner {
  public:
@@ -56,7 +57,26 @@ class JobRunner {
 
  private:
   class ProgressReporter;
+  struct TrainingInputs;
+  // run()'s phases: join the job's mesh, train, report the result (or the failure).
   void run();
+  std::chrono::milliseconds barrier_deadline() const;
+  void watch(MeshExchange& exchange, const std::vector<JobMember>& members);
+  transport::MeshNode::Handlers mesh_handlers(MeshExchange& exchange);
+  transport::MeshMap mesh_map(MeshExchange& exchange,
+                              const std::vector<transport::MeshMember>& members);
+  void expose(MeshExchange* exchange);
+  void train(MeshExchange& exchange, const std::vector<JobMember>& members);
+  void describe_part(const core::JobSpec& job, const MeshExchange& exchange,
+                     const std::vector<JobMember>& members);
+  void prepare(TrainingInputs& in, MeshExchange& exchange, const std::vector<JobMember>& members);
+  void resume_from_checkpoint(TrainingInputs& in, MeshExchange& exchange);
+  void sample_links(const std::vector<JobMember>& members);
+  void leave_mesh_when_all_done(MeshExchange& exchange);
+  ResultReport result_report(const TrainingInputs& in, const core::TrainingResult& r,
+                             MeshExchange& exchange);
+  void add_checks(ResultReport& result, const TrainingInputs& in, const core::TrainingResult& r);
+  void fail(const std::string& error, const std::string& fix);
   // Node-local data: lists this node's files to the controller and waits for its plan.
   core::NodeLocalData await_data_plan(const core::JobSpec& job, std::chrono::milliseconds deadline);
 

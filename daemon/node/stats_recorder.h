@@ -10,7 +10,7 @@
 #include <mutex>
 #include <vector>
 
-#include "core/train/local_trainer.h"
+#include "core/train/training_types.h"
 #include "core/train/step_stats.h"
 #include "daemon/protocol/job_stats.h"
 

@@ -60,17 +60,12 @@ __device__ __forceinline__ uint32_t encode_one(float& v, float tau, float clip, 
   return code;
 }
 
-// r += u, mark, subtract, clip; bitmap words and per-tile counts. Each thread takes four
-// consecutive elements per round (one float4 of r and of u, all rounds loaded before any is
-// used, so many loads are in flight); four neighbouring lanes make one 16-element bitmap word.
-__global__ void __launch_bounds__(kThreads) encode_mark(float* __restrict__ r,
-                                                        const float* __restrict__ u, int64_t n,
-                                                        float tau, float clip,
-                                                        uint32_t* __restrict__ bitmap,
-                                                        TileStats tiles) {
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const int64_t warp_base = int64_t(blockIdx.x) * kTile + int64_t(warp) * (kRounds * 128);
-  float4 rv[kRounds], uv[kRounds];
+// This lane's kRounds float4 of r and of u, all loaded before any is used (many loads in
+// flight); a tile's ragged end is read element by element.
+__device__ __forceinline__ void load_rounds(const float* __restrict__ r,
+                                            const float* __restrict__ u, int64_t n,
+                                            int64_t warp_base, int lane, float4 (&rv)[kRounds],
+                                            float4 (&uv)[kRounds]) {
 #pragma unroll
   for (int round = 0; round < kRounds; ++round) {
     const int64_t i = warp_base + round * 128 + lane * 4;
@@ -88,6 +83,52 @@ __global__ void __launch_bounds__(kThreads) encode_mark(float* __restrict__ r,
       uv[round] = make_float4(b[0], b[1], b[2], b[3]);
     }
   }
+}
+
+// Per-tile count, squares and first bad index from every warp's, combined by finalize_tiles.
+__device__ __forceinline__ void store_tile_totals(uint32_t warp_count, float squares,
+                                                  unsigned long long bad, int lane, int warp,
+                                                  TileStats tiles) {
+  __shared__ uint32_t warp_counts[kThreads / 32];
+  __shared__ double warp_squares[kThreads / 32];
+  __shared__ unsigned long long warp_bad[kThreads / 32];
+  double sq = squares;
+  for (int off = 16; off; off >>= 1) {
+    sq += __shfl_down_sync(0xFFFFFFFFu, sq, off);
+    bad = min(bad, __shfl_down_sync(0xFFFFFFFFu, bad, off));
+  }
+  if (lane == 0) {
+    warp_counts[warp] = warp_count;
+    warp_squares[warp] = sq;
+    warp_bad[warp] = bad;
+  }
+  __syncthreads();
+  if (threadIdx.x != 0) return;
+  uint32_t c = 0;
+  double s = 0;
+  unsigned long long b = ~0ull;
+  for (int w = 0; w < kThreads / 32; ++w) {
+    c += warp_counts[w];
+    s += warp_squares[w];
+    b = min(b, warp_bad[w]);
+  }
+  tiles.counts[blockIdx.x] = c;
+  tiles.squares[blockIdx.x] = s;
+  tiles.first_nonfinite[blockIdx.x] = b;
+}
+
+// r += u, mark, subtract, clip; bitmap words and per-tile counts. Each thread takes four
+// consecutive elements per round (one float4 of r and of u); four neighbouring lanes make one
+// 16-element bitmap word.
+__global__ void __launch_bounds__(kThreads) encode_mark(float* __restrict__ r,
+                                                        const float* __restrict__ u, int64_t n,
+                                                        float tau, float clip,
+                                                        uint32_t* __restrict__ bitmap,
+                                                        TileStats tiles) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int64_t warp_base = int64_t(blockIdx.x) * kTile + int64_t(warp) * (kRounds * 128);
+  float4 rv[kRounds], uv[kRounds];
+  load_rounds(r, u, n, warp_base, lane, rv, uv);
   uint32_t warp_count = 0;
   float squares = 0.f;
   unsigned long long bad = ~0ull;
@@ -116,34 +157,7 @@ __global__ void __launch_bounds__(kThreads) encode_mark(float* __restrict__ r,
     if ((lane & 3) == 0 && i < n) bitmap[i / 16] = word;
   }
   warp_count = __reduce_add_sync(0xFFFFFFFFu, warp_count);
-  // Per-tile count, squares and first bad index, combined by finalize_tiles.
-  __shared__ uint32_t warp_counts[kThreads / 32];
-  __shared__ double warp_squares[kThreads / 32];
-  double sq = squares;
-  for (int off = 16; off; off >>= 1) {
-    sq += __shfl_down_sync(0xFFFFFFFFu, sq, off);
-    bad = min(bad, __shfl_down_sync(0xFFFFFFFFu, bad, off));
-  }
-  __shared__ unsigned long long warp_bad[kThreads / 32];
-  if (lane == 0) {
-    warp_counts[warp] = warp_count;
-    warp_squares[warp] = sq;
-    warp_bad[warp] = bad;
-  }
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    uint32_t c = 0;
-    double s = 0;
-    unsigned long long b = ~0ull;
-    for (int w = 0; w < kThreads / 32; ++w) {
-      c += warp_counts[w];
-      s += warp_squares[w];
-      b = min(b, warp_bad[w]);
-    }
-    tiles.counts[blockIdx.x] = c;
-    tiles.squares[blockIdx.x] = s;
-    tiles.first_nonfinite[blockIdx.x] = b;
-  }
+  store_tile_totals(warp_count, squares, bad, lane, warp, tiles);
 }
 
 // One block: exclusive scan of the tile counts into tile offsets (the ordered output's

@@ -6,7 +6,7 @@
 #include <cstdio>
 
 #include "core/spec/job_spec_parser.h"
-#include "core/train/local_trainer.h"
+#include "core/train/training_run.h"
 #include "kernels/gpu_devices.h"
 
 int main() {

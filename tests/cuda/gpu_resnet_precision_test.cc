@@ -12,7 +12,7 @@
 #include <cstring>
 
 #include "core/spec/job_spec_parser.h"
-#include "core/train/local_trainer.h"
+#include "core/train/training_run.h"
 #include "kernels/gpu_devices.h"
 
 int main(int argc, char** argv) {

@@ -8,7 +8,7 @@
 #include "core/eval/evaluate.h"
 #include "core/io/saved_model.h"
 #include "core/spec/job_spec_parser.h"
-#include "core/train/local_trainer.h"
+#include "core/train/training_run.h"
 #include "core/train/training_data.h"
 #include "tests/test_util.h"
 

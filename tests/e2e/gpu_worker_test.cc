@@ -17,7 +17,7 @@
 #include <iostream>
 
 #include "core/spec/job_spec_parser.h"
-#include "core/train/local_trainer.h"
+#include "core/train/training_run.h"
 #include "kernels/gpu_devices.h"
 #include "tests/gpu_or_emulated.h"
 #include "tests/test_util.h"

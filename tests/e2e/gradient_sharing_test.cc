@@ -11,7 +11,7 @@
 #include "core/codec/reference_codec.h"
 #include "core/io/model_file.h"
 #include "core/spec/job_spec_parser.h"
-#include "core/train/local_trainer.h"
+#include "core/train/training_run.h"
 #include "tests/test_util.h"
 
 namespace dtrain {

@@ -3,7 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include "core/spec/job_spec_parser.h"
-#include "core/train/local_trainer.h"
+#include "core/train/training_run.h"
 #include "core/train/memory_budget.h"
 #include "core/util/error.h"
 

@@ -11,7 +11,7 @@
 
 #include "core/codec/reference_codec.h"
 #include "core/train/divergence_monitor.h"
-#include "core/train/local_trainer.h"
+#include "core/train/training_run.h"
 #include "core/train/step_gate.h"
 #include "core/train/update_audit.h"
 #include "tests/test_util.h"

@@ -1,7 +1,6 @@
 #pragma once
-// Trains a job inside this process (dtrain-submit --local): loads the data, runs the epochs on
-// workers_per_node worker threads (gradient sharing between them through memory, core/README.md,
-// "Sharing"), evaluates the test set after each epoch, checkpoints and writes the model file.
+// What a training run takes and gives (core/train/training_run.h): its options, the listener
+// that sees its steps and epochs, and its result.
 #include <atomic>
 #include <string>
 #include <vector>
@@ -10,8 +9,8 @@
 #include "core/eval/evaluation.h"
 #include "core/io/model_file.h"
 #include "core/spec/job_spec.h"
-#include "core/train/replica_agreement.h"
 #include "core/train/node_exchange.h"
+#include "core/train/replica_agreement.h"
 #include "core/train/sharing_worker.h"
 #include "core/train/step_stats.h"
 
@@ -139,11 +138,5 @@ struct LocalTrainingOptions {
   // files the pattern matches here (alone), or data every node reads whole.
   const NodeLocalData* local_data = nullptr;
 };
-
-// workers_per_node resolved for this machine's CPU (core/spec/workers_per_node.h).
-int resolve_workers_per_node(const JobSpec& job);
-
-TrainingResult train_local(const JobSpec& job, TrainingListener& listener,
-                           const LocalTrainingOptions& options);
 
 }  // namespace dtrain::core

@@ -1,0 +1,35 @@
+#pragma once
+// Parameter averaging across nodes (core/README.md, "Sharing"): every node runs the same number
+// of rounds per epoch, set by the smallest shard and spread evenly over its own minibatches, the
+// last one after its last minibatch, so that every replica is the same at every epoch end.
+#include <cstdint>
+
+#include "core/train/node_exchange.h"
+#include "core/train/worker.h"
+
+namespace dtrain::core {
+
+// One round; with `with_updater_state` the updater's momentum/moments travel with the
+// parameters and are averaged the same way.
+void average_round(NodeExchange& exchange, Worker& worker, bool with_updater_state,
+                   int64_t round);
+
+// Rounds per epoch, the same on every node: from the smallest of `shards` shards of `examples`.
+int64_t rounds_per_epoch(int64_t examples, int shards, int64_t batch, int64_t frequency);
+
+// Whether round `done` (0-based) is due once minibatch `in_epoch` (0-based) of an epoch of
+// `batches` minibatches is done.
+inline bool round_due(int64_t done, int64_t rounds, int64_t in_epoch, int64_t batches) {
+  return done < rounds && in_epoch + 1 >= (done + 1) * batches / rounds;
+}
+
+// Round ids: the epoch's regular rounds are even, its takeover round odd (after the last regular
+// one), so the ids only grow (MeshExchange drops rounds it has averaged).
+inline int64_t regular_round(int64_t epoch, int64_t per_epoch, int64_t k) {
+  return 2 * (epoch * per_epoch + k);
+}
+inline int64_t takeover_round(int64_t epoch, int64_t per_epoch) {
+  return regular_round(epoch, per_epoch, per_epoch - 1) + 1;
+}
+
+}  // namespace dtrain::core
