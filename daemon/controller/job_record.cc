@@ -21,99 +21,130 @@ double unix_now() {
       .count();
 }
 
+namespace {
+
+// Where a kept field shows: in `status --json` and the record on disk, or on disk only (what a
+// restarted controller needs to go on).
+enum class Shown { kStatus, kRecord };
+
+// The record's id and state are words in JSON (job_id_text, job_state_name); the shard lists
+// have their own form (shard_list.h). Each is read leniently: a record of an older release or
+// an unknown word keeps the default (a state it cannot read: failed, it cannot be running here).
+template <class Id>
+struct AsJobId {
+  Id& id;
+};
+template <class State>
+struct AsStateWord {
+  State& state;
+};
+template <class Lists>
+struct AsShardLists {
+  Lists& lists;
+};
+
+Json to_field(const AsJobId<const uint64_t>& f) { return job_id_text(f.id); }
+Json to_field(const AsStateWord<const JobState>& f) { return job_state_name(f.state); }
+Json to_field(const AsShardLists<const std::map<std::string, std::vector<ShardFile>>>& f) {
+  Json j = Json::object();
+  for (const auto& [node, files] : f.lists) j[node] = shard_list_json(files);
+  return j;
+}
+template <class T>
+Json to_field(const T& value) {
+  return value;
+}
+
+void from_field(const Json& j, AsJobId<uint64_t> f) { parse_job_id(j.get<std::string>(), f.id); }
+void from_field(const Json& j, AsStateWord<JobState> f) {
+  f.state = parse_job_state(j.get<std::string>()).value_or(JobState::kFailed);
+}
+void from_field(const Json& j, AsShardLists<std::map<std::string, std::vector<ShardFile>>> f) {
+  for (const auto& [node, list] : j.items()) {
+    std::vector<ShardFile> files;
+    std::string error;
+    if (read_shard_list(list, files, error)) f.lists[node] = std::move(files);
+  }
+}
+template <class T>
+void from_field(const Json& j, T& value) {
+  value = j.get<T>();
+}
+
+}  // namespace
+
+// Every kept field of the record, once: its key, the member, and where it shows. to_json and
+// from_json both walk this list (Record is JobRecord or const JobRecord).
+template <class Record, class Visit>
+void JobRecord::for_each_field(Record& r, Visit&& field) {
+  using Id = std::conditional_t<std::is_const_v<Record>, const uint64_t, uint64_t>;
+  using State = std::conditional_t<std::is_const_v<Record>, const JobState, JobState>;
+  using Lists = std::conditional_t<std::is_const_v<Record>,
+                                   const std::map<std::string, std::vector<ShardFile>>,
+                                   std::map<std::string, std::vector<ShardFile>>>;
+  field("id", AsJobId<Id>{r.id}, Shown::kStatus);
+  field("name", r.name, Shown::kStatus);
+  field("state", AsStateWord<State>{r.state}, Shown::kStatus);
+  field("mode", r.mode, Shown::kStatus);
+  field("nodes", r.nodes, Shown::kStatus);
+  field("lost_nodes", r.lost_nodes, Shown::kStatus);
+  field("rejoined_nodes", r.rejoined_nodes, Shown::kStatus);
+  field("joined_nodes", r.joined_nodes, Shown::kStatus);
+  field("submitted_at", r.submitted_at, Shown::kStatus);
+  field("started_at", r.started_at, Shown::kStatus);
+  field("finished_at", r.finished_at, Shown::kStatus);
+  field("progress", r.progress, Shown::kStatus);
+  field("result", r.result, Shown::kStatus);
+  field("error", r.error, Shown::kStatus);
+  field("fix", r.fix, Shown::kStatus);
+  field("spec", r.spec_text, Shown::kRecord);
+  field("base_dir", r.base_dir, Shown::kRecord);
+  field("results", r.results, Shown::kRecord);
+  field("failures", r.failures, Shown::kRecord);
+  field("log", r.log, Shown::kRecord);
+  field("members", r.members, Shown::kRecord);
+  field("checkpoints", r.checkpoints, Shown::kRecord);
+  field("mesh", r.mesh, Shown::kRecord);
+  field("resume_epoch", r.resume_epoch, Shown::kRecord);
+  field("parts", r.parts, Shown::kRecord);
+  field("min_nodes", r.min_nodes, Shown::kRecord);
+  field("data_plan", r.data_plan, Shown::kRecord);
+  // Lists in before a controller restart: the nodes do not send them again.
+  field("shard_lists", AsShardLists<Lists>{r.shard_lists}, Shown::kRecord);
+  // A task job's (task_view adds its parts to status).
+  if (!r.task.empty() || !std::is_const_v<Record>) {
+    field("task", r.task, Shown::kStatus);
+    field("task_request", r.task_request, Shown::kStatus);
+  }
+}
+
 Json JobRecord::to_json(bool with_log) const {
-  Json j;
-  j["id"] = job_id_text(id);
-  j["name"] = name;
-  j["state"] = job_state_name(state);
-  j["mode"] = mode;
-  if (!task.empty()) {
-    j["task"] = task;
-    j["task_request"] = task_request;
-    j["task_parts"] = {{"done", part_results.size()}, {"total", part_count}};
-  }
-  j["nodes"] = nodes;
-  j["lost_nodes"] = lost_nodes;
-  j["rejoined_nodes"] = rejoined_nodes;
-  j["joined_nodes"] = joined_nodes;
-  j["submitted_at"] = submitted_at;
-  j["started_at"] = started_at;
-  j["finished_at"] = finished_at;
-  j["progress"] = Json::object();
-  for (const auto& [node, p] : progress) {
-    j["progress"][node] = p;
-    // Each node's last report stays, but an ended job has nothing left to wait for.
-    if (finished() && p.is_object()) j["progress"][node].erase("eta_seconds");
-  }
-  j["result"] = result;
+  Json j = Json::object();
+  for_each_field(*this, [&](const char* key, const auto& value, Shown shown) {
+    if (shown == Shown::kStatus || with_log) j[key] = to_field(value);
+  });
+  // Views made from the fields, for status only (a restarted controller makes them anew).
+  if (!task.empty()) j["task_parts"] = {{"done", part_results.size()}, {"total", part_count}};
+  if (finished())  // each node's last report stays, but an ended job has nothing to wait for
+    for (auto& [node, p] : j["progress"].items())
+      if (p.is_object()) p.erase("eta_seconds");
   if (const int64_t epoch = consistent_checkpoint(); epoch >= 0)
     j["checkpoint"] = {{"epoch", epoch}, {"nodes", checkpoints}};
-  j["error"] = error;
-  j["fix"] = fix;
-  if (with_log) {
-    j["spec"] = spec_text;
-    j["base_dir"] = base_dir;
-    j["results"] = results;
-    j["failures"] = failures;
-    j["log"] = log;
-    j["members"] = members;
-    j["checkpoints"] = checkpoints;
-    j["mesh"] = mesh;
-    j["resume_epoch"] = resume_epoch;
-    j["parts"] = parts;
-    j["min_nodes"] = min_nodes;
-    if (!data_plan.is_null()) j["data_plan"] = data_plan;
-    // Lists in before a controller restart: the nodes do not send them again.
-    for (const auto& [node, files] : shard_lists) j["shard_lists"][node] = shard_list_json(files);
-  }
   return j;
 }
 
 JobRecord JobRecord::from_json(const Json& j) {
   JobRecord r;
-  parse_job_id(j.value("id", ""), r.id);
-  r.name = j.value("name", "");
-  // A record of a later release's state, or none: failed (it cannot be running here).
-  r.state = parse_job_state(j.value("state", "")).value_or(JobState::kFailed);
-  r.mode = j.value("mode", "");
-  r.task = j.value("task", "");
-  if (j.contains("task_request") && j["task_request"].is_object()) r.task_request = j["task_request"];
-  r.spec_text = j.value("spec", "");
-  r.base_dir = j.value("base_dir", "");
-  r.nodes = j.value("nodes", std::vector<std::string>{});
-  r.lost_nodes = j.value("lost_nodes", std::vector<std::string>{});
-  r.rejoined_nodes = j.value("rejoined_nodes", std::vector<std::string>{});
-  r.joined_nodes = j.value("joined_nodes", std::vector<std::string>{});
-  r.min_nodes = j.value("min_nodes", int64_t(0));
-  if (j.contains("data_plan") && j["data_plan"].is_object()) r.data_plan = j["data_plan"];
-  if (j.contains("shard_lists") && j["shard_lists"].is_object())
-    for (const auto& [node, list] : j["shard_lists"].items()) {
-      std::vector<ShardFile> files;
-      std::string error;
-      if (read_shard_list(list, files, error)) r.shard_lists[node] = std::move(files);
+  r.state = JobState::kFailed;  // a record without a state cannot be running here
+  for_each_field(r, [&](const char* key, auto&& value, Shown) {
+    auto it = j.find(key);
+    if (it == j.end() || it->is_null()) return;
+    try {
+      from_field(*it, value);
+    } catch (const Json::exception&) {
+      // Of another type than this release writes: the default stays.
     }
-  r.submitted_at = j.value("submitted_at", 0.0);
-  r.started_at = j.value("started_at", 0.0);
-  r.finished_at = j.value("finished_at", 0.0);
-  if (j.contains("progress") && j["progress"].is_object())
-    for (const auto& [k, v] : j["progress"].items()) r.progress[k] = v;
-  if (j.contains("results") && j["results"].is_object())
-    for (const auto& [k, v] : j["results"].items()) r.results[k] = v;
-  if (j.contains("failures") && j["failures"].is_object())
-    for (const auto& [k, v] : j["failures"].items()) r.failures[k] = v;
-  r.result = j.value("result", Json::object());
-  r.error = j.value("error", "");
-  r.fix = j.value("fix", "");
-  r.log = j.value("log", std::vector<std::string>{});
-  if (j.contains("members") && j["members"].is_array()) r.members = j["members"];
-  r.mesh = j.value("mesh", "");
-  r.resume_epoch = j.value("resume_epoch", int64_t(-1));
-  if (j.contains("parts") && j["parts"].is_object())
-    for (const auto& [k, v] : j["parts"].items())
-      if (v.is_number_unsigned()) r.parts[k] = v.get<uint64_t>();
-  if (j.contains("checkpoints") && j["checkpoints"].is_object())
-    for (const auto& [k, v] : j["checkpoints"].items())
-      if (v.is_number_integer()) r.checkpoints[k] = v.get<int64_t>();
+  });
   return r;
 }
 

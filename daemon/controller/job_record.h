@@ -95,9 +95,15 @@ struct JobRecord {
   // Lost and not back in the job (lost_nodes keeps a node that rejoined; rejoined_nodes says so).
   bool dropped(const std::string& node) const;
   bool finished() const { return job_ended(state); }
+  // Status (`status --json`), or with_log the whole record as kept on disk; both, and from_json,
+  // walk one list of the kept fields (for_each_field, job_record.cc).
   Json to_json(bool with_log = false) const;
   static JobRecord from_json(const Json& j);
   void add_log(const std::string& line);
+
+ private:
+  template <class Record, class Visit>
+  static void for_each_field(Record& r, Visit&& field);
 };
 
 // A job's lists of node names (nodes, lost_nodes, rejoining, ...).

@@ -119,15 +119,33 @@ void merge_evaluation(const std::map<std::string, Json>& results, Json& result,
                 " test examples: a node was lost before it reported its part");
 }
 
-std::optional<JobFailure> check_result(const std::map<std::string, Json>& results,
-                                       const Json& result, double diff) {
-  if (diff > 1e-5)
-    return JobFailure{"the replicas disagree (max relative difference " + std::to_string(diff) +
-                          "): an update was lost or applied twice", ""};
-  // Exactly once across nodes: the same count and digest of message ids on every node that
-  // trained from the start (a rejoined node's replica began from a snapshot).
-  const Json* first = nullptr;
-  std::string first_node;
+namespace {
+
+// A node's applied updates as the audit counts them: how many, and the digest of their ids.
+struct Applied {
+  int64_t messages = 0;
+  std::string digest;
+  bool operator<(const Applied& o) const {
+    return messages != o.messages ? messages < o.messages : digest < o.digest;
+  }
+  std::string text() const {
+    return std::to_string(messages) + " updates (digest " + digest + ")";
+  }
+};
+
+// "node-1 applied 501 updates (digest ...)" for each node in `nodes`, joined with "and".
+std::string applied_by(const std::vector<std::pair<std::string, Applied>>& nodes) {
+  std::string out;
+  for (const auto& [node, a] : nodes) out += (out.empty() ? "" : " and ") + node + " applied " + a.text();
+  return out;
+}
+
+// Exactly once across nodes: every node that trained from the start (or continued an audited
+// replica) applied the same count and digest of message ids. The nodes outside the majority are
+// named; with no majority (two nodes that differ), every node is.
+std::optional<JobFailure> check_applied(const std::map<std::string, Json>& results) {
+  std::map<Applied, std::vector<std::string>> groups;
+  size_t audited = 0;
   for (const auto& [node, r] : results) {
     if (!r.contains("applied_updates")) continue;
     const Json& a = r["applied_updates"];
@@ -135,18 +153,60 @@ std::optional<JobFailure> check_result(const std::map<std::string, Json>& result
       return JobFailure{node + "'s replica is " + std::to_string(a.value("deviation", 0.0)) +
                             " (relative) away from its initial parameters minus the updates it "
                             "applied: an update was applied wrongly", ""};
-    if (!first) {
-      first = &a;
-      first_node = node;
-    } else if (a.value("messages", int64_t(0)) != first->value("messages", int64_t(0)) ||
-               a.value("digest", "") != first->value("digest", "")) {
-      return JobFailure{first_node + " applied " +
-                            std::to_string(first->value("messages", int64_t(0))) +
-                            " updates (digest " + first->value("digest", "") + "), " + node +
-                            " applied " + std::to_string(a.value("messages", int64_t(0))) +
-                            " (digest " + a.value("digest", "") +
-                            "): an update was lost or applied twice", ""};
+    groups[{a.value("messages", int64_t(0)), a.value("digest", "")}].push_back(node);
+    ++audited;
+  }
+  if (groups.size() <= 1) return std::nullopt;
+  auto most = groups.begin();
+  for (auto it = groups.begin(); it != groups.end(); ++it)
+    if (it->second.size() > most->second.size()) most = it;
+  std::vector<std::pair<std::string, Applied>> odd;
+  for (const auto& [applied, nodes] : groups)
+    for (const std::string& n : nodes)
+      if (2 * most->second.size() <= audited || &nodes != &most->second) odd.push_back({n, applied});
+  if (2 * most->second.size() <= audited)
+    return JobFailure{applied_by(odd) + ": an update was lost or applied twice", ""};
+  return JobFailure{applied_by(odd) + ", the other " + std::to_string(most->second.size()) +
+                        " nodes " + most->first.text() + ": " +
+                        (odd.size() == 1 ? odd[0].first + " lost an update or applied one twice"
+                                         : "those nodes lost updates or applied some twice"),
+                    ""};
+}
+
+// The node whose parameter sample is farthest from the others' (the largest sum of relative
+// differences); "" with fewer than three samples, where no node is the odd one out.
+std::string farthest_replica(const std::map<std::string, Json>& results) {
+  std::vector<std::pair<std::string, std::vector<float>>> samples;
+  for (const auto& [node, r] : results)
+    if (r.contains("params_sample"))
+      samples.push_back({node, r["params_sample"].get<std::vector<float>>()});
+  if (samples.size() < 3) return "";
+  std::string worst;
+  double worst_sum = -1.0;
+  for (const auto& [node, mine] : samples) {
+    double sum = 0.0;
+    for (const auto& [other, theirs] : samples) {
+      if (other == node) continue;
+      const double d = replica_difference({{node, {{"params_sample", mine}}},
+                                           {other, {{"params_sample", theirs}}}});
+      sum += std::isfinite(d) ? d : 1e300;
     }
+    if (sum > worst_sum) worst_sum = sum, worst = node;
+  }
+  return worst;
+}
+
+}  // namespace
+
+std::optional<JobFailure> check_result(const std::map<std::string, Json>& results,
+                                       const Json& result, double diff) {
+  // The audit first: it names the node that lost or repeated an update.
+  if (std::optional<JobFailure> applied = check_applied(results)) return applied;
+  if (diff > 1e-5) {
+    const std::string odd = farthest_replica(results);
+    return JobFailure{"the replicas disagree (max relative difference " + std::to_string(diff) +
+                          (odd.empty() ? "" : "; " + odd + "'s is farthest from the others") +
+                          "): an update was lost or applied twice", ""};
   }
   // A model at chance after training has diverged, whatever the replicas say.
   if (result.value("stop_on_divergence", true))

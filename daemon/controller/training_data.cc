@@ -3,11 +3,11 @@
 // file to one holder (daemon/controller/data_plan.h) and sends every node its part of the plan.
 #include <spdlog/spdlog.h>
 
-#include "daemon/controller/controller.h"
+#include "daemon/controller/training_jobs.h"
 
 namespace dtrain::daemon {
 
-void Controller::on_shards(JobRecord& job, Member& m, const ShardsReport& list) {
+void TrainingJobs::on_shards(JobRecord& job, Member& m, const ShardsReport& list) {
   if (!job.data_plan.is_null()) {
     send_kept_plan(job, m);  // a node back in the job (a rejoin) trains from the files it had
     return;
@@ -23,7 +23,7 @@ void Controller::on_shards(JobRecord& job, Member& m, const ShardsReport& list) 
   if (job.data_plan.is_null()) save(job);  // the lists so far, for a restarted controller
 }
 
-void Controller::plan_data_if_ready(JobRecord& job) {
+void TrainingJobs::plan_data_if_ready(JobRecord& job) {
   if (!job.data_plan.is_null() || job.shard_lists.empty() || job.finished() ||
       job.cancel_requested)
     return;
@@ -45,34 +45,24 @@ void Controller::plan_data_if_ready(JobRecord& job) {
   job.data_plan = data_plan_json(plan);
   job.add_log(plan.summary);
   for (const auto& [n, files] : waiting)
-    if (members_.count(n) && members_[n].alive)
-      members_[n].outbox.push_back(data_plan_frame(job.id, plan.message_for(n)));
+    members_.send_if_alive(n, data_plan_frame(job.id, plan.message_for(n)));
   save(job);
 }
 
 // A node registering again (the same process on a new session, or an adopting controller's
 // first contact) lost what its old session had queued: the plan, if it may still wait for it.
-void Controller::resend_data_plan(Member& m) {
-  if (running_ == 0) return;
-  JobRecord& job = jobs_[running_];
+void TrainingJobs::resend_data_plan(Member& m) {
+  JobRecord* running = running_job();
+  if (!running) return;
+  JobRecord& job = *running;
   if (job.data_plan.is_null() || job.finished() || !listed(job.nodes, m.name) ||
       (job.dropped(m.name) && !listed(job.rejoining, m.name)))
     return;
   send_kept_plan(job, m);
 }
 
-void Controller::send_kept_plan(const JobRecord& job, Member& m) {
-  m.outbox.push_back(data_plan_frame(job.id, plan_message_for(job.data_plan, m.name)));
-}
-
-void Controller::stop_job(JobRecord& job, const Json& failure) {
-  job.failures["controller"] = failure;
-  job.cancel_requested = true;
-  job.add_log("the job stops: " + failure.value("error", std::string("?")));
-  spdlog::warn("controller: job {} stops: {}", job_id_text(job.id),
-               failure.value("error", std::string("?")));
-  tell_others(job, "", cancel_frame(job.id));
-  save(job);
+void TrainingJobs::send_kept_plan(const JobRecord& job, Member& m) {
+  m.send(data_plan_frame(job.id, plan_message_for(job.data_plan, m.name)));
 }
 
 }  // namespace dtrain::daemon

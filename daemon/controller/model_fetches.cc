@@ -1,16 +1,10 @@
-// `dtrain-submit fetch JOB` (daemon/README.md, "Fetching a model"): the client asks for the
-// finished job's model one chunk at a time; the controller asks a node that reported the model
-// with its result (the lowest rank first, or the node the client names to stay on one file) over
-// that node's session, waits for its answer without holding the controller's lock, and passes
-// the chunk back with the SHA-256 the node reported, which the client checks the whole file
-// against.
+#include "daemon/controller/model_fetches.h"
+
+#include <sodium.h>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <filesystem>
-#include <optional>
-
-#include "daemon/controller/controller.h"
 
 namespace dtrain::daemon {
 namespace {
@@ -34,20 +28,9 @@ std::vector<std::string> model_holders(const JobRecord& job) {
   return out;
 }
 
-}  // namespace
-
-std::vector<uint8_t> Controller::fetch_request(const ClientRequest& request) {
-  const uint64_t job_id = request.job_id;
-  const uint64_t offset = request.offset;
-  const uint32_t length = std::min<uint32_t>(request.length, kMaxModelChunk);
-  const std::string& pinned = request.node;
-  std::unique_lock<std::mutex> lock(mutex_);
-  auto it = jobs_.find(job_id);
-  if (it == jobs_.end())
-    return reply_error("no job " + job_id_text(job_id) + " on this controller",
-                       "list the jobs with `dtrain-submit status`");
-  const JobRecord& job = it->second;  // jobs_ never loses an entry: valid while unlocked too
-  const std::string id = job_id_text(job_id);
+// Why the job has no model to fetch (not finished, not a success), or "" when it has one.
+std::vector<uint8_t> refusal(const JobRecord& job) {
+  const std::string id = job_id_text(job.id);
   if (!job.finished())
     return reply_error("job " + id + " is " + job_state_name(job.state) +
                            "; its model is written when it ends",
@@ -55,8 +38,33 @@ std::vector<uint8_t> Controller::fetch_request(const ClientRequest& request) {
   if (job.state != JobState::kSucceeded)
     return reply_error("job " + id + " " + job_state_name(job.state) + " and wrote no final model",
                        job.resume_hint().empty() ? "submit the job again" : job.resume_hint());
+  return {};
+}
+
+}  // namespace
+
+ModelFetches::ModelFetches(std::mutex& mutex, JobStore& store, Membership& members,
+                           const bool& stopping)
+    : mutex_(mutex), store_(store), members_(members), stopping_(stopping) {
+  randombytes_buf(&next_fetch_, sizeof next_fetch_);
+}
+
+std::vector<uint8_t> ModelFetches::serve(const ClientRequest& request) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  return serve_locked(lock, request);
+}
+
+std::vector<uint8_t> ModelFetches::serve_locked(std::unique_lock<std::mutex>& lock,
+                                                const ClientRequest& request) {
+  const JobRecord* found = store_.find(request.job_id);
+  if (!found)
+    return reply_error("no job " + job_id_text(request.job_id) + " on this controller",
+                       "list the jobs with `dtrain-submit status`");
+  const JobRecord& job = *found;  // the store never loses a record: valid while unlocked too
+  if (std::vector<uint8_t> no = refusal(job); !no.empty()) return no;
+  const std::string id = job_id_text(job.id);
   std::vector<std::string> holders = model_holders(job);
-  if (!pinned.empty()) {
+  if (const std::string& pinned = request.node; !pinned.empty()) {
     if (!listed(holders, pinned))
       return reply_error("node " + pinned + " holds no model of job " + id,
                          "fetch without naming a node");
@@ -72,22 +80,31 @@ std::vector<uint8_t> Controller::fetch_request(const ClientRequest& request) {
   } catch (const core::UserError& e) {
     return reply_error("job " + id + "'s spec no longer parses: " + e.what_happened(), e.fix());
   }
-  if (fetches_.size() >= kMaxFetches)
+  if (pending_.size() >= kMaxFetches)
     return reply_error("the controller is serving " + std::to_string(kMaxFetches) +
                            " fetches already", "try again in a moment");
+  return fetch_from(lock, job, holders, model, request.offset,
+                    std::min<uint32_t>(request.length, kMaxModelChunk));
+}
+
+// Asks the holders in turn for the chunk; the first answer without an error is the reply.
+std::vector<uint8_t> ModelFetches::fetch_from(std::unique_lock<std::mutex>& lock,
+                                              const JobRecord& job,
+                                              const std::vector<std::string>& holders,
+                                              const std::string& model, uint64_t offset,
+                                              uint32_t length) {
   std::string tried;
   for (const std::string& n : holders) {
     const Json sha = job.results.at(n).at("model_sha256");
-    std::optional<PendingFetch> answer;
+    std::optional<Pending> answer;
     // Twice at most: a node that registered again meanwhile lost the request with its session.
     for (int attempt = 0; attempt < 2 && !answer; ++attempt) {
-      if (!members_.count(n) || !members_[n].alive) break;
-      answer = ask_for_chunk(lock, n, {next_fetch_++, model, offset, length}, job_id);
+      if (!members_.alive(n)) break;
+      answer = ask(lock, n, {next_fetch_++, model, offset, length}, job.id);
       if (!answer && stopping_) break;
     }
     if (!answer) {
-      tried += "; " + n + (members_.count(n) && members_[n].alive ? " did not answer"
-                                                                  : " is not registered");
+      tried += "; " + n + (members_.alive(n) ? " did not answer" : " is not registered");
       continue;
     }
     if (!answer->chunk.error.empty()) {
@@ -101,34 +118,35 @@ std::vector<uint8_t> Controller::fetch_request(const ClientRequest& request) {
                      {"sha256", sha}},
                     answer->chunk.data);
   }
-  return reply_error("cannot fetch job " + id + "'s model" + tried,
+  return reply_error("cannot fetch job " + job_id_text(job.id) + "'s model" + tried,
                      "start dtraind again on one of those nodes, or copy the file from its "
                      "data_dir/models/");
 }
 
 // Sends `fetch` to node `n` and waits (unlocked) until it answers, its session ends (a
 // registration clears what it had not sent yet), the deadline passes or the controller stops.
-std::optional<Controller::PendingFetch> Controller::ask_for_chunk(
-    std::unique_lock<std::mutex>& lock, const std::string& n, const FetchMessage& fetch,
-    uint64_t job_id) {
-  Member& m = members_[n];
+std::optional<ModelFetches::Pending> ModelFetches::ask(std::unique_lock<std::mutex>& lock,
+                                                       const std::string& n,
+                                                       const FetchMessage& fetch,
+                                                       uint64_t job_id) {
+  Member& m = members_.entry(n);
   const uint64_t session = m.session;
-  fetches_[fetch.request] = {n, session, job_id, fetch.offset};
-  m.outbox.push_back(fetch_frame(job_id, fetch));
+  pending_[fetch.request] = {n, session, job_id, fetch.offset};
+  m.send(fetch_frame(job_id, fetch));
   fetched_.wait_for(lock, kChunkDeadline, [&] {
-    return fetches_[fetch.request].answered || stopping_ || !members_[n].alive ||
-           members_[n].session != session;
+    const Member& now = members_.entry(n);
+    return pending_[fetch.request].answered || stopping_ || !now.alive ||
+           now.session != session;
   });
-  PendingFetch p = std::move(fetches_[fetch.request]);
-  fetches_.erase(fetch.request);
+  Pending p = std::move(pending_[fetch.request]);
+  pending_.erase(fetch.request);
   if (!p.answered) return std::nullopt;
   return p;
 }
 
-// A node's answer to a FetchModel: taken only for a request still waiting, from the node asked.
-void Controller::on_model_chunk(Member& m, const JobMessageIn& in) {
-  auto it = fetches_.find(in.chunk.request);
-  if (it == fetches_.end() || it->second.node != m.name || it->second.answered ||
+void ModelFetches::on_chunk(const Member& m, const JobMessageIn& in) {
+  auto it = pending_.find(in.chunk.request);
+  if (it == pending_.end() || it->second.node != m.name || it->second.answered ||
       it->second.job_id != in.job_id || it->second.offset != in.chunk.offset)
     return;
   it->second.chunk = in.chunk;

@@ -8,35 +8,35 @@
 
 #include <algorithm>
 
-#include "daemon/controller/controller.h"
+#include "daemon/controller/training_jobs.h"
 
 namespace dtrain::daemon {
 
 // Holders of the job's consistent checkpoint that are registered now as the machine that wrote
 // it (same node id), in their old rank order.
-std::vector<std::string> Controller::checkpoint_holders(const JobRecord& job,
+std::vector<std::string> TrainingJobs::checkpoint_holders(const JobRecord& job,
                                                         int64_t epoch) const {
   std::vector<std::string> out;
   for (const Json& member : job.members) {
     if (!member.is_object()) continue;
     const std::string name = member.value("name", std::string());
     auto cp = job.checkpoints.find(name);
-    auto m = members_.find(name);
-    if (cp == job.checkpoints.end() || cp->second < epoch || m == members_.end() ||
-        !m->second.alive || m->second.id != member.value("id", 0u))
+    const Member* m = members_.find(name);
+    if (cp == job.checkpoints.end() || cp->second < epoch || !m || !m->alive ||
+        m->id != member.value("id", 0u))
       continue;
     out.push_back(name);
   }
   return out;
 }
 
-void Controller::resume_on(JobRecord& job, const std::vector<std::string>& names,
+void TrainingJobs::resume_on(JobRecord& job, const std::vector<std::string>& names,
                            int64_t epoch) {
   Json members = Json::array();
   for (const Json& old : job.members) {
     const std::string name = old.value("name", std::string());
     if (!listed(names, name)) continue;
-    const Member& m = members_.at(name);
+    const Member& m = *members_.find(name);
     Json now = old;  // its place (workers, device) as before; where it listens as it is now
     now["address"] = m.address;
     now["port"] = m.data_port;
@@ -56,6 +56,29 @@ void Controller::resume_on(JobRecord& job, const std::vector<std::string>& names
   }
   for (auto it = job.checkpoints.begin(); it != job.checkpoints.end();)
     it = listed(names, it->first) ? std::next(it) : job.checkpoints.erase(it);
+  forget_run(job);
+  job.state = JobState::kRunning;
+  scheduler_.set_running(job.id);
+  std::string line = "the job resumes from its checkpoint at the end of epoch " +
+                     std::to_string(epoch) + " on " + std::to_string(names.size()) + " nodes";
+  if (!left_out.empty()) {
+    line += " (without";
+    for (const std::string& n : left_out) line += " " + n;
+    line += ": not back, or without the checkpoint)";
+  }
+  job.add_log(line);
+  spdlog::info("controller: job {}: {}", job_id_text(job.id), line);
+  for (size_t rank = 0; rank < names.size(); ++rank) {
+    StartMessage start = start_message(job, rank);
+    start.resume_epoch = epoch;
+    send_start(job, members_.entry(names[rank]), start);
+  }
+  save(job);
+}
+
+// What the stopped run left: its membership changes, results and failures. From here on a
+// running job like any other (adopted on a restart).
+void TrainingJobs::forget_run(JobRecord& job) {
   job.lost_nodes.clear();
   job.rejoined_nodes.clear();
   job.joined_nodes.clear();
@@ -74,30 +97,13 @@ void Controller::resume_on(JobRecord& job, const std::vector<std::string>& names
   job.fix.clear();
   job.cancel_requested = false;
   job.finished_at = 0;
-  job.resume_epoch = -1;  // from here on a running job like any other (adopted on a restart)
-  job.state = JobState::kRunning;
-  running_ = job.id;
-  std::string line = "the job resumes from its checkpoint at the end of epoch " +
-                     std::to_string(epoch) + " on " + std::to_string(names.size()) + " nodes";
-  if (!left_out.empty()) {
-    line += " (without";
-    for (const std::string& n : left_out) line += " " + n;
-    line += ": not back, or without the checkpoint)";
-  }
-  job.add_log(line);
-  spdlog::info("controller: job {}: {}", job_id_text(job.id), line);
-  for (size_t rank = 0; rank < names.size(); ++rank) {
-    StartMessage start = start_message(job, rank);
-    start.resume_epoch = epoch;
-    send_start(job, members_[names[rank]], start);
-  }
-  save(job);
+  job.resume_epoch = -1;
 }
 
 // At the end of an adoption: no node still trains the job and none finished it, and some came
 // back as new processes (the whole cluster went down, or all but the ones that stay away). The
 // job goes on from its consistent checkpoint on those that came back.
-bool Controller::resume_from_checkpoint(JobRecord& job) {
+bool TrainingJobs::resume_from_checkpoint(JobRecord& job) {
   const int64_t epoch = job.consistent_checkpoint();
   if (epoch < 0 || !job.adopted.empty() || !job.results.empty() || !job.failures.empty() ||
       job.restarted.empty())
@@ -112,7 +118,7 @@ bool Controller::resume_from_checkpoint(JobRecord& job) {
 
 // `dtrain-submit resume JOB`: a failed or cancelled job with a consistent checkpoint is queued
 // again; it starts (start_next) on the holders of its checkpoint that are registered then.
-Json Controller::resume_request(JobRecord& job) {
+Json TrainingJobs::resume_request(JobRecord& job) {
   const std::string id = job_id_text(job.id);
   if (!job.finished())
     throw core::UserError("job " + id + " is " + job_state_name(job.state) +
@@ -131,14 +137,14 @@ Json Controller::resume_request(JobRecord& job) {
   job.cancel_requested = false;
   job.add_log("resume requested: from the checkpoint at the end of epoch " +
               std::to_string(epoch));
-  queue_.push_back(job.id);
+  scheduler_.enqueue(job.id);
   save(job);
-  start_next();
+  start_next_();
   return job.to_json();
 }
 
 // start_next for a queued resume: it waits until a holder of the checkpoint is registered.
-bool Controller::start_resumed(JobRecord& job) {
+bool TrainingJobs::start_resumed(JobRecord& job) {
   const std::vector<std::string> holders = checkpoint_holders(job, job.resume_epoch);
   const size_t needed = size_t(std::max<int64_t>(1, job.min_nodes));  // elastic: its minimum
   if (holders.size() < needed) {
@@ -154,7 +160,7 @@ bool Controller::start_resumed(JobRecord& job) {
     if (job.log.empty() || job.log.back().find(line) == std::string::npos) job.add_log(line);
     return false;
   }
-  queue_.pop_front();
+  scheduler_.drop(job.id);
   resume_on(job, holders, job.resume_epoch);
   return true;
 }

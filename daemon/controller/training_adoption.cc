@@ -10,7 +10,7 @@
 
 #include <algorithm>
 
-#include "daemon/controller/controller.h"
+#include "daemon/controller/training_jobs.h"
 
 namespace dtrain::daemon {
 namespace {
@@ -25,7 +25,7 @@ uint64_t start_boot(const JobRecord& job, const std::string& name) {
 
 }  // namespace
 
-void Controller::begin_adoption(JobRecord& job) {
+void TrainingJobs::begin_adoption(JobRecord& job) {
   // Long enough for every node to notice the controller is gone and reconnect (every 2 s).
   const auto grace = std::chrono::milliseconds(2 * config_.peer_timeout_ms + 5000);
   job.adopting = true;
@@ -36,9 +36,10 @@ void Controller::begin_adoption(JobRecord& job) {
   save(job);
 }
 
-void Controller::adopt(Member& m, const std::vector<uint64_t>& running) {
-  if (running_ == 0) return;
-  JobRecord& job = jobs_[running_];
+void TrainingJobs::adopt(Member& m, const std::vector<uint64_t>& running) {
+  JobRecord* running_now = running_job();
+  if (!running_now) return;
+  JobRecord& job = *running_now;
   if (!job.adopting || !listed(job.nodes, m.name) || listed(job.adopted, m.name) ||
       job.dropped(m.name) || job.results.count(m.name) || job.failures.count(m.name))
     return;
@@ -48,8 +49,8 @@ void Controller::adopt(Member& m, const std::vector<uint64_t>& running) {
     // Nodes already offered the rejoin before this one was back: it must admit them too.
     // Not those whose new part is not on the mesh yet: they are announced once it is.
     for (const std::string& r : job.rejoining)
-      if (members_.count(r) && !job.unannounced.count(r))
-        m.outbox.push_back(rejoin_frame(job.id, {members_[r].id, members_[r].boot_id}));
+      if (const Member* back = members_.find(r); back && !job.unannounced.count(r))
+        m.send(rejoin_frame(job.id, {back->id, back->boot_id}));
   } else if (const uint64_t boot = start_boot(job, m.name); boot != 0 && boot != m.boot_id) {
     // A new process: its part of the job is gone. end_adoption decides: the rejoin, or, when
     // every node restarted, the job's resumption from its consistent checkpoint.
@@ -64,31 +65,31 @@ void Controller::adopt(Member& m, const std::vector<uint64_t>& running) {
   if (everyone) end_adoption(job);
 }
 
-void Controller::end_adoption_if_due() {
-  if (running_ == 0) return;
-  JobRecord& job = jobs_[running_];
-  if (job.adopting && std::chrono::steady_clock::now() >= job.adopt_until) end_adoption(job);
+void TrainingJobs::end_adoption_if_due() {
+  JobRecord* job = running_job();
+  if (job && job->adopting && std::chrono::steady_clock::now() >= job->adopt_until)
+    end_adoption(*job);
 }
 
-void Controller::end_adoption(JobRecord& job) {
+void TrainingJobs::end_adoption(JobRecord& job) {
   job.adopting = false;
   if (resume_from_checkpoint(job)) return;
   // Dropped like a lost node; a live daemon is offered the rejoin. False once the job ended.
-  auto drop = [&](const std::string& n, const std::string& why) {
-    drop_from_job(job, n, why);
+  auto leave = [&](const std::string& n, const std::string& why) {
+    drop(job, n, why);
     if (job.finished()) return false;
-    if (members_.count(n) && members_[n].alive) offer_rejoin(members_[n]);
+    if (Member* back = members_.find(n); back && back->alive) offer_rejoin(*back);
     return true;
   };
   const std::vector<std::string> restarted = std::move(job.restarted);
   job.restarted.clear();
   for (const std::string& n : restarted)
-    if (!drop(n, "its daemon restarted while the controller was away")) return;
+    if (!leave(n, "its daemon restarted while the controller was away")) return;
   for (const std::string& n : job.nodes) {
     if (listed(job.adopted, n) || job.dropped(n) || job.results.count(n) ||
         job.failures.count(n))
       continue;
-    if (!drop(n, "it did not report after the controller restarted")) return;
+    if (!leave(n, "it did not report after the controller restarted")) return;
   }
   if (job.finished()) return;
   job.add_log("adopted by the restarted controller: " + std::to_string(job.adopted.size()) +

@@ -6,32 +6,32 @@
 // must cover every example.
 #include <spdlog/spdlog.h>
 
-#include "daemon/controller/controller.h"
+#include "daemon/controller/task_jobs.h"
 
 namespace dtrain::daemon {
 
-void Controller::on_task_shards(JobRecord& job, Member& m, const ShardsReport& list) {
+void TaskJobs::on_shards(JobRecord& job, Member& m, const ShardsReport& list) {
   if (job.part_count != 0) return;  // a list sent again after the plan: it has its parts
   if (!list.error.empty()) {  // the reader found an entry no real node sends
-    finish_task(job, JobState::kFailed,
+    finish(job, JobState::kFailed,
                 m.name + " sent a list of its files the controller cannot read (" + list.error + ")",
                 "run the same dtrain release on every node");
     return;
   }
   job.shard_lists[m.name] = list.files;
-  plan_task_parts_if_ready(job);
+  plan_parts_if_ready(job);
 }
 
-void Controller::plan_task_parts_if_ready(JobRecord& job) {
+void TaskJobs::plan_parts_if_ready(JobRecord& job) {
   if (job.part_count != 0 || job.finished()) return;
   std::vector<std::string> live;
   for (const std::string& n : job.nodes) {
-    if (job.dropped(n) || !members_.count(n) || !members_[n].alive) continue;
+    if (job.dropped(n) || !members_.alive(n)) continue;
     if (!job.shard_lists.count(n)) return;  // its list is still to come
     live.push_back(n);
   }
   if (live.empty()) {
-    finish_task(job, JobState::kFailed, "every node of the job was lost",
+    finish(job, JobState::kFailed, "every node of the job was lost",
                 "check the nodes' logs (journalctl -u dtraind) and submit again");
     return;
   }
@@ -40,7 +40,7 @@ void Controller::plan_task_parts_if_ready(JobRecord& job) {
   job.shard_lists.clear();
   const TaskPartPlan plan = make_task_parts(live, lists);
   if (!plan.error.empty()) {
-    finish_task(job, JobState::kFailed, "--shards: " + plan.error, plan.fix);
+    finish(job, JobState::kFailed, "--shards: " + plan.error, plan.fix);
     return;
   }
   job.part_count = uint32_t(plan.owner.size());
@@ -52,16 +52,16 @@ void Controller::plan_task_parts_if_ready(JobRecord& job) {
     shares[plan.owner[p]].push_back(p);
   }
   job.add_log(plan.summary);
-  for (const auto& [n, parts] : shares) send_parts(job, members_[n], parts);
+  for (const auto& [n, parts] : shares) send_parts(job, members_.entry(n), parts);
   save(job);
 }
 
-void Controller::reassign_shard_parts(JobRecord& job, const std::vector<uint32_t>& orphaned,
+void TaskJobs::reassign_shard_parts(JobRecord& job, const std::vector<uint32_t>& orphaned,
                                       const std::string& lost) {
   // What each live node evaluates already, to give the orphans to the least loaded holder.
   std::map<std::string, int64_t> load;
   for (const std::string& n : job.nodes)
-    if (n != lost && !job.dropped(n) && members_.count(n) && members_[n].alive) load[n] = 0;
+    if (n != lost && !job.dropped(n) && members_.alive(n)) load[n] = 0;
   for (const auto& [part, owner] : job.part_owner)
     if (load.count(owner) && !job.part_results.count(part)) load[owner] += job.part_examples[part];
   std::map<std::string, std::vector<uint32_t>> shares;
@@ -72,7 +72,7 @@ void Controller::reassign_shard_parts(JobRecord& job, const std::vector<uint32_t
     if (best.empty()) {
       const auto& holders = job.part_holders[p];
       const std::string name = holders.count(lost) ? holders.at(lost) : holders.begin()->second;
-      finish_task(job, JobState::kFailed,
+      finish(job, JobState::kFailed,
                   "part " + std::to_string(p + 1) + " (" + name + ", " +
                       std::to_string(job.part_examples[p]) + " examples) is held only by " +
                       lost + ", which was lost",
@@ -87,12 +87,8 @@ void Controller::reassign_shard_parts(JobRecord& job, const std::vector<uint32_t
   for (const auto& [n, parts] : shares) {
     job.add_log(std::to_string(parts.size()) + " of " + lost + "'s parts go to " + n +
                 ", which holds their files");
-    send_parts(job, members_[n], parts);
+    send_parts(job, members_.entry(n), parts);
   }
-}
-
-void Controller::send_parts(JobRecord& job, Member& m, const std::vector<uint32_t>& parts) {
-  m.outbox.push_back(task_frame(job.id, task_message(job, parts, m.name)));
 }
 
 }  // namespace dtrain::daemon

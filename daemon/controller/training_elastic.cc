@@ -11,11 +11,11 @@
 
 #include <algorithm>
 
-#include "daemon/controller/controller.h"
+#include "daemon/controller/training_jobs.h"
 
 namespace dtrain::daemon {
 
-void Controller::add_vacant_slots(JobRecord& job, const core::TrainingSpec& training) {
+void TrainingJobs::add_vacant_slots(JobRecord& job, const core::TrainingSpec& training) {
   if (training.nodes_max <= 0) return;
   job.min_nodes = training.nodes;
   int workers = int(training.workers_per_node);
@@ -37,9 +37,10 @@ void Controller::add_vacant_slots(JobRecord& job, const core::TrainingSpec& trai
                 "takes them");
 }
 
-void Controller::offer_join(Member& m) {
-  if (running_ == 0 || !m.alive) return;
-  JobRecord& job = jobs_[running_];
+void TrainingJobs::offer_join(Member& m) {
+  JobRecord* running = running_job();
+  if (!running || !m.alive) return;
+  JobRecord& job = *running;
   if (job.finished() || job.cancel_requested || job.adopting || listed(job.nodes, m.name))
     return;
   size_t slot = job.members.size();
@@ -52,12 +53,12 @@ void Controller::offer_join(Member& m) {
   } catch (const core::UserError&) {
     return;  // it parsed when the job started; a record from another release: no joins
   }
-  if (!node_eligible(spec.training, offer(m))) return;
+  if (!node_eligible(spec.training, m.offer())) return;
   Json& entry = job.members[slot];
   const uint32_t slot_id = entry.value("id", 0u);
   const std::string slot_name = entry.value("name", std::string("a slot"));
   const int workers = entry.value("workers", 1);
-  const NodePlacement place = place_on(spec.training, offer(m));
+  const NodePlacement place = place_on(spec.training, m.offer());
   entry = {{"id", m.id}, {"name", m.name}, {"boot", m.boot_id}, {"address", m.address},
            {"port", m.data_port}, {"workers", workers}, {"device", place.gpu ? "gpu" : "cpu"},
            {"gpus", place.gpus}, {"slot", slot_id}};
@@ -78,7 +79,7 @@ void Controller::offer_join(Member& m) {
   save(job);
 }
 
-bool Controller::below_minimum(JobRecord& job) {
+bool TrainingJobs::below_minimum(JobRecord& job) {
   if (job.min_nodes <= 0 || job.finished() || job.cancel_requested) return false;
   int64_t live = 0;
   for (const std::string& n : job.nodes)

@@ -1,0 +1,45 @@
+#pragma once
+// Every job the controller has accepted, by id, each kept durably on disk as one JSON file
+// under <data_dir>/controller/jobs/ (job_record.h), so that a restarted controller still shows
+// past jobs and goes on with the queued and running ones. Not thread-safe: the controller calls
+// it under its lock. Records are never removed: a reference to one stays valid.
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "daemon/controller/job_record.h"
+
+namespace dtrain::daemon {
+
+class JobStore {
+ public:
+  // Keeps its files in <data_dir>/controller/jobs, made now; throws core::UserError naming
+  // data_dir when it cannot be.
+  explicit JobStore(const std::string& data_dir);
+
+  // Reads the folder back after a restart. What cannot go on is failed and saved: a task job
+  // (its model and parts were in memory only) and every running job but the first one found
+  // (one job runs at a time). Returns the running job's id (0: none) and the queued ones.
+  struct Recovered {
+    uint64_t running = 0;
+    std::vector<uint64_t> queued;
+  };
+  Recovered recover();
+
+  JobRecord* find(uint64_t id);
+  // Gives `job` a random id (never 0, never one in use) and its submission time, and saves it.
+  JobRecord& add(JobRecord job);
+  void save(const JobRecord& job) const { save_job(dir_, job); }
+  size_t size() const { return jobs_.size(); }
+  // Queued or running evaluation and inference jobs (each holds its model in memory).
+  size_t unfinished_tasks() const;
+  // `status --json`: every job, in the order submitted.
+  Json list_json() const;
+
+ private:
+  std::string dir_;
+  std::map<uint64_t, JobRecord> jobs_;
+};
+
+}  // namespace dtrain::daemon

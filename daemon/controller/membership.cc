@@ -1,0 +1,120 @@
+#include "daemon/controller/membership.h"
+
+#include <algorithm>
+
+#include "transport/wire/datagram.h"
+
+namespace dtrain::daemon {
+
+NodeOffer Member::offer() const {
+  NodeOffer o;
+  o.name = name;
+  o.cores = cores;
+  for (const auto& g : gpus) o.gpus.push_back(g.index);
+  return o;
+}
+
+std::optional<Refusal> Membership::refusal(const NodeRegistration& node) const {
+  const std::string& name = node.name;
+  for (const auto& [other_name, other] : members_)
+    if (other.id == node.node_id && other_name != name && other.alive)
+      return Refusal{"node " + name + " has the same node id (" + std::to_string(node.node_id) +
+                         ") as node " + other_name,
+                     "stop dtraind on " + name + ", delete its data_dir/node_id and start it "
+                     "again (a new id is drawn)"};
+  if (node.data_lanes < 1 || node.data_lanes > transport::kMaxLanes)
+    return Refusal{"node " + name + " registered with " + std::to_string(node.data_lanes) +
+                       " data lanes, outside 1 .. " + std::to_string(transport::kMaxLanes),
+                   "run the same dtrain release everywhere"};
+  // Lanes are steered by the receiving node's count: nodes that differ refuse each other's
+  // datagrams, so one that differs from the live nodes is refused here, where it is clear.
+  for (const auto& [other_name, other] : members_)
+    if (other.alive && other_name != name && other.data_lanes != node.data_lanes)
+      return Refusal{"node " + name + " has data.lanes " + std::to_string(node.data_lanes) +
+                         ", and node " + other_name + " (alive) has " +
+                         std::to_string(other.data_lanes) +
+                         ": nodes of different lane counts cannot exchange updates",
+                     "set data.lanes: " + std::to_string(other.data_lanes) + " in " + name +
+                         "'s dtraind.yaml, or stop every node and give them all the new count"};
+  return std::nullopt;
+}
+
+Member& Membership::entry(const std::string& name) {
+  Member& m = members_[name];
+  m.name = name;
+  return m;
+}
+
+Member& Membership::admit(const NodeRegistration& node) {
+  Member& m = members_[node.name];
+  m.boot_id = node.boot_id;
+  m.id = node.node_id;
+  m.name = node.name;
+  m.address = node.address;
+  m.data_port = node.data_port;
+  m.data_lanes = node.data_lanes;
+  m.cores = node.cores;
+  m.gpus = node.gpus;
+  m.alive = true;
+  m.session = next_session_++;
+  m.last_heard = now_();
+  m.outbox.clear();
+  return m;
+}
+
+void Membership::heard_all() {
+  for (auto& [name, m] : members_)
+    if (m.alive) m.last_heard = now_();
+}
+
+Member* Membership::find(const std::string& name) {
+  auto it = members_.find(name);
+  return it == members_.end() ? nullptr : &it->second;
+}
+
+const Member* Membership::find(const std::string& name) const {
+  auto it = members_.find(name);
+  return it == members_.end() ? nullptr : &it->second;
+}
+
+bool Membership::alive(const std::string& name) const {
+  const Member* m = find(name);
+  return m && m->alive;
+}
+
+void Membership::send(const std::string& name, const std::vector<uint8_t>& frame) {
+  if (Member* m = find(name)) m->send(frame);
+}
+
+void Membership::send_if_alive(const std::string& name, const std::vector<uint8_t>& frame) {
+  if (Member* m = find(name); m && m->alive) m->send(frame);
+}
+
+size_t Membership::alive_count() const {
+  size_t n = 0;
+  for (const auto& [name, m] : members_) n += m.alive;
+  return n;
+}
+
+std::vector<NodeOffer> Membership::alive_offers() const {
+  std::vector<NodeOffer> out;
+  for (const auto& [name, m] : members_)
+    if (m.alive) out.push_back(m.offer());
+  return out;
+}
+
+std::vector<Member*> Membership::alive_by_id(const std::function<bool(const Member&)>& eligible) {
+  std::vector<Member*> out;
+  for (auto& [name, m] : members_)
+    if (m.alive && eligible(m)) out.push_back(&m);
+  std::sort(out.begin(), out.end(), [](Member* a, Member* b) { return a->id < b->id; });
+  return out;
+}
+
+Json Membership::node_names() const {
+  Json ids = Json::object();
+  for (const auto& [name, m] : members_) ids[std::to_string(m.id)] = name;
+  return ids;
+}
+
+}  // namespace dtrain::daemon

@@ -1,0 +1,388 @@
+// The controller's collaborators, each on its own with fakes (daemon/controller/controller.h):
+// membership on a fake clock, the job store on a temporary folder, the scheduler's choices, the
+// training lifecycle fed reports as nodes would send them (no sockets), and request handling.
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+#include <fstream>
+
+#include "daemon/controller/job_store.h"
+#include "daemon/controller/membership.h"
+#include "daemon/controller/request_handler.h"
+#include "daemon/controller/scheduler.h"
+#include "daemon/controller/stats_store.h"
+#include "daemon/controller/task_jobs.h"
+#include "daemon/controller/training_jobs.h"
+#include "daemon/protocol/node_reports.h"
+#include "tests/test_util.h"
+#include "transport/control/control_frames.h"
+
+namespace dtrain::daemon {
+namespace {
+
+using namespace std::chrono_literals;
+using testing::temp_dir;
+
+NodeRegistration node(const std::string& name, uint32_t id, uint8_t lanes = 1) {
+  NodeRegistration n;
+  n.node_id = id;
+  n.boot_id = 1000 + id;
+  n.name = name;
+  n.address = "127.0.0.1";
+  n.data_port = uint16_t(40000 + id);
+  n.data_lanes = lanes;
+  n.cores = 4;
+  return n;
+}
+
+// A clock the test moves by hand.
+struct FakeClock {
+  Membership::Clock::time_point now{std::chrono::seconds(1000)};
+  std::function<Membership::Clock::time_point()> fn() {
+    return [this] { return now; };
+  }
+};
+
+// The kinds of the frames waiting for `m`, and the frames themselves.
+std::vector<JobKind> kinds(const Member& m) {
+  std::vector<JobKind> out;
+  for (const auto& frame : m.outbox) {
+    JobMessageIn in;
+    if (read_job_message(frame, in)) out.push_back(in.kind);
+  }
+  return out;
+}
+
+// A report as the node's session hands it to the controller (through the wire's reader).
+JobMessageIn report(uint64_t job_id, const NodeReport& r, uint64_t part) {
+  JobMessageIn in;
+  REQUIRE(read_job_message(report_frame(job_id, r, part), in));
+  return in;
+}
+
+const char* kSpec =
+    "name: t\nmodel:\n  input: [4]\n  layers:\n    - output: {units: 2, activation: softmax, "
+    "loss: mcxent}\ndata:\n  train: {format: csv, path: none.csv}\ntraining:\n  epochs: 1\n";
+
+}  // namespace
+
+// ---- Membership ----
+
+TEST_CASE("membership refuses a second live node with the same id or another lane count") {
+  FakeClock clock;
+  Membership members(clock.fn());
+  members.admit(node("a", 1, 2));
+  REQUIRE_FALSE(members.refusal(node("a", 1, 2)));  // itself, again
+  auto same_id = members.refusal(node("b", 1, 2));
+  REQUIRE(same_id);
+  CHECK(same_id->error.find("same node id (1) as node a") != std::string::npos);
+  CHECK(same_id->fix.find("delete its data_dir/node_id") != std::string::npos);
+  auto lanes = members.refusal(node("b", 2, 4));
+  REQUIRE(lanes);
+  CHECK(lanes->error.find("data.lanes 4, and node a (alive) has 2") != std::string::npos);
+  CHECK(lanes->fix.find("data.lanes: 2") != std::string::npos);
+  CHECK(members.refusal(node("b", 2, 0)));  // outside 1..kMaxLanes
+  members.entry("a").alive = false;  // lost: its id and lanes bind nobody
+  CHECK_FALSE(members.refusal(node("b", 1, 4)));
+}
+
+TEST_CASE("membership: each registration is a new session with an empty outbox; silence is "
+          "measured on its clock") {
+  FakeClock clock;
+  Membership members(clock.fn());
+  Member& a = members.admit(node("a", 1));
+  const uint64_t first = a.session;
+  a.send({1, 2, 3});
+  members.admit(node("a", 1));
+  CHECK(a.session != first);
+  CHECK_FALSE(Membership::holds(a, first));
+  CHECK(a.outbox.empty());
+  clock.now += 9s;
+  CHECK_FALSE(members.silent(a, 10s));
+  clock.now += 2s;
+  CHECK(members.silent(a, 10s));
+  members.heard(a);
+  CHECK_FALSE(members.silent(a, 10s));
+  members.admit(node("c", 3));
+  members.admit(node("b", 2));
+  members.entry("c").alive = false;
+  std::vector<std::string> order;
+  for (Member* m : members.alive_by_id([](const Member&) { return true; }))
+    order.push_back(m->name);
+  CHECK(order == std::vector<std::string>{"a", "b"});
+  CHECK(members.alive_count() == 2);
+}
+
+// ---- JobStore ----
+
+TEST_CASE("the job store gives fresh ids, keeps records durably and recovers them") {
+  const std::string dir = temp_dir();
+  uint64_t queued = 0, running = 0, second_running = 0, task = 0;
+  {
+    JobStore store(dir);
+    JobRecord q;
+    q.name = "queued";
+    queued = store.add(q).id;
+    JobRecord r;
+    r.name = "running";
+    r.state = JobState::kRunning;
+    running = store.add(r).id;
+    JobRecord r2 = r;
+    second_running = store.add(r2).id;
+    JobRecord t;
+    t.task = "eval";
+    task = store.add(t).id;
+    CHECK(queued != 0);
+    CHECK(std::set<uint64_t>{queued, running, second_running, task}.size() == 4);
+    CHECK(std::filesystem::exists(dir + "/controller/jobs/" + job_id_text(queued) + ".json"));
+  }
+  JobStore again(dir);
+  const JobStore::Recovered found = again.recover();
+  CHECK(found.queued.size() == 1);  // the task failed instead of queueing again
+  CHECK(found.queued[0] == queued);
+  CHECK((found.running == running || found.running == second_running));
+  const uint64_t other = found.running == running ? second_running : running;
+  CHECK(again.find(other)->state == JobState::kFailed);
+  CHECK(again.find(other)->error == "the controller stopped while the job was running");
+  CHECK(again.find(task)->state == JobState::kFailed);
+  CHECK(again.find(task)->error == "the controller restarted before the eval job ended");
+  JobStore third(dir);  // the failures were saved
+  third.recover();
+  CHECK(third.find(task)->state == JobState::kFailed);
+}
+
+TEST_CASE("a job record is written from one field list and read back whole") {
+  JobRecord r;
+  r.id = 0x1234abcd;
+  r.name = "n";
+  r.state = JobState::kRunning;
+  r.mode = "gradient_sharing";
+  r.nodes = {"a", "b"};
+  r.lost_nodes = {"b"};
+  r.progress["a"] = {{"epoch", 2}, {"eta_seconds", 5}};
+  r.results["a"] = {{"rank", 0}};
+  r.checkpoints["a"] = 3;
+  r.parts["a"] = 77;
+  r.resume_epoch = 2;
+  r.min_nodes = 2;
+  r.spec_text = kSpec;
+  r.log = {"one", "two"};
+  const Json saved = r.to_json(/*with_log=*/true);
+  const JobRecord back = JobRecord::from_json(saved);
+  CHECK(back.to_json(true) == saved);
+  CHECK(back.id == r.id);
+  CHECK(back.state == JobState::kRunning);
+  CHECK(back.parts.at("a") == 77);
+  // status leaves the record-only fields out
+  const Json status = r.to_json();
+  CHECK_FALSE(status.contains("spec"));
+  CHECK(status["progress"]["a"].contains("eta_seconds"));  // still running
+  CHECK(status["checkpoint"]["epoch"] == 3);  // b is dropped; a, the one live node, has epoch 3
+  Json odd = saved;
+  odd["state"] = "exploded";  // a later release's word
+  odd["nodes"] = 5;           // another type: the default stays
+  const JobRecord read = JobRecord::from_json(odd);
+  CHECK(read.state == JobState::kFailed);
+  CHECK(read.nodes.empty());
+  CHECK(read.name == "n");
+}
+
+// ---- Scheduler ----
+
+TEST_CASE("the scheduler runs jobs one at a time in the order queued") {
+  Scheduler s;
+  s.enqueue(1);
+  s.enqueue(2);
+  s.enqueue(3);
+  CHECK(s.next() == 1);
+  s.start(1);
+  CHECK(s.next() == 0);  // one at a time
+  s.remove(2);           // cancelled while queued
+  s.ended(1);
+  CHECK(s.next() == 3);
+}
+
+TEST_CASE("a training job waits for its nodes, GPU jobs for nodes with a GPU; elastic takes up "
+          "to its max") {
+  FakeClock clock;
+  Membership members(clock.fn());
+  members.admit(node("c", 30));
+  members.admit(node("a", 10));
+  core::TrainingSpec t;
+  t.nodes = 3;
+  NodeChoice wait = choose_training_nodes(t, members);
+  CHECK(wait.nodes.empty());
+  CHECK(wait.waiting == "waiting for 3 nodes (2 registered)");
+  NodeRegistration b = node("b", 20);
+  b.gpus.push_back({0, "H100", 80ull << 30});
+  members.admit(b);
+  NodeChoice go = choose_training_nodes(t, members);
+  REQUIRE(go.nodes.size() == 3);
+  CHECK(go.nodes[0]->name == "a");  // by node id
+  CHECK(go.nodes[2]->name == "c");
+  t.device = "gpu";
+  t.nodes = 2;
+  CHECK(choose_training_nodes(t, members).waiting ==
+        "waiting for 2 nodes with a GPU (1 of 3 registered have one)");
+  t.device = "cpu";
+  t.nodes = 1;
+  t.nodes_max = 2;
+  CHECK(choose_training_nodes(t, members).nodes.size() == 2);
+}
+
+// ---- TrainingJobs: the reports move a job; the result guard ----
+
+struct TrainingFixture {
+  FakeClock clock;
+  DaemonConfig config;
+  std::string dir = temp_dir();
+  JobStore store{dir};
+  Membership members{clock.fn()};
+  Scheduler scheduler;
+  StatsStore stats{dir + "/stats.db"};
+  std::vector<JobState> closed;
+  TrainingJobs training{config, store, members, scheduler, stats,
+                        [this](JobRecord& job) {
+                          closed.push_back(job.state);
+                          scheduler.ended(job.id);
+                        },
+                        [] {}};
+  JobRecord* job = nullptr;
+
+  explicit TrainingFixture(int nodes) {
+    for (int i = 0; i < nodes; ++i) members.admit(node("node-" + std::to_string(i), 100 + i));
+    JobRecord r;
+    r.name = "t";
+    r.mode = "gradient_sharing";
+    r.spec_text = kSpec;
+    job = &store.add(r);
+    scheduler.enqueue(job->id);
+    training.start(*job);
+  }
+  uint64_t part_of(const std::string& n) { return job->parts.at(n); }
+  // A finished node's result: its applied updates and a parameter sample.
+  void finish(const std::string& n, int64_t messages, uint64_t digest,
+              std::vector<float> sample = {1.f, 2.f, 3.f}) {
+    ResultReport r;
+    r.rank = uint32_t(std::stoi(n.substr(5)));
+    r.applied = ResultReport::Applied{messages, digest, -1};
+    r.params_sample = std::move(sample);
+    r.classes = -1;  // no chance check
+    training.on_report(*job, members.entry(n), report(job->id, r, part_of(n)));
+  }
+};
+
+TEST_CASE("a training job starts on its nodes with a Start each, and succeeds when every node "
+          "applied the same updates") {
+  TrainingFixture f(3);
+  REQUIRE(f.job->state == JobState::kRunning);
+  for (int i = 0; i < 3; ++i)
+    CHECK(kinds(f.members.entry("node-" + std::to_string(i))) ==
+          std::vector<JobKind>{JobKind::Start});
+  f.finish("node-0", 500, 0xabc);
+  f.finish("node-1", 500, 0xabc);
+  CHECK(f.closed.empty());  // node-2 has not finished
+  f.finish("node-2", 500, 0xabc);
+  REQUIRE(f.closed == std::vector<JobState>{JobState::kSucceeded});
+  CHECK(f.job->result["applied_updates"].size() == 3);
+}
+
+TEST_CASE("the result guard fails a job whose node applied an update twice, naming the node") {
+  TrainingFixture f(3);
+  f.finish("node-0", 500, 0xabc);
+  f.finish("node-1", 501, 0xdef);  // one more, another digest: applied twice
+  f.finish("node-2", 500, 0xabc);
+  REQUIRE(f.closed == std::vector<JobState>{JobState::kFailed});
+  INFO(f.job->error);
+  CHECK(f.job->error.find("node-1 applied 501 updates") != std::string::npos);
+  CHECK(f.job->error.find("the other 2 nodes 500") != std::string::npos);
+  CHECK(f.job->error.find("node-0 applied") == std::string::npos);
+}
+
+TEST_CASE("the result guard fails a job whose replicas disagree, naming the farthest node") {
+  TrainingFixture f(3);
+  f.finish("node-0", 500, 0xabc);
+  f.finish("node-1", 500, 0xabc, {1.f, 2.f, 3.5f});
+  f.finish("node-2", 500, 0xabc);
+  REQUIRE(f.closed == std::vector<JobState>{JobState::kFailed});
+  INFO(f.job->error);
+  CHECK(f.job->error.find("the replicas disagree") != std::string::npos);
+  CHECK(f.job->error.find("node-1") != std::string::npos);
+}
+
+TEST_CASE("one node's failure stops the job on every other node and fails it by name") {
+  TrainingFixture f(3);
+  for (int i = 0; i < 3; ++i) f.members.entry("node-" + std::to_string(i)).outbox.clear();
+  f.training.on_report(*f.job, f.members.entry("node-1"),
+                       report(f.job->id, FailedReport{1, "out of memory", "use fewer workers"},
+                              f.part_of("node-1")));
+  CHECK(kinds(f.members.entry("node-0")) == std::vector<JobKind>{JobKind::Cancel});
+  CHECK(kinds(f.members.entry("node-2")) == std::vector<JobKind>{JobKind::Cancel});
+  CHECK(kinds(f.members.entry("node-1")).empty());
+  f.training.on_report(*f.job, f.members.entry("node-0"),
+                       report(f.job->id, FailedReport{0, "cancelled", "", true},
+                              f.part_of("node-0")));
+  f.training.on_report(*f.job, f.members.entry("node-2"),
+                       report(f.job->id, FailedReport{2, "cancelled", "", true},
+                              f.part_of("node-2")));
+  REQUIRE(f.closed == std::vector<JobState>{JobState::kFailed});
+  CHECK(f.job->error == "node-1: out of memory");
+  CHECK(f.job->fix == "use fewer workers");
+}
+
+TEST_CASE("a report of an earlier part of a node does not count") {
+  TrainingFixture f(2);
+  ResultReport r;
+  r.applied = ResultReport::Applied{1, 1, -1};
+  f.training.on_report(*f.job, f.members.entry("node-0"),
+                       report(f.job->id, r, f.part_of("node-0") + 1));
+  CHECK(f.job->results.empty());
+}
+
+// ---- RequestHandler ----
+
+TEST_CASE("requests: an unknown job is named, a queued job is cancelled off the queue, an ended "
+          "one is left as it ended") {
+  FakeClock clock;
+  DaemonConfig config;
+  const std::string dir = temp_dir();
+  JobStore store(dir);
+  Membership members(clock.fn());
+  Scheduler scheduler;
+  StatsStore stats(dir + "/stats.db");
+  TrainingJobs training(config, store, members, scheduler, stats, [](JobRecord&) {}, [] {});
+  TaskJobs tasks(config, store, members, scheduler, [](JobRecord&) {});
+  int started = 0;
+  RequestHandler requests(store, members, scheduler, training, tasks, [&] { ++started; },
+                          [] { return Json::object(); });
+  auto reply = [](const std::vector<uint8_t>& frame) {
+    const auto* r = transport::read_control_frame(frame).body_as_Reply();
+    REQUIRE(r);
+    return r;
+  };
+  const auto* unknown = reply(requests.answer(client_request(RequestKind::Status, 42)));
+  CHECK_FALSE(unknown->ok());
+  CHECK(unknown->error()->str() == "no job 000000000000002a on this controller");
+  ClientRequest submit = client_request(RequestKind::Submit);
+  submit.spec = kSpec;
+  const auto* queued = reply(requests.answer(submit));
+  REQUIRE(queued->ok());
+  CHECK(started == 1);
+  uint64_t id = 0;
+  REQUIRE(scheduler.next() != 0);
+  id = scheduler.next();
+  const auto* cancelled = reply(requests.answer(client_request(RequestKind::Cancel, id)));
+  REQUIRE(cancelled->ok());
+  CHECK(store.find(id)->state == JobState::kCancelled);
+  CHECK(scheduler.next() == 0);
+  const auto* again = reply(requests.answer(client_request(RequestKind::Cancel, id)));
+  REQUIRE(again->ok());
+  CHECK(Json::parse(again->body()->str()).value("already_ended", false));
+  ClientRequest bad = submit;
+  bad.spec = "name: [";
+  const auto* refused = reply(requests.answer(bad));
+  CHECK_FALSE(refused->ok());
+  CHECK(store.size() == 1);  // nothing kept of a refused submission
+}
+
+}  // namespace dtrain::daemon
