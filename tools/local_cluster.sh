@@ -19,12 +19,15 @@
 # $GPU_NODES=K: nodes 1..K offer their GPUs (gpus: all), the others none (gpus: none), e.g. one
 # GPU node and two CPU nodes on one GPU machine; with $EMULATED_GPUS=G those K nodes get G
 # emulated GPUs instead (tests on machines without one; CPU arithmetic, see kernels/emulated).
+# Tests of exactly-once delivery: $FAULTS (e.g. "drop: 0.05, duplicate: 0.01, reorder: 0.01")
+# is every daemon's data.faults, seeded with its node number; $TEST_FAULT (e.g. apply_twice:50)
+# is node $TEST_FAULT_NODE's DTRAIN_TEST_FAULT (core/train/test_fault.h). Never in production.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 DTRAIND="${DTRAIND:-$root/bazel-bin/daemon/dtraind}"
 DTRAIN_SUBMIT="${DTRAIN_SUBMIT:-$root/bazel-bin/submit/dtrain-submit}"
 
-usage() { sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
+usage() { sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
 
 # wait_for_log FILE REGEX: the first capture group of the first matching line (10 s at most).
 wait_for_log() {
@@ -66,6 +69,8 @@ start() {
     if [[ -n ${GPU_NODES:-} ]]; then
       if [[ $i -le $GPU_NODES ]]; then emulated=${EMULATED_GPUS:-}; else gpus=none; fi
     fi
+    local faults=""
+    [[ -n ${FAULTS:-} ]] && faults=", faults: {$FAULTS, seed: $i}"
     cat > "$dir/node-$i.yaml" <<YAML
 name: node-$i
 roles: $roles
@@ -74,7 +79,7 @@ key_file: $dir/cluster.key
 $clients
 $controller
 control: {address: 127.0.0.1, port: ${control_port:-0}}
-data: {interface: lo, port: 0${REASSEMBLY_MB:+, reassembly_mb: $REASSEMBLY_MB}${TAG_THREADS:+, tag_threads: $TAG_THREADS}${LANES:+, lanes: $LANES}}
+data: {interface: lo, port: 0${REASSEMBLY_MB:+, reassembly_mb: $REASSEMBLY_MB}${TAG_THREADS:+, tag_threads: $TAG_THREADS}${LANES:+, lanes: $LANES}$faults}
 http: {address: 127.0.0.1, port: 0}
 threads: $threads
 gpus: $gpus
@@ -82,7 +87,10 @@ heartbeat_ms: ${HEARTBEAT_MS:-1000}
 peer_timeout_ms: ${PEER_TIMEOUT_MS:-10000}
 task_outputs: [${TASK_OUTPUTS:-$dir}]
 YAML
-    DTRAIN_EMULATED_GPUS=$emulated "$DTRAIND" --config "$dir/node-$i.yaml" > "$dir/node-$i.log" 2>&1 &
+    local fault=""
+    [[ ${TEST_FAULT_NODE:-} == "$i" ]] && fault=${TEST_FAULT:-}
+    DTRAIN_TEST_FAULT=$fault DTRAIN_EMULATED_GPUS=$emulated "$DTRAIND" --config "$dir/node-$i.yaml" \
+      > "$dir/node-$i.log" 2>&1 &
     echo "$! node-$i" >> "$dir/pids"
     if [[ $i -eq 1 ]]; then
       control_port=$(wait_for_log "$dir/node-1.log" '.*controller: control channel on [0-9.]+:([0-9]+).*')

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Sets up, builds and runs every test; ends with `tests: N passed, M failed, K skipped` counted
-# from Bazel's real results (Catch2 test cases inside each test binary; one per other test
-# target). A test that cannot run here says "SKIPPED: reason" and counts as skipped, not
-# passed. Exits non-zero on any failure.
+# from Bazel's real results: each target's status decides whether it passed; a passing
+# target counts its Catch2 test cases (one for any other target). A test case or test that
+# cannot run here prints "SKIPPED: reason" (tests/skip.h) and counts as skipped, not passed.
+# Exits non-zero on any failure.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
@@ -19,39 +20,18 @@ echo "== test"
 bazel test //... 2>&1 | tee /tmp/dtrain-bazel-test.log
 bazel_rc=${PIPESTATUS[0]}
 
+source tools/test_count.sh  # count_target
+
 # Count from the per-target logs Bazel wrote.
 passed=0
 failed=0
 skipped=0
 skip_reasons=()
+failures=()
 testlogs=$(bazel info bazel-testlogs 2>/dev/null)
 while read -r target status; do
   pkg=${target#//}
-  log="$testlogs/${pkg/://}/test.log"
-  cases=""
-  if [[ -f "$log" && "$status" == "PASSED" ]] && reason=$(grep -m1 "^SKIPPED: " "$log"); then
-    skipped=$((skipped + 1))
-    skip_reasons+=("$target: ${reason#SKIPPED: }")
-    continue
-  fi
-  if [[ -f "$log" ]]; then
-    # Catch2: "All tests passed (A assertions in C test cases)" or
-    #         "test cases: T | P passed | F failed"
-    if line=$(grep -E "^All tests passed \([0-9]+ assertions? in [0-9]+ test cases?\)" "$log" | tail -n1) && [[ -n "$line" ]]; then
-      cases=$(sed -E 's/.* in ([0-9]+) test case.*/\1/' <<< "$line")
-      passed=$((passed + cases))
-      continue
-    fi
-    if line=$(grep -E "^test cases: *[0-9]+ \|" "$log" | tail -n1) && [[ -n "$line" ]]; then
-      p=$(sed -nE 's/.*\| *([0-9]+) passed.*/\1/p' <<< "$line")
-      f=$(sed -nE 's/.*\| *([0-9]+) failed.*/\1/p' <<< "$line")
-      passed=$((passed + ${p:-0}))
-      failed=$((failed + ${f:-0}))
-      [[ "$status" != "PASSED" && ${f:-0} -eq 0 ]] && failed=$((failed + 1))
-      continue
-    fi
-  fi
-  if [[ "$status" == "PASSED" ]]; then passed=$((passed + 1)); else failed=$((failed + 1)); fi
+  count_target "$target" "$status" "$testlogs/${pkg/://}/test.log"
 done < <(grep -E "^//[^ ]+ +(\(cached\) )?(PASSED|FAILED|TIMEOUT|FLAKY|NO STATUS|INCOMPLETE|REMOTE FAILURE|FAILED TO BUILD)" /tmp/dtrain-bazel-test.log |
          sed -E 's/^(\/\/[^ ]+) +(\(cached\) )?([A-Z ]+[A-Z]).*/\1 \3/')
 
@@ -69,17 +49,13 @@ if bazel build --config=cuda "${cuda_targets[@]}"; then
   passed=$((passed + 1))  # the CUDA build itself
   for t in "${gpu_tests[@]}"; do
     bin=bazel-bin/tests/${t%%:*}/${t#*:}
-    out=$(DTRAIN_REQUIRE_GPU=1 "$bin" 2>&1); rc=$?
-    echo "$out" | tail -n 3
+    DTRAIN_REQUIRE_GPU=1 "$bin" > /tmp/dtrain-gpu-test.log 2>&1; rc=$?
+    tail -n 3 /tmp/dtrain-gpu-test.log
     if [[ $rc -eq 77 ]]; then
       skipped=$((skipped + 1))
       skip_reasons+=("$bin: no GPU here")
-    elif [[ $rc -eq 0 ]]; then
-      cases=$(sed -nE 's/^All tests passed \([0-9]+ assertions? in ([0-9]+) test cases?\)/\1/p' <<< "$out")
-      passed=$((passed + ${cases:-1}))
     else
-      echo "FAILED: $bin"
-      failed=$((failed + 1))
+      count_target "$bin" "$([[ $rc -eq 0 ]] && echo PASSED || echo FAILED)" /tmp/dtrain-gpu-test.log
     fi
   done
 else
@@ -101,6 +77,7 @@ else
   failed=$((failed + 1))
 fi
 for r in "${skip_reasons[@]}"; do echo "skipped: $r"; done
+for f in "${failures[@]}"; do echo "failed: $f"; done
 
 if [[ $bazel_rc -ne 0 && $failed -eq 0 ]]; then
   echo "bazel test exited $bazel_rc without a failing target (build or setup problem)"

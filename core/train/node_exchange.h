@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/train/message_bus.h"
+#include "core/train/update_audit.h"
 
 namespace dtrain::core {
 
@@ -97,13 +98,17 @@ class NodeExchange {
     int64_t next_epoch = 0;
     float tau = 0.0f;
     std::vector<float> params, state;
+    // What the live node's audited replica had applied (docs: update_audit.h); messages 0: not
+    // known (a sender of an earlier release), and this replica is not audited.
+    AppliedTotals applied;
   };
   virtual bool resume(Resume& resume) = 0;
   // After every update of `epoch` is applied (each epoch end): updates tagged with the next
   // epoch, held back until now, go to the bus, and if a restarted node was admitted at this
-  // epoch end one live node sends it these parameters.
+  // epoch end one live node sends it these parameters, with what its audited replica applied.
   virtual void epoch_applied(int64_t epoch, const float* params, int64_t num_params,
-                             const float* state, int64_t num_state, float tau) = 0;
+                             const float* state, int64_t num_state, float tau,
+                             const AppliedTotals& applied) = 0;
 };
 
 }  // namespace dtrain::core

@@ -20,7 +20,8 @@ SharingWorker::SharingWorker(const JobSpec& job, const ExampleSource& train, con
       index_(index),
       shard_(shard),
       corrections_(job.training.corrections),
-      applied_batch_(size_t(shards), -1) {}
+      applied_batch_(size_t(shards), -1),
+      fault_(index == 0 ? TestFault::from_environment() : TestFault{}) {}
 
 void SharingWorker::apply(const EncodedMessage& m, float* params, float* momentum,
                           const uint32_t* on_device) {
@@ -60,7 +61,10 @@ int64_t SharingWorker::apply_received() {
   float* params = worker_.model().params();
   bool from_gpus = false;
   for (const Delivery& d : inbox) {
+    const bool faulty = fault_.active() && ++received_ == fault_.at;
+    if (faulty && fault_.kind == TestFault::Kind::kSkip) continue;
     apply(*d.message, params, nullptr, d.device_words);
+    if (faulty) apply(*d.message, params, nullptr, d.device_words);  // kApplyTwice
     from_gpus = from_gpus || d.device_words;
   }
   // Words that came GPU to GPU live in a buffer the next round may reuse once `inbox` lets go

@@ -12,6 +12,7 @@
 #include "core/codec/update_encoder.h"
 #include "core/train/message_bus.h"
 #include "core/train/step_stats.h"
+#include "core/train/test_fault.h"
 #include "core/train/update_audit.h"
 #include "core/train/worker.h"
 
@@ -111,6 +112,10 @@ class SharingWorker {
   std::vector<int64_t> applied_batch_;
   int64_t max_ahead_ = 0;
   StepTimes times_;
+  // The lead worker's injected fault, if a test set one (test_fault.h), and the messages it
+  // received from other workers so far.
+  TestFault fault_;
+  int64_t received_ = 0;
 };
 
 // A node's workers, in order (worker 0 leads: it reports, checkpoints and is audited).

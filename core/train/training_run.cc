@@ -211,6 +211,10 @@ void TrainingRun::rejoin_from_live_node() {
   }
   first_epoch_ = resume.next_epoch;
   result_.resumed = true;
+  // The audit goes on from what the live node's audited replica had applied.
+  result_.audited = resume.applied.messages > 0;
+  audit_.continue_from(resume.applied);
+  if (audit_.has_sum()) audit_base_ = resume.params;
   for (auto& it : iterations_) it = first_epoch_ * per_epoch_;
 }
 
@@ -400,7 +404,7 @@ void TrainingRun::end_epoch(EpochRun& e) {
   if (exchange_ && !e.cancelled)
     exchange_->epoch_applied(e.epoch, lead().model().host_params(), lead().model().num_params(),
                              lead().model().host_state(), lead().model().num_state(),
-                             workers_[0]->encoder().threshold().tau());
+                             workers_[0]->encoder().threshold().tau(), audit_.totals());
   if (e.cancelled) stop_ = true;
   if (exchange_ && job_.output.checkpoint_every > 0 && options_.write_model && !e.cancelled)
     write_epoch_checkpoint(e.epoch);
@@ -533,8 +537,8 @@ TrainingResult TrainingRun::finish() {
   result_.applied_digest = audit_.digest();
   result_.applied_messages = audit_.count();
   if (audit_.has_sum())
-    result_.audit_deviation =
-        audit_.relative_deviation(initial_.model.params(), lead_params.data());
+    result_.audit_deviation = audit_.relative_deviation(
+        audit_base_.empty() ? initial_.model.params() : audit_base_.data(), lead_params.data());
   result_.iterations = iterations_[0];
   result_.train_seconds = elapsed_total_;
   write_final_model();

@@ -166,6 +166,9 @@ class TrainingRun {
   int64_t skip_ = 0;  // minibatches of the first epoch a checkpoint had done
   std::optional<EarlyStopping> early_;
   Replica best_;  // the best model so far, for early stopping
+  // A rejoined node's starting point: its audit measures the deviation from here (empty: the
+  // initial parameters).
+  std::vector<float> audit_base_;
 };
 
 // Trains `job` to the end: TrainingRun(job, listener, options).run().

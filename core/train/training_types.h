@@ -74,7 +74,10 @@ struct TrainingResult {
   // (count, order-independent digest of their ids) and, with training.audit_updates, how far
   // its replica is from the initial parameters minus their sum (relative L2; -1 when not kept).
   int64_t max_ahead = 0;
-  bool resumed = false;  // a rejoined node: its replica started from a snapshot (no audit)
+  bool resumed = false;  // a rejoined node: its replica started from a live node's snapshot
+  // applied_digest and applied_messages count every update in this replica: from the start, or
+  // from the snapshot's totals (a rejoined node); false for a snapshot that came without them.
+  bool audited = true;
   uint64_t applied_digest = 0;
   int64_t applied_messages = 0;
   double audit_deviation = -1.0;

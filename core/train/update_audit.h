@@ -12,6 +12,12 @@
 
 namespace dtrain::core {
 
+// What one replica applied so far: how many messages and the digest of their ids.
+struct AppliedTotals {
+  int64_t messages = 0;
+  uint64_t digest = 0;
+};
+
 class UpdateAudit {
  public:
   // keep_sum: also sum the decoded messages (n doubles).
@@ -21,6 +27,14 @@ class UpdateAudit {
 
   uint64_t digest() const { return digest_; }
   int64_t count() const { return count_; }
+  AppliedTotals totals() const { return {count_, digest_}; }
+  // A replica that starts from another's (a rejoining node, from a live node's snapshot) goes
+  // on from that one's totals: the digest is a sum, so both end equal when both apply the same
+  // messages from here on. The sum restarts: the deviation is then measured from the snapshot.
+  void continue_from(const AppliedTotals& totals) {
+    count_ = totals.messages;
+    digest_ = totals.digest;
+  }
   bool has_sum() const { return !sum_.empty(); }
   // ||params - (initial - sum)|| / ||initial - sum||, L2 (needs keep_sum).
   double relative_deviation(const float* initial, const float* params) const;

@@ -105,6 +105,17 @@ void parse_paths(const SpecReader& r, const YAML::Node& root, DaemonConfig& c) {
   }
 }
 
+// data.faults: the transport's seeded fault injector, for tests of delivery under loss.
+void parse_faults(const SpecReader& r, const YAML::Node& f, transport::FaultSpec& faults) {
+  const std::string p = "data.faults";
+  r.expect_map(f, p, {"drop", "duplicate", "reorder", "delay_us", "seed"});
+  faults.drop = r.number(f, "drop", p, 0.0, 0.0, 0.5, false);
+  faults.duplicate = r.number(f, "duplicate", p, 0.0, 0.0, 0.5, false);
+  faults.reorder = r.number(f, "reorder", p, 0.0, 0.0, 0.5, false);
+  faults.delay = std::chrono::microseconds(r.integer(f, "delay_us", p, 0, 0, 10000000));
+  faults.seed = uint64_t(r.integer(f, "seed", p, 1, 0, int64_t(1) << 62));
+}
+
 uint16_t port_of(const SpecReader& r, const YAML::Node& map, const std::string& path,
                  uint16_t fallback) {
   return static_cast<uint16_t>(r.integer(map, "port", path, fallback, 0, 65535));
@@ -113,7 +124,7 @@ uint16_t port_of(const SpecReader& r, const YAML::Node& map, const std::string& 
 // data: the UDP data channel.
 void parse_data(const SpecReader& r, const YAML::Node& n, DaemonConfig& c) {
   r.expect_map(n, "data", {"network", "interface", "port", "allow_loopback", "reassembly_mb",
-                           "tag_threads", "lanes"});
+                           "tag_threads", "lanes", "faults"});
   if (n["network"] && n["interface"])
     r.fail(n, "data", "give data.network or data.interface, not both",
            "keep the one that identifies the cluster network");
@@ -123,6 +134,7 @@ void parse_data(const SpecReader& r, const YAML::Node& n, DaemonConfig& c) {
   c.data_reassembly_mb = r.integer(n, "reassembly_mb", "data", c.data_reassembly_mb, 1, 1 << 20);
   c.data_tag_threads = r.integer(n, "tag_threads", "data", c.data_tag_threads, 0, 64);
   c.data_lanes = r.integer(n, "lanes", "data", c.data_lanes, 1, DaemonConfig::kMaxDataLanes);
+  if (const YAML::Node f = n["faults"]) parse_faults(r, f, c.data_faults);
 }
 
 // controller, control, data, http: whom it talks to and where it listens.

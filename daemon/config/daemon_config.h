@@ -19,6 +19,8 @@
 #include <string>
 #include <vector>
 
+#include "transport/faults/fault_injector.h"
+
 namespace dtrain::daemon {
 
 struct DaemonConfig {
@@ -49,6 +51,10 @@ struct DaemonConfig {
   // (transport::EndpointConfig::lanes); the same on every node of a cluster.
   int64_t data_lanes = 1;
   static constexpr int64_t kMaxDataLanes = 16;  // transport::kMaxLanes (node_agent.cc checks)
+  // Seeded faults on the data channel's send path (data.faults: drop, duplicate, reorder,
+  // delay_us, seed): for tests of exactly-once delivery under loss; off unless configured, and
+  // the node says so in its log and /status when on.
+  transport::FaultSpec data_faults;
   std::string http_address = "127.0.0.1";
   uint16_t http_port = 7080;
   int64_t threads = 0;  // compute threads for jobs on this node; 0 = every core

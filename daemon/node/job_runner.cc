@@ -544,7 +544,7 @@ ResultReport JobRunner::result_report(const TrainingInputs& in, const core::Trai
 // model file's digest and a sample of the final parameters.
 void JobRunner::add_checks(ResultReport& result, const TrainingInputs& in,
                            const core::TrainingResult& r) {
-  if (!r.resumed && in.job.training.mode == "gradient_sharing")
+  if (r.audited && in.job.training.mode == "gradient_sharing")
     // The updates worker 0 applied: the controller checks every node applied the same set.
     result.applied =
         ResultReport::Applied{r.applied_messages, r.applied_digest, r.audit_deviation};

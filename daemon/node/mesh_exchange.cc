@@ -407,6 +407,7 @@ void MeshExchange::on_snapshot(const SnapshotPayload& in, uint32_t origin) {
   s.from = origin;
   s.params.assign(in.params.data, in.params.data + in.params.size);
   s.state.assign(in.state.data, in.state.data + in.state.size);
+  s.applied = {in.applied_messages, in.applied_digest};
   snapshot_ = std::move(s);
 }
 
@@ -433,6 +434,7 @@ bool MeshExchange::resume(Resume& resume) {
   resume.tau = snapshot_->tau;
   resume.params = std::move(snapshot_->params);
   resume.state = std::move(snapshot_->state);
+  resume.applied = snapshot_->applied;
   first_epoch_ = current_epoch_ = resume.next_epoch;
   rejoining_ = false;
   release_pending();
@@ -445,7 +447,8 @@ bool MeshExchange::resume(Resume& resume) {
 }
 
 void MeshExchange::epoch_applied(int64_t epoch, const float* params, int64_t num_params,
-                                 const float* state, int64_t num_state, float tau) {
+                                 const float* state, int64_t num_state, float tau,
+                                 const core::AppliedTotals& applied) {
   std::vector<uint32_t> send_to;
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -462,7 +465,8 @@ void MeshExchange::epoch_applied(int64_t epoch, const float* params, int64_t num
   }
   for (uint32_t target : send_to) {
     PayloadBytes bytes =
-        snapshot_payload(target, epoch, tau, params, num_params, state, num_state);
+        snapshot_payload(target, epoch, tau, params, num_params, state, num_state,
+                         applied.messages, applied.digest);
     const size_t size = bytes->size();
     std::lock_guard<std::mutex> lock(publish_mutex_);
     send(std::move(bytes), "this node could not send its parameters to " + name_of(target));

@@ -101,7 +101,7 @@ class MeshExchange : public core::NodeExchange {
 
   bool resume(Resume& resume) override;
   void epoch_applied(int64_t epoch, const float* params, int64_t num_params, const float* state,
-                     int64_t num_state, float tau) override;
+                     int64_t num_state, float tau, const core::AppliedTotals& applied) override;
 
   // Wakes end_epoch() for good (the job was cancelled): it throws then.
   void cancel();
@@ -129,6 +129,7 @@ class MeshExchange : public core::NodeExchange {
     int64_t epoch = 0;
     float tau = 0.0f;
     std::vector<float> params, state;
+    core::AppliedTotals applied;
     uint32_t from = 0;
   };
   struct Position {

@@ -9,6 +9,7 @@
 #include <fstream>
 #include <thread>
 
+#include "core/train/test_fault.h"
 #include "core/util/error.h"
 #include "transport/control/control_frames.h"
 #include "transport/endpoint/interface_select.h"
@@ -61,7 +62,18 @@ NodeAgent::NodeAgent(const DaemonConfig& config, const transport::ClusterKey& ke
   ec_config.tag_threads = size_t(config_.data_tag_threads);
   static_assert(DaemonConfig::kMaxDataLanes == transport::kMaxLanes, "data.lanes' bound");
   ec_config.lanes = size_t(config_.data_lanes);
+  ec_config.faults = config_.data_faults;
   channel_ = std::make_unique<DataChannel>(ec_config);
+  if (const core::TestFault fault = core::TestFault::from_environment(); fault.active())
+    spdlog::warn("node {}: DTRAIN_TEST_FAULT is set: this node's lead worker {} on purpose "
+                 "(a test of the controller's checks; never set it in production)",
+                 config_.name, fault.description());
+  if (config_.data_faults.active())
+    spdlog::warn("node {}: data.faults is on: this node drops {:.1f}%, duplicates {:.1f}% and "
+                 "reorders {:.1f}% of its datagrams on purpose (seed {}); for tests only",
+                 config_.name, 100 * config_.data_faults.drop,
+                 100 * config_.data_faults.duplicate, 100 * config_.data_faults.reorder,
+                 config_.data_faults.seed);
   spdlog::info("node {} (id {}): data channel on interface {} ({}:{})", config_.name, node_id_,
                chosen.name, address_, channel_->endpoint().port());
   for (const auto& g : gpus_)
@@ -293,6 +305,7 @@ Json NodeAgent::status() {
             {"jobs", Json::array()}, {"peers", Json::array()}, {"gpus", Json::array()},
             // data.tag_threads, and how much of the tagging they took (transport/README.md)
             {"tag_threads", channel_->endpoint().tag_threads()},
+            {"data_faults", config_.data_faults.active()},
             {"tags_on_workers", channel_->endpoint().tags_on_workers()}};
   // Memory in use: what dtrain's GPU workers hold, now (kernels::list_gpus).
   for (const kernels::GpuInfo& g : kernels::list_gpus())

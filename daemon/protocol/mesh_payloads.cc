@@ -93,12 +93,14 @@ PayloadBytes epoch_end_payload(const EpochEndPayload& e) {
 }
 
 PayloadBytes snapshot_payload(uint32_t for_node, int64_t epoch, float tau, const float* params,
-                              int64_t num_params, const float* state, int64_t num_state) {
+                              int64_t num_params, const float* state, int64_t num_state,
+                              int64_t applied_messages, uint64_t applied_digest) {
   check_floats(num_params + num_state, "parameters and updater state");
   flatbuffers::FlatBufferBuilder fbb(1024 + size_t(num_params + num_state) * 4);
   const auto s = fbb.CreateVector(state, size_t(num_state));
   const auto p = fbb.CreateVector(params, size_t(num_params));
-  const auto t = mesh::CreateSnapshot(fbb, for_node, epoch, tau, p, s);
+  const auto t = mesh::CreateSnapshot(fbb, for_node, epoch, tau, p, s, applied_messages,
+                                      applied_digest);
   return finish(fbb, mesh::Payload::Snapshot, t.Union());
 }
 
@@ -123,7 +125,9 @@ MeshPayloadIn read_mesh_payload(const uint8_t* data, size_t size) {
   } else if (const auto* e = p.payload_as_EpochEnd()) {
     read_epoch_end(*e, in);
   } else if (const auto* s = p.payload_as_Snapshot()) {
-    in.snapshot = {s->for_node(), s->epoch(), s->tau(), view(s->params()), view(s->state())};
+    in.snapshot = {s->for_node(), s->epoch(),         s->tau(),
+                   view(s->params()), view(s->state()), s->applied_messages(),
+                   s->applied_digest()};
     in.kind = MeshPayloadIn::Kind::kSnapshot;
   } else if (const auto* q = p.payload_as_Parameters()) {
     in.parameters = {q->round(), view(q->values())};

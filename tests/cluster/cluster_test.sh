@@ -219,6 +219,10 @@ else
   grep -q "minibatches of lost nodes" long.log ||
     fail "no survivor did the lost node's minibatches (dtrain-submit logs $id)"
   grep -q "$name: rejoined at epoch" long.log || fail "the log does not say when $name rejoined"
+  # The audit runs after the takeover and the rejoin: the rejoined node went on from its
+  # snapshot's totals, so all three nodes report one set of applied updates.
+  python3 -c "import json,sys; a=json.load(open('long.json'))['result']['applied_updates']; sys.exit(0 if len(a) == 3 and len({(v['messages'], v['digest']) for v in a.values()}) == 1 else 1)" ||
+    fail "the nodes' applied updates after the rejoin: $(json long.json "j['result'].get('applied_updates')")"
   # The rejoined node's replica is in the agreement check, and it evaluated its part.
   grep -q "evaluation over 3 nodes" long.log || fail "the evaluation was not spread over the 3 nodes"
   [[ -f $(json long.json "j['result']['model_path']") ]] || fail "no model file"

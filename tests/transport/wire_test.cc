@@ -4,6 +4,8 @@
 #include <sys/stat.h>
 
 #include <catch2/catch.hpp>
+
+#include "tests/skip.h"
 #include <sodium.h>
 
 #include <fstream>
@@ -181,10 +183,7 @@ TEST_CASE("the XChaCha20-Poly1305 tag is libsodium's, over (sender, receiver, bo
 
 TEST_CASE("AES-256-GCM datagrams: flagged, checked, refused where not accepted") {
   Authenticator gcm(test_key(), false);
-  if (!gcm.aes_gcm()) {
-    WARN("skipped: this CPU has no AES-NI/CLMUL, libsodium offers no AES-256-GCM");
-    return;
-  }
+  if (!gcm.aes_gcm()) DTRAIN_SKIP("this CPU has no AES-NI/CLMUL, libsodium offers no AES-256-GCM");
   Authenticator chacha_only(test_key(), false, /*allow_aes_gcm=*/false);
   const std::vector<uint8_t> d = chunk_datagram(gcm, 5, 5, 1, 5, 1, Aead::kAes256Gcm);
   REQUIRE(d[3] == kFlagAes256Gcm);
@@ -568,10 +567,7 @@ TEST_CASE("an ack lists the lowest ranges taken and counts the bytes of the rest
 
 TEST_CASE("the AES-256-GCM tag is the documented construction, computed with libsodium's calls") {
   Authenticator gcm(test_key(), false);
-  if (!gcm.aes_gcm()) {
-    WARN("skipped: this CPU has no AES-NI/CLMUL, libsodium offers no AES-256-GCM");
-    return;
-  }
+  if (!gcm.aes_gcm()) DTRAIN_SKIP("this CPU has no AES-NI/CLMUL, libsodium offers no AES-256-GCM");
   const std::vector<uint8_t> d = chunk_datagram(gcm, 5, 5, 1, 5, 1, Aead::kAes256Gcm);
   // As transport/security/authenticator.h documents it, with libsodium's own calls: key =
   // BLAKE2b(cluster key; salt = sender, receiver, boot; personal "dtrain-data-gcm"), nonce =

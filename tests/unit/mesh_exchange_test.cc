@@ -185,7 +185,7 @@ TEST_CASE("an epoch ends once every live node's updates are in the bus", "[mesh_
   // An update tagged with the next epoch waits until this node has applied the current one.
   b.publish(update(1, 200, 1, 0));
   CHECK(bus_a.take(0).empty());
-  a.epoch_applied(0, nullptr, 0, nullptr, 0, 0.5f);
+  a.epoch_applied(0, nullptr, 0, nullptr, 0, 0.5f, {});
   CHECK(bus_a.take(0).size() == 1);
   a.detach();
   b.detach();
@@ -249,7 +249,7 @@ TEST_CASE("a restarted node rejoins with a live node's parameters", "[mesh_excha
   CHECK(end.workers == 1);
   a.end_takeover(0, {});
   std::vector<float> params(kParams, 0.375f), state(3, 2.f);
-  a.epoch_applied(0, params.data(), kParams, state.data(), 3, 0.5f);
+  a.epoch_applied(0, params.data(), kParams, state.data(), 3, 0.5f, {});
   const auto [rejoined, r] = resumed.get();
   CHECK(rejoined);
   CHECK(r.next_epoch == 1);
@@ -323,8 +323,8 @@ TEST_CASE("a vacant slot's shard is taken over until a node joins it, then it is
     return c.resume(r) ? r.next_epoch : -1;
   });
   std::vector<float> params(kParams, 0.25f), state;
-  b.epoch_applied(0, params.data(), kParams, nullptr, 0, 0.5f);
-  a.epoch_applied(0, params.data(), kParams, nullptr, 0, 0.5f);  // node-1 sends the snapshot
+  b.epoch_applied(0, params.data(), kParams, nullptr, 0, 0.5f, {});
+  a.epoch_applied(0, params.data(), kParams, nullptr, 0, 0.5f, {});  // node-1 sends the snapshot
   CHECK(resumed.get() == 1);
   // Epoch 2: nobody takes the slot's shard over, and the live nodes wait for node-3.
   auto end_a = std::async(std::launch::async, [&] { return a.end_epoch(1, 0.5, 1); });

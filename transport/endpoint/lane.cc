@@ -51,6 +51,13 @@ std::string tag_thread_name(const EndpointConfig& c, uint8_t lane) {
   return c.lanes > 1 ? name + "." + std::to_string(lane) : name;
 }
 
+// Each lane draws its own stream of faults from the configured seed (one stream on every lane
+// would drop the same positions of each); lane 0's is the seed's.
+FaultSpec lane_faults(FaultSpec faults, uint8_t lane) {
+  faults.seed += lane;
+  return faults;
+}
+
 }  // namespace
 
 uint16_t claim_port(const asio::ip::address& address, uint16_t port) {
@@ -73,7 +80,7 @@ Lane::Lane(const EndpointConfig& c, uint8_t index, LaneShared& shared)
       timer_(io_),
       auth_(c.key, c.insecure, c.allow_aes256gcm, c.node_id),
       reassembler_(c.reassembly_bytes, c.reassembly_timeout),
-      faults_(c.faults),
+      faults_(lane_faults(c.faults, index)),
       timing_{c.credit_window, c.heartbeat_interval, c.peer_timeout},
       tag_workers_(c.insecure ? 0 : c.tag_threads, tag_thread_name(c, index)),
       batch_(c.segmentation) {
