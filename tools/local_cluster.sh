@@ -19,9 +19,9 @@
 # $GPU_NODES=K: nodes 1..K offer their GPUs (gpus: all), the others none (gpus: none), e.g. one
 # GPU node and two CPU nodes on one GPU machine; with $EMULATED_GPUS=G those K nodes get G
 # emulated GPUs instead (tests on machines without one; CPU arithmetic, see kernels/emulated).
-# Tests of exactly-once delivery: $FAULTS (e.g. "drop: 0.05, duplicate: 0.01, reorder: 0.01")
-# is every daemon's data.faults, seeded with its node number; $TEST_FAULT (e.g. apply_twice:50)
-# is node $TEST_FAULT_NODE's DTRAIN_TEST_FAULT (core/train/test_fault.h). Never in production.
+# Tests only, never production: $FAULTS (e.g. "drop: 0.05, duplicate: 0.01, reorder: 0.01") is
+# every daemon's data.faults, seeded with its node number; $NODE_ENV_K (e.g.
+# NODE_ENV_2="DTRAIN_TEST_FAULT=apply_twice:40") is added to node K's environment.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 DTRAIND="${DTRAIND:-$root/bazel-bin/daemon/dtraind}"
@@ -87,9 +87,9 @@ heartbeat_ms: ${HEARTBEAT_MS:-1000}
 peer_timeout_ms: ${PEER_TIMEOUT_MS:-10000}
 task_outputs: [${TASK_OUTPUTS:-$dir}]
 YAML
-    local fault=""
-    [[ ${TEST_FAULT_NODE:-} == "$i" ]] && fault=${TEST_FAULT:-}
-    DTRAIN_TEST_FAULT=$fault DTRAIN_EMULATED_GPUS=$emulated "$DTRAIND" --config "$dir/node-$i.yaml" \
+    local node_env="NODE_ENV_$i"
+    # shellcheck disable=SC2086  # NAME=VALUE words, split on purpose
+    env ${!node_env:-} DTRAIN_EMULATED_GPUS=$emulated "$DTRAIND" --config "$dir/node-$i.yaml" \
       > "$dir/node-$i.log" 2>&1 &
     echo "$! node-$i" >> "$dir/pids"
     if [[ $i -eq 1 ]]; then

@@ -1,6 +1,8 @@
 #include "core/train/sharing_worker.h"
 
 #include <algorithm>
+#include <iterator>
+#include <tuple>
 #include <string>
 
 #include "core/train/corrections.h"
@@ -56,8 +58,44 @@ class StepClock {
 
 }  // namespace
 
+namespace {
+
+// Message order: the same on every worker, whatever the arrival order.
+bool in_message_order(const Delivery& a, const Delivery& b) {
+  const EncodedMessage& x = *a.message;
+  const EncodedMessage& y = *b.message;
+  return std::tie(x.epoch, x.batch, x.origin, x.param_offset, x.id) <
+         std::tie(y.epoch, y.batch, y.origin, y.param_offset, y.id);
+}
+
+}  // namespace
+
 int64_t SharingWorker::apply_received() {
-  const std::vector<Delivery> inbox = bus_.take(index_);
+  std::vector<Delivery> due = bus_.take(index_);
+  due.insert(due.end(), std::make_move_iterator(held_.begin()),
+             std::make_move_iterator(held_.end()));
+  held_.clear();
+  return apply_in_order(std::move(due));
+}
+
+int64_t SharingWorker::apply_before(int64_t epoch, int64_t batch) {
+  std::vector<Delivery> arrived = bus_.take(index_);
+  std::vector<Delivery> due, later;
+  auto sort_out = [&](Delivery& d) {
+    const EncodedMessage& m = *d.message;
+    // Words on this worker's GPU (GPU sharing) go now: their buffer is reused next round.
+    const bool now = m.epoch < epoch || (m.epoch == epoch && m.batch < batch) ||
+                     d.device_words != nullptr;
+    (now ? due : later).push_back(std::move(d));
+  };
+  for (Delivery& d : held_) sort_out(d);
+  for (Delivery& d : arrived) sort_out(d);
+  held_ = std::move(later);
+  return apply_in_order(std::move(due));
+}
+
+int64_t SharingWorker::apply_in_order(std::vector<Delivery> inbox) {
+  std::sort(inbox.begin(), inbox.end(), in_message_order);
   float* params = worker_.model().params();
   bool from_gpus = false;
   for (const Delivery& d : inbox) {
@@ -95,7 +133,12 @@ bool SharingWorker::step(int64_t own_iteration, int64_t schedule_iteration, int6
     if (!gate_wait(*gate, epoch, batch, -1, waiting)) return waited_too_long(*gate, waiting);
   }
   clock.lap(times_.wait_ms);
-  apply_received();  // step 7 for everything that arrived since the last step
+  // Step 7 for everything that arrived since the last step (under bsp: of earlier minibatches).
+  const StepGate* gate = bus_.gate();
+  if (gate && gate->bound() == 1)
+    apply_before(epoch, batch);
+  else
+    apply_received();
   measure_ahead(batch);
   clock.lap(times_.apply_ms);
   if (!worker_.compute_step(own_iteration, schedule_iteration)) return false;

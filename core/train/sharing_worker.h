@@ -59,7 +59,8 @@ class SharingWorker {
   // takeover step `takeover_step` (0-based), which waits as StepGate::wait_takeover says.
   bool step_on(int64_t shard, int64_t num_shards, int64_t batch, int64_t own_iteration,
                int64_t schedule_iteration, int64_t epoch, int64_t takeover_step);
-  // Applies every message waiting in this worker's inbox; returns how many.
+  // Applies every message waiting in this worker's inbox (and any held back), in message order
+  // (epoch, minibatch, origin, segment); returns how many.
   int64_t apply_received();
 
   Worker& worker() { return worker_; }
@@ -80,6 +81,11 @@ class SharingWorker {
 
  private:
   void share_step(int64_t epoch, int64_t batch);  // encode u, apply our own message, publish
+  // Under bsp, the step of minibatch `batch` applies only the messages of the minibatches before
+  // it; later ones wait for the next step (held_). Every replica then follows the same
+  // arithmetic whatever the timing (core/README.md, "Staleness and corrections").
+  int64_t apply_before(int64_t epoch, int64_t batch);
+  int64_t apply_in_order(std::vector<Delivery> due);
   // params -= m, on whichever memory the worker's model lives; clears `momentum` where m sent.
   // `on_device`: m's words already in this worker's GPU memory (GPU-to-GPU sharing).
   void apply(const EncodedMessage& m, float* params, float* momentum = nullptr,
@@ -112,6 +118,7 @@ class SharingWorker {
   std::vector<int64_t> applied_batch_;
   int64_t max_ahead_ = 0;
   StepTimes times_;
+  std::vector<Delivery> held_;  // bsp: arrived before their step (host words only)
   // The lead worker's injected fault, if a test set one (test_fault.h), and the messages it
   // received from other workers so far.
   TestFault fault_;

@@ -1,9 +1,11 @@
 #include "daemon/node/task_runner.h"
 
+#include <cstdlib>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <memory>
 #include <optional>
@@ -88,9 +90,21 @@ Json TaskRunner::snapshot() const {
           {"parts_queued", parts_.size()}};
 }
 
+// A test holds this node's parts back until a file exists (DTRAIN_TEST_HOLD_PARTS=PATH;
+// tests/cluster/cluster_eval_test: a node whose parts come last, or wait through a cancel,
+// while its heartbeats go on). At most two minutes. Unset, as always outside such a test: none.
+void TaskRunner::hold_while_asked(std::unique_lock<std::mutex>& lock) {
+  const char* path = std::getenv("DTRAIN_TEST_HOLD_PARTS");
+  if (!path || !*path) return;
+  const auto end = std::chrono::steady_clock::now() + std::chrono::minutes(2);
+  while (!cancelled_ && !std::filesystem::exists(path) && std::chrono::steady_clock::now() < end)
+    wake_.wait_for(lock, std::chrono::milliseconds(50));
+}
+
 bool TaskRunner::next_part(uint32_t& part) {
   std::unique_lock<std::mutex> lock(mutex_);
   wake_.wait(lock, [&] { return cancelled_ || !parts_.empty(); });
+  hold_while_asked(lock);
   if (cancelled_) return false;
   part = parts_.front();
   parts_.pop_front();

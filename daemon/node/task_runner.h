@@ -53,6 +53,7 @@ class TaskRunner {
   void evaluate_part(Loaded& loaded, const core::Dataset& data, core::ExampleRange r,
                      uint32_t part, PartDoneReport& done) const;
   void queue_parts(const std::vector<uint32_t>& parts, const std::vector<std::string>& files);
+  void hold_while_asked(std::unique_lock<std::mutex>& lock);
   bool next_part(uint32_t& part);  // false once cancelled
   void list_shards();              // node-local: what this node holds, to the controller
 

@@ -7,7 +7,7 @@
 set -u
 SPEC="$(cd "$(dirname "$4")" && pwd)/$(basename "$4")"
 source "$(dirname "$0")/lib.sh" result_guard "$1" "$2" "$3"
-export PEER_TIMEOUT_MS=3000 HEARTBEAT_MS=300 TEST_FAULT=apply_twice:40 TEST_FAULT_NODE=2
+export PEER_TIMEOUT_MS=3000 HEARTBEAT_MS=300 NODE_ENV_2="DTRAIN_TEST_FAULT=apply_twice:40"
 
 "$CLUSTER_TOOL" start 3 "$WORK/c" > start.out || { echo "FAIL: the cluster did not start"; cat start.out; exit 1; }
 source "$WORK/c/env"
