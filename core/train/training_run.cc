@@ -159,6 +159,7 @@ TrainingResult TrainingRun::run() {
   if (!gpu_sharing_text_.empty()) listener_.on_gpu_sharing(gpu_sharing_text_);
   start_result();
   restore();
+  announce_start();
   if (job_.training.early_stopping.enabled) early_.emplace(job_.training.early_stopping);
   for (int64_t epoch = first_epoch_; epoch < job_.training.epochs && !stop_; ++epoch)
     run_epoch(epoch);
@@ -193,6 +194,19 @@ void TrainingRun::restore() {
   // A fresh run (not a resume, not a rejoin) starts a new series of checkpoints.
   if (options_.write_model && !options_.resume && !result_.resumed) remove_checkpoints(output_);
   if (options_.resume) resume_from_checkpoint(*options_.resume);
+}
+
+void TrainingRun::announce_start() {
+  Model& m = lead().model();
+  StartPoint start;
+  start.epoch = first_epoch_;
+  start.iteration = iterations_[0];
+  start.restored = result_.resumed || options_.resume != nullptr;
+  start.params = m.host_params();
+  start.num_params = m.num_params();
+  start.state = m.host_state();
+  start.num_state = m.num_state();
+  listener_.on_start(start);
 }
 
 // Rejoining: every replica starts from a live node's parameters at an epoch end; updater state
@@ -446,9 +460,10 @@ void TrainingRun::end_averaging_epoch_on_cluster(EpochRun& e) {
 // are kept: a node a checkpoint ahead of the others must still hold the one every node has (the
 // job's consistent checkpoint) when the cluster goes down.
 void TrainingRun::write_epoch_checkpoint(int64_t epoch) {
-  write_checkpoint(output_, checkpoint(job_, workers_, data_, iterations_[0], epoch + 1, sharing_),
-                   std::max<int64_t>(2, job_.output.keep_checkpoints));
-  listener_.on_epoch_checkpoint(checkpoint_path(output_, iterations_[0]), epoch + 1);
+  const ModelFile written =
+      checkpoint(job_, workers_, data_, iterations_[0], epoch + 1, sharing_);
+  write_checkpoint(output_, written, std::max<int64_t>(2, job_.output.keep_checkpoints));
+  listener_.on_epoch_checkpoint(checkpoint_path(output_, iterations_[0]), epoch + 1, written);
 }
 
 EpochSummary TrainingRun::summarize(const EpochRun& e) {

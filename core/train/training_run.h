@@ -83,6 +83,7 @@ class TrainingRun {
   void restore();
   void rejoin_from_live_node();
   void resume_from_checkpoint(const ModelFile& from);
+  void announce_start();
   // An epoch.
   void run_epoch(int64_t epoch);
   void run_worker(int w, EpochRun& e);

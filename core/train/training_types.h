@@ -84,10 +84,24 @@ struct TrainingResult {
   int64_t samples = 0;
 };
 
+// Where a run's first step starts: the lead worker's replica after the restore (a checkpoint,
+// a rejoin's snapshot, init_from, or the initial parameters). Valid during the call only.
+struct StartPoint {
+  int64_t epoch = 0;      // 0-based, the first to run
+  int64_t iteration = 0;  // the lead worker's steps already done
+  bool restored = false;  // from a checkpoint or a live node's snapshot
+  const float* params = nullptr;
+  int64_t num_params = 0;
+  const float* state = nullptr;  // batch-norm running statistics
+  int64_t num_state = 0;
+};
+
 class TrainingListener {
  public:
   virtual ~TrainingListener() = default;
   virtual void on_data_loaded(int64_t train_examples, int64_t test_examples, int64_t params) {}
+  // Once, before the first step (checks that a resumed replica is the checkpoint's, bit for bit).
+  virtual void on_start(const StartPoint& start) {}
   // Before training, on a node with GPU workers sharing gradients: how they reach each other
   // (TrainingResult::gpu_sharing), so a fallback to host memory is said, with why, up front.
   virtual void on_gpu_sharing(const std::string& how) {}
@@ -100,7 +114,8 @@ class TrainingListener {
   virtual void on_checkpoint(const std::string& path, int64_t iteration) {}
   // A cluster job's checkpoint, taken at an epoch end (where the replicas agree): training can
   // go on from it at `next_epoch` (0-based).
-  virtual void on_epoch_checkpoint(const std::string& path, int64_t next_epoch) {}
+  virtual void on_epoch_checkpoint(const std::string& path, int64_t next_epoch,
+                                   const ModelFile& written) {}
 };
 
 // The files this node trains from, and for every member of the job (member order, as the

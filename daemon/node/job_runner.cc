@@ -17,6 +17,7 @@
 #include "daemon/node/local_shards.h"
 #include "daemon/node/mesh_exchange.h"
 #include "daemon/node/stats_recorder.h"
+#include "daemon/protocol/model_fetch.h"
 #include "daemon/protocol/node_reports_json.h"
 #include "daemon/protocol/part_scores.h"
 
@@ -34,8 +35,9 @@ constexpr int64_t kParamSample = 65536;
 // the latest figures per worker for /metrics.
 class JobRunner::ProgressReporter : public core::TrainingListener {
  public:
-  ProgressReporter(int rank, std::function<void(const NodeReport&)> report)
-      : rank_(rank),
+  ProgressReporter(std::string job, int rank, std::function<void(const NodeReport&)> report)
+      : job_(std::move(job)),
+        rank_(rank),
         report_(std::move(report)),
         stats_([this](const StatsReport& rows) { report_(rows); }) {}
 
@@ -108,8 +110,18 @@ class JobRunner::ProgressReporter : public core::TrainingListener {
     report_(r);
   }
 
-  void on_epoch_checkpoint(const std::string& path, int64_t next_epoch) override {
+  void on_epoch_checkpoint(const std::string& path, int64_t next_epoch,
+                           const core::ModelFile& written) override {
+    // In the node's log: what a resume from this file must start from, bit for bit.
+    spdlog::info("job {}: checkpoint {}: parameters sha256 {}", job_, path,
+                 floats_sha256(written.params.data(), written.params.size()));
     report_(CheckpointReport{next_epoch, path});
+  }
+
+  void on_start(const core::StartPoint& start) override {
+    if (!start.restored) return;
+    report_(LogReport{"epoch " + std::to_string(start.epoch + 1) + " starts from parameters "
+                      "sha256 " + floats_sha256(start.params, size_t(start.num_params))});
   }
 
   void on_epoch(const core::EpochSummary& s) override {
@@ -140,6 +152,7 @@ class JobRunner::ProgressReporter : public core::TrainingListener {
   }
 
  private:
+  std::string job_;  // its id, for the node's log
   int rank_;
   std::function<void(const NodeReport&)> report_;
   Clock::time_point last_{};
@@ -163,7 +176,8 @@ JobRunner::JobRunner(const DaemonConfig& config, DataChannel& channel, uint32_t 
       report_([this, report = std::move(report)](const NodeReport& r) {
         if (!dropped_) report(r, start_.part);
       }),
-      progress_(std::make_unique<ProgressReporter>(int(start_.rank), report_)),
+      progress_(std::make_unique<ProgressReporter>(job_id_text(job_id), int(start_.rank),
+                                                   report_)),
       predecessor_(std::move(predecessor)) {
   if (predecessor_) predecessor_->drop();
   thread_ = std::thread([this] { run(); });
@@ -482,8 +496,10 @@ void JobRunner::resume_from_checkpoint(TrainingInputs& in, MeshExchange& exchang
   in.local.model.init_from_updater = in.checkpoint.model.has_updater;
   in.options.resume = &in.checkpoint.model;
   exchange.start_at(start_.resume_epoch);
+  const std::vector<float>& params = in.checkpoint.model.params;
   report_(LogReport{"resuming from " + in.checkpoint.path + " (" +
-                    std::to_string(start_.resume_epoch) + " epochs done)"});
+                    std::to_string(start_.resume_epoch) + " epochs done, parameters sha256 " +
+                    floats_sha256(params.data(), params.size()) + ")"});
 }
 
 // The stats history's link rows: this job's peers' counters.

@@ -90,6 +90,27 @@ ChunkMessage read_model_chunk(const std::string& models_dir, const FetchMessage&
   return out;
 }
 
+namespace {
+
+std::string hex_of(crypto_hash_sha256_state& state) {
+  unsigned char digest[crypto_hash_sha256_BYTES];
+  crypto_hash_sha256_final(&state, digest);
+  char hex[2 * crypto_hash_sha256_BYTES + 1];
+  sodium_bin2hex(hex, sizeof hex, digest, sizeof digest);
+  return hex;
+}
+
+}  // namespace
+
+std::string floats_sha256(const float* values, size_t n) {
+  if (sodium_init() < 0) return "";
+  crypto_hash_sha256_state state;
+  crypto_hash_sha256_init(&state);
+  crypto_hash_sha256_update(&state, reinterpret_cast<const unsigned char*>(values),
+                            n * sizeof(float));
+  return hex_of(state);
+}
+
 std::string file_sha256(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in || sodium_init() < 0) return "";
@@ -102,11 +123,7 @@ std::string file_sha256(const std::string& path) {
                               size_t(in.gcount()));
   }
   if (in.bad()) return "";
-  unsigned char digest[crypto_hash_sha256_BYTES];
-  crypto_hash_sha256_final(&state, digest);
-  char hex[2 * crypto_hash_sha256_BYTES + 1];
-  sodium_bin2hex(hex, sizeof hex, digest, sizeof digest);
-  return hex;
+  return hex_of(state);
 }
 
 }  // namespace dtrain::daemon

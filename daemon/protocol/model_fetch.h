@@ -38,5 +38,8 @@ bool read_chunk(const transport::control::ModelChunk& in, ChunkMessage& out);
 ChunkMessage read_model_chunk(const std::string& models_dir, const FetchMessage& fetch);
 // The SHA-256 of a file's content in hex; "" when it cannot be read.
 std::string file_sha256(const std::string& path);
+// The SHA-256 of `n` floats' bytes, in hex: a replica's parameters told apart bit for bit (a
+// resumed job's start against the checkpoint it read).
+std::string floats_sha256(const float* values, size_t n);
 
 }  // namespace dtrain::daemon

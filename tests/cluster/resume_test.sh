@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # `dtrain-submit resume JOB` (issue 14, daemon/README.md "Resume"): a cancelled job with a
 # consistent checkpoint goes on from it, by hand, on the nodes that hold it and are back. Here
-# node-3 is SIGKILLed after the cancel, so the job resumes on node-1 and node-2 only, and still
-# reaches the accuracy of an uninterrupted run (>= 0.85) with their replicas agreeing. Every
-# wait has a deadline and says what it was waiting for.
+# node-3 is SIGKILLed after the cancel, so the job resumes on node-1 and node-2 only; each starts
+# from exactly the parameters it wrote into its checkpoint (their SHA-256 as written, as read back
+# and at the first step), and the job still reaches the accuracy of an uninterrupted run
+# (>= 0.85) with their replicas agreeing. Every wait has a deadline and says what it waited for.
 set -u
 SPEC="$(cd "$(dirname "$4")" && pwd)/$(basename "$4")"
 source "$(dirname "$0")/lib.sh" resume "$1" "$2" "$3"
@@ -50,9 +51,19 @@ grep -q "resuming job $id" resume.out || fail "resume did not say what it resume
 grep -q "resumes from its checkpoint at the end of epoch $at on 2 nodes (without node-3" resume.out ||
   fail "resume's output does not say it went on from epoch $at without node-3"
 grep -q "epoch 1:" resume.out && fail "resume printed the run before it (epoch 1)"
+# Resumed by parameters, not accuracy: each node's first step starts from exactly the
+# parameters its checkpoint file holds, which are those it wrote there before the cancel.
 for i in 1 2; do
-  grep -q "node-$i: resuming from .*resumable.ckpt-[0-9]*.dtm ($at epochs done)" job.log ||
-    fail "node-$i did not say which checkpoint it resumed from"
+  line=$(grep -E "node-$i: resuming from .*resumable.ckpt-[0-9]*.dtm \($at epochs done" job.log)
+  [[ -n $line ]] || { fail "node-$i did not say which checkpoint it resumed from"; continue; }
+  path=$(sed -nE 's/.*resuming from (.*\.dtm) \(.*/\1/p' <<< "$line")
+  read_sha=$(sed -nE 's/.*parameters sha256 ([0-9a-f]{64})\).*/\1/p' <<< "$line")
+  start_sha=$(sed -nE "s/.*node-$i: epoch $((at + 1)) starts from parameters sha256 ([0-9a-f]{64}).*/\1/p" job.log)
+  written_sha=$(grep -F "checkpoint $path: parameters sha256" "$WORK/c/node-$i.log" | tail -n 1 |
+                sed -nE 's/.*parameters sha256 ([0-9a-f]{64}).*/\1/p')
+  echo "node-$i: wrote ${written_sha:0:16}.., read ${read_sha:0:16}.., started from ${start_sha:0:16}.."
+  [[ -n $written_sha && $written_sha == "$read_sha" && $read_sha == "$start_sha" ]] ||
+    fail "node-$i did not resume from its checkpoint's parameters bit for bit (wrote '$written_sha', read '$read_sha', started from '$start_sha')"
 done
 [[ $(json job.json "j['state']") == succeeded ]] || fail "the resumed job ended $(json job.json "j['state']"): $(json job.json "j['error']")"
 [[ $(json job.json "len(j['nodes'])") == 2 ]] || fail "the resumed job ran on $(json job.json "j['nodes']")"
