@@ -66,7 +66,11 @@ fi
 # Code that shares work between threads, again under ThreadSanitizer (halts on the first
 # report; .bazelrc's tsan config builds into its own output folder). One count per target.
 echo "== ThreadSanitizer (bazel test --config=tsan)"
-tsan_tests=(//tests/transport:tag_workers_test //tests/transport:lanes_test)
+# The transport's tag workers and lanes, the controller (its collaborators and its sessions),
+# the mesh exchange, the message bus and the sharing workers with their step gate.
+tsan_tests=(//tests/transport:tag_workers_test //tests/transport:lanes_test
+            //tests/unit:controller_test //tests/unit:controller_parts_test
+            //tests/unit:mesh_exchange_test //tests/unit:sharing_test //tests/unit:staleness_test)
 bazel test --config=tsan "${tsan_tests[@]}" > /tmp/dtrain-tsan.log 2>&1; tsan_rc=$?
 grep -E "^//" /tmp/dtrain-tsan.log
 if [[ $tsan_rc -eq 0 ]]; then

@@ -355,33 +355,39 @@ TEST_CASE("requests: an unknown job is named, a queued job is cancelled off the 
   int started = 0;
   RequestHandler requests(store, members, scheduler, training, tasks, [&] { ++started; },
                           [] { return Json::object(); });
+  // The reply frame's fields (read while the frame lives).
+  struct Reply {
+    bool ok = false;
+    std::string error;
+    Json body;
+  };
   auto reply = [](const std::vector<uint8_t>& frame) {
     const auto* r = transport::read_control_frame(frame).body_as_Reply();
     REQUIRE(r);
-    return r;
+    Reply out;
+    out.ok = r->ok();
+    if (r->error()) out.error = r->error()->str();
+    if (r->ok() && r->body()) out.body = Json::parse(r->body()->str());
+    return out;
   };
-  const auto* unknown = reply(requests.answer(client_request(RequestKind::Status, 42)));
-  CHECK_FALSE(unknown->ok());
-  CHECK(unknown->error()->str() == "no job 000000000000002a on this controller");
+  const Reply unknown = reply(requests.answer(client_request(RequestKind::Status, 42)));
+  CHECK_FALSE(unknown.ok);
+  CHECK(unknown.error == "no job 000000000000002a on this controller");
   ClientRequest submit = client_request(RequestKind::Submit);
   submit.spec = kSpec;
-  const auto* queued = reply(requests.answer(submit));
-  REQUIRE(queued->ok());
+  REQUIRE(reply(requests.answer(submit)).ok);
   CHECK(started == 1);
-  uint64_t id = 0;
-  REQUIRE(scheduler.next() != 0);
-  id = scheduler.next();
-  const auto* cancelled = reply(requests.answer(client_request(RequestKind::Cancel, id)));
-  REQUIRE(cancelled->ok());
+  const uint64_t id = scheduler.next();
+  REQUIRE(id != 0);
+  REQUIRE(reply(requests.answer(client_request(RequestKind::Cancel, id))).ok);
   CHECK(store.find(id)->state == JobState::kCancelled);
   CHECK(scheduler.next() == 0);
-  const auto* again = reply(requests.answer(client_request(RequestKind::Cancel, id)));
-  REQUIRE(again->ok());
-  CHECK(Json::parse(again->body()->str()).value("already_ended", false));
+  const Reply again = reply(requests.answer(client_request(RequestKind::Cancel, id)));
+  REQUIRE(again.ok);
+  CHECK(again.body.value("already_ended", false));
   ClientRequest bad = submit;
   bad.spec = "name: [";
-  const auto* refused = reply(requests.answer(bad));
-  CHECK_FALSE(refused->ok());
+  CHECK_FALSE(reply(requests.answer(bad)).ok);
   CHECK(store.size() == 1);  // nothing kept of a refused submission
 }
 

@@ -5,6 +5,7 @@
 // divergence monitor and the update audit.
 #include <catch2/catch.hpp>
 
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <thread>
@@ -137,12 +138,12 @@ TEST_CASE("a waiting worker wakes when the message comes, and a stop ends the wa
   CHECK(gate.wait(0, 0, 1, 10s, never, nullptr));
   later.join();
   CHECK(std::chrono::steady_clock::now() - start < 2s);
-  bool stop = false;
+  std::atomic<bool> stop{false};  // set on another thread than the gate's wait reads it
   std::thread stopper([&] {
     std::this_thread::sleep_for(30ms);
     stop = true;
   });
-  CHECK_FALSE(gate.wait(0, 0, 5, 10s, [&] { return stop; }, nullptr));
+  CHECK_FALSE(gate.wait(0, 0, 5, 10s, [&] { return stop.load(); }, nullptr));
   stopper.join();
 }
 
