@@ -59,6 +59,9 @@ std::optional<uint64_t> Controller::register_node(ControlConnection& c,
 std::string Controller::node_session(ControlConnection& c, const std::string& name,
                                      uint64_t session) {
   const auto timeout = std::chrono::milliseconds(config_.peer_timeout_ms);
+  // Frames read from the node in this session, and the count it was last told: it keeps every
+  // report until it is counted, and resends the rest in its next session.
+  uint64_t read = 0, told = 0;
   for (;;) {
     std::deque<std::vector<uint8_t>> out;
     bool stop = false;
@@ -72,11 +75,13 @@ std::string Controller::node_session(ControlConnection& c, const std::string& na
       if (members_.silent(m, timeout))
         return "silent for " + std::to_string(config_.peer_timeout_ms) + " ms";
     }
+    if (read > told) out.push_back(received_frame(told = read));
     for (const auto& frame : out) c.send(frame);
     if (stop) return "";
     if (!c.wait_readable(std::chrono::milliseconds(50))) continue;
     JobMessageIn in;
     const bool job_message = read_job_message(c.receive(std::chrono::seconds(30)), in);
+    ++read;
     std::lock_guard<std::mutex> lock(mutex_);
     Member& m = members_.entry(name);
     members_.heard(m);

@@ -167,7 +167,7 @@ class JobRunner::ProgressReporter : public core::TrainingListener {
 
 JobRunner::JobRunner(const DaemonConfig& config, DataChannel& channel, uint32_t self,
                      uint64_t job_id, StartMessage start, Report report,
-                     std::unique_ptr<JobRunner> predecessor)
+                     std::unique_ptr<JobPart> predecessor)
     : config_(config),
       channel_(channel),
       self_(self),

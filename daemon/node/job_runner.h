@@ -22,6 +22,7 @@
 #include "core/train/training_types.h"
 #include "daemon/config/daemon_config.h"
 #include "daemon/node/data_channel.h"
+#include "daemon/node/job_part.h"
 #include "daemon/node/mesh_exchange.h"
 #include "transport/mesh/mesh_map.h"
 #include "daemon/protocol/control_messages.h"
@@ -29,30 +30,29 @@
 namespace dtrain::daemon {
 
 
-class JobRunner {
+class JobRunner : public JobPart {
  public:
-  // Queues a report for the controller (thread-safe), with the StartJob.part it answers.
-  using Report = std::function<void(const NodeReport& report, uint64_t part)>;
+  using Report = PartReport;
 
   // `predecessor`: this node's earlier part of the same job, which the job dropped while this
   // node was away (paused, cut off) and which this runner replaces (a rejoin): it is stopped
   // quietly and joined before this one joins the mesh.
   JobRunner(const DaemonConfig& config, DataChannel& channel, uint32_t self, uint64_t job_id,
-            StartMessage start, Report report, std::unique_ptr<JobRunner> predecessor = nullptr);
-  ~JobRunner();  // cancels and joins
+            StartMessage start, Report report, std::unique_ptr<JobPart> predecessor = nullptr);
+  ~JobRunner() override;  // cancels and joins
 
-  void cancel();
+  void cancel() override;
   // The job dropped this part and another takes its place: it stops, and reports nothing more
   // (its progress and failure are no longer the job's).
-  void drop();
+  void drop() override;
   // A member restarted and rejoins, or a node new to the job joins it in a vacant slot
   // (elastic membership): it is admitted at the next epoch end.
-  void rejoin(const RejoinMessage& rejoin);
+  void rejoin(const RejoinMessage& rejoin) override;
   // Node-local data: the controller's plan (the files this node trains from).
-  void plan(const DataPlanMessage& plan);
-  bool done() const { return done_; }
+  void plan(const DataPlanMessage& plan) override;
+  bool done() const override { return done_; }
   // The latest progress and per-worker codec figures (for /status and /metrics).
-  Json snapshot() const;
+  Json snapshot() const override;
   uint64_t job_id() const { return job_id_; }
 
  private:
@@ -87,7 +87,7 @@ class JobRunner {
   StartMessage start_;
   std::function<void(const NodeReport&)> report_;  // this part's reports, tagged with its part
   std::unique_ptr<ProgressReporter> progress_;
-  std::unique_ptr<JobRunner> predecessor_;
+  std::unique_ptr<JobPart> predecessor_;
   std::atomic<bool> cancel_{false};
   std::atomic<bool> dropped_{false};
   std::atomic<bool> done_{false};

@@ -39,8 +39,9 @@ uint32_t load_or_draw_node_id(const std::string& data_dir) {
 
 }  // namespace
 
-NodeAgent::NodeAgent(const DaemonConfig& config, const transport::ClusterKey& key)
-    : config_(config), key_(key), gpus_(usable_gpus(config)) {
+NodeAgent::NodeAgent(const DaemonConfig& config, const transport::ClusterKey& key,
+                     JobPartFactory start_part)
+    : config_(config), key_(key), gpus_(usable_gpus(config)), start_part_(std::move(start_part)) {
   std::error_code ec;
   std::filesystem::create_directories(config_.data_dir, ec);
   node_id_ = load_or_draw_node_id(config_.data_dir);
@@ -79,6 +80,12 @@ NodeAgent::NodeAgent(const DaemonConfig& config, const transport::ClusterKey& ke
   for (const auto& g : gpus_)
     spdlog::info("node {}: GPU {} ({}, {} MiB) available to jobs", config_.name, g.index, g.name,
                  g.memory_bytes >> 20);
+  if (!start_part_)
+    start_part_ = [this](uint64_t job_id, const StartMessage& start, PartReport report,
+                         std::unique_ptr<JobPart> predecessor) -> std::unique_ptr<JobPart> {
+      return std::make_unique<JobRunner>(config_, *channel_, node_id_, job_id, start,
+                                         std::move(report), std::move(predecessor));
+    };
 }
 
 NodeAgent::~NodeAgent() {
@@ -92,7 +99,7 @@ NodeAgent::~NodeAgent() {
 void NodeAgent::queue(uint64_t job_id, const NodeReport& report, uint64_t part) {
   const JobKind kind = report_kind(report);
   std::lock_guard<std::mutex> lock(mutex_);
-  if (outbox_.size() >= kMaxOutbox) {
+  if (outbox_.size() + unacked_.size() >= kMaxOutbox) {
     if (kind == JobKind::Progress) return;
     // Progress first, then the oldest stats and log line; results and failures (a few per job)
     // stay.
@@ -103,26 +110,48 @@ void NodeAgent::queue(uint64_t job_id, const NodeReport& report, uint64_t part) 
       outbox_.erase(it);
       break;
     }
-    if (outbox_.size() >= kMaxOutbox && (kind == JobKind::Log || kind == JobKind::Stats))
+    if (outbox_.size() + unacked_.size() >= kMaxOutbox &&
+        (kind == JobKind::Log || kind == JobKind::Stats))
       return;
   }
   outbox_.push_back({kind, report_frame(job_id, report, part)});
 }
 
-// Sends what waits for the controller. A frame is taken off only once sent: when the
-// connection fails midway, the rest (a result, say) waits for the next session.
+// Sends what waits for the controller. A sent frame is kept until the controller has counted
+// it (Received): a frame the kernel took may still die with the connection, and then goes out
+// again in the next session (requeue_unacknowledged).
 void NodeAgent::send_outbox(transport::ControlConnection& c, std::chrono::milliseconds timeout) {
   for (;;) {
-    std::vector<uint8_t> frame;
+    Queued next;
     {
       std::lock_guard<std::mutex> lock(mutex_);
       if (outbox_.empty()) return;
-      frame = outbox_.front().frame;
+      next = outbox_.front();
     }
-    c.send(frame, timeout);
+    c.send(next.frame, timeout);
     std::lock_guard<std::mutex> lock(mutex_);
     outbox_.pop_front();
+    unacked_.push_back({sent_++, std::move(next)});
   }
+}
+
+void NodeAgent::send_heartbeat(transport::ControlConnection& c) {
+  c.send(heartbeat_frame());
+  std::lock_guard<std::mutex> lock(mutex_);
+  ++sent_;  // counted by the controller like any frame, kept by no one
+}
+
+void NodeAgent::acknowledged(uint64_t count) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  while (!unacked_.empty() && unacked_.front().number < count) unacked_.pop_front();
+}
+
+void NodeAgent::requeue_unacknowledged() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (auto it = unacked_.rbegin(); it != unacked_.rend(); ++it)
+    outbox_.push_front(std::move(it->frame));
+  unacked_.clear();
+  sent_ = 0;
 }
 
 void NodeAgent::on_job_message_safely(const JobMessageIn& m) {
@@ -145,7 +174,7 @@ void NodeAgent::on_job_message(const JobMessageIn& m) {
   std::lock_guard<std::mutex> lock(jobs_mutex_);
   auto it = jobs_.find(job_id);
   if (m.kind == JobKind::Start) {
-    std::unique_ptr<JobRunner> dropped;
+    std::unique_ptr<JobPart> dropped;
     if (it != jobs_.end()) {
       // A repeat, unless it rejoins or resumes (the old part still winds down: it stops).
       if (!m.start.rejoin && m.start.resume_epoch < 0) return;
@@ -157,8 +186,8 @@ void NodeAgent::on_job_message(const JobMessageIn& m) {
     } else {
       spdlog::info("node {}: starting job {}", config_.name, job_id_text(job_id));
     }
-    jobs_[job_id] = std::make_unique<JobRunner>(
-        config_, *channel_, node_id_, job_id, m.start,
+    jobs_[job_id] = start_part_(
+        job_id, m.start,
         [this, job_id](const NodeReport& report, uint64_t part) { queue(job_id, report, part); },
         std::move(dropped));
   } else if (m.kind == JobKind::DataPlan) {
@@ -203,10 +232,9 @@ void NodeAgent::on_task(uint64_t job_id, const TaskMessage& task) {
       [this, job_id](const NodeReport& report) { queue(job_id, report); });
 }
 
-void NodeAgent::session(const std::atomic<bool>& stop) {
-  auto c = ControlConnection::connect(config_.controller_host, config_.controller_port, key_,
-                                      std::chrono::seconds(10));
-  const std::string controller = c->peer();
+// What this node tells the controller when it registers: who it is, where its data channel
+// listens, what it offers, and the jobs it still runs (a restarted controller adopts them).
+NodeRegistration NodeAgent::registration() {
   NodeRegistration me;
   me.node_id = node_id_;
   me.boot_id = boot_id_;
@@ -216,14 +244,31 @@ void NodeAgent::session(const std::atomic<bool>& stop) {
   me.data_lanes = uint8_t(channel_->endpoint().lanes());
   me.cores = std::max(1u, std::thread::hardware_concurrency());
   me.gpus = registration_gpus(gpus_);
-  {
-    std::lock_guard<std::mutex> lock(jobs_mutex_);
-    for (const auto& [id, job] : jobs_)
-      if (!job->done()) me.running_jobs.push_back(id);
-    for (const auto& [id, task] : tasks_)
-      if (!task->done()) me.running_jobs.push_back(id);
+  std::lock_guard<std::mutex> lock(jobs_mutex_);
+  for (const auto& [id, job] : jobs_)
+    if (!job->done()) me.running_jobs.push_back(id);
+  for (const auto& [id, task] : tasks_)
+    if (!task->done()) me.running_jobs.push_back(id);
+  return me;
+}
+
+void NodeAgent::forget_finished_parts() {
+  std::lock_guard<std::mutex> lock(jobs_mutex_);
+  for (auto it = jobs_.begin(); it != jobs_.end();) {
+    if (it->second->done()) it = jobs_.erase(it);
+    else ++it;
   }
-  c->send(register_frame(me));
+  for (auto it = tasks_.begin(); it != tasks_.end();) {
+    if (it->second->done()) it = tasks_.erase(it);
+    else ++it;
+  }
+}
+
+void NodeAgent::session(const std::atomic<bool>& stop) {
+  auto c = ControlConnection::connect(config_.controller_host, config_.controller_port, key_,
+                                      std::chrono::seconds(10));
+  const std::string controller = c->peer();
+  c->send(register_frame(registration()));
   const std::vector<uint8_t> reply_bytes = c->receive(std::chrono::seconds(10));
   const auto& reply = transport::read_control_frame(reply_bytes);
   const auto* r = reply.body_as_Reply();
@@ -232,37 +277,38 @@ void NodeAgent::session(const std::atomic<bool>& stop) {
                               (r && r->error() ? r->error()->str() : "no reply"),
                           r && r->fix() ? r->fix()->str() : "check the controller's log");
   spdlog::info("node {}: registered with the controller at {}", config_.name, controller);
+  // Whatever this session sent that the controller did not count goes out again in the next.
+  struct Requeue {
+    NodeAgent& agent;
+    ~Requeue() { agent.requeue_unacknowledged(); }
+  } requeue{*this};
   connected_ = true;
-  auto last_heartbeat = Clock::time_point{};
-  const auto heartbeat = std::chrono::milliseconds(config_.heartbeat_ms);
-  while (!stop) {
-    send_outbox(*c, std::chrono::seconds(10));
-    if (Clock::now() - last_heartbeat >= heartbeat) {
-      c->send(heartbeat_frame());
-      last_heartbeat = Clock::now();
-    }
-    {
-      std::lock_guard<std::mutex> lock(jobs_mutex_);
-      for (auto it = jobs_.begin(); it != jobs_.end();) {
-        if (it->second->done()) it = jobs_.erase(it);
-        else ++it;
-      }
-      for (auto it = tasks_.begin(); it != tasks_.end();) {
-        if (it->second->done()) it = tasks_.erase(it);
-        else ++it;
-      }
-    }
-    if (!c->wait_readable(std::chrono::milliseconds(50))) continue;
-    JobMessageIn m;
-    if (read_job_message(c->receive(std::chrono::seconds(30)), m))
-      on_job_message_safely(m);
-    else
-      spdlog::warn("ignored a malformed control frame from the controller");
-  }
+  serve_session(*c, stop);
   // Stopping: jobs are told (cancelled) and the controller hears it before the connection goes.
   connected_ = false;
   stop_jobs();
   send_outbox(*c, std::chrono::seconds(2));
+}
+
+void NodeAgent::serve_session(ControlConnection& c, const std::atomic<bool>& stop) {
+  auto last_heartbeat = Clock::time_point{};
+  const auto heartbeat = std::chrono::milliseconds(config_.heartbeat_ms);
+  while (!stop) {
+    send_outbox(c, std::chrono::seconds(10));
+    if (Clock::now() - last_heartbeat >= heartbeat) {
+      send_heartbeat(c);
+      last_heartbeat = Clock::now();
+    }
+    forget_finished_parts();
+    if (!c.wait_readable(std::chrono::milliseconds(50))) continue;
+    JobMessageIn m;
+    if (!read_job_message(c.receive(std::chrono::seconds(30)), m))
+      spdlog::warn("ignored a malformed control frame from the controller");
+    else if (m.kind == JobKind::Received)
+      acknowledged(m.received);
+    else
+      on_job_message_safely(m);
+  }
 }
 
 void NodeAgent::run(const std::atomic<bool>& stop) {
@@ -285,7 +331,7 @@ void NodeAgent::run(const std::atomic<bool>& stop) {
 }
 
 void NodeAgent::stop_jobs() {
-  std::map<uint64_t, std::unique_ptr<JobRunner>> jobs;
+  std::map<uint64_t, std::unique_ptr<JobPart>> jobs;
   std::map<uint64_t, std::unique_ptr<TaskRunner>> tasks;
   {
     std::lock_guard<std::mutex> lock(jobs_mutex_);

@@ -16,6 +16,7 @@
 #include "daemon/config/daemon_config.h"
 #include "daemon/node/data_channel.h"
 #include "daemon/node/gpu_inventory.h"
+#include "daemon/node/job_part.h"
 #include "daemon/node/job_runner.h"
 #include "daemon/node/task_runner.h"
 #include "transport/control/control_connection.h"
@@ -25,8 +26,11 @@ namespace dtrain::daemon {
 
 class NodeAgent {
  public:
-  // Binds the data port now (throws TransportError / UserError naming the fix).
-  NodeAgent(const DaemonConfig& config, const transport::ClusterKey& key);
+  // Binds the data port now (throws TransportError / UserError naming the fix). `start_part`:
+  // how a Start becomes this node's part of the job (default: a JobRunner on the data channel;
+  // tests pass fakes).
+  NodeAgent(const DaemonConfig& config, const transport::ClusterKey& key,
+            JobPartFactory start_part = nullptr);
   ~NodeAgent();
 
   // Talks to the controller until `stop` is set; running jobs are then cancelled.
@@ -40,9 +44,13 @@ class NodeAgent {
 
  private:
   void session(const std::atomic<bool>& stop);
+  NodeRegistration registration();
+  void serve_session(transport::ControlConnection& c, const std::atomic<bool>& stop);
+  void forget_finished_parts();
   // `part`: the StartJob.part the report answers (0: none; daemon/protocol/node_reports.h).
   void queue(uint64_t job_id, const NodeReport& report, uint64_t part = 0);
   void send_outbox(transport::ControlConnection& c, std::chrono::milliseconds timeout);
+  void send_heartbeat(transport::ControlConnection& c);
   void on_job_message(const JobMessageIn& m);
   // on_job_message, where a message this node cannot carry out fails that message (a Start:
   // its job, reported Failed), not the controller session.
@@ -64,8 +72,20 @@ class NodeAgent {
   };
   static constexpr size_t kMaxOutbox = 4096;
   std::deque<Queued> outbox_;  // reports for the controller; guarded by mutex_
+  // Sent in this session and not yet counted by the controller (a Received frame): they go
+  // back to the front of the outbox when the session ends. Numbered from 0 in each session,
+  // heartbeats included (sent_); guarded by mutex_.
+  struct Sent {
+    uint64_t number;
+    Queued frame;
+  };
+  std::deque<Sent> unacked_;
+  uint64_t sent_ = 0;
+  void acknowledged(uint64_t count);
+  void requeue_unacknowledged();
   std::mutex jobs_mutex_;  // run()'s thread changes jobs_; status() reads it
-  std::map<uint64_t, std::unique_ptr<JobRunner>> jobs_;
+  JobPartFactory start_part_;
+  std::map<uint64_t, std::unique_ptr<JobPart>> jobs_;
   std::map<uint64_t, std::unique_ptr<TaskRunner>> tasks_;  // cluster eval/infer jobs
   std::atomic<bool> connected_{false};
 };

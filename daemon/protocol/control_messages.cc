@@ -268,6 +268,14 @@ std::vector<uint8_t> cancel_frame(uint64_t job_id) {
   return job_message_bytes(fbb, job_id, JobKind::Cancel, 0, 0);
 }
 
+std::vector<uint8_t> received_frame(uint64_t count) {
+  flatbuffers::FlatBufferBuilder fbb;
+  control::JobMessageBuilder m(fbb);
+  m.add_kind(JobKind::Received);
+  m.add_received(count);
+  return control_frame_bytes(fbb, control::ControlBody::JobMessage, m.Finish().Union());
+}
+
 bool read_job_message(const std::vector<uint8_t>& frame, JobMessageIn& out) {
   const control::JobMessage* jm = nullptr;
   try {
@@ -296,6 +304,9 @@ bool read_job_message(const std::vector<uint8_t>& frame, JobMessageIn& out) {
       return true;
     case JobKind::Cancel:
     case JobKind::Heartbeat:
+      return true;
+    case JobKind::Received:
+      out.received = jm->received();
       return true;
     case JobKind::FetchModel:
       return jm->fetch() && read_fetch(*jm->fetch(), out.fetch);

@@ -108,11 +108,15 @@ std::vector<uint8_t> data_plan_frame(uint64_t job_id, const DataPlanMessage& pla
 std::vector<uint8_t> start_frame(uint64_t job_id, const StartMessage& start);
 std::vector<uint8_t> rejoin_frame(uint64_t job_id, const RejoinMessage& rejoin);
 std::vector<uint8_t> cancel_frame(uint64_t job_id);
+// To a node: the controller has read `count` frames of this session (daemon/README.md, "Control
+// conversations": the node keeps every report until it is counted here).
+std::vector<uint8_t> received_frame(uint64_t count);
 
 struct JobMessageIn {
   uint64_t job_id = 0;
   JobKind kind = JobKind::Heartbeat;
   NodeReport report;           // the report kinds (Progress ... PartDone)
+  uint64_t received = 0;       // Received
   uint64_t part = 0;           // with a report: the part of the job it speaks for (StartJob.part)
   StartMessage start;          // kind Start
   RejoinMessage rejoin;        // kind Rejoin

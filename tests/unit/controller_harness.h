@@ -113,13 +113,21 @@ class FakeNode {
     connection = t.as_daemon();
     REQUIRE(register_reply(*connection, node_) == "");
   }
-  // The next job message the controller sends; fails the test naming what it waited for.
+  // The next job message the controller sends (not its counts of what it read, Received, which
+  // a node takes for itself); fails the test naming what it waited for.
   daemon::JobMessageIn next(std::chrono::milliseconds within = 5000ms) {
+    if (pending_) {
+      const daemon::JobMessageIn m = *pending_;
+      pending_.reset();
+      return m;
+    }
     const auto deadline = std::chrono::steady_clock::now() + within;
     while (std::chrono::steady_clock::now() < deadline) {
       if (!connection->wait_readable(50ms)) continue;
       daemon::JobMessageIn m;
-      if (daemon::read_job_message(connection->receive(5s), m)) return m;
+      if (daemon::read_job_message(connection->receive(5s), m) &&
+          m.kind != daemon::JobKind::Received)
+        return m;
     }
     FAIL("node " << node_.name << " got no job message within " << within.count() << " ms");
     return {};
@@ -128,15 +136,21 @@ class FakeNode {
   // meanwhile: with the 600 ms peer timeout some tests use, a wait that a loaded machine
   // stretches must not get a live node declared lost.
   bool quiet_for(std::chrono::milliseconds quiet) {
+    if (pending_) return false;
     const auto end = std::chrono::steady_clock::now() + quiet;
     for (auto now = std::chrono::steady_clock::now(); now < end;
          now = std::chrono::steady_clock::now()) {
       heartbeat();
       const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(end - now);
-      if (connection->wait_readable(std::min<std::chrono::milliseconds>(100ms, left + 1ms)))
-        return false;
+      if (!connection->wait_readable(std::min<std::chrono::milliseconds>(100ms, left + 1ms)))
+        continue;
+      daemon::JobMessageIn m;
+      if (!daemon::read_job_message(connection->receive(5s), m)) return false;
+      if (m.kind == daemon::JobKind::Received) continue;
+      pending_ = m;  // for next()
+      return false;
     }
-    return true;
+    return !pending_;
   }
   // A report about job_id, answering the Start with this part (0: none).
   void send(uint64_t job_id, const daemon::NodeReport& report, uint64_t part = 0) {
@@ -147,6 +161,7 @@ class FakeNode {
 
  private:
   daemon::NodeRegistration node_;
+  std::optional<daemon::JobMessageIn> pending_;  // read by quiet_for, not taken yet
 };
 
 }  // namespace dtrain::testing

@@ -39,7 +39,7 @@ TEST_CASE("a client credential queries and submits, and nothing else") {
       FAIL("a client asked for request kind " << int(kind) << " and was answered");
     } catch (const daemon::RequestRefused& e) {
       CHECK(e.error() == "unknown request kind " + std::to_string(int(kind)));
-      CHECK(e.fix().find("control protocol 5") != std::string::npos);
+      CHECK(e.fix().find("control protocol 6") != std::string::npos);
     }
   }
 }

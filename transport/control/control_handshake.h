@@ -19,7 +19,7 @@ namespace dtrain::transport {
 // The control protocol's version (2: identities in the hello; 3: typed job start and rejoin
 // messages; 4: request kinds are an enum; 5: every node report is a typed table). Both ends
 // must speak the same.
-constexpr uint8_t kControlVersion = 5;
+constexpr uint8_t kControlVersion = 6;
 
 namespace handshake {
 
