@@ -64,4 +64,12 @@ inline Precision precision_of(const std::string& name) {
   if (name == "fp16") return Precision::kFp16;
   return Precision::kFp32;
 }
+inline const char* precision_name(Precision p) {
+  switch (p) {
+    case Precision::kBf16: return "bf16";
+    case Precision::kFp16: return "fp16";
+    case Precision::kFp32: break;
+  }
+  return "fp32";
+}
 }  // namespace dtrain::kernels

@@ -60,7 +60,7 @@ bool model_folder_writable(const std::string& output) {
 
 // What gradient sharing and mixed precision did, after the evaluation.
 void print_sharing_and_precision(const core::JobSpec& job, const core::TrainingResult& result) {
-  if (result.mode == "gradient_sharing") {
+  if (result.mode == core::TrainingMode::kGradientSharing) {
     // What sending every step u densely would have cost.
     const double dense = 4.0 * result.params * double(result.messages);
     std::printf("gradient sharing (%s codec): %lld messages, %.1f MB (%.2f%% of dense)",
@@ -73,13 +73,13 @@ void print_sharing_and_precision(const core::JobSpec& job, const core::TrainingR
       std::printf("between the GPUs: %s, %lld messages arrived GPU to GPU\n",
                   result.gpu_sharing.c_str(), (long long)result.messages_from_gpus);
   }
-  if (job.training.precision != "fp32" && result.device == "cpu")
+  if (job.training.precision != kernels::Precision::kFp32 && result.device == "cpu")
     std::printf("precision: fp32 (training.precision %s applies to GPU workers; these ran on "
-                "the CPU)\n", job.training.precision.c_str());
-  else if (job.training.precision == "fp16")
+                "the CPU)\n", kernels::precision_name(job.training.precision));
+  else if (job.training.precision == kernels::Precision::kFp16)
     std::printf("precision: fp16 on %s, %lld steps skipped for overflow (loss scaling)\n",
                 result.device.c_str(), (long long)result.overflow_skipped_steps);
-  else if (job.training.precision == "bf16")
+  else if (job.training.precision == kernels::Precision::kBf16)
     std::printf("precision: bf16 on %s\n", result.device.c_str());
 }
 
@@ -123,7 +123,7 @@ int run_local_training(const LocalTrainArgs& args) {
   job.training.workers_per_node = place.workers;
   const int workers = place.workers;
   std::printf("job %s: %s, %lld epochs, %s, %d worker%s in this process on %s\n",
-              job.name.c_str(), job.training.mode.c_str(), (long long)job.training.epochs,
+              job.name.c_str(), core::mode_name(job.training.mode), (long long)job.training.epochs,
               core::describe_batch(job.training, workers).c_str(), workers,
               workers == 1 ? "" : "s", place.description.c_str());
   std::fflush(stdout);
@@ -146,7 +146,7 @@ int run_validate(const std::string& job_path) {
   try {
     core::JobSpec job = core::parse_job_spec_file(job_path);
     std::printf("%s: valid job '%s' (%zu layers, mode %s)\n", job_path.c_str(), job.name.c_str(),
-                job.model.layers.size(), job.training.mode.c_str());
+                job.model.layers.size(), core::mode_name(job.training.mode));
     try {
       core::check_cluster_rules(job);
     } catch (const core::UserError& e) {

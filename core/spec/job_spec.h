@@ -11,6 +11,7 @@
 #include "core/layers/loss.h"
 #include "core/layers/subsampling.h"
 #include "core/layers/weight_init.h"
+#include "core/spec/training_choices.h"
 #include "core/tensor/tensor.h"
 
 namespace dtrain::core {
@@ -149,7 +150,7 @@ struct EarlyStoppingSpec {
 };
 
 struct TrainingSpec {
-  std::string mode = "gradient_sharing";  // gradient_sharing | parameter_averaging
+  TrainingMode mode = TrainingMode::kGradientSharing;
   int64_t epochs = 1;
   // The job's minibatch, split over its workers (core/train/batch_split.h); 0 when
   // batch_size_per_worker fixes each worker's instead. Exactly one of the two is set.
@@ -162,12 +163,12 @@ struct TrainingSpec {
   int64_t workers_per_node = 0;  // 0 = auto (one per GPU on GPU nodes, else up to 8 per node)
   // Where workers run (core/README.md, "The model"): cpu, gpu (every node of the job needs a GPU)
   // or auto (GPUs where a node has them, the CPU elsewhere).
-  std::string device = "auto";
+  Device device = Device::kAuto;
   // Mixed precision on GPU workers (kernels/README.md, "Mixed precision"): fp32 | bf16 | fp16.
   // Matrix products and convolutions take bf16/fp16 inputs and accumulate in fp32; parameters,
   // gradients, updater state, residual and codec stay fp32. fp16 adds dynamic loss scaling
   // (core/train/loss_scaler.h). CPU workers of an auto job compute in fp32.
-  std::string precision = "fp32";
+  kernels::Precision precision = kernels::Precision::kFp32;
   ThresholdSpec threshold;
   ResidualSpec residual;
   std::string mesh = "plain";    // plain | mesh

@@ -57,7 +57,7 @@ class JobSpecParser {
   // cannot be taken over (they are skipped), and a slot without a node has no data.
   void check_node_local(const YAML::Node& root, const JobSpec& job) {
     const YAML::Node shards = root["data"]["train"]["shards"];
-    if (job.training.mode != "gradient_sharing")
+    if (job.training.mode != TrainingMode::kGradientSharing)
       r_.fail(shards, "data.train.shards",
               "node-local shards train with gradient_sharing only in this release",
               "set training.mode: gradient_sharing, or give data.train a path instead");
@@ -264,12 +264,13 @@ class JobSpecParser {
                             "averaging_frequency", "average_updater_state", "sync",
                             "corrections", "stop_on_divergence", "audit_updates",
                             "early_stopping"});
-    t.mode = r_.choice(node, "mode", p, t.mode, {"gradient_sharing", "parameter_averaging"});
+    t.mode = *parse_mode(r_.choice(node, "mode", p, std::string(mode_name(t.mode)),
+                                   {"gradient_sharing", "parameter_averaging"}));
     t.epochs = r_.integer(node, "epochs", p, 1, 1, 100000);
     parse_batch(node, t);
     parse_nodes(node, t);
     t.workers_per_node = all_or_count(node, "workers_per_node", "auto", 256);
-    if (t.mode == "parameter_averaging" && t.workers_per_node > 1)
+    if (t.mode == TrainingMode::kParameterAveraging && t.workers_per_node > 1)
       r_.fail(node["workers_per_node"], p + ".workers_per_node",
               "parameter_averaging runs one worker per node, but workers_per_node is " +
                   std::to_string(t.workers_per_node),
@@ -279,11 +280,14 @@ class JobSpecParser {
       r_.fail(node["mesh"], p + ".mesh",
               "an elastic job (nodes: {min, max}) runs on the plain mesh only",
               "remove 'mesh: mesh' (plain is the default), or give nodes a single count");
-    t.device = r_.choice(node, "device", p, t.device, {"auto", "cpu", "gpu"});
-    t.precision = r_.choice(node, "precision", p, t.precision, {"fp32", "bf16", "fp16"});
-    if (t.precision != "fp32" && t.device == "cpu")
+    t.device = *parse_device(r_.choice(node, "device", p, std::string(device_name(t.device)),
+                                       {"auto", "cpu", "gpu"}));
+    t.precision = kernels::precision_of(
+        r_.choice(node, "precision", p, std::string("fp32"), {"fp32", "bf16", "fp16"}));
+    if (t.precision != kernels::Precision::kFp32 && t.device == Device::kCpu)
       r_.fail(node["precision"], p + ".precision",
-              "precision " + t.precision + " is mixed precision on GPUs, and device is cpu "
+              std::string("precision ") + kernels::precision_name(t.precision) +
+                  " is mixed precision on GPUs, and device is cpu "
               "(the CPU computes in fp32 only)",
               "set training.device: gpu (or auto), or remove precision");
     t.averaging_frequency = r_.integer(node, "averaging_frequency", p, 5, 1, 1 << 20);

@@ -22,8 +22,7 @@ SharingWorker::SharingWorker(const JobSpec& job, const ExampleSource& train, con
       index_(index),
       shard_(shard),
       corrections_(job.training.corrections),
-      applied_batch_(size_t(shards), -1),
-      fault_(index == 0 ? TestFault::from_environment() : TestFault{}) {}
+      applied_batch_(size_t(shards), -1) {}
 
 void SharingWorker::apply(const EncodedMessage& m, float* params, float* momentum,
                           const uint32_t* on_device) {

@@ -73,6 +73,8 @@ class SharingWorker {
   void set_observer(MessageObserver observer) { observer_ = std::move(observer); }
   // Every message this worker applies (its own included) goes through `audit` too.
   void set_audit(UpdateAudit* audit) { audit_ = audit; }
+  // A fault a test injects on purpose (test_fault.h).
+  void set_test_fault(const TestFault& fault) { fault_ = fault; }
   // The most steps this worker was ever ahead of a live worker's messages it had applied,
   // measured from the positions the messages carry (sync's bound keeps it <= K).
   int64_t max_ahead() const { return max_ahead_; }

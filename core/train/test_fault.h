@@ -1,9 +1,9 @@
 #pragma once
-// A fault a test injects into this process's gradient sharing on purpose, to show that the
-// cluster's checks catch it (tests/cluster/result_guard_test): DTRAIN_TEST_FAULT=apply_twice:K
-// makes the lead worker apply the K-th message it receives from another worker twice, and
-// skip:K makes it drop that message. Unset (always, outside such a test): nothing happens. The
-// daemon warns in its log when the variable is set.
+// A fault a test injects into a node's gradient sharing on purpose, to show that the cluster's
+// checks catch it (tests/cluster/result_guard_test): DTRAIN_TEST_FAULT=apply_twice:K in dtraind's
+// environment makes its lead worker apply the K-th message it receives from another worker
+// twice, and skip:K makes it drop that message. Unset (always, outside such a test): nothing
+// happens. Only the daemon reads it (LocalTrainingOptions::test_fault), and warns in its log.
 #include <cstdint>
 #include <string>
 

@@ -85,7 +85,7 @@ TrainingRun::TrainingRun(const JobSpec& job, TrainingListener& listener,
       options_(options),
       exchange_(options.exchange),
       local_data_(options.local_data),
-      sharing_(job.training.mode == "gradient_sharing"),
+      sharing_(job.training.mode == core::TrainingMode::kGradientSharing),
       num_workers_(resolve_workers_per_node(job)),
       threads_per_worker_(threads_per_worker(options.threads, num_workers_)),
       data_(load_data(job, num_workers_, options)),
@@ -148,6 +148,7 @@ void TrainingRun::build_workers() {
   for (auto& w : workers_)
     set_initial_updater_state(job_, initial_.updater_state, w->worker().updater());
   if (sharing_) workers_[0]->set_audit(&audit_);
+  workers_[0]->set_test_fault(options_.test_fault);
 }
 
 // ---- Where the run starts ----

@@ -26,7 +26,7 @@ void check_memory(const JobSpec& job, int64_t params, int workers, const std::ve
 
 std::vector<std::unique_ptr<kernels::Backend>> make_gpu_backends(const std::vector<int>& gpus,
                                                                  int workers,
-                                                                 const std::string& precision) {
+                                                                 kernels::Precision precision) {
   std::vector<std::unique_ptr<kernels::Backend>> out;
   if (gpus.empty()) return out;
   for (int w = 0; w < workers; ++w) {
@@ -38,9 +38,9 @@ std::vector<std::unique_ptr<kernels::Backend>> make_gpu_backends(const std::vect
                           ": " + why,
                       "check the GPU with nvidia-smi, or run the job with training.device: cpu");
     // Before the worker's model is built: its layers' kernels are made for the precision.
-    if (!out.back()->set_precision(kernels::precision_of(precision)))
+    if (!out.back()->set_precision(precision))
       throw UserError("GPU " + std::to_string(gpu) + " (" + out.back()->name() +
-                          ") cannot compute in training.precision " + precision,
+                          ") cannot compute in training.precision " + kernels::precision_name(precision),
                       "use precision fp32, or bf16/fp16 on a GPU with tensor cores (sm_80 or "
                       "newer for bf16)");
   }

@@ -2,6 +2,7 @@
 // What a training run settles before its first step: whether the job fits this node's memory,
 // the GPU backends of its workers, and every worker's minibatches per epoch (the step gate's
 // counts).
+#include "kernels/precision.h"
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -21,7 +22,7 @@ void check_memory(const JobSpec& job, int64_t params, int workers, const std::ve
 // when a GPU cannot be used, with the driver's reason.
 std::vector<std::unique_ptr<kernels::Backend>> make_gpu_backends(const std::vector<int>& gpus,
                                                                  int workers,
-                                                                 const std::string& precision);
+                                                                 kernels::Precision precision);
 
 // Minibatches per epoch of each of the job's workers, all reading one data set.
 std::vector<int64_t> even_shard_batches(int64_t examples, int64_t batch, int shards);

@@ -13,6 +13,7 @@
 #include "core/train/replica_agreement.h"
 #include "core/train/sharing_worker.h"
 #include "core/train/step_stats.h"
+#include "core/train/test_fault.h"
 
 namespace dtrain::core {
 
@@ -43,7 +44,7 @@ struct EpochSummary {
 };
 
 struct TrainingResult {
-  std::string mode;
+  TrainingMode mode = TrainingMode::kGradientSharing;
   int workers = 1;
   std::string codec_kernel;            // gradient sharing only
   std::string device = "cpu";          // where the workers ran: cpu, or "gpu 0, 1"
@@ -155,6 +156,9 @@ struct LocalTrainingOptions {
   // Node-local data (data.train.shards) on a cluster node: the controller's plan. Null: the
   // files the pattern matches here (alone), or data every node reads whole.
   const NodeLocalData* local_data = nullptr;
+  // A fault the lead worker injects on purpose (core/train/test_fault.h): only the daemon sets
+  // it, from DTRAIN_TEST_FAULT, and says so in its log.
+  TestFault test_fault;
 };
 
 }  // namespace dtrain::core

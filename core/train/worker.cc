@@ -11,7 +11,7 @@ namespace dtrain::core {
 
 Worker::Worker(const JobSpec& job, const ExampleSource& train, const Model& initial, int64_t shard,
                int64_t num_shards, kernels::Backend* backend, DataShard data)
-    : corrections_(job.training.mode == "gradient_sharing" ? job.training.corrections
+    : corrections_(job.training.mode == TrainingMode::kGradientSharing ? job.training.corrections
                                                            : CorrectionsSpec{}),
       workers_(static_cast<int>(num_shards)),
       model_(std::make_unique<Model>(job.model, backend)),
@@ -26,7 +26,7 @@ Worker::Worker(const JobSpec& job, const ExampleSource& train, const Model& init
   if (!model_->on_host()) step_.set_memory(&model_->backend());
   step_.resize({model_->num_params()});
   // Mixed precision is a GPU worker's (its backend computes in it); fp16 needs loss scaling.
-  if (job.training.precision == "fp16" && !model_->on_host())
+  if (job.training.precision == kernels::Precision::kFp16 && !model_->on_host())
     scaler_ = std::make_unique<LossScaler>();
 }
 

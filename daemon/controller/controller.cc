@@ -108,7 +108,7 @@ void Controller::start_next() {
   const uint64_t id = scheduler_.next();
   if (id == 0 || stopping_) return;
   JobRecord& job = *store_.find(id);
-  if (job.task.empty()) return training_.start(job);
+  if (!job.is_task()) return training_.start(job);
   try {
     tasks_.start(job);
   } catch (const std::exception& e) {  // never leaves the queue stuck behind it
@@ -118,7 +118,7 @@ void Controller::start_next() {
 }
 
 void Controller::drop_from_job(JobRecord& job, const std::string& name, const std::string& why) {
-  if (job.task.empty())
+  if (!job.is_task())
     training_.drop(job, name, why);
   else
     tasks_.drop(job, name, why);
@@ -127,7 +127,7 @@ void Controller::drop_from_job(JobRecord& job, const std::string& name, const st
 void Controller::close_job(JobRecord& job) {
   job.add_log(std::string("job ") + job_state_name(job.state) +
               (job.error.empty() ? "" : ": " + job.error));
-  spdlog::info("controller: {}job {} ({}) {}", job.task.empty() ? "" : job.task + " ",
+  spdlog::info("controller: {}job {} ({}) {}", job.is_task() ? std::string(task_kind_word(job.task)) + " " : "",
                job_id_text(job.id), job.name, job_state_name(job.state));
   store_.save(job);
   scheduler_.ended(job.id);

@@ -10,6 +10,12 @@
 namespace dtrain::daemon {
 
 using Clock = std::chrono::steady_clock;
+
+namespace {
+
+constexpr uint64_t kCountEvery = 32;  // frames read between the counts a node is sent
+
+}  // namespace
 using transport::ControlConnection;
 using transport::ControlError;
 
@@ -51,7 +57,7 @@ std::optional<uint64_t> Controller::register_node(ControlConnection& c,
   fetches_.wake();  // a fetch sent on its old session asks again
   stop_orphans(m, node.running_jobs);
   training_.on_registered(m, node.running_jobs);
-  tasks_.on_registered(m);
+  tasks_.on_registered(m, node.running_jobs);
   start_next();
   return m.session;
 }
@@ -62,6 +68,7 @@ std::string Controller::node_session(ControlConnection& c, const std::string& na
   // Frames read from the node in this session, and the count it was last told: it keeps every
   // report until it is counted, and resends the rest in its next session.
   uint64_t read = 0, told = 0;
+  bool idle = true;  // the last wait found nothing to read
   for (;;) {
     std::deque<std::vector<uint8_t>> out;
     bool stop = false;
@@ -75,10 +82,14 @@ std::string Controller::node_session(ControlConnection& c, const std::string& na
       if (members_.silent(m, timeout))
         return "silent for " + std::to_string(config_.peer_timeout_ms) + " ms";
     }
-    if (read > told) out.push_back(received_frame(told = read));
+    // The count every kCountEvery frames, and whenever the node has nothing more to send: one per
+    // frame read would fill the connection while the node sends a backlog (it reads in turns).
+    if (read > told && (idle || read - told >= kCountEvery))
+      out.push_back(received_frame(told = read));
     for (const auto& frame : out) c.send(frame);
     if (stop) return "";
-    if (!c.wait_readable(std::chrono::milliseconds(50))) continue;
+    idle = !c.wait_readable(idle ? std::chrono::milliseconds(50) : std::chrono::milliseconds(0));
+    if (idle) continue;
     JobMessageIn in;
     const bool job_message = read_job_message(c.receive(std::chrono::seconds(30)), in);
     ++read;
@@ -117,7 +128,7 @@ void Controller::on_job_message(Member& m, const JobMessageIn& in) {
   }
   // A restarted node that was never admitted may still report after the job ended.
   if (job.finished() && in.kind != JobKind::Log) return;
-  if (job.task.empty()) return training_.on_report(job, m, in);
+  if (!job.is_task()) return training_.on_report(job, m, in);
   if (!job.dropped(m.name)) tasks_.on_report(job, m, in);
 }
 

@@ -38,6 +38,10 @@ template <class State>
 struct AsStateWord {
   State& state;
 };
+template <class Kind>
+struct AsTaskWord {
+  Kind& kind;
+};
 template <class Lists>
 struct AsShardLists {
   Lists& lists;
@@ -45,6 +49,7 @@ struct AsShardLists {
 
 Json to_field(const AsJobId<const uint64_t>& f) { return job_id_text(f.id); }
 Json to_field(const AsStateWord<const JobState>& f) { return job_state_name(f.state); }
+Json to_field(const AsTaskWord<const TaskKind>& f) { return task_kind_word(f.kind); }
 Json to_field(const AsShardLists<const std::map<std::string, std::vector<ShardFile>>>& f) {
   Json j = Json::object();
   for (const auto& [node, files] : f.lists) j[node] = shard_list_json(files);
@@ -59,11 +64,25 @@ void from_field(const Json& j, AsJobId<uint64_t> f) { parse_job_id(j.get<std::st
 void from_field(const Json& j, AsStateWord<JobState> f) {
   f.state = parse_job_state(j.get<std::string>()).value_or(JobState::kFailed);
 }
+void from_field(const Json& j, AsTaskWord<TaskKind> f) {
+  f.kind = parse_task_kind(j.get<std::string>());
+}
 void from_field(const Json& j, AsShardLists<std::map<std::string, std::vector<ShardFile>>> f) {
   for (const auto& [node, list] : j.items()) {
     std::vector<ShardFile> files;
     std::string error;
     if (read_shard_list(list, files, error)) f.lists[node] = std::move(files);
+  }
+}
+// A map of numbers: each entry read on its own (one of another type is left out).
+template <class V>
+void from_field(const Json& j, std::map<std::string, V>& value) {
+  if (!j.is_object()) return;
+  for (const auto& [key, v] : j.items()) {
+    if constexpr (std::is_arithmetic_v<V>) {
+      if (!v.is_number_integer() || (std::is_unsigned_v<V> && !v.is_number_unsigned())) continue;
+    }
+    value[key] = v.template get<V>();
   }
 }
 template <class T>
@@ -79,6 +98,7 @@ template <class Record, class Visit>
 void JobRecord::for_each_field(Record& r, Visit&& field) {
   using Id = std::conditional_t<std::is_const_v<Record>, const uint64_t, uint64_t>;
   using State = std::conditional_t<std::is_const_v<Record>, const JobState, JobState>;
+  using Kind = std::conditional_t<std::is_const_v<Record>, const TaskKind, TaskKind>;
   using Lists = std::conditional_t<std::is_const_v<Record>,
                                    const std::map<std::string, std::vector<ShardFile>>,
                                    std::map<std::string, std::vector<ShardFile>>>;
@@ -112,8 +132,8 @@ void JobRecord::for_each_field(Record& r, Visit&& field) {
   // Lists in before a controller restart: the nodes do not send them again.
   field("shard_lists", AsShardLists<Lists>{r.shard_lists}, Shown::kRecord);
   // A task job's (task_view adds its parts to status).
-  if (!r.task.empty() || !std::is_const_v<Record>) {
-    field("task", r.task, Shown::kStatus);
+  if (r.is_task() || !std::is_const_v<Record>) {
+    field("task", AsTaskWord<Kind>{r.task}, Shown::kStatus);
     field("task_request", r.task_request, Shown::kStatus);
   }
 }
@@ -124,7 +144,7 @@ Json JobRecord::to_json(bool with_log) const {
     if (shown == Shown::kStatus || with_log) j[key] = to_field(value);
   });
   // Views made from the fields, for status only (a restarted controller makes them anew).
-  if (!task.empty()) j["task_parts"] = {{"done", part_results.size()}, {"total", part_count}};
+  if (is_task()) j["task_parts"] = {{"done", part_results.size()}, {"total", part_count}};
   if (finished())  // each node's last report stays, but an ended job has nothing to wait for
     for (auto& [node, p] : j["progress"].items())
       if (p.is_object()) p.erase("eta_seconds");

@@ -12,6 +12,7 @@
 
 #include "core/spec/job_spec.h"
 #include "daemon/controller/data_plan.h"
+#include "daemon/protocol/client_requests.h"
 #include "daemon/protocol/control_messages.h"
 #include "daemon/protocol/job_state.h"
 
@@ -63,10 +64,11 @@ struct JobRecord {
   // resume`); -1 for a fresh start.
   int64_t resume_epoch = -1;
   // A cluster evaluation or inference job (daemon/README.md, "Evaluation and inference jobs"):
-  // task is eval or infer ("" for training), task_request its data and options (the RunTask
+  // task is Eval or Infer (Unknown for training; its word in JSON), task_request its data and options (the RunTask
   // fields, as the client sent them). The model's bytes and the parts' state live only in
   // memory: a restarted controller fails such a job (nodes cancel it as an orphan).
-  std::string task;
+  TaskKind task = TaskKind::Unknown;
+  bool is_task() const { return task != TaskKind::Unknown; }
   Json task_request = Json::object();
   std::shared_ptr<const std::vector<uint8_t>> model;
   uint32_t part_count = 0;

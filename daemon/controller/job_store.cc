@@ -31,10 +31,10 @@ void fail_record(JobRecord& job, const std::string& error, const std::string& fi
 JobStore::Recovered JobStore::recover() {
   Recovered out;
   for (JobRecord& job : load_jobs(dir_)) {
-    if (!job.task.empty() && !job.finished()) {
+    if (job.is_task() && !job.finished()) {
       // Its model and parts were in memory only; a node still running it is an orphan (the
       // controller tells it to stop when it registers).
-      fail_record(job, "the controller restarted before the " + job.task + " job ended",
+      fail_record(job, std::string("the controller restarted before the ") + task_kind_word(job.task) + " job ended",
                   "submit it again");
       save(job);
     }
@@ -67,7 +67,7 @@ JobRecord& JobStore::add(JobRecord job) {
 
 size_t JobStore::unfinished_tasks() const {
   size_t n = 0;
-  for (const auto& [id, j] : jobs_) n += !j.task.empty() && !j.finished();
+  for (const auto& [id, j] : jobs_) n += j.is_task() && !j.finished();
   return n;
 }
 

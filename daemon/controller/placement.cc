@@ -5,12 +5,12 @@
 namespace dtrain::daemon {
 
 bool node_eligible(const core::TrainingSpec& training, const NodeOffer& node) {
-  return training.device != "gpu" || !node.gpus.empty();
+  return training.device != core::Device::kGpu || !node.gpus.empty();
 }
 
 NodePlacement place_on(const core::TrainingSpec& training, const NodeOffer& node) {
   NodePlacement p;
-  p.gpu = training.device != "cpu" && !node.gpus.empty();
+  p.gpu = training.device != core::Device::kCpu && !node.gpus.empty();
   if (p.gpu) p.gpus = node.gpus;
   p.workers = core::workers_per_node(training, node.cores, p.gpu ? node.gpus.size() : 0);
   return p;
@@ -18,7 +18,7 @@ NodePlacement place_on(const core::TrainingSpec& training, const NodeOffer& node
 
 std::optional<Refusal> refuse_placement(const core::TrainingSpec& training,
                                         const std::vector<NodeOffer>& alive) {
-  if (training.device != "gpu" || alive.empty()) return std::nullopt;
+  if (training.device != core::Device::kGpu || alive.empty()) return std::nullopt;
   std::vector<std::string> without;
   size_t with = 0;
   for (const NodeOffer& n : alive) {

@@ -68,7 +68,7 @@ Json RequestHandler::submit(const ClientRequest& request) {
     throw core::UserError(refusal->error, refusal->fix);
   JobRecord job;
   job.name = spec.name;
-  job.mode = spec.training.mode;
+  job.mode = core::mode_name(spec.training.mode);
   job.spec_text = request.spec;
   job.base_dir = options.base_dir;
   job.add_log("submitted (" + request.source + ")");
@@ -122,7 +122,7 @@ Json RequestHandler::cancel(const ClientRequest& request) {
   }
   job.cancel_requested = true;
   job.add_log("cancel requested");
-  if (!job.task.empty() && job.state == JobState::kRunning) {
+  if (job.is_task() && job.state == JobState::kRunning) {
     tasks_.finish(job, JobState::kCancelled, "", "");
     return job.to_json();
   }

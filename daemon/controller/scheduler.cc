@@ -15,7 +15,7 @@ NodeChoice choose_training_nodes(const core::TrainingSpec& training, Membership&
                           ? std::min(eligible.size(), size_t(training.nodes_max))
                           : wanted;
   if (eligible.empty() || eligible.size() < wanted) {
-    const bool gpu = training.device == "gpu";
+    const bool gpu = training.device == core::Device::kGpu;
     out.waiting = "waiting for " + std::to_string(std::max<size_t>(1, wanted)) +
                   (gpu ? " nodes with a GPU (" + std::to_string(eligible.size()) + " of " +
                              std::to_string(registered) + " registered have one)"

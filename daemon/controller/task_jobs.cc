@@ -28,7 +28,7 @@ TaskJobs::TaskJobs(const DaemonConfig& config, JobStore& store, Membership& memb
 JobRecord* TaskJobs::running_task() {
   const uint64_t id = scheduler_.running();
   JobRecord* job = id ? store_.find(id) : nullptr;
-  return job && !job->task.empty() ? job : nullptr;
+  return job && job->is_task() ? job : nullptr;
 }
 
 JobRecord TaskJobs::accept(const TaskRequest& request, const std::vector<uint8_t>& model) const {
@@ -45,10 +45,11 @@ JobRecord TaskJobs::accept(const TaskRequest& request, const std::vector<uint8_t
                           "wait for them (dtrain-submit status) or cancel some");
   JobRecord job;
   job.name = checked["name"];
-  job.task = job.mode = checked["task"];
+  job.mode = checked["task"];
+  job.task = parse_task_kind(job.mode);
   job.task_request = checked;
   job.model = std::make_shared<const std::vector<uint8_t>>(model);
-  job.add_log("submitted (" + job.task + " of " +
+  job.add_log("submitted (" + job.mode + " of " +
               checked.value("path", checked.value("shards", "")) + ", a model of " +
               std::to_string(model.size()) + " bytes)");
   return job;
@@ -98,7 +99,7 @@ void TaskJobs::start(JobRecord& job) {
   deal_parts(job, nodes, parts);
   job.add_log("started on " + std::to_string(nodes.size()) + " nodes, " +
               std::to_string(job.part_count) + " parts");
-  spdlog::info("controller: {} job {} ({}) started on {} nodes", job.task, job_id_text(job.id),
+  spdlog::info("controller: {} job {} ({}) started on {} nodes", job.mode, job_id_text(job.id),
                job.name, nodes.size());
   save(job);
 }
@@ -196,11 +197,19 @@ std::vector<std::vector<uint32_t>> TaskJobs::deal_parts(JobRecord& job,
   return shares;
 }
 
-void TaskJobs::on_registered(Member& m) {
+void TaskJobs::on_registered(Member& m, const std::vector<uint64_t>& running_jobs) {
   JobRecord* running = running_task();
   if (!running) return;
   JobRecord& job = *running;
-  if (job.finished() || !listed(job.nodes, m.name) || job.dropped(m.name)) return;
+  if (job.finished() || !listed(job.nodes, m.name)) return;
+  if (job.dropped(m.name)) {
+    if (std::find(running_jobs.begin(), running_jobs.end(), job.id) == running_jobs.end()) return;
+    m.send(cancel_frame(job.id));
+    job.add_log("node " + m.name + " is back after the job dropped it; its parts are done by "
+                "the others, so it was told to stop");
+    save(job);
+    return;
+  }
   if (job.task_request.contains("shards") && job.part_count == 0) {
     // Its list may have died with the old session: it is asked again (a runner that has
     // listed already sends its list again).
@@ -220,7 +229,7 @@ void TaskJobs::on_registered(Member& m) {
 // joined in key order. A merge that fails fails the job.
 void TaskJobs::merge(JobRecord& job) {
   try {
-    job.result = job.task == "eval"
+    job.result = job.task == TaskKind::Eval
                      ? merge_eval_parts(job.part_results, job.task_request)
                      : merge_infer_parts(job.part_results,
                                          job.task_request.value("output_dir", ""),
@@ -243,7 +252,7 @@ void TaskJobs::finish(JobRecord& job, JobState state, const std::string& error,
   job.error = error;
   job.fix = fix;
   if (state == JobState::kSucceeded) merge(job);
-  if (job.task == "infer" && job.state != JobState::kSucceeded)  // what its parts wrote, cleaned up
+  if (job.task == TaskKind::Infer && job.state != JobState::kSucceeded)  // what its parts wrote, cleaned up
     remove_part_files(job.part_results, job.task_request.value("output_dir", ""));
   // The merge held the lock (a join of part files can take a while): nodes whose heartbeats
   // queued up meanwhile were not silent.

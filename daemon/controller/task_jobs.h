@@ -33,9 +33,10 @@ class TaskJobs {
   void on_report(JobRecord& job, Member& m, const JobMessageIn& in);
   // A node of the running task is lost: its parts go to the others.
   void drop(JobRecord& job, const std::string& name, const std::string& why);
-  // A node registering again from the same process (its old session's frames are gone): it is
-  // sent the running task's parts it holds and has not reported.
-  void on_registered(Member& m);
+  // A node registering again: one the task dropped while it was away, still running its parts
+  // (`running_jobs`), is told to stop (the others do them); one of the same process still in the
+  // task is sent the parts it holds and has not reported (its old session's frames are gone).
+  void on_registered(Member& m, const std::vector<uint64_t>& running_jobs);
   // Ends the task: the parts merged (a success), or its error; the nodes are told it is over.
   void finish(JobRecord& job, JobState state, const std::string& error, const std::string& fix);
 

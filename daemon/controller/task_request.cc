@@ -112,7 +112,7 @@ Json checked_task_request(const TaskRequest& q, const TaskLimits& limits) {
   r["name"] = q.name.empty() ? task : text("name", q.name, kMaxName);
   // Node-local (eval only): each node lists the packed files `shards` matches there.
   const bool node_local = !q.shards.empty();
-  if (node_local && task != "eval")
+  if (node_local && q.task != TaskKind::Eval)
     refuse("shards is for evaluations", "give infer one --input every node reads");
   if (node_local) r["shards"] = data_path("shards", q.shards);
   else r["path"] = data_path("path", q.path);
@@ -124,7 +124,7 @@ Json checked_task_request(const TaskRequest& q, const TaskLimits& limits) {
                std::to_string(limits.alive_nodes) + " are registered",
            "ask for at most that many (--nodes), or start more nodes");
   r["nodes"] = nodes;
-  if (task == "infer") {
+  if (q.task == TaskKind::Infer) {
     r["key_column"] = integer("key_column", q.key_column, -1, 1 << 20);
     r["output_dir"] = output_place("the output folder", text("output_dir", q.output_dir, kMaxPath),
                                    true, limits);

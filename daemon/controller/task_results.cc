@@ -17,12 +17,12 @@ std::string part_file(const std::string& output_dir, uint32_t part) {
   return output_dir + "/" + part_file_name(part);
 }
 
-std::string check_part_done(const std::string& task, const Json& body, uint32_t part,
+std::string check_part_done(TaskKind task, const Json& body, uint32_t part,
                             const std::string& output_dir, bool roc) {
   const Json& examples = body.contains("examples") ? body["examples"] : Json();
   if (!examples.is_number_integer() || examples.get<int64_t>() < 0)
     return "no example count";
-  if (task == "infer")
+  if (task == TaskKind::Infer)
     return body.value("file", "") == part_file(output_dir, part) ? "" : "not its own part file";
   const std::optional<core::Evaluation> e = evaluation_part(body);
   if (!e) return "malformed counts";

@@ -17,7 +17,7 @@ std::string part_file(const std::string& output_dir, uint32_t part);
 // "" when a node's PartDone `body` for `part` of a `task` (eval | infer) job may be taken;
 // otherwise what is wrong with it. An inference part must name exactly its own file; an
 // evaluation with `roc` must bring its scores.
-std::string check_part_done(const std::string& task, const Json& body, uint32_t part,
+std::string check_part_done(TaskKind task, const Json& body, uint32_t part,
                             const std::string& output_dir, bool roc = false);
 
 // eval: every part's counts (or regression sums) added in part order: the figures of

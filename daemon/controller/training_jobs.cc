@@ -22,7 +22,7 @@ TrainingJobs::TrainingJobs(const DaemonConfig& config, JobStore& store, Membersh
 JobRecord* TrainingJobs::running_job() {
   const uint64_t id = scheduler_.running();
   JobRecord* job = id ? store_.find(id) : nullptr;
-  return job && job->task.empty() ? job : nullptr;
+  return job && !job->is_task() ? job : nullptr;
 }
 
 void TrainingJobs::fail_unparsable(JobRecord& job, const core::UserError& e) {
@@ -102,7 +102,7 @@ StartMessage TrainingJobs::start_message(const JobRecord& job, size_t rank) cons
     m.address = j.value("address", "");
     m.port = j.value("port", uint16_t(0));
     m.workers = j.value("workers", 1);
-    m.device = j.value("device", std::string("cpu"));
+    m.gpu = j.value("device", std::string("cpu")) == "gpu";
     m.gpus = j.value("gpus", std::vector<int>{});
     // Each member's boot as registered now (a member that restarted since the job began has a
     // new one): its peers take datagrams from that boot only.

@@ -450,7 +450,7 @@ void JobRunner::describe_part(const core::JobSpec& job, const MeshExchange& exch
                exchange.first_worker() + members[rank].workers - 1, exchange.total_workers());
   if (rank == 0)
     report_(LogReport{core::describe_batch(job.training, exchange.total_workers())});
-  if (job.training.mode == "parameter_averaging")
+  if (job.training.mode == core::TrainingMode::kParameterAveraging)
     report_(LogReport{"parameter averaging every " +
                       std::to_string(job.training.averaging_frequency) + " minibatches" +
                       (job.training.average_updater_state ? ", updater state included" : "")});
@@ -466,7 +466,7 @@ void JobRunner::prepare(TrainingInputs& in, MeshExchange& exchange,
   // The controller placed this node's workers (daemon/controller/placement): on its GPUs or
   // its CPU.
   const JobMemberInfo& me = start_.members[size_t(rank)];
-  if (me.device == "gpu") o.gpus = me.gpus;
+  if (me.gpu) o.gpus = me.gpus;
   o.exchange = &exchange;
   o.cancel = &cancel_;
   // Every node writes the final model into its own data directory: whichever node speaks for
@@ -474,6 +474,7 @@ void JobRunner::prepare(TrainingInputs& in, MeshExchange& exchange,
   o.write_model = true;
   o.threads = static_cast<int>(config_.threads);
   o.evaluate_each_epoch = rank == 0;
+  o.test_fault = core::TestFault::from_environment();  // a test's, warned about at start
   const std::filesystem::path model =
       std::filesystem::path(config_.data_dir) / "models" / in.job.output.model;
   std::filesystem::create_directories(model.parent_path());
@@ -546,7 +547,7 @@ ResultReport JobRunner::result_report(const TrainingInputs& in, const core::Trai
   result.sync_bound = job.training.sync.bound;
   result.max_steps_ahead = r.max_ahead;
   result.stop_on_divergence = job.training.stop_on_divergence;
-  result.fp16 = job.training.precision == "fp16";
+  result.fp16 = job.training.precision == kernels::Precision::kFp16;
   result.overflow_skipped_steps = r.overflow_skipped_steps;
   result.gpu_sharing = r.gpu_sharing;
   result.messages_from_gpus = r.messages_from_gpus;
@@ -560,7 +561,7 @@ ResultReport JobRunner::result_report(const TrainingInputs& in, const core::Trai
 // model file's digest and a sample of the final parameters.
 void JobRunner::add_checks(ResultReport& result, const TrainingInputs& in,
                            const core::TrainingResult& r) {
-  if (r.audited && in.job.training.mode == "gradient_sharing")
+  if (r.audited && in.job.training.mode == core::TrainingMode::kGradientSharing)
     // The updates worker 0 applied: the controller checks every node applied the same set.
     result.applied =
         ResultReport::Applied{r.applied_messages, r.applied_digest, r.audit_deviation};

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <thread>
@@ -69,6 +70,10 @@ NodeAgent::NodeAgent(const DaemonConfig& config, const transport::ClusterKey& ke
     spdlog::warn("node {}: DTRAIN_TEST_FAULT is set: this node's lead worker {} on purpose "
                  "(a test of the controller's checks; never set it in production)",
                  config_.name, fault.description());
+  if (const char* hold = std::getenv("DTRAIN_TEST_HOLD_PARTS"); hold && *hold)
+    spdlog::warn("node {}: DTRAIN_TEST_HOLD_PARTS is set: evaluation and inference parts wait "
+                 "until {} exists (a test's hook; never set it in production)",
+                 config_.name, hold);
   if (config_.data_faults.active())
     spdlog::warn("node {}: data.faults is on: this node drops {:.1f}%, duplicates {:.1f}% and "
                  "reorders {:.1f}% of its datagrams on purpose (seed {}); for tests only",
@@ -120,18 +125,28 @@ void NodeAgent::queue(uint64_t job_id, const NodeReport& report, uint64_t part) 
 // Sends what waits for the controller. A sent frame is kept until the controller has counted
 // it (Received): a frame the kernel took may still die with the connection, and then goes out
 // again in the next session (requeue_unacknowledged).
-void NodeAgent::send_outbox(transport::ControlConnection& c, std::chrono::milliseconds timeout) {
-  for (;;) {
-    Queued next;
+// At most `most` frames (0: all), so that a long backlog leaves room to read the controller's
+// counts in between. A frame moves to unacked_ before it is sent (a report queued meanwhile may
+// make room in the outbox, which must not be the frame on its way); a model chunk is not kept
+// (a later session's controller has no request waiting for it).
+void NodeAgent::send_outbox(transport::ControlConnection& c, std::chrono::milliseconds timeout,
+                            size_t most) {
+  for (size_t n = 0; most == 0 || n < most; ++n) {
+    std::vector<uint8_t> frame;
     {
       std::lock_guard<std::mutex> lock(mutex_);
       if (outbox_.empty()) return;
-      next = outbox_.front();
+      Queued next = std::move(outbox_.front());
+      outbox_.pop_front();
+      if (next.kind == JobKind::ModelChunk) {
+        frame = std::move(next.frame);
+        ++sent_;
+      } else {
+        frame = next.frame;
+        unacked_.push_back({sent_++, std::move(next)});
+      }
     }
-    c.send(next.frame, timeout);
-    std::lock_guard<std::mutex> lock(mutex_);
-    outbox_.pop_front();
-    unacked_.push_back({sent_++, std::move(next)});
+    c.send(frame, timeout);
   }
 }
 
@@ -294,20 +309,23 @@ void NodeAgent::serve_session(ControlConnection& c, const std::atomic<bool>& sto
   auto last_heartbeat = Clock::time_point{};
   const auto heartbeat = std::chrono::milliseconds(config_.heartbeat_ms);
   while (!stop) {
-    send_outbox(c, std::chrono::seconds(10));
+    send_outbox(c, std::chrono::seconds(10), kFramesPerTurn);
     if (Clock::now() - last_heartbeat >= heartbeat) {
       send_heartbeat(c);
       last_heartbeat = Clock::now();
     }
     forget_finished_parts();
-    if (!c.wait_readable(std::chrono::milliseconds(50))) continue;
-    JobMessageIn m;
-    if (!read_job_message(c.receive(std::chrono::seconds(30)), m))
-      spdlog::warn("ignored a malformed control frame from the controller");
-    else if (m.kind == JobKind::Received)
-      acknowledged(m.received);
-    else
-      on_job_message_safely(m);
+    // Everything the controller sent so far (a backlog's counts among it), then a short wait.
+    for (auto wait = std::chrono::milliseconds(50); c.wait_readable(wait);
+         wait = std::chrono::milliseconds(0)) {
+      JobMessageIn m;
+      if (!read_job_message(c.receive(std::chrono::seconds(30)), m))
+        spdlog::warn("ignored a malformed control frame from the controller");
+      else if (m.kind == JobKind::Received)
+        acknowledged(m.received);
+      else
+        on_job_message_safely(m);
+    }
   }
 }
 

@@ -49,7 +49,9 @@ class NodeAgent {
   void forget_finished_parts();
   // `part`: the StartJob.part the report answers (0: none; daemon/protocol/node_reports.h).
   void queue(uint64_t job_id, const NodeReport& report, uint64_t part = 0);
-  void send_outbox(transport::ControlConnection& c, std::chrono::milliseconds timeout);
+  static constexpr size_t kFramesPerTurn = 64;
+  void send_outbox(transport::ControlConnection& c, std::chrono::milliseconds timeout,
+                   size_t most = 0);
   void send_heartbeat(transport::ControlConnection& c);
   void on_job_message(const JobMessageIn& m);
   // on_job_message, where a message this node cannot carry out fails that message (a Start:

@@ -89,7 +89,7 @@ bool read_member(const control::JobMember& m, JobMemberInfo& out) {
   if (!m.name() || m.name()->size() == 0 || (m.gpus() && m.gpus()->size() > kMaxGpus))
     return false;
   out = {m.id(), text(m.name()), text(m.address()), m.port(), m.workers(),
-         m.device() ? text(m.device()) : "cpu", {}, m.boot()};
+         m.device() && text(m.device()) == "gpu", {}, m.boot()};
   if (m.gpus()) out.gpus.assign(m.gpus()->begin(), m.gpus()->end());
   return out.workers >= 1;
 }
@@ -241,7 +241,7 @@ std::vector<uint8_t> start_frame(uint64_t job_id, const StartMessage& start) {
   for (const JobMemberInfo& m : start.members)
     members.push_back(control::CreateJobMember(
         fbb, m.id, fbb.CreateString(m.name), fbb.CreateString(m.address), m.port, m.workers,
-        fbb.CreateString(m.device), fbb.CreateVector(m.gpus), m.boot));
+        fbb.CreateString(m.gpu ? "gpu" : "cpu"), fbb.CreateVector(m.gpus), m.boot));
   const auto s = control::CreateStartJob(
       fbb, fbb.CreateString(start.spec), fbb.CreateString(start.base_dir),
       fbb.CreateString(start.name), start.rank, fbb.CreateVector(members),
@@ -256,7 +256,7 @@ std::vector<uint8_t> rejoin_frame(uint64_t job_id, const RejoinMessage& rejoin) 
   if (const auto& m = rejoin.member)
     member = control::CreateJobMember(fbb, m->id, fbb.CreateString(m->name),
                                       fbb.CreateString(m->address), m->port, m->workers,
-                                      fbb.CreateString(m->device), fbb.CreateVector(m->gpus),
+                                      fbb.CreateString(m->gpu ? "gpu" : "cpu"), fbb.CreateVector(m->gpus),
                                       m->boot);
   const auto r = control::CreateRejoinJob(fbb, rejoin.id, rejoin.boot, member, rejoin.slot,
                                           rejoin.withdrawn);

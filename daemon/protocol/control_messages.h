@@ -49,7 +49,7 @@ struct JobMemberInfo {
   std::string name, address;
   uint16_t port = 0;
   int workers = 1;
-  std::string device = "cpu";
+  bool gpu = false;  // its workers run on these GPUs, else on its CPU (wire: device "gpu"|"cpu")
   std::vector<int> gpus;
   uint64_t boot = 0;
 };

@@ -40,9 +40,15 @@ state=$(wait_job_end "$id" job.json 240)
 resumed=$(grep -o "the job resumes from its checkpoint at the end of epoch [0-9]*" job.log | grep -o "[0-9]*$")
 [[ -n $resumed ]] || fail "the log does not say the job resumed from a checkpoint"
 [[ -z $resumed || $resumed -ge $at ]] || fail "resumed from epoch $resumed, older than the $at seen before the kill"
+# Each node starts from exactly the parameters its checkpoint file holds (their SHA-256 as read
+# back and at the first step after the restart).
 for i in 1 2 3; do
-  grep -q "node-$i: resuming from .*power-loss.ckpt-[0-9]*.dtm ($resumed epochs done)" job.log ||
-    fail "node-$i did not say which checkpoint it resumed from"
+  line=$(grep -E "node-$i: resuming from .*power-loss.ckpt-[0-9]*.dtm \($resumed epochs done" job.log)
+  [[ -n $line ]] || { fail "node-$i did not say which checkpoint it resumed from"; continue; }
+  read_sha=$(sed -nE 's/.*parameters sha256 ([0-9a-f]{64})\).*/\1/p' <<< "$line")
+  start_sha=$(sed -nE "s/.*node-$i: epoch $((resumed + 1)) starts from parameters sha256 ([0-9a-f]{64}).*/\1/p" job.log | tail -n 1)
+  [[ -n $read_sha && $read_sha == "$start_sha" ]] ||
+    fail "node-$i did not start from its checkpoint's parameters (read '$read_sha', started from '$start_sha')"
 done
 # Only the epochs after the checkpoint ran again: epoch $((resumed + 1)) is in the log twice
 # at most (before the kill and after), the first epoch once.

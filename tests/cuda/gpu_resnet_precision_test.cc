@@ -33,7 +33,7 @@ int main(int argc, char** argv) {
     if (epochs > 0) job.training.epochs = epochs;
     job.seed += uint64_t(run % kSeeds);
     job.training.workers_per_node = 1;
-    job.training.precision = precisions[i];
+    job.training.precision = kernels::precision_of(precisions[i]);
     core::LocalTrainingOptions o;
     o.gpus = {0};
     o.write_model = false;

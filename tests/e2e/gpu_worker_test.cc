@@ -188,7 +188,7 @@ TEST_CASE("bf16 and fp16 train the example MLP to fp32's accuracy within a point
     core::JobSpec job = core::parse_job_spec_file("configs/fashion-mnist-mlp.yaml");
     job.training.workers_per_node = 1;
     job.training.epochs = 1;
-    job.training.precision = precision;
+    job.training.precision = kernels::precision_of(precision);
     core::LocalTrainingOptions o;
     o.gpus = {0};
     o.write_model = false;

@@ -61,7 +61,7 @@ Run train_with_workers(int workers) {
 
   INFO("workers " << workers);
   REQUIRE(r.workers == workers);
-  REQUIRE(r.mode == "gradient_sharing");
+  REQUIRE(r.mode == core::TrainingMode::kGradientSharing);
   REQUIRE(r.messages == audit.messages());
   REQUIRE(r.messages >= 5 * 60000 / 64);  // one message per minibatch of every worker
   // Replicas agree after the queues drained, far inside one message element (tau).

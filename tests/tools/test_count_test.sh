@@ -21,6 +21,7 @@ reset() { passed=0; failed=0; skipped=0; skip_reasons=(); failures=(); }
 printf 'All tests passed (12 assertions in 4 test cases)\n' > "$dir/catch_ok.log"
 printf 'SKIPPED: aes case: no AES-NI\nSKIPPED: aes case: no AES-NI\nSKIPPED: gso case: no GSO\nAll tests passed (12 assertions in 4 test cases)\n' > "$dir/catch_skips.log"
 printf 'test cases: 5 | 3 passed | 2 failed\nassertions: 9 | 7 passed | 2 failed\n' > "$dir/catch_fail.log"
+printf 'SKIPPED: only case: no GPU\ntest cases: 1 | 1 passed\nassertions: - none -\n' > "$dir/catch_none.log"
 printf 'everything fine\n' > "$dir/shell_ok.log"
 printf 'SKIPPED: no network namespaces here\n' > "$dir/shell_skip.log"
 
@@ -35,6 +36,7 @@ reset; count_target //t:a "FAILED TO BUILD" "$dir/catch_ok.log"; check "a stale 
 reset; count_target //t:a FLAKY "$dir/catch_ok.log"; check "a FLAKY target" 0 1 0
 reset; count_target //t:a FAILED "$dir/catch_fail.log"; check "a FAILED Catch2 binary: its failed cases" 0 2 0
 reset; count_target //t:a PASSED "$dir/catch_fail.log"; check "exit 0 although Catch2 failed cases" 0 1 0
+reset; count_target //t:a PASSED "$dir/catch_none.log"; check "a Catch2 binary whose one case skipped, no assertion" 0 0 1
 reset; count_target //t:a PASSED "$dir/shell_ok.log"; check "a passing shell test" 1 0 0
 reset; count_target //t:a PASSED "$dir/shell_skip.log"; check "a skipped shell test" 0 0 1
 reset; count_target //t:a PASSED "$dir/missing.log"; check "a passing target without a log" 1 0 0

@@ -81,7 +81,7 @@ TEST_CASE("split: W workers' summed steps are one step of lr on the job's batch,
   CHECK(lr_scale(one.training.corrections, 1, 0.0) == 1.0);
   CHECK(one.training.corrections.clip_norm == 5.0);
   // Parameter averaging keeps the learning rate: each worker is a whole SGD of its own.
-  job.training.mode = "parameter_averaging";
+  job.training.mode = dtrain::core::TrainingMode::kParameterAveraging;
   CHECK(per_worker_spec(job, 9).training.corrections.clip_norm == 5.0);
   CHECK(per_worker_spec(job, 9).training.batch_size_per_worker == 7);
 }

@@ -152,13 +152,13 @@ TEST_CASE("evaluation parts merge into the whole's counts; bad reports are named
   CHECK(merged["counts"].get<std::vector<int64_t>>() == whole.counts());
   CHECK(merged["accuracy"].get<double>() == whole.accuracy());
   CHECK(merged["evaluated_examples"].get<int64_t>() == whole.count());
-  CHECK(daemon::check_part_done("eval", parts[2], 2, "") == "");
+  CHECK(daemon::check_part_done(daemon::TaskKind::Eval, parts[2], 2, "") == "");
   daemon::Json lying = parts[2];
   lying["examples"] = 7;
-  CHECK(daemon::check_part_done("eval", lying, 2, "") == "counts that do not add up to its examples");
+  CHECK(daemon::check_part_done(daemon::TaskKind::Eval, lying, 2, "") == "counts that do not add up to its examples");
   lying = parts[2];
   lying["counts"] = std::vector<int64_t>{3, 2, 1};
-  CHECK(daemon::check_part_done("eval", lying, 2, "") == "malformed counts");
+  CHECK(daemon::check_part_done(daemon::TaskKind::Eval, lying, 2, "") == "malformed counts");
   parts[3]["counts"] = part_eval(10, 1).counts();  // a different shape than the rest? same: ok
   CHECK_NOTHROW(daemon::merge_eval_parts(parts));
   core::Evaluation wide(4, 2);
@@ -188,7 +188,7 @@ TEST_CASE("parts' ROC scores merge into the whole's AUCs and curves; malformed o
     daemon::PartDoneReport done = part_done(p, e);
     done.roc = daemon::part_scores(part);
     parts[p] = daemon::part_done_json(done);
-    CHECK(daemon::check_part_done("eval", parts[p], p, "") == "");
+    CHECK(daemon::check_part_done(daemon::TaskKind::Eval, parts[p], p, "") == "");
   }
   const daemon::Json merged = daemon::merge_eval_parts(
       parts, {{"roc_csv", dir + "/roc.csv"}, {"roc_classes", {"a", "b", "c"}}});
@@ -197,10 +197,10 @@ TEST_CASE("parts' ROC scores merge into the whole's AUCs and curves; malformed o
   CHECK(read(dir + "/roc.csv") == whole.curves_csv({"a", "b", "c"}));
   daemon::Json bad = parts[1];
   bad["roc"]["labels"] = "AAAA";  // too short for its rows
-  CHECK(daemon::check_part_done("eval", bad, 1, "") == "malformed ROC scores");
+  CHECK(daemon::check_part_done(daemon::TaskKind::Eval, bad, 1, "") == "malformed ROC scores");
   bad = parts[1];
   bad["roc"]["rows"] = 1 << 30;  // more than the part's examples, and than the bound
-  CHECK(daemon::check_part_done("eval", bad, 1, "") == "malformed ROC scores");
+  CHECK(daemon::check_part_done(daemon::TaskKind::Eval, bad, 1, "") == "malformed ROC scores");
   parts[2].erase("roc");
   CHECK_THROWS_WITH(daemon::merge_eval_parts(parts), Catch::Contains("without its ROC scores"));
 }
@@ -211,11 +211,11 @@ TEST_CASE("inference part files join in part order under one header, or stay wit
   for (uint32_t p : {2u, 0u, 1u}) {  // reported out of order
     std::ofstream(daemon::part_file(dir, p)) << "key,predicted\n" << "k" << p << "a,1\nk" << p << "b,0\n";
     parts[p] = {{"part_index", p}, {"examples", 2}, {"file", daemon::part_file(dir, p)}};
-    CHECK(daemon::check_part_done("infer", parts[p], p, dir) == "");
+    CHECK(daemon::check_part_done(daemon::TaskKind::Infer, parts[p], p, dir) == "");
   }
   std::ofstream(daemon::part_file(dir, 3)) << "key,predicted\n";  // a part of no examples
   parts[3] = {{"part_index", 3}, {"examples", 0}, {"file", daemon::part_file(dir, 3)}};
-  CHECK(daemon::check_part_done("infer", parts[1], 2, dir) == "not its own part file");
+  CHECK(daemon::check_part_done(daemon::TaskKind::Infer, parts[1], 2, dir) == "not its own part file");
   const daemon::Json kept = daemon::merge_infer_parts(parts, dir, true);
   CHECK(kept["files"].size() == 4);
   CHECK(std::filesystem::exists(daemon::part_file(dir, 0)));

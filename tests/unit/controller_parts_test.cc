@@ -130,7 +130,7 @@ TEST_CASE("the job store gives fresh ids, keeps records durably and recovers the
     JobRecord r2 = r;
     second_running = store.add(r2).id;
     JobRecord t;
-    t.task = "eval";
+    t.task = TaskKind::Eval;
     task = store.add(t).id;
     CHECK(queued != 0);
     CHECK(std::set<uint64_t>{queued, running, second_running, task}.size() == 4);
@@ -220,11 +220,11 @@ TEST_CASE("a training job waits for its nodes, GPU jobs for nodes with a GPU; el
   REQUIRE(go.nodes.size() == 3);
   CHECK(go.nodes[0]->name == "a");  // by node id
   CHECK(go.nodes[2]->name == "c");
-  t.device = "gpu";
+  t.device = dtrain::core::Device::kGpu;
   t.nodes = 2;
   CHECK(choose_training_nodes(t, members).waiting ==
         "waiting for 2 nodes with a GPU (1 of 3 registered have one)");
-  t.device = "cpu";
+  t.device = dtrain::core::Device::kCpu;
   t.nodes = 1;
   t.nodes_max = 2;
   CHECK(choose_training_nodes(t, members).nodes.size() == 2);

@@ -296,9 +296,9 @@ namespace dtrain {
 TEST_CASE("training.device: auto by default, cpu or gpu; anything else is refused", "[gpu]") {
   Fixture f;
   testing::write_text(f.dir + "/job.yaml", kGood);
-  CHECK(core::parse_job_spec_file(f.dir + "/job.yaml").training.device == "auto");
+  CHECK(core::parse_job_spec_file(f.dir + "/job.yaml").training.device == core::Device::kAuto);
   testing::write_text(f.dir + "/job.yaml", kGood + "  device: gpu\n");
-  CHECK(core::parse_job_spec_file(f.dir + "/job.yaml").training.device == "gpu");
+  CHECK(core::parse_job_spec_file(f.dir + "/job.yaml").training.device == core::Device::kGpu);
   const std::string message = f.error_of(kGood + "  device: tpu\n");
   CHECK(message.find("training.device") != std::string::npos);
   CHECK(message.find("tpu") != std::string::npos);

@@ -258,11 +258,11 @@ TEST_CASE("an fp16 worker skips a step that overflows, then trains; it gives up 
 TEST_CASE("training.precision: parsed, and refused on the CPU with the fix") {
   const std::string model =
       "  input: [4]\n  layers:\n    - output: {units: 2, activation: softmax, loss: mcxent}\n";
-  CHECK(testing::job_with_model(model).training.precision == "fp32");
+  CHECK(testing::job_with_model(model).training.precision == kernels::Precision::kFp32);
   CHECK(testing::job_with_model(model, "training: {precision: bf16}\n").training.precision ==
-        "bf16");
+        kernels::Precision::kBf16);
   CHECK(testing::job_with_model(model, "training: {precision: fp16, device: gpu}\n")
-            .training.precision == "fp16");
+            .training.precision == kernels::Precision::kFp16);
   CHECK_THROWS_WITH(testing::job_with_model(model, "training: {precision: fp8}\n"),
                     Catch::Contains("precision") && Catch::Contains("bf16"));
   CHECK_THROWS_WITH(testing::job_with_model(model, "training: {precision: bf16, device: cpu}\n"),

@@ -16,7 +16,7 @@ using dtrain::daemon::NodeOffer;
 namespace {
 TrainingSpec training(const std::string& device, int64_t nodes = 0, int64_t workers = 0) {
   TrainingSpec t;
-  t.device = device;
+  t.device = *dtrain::core::parse_device(device);
   t.nodes = nodes;
   t.workers_per_node = workers;
   return t;
@@ -44,7 +44,7 @@ TEST_CASE("cpu keeps GPU nodes on their CPU; workers_per_node overrides the coun
   CHECK(shared.gpu);
   CHECK(shared.workers == 4);  // two workers per GPU, each on its own stream
   TrainingSpec averaging = training("gpu");
-  averaging.mode = "parameter_averaging";
+  averaging.mode = dtrain::core::TrainingMode::kParameterAveraging;
   CHECK(dtrain::daemon::place_on(averaging, kGpuNode).workers == 1);
 }
 
@@ -75,7 +75,7 @@ TEST_CASE("device: gpu is refused at submit when the GPU nodes cannot cover it",
 TEST_CASE("--local: device gpu without a GPU is refused; emulated GPUs are used", "[gpu]") {
   dtrain::core::JobSpec job = dtrain::testing::job_with_model(
       "  input: [4]\n  layers:\n    - output: {units: 2, activation: softmax, loss: mcxent}\n");
-  job.training.device = "gpu";
+  job.training.device = dtrain::core::Device::kGpu;
   unsetenv("DTRAIN_EMULATED_GPUS");
   try {
     dtrain::core::place_local(job);
@@ -84,7 +84,7 @@ TEST_CASE("--local: device gpu without a GPU is refused; emulated GPUs are used"
     CHECK(std::string(e.what()).find("offers no GPU") != std::string::npos);
     CHECK(e.fix().find("training.device: auto") != std::string::npos);
   }
-  job.training.device = "auto";
+  job.training.device = dtrain::core::Device::kAuto;
   CHECK(dtrain::core::place_local(job).gpus.empty());
   setenv("DTRAIN_EMULATED_GPUS", "2", 1);
   const auto p = dtrain::core::place_local(job);
@@ -102,7 +102,7 @@ TEST_CASE("workers per node: one rule for --local, the controller and GPU placem
   CHECK(workers_per_node(training("auto"), 64, 3) == 3);   // one per GPU
   CHECK(workers_per_node(training("auto", 0, 5), 2, 3) == 5);  // the spec's number
   TrainingSpec averaging = training("auto");
-  averaging.mode = "parameter_averaging";
+  averaging.mode = dtrain::core::TrainingMode::kParameterAveraging;
   CHECK(workers_per_node(averaging, 64, 0) == 1);  // averaging: one per node, CPU or GPU
   CHECK(workers_per_node(averaging, 64, 4) == 1);
   // The controller's placement is the same rule with the node's offer.

@@ -83,7 +83,7 @@ int main(int argc, char** argv) {
     core::JobSpec job = core::parse_job_spec_text(text, job_path, options);
     job.training.batch_size = 0;  // one worker, its own batch
     job.training.batch_size_per_worker = batch;
-    job.training.precision = precision;
+    job.training.precision = kernels::precision_of(precision);
     std::string why;
     std::unique_ptr<kernels::Backend> backend = kernels::make_gpu_backend(gpu, &why);
     if (!backend) {

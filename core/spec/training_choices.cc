@@ -1,0 +1,31 @@
+#include "core/spec/training_choices.h"
+
+namespace dtrain::core {
+
+const char* mode_name(TrainingMode mode) {
+  return mode == TrainingMode::kParameterAveraging ? "parameter_averaging" : "gradient_sharing";
+}
+
+const char* device_name(Device device) {
+  switch (device) {
+    case Device::kCpu: return "cpu";
+    case Device::kGpu: return "gpu";
+    case Device::kAuto: break;
+  }
+  return "auto";
+}
+
+std::optional<TrainingMode> parse_mode(const std::string& word) {
+  if (word == "gradient_sharing") return TrainingMode::kGradientSharing;
+  if (word == "parameter_averaging") return TrainingMode::kParameterAveraging;
+  return std::nullopt;
+}
+
+std::optional<Device> parse_device(const std::string& word) {
+  if (word == "auto") return Device::kAuto;
+  if (word == "cpu") return Device::kCpu;
+  if (word == "gpu") return Device::kGpu;
+  return std::nullopt;
+}
+
+}  // namespace dtrain::core

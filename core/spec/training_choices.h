@@ -1,0 +1,25 @@
+#pragma once
+// The job spec's choices that the code acts on, as enums (words only in YAML, JSON and records):
+// training.mode and training.device. training.precision is kernels::Precision.
+#include <optional>
+#include <string>
+
+#include "kernels/precision.h"
+
+namespace dtrain::core {
+
+// How the job's workers combine their work (docs/architecture/core.md, "Sharing").
+enum class TrainingMode { kGradientSharing, kParameterAveraging };
+// Where its workers run: the CPU, GPUs (every node of the job needs one), or GPUs where a node
+// has them and the CPU elsewhere.
+enum class Device { kAuto, kCpu, kGpu };
+
+// "gradient_sharing", "parameter_averaging".
+const char* mode_name(TrainingMode mode);
+// "auto", "cpu", "gpu".
+const char* device_name(Device device);
+// The value a word names; nullopt for any other word.
+std::optional<TrainingMode> parse_mode(const std::string& word);
+std::optional<Device> parse_device(const std::string& word);
+
+}  // namespace dtrain::core
