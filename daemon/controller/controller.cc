@@ -4,7 +4,7 @@
 
 #include <algorithm>
 
-#include "transport/control/control_frames.h"
+#include "daemon/protocol/control_frames.h"
 #include "transport/mesh/mesh_map.h"
 #include "transport/wire/datagram.h"
 
@@ -33,7 +33,7 @@ Controller::Controller(const DaemonConfig& config)
 
 void Controller::serve(ControlConnection& c) {
   const std::vector<uint8_t> first = c.receive(std::chrono::seconds(10));
-  const transport::control::ControlFrame& frame = transport::read_control_frame(first);
+  const control::ControlFrame& frame = read_control_frame(first);
   const bool client = c.peer_identity().role == transport::ControlIdentity::Role::kClient;
   if (frame.body_as_Register() && client) {
     spdlog::warn("controller: {} ({}) tried to register as a node: refused", c.peer(),

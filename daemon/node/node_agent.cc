@@ -12,7 +12,7 @@
 
 #include "core/train/test_fault.h"
 #include "core/util/error.h"
-#include "transport/control/control_frames.h"
+#include "daemon/protocol/control_frames.h"
 #include "transport/endpoint/interface_select.h"
 
 namespace dtrain::daemon {
@@ -174,7 +174,7 @@ void NodeAgent::on_job_message_safely(const JobMessageIn& m) {
     on_job_message(m);
   } catch (const std::exception& e) {
     spdlog::error("node {}: a {} message for job {} failed here: {}", config_.name,
-                  transport::control::EnumNameJobKind(m.kind), job_id_text(m.job_id), e.what());
+                  control::EnumNameJobKind(m.kind), job_id_text(m.job_id), e.what());
     if (m.kind == JobKind::Start)
       queue(m.job_id,
             FailedReport{int32_t(m.start.rank),
@@ -285,7 +285,7 @@ void NodeAgent::session(const std::atomic<bool>& stop) {
   const std::string controller = c->peer();
   c->send(register_frame(registration()));
   const std::vector<uint8_t> reply_bytes = c->receive(std::chrono::seconds(10));
-  const auto& reply = transport::read_control_frame(reply_bytes);
+  const auto& reply = read_control_frame(reply_bytes);
   const auto* r = reply.body_as_Reply();
   if (!r || !r->ok())
     throw core::UserError("the controller at " + controller + " refused this node: " +

@@ -3,7 +3,7 @@
 #include <cctype>
 
 #include "daemon/protocol/wire_text.h"
-#include "transport/control/control_frames.h"
+#include "daemon/protocol/control_frames.h"
 
 namespace dtrain::daemon {
 

@@ -12,17 +12,17 @@
 #include <vector>
 
 #include "transport/control/control_connection.h"
-#include "transport/schema/control_generated.h"
+#include "daemon/protocol/control_generated.h"
 
 namespace dtrain::daemon {
 
 using Json = nlohmann::json;
-using RequestKind = transport::control::RequestKind;
+using RequestKind = control::RequestKind;
 // The word for a request kind in messages ("submit", "status", ...).
 std::string request_kind_name(RequestKind kind);
 
 // What a cluster eval/infer job does; its word ("eval", "infer") only in records and JSON.
-using TaskKind = transport::control::TaskKind;
+using TaskKind = control::TaskKind;
 const char* task_kind_word(TaskKind kind);  // "" for Unknown
 TaskKind parse_task_kind(const std::string& word);  // Unknown for any other word
 
@@ -71,7 +71,7 @@ std::vector<uint8_t> request_frame(const ClientRequest& request);
 // The request in a received (verified) Request table of a frame of `frame_bytes` (its texts
 // together take no more; daemon/protocol/wire_text.h). False when a text is longer than any real
 // request's (a spec of more than 1 MiB, a path of more than 4096 bytes), or a list longer.
-bool read_request(const transport::control::Request& table, size_t frame_bytes,
+bool read_request(const control::Request& table, size_t frame_bytes,
                   ClientRequest& out);
 
 // `data`: bytes beside the JSON (a fetched chunk of a model file).

@@ -6,7 +6,7 @@
 #include <string>
 
 #include "daemon/protocol/wire_text.h"
-#include "transport/control/control_frames.h"
+#include "daemon/protocol/control_frames.h"
 #include "transport/schema/vector_alignment.h"
 
 namespace dtrain::daemon {
@@ -26,7 +26,7 @@ std::vector<uint8_t> register_frame(const NodeRegistration& node) {
   return control_frame_bytes(fbb, control::ControlBody::Register, r.Union());
 }
 
-bool read_registration(const transport::control::Register& r, NodeRegistration& out) {
+bool read_registration(const control::Register& r, NodeRegistration& out) {
   if (!r.node_name() || !r.address() || r.node_name()->size() == 0) return false;
   if (!transport::elements_aligned(r.running_jobs())) return false;  // a forged or broken frame
   out.node_id = r.node_id();

@@ -14,7 +14,7 @@
 #include "daemon/protocol/model_fetch.h"
 #include "daemon/protocol/node_reports.h"
 #include "transport/control/control_connection.h"
-#include "transport/schema/control_generated.h"
+#include "daemon/protocol/control_generated.h"
 
 namespace dtrain::daemon {
 
@@ -38,7 +38,7 @@ struct NodeRegistration {
 };
 std::vector<uint8_t> register_frame(const NodeRegistration& node);
 // The registration in a received (verified) Register table; false without a name or address.
-bool read_registration(const transport::control::Register& r, NodeRegistration& out);
+bool read_registration(const control::Register& r, NodeRegistration& out);
 // {index, name, memory_bytes} objects, as `dtrain-submit nodes --json` prints them.
 Json gpus_json(const std::vector<NodeRegistration::Gpu>& gpus);
 const char* job_kind_name(JobKind kind);

@@ -10,7 +10,7 @@
 
 #include "core/util/relative_path.h"
 #include "daemon/protocol/control_messages.h"
-#include "transport/control/control_frames.h"
+#include "daemon/protocol/control_frames.h"
 
 namespace dtrain::daemon {
 

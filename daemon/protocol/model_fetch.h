@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "transport/schema/control_generated.h"
+#include "daemon/protocol/control_generated.h"
 
 namespace dtrain::daemon {
 
@@ -31,8 +31,8 @@ struct ChunkMessage {
 std::vector<uint8_t> fetch_frame(uint64_t job_id, const FetchMessage& fetch);
 std::vector<uint8_t> chunk_frame(uint64_t job_id, const ChunkMessage& chunk);
 // False for a table no real peer sends (no path, a length or chunk above kMaxModelChunk).
-bool read_fetch(const transport::control::FetchModel& in, FetchMessage& out);
-bool read_chunk(const transport::control::ModelChunk& in, ChunkMessage& out);
+bool read_fetch(const control::FetchModel& in, FetchMessage& out);
+bool read_chunk(const control::ModelChunk& in, ChunkMessage& out);
 
 // A node's answer: the chunk of <models_dir>/<fetch.path>, or the error why not.
 ChunkMessage read_model_chunk(const std::string& models_dir, const FetchMessage& fetch);

@@ -6,7 +6,7 @@
 #include <iterator>
 
 #include "daemon/protocol/wire_text.h"
-#include "transport/control/control_frames.h"
+#include "daemon/protocol/control_frames.h"
 #include "transport/schema/vector_alignment.h"
 
 namespace dtrain::daemon {

@@ -12,11 +12,11 @@
 
 #include "daemon/protocol/job_stats.h"
 #include "daemon/protocol/shard_list.h"
-#include "transport/schema/control_generated.h"
+#include "daemon/protocol/control_generated.h"
 
 namespace dtrain::daemon {
 
-using JobKind = transport::control::JobKind;
+using JobKind = control::JobKind;
 
 struct ProgressReport {
   uint32_t rank = 0;
@@ -129,7 +129,7 @@ std::vector<uint8_t> heartbeat_frame();
 // The report in a verified JobMessage of a report kind, read from a frame of `frame_bytes`
 // (its texts together take no more; daemon/protocol/wire_text.h); false when its table is
 // missing or it holds what no real node sends.
-bool read_report(const transport::control::JobMessage& message, size_t frame_bytes,
+bool read_report(const control::JobMessage& message, size_t frame_bytes,
                  NodeReport& out);
 
 }  // namespace dtrain::daemon

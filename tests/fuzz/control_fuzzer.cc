@@ -12,7 +12,7 @@
 
 #include "daemon/protocol/control_messages.h"
 #include "transport/control/control_connection.h"
-#include "transport/control/control_frames.h"
+#include "daemon/protocol/control_frames.h"
 #include "transport/control/server_handshake.h"
 #include "tests/fuzz/two_targets.h"
 
@@ -62,7 +62,7 @@ void handshake(const uint8_t* data, size_t size) {
 void frame_body(const uint8_t* data, size_t size) {
   const std::vector<uint8_t> body(data, data + size);
   try {
-    const transport::control::ControlFrame& f = transport::read_control_frame(body);
+    const daemon::control::ControlFrame& f = daemon::read_control_frame(body);
     if (const auto* r = f.body_as_Register()) {
       daemon::NodeRegistration node;
       daemon::read_registration(*r, node);

@@ -4,7 +4,7 @@
 #include <catch2/catch.hpp>
 
 #include "daemon/protocol/client_requests.h"
-#include "transport/control/control_frames.h"
+#include "daemon/protocol/control_frames.h"
 
 using namespace dtrain;
 using namespace dtrain::daemon;
@@ -14,7 +14,7 @@ namespace {
 // The request as the controller reads it; nullopt when its reader refuses it.
 std::optional<ClientRequest> round_trip(const ClientRequest& request) {
   const std::vector<uint8_t> frame = request_frame(request);
-  const transport::control::Request* q = transport::read_control_frame(frame).body_as_Request();
+  const daemon::control::Request* q = daemon::read_control_frame(frame).body_as_Request();
   REQUIRE(q != nullptr);
   ClientRequest out;
   if (!read_request(*q, frame.size(), out)) return std::nullopt;
@@ -92,7 +92,7 @@ TEST_CASE("a request with a text or list longer than any real one is refused", "
   CHECK_FALSE(round_trip(task));
   // A verified frame may point every entry at one string: 2,000 class names sharing one 4 KiB
   // text would copy 8 MB out of a frame of a few KB.
-  namespace control = transport::control;
+  namespace control = daemon::control;
   flatbuffers::FlatBufferBuilder fbb;
   const auto name = fbb.CreateString(std::string(4000, 'c'));
   const auto classes =
@@ -104,8 +104,8 @@ TEST_CASE("a request with a text or list longer than any real one is refused", "
   q.add_kind(RequestKind::Task);
   q.add_task(table);
   const std::vector<uint8_t> frame =
-      transport::control_frame_bytes(fbb, control::ControlBody::Request, q.Finish().Union());
+      daemon::control_frame_bytes(fbb, control::ControlBody::Request, q.Finish().Union());
   REQUIRE(frame.size() < 20000);
   ClientRequest out;
-  CHECK_FALSE(read_request(*transport::read_control_frame(frame).body_as_Request(), frame.size(), out));
+  CHECK_FALSE(read_request(*daemon::read_control_frame(frame).body_as_Request(), frame.size(), out));
 }

@@ -14,7 +14,7 @@
 #include "daemon/controller/controller.h"
 #include "daemon/protocol/control_messages.h"
 #include "tests/test_util.h"
-#include "transport/control/control_frames.h"
+#include "daemon/protocol/control_frames.h"
 #include "transport/control/control_server.h"
 
 namespace dtrain::testing {
@@ -101,7 +101,7 @@ inline std::string register_reply(transport::ControlConnection& c,
                                   const daemon::NodeRegistration& node) {
   c.send(daemon::register_frame(node));
   const std::vector<uint8_t> reply = c.receive(5s);
-  const auto& frame = transport::read_control_frame(reply);
+  const auto& frame = daemon::read_control_frame(reply);
   if (const auto* r = frame.body_as_Reply())
     return r->ok() ? "" : (r->error() ? r->error()->str() : "?");
   return "";  // a job frame or heartbeat: the node session is open

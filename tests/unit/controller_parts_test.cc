@@ -15,7 +15,7 @@
 #include "daemon/controller/training_jobs.h"
 #include "daemon/protocol/node_reports.h"
 #include "tests/test_util.h"
-#include "transport/control/control_frames.h"
+#include "daemon/protocol/control_frames.h"
 
 namespace dtrain::daemon {
 namespace {
@@ -362,7 +362,7 @@ TEST_CASE("requests: an unknown job is named, a queued job is cancelled off the 
     Json body;
   };
   auto reply = [](const std::vector<uint8_t>& frame) {
-    const auto* r = transport::read_control_frame(frame).body_as_Reply();
+    const auto* r = daemon::read_control_frame(frame).body_as_Reply();
     REQUIRE(r);
     Reply out;
     out.ok = r->ok();

@@ -519,7 +519,7 @@ TEST_CASE("a client credential cannot report for a job", "[controller]") {
     auto c = t.as_alice();
     c->send(daemon::report_frame(id, report));
     const std::vector<uint8_t> reply = c->receive(5s);
-    const auto* r = transport::read_control_frame(reply).body_as_Reply();
+    const auto* r = daemon::read_control_frame(reply).body_as_Reply();
     REQUIRE(r != nullptr);
     CHECK_FALSE(r->ok());
     CHECK(r->error()->str() == "unexpected first control frame");

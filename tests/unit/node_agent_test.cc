@@ -19,7 +19,7 @@
 #include "daemon/protocol/node_reports.h"
 #include "tests/test_util.h"
 #include "tests/wait_for.h"
-#include "transport/control/control_frames.h"
+#include "daemon/protocol/control_frames.h"
 #include "transport/control/control_server.h"
 
 namespace dtrain::daemon {
@@ -69,7 +69,7 @@ class FakeController {
  private:
   void serve(transport::ControlConnection& c) {
     const std::vector<uint8_t> first = c.receive(5s);
-    const auto* r = transport::read_control_frame(first).body_as_Register();
+    const auto* r = daemon::read_control_frame(first).body_as_Register();
     NodeRegistration node;
     if (!r || !read_registration(*r, node)) return;
     {

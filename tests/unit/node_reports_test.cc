@@ -9,11 +9,11 @@
 #include "daemon/protocol/control_messages.h"
 #include "daemon/protocol/node_reports_json.h"
 #include "daemon/protocol/wire_text.h"
-#include "transport/control/control_frames.h"
+#include "daemon/protocol/control_frames.h"
 
 using namespace dtrain;
 using namespace dtrain::daemon;
-namespace control = transport::control;
+namespace control = daemon::control;
 
 namespace {
 
@@ -37,7 +37,7 @@ std::vector<uint8_t> forged(JobKind kind, Make make, Add add) {
   m.add_job_id(42);
   m.add_kind(kind);
   add(m, table);
-  return transport::control_frame_bytes(fbb, control::ControlBody::JobMessage,
+  return daemon::control_frame_bytes(fbb, control::ControlBody::JobMessage,
                                         m.Finish().Union());
 }
 

@@ -12,7 +12,7 @@
 #include "daemon/protocol/control_messages.h"
 #include "daemon/protocol/job_stats.h"
 #include "tests/test_util.h"
-#include "transport/control/control_frames.h"
+#include "daemon/protocol/control_frames.h"
 
 using namespace dtrain;
 using namespace dtrain::daemon;
@@ -35,14 +35,14 @@ core::WorkerStep step(int64_t iteration, double loss) {
 
 // A Stats report frame with these flat step cells, as a forged or broken node might send it.
 std::vector<uint8_t> stats_frame(const std::vector<double>& steps) {
-  namespace control = transport::control;
+  namespace control = daemon::control;
   flatbuffers::FlatBufferBuilder fbb;
   const auto table = control::CreateStatsReport(fbb, fbb.CreateVector(steps));
   control::JobMessageBuilder m(fbb);
   m.add_job_id(7);
   m.add_kind(JobKind::Stats);
   m.add_stats(table);
-  return transport::control_frame_bytes(fbb, control::ControlBody::JobMessage,
+  return daemon::control_frame_bytes(fbb, control::ControlBody::JobMessage,
                                         m.Finish().Union());
 }
 

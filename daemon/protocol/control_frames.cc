@@ -1,6 +1,8 @@
-#include "transport/control/control_frames.h"
+#include "daemon/protocol/control_frames.h"
 
-namespace dtrain::transport {
+namespace dtrain::daemon {
+
+using transport::ControlError;
 
 const control::ControlFrame& read_control_frame(const std::vector<uint8_t>& body) {
   const std::string fix = "check that the other side runs the same dtrain release";
@@ -25,4 +27,4 @@ std::vector<uint8_t> control_frame_bytes(flatbuffers::FlatBufferBuilder& fbb,
   return std::vector<uint8_t>(fbb.GetBufferPointer(), fbb.GetBufferPointer() + fbb.GetSize());
 }
 
-}  // namespace dtrain::transport
+}  // namespace dtrain::daemon

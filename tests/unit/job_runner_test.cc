@@ -1,0 +1,184 @@
+// A node's part of a training job in-process (daemon/node/job_runner.h): a JobRunner on a real
+// loopback data channel, its reports caught by the test instead of sent to a controller. A part
+// whose spec does not parse fails by name; a one-node job trains to its end and reports its
+// result with the update audit and the model file's digest; a cancelled part says it was
+// cancelled; a data plan naming a file the node did not list fails the part. Every wait has a
+// deadline and says what it waited for.
+#include <catch2/catch.hpp>
+
+#include <fstream>
+#include <mutex>
+#include <random>
+
+#include "daemon/node/job_runner.h"
+#include "daemon/protocol/model_fetch.h"
+#include "daemon/protocol/node_reports.h"
+#include "tests/test_util.h"
+#include "tests/wait_for.h"
+
+namespace dtrain::daemon {
+namespace {
+
+using namespace std::chrono_literals;
+using testing::wait_for;
+
+constexpr uint32_t kSelf = 41;
+
+// The reports a part sends, as the agent would queue them.
+struct Reports {
+  std::mutex mutex;
+  std::vector<std::pair<NodeReport, uint64_t>> got;
+  JobRunner::Report sink() {
+    return [this](const NodeReport& r, uint64_t part) {
+      std::lock_guard<std::mutex> lock(mutex);
+      got.push_back({r, part});
+    };
+  }
+  template <class T>
+  std::vector<T> of() {
+    std::lock_guard<std::mutex> lock(mutex);
+    std::vector<T> out;
+    for (const auto& [r, part] : got)
+      if (const T* t = std::get_if<T>(&r)) out.push_back(*t);
+    return out;
+  }
+  bool has_log(const std::string& text) {
+    for (const LogReport& l : of<LogReport>())
+      if (l.line.find(text) != std::string::npos) return true;
+    return false;
+  }
+};
+
+// 512 rows of 4 features, two classes separated by the features' sum.
+std::string write_csv(const std::string& dir) {
+  const std::string path = dir + "/train.csv";
+  std::ofstream out(path);
+  std::mt19937 rng(5);
+  std::normal_distribution<float> noise(0.f, 1.f);
+  for (int i = 0; i < 512; ++i) {
+    float x[4], sum = 0;
+    for (float& v : x) sum += v = noise(rng);
+    out << x[0] << "," << x[1] << "," << x[2] << "," << x[3] << "," << (sum > 0 ? 1 : 0) << "\n";
+  }
+  return path;
+}
+
+struct NodeUnderTest {
+  DaemonConfig config;
+  std::unique_ptr<DataChannel> channel;
+  std::string dir = testing::temp_dir();
+  NodeUnderTest() {
+    config.name = "node-a";
+    config.data_dir = dir;
+    config.threads = 1;
+    transport::EndpointConfig ec;
+    ec.node_id = kSelf;
+    ec.bind_address = "127.0.0.1";
+    ec.port = 0;
+    ec.key.fill(3);
+    channel = std::make_unique<DataChannel>(ec);
+  }
+  // This node the job's only member.
+  StartMessage start(const std::string& spec, uint64_t part = 77) {
+    StartMessage s;
+    s.spec = spec;
+    s.name = "t";
+    s.part = part;
+    s.peer_timeout_ms = 1000;
+    JobMemberInfo me;
+    me.id = kSelf;
+    me.name = config.name;
+    me.address = "127.0.0.1";
+    me.port = channel->endpoint().port();
+    s.members = {me};
+    return s;
+  }
+  std::string spec(int epochs, const std::string& data) {
+    return "name: t\nseed: 3\nmodel:\n  input: [4]\n  layers:\n    - dense: {units: 8, "
+           "activation: relu}\n    - output: {units: 2, activation: softmax, loss: mcxent}\n"
+           "  updater: {type: adam, learning_rate: 0.01}\ndata:\n" + data +
+           "training: {epochs: " + std::to_string(epochs) +
+           ", batch_size: 16, workers_per_node: 1, audit_updates: true}\n"
+           "output: {model: t.dtm}\n";
+  }
+};
+
+}  // namespace
+
+TEST_CASE("a part whose spec does not parse reports Failed, naming the problem") {
+  NodeUnderTest node;
+  Reports reports;
+  JobRunner runner(node.config, *node.channel, kSelf, 5, node.start("name: [broken\n"),
+                   reports.sink());
+  REQUIRE(wait_for([&] { return runner.done(); }, 10s, "the part to end"));
+  const auto failed = reports.of<FailedReport>();
+  REQUIRE(failed.size() == 1);
+  CHECK(failed[0].error.find("malformed YAML") != std::string::npos);
+  CHECK_FALSE(failed[0].cancelled);
+  CHECK(reports.of<ResultReport>().empty());
+}
+
+TEST_CASE("a one-node job trains to its end and reports its result, audited") {
+  NodeUnderTest node;
+  Reports reports;
+  const std::string csv = write_csv(node.dir);
+  const std::string data = "  train: {format: csv, path: " + csv + "}\n  test: {format: csv, "
+                           "path: " + csv + "}\n";
+  JobRunner runner(node.config, *node.channel, kSelf, 6, node.start(node.spec(2, data)),
+                   reports.sink());
+  REQUIRE(wait_for([&] { return runner.done(); }, 60s, "the one-node job to end"));
+  INFO("failures: " << reports.of<FailedReport>().size());
+  const auto results = reports.of<ResultReport>();
+  REQUIRE(results.size() == 1);
+  const ResultReport& r = results[0];
+  CHECK(r.iterations == 2 * (512 / 16));
+  REQUIRE(r.applied.has_value());
+  CHECK(r.applied->messages > 0);
+  CHECK(r.applied->deviation >= 0);
+  CHECK(r.applied->deviation < 1e-4);
+  REQUIRE(r.evaluation.has_value());
+  CHECK(r.evaluation->examples == 512);
+  CHECK(r.model_path == node.dir + "/models/t.dtm");
+  CHECK(r.model_sha256 == file_sha256(r.model_path));
+  CHECK_FALSE(r.params_sample.empty());
+  CHECK(reports.has_log("epoch 2: train loss"));
+  std::lock_guard<std::mutex> lock(reports.mutex);
+  for (const auto& [report, part] : reports.got) CHECK(part == 77);  // every report its part's
+}
+
+TEST_CASE("a cancelled part reports Failed, as cancelled") {
+  NodeUnderTest node;
+  Reports reports;
+  const std::string csv = write_csv(node.dir);
+  JobRunner runner(node.config, *node.channel, kSelf, 7,
+                   node.start(node.spec(100000, "  train: {format: csv, path: " + csv + "}\n")),
+                   reports.sink());
+  REQUIRE(wait_for([&] { return !reports.of<ProgressReport>().empty(); }, 30s,
+                   "the part's first progress report"));
+  runner.cancel();
+  REQUIRE(wait_for([&] { return runner.done(); }, 30s, "the cancelled part to end"));
+  const auto failed = reports.of<FailedReport>();
+  REQUIRE(failed.size() == 1);
+  CHECK(failed[0].cancelled);
+  CHECK(reports.of<ResultReport>().empty());
+}
+
+TEST_CASE("a data plan naming a file this node did not list fails the part") {
+  NodeUnderTest node;
+  Reports reports;
+  const std::string shards = node.dir + "/shards";
+  std::filesystem::create_directories(shards);
+  JobRunner runner(node.config, *node.channel, kSelf, 8,
+                   node.start(node.spec(1, "  train: {format: packed, shards: \"" + shards +
+                                               "/{node}-*.dtb\"}\n")),
+                   reports.sink());
+  REQUIRE(wait_for([&] { return !reports.of<ShardsReport>().empty(); }, 10s,
+                   "the node's list of its files"));
+  runner.plan({{"/etc/passwd"}, {10}});
+  REQUIRE(wait_for([&] { return runner.done(); }, 10s, "the part to end"));
+  const auto failed = reports.of<FailedReport>();
+  REQUIRE(failed.size() == 1);
+  CHECK(failed[0].error == "the data plan names '/etc/passwd', which this node did not list");
+}
+
+}  // namespace dtrain::daemon
