@@ -9,15 +9,27 @@ cd "$(dirname "$0")/.."
 
 bash tools/setup.sh || { echo "tests: 0 passed, 1 failed"; exit 1; }
 
+# This run's logs (two runs at once on one machine must not share them).
+logs=$(mktemp -d /tmp/dtrain-test.XXXXXX)
+# How long each phase took, printed at the end (CI's budget is 50 minutes).
+phase_times=()
+phase_start=$SECONDS
+end_phase() {
+  phase_times+=("$1: $((SECONDS - phase_start)) s")
+  phase_start=$SECONDS
+}
+end_phase setup
+
 echo "== build (all targets)"
 if ! bazel build //...; then
   echo "build failed"
   echo "tests: 0 passed, 1 failed"
   exit 1
 fi
+end_phase build
 
 echo "== test"
-bazel test //... 2>&1 | tee /tmp/dtrain-bazel-test.log
+bazel test //... 2>&1 | tee "$logs/bazel-test.log"
 bazel_rc=${PIPESTATUS[0]}
 
 source tools/test_count.sh  # count_target
@@ -32,9 +44,10 @@ testlogs=$(bazel info bazel-testlogs 2>/dev/null)
 while read -r target status; do
   pkg=${target#//}
   count_target "$target" "$status" "$testlogs/${pkg/://}/test.log"
-done < <(grep -E "^//[^ ]+ +(\(cached\) )?(PASSED|FAILED|TIMEOUT|FLAKY|NO STATUS|INCOMPLETE|REMOTE FAILURE|FAILED TO BUILD)" /tmp/dtrain-bazel-test.log |
+done < <(grep -E "^//[^ ]+ +(\(cached\) )?(PASSED|FAILED|TIMEOUT|FLAKY|NO STATUS|INCOMPLETE|REMOTE FAILURE|FAILED TO BUILD)" "$logs/bazel-test.log" |
          sed -E 's/^(\/\/[^ ]+) +(\(cached\) )?([A-Z ]+[A-Z]).*/\1 \3/')
 
+end_phase test
 # CUDA: the kernels must compile here (no GPU); their tests run where a GPU is present and
 # exit 77 (skipped) elsewhere.
 echo "== CUDA code (bazel build --config=cuda)"
@@ -49,13 +62,13 @@ if bazel build --config=cuda "${cuda_targets[@]}"; then
   passed=$((passed + 1))  # the CUDA build itself
   for t in "${gpu_tests[@]}"; do
     bin=bazel-bin/tests/${t%%:*}/${t#*:}
-    DTRAIN_REQUIRE_GPU=1 "$bin" > /tmp/dtrain-gpu-test.log 2>&1; rc=$?
-    tail -n 3 /tmp/dtrain-gpu-test.log
+    DTRAIN_REQUIRE_GPU=1 "$bin" > "$logs/gpu-test.log" 2>&1; rc=$?
+    tail -n 3 "$logs/gpu-test.log"
     if [[ $rc -eq 77 ]]; then
       skipped=$((skipped + 1))
       skip_reasons+=("$bin: no GPU here")
     else
-      count_target "$bin" "$([[ $rc -eq 0 ]] && echo PASSED || echo FAILED)" /tmp/dtrain-gpu-test.log
+      count_target "$bin" "$([[ $rc -eq 0 ]] && echo PASSED || echo FAILED)" "$logs/gpu-test.log"
     fi
   done
 else
@@ -63,6 +76,7 @@ else
   failed=$((failed + 1))
 fi
 
+end_phase "CUDA build"
 # Code that shares work between threads, again under ThreadSanitizer (halts on the first
 # report; .bazelrc's tsan config builds into its own output folder). One count per target.
 echo "== ThreadSanitizer (bazel test --config=tsan)"
@@ -71,15 +85,17 @@ echo "== ThreadSanitizer (bazel test --config=tsan)"
 tsan_tests=(//tests/transport:tag_workers_test //tests/transport:lanes_test
             //tests/unit:controller_test //tests/unit:controller_parts_test
             //tests/unit:mesh_exchange_test //tests/unit:sharing_test //tests/unit:staleness_test)
-bazel test --config=tsan "${tsan_tests[@]}" > /tmp/dtrain-tsan.log 2>&1; tsan_rc=$?
-grep -E "^//" /tmp/dtrain-tsan.log
+bazel test --config=tsan "${tsan_tests[@]}" > "$logs/tsan.log" 2>&1; tsan_rc=$?
+grep -E "^//" "$logs/tsan.log"
 if [[ $tsan_rc -eq 0 ]]; then
   passed=$((passed + ${#tsan_tests[@]}))
 else
   echo "FAILED: under ThreadSanitizer (exit $tsan_rc); the log's end:"
-  tail -n 40 /tmp/dtrain-tsan.log
+  tail -n 40 "$logs/tsan.log"
   failed=$((failed + 1))
 fi
+end_phase ThreadSanitizer
+echo "time per phase (total $SECONDS s): ${phase_times[*]/%/;}"
 for r in "${skip_reasons[@]}"; do echo "skipped: $r"; done
 for f in "${failures[@]}"; do echo "failed: $f"; done
 
