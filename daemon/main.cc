@@ -1,7 +1,7 @@
-// dtraind: the node daemon (daemon/README.md). `dtraind --config dtraind.yaml` runs the roles the
-// config names (node, controller or both) until SIGTERM or SIGINT (SIGHUP reloads the client
-// credentials of clients_dir); `dtraind keygen PATH` writes a new cluster key file (mode 0600)
-// to copy to every machine, `dtraind keygen --client NAME PATH` a client credential.
+// dtraind: the node daemon (docs/architecture/daemon.md). `dtraind --config dtraind.yaml` runs the
+// roles the config names (node, controller or both) until SIGTERM or SIGINT (SIGHUP reloads the
+// client credentials of clients_dir); `dtraind keygen PATH` writes a new cluster key file (mode
+// 0600) to copy to every machine, `dtraind keygen --client NAME PATH` a client credential.
 #include <signal.h>
 #include <spdlog/spdlog.h>
 #include <systemd/sd-daemon.h>

@@ -1,7 +1,7 @@
 #pragma once
-// The compute backend (kernels/README.md, "The backend interface"): every operation a layer, an
-// updater or the codec runs on a worker's tensors, behind one interface, so core/ decides what to
-// compute and never names oneDNN or CUDA. "cpu" (oneDNN + OpenMP) is always present; "cuda"
+// The compute backend (docs/architecture/kernels.md, "The backend interface"): every operation a
+// layer, an updater or the codec runs on a worker's tensors, behind one interface, so core/ decides
+// what to compute and never names oneDNN or CUDA. "cpu" (oneDNN + OpenMP) is always present; "cuda"
 // registers itself in --config=cuda builds when a GPU is present (kernels/backend_registry.cc).
 //
 // Every pointer an operation takes lives in the backend's memory: host memory for the CPU
@@ -101,8 +101,8 @@ class Backend {
 
   // ---- updaters and the codec
   virtual void updater_step(const UpdaterArgs& args) = 0;
-  // The update codec on this backend's memory (core/README.md, "The update"), bit for bit the
-  // reference's.
+  // The update codec on this backend's memory (docs/architecture/core.md, "The update"), bit for
+  // bit the reference's.
   virtual const CodecKernels& codec() = 0;
   // x[i] = 0 at every element a message sends (momentum factor masking): sparse words, or the
   // n elements a bitmap covers.
@@ -114,8 +114,9 @@ class Backend {
   // TF32 tensor-core math for convolutions (on by default where PyTorch has it on by default;
   // the conformance suite turns it off). Matrix products never use it. No effect on the CPU.
   virtual void allow_tf32(bool) {}
-  // Mixed precision for matrix products and convolutions (GPU backends; kernels/README.md,
-  // "Mixed precision"). False when this backend cannot: the CPU computes in fp32 only.
+  // Mixed precision for matrix products and convolutions (GPU backends;
+  // docs/architecture/kernels.md, "Mixed precision"). False when this backend cannot: the CPU
+  // computes in fp32 only.
   virtual bool set_precision(Precision precision) { return precision == Precision::kFp32; }
 };
 

@@ -1,5 +1,5 @@
 #pragma once
-// The update codec's hot loops (core/README.md, "The update", steps 2-4 and 6-7) behind
+// The update codec's hot loops (docs/architecture/core.md, "The update", steps 2-4 and 6-7) behind
 // one interface, so that core/codec can pick the fastest implementation the CPU supports
 // at run time. The semantics (and the plain reference every implementation must match
 // bit for bit) live in core/codec.
@@ -37,7 +37,7 @@ class CodecKernels {
   virtual const char* name() const = 0;
   // One pass: r += u; for |r| >= tau: mark in the bitmap and r -= tau*sign(r); clip.
   // Which elements are sent does not depend on the encoding, so the caller chooses sparse or
-  // bitmap from the returned count and no step can be lost on the way (core/README.md,
+  // bitmap from the returned count and no step can be lost on the way (docs/architecture/core.md,
   // "The update", step 3). When a non-finite value is found the residual is left
   // partly updated and must be dropped.
   virtual CodecEncodeResult encode(const CodecEncodeArgs& args) const = 0;

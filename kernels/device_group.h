@@ -1,5 +1,5 @@
 #pragma once
-// GPU-to-GPU sharing among the GPU workers of one process (issue 16, core/README.md "Sharing"):
+// GPU-to-GPU sharing among the GPU workers of one process (docs/architecture/core.md, "Sharing"):
 // one rank per GPU, NCCL in CUDA builds (kernels/cuda/nccl_group.cu, libnccl loaded at run
 // time), host copies between emulated GPUs otherwise. The trainer all-gathers encoded messages
 // over it, so a message reaches the other GPUs of its node without going through host memory.

@@ -39,7 +39,8 @@ struct PoolGeometry {
 
 // What matrix products and convolutions compute in (training.precision): fp32, or bf16/fp16
 // inputs with fp32 accumulation and fp32 results (mixed precision: the parameters, activations,
-// gradients, updater state and the codec stay fp32; kernels/README.md, "Mixed precision").
+// gradients, updater state and the codec stay fp32; docs/architecture/kernels.md, "Mixed
+// precision").
 enum class Precision { kFp32, kBf16, kFp16 };
 
 // Elements a gemm operand spans in memory: op(X) is rows x cols, X row-major with leading

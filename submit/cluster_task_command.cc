@@ -1,6 +1,6 @@
 // dtrain-submit eval|infer MODEL --cluster: the evaluation or inference as a job of the
-// cluster's (daemon/README.md, "Evaluation and inference jobs"). The model is read here (or
-// fetched from the job that wrote it, `eval JOB`) and shipped with the request; the data is
+// cluster's (docs/architecture/daemon.md, "Evaluation and inference jobs"). The model is read here
+// (or fetched from the job that wrote it, `eval JOB`) and shipped with the request; the data is
 // read by every node at the same, absolute path. An evaluation prints what `eval` on one
 // machine prints; an inference leaves DIR/predictions.csv (or, --parts, the part files).
 #include <cmath>

@@ -38,7 +38,8 @@ constexpr const char* kHelp =
     "                                          the same as jobs of the cluster's: the nodes\n"
     "                                          share the data, the controller merges exactly\n\n"
     "Exit codes: 0 success, 1 job failed, 2 bad input, 3 cannot reach the controller.\n"
-    "The job spec format is described in README.md; examples are in configs/.";
+    "The job spec format is described in docs/user-guide.md (\"The job spec\"); examples are in "
+    "configs/.";
 
 }  // namespace
 
@@ -97,9 +98,9 @@ void CommandLine::add_connection_options(CLI::App* sub, const std::string& prefi
 void CommandLine::add_job_commands() {
   auto* status = app.add_subcommand("status", "jobs on the cluster, or one job in detail");
   status->add_option("job", job_arg, "job id");
-  status->add_flag("--json", json, "print the controller's JSON (stable; see README)");
+  status->add_flag("--json", json, "print the controller's JSON (stable; docs/user-guide.md)");
   auto* nodes = app.add_subcommand("nodes", "the cluster's nodes and their state");
-  nodes->add_flag("--json", json, "print the controller's JSON (stable; see README)");
+  nodes->add_flag("--json", json, "print the controller's JSON (stable; docs/user-guide.md)");
   auto* cancel = app.add_subcommand("cancel", "cancel a queued or running job");
   cancel->add_option("job", job_arg, "job id")->required();
   auto* logs = app.add_subcommand("logs", "a job's log, as the controller recorded it");
@@ -236,8 +237,8 @@ int run_training(CommandLine& cli) {
   const LocalTrainArgs& train = cli.train;
   if (!train.resume.empty() && !cli.local) {
     std::fprintf(stderr, "error: --resume trains in this process\n  fix: add --local; a cluster "
-                         "job goes on from a checkpoint with model.init_from (README: \"When "
-                         "things fail\")\n");
+                         "job goes on from a checkpoint with model.init_from "
+                         "(docs/operations.md, \"When things fail\")\n");
     return kExitBadInput;
   }
   if (train.job_path.empty() && !(cli.local && !train.resume.empty())) {

@@ -1,8 +1,8 @@
 // `dtrain-submit fetch JOB [-o FILE]`: copies a finished job's model from a node that holds it,
-// through the controller (daemon/README.md, "Fetching a model"), chunk by chunk from one node,
-// into FILE.part, checks the whole file against the SHA-256 that node reported with its result
-// and that it reads back as a model, and only then renames it to FILE. The user never needs to
-// know which node's data directory holds the model.
+// through the controller (docs/architecture/daemon.md, "Fetching a model"), chunk by chunk from one
+// node, into FILE.part, checks the whole file against the SHA-256 that node reported with its
+// result and that it reads back as a model, and only then renames it to FILE. The user never needs
+// to know which node's data directory holds the model.
 #include <sodium.h>
 
 #include <cstdio>

@@ -1,6 +1,6 @@
 // `dtrain-submit stats JOB [--csv | --json] [--node N]`: the job's stats history as the
-// controller stores it (daemon/README.md, "Stats history"): one row per recorded step per
-// worker, then one per epoch per node. The default is an aligned table for people; --csv is
+// controller stores it (docs/architecture/daemon.md, "Stats history"): one row per recorded step
+// per worker, then one per epoch per node. The default is an aligned table for people; --csv is
 // for spreadsheets and scripts (a header line, then the steps; the epochs, then the links,
 // each follow after an empty line with their own header); --json is the controller's answer.
 #include <algorithm>

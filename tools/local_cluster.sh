@@ -59,8 +59,8 @@ start() {
   : > "$dir/pids"
   for i in $(seq 1 "$n"); do
     local roles="[node]" gpus=all emulated="" clients="" controller=""
-    # The controller lets in the client credentials in DIR/clients (README "Client credentials").
-    # It names no controller: its own node reaches the port it bound.
+    # The controller lets in the client credentials in DIR/clients (docs/operations.md, "Client
+    # credentials"). It names no controller: its own node reaches the port it bound.
     if [[ $i -eq 1 ]]; then
       roles="[node, controller]"; clients="clients_dir: $dir/clients"; mkdir -p -m 700 "$dir/clients"
     else

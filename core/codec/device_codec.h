@@ -1,9 +1,9 @@
 #pragma once
-// The update codec on a GPU worker's memory (core/README.md, "The update" and "The model").
-// Encoding runs where the residual and the step live, and only the message's words come back to the
-// host: the one copy out of a step. A received message's words go up once and are applied there;
-// the same words clear the momentum of the elements sent (momentum factor masking). Messages are
-// bytes, so CPU and GPU workers of one job exchange them freely.
+// The update codec on a GPU worker's memory (docs/architecture/core.md, "The update" and "The
+// model"). Encoding runs where the residual and the step live, and only the message's words come
+// back to the host: the one copy out of a step. A received message's words go up once and are
+// applied there; the same words clear the momentum of the elements sent (momentum factor masking).
+// Messages are bytes, so CPU and GPU workers of one job exchange them freely.
 #include <cstdint>
 
 #include "core/codec/message.h"

@@ -1,7 +1,8 @@
 #pragma once
-// One encoded update (core/README.md, "The update"): the elements of one parameter segment whose
-// residual reached tau, each worth exactly +tau or -tau. Decoding is additive, so messages sum, and
-// every replica is the initial parameters minus the sum of all messages it applied.
+// One encoded update (docs/architecture/core.md, "The update"): the elements of one parameter
+// segment whose residual reached tau, each worth exactly +tau or -tau. Decoding is additive, so
+// messages sum, and every replica is the initial parameters minus the sum of all messages it
+// applied.
 #include <cstdint>
 #include <vector>
 

@@ -1,8 +1,8 @@
 #pragma once
-// Visits the elements a message sent (core/README.md, "The update": formats): fn(index, value) with
-// the index into the whole parameter vector and the value the message adds to the update, +tau or
-// -tau (params -= value when the message is applied). One walk over both encodings for everything
-// that reads a message element by element: decoding, audits, momentum masking.
+// Visits the elements a message sent (docs/architecture/core.md, "The update": formats): fn(index,
+// value) with the index into the whole parameter vector and the value the message adds to the
+// update, +tau or -tau (params -= value when the message is applied). One walk over both encodings
+// for everything that reads a message element by element: decoding, audits, momentum masking.
 #include <cstdint>
 
 #include "core/codec/message.h"

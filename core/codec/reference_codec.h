@@ -1,6 +1,6 @@
 #pragma once
-// The codec written as plainly as core/README.md ("The update") states it. It defines the
-// semantics: the fast kernels (kernels/cpu/codec, kernels/cuda) must produce the same
+// The codec written as plainly as docs/architecture/core.md ("The update") states it. It defines
+// the semantics: the fast kernels (kernels/cpu/codec, kernels/cuda) must produce the same
 // words and the same residual, bit for bit, and tests hold them to it. It is also the
 // fallback on CPUs without AVX2.
 #include <cstdint>

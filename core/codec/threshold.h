@@ -1,6 +1,7 @@
 #pragma once
-// Threshold algorithms (core/README.md, "The update"): each worker owns one, its tau travels in
-// every message, and the trainer averages tau across workers at each epoch end (set_tau).
+// Threshold algorithms (docs/architecture/core.md, "The update"): each worker owns one, its tau
+// travels in every message, and the trainer averages tau across workers at each epoch end
+// (set_tau).
 #include <cstdint>
 #include <string>
 

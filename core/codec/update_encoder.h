@@ -1,7 +1,8 @@
 #pragma once
-// A worker's side of gradient sharing (core/README.md, "The update", steps 2-5): its residual, its
-// threshold algorithm and its message numbering. encode() turns the step u into messages, one per
-// parameter segment, and records the figures the progress output and /metrics show.
+// A worker's side of gradient sharing (docs/architecture/core.md, "The update", steps 2-5): its
+// residual, its threshold algorithm and its message numbering. encode() turns the step u into
+// messages, one per parameter segment, and records the figures the progress output and /metrics
+// show.
 #include <cstdint>
 #include <memory>
 #include <vector>

@@ -1,8 +1,8 @@
 #pragma once
-// Training-time augmentation of image examples (`data.augment`; README, "Image data"): a random crop of
-// the image padded by `crop_padding` zeros on every side (the same as shifting it by up to that
-// many pixels, zeros coming in), then a horizontal flip with probability 1/2. It runs on the
-// normalised features, so the padding is the per-channel mean after `per_channel` and black
+// Training-time augmentation of image examples (`data.augment`; docs/user-guide.md, "Image data"):
+// a random crop of the image padded by `crop_padding` zeros on every side (the same as shifting it
+// by up to that many pixels, zeros coming in), then a horizontal flip with probability 1/2. It runs
+// on the normalised features, so the padding is the per-channel mean after `per_channel` and black
 // after `scale`. Test data is never augmented.
 //
 // What an example gets depends only on the job's seed, the epoch and the example's index, so

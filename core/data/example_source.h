@@ -1,8 +1,8 @@
 #pragma once
-// Where a worker's training examples come from (core/README.md, "Spec, data and files"): a Dataset in memory, or packed
-// batch files (packed_file.h) read as minibatches are made, so data larger than memory trains.
-// Minibatches are made the same way from either (minibatch_iterator.h), so a job gives the same
-// minibatches whichever it trains from.
+// Where a worker's training examples come from (docs/architecture/core.md, "Spec, data and files"):
+// a Dataset in memory, or packed batch files (packed_file.h) read as minibatches are made, so data
+// larger than memory trains. Minibatches are made the same way from either (minibatch_iterator.h),
+// so a job gives the same minibatches whichever it trains from.
 #include <cstdint>
 #include <memory>
 #include <string>

@@ -1,6 +1,6 @@
 #pragma once
-// Image-folder data (`format: images`; README, "Image data"): one subfolder per class holding its
-// images (class_name/*.png, *.jpg, *.jpeg), as torchvision's ImageFolder and DL4J's
+// Image-folder data (`format: images`; docs/user-guide.md, "Image data"): one subfolder per class
+// holding its images (class_name/*.png, *.jpg, *.jpeg), as torchvision's ImageFolder and DL4J's
 // ParentPathLabelGenerator read them. The classes are the subfolders' names in sorted order (the
 // model file keeps them, so `infer` prints names); examples are in sorted path order. Pixels
 // become features in [0, 255], channels first (CHW), the model's input shape.

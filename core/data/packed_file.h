@@ -1,6 +1,6 @@
 #pragma once
 // Packed batch files (.dtb), written once by `dtrain-submit export` (DL4J's export approach;
-// README, "Packed data") and read by training as it makes minibatches.
+// docs/user-guide.md, "Packed data") and read by training as it makes minibatches.
 //
 // An export shuffles the data set once and cuts it into files; each record keeps its example's
 // index in the original data, so training from the files makes exactly the minibatches it
@@ -9,7 +9,8 @@
 //
 // Layout (little-endian): "DTRAINB\0" | u32 version | u32 encoding (0 f32, 1 u8) | u32 rank |
 //   u32 export nonce (drawn once per export, so two exports of the same data differ; 0 in
-//   files written before it was) | i64 dims[rank] | i64 classes | i64 total examples | i64 records |
+//   files written before it was) | i64 dims[rank] | i64 classes | i64 total examples | i64 records
+// |
 //   u32 normaliser kind | u64 n | f32 values[n] | u32 class names | (u64 len, bytes)... |
 //   u32 CRC-32 of the header so far | records: (i64 index, i32 label, features)...
 // The file's size must be exactly the header plus its records.

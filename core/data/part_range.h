@@ -1,8 +1,8 @@
 #pragma once
-// How a cluster eval/infer job splits its data (daemon/README.md, "Evaluation and inference
-// jobs"): part i of P takes whole batches, [B*i/P, B*(i+1)/P) of the B = ceil(n/batch) batches
-// of `batch` examples. Each part's forward passes are then the very batches one machine runs
-// over all the data, so its predictions are the same bits; the parts cover every example once.
+// How a cluster eval/infer job splits its data (docs/architecture/daemon.md, "Evaluation and
+// inference jobs"): part i of P takes whole batches, [B*i/P, B*(i+1)/P) of the B = ceil(n/batch)
+// batches of `batch` examples. Each part's forward passes are then the very batches one machine
+// runs over all the data, so its predictions are the same bits; the parts cover every example once.
 #include <algorithm>
 #include <cstdint>
 

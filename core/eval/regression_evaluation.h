@@ -1,6 +1,7 @@
 #pragma once
-// Regression metrics per output column (issue 17): MSE, MAE, RMSE and R², from sums that
-// merge() adds, so the parts of a data set evaluated apart combine exactly into the whole's.
+// Regression metrics per output column (docs/user-guide.md, "Regression"): MSE, MAE, RMSE and R²,
+// from sums that merge() adds, so the parts of a data set evaluated apart combine exactly into the
+// whole's.
 #include <cstdint>
 #include <optional>
 #include <string>

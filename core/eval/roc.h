@@ -1,8 +1,8 @@
 #pragma once
-// ROC curves and their AUC (issue 17: evaluation beyond accuracy) for a binary score, and one
-// against all for each class of a softmax. Every (score, positive) pair is kept, so the AUC is
-// exact (ties count one half, as the Mann-Whitney statistic does) and merge() of the parts of a
-// data set gives exactly the whole's.
+// ROC curves and their AUC (docs/user-guide.md, "dtrain-submit": `eval --metrics
+// classification,roc`) for a binary score, and one against all for each class of a softmax. Every
+// (score, positive) pair is kept, so the AUC is exact (ties count one half, as the Mann-Whitney
+// statistic does) and merge() of the parts of a data set gives exactly the whole's.
 #include <cstdint>
 #include <string>
 #include <vector>

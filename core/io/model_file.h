@@ -1,5 +1,5 @@
 #pragma once
-// The .dtm model file (core/README.md, "Spec, data and files"): versioned, checksummed,
+// The .dtm model file (docs/architecture/core.md, "Spec, data and files"): versioned, checksummed,
 // little-endian, written atomically (temp file + fsync + rename).
 //
 // Layout: "DTRAINM\0" | u32 version | u32 sections | u64 total bytes |

@@ -1,5 +1,6 @@
 #pragma once
-// Merge layers of graph models (core/README.md, "Graph models"): they read two or more layers' outputs.
+// Merge layers of graph models (docs/architecture/core.md, "Graph models"): they read two or more
+// layers' outputs.
 //   add:    element-wise sum of inputs of one shape, then an optional activation (the join of a
 //           residual block: relu(branch + shortcut));
 //   concat: the inputs side by side along the first per-example axis (channels for images,

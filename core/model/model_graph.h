@@ -1,5 +1,5 @@
 #pragma once
-// A model's layers wired as a graph (core/README.md, "Graph models"). Each layer
+// A model's layers wired as a graph (docs/architecture/core.md, "Graph models"). Each layer
 // reads the layer listed before it unless its `inputs` name others; add and concat read several.
 // Parameters are laid out in the order the spec lists the layers; layers run in an order in
 // which each follows its inputs (for a plain stack both are the spec's order).

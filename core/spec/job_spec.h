@@ -1,6 +1,6 @@
 #pragma once
-// The job spec (core/README.md, "Spec, data and files"), parsed and validated (job_spec_parser.h).
-// Defaults here are the documented defaults.
+// The job spec (docs/architecture/core.md, "Spec, data and files"), parsed and validated
+// (job_spec_parser.h). Defaults here are the documented defaults.
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -17,7 +17,7 @@
 namespace dtrain::core {
 
 // One entry of model.layers. A layer reads the layer listed before it (the model input for the
-// first) unless `inputs` names others: that is how graph models (core/README.md
+// first) unless `inputs` names others: that is how graph models (docs/architecture/core.md
 // "Graph models") are written. add and concat merge several inputs.
 struct LayerSpec {
   enum class Kind { kDense, kConvolution, kSubsampling, kGlobalPooling, kBatchNorm, kDropout,
@@ -111,8 +111,8 @@ struct ResidualSpec {
   int64_t every = 5;
 };
 
-// Staleness control for gradient sharing (core/README.md, "Staleness and corrections"): a
-// worker starts minibatch b of an epoch only once it has applied the messages of
+// Staleness control for gradient sharing (docs/architecture/core.md, "Staleness and corrections"):
+// a worker starts minibatch b of an epoch only once it has applied the messages of
 // minibatches 0..b-bound of every live worker. bound 0 is `async` (never waits); `bsp` is
 // bound 1 (all of step t before step t+1).
 struct SyncSpec {
@@ -121,8 +121,8 @@ struct SyncSpec {
 };
 
 // Corrections that keep sparse training accurate (DGC, Lin et al. 2018; Goyal et al. 2017).
-// The defaults are DGC's set, chosen from tools/bench/convergence (README, "Convergence at
-// scale"): neutral up to 6 workers, 2 to 8 points of accuracy at 12 and 24.
+// The defaults are DGC's set, chosen from tools/bench/convergence (docs/performance.md,
+// "Convergence at scale"): neutral up to 6 workers, 2 to 8 points of accuracy at 12 and 24.
 struct CorrectionsSpec {
   // Clear the updater's momentum of every element a message sent (its residual was sent too).
   bool momentum_masking = true;
@@ -157,17 +157,17 @@ struct TrainingSpec {
   int64_t batch_size = 32;
   int64_t batch_size_per_worker = 0;
   int64_t nodes = 0;             // 0 = all; with nodes_max, the fewest the job runs on
-  // Elastic membership (`nodes: {min, max}`, daemon/README.md "Elastic membership"): the job
-  // starts once `nodes` are there and takes later ones up to this many; 0 = exactly `nodes`.
+  // Elastic membership (`nodes: {min, max}`, docs/architecture/daemon.md "Elastic membership"): the
+  // job starts once `nodes` are there and takes later ones up to this many; 0 = exactly `nodes`.
   int64_t nodes_max = 0;
   int64_t workers_per_node = 0;  // 0 = auto (one per GPU on GPU nodes, else up to 8 per node)
-  // Where workers run (core/README.md, "The model"): cpu, gpu (every node of the job needs a GPU)
-  // or auto (GPUs where a node has them, the CPU elsewhere).
+  // Where workers run (docs/architecture/core.md, "The model"): cpu, gpu (every node of the job
+  // needs a GPU) or auto (GPUs where a node has them, the CPU elsewhere).
   Device device = Device::kAuto;
-  // Mixed precision on GPU workers (kernels/README.md, "Mixed precision"): fp32 | bf16 | fp16.
-  // Matrix products and convolutions take bf16/fp16 inputs and accumulate in fp32; parameters,
-  // gradients, updater state, residual and codec stay fp32. fp16 adds dynamic loss scaling
-  // (core/train/loss_scaler.h). CPU workers of an auto job compute in fp32.
+  // Mixed precision on GPU workers (docs/architecture/kernels.md, "Mixed precision"): fp32 | bf16 |
+  // fp16. Matrix products and convolutions take bf16/fp16 inputs and accumulate in fp32;
+  // parameters, gradients, updater state, residual and codec stay fp32. fp16 adds dynamic loss
+  // scaling (core/train/loss_scaler.h). CPU workers of an auto job compute in fp32.
   kernels::Precision precision = kernels::Precision::kFp32;
   ThresholdSpec threshold;
   ResidualSpec residual;

@@ -68,8 +68,8 @@ class JobSpecParser {
               "give training.nodes a count, or data.train a path");
   }
 
-  // `labels: regression` (issue 17): the test set's labels are values too, the output layer
-  // predicts them with the squared error, and early stopping watches the loss.
+  // `labels: regression` (docs/user-guide.md, "Regression"): the test set's labels are values too,
+  // the output layer predicts them with the squared error, and early stopping watches the loss.
   void check_regression(const YAML::Node& root, JobSpec& job) {
     const YAML::Node data = root["data"];
     const LayerSpec& out = job.model.layers.back();
@@ -387,7 +387,7 @@ class JobSpecParser {
     }
   }
 
-  // `sync: async | bsp | {bounded: K}` (core/README.md, "Staleness and corrections").
+  // `sync: async | bsp | {bounded: K}` (docs/architecture/core.md, "Staleness and corrections").
   SyncSpec parse_sync(const YAML::Node& training) {
     SyncSpec s;
     const YAML::Node v = training["sync"];

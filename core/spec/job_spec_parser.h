@@ -1,5 +1,5 @@
 #pragma once
-// Parses and validates a job spec (core/README.md, "Spec, data and files"). Every
+// Parses and validates a job spec (docs/architecture/core.md, "Spec, data and files"). Every
 // problem throws SpecError naming the file, line, column, the key and the fix; nothing
 // is started for an invalid spec.
 #include <string>

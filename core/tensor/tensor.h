@@ -1,9 +1,10 @@
 #pragma once
 // A dense float tensor: a shape and a 64-byte aligned buffer it owns. Row-major (NCHW for
 // images). Layers reuse their tensors across steps; resize() only reallocates when growing.
-// A tensor knows where its buffer lives (core/README.md, "The model"): host memory by default, or a
-// backend's memory (a GPU's) after set_memory(); data() is then a device pointer, which only
-// that backend's operations may touch. Copies between tensors move data across as needed.
+// A tensor knows where its buffer lives (docs/architecture/core.md, "The model"): host memory by
+// default, or a backend's memory (a GPU's) after set_memory(); data() is then a device pointer,
+// which only that backend's operations may touch. Copies between tensors move data across as
+// needed.
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>

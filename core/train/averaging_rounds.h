@@ -1,7 +1,7 @@
 #pragma once
-// Parameter averaging across nodes (core/README.md, "Sharing"): every node runs the same number
-// of rounds per epoch, set by the smallest shard and spread evenly over its own minibatches, the
-// last one after its last minibatch, so that every replica is the same at every epoch end.
+// Parameter averaging across nodes (docs/architecture/core.md, "Sharing"): every node runs the same
+// number of rounds per epoch, set by the smallest shard and spread evenly over its own minibatches,
+// the last one after its last minibatch, so that every replica is the same at every epoch end.
 #include <cstdint>
 
 #include "core/train/node_exchange.h"

@@ -1,5 +1,5 @@
 #pragma once
-// How a job's minibatch is divided among its workers (core/README.md, "Batch size").
+// How a job's minibatch is divided among its workers (docs/architecture/core.md, "Batch size").
 //
 // `training.batch_size: B` (the default, 32) is the job's batch: each of the W workers takes
 // B / W examples a step and the sum of their steps is one step on B examples, so adding workers

@@ -1,5 +1,5 @@
 #pragma once
-// Checkpoints (core/README.md, "Checkpoints and resume"): every output.checkpoint_every
+// Checkpoints (docs/architecture/core.md, "Checkpoints and resume"): every output.checkpoint_every
 // minibatches the trainer writes the lead worker's replica, batch-norm statistics, updater state
 // and position as `<model>.ckpt-<iteration>.dtm` beside the model file, durably (a crash leaves
 // the previous ones whole), and keeps the newest output.keep_checkpoints of them. A run resumes

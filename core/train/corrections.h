@@ -1,5 +1,5 @@
 #pragma once
-// The corrections that keep sparse, asynchronous training accurate (core/README.md,
+// The corrections that keep sparse, asynchronous training accurate (docs/architecture/core.md,
 // "Staleness and corrections"; DGC, Lin et al. 2018; Goyal et al. 2017), as pure functions of the
 // spec and the training progress so that each is tested on a hand-computed case. `progress` is in
 // epochs (1.5 = half way through the second epoch); `workers` is every worker of the job.

@@ -1,7 +1,8 @@
 #pragma once
-// Where the workers of this process run (core/README.md, "The model"), for `dtrain-submit --local`;
-// a cluster job gets the same decision from the controller (daemon/controller/placement).
-// training.device: cpu | gpu | auto against the GPUs this machine offers.
+// Where the workers of this process run (docs/architecture/core.md, "The model"), for
+// `dtrain-submit --local`; a cluster job gets the same decision from the controller
+// (daemon/controller/placement). training.device: cpu | gpu | auto against the GPUs this machine
+// offers.
 #include <string>
 #include <vector>
 

@@ -1,8 +1,9 @@
 #pragma once
-// Divergence is never a success (core/README.md, "Checks"): watches one replica's training loss
-// step by step (a smoothed loss far above its best shows as "diverging" while it happens) and
-// checks each epoch: a mean training loss well above the best epoch's, a non-finite one, or a test
-// accuracy at chance from the second epoch on stops the job with the figures and the fix.
+// Divergence is never a success (docs/architecture/core.md, "Checks"): watches one replica's
+// training loss step by step (a smoothed loss far above its best shows as "diverging" while it
+// happens) and checks each epoch: a mean training loss well above the best epoch's, a non-finite
+// one, or a test accuracy at chance from the second epoch on stops the job with the figures and the
+// fix.
 #include <cstdint>
 #include <optional>
 #include <string>

@@ -1,7 +1,7 @@
 #pragma once
-// training.early_stopping (seed 002's listeners; core/README.md, "Early stopping"): after each
-// epoch's evaluation of the test set, training stops once `patience` evaluations in a row did
-// not improve the metric by more than min_delta, and the best model is the one kept. In a
+// training.early_stopping (seed 002's listeners; docs/architecture/core.md, "Early stopping"):
+// after each epoch's evaluation of the test set, training stops once `patience` evaluations in a
+// row did not improve the metric by more than min_delta, and the best model is the one kept. In a
 // cluster every node evaluates its own replica (they agree at epoch ends to float rounding),
 // and the metric is compared rounded to 1e-6, so that every node decides the same.
 #include <cstdint>

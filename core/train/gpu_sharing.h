@@ -1,5 +1,5 @@
 #pragma once
-// GPU-to-GPU sharing among the GPU workers of one node (core/README.md, "Sharing"; issue 16):
+// GPU-to-GPU sharing among the GPU workers of one node (docs/architecture/core.md, "Sharing"):
 // a message one GPU worker publishes is all-gathered over the node's device group (NCCL), so
 // it lands in every other GPU's memory and is applied there, instead of each receiver copying
 // its words up from the host. The message still goes to the other nodes once, through the

@@ -1,6 +1,6 @@
 #pragma once
-// Fine-tuning (`model.init_from`, core/README.md "Spec, data and files"): a job starts from a
-// trained model's parameters instead of weight_init. The saved model's layers must have the
+// Fine-tuning (`model.init_from`, docs/architecture/core.md "Spec, data and files"): a job starts
+// from a trained model's parameters instead of weight_init. The saved model's layers must have the
 // job's shapes, layer by layer; the updater, data and training settings are the job's own.
 #include <string>
 #include <vector>

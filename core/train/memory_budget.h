@@ -1,8 +1,9 @@
 #pragma once
-// The parameter cap of a job (issue 13): what its workers' parameter-sized buffers need
-// (parameters, gradients, the step, the residual and the updater's state, per worker, plus the
-// initial model), checked against the memory the node has before anything is allocated. A job
-// that does not fit is refused with how many parameters it asked for, how many fit, and the fix.
+// The parameter cap of a job (docs/architecture/core.md, "Checks"): what its workers'
+// parameter-sized buffers need (parameters, gradients, the step, the residual and the updater's
+// state, per worker, plus the initial model), checked against the memory the node has before
+// anything is allocated. A job that does not fit is refused with how many parameters it asked for,
+// how many fit, and the fix.
 #include <cstdint>
 #include <string>
 

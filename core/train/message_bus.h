@@ -1,5 +1,5 @@
 #pragma once
-// Same-node delivery of encoded messages (core/README.md, "The update", step 6,
+// Same-node delivery of encoded messages (docs/architecture/core.md, "The update", step 6,
 // and "Sharing"). A published message is shared, never copied: each other worker's inbox gets a
 // pointer and applies it on its own thread. Publishing never blocks on a slow worker.
 #include <cstdint>

@@ -1,5 +1,5 @@
 #pragma once
-// How the workers of one node reach the other nodes of a cluster job (core/README.md,
+// How the workers of one node reach the other nodes of a cluster job (docs/architecture/core.md,
 // "Sharing"). core/ has no networking: the daemon implements this over
 // the transport; --local training has none.
 #include <chrono>
@@ -42,7 +42,7 @@ class NodeExchange {
   virtual void step_stalled(std::chrono::milliseconds waited, int64_t epoch, int64_t batch,
                             const std::vector<int>& waiting) {}
 
-  // Parameter averaging (core/README.md, "Sharing"): replaces `params` with the mean
+  // Parameter averaging (docs/architecture/core.md, "Sharing"): replaces `params` with the mean
   // over every live node of round `round` (each node calls it with its own parameters,
   // rounds in the same order). Waits with a deadline; a node that misses it is named in
   // the log and left out of the round.
@@ -91,9 +91,9 @@ class NodeExchange {
   };
   virtual EvaluationShard evaluation_shard() = 0;
 
-  // A restarted node rejoining a running job (core/README.md, "Sharing"), in either mode:
-  // resume() waits for a live node's parameters as of the end of an epoch and returns true with
-  // them; false for a node that starts with the job.
+  // A restarted node rejoining a running job (docs/architecture/core.md, "Sharing"), in either
+  // mode: resume() waits for a live node's parameters as of the end of an epoch and returns true
+  // with them; false for a node that starts with the job.
   struct Resume {
     int64_t next_epoch = 0;
     float tau = 0.0f;

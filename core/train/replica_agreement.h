@@ -1,6 +1,7 @@
 #pragma once
-// How far replicas are apart (core/README.md, "Invariants": once every message is applied
-// everywhere, all replicas agree up to float rounding; a gap means a lost or doubled update).
+// How far replicas are apart (docs/architecture/core.md, "Invariants": once every message is
+// applied everywhere, all replicas agree up to float rounding; a gap means a lost or doubled
+// update).
 #include <cstdint>
 #include <vector>
 

@@ -39,7 +39,8 @@ NodeExchange::StateSum state_sum(SharingWorkers& workers);
 void set_state(SharingWorkers& workers, const std::vector<float>& mean);
 void average_state(SharingWorkers& workers);
 
-// core/README.md, "The update": thresholds are per worker and averaged at each epoch end.
+// docs/architecture/core.md, "The update": thresholds are per worker and averaged at each epoch
+// end.
 void average_tau(SharingWorkers& workers);
 
 }  // namespace dtrain::core

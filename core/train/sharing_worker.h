@@ -1,8 +1,8 @@
 #pragma once
-// A worker in gradient-sharing mode (core/README.md, "The update"): each step it waits as long as
-// training.sync asks (core/README.md, "Staleness and corrections"), applies what the other
-// workers sent, computes its step u, encodes u against its residual, applies its own quantised
-// message to its replica and publishes it.
+// A worker in gradient-sharing mode (docs/architecture/core.md, "The update"): each step it waits
+// as long as training.sync asks (docs/architecture/core.md, "Staleness and corrections"), applies
+// what the other workers sent, computes its step u, encodes u against its residual, applies its own
+// quantised message to its replica and publishes it.
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -85,7 +85,7 @@ class SharingWorker {
   void share_step(int64_t epoch, int64_t batch);  // encode u, apply our own message, publish
   // Under bsp, the step of minibatch `batch` applies only the messages of the minibatches before
   // it; later ones wait for the next step (held_). Every replica then follows the same
-  // arithmetic whatever the timing (core/README.md, "Staleness and corrections").
+  // arithmetic whatever the timing (docs/architecture/core.md, "Staleness and corrections").
   int64_t apply_before(int64_t epoch, int64_t batch);
   int64_t apply_in_order(std::vector<Delivery> due);
   // params -= m, on whichever memory the worker's model lives; clears `momentum` where m sent.

@@ -1,10 +1,10 @@
 #pragma once
-// Staleness control for gradient sharing (core/README.md, "Staleness and corrections"). Counts, per
-// worker of the job and per epoch, the steps whose messages have reached this node's bus, and holds
-// a worker back until it may start its next minibatch: with bound K it starts minibatch b of an
-// epoch only once minibatches 0..b-K of every live worker are in (bsp is K = 1; async, K = 0, never
-// waits). Every local worker empties its inbox before it computes, so "in the bus" is "applied".
-// The epoch ends are barriers already, so counts start again at each epoch.
+// Staleness control for gradient sharing (docs/architecture/core.md, "Staleness and corrections").
+// Counts, per worker of the job and per epoch, the steps whose messages have reached this node's
+// bus, and holds a worker back until it may start its next minibatch: with bound K it starts
+// minibatch b of an epoch only once minibatches 0..b-K of every live worker are in (bsp is K = 1;
+// async, K = 0, never waits). Every local worker empties its inbox before it computes, so "in the
+// bus" is "applied". The epoch ends are barriers already, so counts start again at each epoch.
 #include <chrono>
 #include <cstdint>
 #include <condition_variable>
@@ -32,8 +32,8 @@ class StepGate {
   // nobody waits for messages that will never be sent again.
   void resumed_at(int64_t epoch, int64_t done);
 
-  // Takeover (core/README.md, "Staleness and corrections"): after their own minibatches the
-  // survivors of a lost node do its remaining ones, dealt round-robin; counts[w] is how many
+  // Takeover (docs/architecture/core.md, "Staleness and corrections"): after their own minibatches
+  // the survivors of a lost node do its remaining ones, dealt round-robin; counts[w] is how many
   // worker w does in `epoch` (0 for the lost). Takeover step k of a worker then waits, as an
   // own step does, for takeover steps 0..k-bound of every other live worker: without it each
   // survivor ran its share blind to the others' and their sum overshot (seen once as a replica

@@ -1,7 +1,7 @@
 #pragma once
 // At an epoch end the survivors of a lost node do its minibatches that are left in the epoch
-// (core/README.md, "Sharing"): the same list on every node (NodeExchange::EpochEnd::takeover),
-// dealt round-robin over the live workers of the job.
+// (docs/architecture/core.md, "Sharing"): the same list on every node
+// (NodeExchange::EpochEnd::takeover), dealt round-robin over the live workers of the job.
 #include <atomic>
 #include <cstdint>
 #include <vector>

@@ -2,8 +2,8 @@
 // One training run of a job on this process's workers (dtrain-submit --local, or one node's part
 // of a cluster job through a NodeExchange): loads the data, restores where it starts from, runs
 // the epochs on workers_per_node worker threads (gradient sharing between them through memory,
-// core/README.md, "Sharing"), ends each epoch on the cluster, evaluates, checkpoints and writes
-// the model file. Its phases are the private methods below, in the order run() calls them.
+// docs/architecture/core.md, "Sharing"), ends each epoch on the cluster, evaluates, checkpoints and
+// writes the model file. Its phases are the private methods below, in the order run() calls them.
 #include <atomic>
 #include <chrono>
 #include <memory>

@@ -1,6 +1,6 @@
 #pragma once
-// Exactly-once, checked on one replica (core/README.md, "Checks"): every replica equals the
-// initial parameters minus the sum of the messages it applied, and every replica applied the
+// Exactly-once, checked on one replica (docs/architecture/core.md, "Checks"): every replica equals
+// the initial parameters minus the sum of the messages it applied, and every replica applied the
 // same set of messages. The audit keeps an order-independent digest of the (origin, id) pairs
 // applied, their count and, when asked, the sum of the decoded messages in double precision.
 // Two replicas with equal digests applied the same set; a replica that applied a message twice

@@ -1,7 +1,7 @@
 #pragma once
 // One training worker: its own model replica, updater, data shard and random stream. Each step
-// computes the update u for the next minibatch (core/README.md, "The update", step 1); who applies
-// u, and how it is shared, is the trainer's business.
+// computes the update u for the next minibatch (docs/architecture/core.md, "The update", step 1);
+// who applies u, and how it is shared, is the trainer's business.
 #include <algorithm>
 #include <limits>
 #include <memory>

@@ -1,7 +1,7 @@
 #pragma once
 // Updaters turn a gradient g into the step u that is subtracted from the parameters
 // (params -= u). L2 and the learning-rate schedule are applied here, so u is the complete
-// update: gradient sharing encodes u, never g (core/README.md, "The update").
+// update: gradient sharing encodes u, never g (docs/architecture/core.md, "The update").
 #include <cstdint>
 #include <memory>
 #include <string>

@@ -1,7 +1,7 @@
 #pragma once
-// dtraind's configuration file (YAML; daemon/README.md, "Roles, ports and config"), validated like
-// a job spec: every problem names the file, line, column, the key and the fix, before any socket is
-// opened.
+// dtraind's configuration file (YAML; docs/architecture/daemon.md, "Roles, ports and config"),
+// validated like a job spec: every problem names the file, line, column, the key and the fix,
+// before any socket is opened.
 //
 //   name: node-a                   # default: the host name
 //   roles: [node, controller]      # node hosts workers; controller accepts jobs

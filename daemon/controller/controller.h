@@ -1,6 +1,6 @@
 #pragma once
-// The controller (daemon/README.md, "The controller"): serves the control channel, the nodes'
-// sessions and the clients' requests, and hands each to its collaborator: the job store
+// The controller (docs/architecture/daemon.md, "The controller"): serves the control channel, the
+// nodes' sessions and the clients' requests, and hands each to its collaborator: the job store
 // (records, durable files), membership (nodes, sessions, liveness), the scheduler (queue,
 // placement), the training and task job lifecycles, model fetches and request handling. One
 // lock guards them all; each is tested on its own (tests/unit/controller_parts_test).

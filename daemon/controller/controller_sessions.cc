@@ -1,4 +1,4 @@
-// A node's session with the controller (daemon/README.md, "Control conversations"): it
+// A node's session with the controller (docs/architecture/daemon.md, "Control conversations"): it
 // registers, its frames go out and its reports come in until its connection ends, it falls
 // silent for the peer timeout (lost), or it registers again (the new session replaces it).
 #include <spdlog/spdlog.h>

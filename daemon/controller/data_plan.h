@@ -1,7 +1,8 @@
 #pragma once
-// Node-local data (data.train.shards; daemon/README.md, "Node-local data"): each node lists the
-// export's files it holds (a Shards report), and the controller gives every file to exactly one
-// of its holders, so that no example is read twice in an epoch and none crosses the network.
+// Node-local data (data.train.shards; docs/architecture/daemon.md, "Node-local data"): each node
+// lists the export's files it holds (a Shards report), and the controller gives every file to
+// exactly one of its holders, so that no example is read twice in an epoch and none crosses the
+// network.
 #include <cstdint>
 #include <map>
 #include <string>

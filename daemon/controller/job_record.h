@@ -1,7 +1,7 @@
 #pragma once
 // What the controller knows about one job, kept on disk (one JSON file per job under
 // <data_dir>/controller/jobs/) so that a restarted controller still shows past jobs. Its JSON
-// form is what `dtrain-submit status --json` prints (README: "status --json").
+// form is what `dtrain-submit status --json` prints (docs/user-guide.md, "JSON output").
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
@@ -41,7 +41,7 @@ struct JobRecord {
   // node that rejoins is sent its part of the plan again).
   std::map<std::string, std::vector<ShardFile>> shard_lists;
   Json data_plan;
-  // Kept on disk for a restarted controller that adopts the job (daemon/README.md,
+  // Kept on disk for a restarted controller that adopts the job (docs/architecture/daemon.md,
   // "Controller restart"): every node's start entry (with its boot) and the mesh kind.
   Json members = Json::array();
   std::string mesh;
@@ -63,10 +63,11 @@ struct JobRecord {
   // A queued job that goes on from its checkpoint with this many epochs done (`dtrain-submit
   // resume`); -1 for a fresh start.
   int64_t resume_epoch = -1;
-  // A cluster evaluation or inference job (daemon/README.md, "Evaluation and inference jobs"):
-  // task is Eval or Infer (Unknown for training; its word in JSON), task_request its data and options (the RunTask
-  // fields, as the client sent them). The model's bytes and the parts' state live only in
-  // memory: a restarted controller fails such a job (nodes cancel it as an orphan).
+  // A cluster evaluation or inference job (docs/architecture/daemon.md, "Evaluation and inference
+  // jobs"): task is Eval or Infer (Unknown for training; its word in JSON), task_request its data
+  // and options (the RunTask fields, as the client sent them). The model's bytes and the parts'
+  // state live only in memory: a restarted controller fails such a job (nodes cancel it as an
+  // orphan).
   TaskKind task = TaskKind::Unknown;
   bool is_task() const { return task != TaskKind::Unknown; }
   Json task_request = Json::object();

@@ -1,7 +1,7 @@
 #pragma once
-// The nodes a controller knows (daemon/README.md, "The controller"): who registered, on which
-// session, from which process (boot), whether it is alive, and the frames waiting to go to it.
-// A node's registration is checked here (no two live nodes share an id; every live node has
+// The nodes a controller knows (docs/architecture/daemon.md, "The controller"): who registered, on
+// which session, from which process (boot), whether it is alive, and the frames waiting to go to
+// it. A node's registration is checked here (no two live nodes share an id; every live node has
 // the same lane count). Not thread-safe: the controller calls it under its lock.
 #include <chrono>
 #include <cstdint>

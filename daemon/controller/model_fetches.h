@@ -1,6 +1,6 @@
 #pragma once
-// `dtrain-submit fetch JOB` (daemon/README.md, "Fetching a model"): the client asks for the
-// finished job's model one chunk at a time; the controller asks a node that reported the model
+// `dtrain-submit fetch JOB` (docs/architecture/daemon.md, "Fetching a model"): the client asks for
+// the finished job's model one chunk at a time; the controller asks a node that reported the model
 // with its result (the lowest rank first, or the node the client names to stay on one file) over
 // that node's session, waits for its answer without holding the controller's lock, and passes
 // the chunk back with the SHA-256 the node reported, which the client checks the whole file

@@ -1,7 +1,7 @@
 #pragma once
-// Where a job's workers go (daemon/README.md, "The controller"): which nodes may take it, whether a
-// node's workers run on its GPUs or its CPU, and how many there are. Pure functions of the spec and
-// what the nodes registered, so the rules are unit-tested without daemons.
+// Where a job's workers go (docs/architecture/daemon.md, "The controller"): which nodes may take
+// it, whether a node's workers run on its GPUs or its CPU, and how many there are. Pure functions
+// of the spec and what the nodes registered, so the rules are unit-tested without daemons.
 #include <cstdint>
 #include <optional>
 #include <string>

@@ -1,6 +1,6 @@
 #pragma once
-// The controller's answers to dtrain-submit (daemon/README.md, "The controller"): submit a
-// training job or a cluster evaluation/inference, list the jobs or nodes, one job's status or
+// The controller's answers to dtrain-submit (docs/architecture/daemon.md, "The controller"): submit
+// a training job or a cluster evaluation/inference, list the jobs or nodes, one job's status or
 // log, cancel, resume. One handler per request kind, found in a table. `fetch` and `stats` are
 // answered by ModelFetches and the stats store, which wait or read outside the lock.
 // Not thread-safe: the controller calls it under its lock.

@@ -1,7 +1,7 @@
 #pragma once
 // What the controller checks in the nodes' results before it calls a job a success
-// (daemon/README.md, "The controller"): the replicas agree, every node applied the same set of
-// updates (exactly once, at the cluster level), each replica is its initial parameters minus
+// (docs/architecture/daemon.md, "The controller"): the replicas agree, every node applied the same
+// set of updates (exactly once, at the cluster level), each replica is its initial parameters minus
 // the updates it applied, and the merged model is better than chance.
 #include <map>
 #include <optional>

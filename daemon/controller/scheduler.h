@@ -1,6 +1,6 @@
 #pragma once
-// Which job runs next and where (daemon/README.md, "The controller"): jobs queue in the order
-// submitted and run one at a time; a training job starts once enough live nodes can take it,
+// Which job runs next and where (docs/architecture/daemon.md, "The controller"): jobs queue in the
+// order submitted and run one at a time; a training job starts once enough live nodes can take it,
 // on those with the lowest node ids. Not thread-safe: the controller calls it under its lock.
 #include <cstdint>
 #include <deque>

@@ -1,6 +1,6 @@
 #pragma once
-// The controller's stats history (daemon/README.md, "Stats history"): the recorded steps and
-// epochs its nodes report (protocol/job_stats.h), kept per job in SQLite
+// The controller's stats history (docs/architecture/daemon.md, "Stats history"): the recorded steps
+// and epochs its nodes report (protocol/job_stats.h), kept per job in SQLite
 // (data_dir/controller/stats.db, WAL mode), so they outlive the job and the controller.
 // A row is keyed by (job, node, worker, iteration), so one a node sends again is stored once.
 #include <cstdint>

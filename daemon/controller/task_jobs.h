@@ -1,9 +1,9 @@
 #pragma once
-// Cluster evaluation and inference jobs (daemon/README.md, "Evaluation and inference jobs"):
-// `dtrain-submit eval|infer MODEL --cluster` ships a model; the job's data is split into parts
-// of whole batches (or, node-local, one part per file the nodes hold), each live node is given
-// its share, a lost node's parts go to the others, and the parts are merged exactly at the end.
-// Not thread-safe: the controller calls it under its lock.
+// Cluster evaluation and inference jobs (docs/architecture/daemon.md, "Evaluation and inference
+// jobs"): `dtrain-submit eval|infer MODEL --cluster` ships a model; the job's data is split into
+// parts of whole batches (or, node-local, one part per file the nodes hold), each live node is
+// given its share, a lost node's parts go to the others, and the parts are merged exactly at the
+// end. Not thread-safe: the controller calls it under its lock.
 #include <cstdint>
 #include <functional>
 #include <string>

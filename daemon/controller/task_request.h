@@ -1,6 +1,6 @@
 #pragma once
-// A client's request for a cluster evaluation or inference job (daemon/README.md, "Evaluation
-// and inference jobs"), checked field by field before anything is queued: bounds, known
+// A client's request for a cluster evaluation or inference job (docs/architecture/daemon.md,
+// "Evaluation and inference jobs"), checked field by field before anything is queued: bounds, known
 // metrics, absolute data paths, and output places (infer's folder, the ROC curves' file) that
 // lie inside one of the daemon's `task_outputs` folders and outside its data_dir. The checked
 // request holds only those fields; it is what the job record keeps and the Task frames carry.

@@ -1,8 +1,8 @@
 #pragma once
 // What the controller does with the parts of a cluster evaluation or inference job
-// (daemon/README.md, "Evaluation and inference jobs"): checks each node's PartDone report, and
-// at the end joins the parts, in part order, into the job's result. Pure functions over the
-// reports, so the merging is unit-tested without daemons.
+// (docs/architecture/daemon.md, "Evaluation and inference jobs"): checks each node's PartDone
+// report, and at the end joins the parts, in part order, into the job's result. Pure functions over
+// the reports, so the merging is unit-tested without daemons.
 #include <cstdint>
 #include <map>
 #include <string>

@@ -1,9 +1,9 @@
-// Node-local evaluation (`dtrain-submit eval MODEL --cluster --shards PATTERN`; daemon/README.md,
-// "Evaluation and inference jobs"): every node of the job lists the packed files it holds; once
-// every live node has, each distinct file becomes a part, evaluated by one of its holders
-// (daemon/controller/data_plan.h, make_task_parts). A lost node's parts go to other holders of
-// the same files; a file that no live node holds fails the job by name, since the merged counts
-// must cover every example.
+// Node-local evaluation (`dtrain-submit eval MODEL --cluster --shards PATTERN`;
+// docs/architecture/daemon.md, "Evaluation and inference jobs"): every node of the job lists the
+// packed files it holds; once every live node has, each distinct file becomes a part, evaluated by
+// one of its holders (daemon/controller/data_plan.h, make_task_parts). A lost node's parts go to
+// other holders of the same files; a file that no live node holds fails the job by name, since the
+// merged counts must cover every example.
 #include <spdlog/spdlog.h>
 
 #include "daemon/controller/task_jobs.h"

@@ -1,4 +1,4 @@
-// A restarted controller adopts the job that was running (daemon/README.md, "Controller
+// A restarted controller adopts the job that was running (docs/architecture/daemon.md, "Controller
 // restart"). Its nodes kept training while the controller was away, their reports waiting in
 // their outboxes; as each registers again it says which jobs it still runs. A node that still
 // runs the job is adopted. One that does not may have finished its part (its result is on its

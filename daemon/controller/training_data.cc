@@ -1,5 +1,5 @@
-// Node-local data (data.train.shards; daemon/README.md, "Node-local data"): every node of the
-// job lists the export's files it holds; once every live node has, the controller gives each
+// Node-local data (data.train.shards; docs/architecture/daemon.md, "Node-local data"): every node
+// of the job lists the export's files it holds; once every live node has, the controller gives each
 // file to one holder (daemon/controller/data_plan.h) and sends every node its part of the plan.
 #include <spdlog/spdlog.h>
 

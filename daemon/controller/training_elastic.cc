@@ -1,6 +1,6 @@
-// Elastic membership (daemon/README.md, "Elastic membership"): a job with `training.nodes:
-// {min: M, max: N}` starts once M nodes are there and gets a vacant slot (a member entry
-// without an address, id kFirstSlotId + k) for each node it may still take. Its workers and
+// Elastic membership (docs/architecture/daemon.md, "Elastic membership"): a job with
+// `training.nodes: {min: M, max: N}` starts once M nodes are there and gets a vacant slot (a member
+// entry without an address, id kFirstSlotId + k) for each node it may still take. Its workers and
 // shards are fixed from the start; the live nodes do the vacant slots' shards at every epoch
 // end (the takeover of a lost node's minibatches). A node that registers later takes the
 // first vacant slot: it is sent the job to join like a restarted member rejoins, the others

@@ -1,5 +1,5 @@
-// The end of a training job (daemon/README.md, "The controller"): its state from the nodes'
-// failures and results; a success only once the results pass the checks of result_checks.h.
+// The end of a training job (docs/architecture/daemon.md, "The controller"): its state from the
+// nodes' failures and results; a success only once the results pass the checks of result_checks.h.
 #include "daemon/controller/result_checks.h"
 #include "daemon/controller/training_jobs.h"
 

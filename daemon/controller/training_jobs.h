@@ -1,10 +1,10 @@
 #pragma once
-// The life of a training job on the cluster (daemon/README.md, "The controller"): it starts on
-// the nodes the scheduler chose, the nodes' reports move it on, lost members are dropped and may
-// rejoin, new nodes join an elastic job's vacant slots, a restarted controller adopts it, it goes
-// on from its consistent checkpoint, and at the end the nodes' results are checked and merged.
-// Its parts are in training_*.cc, one concept each. Not thread-safe: the controller calls it
-// under its lock.
+// The life of a training job on the cluster (docs/architecture/daemon.md, "The controller"): it
+// starts on the nodes the scheduler chose, the nodes' reports move it on, lost members are dropped
+// and may rejoin, new nodes join an elastic job's vacant slots, a restarted controller adopts it,
+// it goes on from its consistent checkpoint, and at the end the nodes' results are checked and
+// merged. Its parts are in training_*.cc, one concept each. Not thread-safe: the controller calls
+// it under its lock.
 #include <cstdint>
 #include <functional>
 #include <string>

@@ -1,6 +1,6 @@
-// Lost members coming back (daemon/README.md, "Lost and restarted members"): a node the running
-// job dropped registers again and is sent the job to rejoin; once its new part is on the job's
-// mesh (Attached) the others are told to admit it at their next epoch end.
+// Lost members coming back (docs/architecture/daemon.md, "Lost and restarted members"): a node the
+// running job dropped registers again and is sent the job to rejoin; once its new part is on the
+// job's mesh (Attached) the others are told to admit it at their next epoch end.
 #include <spdlog/spdlog.h>
 
 #include <algorithm>

@@ -1,4 +1,4 @@
-// What a node's report does to its training job (daemon/README.md, "The controller").
+// What a node's report does to its training job (docs/architecture/daemon.md, "The controller").
 #include <spdlog/spdlog.h>
 
 #include "daemon/controller/training_jobs.h"

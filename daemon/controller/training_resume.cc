@@ -1,5 +1,5 @@
-// A job goes on from its consistent checkpoint (daemon/README.md, "Resume"): after the whole
-// cluster went down (every node that came back restarted; those that did not are left out),
+// A job goes on from its consistent checkpoint (docs/architecture/daemon.md, "Resume"): after the
+// whole cluster went down (every node that came back restarted; those that did not are left out),
 // or by hand (`dtrain-submit resume JOB`) after it failed or was cancelled. Each node that holds
 // the checkpoint is sent the job again with `resume_epoch`, finds its own copy of it
 // (core::find_epoch_checkpoint) and starts there; the replicas agree at epoch ends, so any

@@ -1,7 +1,7 @@
 #pragma once
-// HTTP on the status port (daemon/README.md, "Status and metrics"; loopback by default): /status as
-// JSON and /metrics in Prometheus text format, both rendered on request from the daemon's live
-// state; and the read-only dashboard (/, /assets/NAME, /api/...).
+// HTTP on the status port (docs/architecture/daemon.md, "Status and metrics"; loopback by default):
+// /status as JSON and /metrics in Prometheus text format, both rendered on request from the
+// daemon's live state; and the read-only dashboard (/, /assets/NAME, /api/...).
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -26,7 +26,7 @@ struct DashboardApi {
 class StatusServer {
  public:
   // Binds address:port (0: any free port); throws core::UserError when it cannot. Serves
-  // /status, /metrics, and the dashboard at / (daemon/README.md, "Dashboard").
+  // /status, /metrics, and the dashboard at / (docs/architecture/daemon.md, "Dashboard").
   StatusServer(const std::string& address, uint16_t port, std::function<Json()> status,
                DashboardApi dashboard = {});
   ~StatusServer();

@@ -1,8 +1,8 @@
 #pragma once
-// The node's UDP data channel (daemon/README.md, "Roles, ports and config"; transport/README.md,
-// "The data channel"): one endpoint on the data port carrying every job, told apart by job id. Each
-// running job has a MeshNode on it; deliveries go to the mesh of their job, and a lost peer is
-// reported to every job's mesh.
+// The node's UDP data channel (docs/architecture/daemon.md, "Roles, ports and config";
+// docs/architecture/transport.md, "The data channel"): one endpoint on the data port carrying every
+// job, told apart by job id. Each running job has a MeshNode on it; deliveries go to the mesh of
+// their job, and a lost peer is reported to every job's mesh.
 #include <cstdint>
 #include <map>
 #include <memory>

@@ -1,7 +1,7 @@
 #pragma once
-// The GPUs this node offers to jobs (daemon/README.md, "The node"): what the driver reports,
-// narrowed by dtraind.yaml's `gpus: all | none | [0, 1]`. A listed GPU that does not exist stops
-// the daemon at start with the GPUs it did find.
+// The GPUs this node offers to jobs (docs/architecture/daemon.md, "The node"): what the driver
+// reports, narrowed by dtraind.yaml's `gpus: all | none | [0, 1]`. A listed GPU that does not exist
+// stops the daemon at start with the GPUs it did find.
 #include <vector>
 
 #include "daemon/config/daemon_config.h"

@@ -1,7 +1,8 @@
 #pragma once
-// This node's part of one training job, as NodeAgent drives it (daemon/README.md, "The node"):
-// JobRunner in the daemon; tests/unit/node_agent_test starts fakes instead (JobPartFactory), to
-// show what the agent does with the controller's frames without training anything.
+// This node's part of one training job, as NodeAgent drives it (docs/architecture/daemon.md, "The
+// node"): JobRunner in the daemon; tests/unit/node_agent_test starts fakes instead
+// (JobPartFactory), to show what the agent does with the controller's frames without training
+// anything.
 #include <cstdint>
 #include <functional>
 #include <memory>

@@ -1,8 +1,8 @@
 #pragma once
 // One job on this node, on a thread of its own: reads the spec (its data files must exist here
 // at the same paths, or with data.train.shards the files the controller's plan gives this
-// node; daemon/README.md, "Node-local data"), joins the job's mesh on the node's data channel,
-// trains its share with gradient sharing (core::train_local with a MeshExchange), reports
+// node; docs/architecture/daemon.md, "Node-local data"), joins the job's mesh on the node's data
+// channel, trains its share with gradient sharing (core::train_local with a MeshExchange), reports
 // progress and the result to the controller, and leaves the mesh only once every other node
 // has finished, so that nothing it still has to relay is lost. A failure is reported by name;
 // it never takes the daemon down.

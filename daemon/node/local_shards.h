@@ -1,6 +1,6 @@
 #pragma once
-// Node-local data (data.train.shards; daemon/README.md, "Node-local data"): the export's files
-// this node holds, listed for the controller, which gives each file to one holder.
+// Node-local data (data.train.shards; docs/architecture/daemon.md, "Node-local data"): the export's
+// files this node holds, listed for the controller, which gives each file to one holder.
 #include <string>
 #include <vector>
 

@@ -564,8 +564,8 @@ core::NodeExchange::EvaluationShard MeshExchange::evaluation_shard() {
   return part;
 }
 
-// The stall report (daemon/README.md, "Stall reports"): a wait that passes the threshold names
-// who it waits for, since when, and what was last heard from each; again at every further
+// The stall report (docs/architecture/daemon.md, "Stall reports"): a wait that passes the threshold
+// names who it waits for, since when, and what was last heard from each; again at every further
 // threshold, until it ends or reaches the epoch deadline.
 bool MeshExchange::wait_reporting(std::unique_lock<std::mutex>& lock, const std::string& what,
                                   const std::vector<std::string>& waiting,

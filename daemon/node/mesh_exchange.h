@@ -1,12 +1,12 @@
 #pragma once
-// Gradient sharing between nodes (daemon/README.md, "The mesh exchange") over the job's mesh: every
-// message of this node's workers goes once to the mesh, tagged with the epoch and minibatch its
-// worker was at, every message from another node goes to the local workers' bus. At an epoch end
-// each node announces how many messages it published in that epoch and its workers' thresholds; a
-// node continues once it has received that many from every live node, so that all replicas agree
-// before they are evaluated (and tau is averaged over every worker of the job). A lost node is not
-// waited for: the survivors do its minibatches that are left (from the last position its messages
-// carried) and meet at a second barrier.
+// Gradient sharing between nodes (docs/architecture/daemon.md, "The mesh exchange") over the job's
+// mesh: every message of this node's workers goes once to the mesh, tagged with the epoch and
+// minibatch its worker was at, every message from another node goes to the local workers' bus. At
+// an epoch end each node announces how many messages it published in that epoch and its workers'
+// thresholds; a node continues once it has received that many from every live node, so that all
+// replicas agree before they are evaluated (and tau is averaged over every worker of the job). A
+// lost node is not waited for: the survivors do its minibatches that are left (from the last
+// position its messages carried) and meet at a second barrier.
 #include <atomic>
 #include <chrono>
 #include <condition_variable>

@@ -224,8 +224,8 @@ void NodeAgent::on_job_message(const JobMessageIn& m) {
     std::lock_guard<std::mutex> out(mutex_);
     outbox_.push_back({JobKind::ModelChunk, chunk_frame(job_id, chunk)});
   } else if (m.kind == JobKind::Rejoin) {
-    // A lost member of this job restarted and is coming back (daemon/README.md, "Lost and
-    // restarted members"): its new boot is the one to take datagrams from.
+    // A lost member of this job restarted and is coming back (docs/architecture/daemon.md, "Lost
+    // and restarted members"): its new boot is the one to take datagrams from.
     if (m.rejoin.boot != 0) channel_->endpoint().announce_boot(m.rejoin.id, m.rejoin.boot);
     if (it != jobs_.end()) it->second->rejoin(m.rejoin);
   } else if (m.kind != JobKind::Heartbeat) {
@@ -367,7 +367,8 @@ Json NodeAgent::status() {
             {"data_port", channel_->endpoint().port()}, {"data_lanes", channel_->endpoint().lanes()},
             {"controller_connected", bool(connected_)},
             {"jobs", Json::array()}, {"peers", Json::array()}, {"gpus", Json::array()},
-            // data.tag_threads, and how much of the tagging they took (transport/README.md)
+            // data.tag_threads, and how much of the tagging they took
+            // (docs/architecture/transport.md)
             {"tag_threads", channel_->endpoint().tag_threads()},
             {"data_faults", config_.data_faults.active()},
             {"tags_on_workers", channel_->endpoint().tags_on_workers()}};

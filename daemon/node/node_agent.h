@@ -1,9 +1,9 @@
 #pragma once
-// A node's side of the cluster (daemon/README.md, "The node"): binds the data channel, registers
-// with the controller over the authenticated control channel (reconnecting with a pause when it is
-// away), sends heartbeats, starts the jobs the controller assigns (one JobRunner each) and passes
-// their progress and results back. The node id is drawn once and kept in <data_dir>/node_id, so a
-// restarted daemon is the same member.
+// A node's side of the cluster (docs/architecture/daemon.md, "The node"): binds the data channel,
+// registers with the controller over the authenticated control channel (reconnecting with a pause
+// when it is away), sends heartbeats, starts the jobs the controller assigns (one JobRunner each)
+// and passes their progress and results back. The node id is drawn once and kept in
+// <data_dir>/node_id, so a restarted daemon is the same member.
 #include <atomic>
 #include <chrono>
 #include <deque>

@@ -1,5 +1,5 @@
 #pragma once
-// A node's part of the job's stats history (daemon/README.md, "Stats history"): every
+// A node's part of the job's stats history (docs/architecture/daemon.md, "Stats history"): every
 // `stride`-th step of each of its workers (loss, samples/s, τ, density, encoding, message bytes,
 // residual norm, and where the step's time went) and every epoch's figures, sent to the
 // controller as Stats reports about once a second and at the end. The stride keeps a whole job

@@ -1,5 +1,5 @@
 #pragma once
-// A cluster evaluation or inference job on this node (daemon/README.md, "Evaluation and
+// A cluster evaluation or inference job on this node (docs/architecture/daemon.md, "Evaluation and
 // inference jobs"), on a thread of its own: it loads the model the controller shipped and the
 // data (at the same path on every node) once, then evaluates or predicts each part it is given
 // (core/data/part_range.h) and reports each as a PartDone: an evaluation's counts or sums, or

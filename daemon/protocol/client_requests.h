@@ -1,5 +1,5 @@
 #pragma once
-// What a command-line client asks the controller, and the answer (transport/schema/control.fbs
+// What a command-line client asks the controller, and the answer (daemon/protocol/control.fbs
 // Request and Reply): one struct with each request kind's arguments, one builder
 // (request_frame) and one reader (read_request). A client sends one request per connection;
 // the reply's body is JSON, the very object `dtrain-submit ... --json` prints.

@@ -1,9 +1,10 @@
 #pragma once
-// The control conversations (daemon/README.md) as ControlFrames (transport/schema/control.fbs):
-// a node registers and then exchanges job messages with the controller on one long-lived
-// connection; a command-line client sends one request per connection and reads the reply.
-// Every job message and node report is a typed table (node_reports.h for the reports); the
-// requests and replies of command-line clients carry JSON: the objects `--json` prints.
+// The control conversations (docs/architecture/daemon.md) as ControlFrames
+// (daemon/protocol/control.fbs): a node registers and then exchanges job messages with the
+// controller on one long-lived connection; a command-line client sends one request per connection
+// and reads the reply. Every job message and node report is a typed table (node_reports.h for the
+// reports); the requests and replies of command-line clients carry JSON: the objects `--json`
+// prints.
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -26,7 +27,7 @@ struct NodeRegistration {
   uint64_t boot_id = 0;
   std::string name, address;
   uint16_t data_port = 0;
-  uint8_t data_lanes = 1;  // data.lanes (transport/README.md, "Lanes")
+  uint8_t data_lanes = 1;  // data.lanes (docs/architecture/transport.md, "Lanes")
   uint32_t cores = 1;
   struct Gpu {
     uint32_t index = 0;
@@ -108,8 +109,8 @@ std::vector<uint8_t> data_plan_frame(uint64_t job_id, const DataPlanMessage& pla
 std::vector<uint8_t> start_frame(uint64_t job_id, const StartMessage& start);
 std::vector<uint8_t> rejoin_frame(uint64_t job_id, const RejoinMessage& rejoin);
 std::vector<uint8_t> cancel_frame(uint64_t job_id);
-// To a node: the controller has read `count` frames of this session (daemon/README.md, "Control
-// conversations": the node keeps every report until it is counted here).
+// To a node: the controller has read `count` frames of this session (docs/architecture/daemon.md,
+// "Control conversations": the node keeps every report until it is counted here).
 std::vector<uint8_t> received_frame(uint64_t count);
 
 struct JobMessageIn {

@@ -1,5 +1,5 @@
 #pragma once
-// Where a job is (daemon/README.md, "The controller"): an enum inside the daemons and
+// Where a job is (docs/architecture/daemon.md, "The controller"): an enum inside the daemons and
 // dtrain-submit, a word in job records, `status --json` and the dashboard.
 #include <optional>
 #include <string>

@@ -1,6 +1,6 @@
 #pragma once
-// The stats history of a job (daemon/README.md, "Stats history"): a node's Stats report holds
-// rows of recorded steps, one per worker per `stride` of its steps, and a row per epoch; the
+// The stats history of a job (docs/architecture/daemon.md, "Stats history"): a node's Stats report
+// holds rows of recorded steps, one per worker per `stride` of its steps, and a row per epoch; the
 // controller keeps them in its SQLite store (controller/stats_store.h) and `dtrain-submit stats`
 // prints them. The report travels as a StatsReport table (daemon/protocol/node_reports.h).
 #include <array>

@@ -1,5 +1,5 @@
 #pragma once
-// `dtrain-submit fetch JOB` (daemon/README.md, "Fetching a model"): the client asks the
+// `dtrain-submit fetch JOB` (docs/architecture/daemon.md, "Fetching a model"): the client asks the
 // controller for the job's model chunk by chunk; the controller asks a node that finished the
 // job (FetchModel) and passes its answer (ModelChunk) back. The client checks the whole file
 // against the SHA-256 the node reported with its result, so a file replaced since (a later job

@@ -1,7 +1,7 @@
 #pragma once
 // The JSON the controller keeps for a node's progress, result and finished parts: what its job
-// records hold and `dtrain-submit status --json` prints (daemon/README.md, "Status"). The wire
-// carries the typed reports (node_reports.h); this is their one JSON form.
+// records hold and `dtrain-submit status --json` prints (docs/architecture/daemon.md, "Status and
+// metrics"). The wire carries the typed reports (node_reports.h); this is their one JSON form.
 #include <nlohmann/json.hpp>
 
 #include "daemon/protocol/node_reports.h"

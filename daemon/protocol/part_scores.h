@@ -1,9 +1,9 @@
 #pragma once
 // A part of an evaluation in report form (node_reports.h), from core/eval's figures: its counts
-// (a training job's Result, a cluster evaluation's PartDone) and its ROC scores (daemon/README.md,
-// "Evaluation and inference jobs"): the softmax outputs and labels of its examples, so that the
-// controller's ROC is exactly the one-machine one. In the controller's job record the scores are
-// raw little-endian float32 and int32, base64 (node_reports_json.h).
+// (a training job's Result, a cluster evaluation's PartDone) and its ROC scores
+// (docs/architecture/daemon.md, "Evaluation and inference jobs"): the softmax outputs and labels of
+// its examples, so that the controller's ROC is exactly the one-machine one. In the controller's
+// job record the scores are raw little-endian float32 and int32, base64 (node_reports_json.h).
 #include <optional>
 
 #include "core/eval/evaluation.h"

@@ -1,6 +1,7 @@
 #pragma once
-// A node's list of the data.train.shards files it holds (node-local data; daemon/README.md,
-// "Node-local data"), as its Shards report carries it to the controller.
+// A node's list of the data.train.shards files it holds (node-local data;
+// docs/architecture/daemon.md, "Node-local data"), as its Shards report carries it to the
+// controller.
 #include <cstdint>
 #include <string>
 #include <vector>

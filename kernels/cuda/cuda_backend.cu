@@ -1,5 +1,5 @@
-// The CUDA backend (kernels/README.md, "Implementations"): one object per GPU worker, with its
-// own device, stream, cuBLAS and cuDNN handles. Matrix products are cuBLAS (FP32, no TF32:
+// The CUDA backend (docs/architecture/kernels.md, "Implementations"): one object per GPU worker,
+// with its own device, stream, cuBLAS and cuDNN handles. Matrix products are cuBLAS (FP32, no TF32:
 // PyTorch's default for matmul), convolutions and pooling cuDNN, the rest our kernels
 // (cuda_ops.h), the codec the kernels of codec_cuda.cu. Operations are queued on the stream;
 // download, loss and synchronize wait.

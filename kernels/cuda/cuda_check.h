@@ -1,6 +1,6 @@
 #pragma once
-// Every CUDA, cuBLAS and cuDNN call is checked (kernels/README.md, "Invariants"): a failure
-// throws CudaError naming the call, the device and what to do. The trainer turns it into a
+// Every CUDA, cuBLAS and cuDNN call is checked (docs/architecture/kernels.md, "Invariants"): a
+// failure throws CudaError naming the call, the device and what to do. The trainer turns it into a
 // failed job; the daemon stays up.
 #include <cublas_v2.h>
 #include <cuda_runtime.h>

@@ -1,7 +1,8 @@
 #pragma once
-// Mixed precision on the GPU (kernels/README.md, "Mixed precision"): fp32 tensors are converted
-// to bf16/fp16 right before a cuBLAS product or a cuDNN convolution and the results come back in
-// fp32, so everything else (activations, parameters, gradients, updaters, the codec) stays fp32.
+// Mixed precision on the GPU (docs/architecture/kernels.md, "Mixed precision"): fp32 tensors are
+// converted to bf16/fp16 right before a cuBLAS product or a cuDNN convolution and the results come
+// back in fp32, so everything else (activations, parameters, gradients, updaters, the codec) stays
+// fp32.
 #include <cuda_runtime.h>
 
 #include <cstddef>

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# A chunk refused by reassembly is sent again, not lost (issue 13): three daemons whose
-# reassembly budget (data.reassembly_mb: 1) holds one node's parameters (0.9 MB, the example
-# MLP) but not the two that arrive each averaging round. Parameter averaging must still end
-# with identical replicas, and the nodes' /metrics must show that chunks were refused for room
-# (no_room), i.e. that the budget was really exceeded and the retransmission really used.
+# A chunk refused by reassembly is sent again, not lost (docs/architecture/transport.md, "The data
+# channel"): three daemons whose reassembly budget (data.reassembly_mb: 1) holds one node's
+# parameters (0.9 MB, the example MLP) but not the two that arrive each averaging round. Parameter
+# averaging must still end with identical replicas, and the nodes' /metrics must show that chunks
+# were refused for room (no_room), i.e. that the budget was really exceeded and the retransmission
+# really used.
 set -u
 SPEC="$(cd "$(dirname "$4")" && pwd)/$(basename "$4")"  # before lib.sh changes directory
 source "$(dirname "$0")/lib.sh" averaging_budget "$1" "$2" "$3"

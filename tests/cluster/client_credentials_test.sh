@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Client credentials as an operator and a user meet them (issue 13, README "Client
+# Client credentials as an operator and a user meet them (docs/operations.md, "Client
 # credentials"), on one daemon (node and controller) on loopback:
 # - `dtraind keygen --client alice FILE` makes a credential of mode 0600;
 # - before the controller lists it, `dtrain-submit --credential FILE` is refused (exit 2) with

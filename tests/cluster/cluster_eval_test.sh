@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Evaluation and inference as cluster jobs (issue 17; README "Evaluation and inference on the
+# Evaluation and inference as cluster jobs (docs/user-guide.md, "Evaluation and inference on the
 # cluster"), over three daemons:
 # - `eval --cluster` of a saved model equals the one-machine `eval` exactly (examples, accuracy,
 #   top-N, macro F1, the confusion matrix; with roc in the same job every class's AUC and the

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Every daemon SIGKILLed mid-job (a power loss) and started again (issue 14, daemon/README.md,
+# Every daemon SIGKILLed mid-job (a power loss) and started again (docs/architecture/daemon.md,
 # "Controller restart"): the restarted controller finds the job running, every node comes back
 # as a new process with its part gone, and the job resumes from its consistent checkpoint (the
 # epoch every node has a checkpoint for), each node from its own copy. The job succeeds at the

@@ -2,10 +2,11 @@
 # Three dtraind processes on loopback (tools/local_cluster.sh) train Fashion-MNIST together
 # with gradient sharing and with parameter averaging, driven by dtrain-submit as a user would:
 # each job reaches 0.85 test accuracy, the replicas agree, `status --json` shows it, the model
-# file evaluates to the same accuracy, /metrics and /status answer; bad submissions (wrong key, output outside the data directory, malformed spec) are
-# refused before any node is touched; a node SIGKILLed mid-job is named and the job finishes
-# on the others (they cover its minibatches), and once restarted it rejoins with a live
-# node's parameters. Every wait has a deadline and says what it was waiting for.
+# file evaluates to the same accuracy, /metrics and /status answer; bad submissions (wrong key,
+# output outside the data directory, malformed spec) are refused before any node is touched; a node
+# SIGKILLed mid-job is named and the job finishes on the others (they cover its minibatches), and
+# once restarted it rejoins with a live node's parameters. Every wait has a deadline and says what
+# it was waiting for.
 set -u
 SPEC="$(cd "$(dirname "$4")" && pwd)/$(basename "$4")"
 source "$(dirname "$0")/lib.sh" cluster "$1" "$2" "$3"
@@ -81,7 +82,7 @@ python3 -c "import sys; sys.exit(0 if abs($(json ckpt.json "j['accuracy']") - $e
 [[ $(json nodes.json "j['protocol']['control_port']") == "${DTRAIN_CONTROLLER##*:}" ]] ||
   fail "nodes --json: control_port $(json nodes.json "j['protocol']['control_port']"), bound ${DTRAIN_CONTROLLER##*:}"
 # The wire and control versions a node of another release would have to match, and each node's
-# data port (issue 13's "Done when").
+# data port (docs/user-guide.md, "JSON output").
 [[ $(json nodes.json "j['protocol']['wire_version']") == 4 ]] ||
   fail "nodes --json: wire_version $(json nodes.json "j['protocol'].get('wire_version')"), expected 4"
 [[ $(json nodes.json "all(n['data_port'] > 0 for n in j['nodes'])") == True ]] ||

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# A controller SIGKILLed mid-job and restarted (issues 13 and 14, daemon/README.md, "Controller
+# A controller SIGKILLed mid-job and restarted (docs/architecture/daemon.md, "Controller
 # restart"): the job goes on. The nodes keep training while the controller is away, register
 # again saying they still run the job, and the restarted controller adopts it: the job succeeds
 # with its replicas agreeing, its log has every epoch of the nodes that kept training (training

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The dashboard (issue 15, daemon/README.md "Dashboard") as a person sees it: Debian's chromium,
+# The dashboard (docs/architecture/daemon.md, "Dashboard") as a person sees it: Debian's chromium,
 # headless, loads the controller's page of a running 3-node job. The loss chart has series from
 # every node and grows while the job runs; after the job the confusion matrix has 10 x 10 cells;
 # no script error and no file that failed to load. The job list and the nodes are shown. A

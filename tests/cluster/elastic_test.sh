@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Elastic membership (issue 14, daemon/README.md "Elastic membership"): a job with
+# Elastic membership (docs/architecture/daemon.md, "Elastic membership"): a job with
 # `nodes: {min: 3, max: 4}` starts on the three daemons there, the live nodes doing the vacant
 # slot's shard at each epoch end; a fourth daemon started mid-job joins at the next epoch end
 # with a live node's parameters, trains the slot's shard from then on (nobody takes it over

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# GPU and CPU nodes in one cluster (daemon/README.md, "The controller"): three daemons on this
-# machine, node-1 with GPUs (emulated ones here: DTRAIN_EMULATED_GPUS, CPU arithmetic behind
+# GPU and CPU nodes in one cluster (docs/architecture/daemon.md, "The controller"): three daemons on
+# this machine, node-1 with GPUs (emulated ones here: DTRAIN_EMULATED_GPUS, CPU arithmetic behind
 # device-memory discipline; on a GPU machine with a --config=cuda build set REAL_GPUS=1 to use the
 # real one), node-2 and node-3 with `gpus: none`.
 # - `dtrain-submit nodes --json` lists node-1's GPU (index, name, memory) and none elsewhere;

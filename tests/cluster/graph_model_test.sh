@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
-# A graph model across the cluster (core/README.md "Graph models", README "Graph models"): a small residual
-# network with a projection shortcut, same padding and a concat of two global poolings, trained
-# for two epochs of Fashion-MNIST by three daemons, node-1 on its (emulated) GPU and the other two
-# on their CPUs. The job succeeds, reaches 0.85 test accuracy, its replicas agree within 1e-5
-# across devices, every node applied the same updates exactly once, and the fetched model
-# evaluates on this machine to exactly the accuracy the job reported (the nodes' batch-norm
-# statistics are averaged across the cluster at each epoch end; before they were, they differed
-# by 19 test examples). The same job from `dtrain-submit export`'s packed files trains too, read
-# whole by every node and as node-local shards (each node one file).
+# A graph model across the cluster (docs/architecture/core.md "Graph models", docs/user-guide.md,
+# "Graph models"): a small residual network with a projection shortcut, same padding and a concat of
+# two global poolings, trained for two epochs of Fashion-MNIST by three daemons, node-1 on its
+# (emulated) GPU and the other two on their CPUs. The job succeeds, reaches 0.85 test accuracy, its
+# replicas agree within 1e-5 across devices, every node applied the same updates exactly once, and
+# the fetched model evaluates on this machine to exactly the accuracy the job reported (the nodes'
+# batch-norm statistics are averaged across the cluster at each epoch end; before they were, they
+# differed by 19 test examples). The same job from `dtrain-submit export`'s packed files trains too,
+# read whole by every node and as node-local shards (each node one file).
 # Every wait has a deadline.
 set -u
 source "$(dirname "$0")/lib.sh" graph "$1" "$2" "$3"

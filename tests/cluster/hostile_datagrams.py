@@ -1,5 +1,5 @@
-"""An attacker on the data network of a running job (issue 13): it listens on the loopback
-interface for the job's datagrams (to the given data ports), then sends COUNT hostile datagrams
+"""An attacker on the data network of a running job (docs/architecture/transport.md, "The data
+channel"): it listens on the loopback interface for the job's datagrams (to the given data ports), then sends COUNT hostile datagrams
 at the nodes, in equal parts: random bytes, truncated copies, copies with one bit flipped,
 exact replays to the node they were for, replays to another node, and copies that claim the
 old wire version. Seeded; prints what it sent, one line per kind.

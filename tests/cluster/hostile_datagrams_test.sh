@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# 30,000 hostile datagrams at the nodes of a running job (issue 13): random, truncated,
-# bit-flipped, replayed to the node they were for, replayed at another node, and claiming the
-# old wire version (tests/cluster/hostile_datagrams.py captures the job's own datagrams on lo).
+# 30,000 hostile datagrams at the nodes of a running job (docs/architecture/transport.md, "The data
+# channel"): random, truncated, bit-flipped, replayed to the node they were for, replayed at another
+# node, and claiming the old wire version (tests/cluster/hostile_datagrams.py captures the job's own
+# datagrams on lo).
 # - the job succeeds, its replicas agree and every node applied the same updates exactly once;
 # - each node's /metrics answers 200 throughout;
 # - the refusals are counted under their reasons: replays at another node as wrong_receiver,

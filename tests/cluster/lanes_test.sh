@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Lanes (transport/README.md, "Lanes"): three dtraind processes on loopback, each with data.lanes
-# 3 (three I/O threads and sockets on its data port), train the example together with gradient
-# sharing: the job succeeds with its replicas agreeing, no datagram reaches another lane's
+# Lanes (docs/architecture/transport.md, "Lanes"): three dtraind processes on loopback, each with
+# data.lanes 3 (three I/O threads and sockets on its data port), train the example together with
+# gradient sharing: the job succeeds with its replicas agreeing, no datagram reaches another lane's
 # socket, and `nodes --json` shows each node's lanes. A fourth daemon with another lane count is
 # refused when it registers, naming the fix, and never joins. Every wait has a deadline.
 set -u

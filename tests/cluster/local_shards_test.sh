@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Node-local data (issue 16, README "Node-local data"): the MLP example exported once into 7
+# Node-local data (docs/user-guide.md, "Node-local data"): the MLP example exported once into 7
 # packed files, which three daemons hold in folders of their own (data.train.shards with
 # {node}): node-1 files 0-2 and a copy of 3, node-2 files 3-4, node-3 files 5-6 and a copy of 0.
 # The controller gives each file to one holder; the job trains to the example's accuracy with

@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # A node paused for longer than the peer timeout (SIGSTOP, then SIGCONT: a VM migration or a
-# long stall looks the same) must not kill a healthy job (issue 14). While it is away the
-# others drop it (gradient sharing covers its minibatches, parameter averaging leaves it out of
-# its rounds); when it is back, either mode takes it back with a live replica at the next epoch
-# end. The job succeeds, the replicas of every node, the paused one included, agree, and the
-# paused node trains nothing afterwards that nobody asked for. Last, a parameter-averaging job
-# takes back a node SIGKILLed and restarted (a new process): its replica agrees at the end.
+# long stall looks the same) must not kill a healthy job (docs/architecture/daemon.md, "Lost and
+# restarted members"). While it is away the others drop it (gradient sharing covers its minibatches,
+# parameter averaging leaves it out of its rounds); when it is back, either mode takes it back with
+# a live replica at the next epoch end. The job succeeds, the replicas of every node, the paused one
+# included, agree, and the paused node trains nothing afterwards that nobody asked for. Last, a
+# parameter-averaging job takes back a node SIGKILLed and restarted (a new process): its replica
+# agrees at the end.
 set -u
 SPEC="$(cd "$(dirname "$4")" && pwd)/$(basename "$4")"  # before lib.sh changes directory
 source "$(dirname "$0")/lib.sh" pause "$1" "$2" "$3"

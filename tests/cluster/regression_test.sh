@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Regression end to end (issue 17; README "Regression"): tools/data/make_regression_csv.py writes
+# Regression end to end (docs/user-guide.md, "Regression"): tools/data/make_regression_csv.py writes
 # the example's data, configs/regression-mlp.yaml (CSV with `labels: regression`, an identity
 # output with mse) trains on this machine (--local) and across three daemons. Both reach R² of
 # at least 0.9 on each target column; the job's replicas agree; the metrics `eval --json` prints

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# `dtrain-submit resume JOB` (issue 14, daemon/README.md "Resume"): a cancelled job with a
+# `dtrain-submit resume JOB` (docs/architecture/daemon.md, "Resume"): a cancelled job with a
 # consistent checkpoint goes on from it, by hand, on the nodes that hold it and are back. Here
 # node-3 is SIGKILLed after the cancel, so the job resumes on node-1 and node-2 only; each starts
 # from exactly the parameters it wrote into its checkpoint (their SHA-256 as written, as read back

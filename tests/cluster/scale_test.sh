@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Convergence at scale (core/README.md, "Staleness and corrections"): nine dtraind processes on
-# loopback, one worker each, train the example MLP with the default settings in plain and in mesh
-# mode and must come close to what one worker reaches in the same epochs (measured here first, with
-# --local). Each of those jobs also checks, across processes:
+# Convergence at scale (docs/architecture/core.md, "Staleness and corrections"): nine dtraind
+# processes on loopback, one worker each, train the example MLP with the default settings in plain
+# and in mesh mode and must come close to what one worker reaches in the same epochs (measured here
+# first, with --local). Each of those jobs also checks, across processes:
 # - exactly once: every node applied the same set of updates (count and digest of their ids)
 #   and each replica equals its initial parameters minus the sum of the updates it applied;
 # - bsp: the replicas agree at every epoch end (each node logs its replica's fingerprint);
@@ -92,8 +92,8 @@ PY
 done
 
 echo "== sync: {bounded: 2}"
-# Nine workers two steps stale at the example's learning rate diverge (see the README's
-# table): a lower one keeps this job about the bound.
+# Nine workers two steps stale at the example's learning rate diverge (see
+# docs/performance.md, "Convergence at scale"): a lower one keeps this job about the bound.
 sed -e 's/  mesh: plain/  mesh: plain\n  sync: {bounded: 2}/' -e 's/epochs: 5/epochs: 2/' \
     -e 's/learning_rate: 0.05/learning_rate: 0.01/' \
     -e 's/name: fashion-mnist-mlp/name: scale-bounded/' base.yaml > bounded.yaml

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Stall reports (issue 15, daemon/README.md "Stall reports"): node-3 is stopped (SIGSTOP) mid-
+# Stall reports (docs/architecture/daemon.md, "Stall reports"): node-3 is stopped (SIGSTOP) mid-
 # epoch; the others reach the epoch's end and wait for it. Within the stall threshold (a fifth of
 # the peer timeout, here 2 s) of that wait the job's log names node-3, how long the barrier has
 # waited, and what was last heard from it, well before node-3 would be declared lost. Then

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The stats history (issue 15, daemon/README.md "Stats history"): a 3-node MLP job's nodes
+# The stats history (docs/architecture/daemon.md, "Stats history"): a 3-node MLP job's nodes
 # record every step of every worker (a short job: stride 1) and every epoch; `dtrain-submit
 # stats` prints them from the controller's SQLite store. `--csv` has one row per step per
 # worker (each worker's iterations 1..N, none missing or twice), the loss falls over the job,

@@ -1,9 +1,9 @@
 #pragma once
-// The backend conformance suite's plumbing (kernels/README.md, "Tests"): every backend this process
-// can use (the CPU always; a GPU where one exists and the build has CUDA) runs the same operation
-// on the same seeded random inputs, and the result is compared with a plain double-precision
-// reference written here, next to the test, so that the CPU backend is checked too. Tolerances are
-// per op and stated where they are used. TF32 is off for the whole suite.
+// The backend conformance suite's plumbing (docs/architecture/kernels.md, "Tests"): every backend
+// this process can use (the CPU always; a GPU where one exists and the build has CUDA) runs the
+// same operation on the same seeded random inputs, and the result is compared with a plain
+// double-precision reference written here, next to the test, so that the CPU backend is checked
+// too. Tolerances are per op and stated where they are used. TF32 is off for the whole suite.
 //
 // DTRAIN_REQUIRE_GPU=1 (set by tools/test.sh for the CUDA build) makes a process without a
 // usable GPU exit 77 (skipped) instead of testing the CPU alone again.

@@ -1,8 +1,9 @@
-// On a real GPU (kernels/README.md, "Implementations"): the LeNet config trains on one GPU worker
-// in its 3 epochs to within 1.5 points of the CPU's 0.9013 (README, "Accuracy"): at least 0.885.
-// Not the CPU's number itself: TF32 convolutions and other summation orders take a 3-epoch run
-// elsewhere (the first H200 run, 2026-11-26: 0.8907). Built with --config=cuda by tools/test.sh; exits
-// 77 (skipped) where no GPU is present. Needs Debian's Fashion-MNIST files (the config's paths).
+// On a real GPU (docs/architecture/kernels.md, "Implementations"): the LeNet config trains on one
+// GPU worker in its 3 epochs to within 1.5 points of the CPU's 0.9013 (docs/performance.md,
+// "Accuracy"): at least 0.885. Not the CPU's number itself: TF32 convolutions and other summation
+// orders take a 3-epoch run elsewhere (the first H200 run, 2026-11-26: 0.8907). Built with
+// --config=cuda by tools/test.sh; exits 77 (skipped) where no GPU is present. Needs Debian's
+// Fashion-MNIST files (the config's paths).
 #include <cstdio>
 
 #include "core/spec/job_spec_parser.h"

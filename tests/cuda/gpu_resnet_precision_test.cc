@@ -1,4 +1,4 @@
-// On a real GPU (issue 16, kernels/README.md "Mixed precision"): the ResNet-20 config
+// On a real GPU (docs/architecture/kernels.md, "Mixed precision"): the ResNet-20 config
 // (configs/fashion-mnist-resnet20.yaml) trained for the same epochs on one GPU worker in fp32
 // and in bf16 from the same three seeds; bf16's mean test accuracy must be at most 0.5 points
 // below fp32's. Three seeds, not one: a single pair moved by 0.9 points between two runs of the

@@ -1,7 +1,8 @@
-// GPU workers end to end (core/README.md, "The model") on the real data. Where a GPU exists (a
-// --config=cuda build) the workers run on it; elsewhere on an emulated GPU (kernels/emulated: the
-// CPU's arithmetic behind device-memory discipline, so every GPU code path runs: uploads, the
-// device codec, updater state and batch-norm statistics on the device, host views for checks).
+// GPU workers end to end (docs/architecture/core.md, "The model") on the real data. Where a GPU
+// exists (a --config=cuda build) the workers run on it; elsewhere on an emulated GPU
+// (kernels/emulated: the CPU's arithmetic behind device-memory discipline, so every GPU code path
+// runs: uploads, the device codec, updater state and batch-norm statistics on the device, host
+// views for checks).
 // - every layer kind trained on a GPU worker follows the CPU worker from the same seed;
 // - two workers on one GPU (two streams) share updates through host memory and agree;
 // - workers on two GPUs share GPU to GPU over the device group (NCCL; emulated here), or

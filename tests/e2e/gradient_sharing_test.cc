@@ -1,7 +1,7 @@
-// In-node gradient sharing on the real data (core/README.md, "The update"): W = 1, 2, 4 workers
-// train the example MLP; every replica must equal the initial parameters minus the sum of all
-// messages (audited independently of the trainer), the replicas must agree, and W = 2 and 4 must
-// reach the accuracy of W = 1 within 1.5 points.
+// In-node gradient sharing on the real data (docs/architecture/core.md, "The update"): W = 1, 2, 4
+// workers train the example MLP; every replica must equal the initial parameters minus the sum of
+// all messages (audited independently of the trainer), the replicas must agree, and W = 2 and 4
+// must reach the accuracy of W = 1 within 1.5 points.
 #include <catch2/catch.hpp>
 
 #include <algorithm>

@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
-# Image folders end to end (README, "Image data"): a CIFAR-10-format binary archive of generated
-# images (fake_cifar10.py; nothing is downloaded) is converted by tools/data/cifar10_to_images.py
-# into train/ and test/ folders of PNGs; a small CNN on [3, 32, 32] trains from them with
-# `dtrain-submit --local`, and `infer` on the test folder prints class names keyed by file path.
-# per_channel normalisation with crops and flips trains too, and infer applies its statistics.
-# `export` writes the data as packed files once; training streams them (same examples, names).
-# A corrupt image fails the job naming the file, or is skipped and listed with `corrupt: skip`.
-# Arguments: dtrain-submit, fake_cifar10.py, cifar10_to_images.py.
+# Image folders end to end (docs/user-guide.md, "Image data"): a CIFAR-10-format binary archive of
+# generated images (fake_cifar10.py; nothing is downloaded) is converted by
+# tools/data/cifar10_to_images.py into train/ and test/ folders of PNGs; a small CNN on [3, 32, 32]
+# trains from them with `dtrain-submit --local`, and `infer` on the test folder prints class names
+# keyed by file path. per_channel normalisation with crops and flips trains too, and infer applies
+# its statistics. `export` writes the data as packed files once; training streams them (same
+# examples, names). A corrupt image fails the job naming the file, or is skipped and listed with
+# `corrupt: skip`. Arguments: dtrain-submit, fake_cifar10.py, cifar10_to_images.py.
 set -u
 SUBMIT=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
 FAKE=$2

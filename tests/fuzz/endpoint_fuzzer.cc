@@ -1,9 +1,9 @@
-// libFuzzer target for the endpoint's datagram state machine with authentication on (issue 13):
-// one lane of node 1 (of two lanes) with peers 2 and 3, whose boots the controller announced,
-// driven through Lane's in-process seam by a script the input spells out. Each step is one of:
-// a chunk, an ack, a NAK or a heartbeat, sealed by the peer as the wire wants it, from the
-// announced boot, an older or a newer one, towards this node or another, on this lane or
-// another; a replay of an earlier datagram, whole or with one byte flipped; raw bytes; a
+// libFuzzer target for the endpoint's datagram state machine with authentication on
+// (tests/README.md, "Fuzzers"): one lane of node 1 (of two lanes) with peers 2 and 3, whose boots
+// the controller announced, driven through Lane's in-process seam by a script the input spells out.
+// Each step is one of: a chunk, an ack, a NAK or a heartbeat, sealed by the peer as the wire wants
+// it, from the announced boot, an older or a newer one, towards this node or another, on this lane
+// or another; a replay of an earlier datagram, whole or with one byte flipped; raw bytes; a
 // message of this node's own to a peer (so acks and NAKs meet real in-flight state); a boot
 // change the controller announces; a peer added again; the clock moved on and the lane's
 // periodic work run. After every step the lane's invariants are checked: nothing is delivered

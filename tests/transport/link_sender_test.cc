@@ -158,7 +158,8 @@ TEST_CASE("chunks the receiver refused for room are outside the credit, and it i
 TEST_CASE("chunks taken but not listed in the ack are outside the credit too") {
   // The receiver took chunks 2, 4 and 6 and refused 1, 3, 5 (room): three ranges, but say its
   // ack lists only the first. Before unlisted_bytes, the two unlisted chunks held the window
-  // (credit: three chunks) and nothing more could go: the averaging deadlock of issue 13.
+  // (credit: three chunks) and nothing more could go: the averaging deadlock
+  // docs/architecture/transport.md, "The data channel" describes.
   const size_t chunk_wire = 1000 + OutgoingChunk::kFramingBytes;
   LinkSender s(3 * chunk_wire);
   enqueue_all(s, message(1, false, 12));

@@ -1,6 +1,6 @@
-// Cluster evaluation and inference jobs (daemon/README.md, "Evaluation and inference jobs"):
-// the split into parts of whole batches, the Task frame, the merging of parts (counts added in
-// part order equal the whole's; part files joined into the one-machine file), and the
+// Cluster evaluation and inference jobs (docs/architecture/daemon.md, "Evaluation and inference
+// jobs"): the split into parts of whole batches, the Task frame, the merging of parts (counts added
+// in part order equal the whole's; part files joined into the one-machine file), and the
 // controller's state machine with fake nodes: each node gets its share, a lost node's parts go
 // to the others, a node cannot report a part it does not hold, and the merged counts are exact.
 #include <catch2/catch.hpp>

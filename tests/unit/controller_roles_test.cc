@@ -1,4 +1,4 @@
-// Who may say what to the controller (issue 13, daemon/README.md, "Credentials"), in one process
+// Who may say what to the controller (docs/architecture/daemon.md, "Credentials"), in one process
 // over a real loopback control channel: a client credential may submit, query, cancel and read
 // logs (the requests, whose kinds are an enum), and nothing else; it cannot register a node; a
 // daemon with the cluster key registers.

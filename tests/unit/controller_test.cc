@@ -2,10 +2,11 @@
 // control channel with fake nodes (tests/unit/controller_harness.h): jobs start one at a time
 // in the order submitted; a cancelled queued job never starts; a job waits for its
 // `training.nodes`; a restarted controller adopts the running job, keeps queued ones queued and
-// stops orphans (the SIGKILL case is tests/cluster/controller_restart_test); a silent node is lost at the peer timeout while one that heartbeats is not; and a
-// node registering again while its old session lives replaces that session (a restarted
-// daemon rejoins the running job); a node back from a pause is taken back or told to stop, and
-// its old part's reports do not count; a node cannot report for a job it is not a member of.
+// stops orphans (the SIGKILL case is tests/cluster/controller_restart_test); a silent node is lost
+// at the peer timeout while one that heartbeats is not; and a node registering again while its old
+// session lives replaces that session (a restarted daemon rejoins the running job); a node back
+// from a pause is taken back or told to stop, and its old part's reports do not count; a node
+// cannot report for a job it is not a member of.
 #include <catch2/catch.hpp>
 
 #include <filesystem>
@@ -459,7 +460,8 @@ TEST_CASE("a node cannot report for a job it is not a member of", "[controller]"
 }
 
 TEST_CASE("a request of the wrong shape is refused and the controller goes on", "[controller]") {
-  // Item 4 of issue 13: a malformed message fails that message, never the daemon.
+  // A malformed message fails that message, never the daemon (docs/architecture/daemon.md,
+  // "Invariants").
   ControllerUnderTest t;
   auto submit_request = [](const std::string& spec, const std::string& base_dir) {
     daemon::ClientRequest q = daemon::client_request(daemon::RequestKind::Submit);

@@ -1,5 +1,5 @@
-// The corrections (core/README.md, "Staleness and corrections"), each against a small case computed
-// by hand.
+// The corrections (docs/architecture/core.md, "Staleness and corrections"), each against a small
+// case computed by hand.
 #include <catch2/catch.hpp>
 
 #include <cmath>

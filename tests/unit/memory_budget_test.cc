@@ -1,5 +1,6 @@
-// The parameter cap (issue 13): a job whose workers' parameter-sized buffers exceed 80% of the
-// memory is refused with the parameters asked for, how many fit, and the fix.
+// The parameter cap (docs/architecture/core.md, "Checks"): a job whose workers' parameter-sized
+// buffers exceed 80% of the memory is refused with the parameters asked for, how many fit, and the
+// fix.
 #include <catch2/catch.hpp>
 
 #include "core/spec/job_spec_parser.h"

@@ -1,5 +1,6 @@
-// /metrics never fails (issue 13 item 7): a status document with odd or missing figures, wrong
-// types and bytes that are not UTF-8 still renders; what is odd is left out or read as 0.
+// /metrics never fails (docs/architecture/daemon.md, "Status and metrics"): a status document with
+// odd or missing figures, wrong types and bytes that are not UTF-8 still renders; what is odd is
+// left out or read as 0.
 #include <catch2/catch.hpp>
 
 #include "daemon/http/status_server.h"

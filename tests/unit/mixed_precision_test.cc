@@ -1,5 +1,5 @@
-// Mixed precision (training.precision, kernels/README.md "Mixed precision") without a GPU:
-// the host rounding the emulated GPU uses, the fp16 loss scaler's state machine, products and
+// Mixed precision (training.precision, docs/architecture/kernels.md "Mixed precision") without a
+// GPU: the host rounding the emulated GPU uses, the fp16 loss scaler's state machine, products and
 // gradients on an emulated GPU set to bf16/fp16 (with fp16's overflow), and the spec's checks.
 // Training to accuracy in each precision is tests/e2e:gpu_worker_test.
 #include <catch2/catch.hpp>

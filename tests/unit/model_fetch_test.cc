@@ -1,4 +1,4 @@
-// `dtrain-submit fetch` (issue 14, daemon/README.md "Fetching a model"): a node reads a chunk of
+// `dtrain-submit fetch` (docs/architecture/daemon.md, "Fetching a model"): a node reads a chunk of
 // a model only inside its models folder and says why when it cannot; the frames carry bytes
 // whole; the controller asks the node that holds the finished job's model (lowest rank first,
 // the next when one cannot), passes its chunk and checksum back, and refuses with the reason a

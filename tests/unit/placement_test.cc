@@ -1,6 +1,6 @@
-// Where a job's workers go (daemon/README.md, "The controller"): the controller's rules for nodes
-// with and without GPUs, its refusal of device: gpu without GPU nodes, and `--local`'s placement on
-// this machine (with emulated GPUs, kernels/emulated).
+// Where a job's workers go (docs/architecture/daemon.md, "The controller"): the controller's rules
+// for nodes with and without GPUs, its refusal of device: gpu without GPU nodes, and `--local`'s
+// placement on this machine (with emulated GPUs, kernels/emulated).
 #include <cstdlib>
 
 #include <catch2/catch.hpp>

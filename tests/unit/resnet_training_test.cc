@@ -1,6 +1,7 @@
 // The ResNet-20 config (configs/fashion-mnist-resnet20.yaml) learns on Fashion-MNIST on the
 // CPU: a short run of its own updater over real images, whose loss must fall well below where
-// it started. (The full config trains at 400-500 samples/s here: README, "Graph models".)
+// it started. (The full config trains at 400-500 samples/s here: docs/user-guide.md, "Graph
+// models".)
 #include <catch2/catch.hpp>
 
 #include <cstring>

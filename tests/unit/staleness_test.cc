@@ -1,6 +1,6 @@
-// Staleness control and the checks around it (core/README.md, "Staleness and corrections"):
-// the step gate holds a worker to the bound and wakes it when the messages come; training
-// with bsp or bounded K never runs a worker more than K steps ahead of another's applied
+// Staleness control and the checks around it (docs/architecture/core.md, "Staleness and
+// corrections"): the step gate holds a worker to the bound and wakes it when the messages come;
+// training with bsp or bounded K never runs a worker more than K steps ahead of another's applied
 // messages (a slow worker is made slow on purpose; async, the control, runs far ahead); the
 // divergence monitor and the update audit.
 #include <catch2/catch.hpp>

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # ResNet-20 (configs/fashion-mnist-resnet20.yaml) trained from node-local packed files on three
-# daemons of this machine, then evaluated node-locally (README, "Node-local data"):
+# daemons of this machine, then evaluated node-locally (docs/user-guide.md, "Node-local data"):
 #   - `export --files 6 --test-files 3`, the files spread with copies: node-1 holds train files
 #     0-2, node-2 2-4, node-3 5 and a copy of 0 (and one test file each, node-3 two);
 #   - one epoch, one worker per node, data.train.shards '{node}' folders;

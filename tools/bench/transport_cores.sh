@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Authenticated goodput against raw UDP on a host with cores to spare (issue 13): three separate
-# runs of tools/bench:transport_bench, each the medians of 5, for each lane count; then the same
-# over rate-limited links (transport_link.sh) where a network namespace can be made. Ends with
-# one line per lane count giving the three runs' ratios, so their spread is read at a glance.
+# Authenticated goodput against raw UDP on a host with cores to spare (docs/performance.md, "The
+# transport"): three separate runs of tools/bench:transport_bench, each the medians of 5, for each
+# lane count; then the same over rate-limited links (transport_link.sh) where a network namespace
+# can be made. Ends with one line per lane count giving the three runs' ratios, so their spread is
+# read at a glance.
 #
 #   tools/bench/transport_cores.sh [--lanes "1 2 4 6 8"] [--runs 3] [--repeats 5]
 #                                  [--messages 300] [--raw-seconds 1]

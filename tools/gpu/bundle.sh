@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Packs what the GPU checks need onto a GPU machine that has no bazel and none of Debian's
-# libraries (issue 12): the --config=cuda builds of dtraind, dtrain-submit, the GPU test
-# binaries and benchmarks, and the Debian shared libraries they load (not glibc, libstdc++ or
-# CUDA's: the GPU machine's own serve). Fashion-MNIST goes separately (it is already packed).
+# libraries (docs/user-guide.md, "Building for GPUs"): the --config=cuda builds of dtraind,
+# dtrain-submit, the GPU test binaries and benchmarks, and the Debian shared libraries they load
+# (not glibc, libstdc++ or CUDA's: the GPU machine's own serve). Fashion-MNIST goes separately (it
+# is already packed).
 #
 #   tools/gpu/bundle.sh [OUT_DIR]      (default .device/, which git ignores)
 #

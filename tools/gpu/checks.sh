@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Runs issue 12's GPU checks on a GPU machine from a bundle made by tools/gpu/bundle.sh:
-# the GPU test binaries (DTRAIN_REQUIRE_GPU=1: a missing GPU fails instead of skipping), the
-# mixed GPU/CPU cluster test on the real GPU, and optionally the GPU benchmarks. Prints one
-# PASS/FAIL line per check and a total; each check's whole output goes to LOG_DIR.
+# Runs the GPU checks (docs/user-guide.md, "Building for GPUs") on a GPU machine from a bundle made
+# by tools/gpu/bundle.sh: the GPU test binaries (DTRAIN_REQUIRE_GPU=1: a missing GPU fails instead
+# of skipping), the mixed GPU/CPU cluster test on the real GPU, and optionally the GPU benchmarks.
+# Prints one PASS/FAIL line per check and a total; each check's whole output goes to LOG_DIR.
 #
 #   tools/gpu/checks.sh BUNDLE.tar.xz [--data DIR] [--logs LOG_DIR] [--timeout S] [--tests "codec
 #                       conformance worker lenet precision sharing resnet-precision cluster"]
@@ -12,7 +12,7 @@
 # Fashion-MNIST's four .gz files, copied to /usr/share/datasets when the machine lacks them.
 # cuBLAS comes from the CUDA toolkit (/usr/local/cuda/lib64), cuDNN from PyTorch's nvidia-cudnn
 # wheel when the system has none, NCCL likewise from nvidia-nccl. --bench transport needs no
-# GPU: tools/bench/transport_cores.sh on the machine's cores (issue 13).
+# GPU: tools/bench/transport_cores.sh on the machine's cores (docs/performance.md, "The transport").
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 [[ ${1:-} == -h || ${1:-} == --help || $# -lt 1 ]] && { sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'; exit 0; }

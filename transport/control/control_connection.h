@@ -1,5 +1,5 @@
 #pragma once
-// One authenticated TCP control connection (transport/README.md, "The control channel"):
+// One authenticated TCP control connection (docs/architecture/transport.md, "The control channel"):
 // length-prefixed frames, each with a 16-byte Poly1305 tag under a key for this connection and
 // direction, derived from the cluster key and a fresh random nonce from each side. Frames are
 // counted per direction and the count is part of the tag's nonce, so a replayed, dropped, reordered

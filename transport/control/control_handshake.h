@@ -1,6 +1,6 @@
 #pragma once
-// The bytes of the control handshake and of every frame after it (transport/README.md, "The
-// control channel"), shared by the two sides: the blocking client (ControlConnection::connect)
+// The bytes of the control handshake and of every frame after it (docs/architecture/transport.md,
+// "The control channel"), shared by the two sides: the blocking client (ControlConnection::connect)
 // and the asynchronous server (ServerHandshake). Nothing here does I/O.
 //
 //   hello:  "DTC" | version | 32 random bytes | role or verdict | length | name or refusal

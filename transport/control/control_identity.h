@@ -1,8 +1,8 @@
 #pragma once
-// Who is at the other end of a control connection (transport/README.md, "The control channel"): a
-// daemon, proven with the cluster key, or a named client, proven with its own credential. The
-// client names itself in its hello; the server looks up the key to check that claim with
-// (KeyLookup) and refuses names it does not know before any frame is read.
+// Who is at the other end of a control connection (docs/architecture/transport.md, "The control
+// channel"): a daemon, proven with the cluster key, or a named client, proven with its own
+// credential. The client names itself in its hello; the server looks up the key to check that claim
+// with (KeyLookup) and refuses names it does not know before any frame is read.
 #include <functional>
 #include <optional>
 #include <string>

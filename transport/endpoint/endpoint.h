@@ -1,6 +1,6 @@
 #pragma once
-// A node's UDP endpoint (transport/README.md, "The data channel"): one port carrying every job
-// (told apart by job id), authenticated datagrams, reliable links to each peer (sequence
+// A node's UDP endpoint (docs/architecture/transport.md, "The data channel"): one port carrying
+// every job (told apart by job id), authenticated datagrams, reliable links to each peer (sequence
 // numbers, NAKs, cumulative acks, credit-based flow control), chunking and reassembly of messages
 // of any size, heartbeats with round-trip times, and the peer declared lost after a silence (or
 // after it stops acknowledging). The work is done by config.lanes lanes (transport/endpoint/
@@ -65,8 +65,8 @@ struct EndpointConfig {
   // (transport/endpoint/tag_workers.h): authentication is most of the I/O thread's work on a
   // fast link, so a node with spare cores can give it some. 0: the I/O thread does it all.
   size_t tag_threads = 0;
-  // I/O threads, each with a socket on the port (transport/README.md, "Lanes"): one link's
-  // goodput past what one thread can frame, tag and check. Every node of a cluster must have
+  // I/O threads, each with a socket on the port (docs/architecture/transport.md, "Lanes"): one
+  // link's goodput past what one thread can frame, tag and check. Every node of a cluster must have
   // the same count (a node refuses datagrams of another count, and says so). 1 .. kMaxLanes.
   size_t lanes = 1;
   FaultSpec faults;

@@ -1,8 +1,8 @@
 #pragma once
-// Which local address the data channel binds (daemon/README.md, "Roles, ports and config"): by
-// network (`10.0.0.0/16`), by interface name (`eth0`), or the first suitable one when nothing is
-// given. Loopback, docker* and veth* interfaces are skipped unless allowed (or named explicitly):
-// they are almost never what connects the machines. The caller logs the choice.
+// Which local address the data channel binds (docs/architecture/daemon.md, "Roles, ports and
+// config"): by network (`10.0.0.0/16`), by interface name (`eth0`), or the first suitable one when
+// nothing is given. Loopback, docker* and veth* interfaces are skipped unless allowed (or named
+// explicitly): they are almost never what connects the machines. The caller logs the choice.
 #include <string>
 #include <vector>
 

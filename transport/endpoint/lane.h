@@ -1,12 +1,12 @@
 #pragma once
-// One lane of an endpoint (transport/README.md, "Lanes"): a socket on the endpoint's port, the
-// I/O thread that runs it, and this lane's half of every link (its own sequence numbers, credit,
-// acks, replay window and reassembly). An endpoint has data.lanes of them; a message travels
-// whole on lane message_id % lanes, so nothing below the endpoint knows there are others. With
-// several lanes the receiving kernel steers each datagram to its lane's socket by the lane byte
-// of its header, and each lane sends from a socket of its own (two lanes' datagrams never share
-// a flow that receive offload could merge). Everything here but LaneShared belongs to the lane's
-// I/O thread.
+// One lane of an endpoint (docs/architecture/transport.md, "Lanes"): a socket on the endpoint's
+// port, the I/O thread that runs it, and this lane's half of every link (its own sequence numbers,
+// credit, acks, replay window and reassembly). An endpoint has data.lanes of them; a message
+// travels whole on lane message_id % lanes, so nothing below the endpoint knows there are others.
+// With several lanes the receiving kernel steers each datagram to its lane's socket by the lane
+// byte of its header, and each lane sends from a socket of its own (two lanes' datagrams never
+// share a flow that receive offload could merge). Everything here but LaneShared belongs to the
+// lane's I/O thread.
 #include <asio.hpp>
 #include <atomic>
 #include <chrono>

@@ -1,7 +1,7 @@
 // The receiving half of a lane's I/O thread: what waits on the socket, many datagrams per
 // system call, cut into datagrams, their tags checked (on the tag workers where there are some),
-// and each handed to its peer's link by kind (transport/README.md, "The data channel", for the
-// order of the checks).
+// and each handed to its peer's link by kind (docs/architecture/transport.md, "The data channel",
+// for the order of the checks).
 #include <spdlog/spdlog.h>
 #include <sys/socket.h>
 

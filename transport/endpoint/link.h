@@ -1,9 +1,9 @@
 #pragma once
-// One peer's link inside the endpoint (transport/README.md, "The data channel"): both halves of
-// the reliable link (LinkSender towards the peer, LinkReceiver from it), the peer's replay window
-// and boot, the link epochs, the heartbeat round trip, and one handler per datagram kind. The
-// endpoint owns the socket and dispatches each admitted datagram to its link; a link sends
-// through its LinkHost. Single-threaded: the endpoint's I/O thread owns every link.
+// One peer's link inside the endpoint (docs/architecture/transport.md, "The data channel"): both
+// halves of the reliable link (LinkSender towards the peer, LinkReceiver from it), the peer's
+// replay window and boot, the link epochs, the heartbeat round trip, and one handler per datagram
+// kind. The endpoint owns the socket and dispatches each admitted datagram to its link; a link
+// sends through its LinkHost. Single-threaded: the endpoint's I/O thread owns every link.
 #include <asio.hpp>
 #include <chrono>
 #include <cstdint>

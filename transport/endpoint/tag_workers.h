@@ -1,11 +1,11 @@
 #pragma once
 // Threads that share the I/O thread's per-byte work of one batch: sealing the datagrams it is
-// about to send, checking the tags of those it just received (transport/README.md, "Tagging on
-// several cores"). Authentication is most of what an endpoint's single I/O thread spends on a
-// fast link (AES-256-GCM at about 6 GB/s per core against raw UDP's 10 GB/s on loopback), so
-// on a node with spare cores it is split across them; the link state stays the I/O thread's.
-// Off by default: on a 16-core host the workers tagged 2.1-2.6x faster but end-to-end goodput did
-// not rise (transport/README.md, "Tagging on several cores").
+// about to send, checking the tags of those it just received (docs/architecture/transport.md,
+// "Tagging on several cores"). Authentication is most of what an endpoint's single I/O thread
+// spends on a fast link (AES-256-GCM at about 6 GB/s per core against raw UDP's 10 GB/s on
+// loopback), so on a node with spare cores it is split across them; the link state stays the I/O
+// thread's. Off by default: on a 16-core host the workers tagged 2.1-2.6x faster but end-to-end
+// goodput did not rise (docs/architecture/transport.md, "Tagging on several cores").
 //
 // run() is fork-join: the calling thread takes items too and returns only when every item is
 // done, so the work may point into the caller's stack. Between batches a worker spins for a

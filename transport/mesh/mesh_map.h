@@ -1,9 +1,9 @@
 #pragma once
-// Who relays to whom (transport/README.md, "The mesh"). `plain`: every node is a child of the root.
-// `mesh`: a breadth-first tree with at most 8 children per node. Messages travel along the tree's
-// edges; each node relays to its neighbours except the one a message came from. Maps are versioned;
-// a node applies only a newer one. Every node computes the repaired map the same way from the same
-// loss, so all survivors agree without a coordinator.
+// Who relays to whom (docs/architecture/transport.md, "The mesh"). `plain`: every node is a child
+// of the root. `mesh`: a breadth-first tree with at most 8 children per node. Messages travel along
+// the tree's edges; each node relays to its neighbours except the one a message came from. Maps are
+// versioned; a node applies only a newer one. Every node computes the repaired map the same way
+// from the same loss, so all survivors agree without a coordinator.
 #include <cstdint>
 #include <string>
 #include <vector>

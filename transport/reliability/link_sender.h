@@ -4,8 +4,8 @@
 // when both have something (a relay node's own updates must not wait behind everything it
 // forwards); each chunk gets its link sequence number as it first goes out, while the bytes in
 // flight stay within the receiver's credit; chunks stay buffered until acknowledged, and are sent
-// again when the receiver NAKs them or when acks stop coming (tail loss). A chunk is a reference into its
-// message: the datagram is built only when it goes out, so queueing costs no copy and no
+// again when the receiver NAKs them or when acks stop coming (tail loss). A chunk is a reference
+// into its message: the datagram is built only when it goes out, so queueing costs no copy and no
 // allocation per chunk. Single-threaded: the endpoint's I/O thread owns it.
 #include <chrono>
 #include <cstdint>
@@ -75,7 +75,7 @@ class LinkSender {
     }
   }
 
-  // What one ack says (wire::Ack, transport/README.md "The data channel").
+  // What one ack says (wire::Ack, docs/architecture/transport.md "The data channel").
   struct AckReport {
     uint64_t cumulative = 0;  // every sequence number up to it arrived
     uint32_t credit = 0;      // the receiver's window, in wire bytes

@@ -1,5 +1,5 @@
 #pragma once
-// Client credentials (daemon/README.md, "Credentials"): users of dtrain-submit hold
+// Client credentials (docs/architecture/daemon.md, "Credentials"): users of dtrain-submit hold
 // one instead of the cluster key, which stays with the daemons. A credential is a name and a
 // 32-byte key in a file of mode 0600:
 //   dtrain-client NAME

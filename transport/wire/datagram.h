@@ -6,10 +6,10 @@
 //   32 a FlatBuffers Envelope (transport/schema/data.fbs), 8-byte aligned
 //   .. 16-byte tag over everything before it (transport/security/authenticator.h)
 // flags: bit 0 set = the tag is AES-256-GCM, clear = XChaCha20-Poly1305; the other bits are 0.
-// lane: which of the sender's `lanes` I/O threads sent it (transport/README.md, "Lanes"); the
-// receiving kernel steers it to the socket of the same lane by this byte, at payload offset 12.
-// All integers little-endian. The receiver is under the tag: a datagram captured on its way to
-// one node and replayed at another is refused there (version 1 had no receiver, and another
+// lane: which of the sender's `lanes` I/O threads sent it (docs/architecture/transport.md,
+// "Lanes"); the receiving kernel steers it to the socket of the same lane by this byte, at payload
+// offset 12. All integers little-endian. The receiver is under the tag: a datagram captured on its
+// way to one node and replayed at another is refused there (version 1 had no receiver, and another
 // node's replay window had never seen it). parse_datagram() checks the size, magic, version and
 // tag before the FlatBuffers verifier runs, and the verifier before anything reads the Envelope;
 // the receiver and the boot id are the endpoint's checks (they need its state). Unknown flag

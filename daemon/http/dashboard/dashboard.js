@@ -1,6 +1,6 @@
-// The dtrain dashboard (daemon/README.md, "Dashboard"): read-only pages over the controller's
-// JSON (/api/...), refreshed every second while a job runs. Charts are Dygraphs (Debian's
-// libjs-dygraphs, embedded in dtraind). Every chart and table says how much it holds in
+// The dtrain dashboard (docs/architecture/daemon.md, "Dashboard"): read-only pages over the
+// controller's JSON (/api/...), refreshed every second while a job runs. Charts are Dygraphs
+// (Debian's libjs-dygraphs, embedded in dtraind). Every chart and table says how much it holds in
 // data-* attributes, which the browser test (tests/dashboard) reads.
 "use strict";
 
@@ -147,8 +147,8 @@ function evaluationView(j) {
   return [j.state === "running" || j.state === "queued" ? "after the job" : "none"];
 }
 
-// An evaluation or inference job (daemon/README.md, "Evaluation and inference jobs"): what it
-// reads, its parts, what it wrote; no training charts.
+// An evaluation or inference job (docs/architecture/daemon.md, "Evaluation and inference jobs"):
+// what it reads, its parts, what it wrote; no training charts.
 function showTask(j, page) {
   const req = j.task_request || {}, parts = j.task_parts || {done: 0, total: 0}, result = j.result || {};
   const rows = [["task", j.task], ["data", req.path + (req.labels ? " (labels " + req.labels + ")" : "")],
