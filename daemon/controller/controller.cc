@@ -127,8 +127,9 @@ void Controller::drop_from_job(JobRecord& job, const std::string& name, const st
 void Controller::close_job(JobRecord& job) {
   job.add_log(std::string("job ") + job_state_name(job.state) +
               (job.error.empty() ? "" : ": " + job.error));
-  spdlog::info("controller: {}job {} ({}) {}", job.is_task() ? std::string(task_kind_word(job.task)) + " " : "",
-               job_id_text(job.id), job.name, job_state_name(job.state));
+  const std::string kind = job.is_task() ? std::string(task_kind_word(job.task)) + " " : "";
+  spdlog::info("controller: {}job {} ({}) {}", kind, job_id_text(job.id), job.name,
+               job_state_name(job.state));
   store_.save(job);
   scheduler_.ended(job.id);
   start_next();
@@ -172,7 +173,7 @@ Json Controller::mesh_tree(const JobRecord& job) {
   return tree;
 }
 
-// The dashboard's job page (daemon/README.md, "Dashboard"): the job, its log, its stats
+// The dashboard's job page (docs/architecture/daemon.md, "Dashboard"): the job, its log, its stats
 // history (at most about kDashboardSteps step rows: it is fetched every second) and the nodes'
 // names. Throws core::UserError for a job it does not have.
 Json Controller::dashboard_job(uint64_t job_id) {

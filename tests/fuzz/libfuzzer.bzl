@@ -16,7 +16,9 @@ def libfuzzer_test(name, main, srcs, libs = "", defines = [], max_len = 1500, ti
         cmd = ("objs=; n=0; for f in $(SRCS); do case $$f in *.cc) ;; *) continue;; esac; " +
                _FILE_FLAGS +
                "n=$$((n+1)); o=$(@D)/" + name + "_obj_$$n.o; " +
-               "clang++-14 -std=c++17 -O1 -g -fsanitize=fuzzer-no-link,address,undefined " +
+               # Line tables only: reports name file and line; full debug info only costs time.
+               "clang++-14 -std=c++17 -O1 -gline-tables-only " +
+               "-fsanitize=fuzzer-no-link,address,undefined " +
                "-fno-sanitize-recover=all " + " ".join(["-D" + d for d in defines]) +
                " $$flags -I. -I$(GENDIR) -c $$f -o $$o || exit 1; objs=\"$$objs $$o\"; done; " +
                "clang++-14 -fsanitize=fuzzer,address,undefined -fopenmp -o $@ $$objs " + libs +
