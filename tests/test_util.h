@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -24,6 +25,20 @@ inline std::string temp_dir() {
 
 inline void write_text(const std::string& path, const std::string& text) {
   std::ofstream(path) << text;
+}
+
+// dir/train.csv: 512 rows of 4 features (seeded), two classes separated by the features' sum.
+inline std::string write_separable_csv(const std::string& dir) {
+  const std::string path = dir + "/train.csv";
+  std::ofstream out(path);
+  std::mt19937 rng(5);
+  std::normal_distribution<float> noise(0.f, 1.f);
+  for (int i = 0; i < 512; ++i) {
+    float x[4], sum = 0;
+    for (float& v : x) sum += v = noise(rng);
+    out << x[0] << "," << x[1] << "," << x[2] << "," << x[3] << "," << (sum > 0 ? 1 : 0) << "\n";
+  }
+  return path;
 }
 
 // ||a - b|| / ||b||: how far one replica (or result) is from another.

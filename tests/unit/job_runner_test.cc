@@ -49,20 +49,6 @@ struct Reports {
   }
 };
 
-// 512 rows of 4 features, two classes separated by the features' sum.
-std::string write_csv(const std::string& dir) {
-  const std::string path = dir + "/train.csv";
-  std::ofstream out(path);
-  std::mt19937 rng(5);
-  std::normal_distribution<float> noise(0.f, 1.f);
-  for (int i = 0; i < 512; ++i) {
-    float x[4], sum = 0;
-    for (float& v : x) sum += v = noise(rng);
-    out << x[0] << "," << x[1] << "," << x[2] << "," << x[3] << "," << (sum > 0 ? 1 : 0) << "\n";
-  }
-  return path;
-}
-
 struct NodeUnderTest {
   DaemonConfig config;
   std::unique_ptr<DataChannel> channel;
@@ -121,7 +107,7 @@ TEST_CASE("a part whose spec does not parse reports Failed, naming the problem")
 TEST_CASE("a one-node job trains to its end and reports its result, audited") {
   NodeUnderTest node;
   Reports reports;
-  const std::string csv = write_csv(node.dir);
+  const std::string csv = testing::write_separable_csv(node.dir);
   const std::string data = "  train: {format: csv, path: " + csv + "}\n  test: {format: csv, "
                            "path: " + csv + "}\n";
   JobRunner runner(node.config, *node.channel, kSelf, 6, node.start(node.spec(2, data)),
@@ -149,7 +135,7 @@ TEST_CASE("a one-node job trains to its end and reports its result, audited") {
 TEST_CASE("a cancelled part reports Failed, as cancelled") {
   NodeUnderTest node;
   Reports reports;
-  const std::string csv = write_csv(node.dir);
+  const std::string csv = testing::write_separable_csv(node.dir);
   JobRunner runner(node.config, *node.channel, kSelf, 7,
                    node.start(node.spec(100000, "  train: {format: csv, path: " + csv + "}\n")),
                    reports.sink());

@@ -16,22 +16,8 @@
 namespace dtrain {
 namespace {
 
-// 512 rows of 4 features, two classes separated by the features' sum.
-std::string write_csv(const std::string& dir) {
-  const std::string path = dir + "/train.csv";
-  std::ofstream out(path);
-  std::mt19937 rng(5);
-  std::normal_distribution<float> noise(0.f, 1.f);
-  for (int i = 0; i < 512; ++i) {
-    float x[4], sum = 0;
-    for (float& v : x) sum += v = noise(rng);
-    out << x[0] << "," << x[1] << "," << x[2] << "," << x[3] << "," << (sum > 0 ? 1 : 0) << "\n";
-  }
-  return path;
-}
-
 core::JobSpec job_in(const std::string& dir) {
-  const std::string csv = write_csv(dir);
+  const std::string csv = testing::write_separable_csv(dir);
   const std::string text =
       "name: resume\nseed: 3\nmodel:\n  input: [4]\n  layers:\n"
       "    - dense: {units: 8}\n    - batch_norm: {activation: relu}\n"
