@@ -12,8 +12,9 @@ namespace dtrain::core {
 LocalPlacement place_local(const JobSpec& job) {
   LocalPlacement p;
   std::string why;
-  const std::vector<kernels::GpuInfo> gpus =
-      job.training.device == Device::kCpu ? std::vector<kernels::GpuInfo>{} : kernels::list_gpus(&why);
+  const std::vector<kernels::GpuInfo> gpus = job.training.device == Device::kCpu
+                                                 ? std::vector<kernels::GpuInfo>{}
+                                                 : kernels::list_gpus(&why);
   if (job.training.device == Device::kGpu && gpus.empty())
     throw UserError("training.device is gpu, but this machine offers no GPU: " + why,
                     "use training.device: auto (GPUs where there are some) or cpu");

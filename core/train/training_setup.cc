@@ -40,7 +40,8 @@ std::vector<std::unique_ptr<kernels::Backend>> make_gpu_backends(const std::vect
     // Before the worker's model is built: its layers' kernels are made for the precision.
     if (!out.back()->set_precision(precision))
       throw UserError("GPU " + std::to_string(gpu) + " (" + out.back()->name() +
-                          ") cannot compute in training.precision " + kernels::precision_name(precision),
+                          ") cannot compute in training.precision " +
+                          kernels::precision_name(precision),
                       "use precision fp32, or bf16/fp16 on a GPU with tensor cores (sm_80 or "
                       "newer for bf16)");
   }

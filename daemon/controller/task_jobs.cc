@@ -252,7 +252,8 @@ void TaskJobs::finish(JobRecord& job, JobState state, const std::string& error,
   job.error = error;
   job.fix = fix;
   if (state == JobState::kSucceeded) merge(job);
-  if (job.task == TaskKind::Infer && job.state != JobState::kSucceeded)  // what its parts wrote, cleaned up
+  // What a failed inference's parts wrote is cleaned up.
+  if (job.task == TaskKind::Infer && job.state != JobState::kSucceeded)
     remove_part_files(job.part_results, job.task_request.value("output_dir", ""));
   // The merge held the lock (a join of part files can take a while): nodes whose heartbeats
   // queued up meanwhile were not silent.
