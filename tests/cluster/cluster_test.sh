@@ -177,7 +177,9 @@ state=$(wait_job_end "$id" cancel.json 30)  # for every node to stop
 [[ $state == cancelled ]] || fail "a cancelled job ended '$state' (waited 30 s)"
 
 echo "== SIGKILL of a node mid-job, then its restart: the survivors cover its data, it rejoins"
-sed 's/epochs: 8/epochs: 40/' job.yaml > rejoin.yaml
+# Killed at epoch 2; 14 more epochs (about 30 s here) leave room for the controller to see it
+# gone (the 3 s peer timeout), its restart and its rejoin at an epoch end (a few seconds).
+sed 's/epochs: 8/epochs: 16/' job.yaml > rejoin.yaml
 id=$("$SUBMIT" rejoin.yaml --detach) || fail "detached submit"
 victim=""
 for _ in $(seq 1 600); do  # 60 s for the job to reach its second epoch

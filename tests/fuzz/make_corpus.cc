@@ -138,8 +138,8 @@ int main(int argc, char** argv) {
   daemon::StartMessage start;
   start.spec = "name: x";
   start.name = "x";
-  start.members = {{1, "node-1", "10.0.0.5", 7100, 2, "gpu", {0}, 99},
-                   {2, "node-2", "10.0.0.6", 7100, 1, "cpu", {}, 98}};
+  start.members = {{1, "node-1", "10.0.0.5", 7100, 2, true, {0}, 99},
+                   {2, "node-2", "10.0.0.6", 7100, 1, false, {}, 98}};
   start.rejoin = true;
   start.lost = {2};
   write(control, "job_start", daemon::start_frame(7, start), 1);
