@@ -7,8 +7,15 @@ Run with Debian's /usr/bin/python3 (python3-torch on OpenBLAS), once per host, w
 WORLD_SIZE, MASTER_ADDR and MASTER_PORT set. Rank 0 evaluates after every epoch and prints
 "epoch E seconds T accuracy A" (T: training time so far, evaluation excluded); training stops
 once the accuracy reaches --target or after --epochs. Every rank prints "steps S" at the end.
+
+--local-steps H > 0 runs DiLoCo (Douillard et al. 2023) instead of DDP: each rank takes H
+steps of the same inner optimizer on its own replica, then the ranks average the
+pseudo-gradient (global - local parameters) in one all-reduce, and every rank applies the same
+outer Nesterov step (--outer-lr, --outer-momentum; 1 and 0 are plain local SGD) to the global
+parameters, which become every replica's. Rank 0 evaluates the global parameters.
 """
 import argparse
+import copy
 import os
 import sys
 import time
@@ -29,12 +36,55 @@ def load(split):
     return torch.from_numpy(x.reshape(len(x), -1)), torch.from_numpy(y)
 
 
+class Outer:
+    """DiLoCo's outer step over a model's parameters, flattened into one vector so that a round
+    is one all-reduce."""
+
+    def __init__(self, model, lr, momentum):
+        self.model, self.lr, self.momentum = model, lr, momentum
+        self.params = list(model.parameters())
+        self.global_params = self._flat().clone()
+        self.velocity = torch.zeros_like(self.global_params)
+
+    def _flat(self):
+        return torch.cat([p.detach().reshape(-1) for p in self.params])
+
+    def _load(self, flat):
+        offset = 0
+        with torch.no_grad():
+            for p in self.params:
+                p.copy_(flat[offset:offset + p.numel()].view_as(p))
+                offset += p.numel()
+
+    def round(self, world):
+        delta = self.global_params - self._flat()  # this rank's pseudo-gradient
+        dist.all_reduce(delta)
+        delta /= world
+        # PyTorch's SGD with nesterov=True, applied to the averaged pseudo-gradient.
+        self.velocity.mul_(self.momentum).add_(delta)
+        self.global_params -= self.lr * (delta + self.momentum * self.velocity)
+        self._load(self.global_params)
+
+    def global_model(self):
+        """A copy of the model holding the global parameters (what the job would keep)."""
+        evaluated = copy.deepcopy(self.model)
+        offset = 0
+        with torch.no_grad():
+            for p in evaluated.parameters():
+                p.copy_(self.global_params[offset:offset + p.numel()].view_as(p))
+                offset += p.numel()
+        return evaluated
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--epochs", type=int, default=10)
     p.add_argument("--target", type=float, default=0.87)
     p.add_argument("--batch", type=int, default=64)
     p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--local-steps", type=int, default=0)
+    p.add_argument("--outer-lr", type=float, default=0.7)
+    p.add_argument("--outer-momentum", type=float, default=0.9)
     args = p.parse_args()
     require_openblas()
     torch.set_num_threads(args.threads)
@@ -45,7 +95,8 @@ def main():
     tx, ty = load("t10k")
     model = nn.Sequential(nn.Linear(784, 256), nn.ReLU(), nn.Linear(256, 128), nn.ReLU(),
                           nn.Linear(128, 10))
-    ddp = nn.parallel.DistributedDataParallel(model)
+    diloco = Outer(model, args.outer_lr, args.outer_momentum) if args.local_steps > 0 else None
+    ddp = model if diloco else nn.parallel.DistributedDataParallel(model)
     opt = torch.optim.SGD(ddp.parameters(), lr=0.05, momentum=0.8, nesterov=True,
                           weight_decay=1e-4)
     loss_fn = nn.CrossEntropyLoss()
@@ -66,11 +117,14 @@ def main():
             loss_fn(ddp(x[idx]), y[idx]).backward()
             opt.step()
             steps += 1
+            if diloco and steps % args.local_steps == 0:
+                diloco.round(world)
         seconds += time.perf_counter() - start
         done = torch.zeros(1)
         if rank == 0:
             with torch.no_grad():
-                accuracy = (model(tx).argmax(1) == ty).float().mean().item()
+                evaluated = diloco.global_model() if diloco else model
+                accuracy = (evaluated(tx).argmax(1) == ty).float().mean().item()
             print(f"epoch {epoch + 1} seconds {seconds:.2f} accuracy {accuracy:.4f}", flush=True)
             done[0] = 1.0 if accuracy >= args.target else 0.0
         dist.broadcast(done, 0)
