@@ -62,6 +62,10 @@ case $cmd in
       half=$(half_delay "$delay") || { echo "not a delay: '$delay' (write it as 25ms, 500us or 0)" >&2; exit 2; }
       delay_line=${DELAY_LINE:-$(dirname "$0")/../bazel-bin/tools/delay_line/delay_line}
       [[ -x $delay_line ]] || { echo "no delay line at $delay_line (bazel build //tools/delay_line)" >&2; exit 1; }
+      if [[ ! -c /dev/net/tun ]]; then
+        echo "cannot make TAP devices here: no /dev/net/tun (modprobe tun)" >&2
+        exit 77
+      fi
     fi
     if ! command -v ip > /dev/null; then
       echo "cannot create network namespaces here: no 'ip' (apt-get install iproute2)" >&2
