@@ -105,6 +105,11 @@ void forward(int host_fd, int hub_fd, microseconds delay) {
     pollfd fds[2] = {{host_fd, POLLIN, 0}, {hub_fd, POLLIN, 0}};
     if (ppoll(fds, 2, &timeout, nullptr) < 0 && errno != EINTR)
       die(std::string("poll: ") + std::strerror(errno), "report it");
+    // A device that went away (its namespace deleted first): stop rather than spin on it.
+    if ((fds[0].revents | fds[1].revents) & (POLLERR | POLLHUP | POLLNVAL)) {
+      std::fprintf(stderr, "delay_line: a TAP device went away; stopping\n");
+      break;
+    }
     if (fds[0].revents & POLLIN) take_frames(host_fd, to_hub);
     if (fds[1].revents & POLLIN) take_frames(hub_fd, to_host);
     release_frames(to_hub, hub_fd, refused);
