@@ -5,7 +5,7 @@
   link_probe.py echo PORT SECONDS         answer UDP datagrams on PORT for SECONDS
   link_probe.py rtt HOST PORT COUNT       median round trip of COUNT 64-byte datagrams, in ms
   link_probe.py sink PORT SECONDS         accept one TCP stream; print its steady Mbit/s
-  link_probe.py source HOST PORT MBYTES   send MBYTES over TCP
+  link_probe.py source HOST PORT MBYTES   send MBYTES over TCP (once the sink listens)
 
 The steady rate is that of the stream's last half (its first half holds TCP's slow start).
 Every wait has a deadline; a lost datagram or a silent peer is an error, not a hang."""
@@ -77,7 +77,16 @@ def sink(port, seconds):
 
 
 def source(host, port, mbytes):
-    s = socket.create_connection((host, port), timeout=10)
+    # The sink may not listen yet: connect again until it does (10 s at most).
+    end = time.monotonic() + 10
+    while True:
+        try:
+            s = socket.create_connection((host, port), timeout=10)
+            break
+        except ConnectionRefusedError:
+            if time.monotonic() >= end:
+                raise
+            time.sleep(0.05)
     block = b"\0" * (1 << 20)
     for _ in range(mbytes):
         s.sendall(block)

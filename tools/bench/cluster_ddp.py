@@ -36,6 +36,15 @@ def load(split):
     return torch.from_numpy(x.reshape(len(x), -1)), torch.from_numpy(y)
 
 
+def load_flat(params, flat):
+    """Copies the flat vector `flat` into the tensors `params`, in order."""
+    offset = 0
+    with torch.no_grad():
+        for p in params:
+            p.copy_(flat[offset:offset + p.numel()].view_as(p))
+            offset += p.numel()
+
+
 class Outer:
     """DiLoCo's outer step over a model's parameters, flattened into one vector so that a round
     is one all-reduce."""
@@ -50,11 +59,7 @@ class Outer:
         return torch.cat([p.detach().reshape(-1) for p in self.params])
 
     def _load(self, flat):
-        offset = 0
-        with torch.no_grad():
-            for p in self.params:
-                p.copy_(flat[offset:offset + p.numel()].view_as(p))
-                offset += p.numel()
+        load_flat(self.params, flat)
 
     def round(self, world):
         delta = self.global_params - self._flat()  # this rank's pseudo-gradient
@@ -68,11 +73,7 @@ class Outer:
     def global_model(self):
         """A copy of the model holding the global parameters (what the job would keep)."""
         evaluated = copy.deepcopy(self.model)
-        offset = 0
-        with torch.no_grad():
-            for p in evaluated.parameters():
-                p.copy_(self.global_params[offset:offset + p.numel()].view_as(p))
-                offset += p.numel()
+        load_flat(list(evaluated.parameters()), self.global_params)
         return evaluated
 
 
