@@ -115,9 +115,28 @@ struct ResidualSpec {
 // a worker starts minibatch b of an epoch only once it has applied the messages of
 // minibatches 0..b-bound of every live worker. bound 0 is `async` (never waits); `bsp` is
 // bound 1 (all of step t before step t+1).
+// `sync: {local: ...}` (docs/architecture/core.md, "Local steps"): each worker takes `steps`
+// minibatches on its own replica, then the replicas' pseudo-gradient (global - local) is
+// threshold-encoded with its own residual, summed over the nodes and applied to the global
+// parameters by the outer optimizer (DiLoCo, Douillard et al. 2023: Nesterov, lr 0.7,
+// momentum 0.9), the same step on every node.
+struct OuterOptimizerSpec {
+  std::string type = "nesterov";  // nesterov | sgd (plain averaging at learning_rate 1)
+  double learning_rate = 0.7;
+  double momentum = 0.9;
+};
+struct LocalStepsSpec {
+  int64_t steps = 50;      // inner steps per round (H)
+  OuterOptimizerSpec outer;
+  // Share of the pseudo-gradient's elements sent each round (the rest waits in the residual);
+  // 1 sends every element that is not exactly zero.
+  double density = 0.1;
+};
+
 struct SyncSpec {
-  std::string mode = "bsp";  // async | bounded | bsp
+  std::string mode = "bsp";  // async | bounded | bsp | local
   int64_t bound = 1;
+  LocalStepsSpec local;      // mode local
 };
 
 // Corrections that keep sparse training accurate (DGC, Lin et al. 2018; Goyal et al. 2017).

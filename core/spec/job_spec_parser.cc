@@ -57,10 +57,11 @@ class JobSpecParser {
   // cannot be taken over (they are skipped), and a slot without a node has no data.
   void check_node_local(const YAML::Node& root, const JobSpec& job) {
     const YAML::Node shards = root["data"]["train"]["shards"];
-    if (job.training.mode != TrainingMode::kGradientSharing)
+    if (!shares_every_step(job.training))
       r_.fail(shards, "data.train.shards",
-              "node-local shards train with gradient_sharing only in this release",
-              "set training.mode: gradient_sharing, or give data.train a path instead");
+              "node-local shards train with gradient sharing every step only in this release",
+              "set training.mode: gradient_sharing with a sync other than local, or give "
+              "data.train a path instead");
     if (job.training.nodes_max > 0)
       r_.fail(shards, "data.train.shards",
               "an elastic job (training.nodes: {min, max}) cannot use node-local shards: a node "
@@ -295,6 +296,7 @@ class JobSpecParser {
     t.stop_on_divergence = r_.boolean(node, "stop_on_divergence", p, true);
     t.audit_updates = r_.boolean(node, "audit_updates", p, false);
     t.sync = parse_sync(node);
+    check_local_steps(node, t);
     t.early_stopping = parse_early_stopping(node["early_stopping"]);
     if (t.nodes_max > 0 && t.early_stopping.enabled)
       r_.fail(node["early_stopping"], p + ".early_stopping",
@@ -392,9 +394,14 @@ class JobSpecParser {
     SyncSpec s;
     const YAML::Node v = training["sync"];
     if (!v) return s;
-    const std::string fix = "write 'sync: async', 'sync: bsp' or 'sync: {bounded: 2}'";
+    const std::string fix =
+        "write 'sync: async', 'sync: bsp', 'sync: {bounded: 2}' or 'sync: {local: {steps: 50}}'";
     if (v.IsMap()) {
-      r_.expect_map(v, "training.sync", {"bounded"});
+      r_.expect_map(v, "training.sync", {"bounded", "local"});
+      if (v["bounded"] && v["local"])
+        r_.fail(v, "training.sync", "bounded and local are two different ways to synchronise",
+                "keep one of them");
+      if (v["local"]) return parse_local_steps(v["local"]);
       s.mode = "bounded";
       s.bound = r_.integer(v, "bounded", "training.sync", std::nullopt, 1, 1 << 20);
       return s;
@@ -403,6 +410,44 @@ class JobSpecParser {
       r_.fail(v, "training.sync", "bounded needs its number of steps", fix);
     s.mode = r_.choice(training, "sync", "training", std::nullopt, {"async", "bsp"});
     s.bound = s.mode == "bsp" ? 1 : 0;
+    return s;
+  }
+
+  // Local steps combine one replica per node in this release.
+  void check_local_steps(const YAML::Node& node, const TrainingSpec& t) {
+    if (t.sync.mode != "local") return;
+    if (t.mode != TrainingMode::kGradientSharing)
+      r_.fail(node["sync"], "training.sync",
+              "local steps share a threshold-encoded pseudo-gradient, and mode is " +
+                  std::string(mode_name(t.mode)),
+              "remove training.mode (gradient_sharing is the default)");
+    if (t.workers_per_node > 1)
+      r_.fail(node["workers_per_node"], "training.workers_per_node",
+              "local steps (sync: {local: ...}) run one worker per node in this release, but "
+              "workers_per_node is " + std::to_string(t.workers_per_node),
+              "set training.workers_per_node: 1 (or auto)");
+  }
+
+  // `local: {steps: H, outer: {type, learning_rate, momentum}, density}`.
+  SyncSpec parse_local_steps(const YAML::Node& v) {
+    const std::string p = "training.sync.local";
+    SyncSpec s;
+    s.mode = "local";
+    s.bound = 0;
+    LocalStepsSpec& l = s.local;
+    if (v.IsNull()) return s;  // `local:` alone takes every default
+    r_.expect_map(v, p, {"steps", "outer", "density"});
+    l.steps = r_.integer(v, "steps", p, l.steps, 1, 1 << 20);
+    l.density = r_.number(v, "density", p, l.density, 0.0, 1.0, /*min_exclusive=*/true);
+    const YAML::Node o = v["outer"];
+    if (!o) return s;
+    const std::string po = p + ".outer";
+    r_.expect_map(o, po, {"type", "learning_rate", "momentum"});
+    l.outer.type = r_.choice(o, "type", po, l.outer.type, {"nesterov", "sgd"});
+    l.outer.learning_rate =
+        r_.number(o, "learning_rate", po, l.outer.learning_rate, 0.0, 100.0, /*min_exclusive=*/true);
+    l.outer.momentum = r_.number(o, "momentum", po, l.outer.momentum, 0.0, 0.999, false);
+    if (l.outer.type == "sgd") l.outer.momentum = 0.0;
     return s;
   }
 

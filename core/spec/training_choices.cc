@@ -1,5 +1,7 @@
 #include "core/spec/training_choices.h"
 
+#include "core/spec/job_spec.h"
+
 namespace dtrain::core {
 
 const char* mode_name(TrainingMode mode) {
@@ -13,6 +15,14 @@ const char* device_name(Device device) {
     case Device::kAuto: break;
   }
   return "auto";
+}
+
+bool steps_locally(const TrainingSpec& training) {
+  return training.mode == TrainingMode::kGradientSharing && training.sync.mode == "local";
+}
+
+bool shares_every_step(const TrainingSpec& training) {
+  return training.mode == TrainingMode::kGradientSharing && !steps_locally(training);
 }
 
 std::optional<TrainingMode> parse_mode(const std::string& word) {

@@ -16,6 +16,13 @@ enum class Device { kAuto, kCpu, kGpu };
 
 // "gradient_sharing", "parameter_averaging".
 const char* mode_name(TrainingMode mode);
+// Gradient sharing that exchanges every step (not `sync: {local: ...}`, which exchanges one
+// pseudo-gradient per round of local steps and steps each replica on its own in between).
+struct TrainingSpec;
+bool shares_every_step(const TrainingSpec& training);
+// `sync: {local: ...}`: local steps with an outer optimizer.
+bool steps_locally(const TrainingSpec& training);
+
 // "auto", "cpu", "gpu".
 const char* device_name(Device device);
 // The value a word names; nullopt for any other word.

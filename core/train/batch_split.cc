@@ -18,7 +18,7 @@ JobSpec per_worker_spec(const JobSpec& job, int workers) {
   JobSpec s = job;
   const WorkerBatch b = worker_batch(job.training, workers);
   s.training.batch_size_per_worker = b.per_worker;
-  if (b.split && job.training.mode == TrainingMode::kGradientSharing) {
+  if (b.split && shares_every_step(job.training)) {
     CorrectionsSpec& c = s.training.corrections;
     c.lr_scaling = "none";
     c.lr_warmup_epochs = 0.0;

@@ -62,7 +62,7 @@ std::optional<std::string> DivergenceMonitor::at_chance(double accuracy, int64_t
 std::string DivergenceMonitor::fix() const {
   std::string fix = "lower model.updater.learning_rate (now " +
                     fixed(job_.model.updater.learning_rate, 4) + ")";
-  if (job_.training.mode == TrainingMode::kGradientSharing) {
+  if (shares_every_step(job_.training)) {
     if (job_.training.sync.bound != 1) fix += ", use training.sync: bsp";
     if (job_.training.corrections.clip_norm <= 0)
       fix += ", clip gradients (training.corrections.clip_norm: 5)";

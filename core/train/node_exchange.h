@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "core/codec/message.h"
 #include "core/train/message_bus.h"
 #include "core/train/update_audit.h"
 
@@ -47,6 +48,21 @@ class NodeExchange {
   // rounds in the same order). Waits with a deadline; a node that misses it is named in
   // the log and left out of the round.
   virtual void average_parameters(float* params, int64_t n, int64_t round) = 0;
+
+  // Local steps (docs/architecture/core.md, "Local steps"): sends this node's encoded
+  // pseudo-gradient of round `round`, the mean over its `workers` workers, and returns every
+  // live node's of that round, this node's included, in member order: the same list on every
+  // node. Waits like average_parameters; a node that misses the round is left out of it.
+  // Without a cluster (--local) only this node's.
+  struct PseudoGradient {
+    int workers = 0;
+    EncodedMessage message;
+  };
+  virtual std::vector<PseudoGradient> share_pseudo_gradient(int64_t round,
+                                                            const PseudoGradient& mine) {
+    (void)round;
+    return {mine};
+  }
 
   // Minibatches of a lost node's worker (global shard `shard` of total_workers) that nobody
   // has done this epoch: from `from_batch` to the end of the shard.

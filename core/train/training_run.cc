@@ -85,7 +85,7 @@ TrainingRun::TrainingRun(const JobSpec& job, TrainingListener& listener,
       options_(options),
       exchange_(options.exchange),
       local_data_(options.local_data),
-      sharing_(job.training.mode == core::TrainingMode::kGradientSharing),
+      sharing_(shares_every_step(job.training)),
       num_workers_(resolve_workers_per_node(job)),
       threads_per_worker_(threads_per_worker(options.threads, num_workers_)),
       data_(load_data(job, num_workers_, options)),
@@ -160,6 +160,10 @@ TrainingResult TrainingRun::run() {
   if (!gpu_sharing_text_.empty()) listener_.on_gpu_sharing(gpu_sharing_text_);
   start_result();
   restore();
+  if (steps_locally(job_.training))
+    local_ = std::make_unique<LocalSteps>(job_.training, engine_, lead().model().host_params(),
+                                          lead().model().num_params(),
+                                          exchange_ ? uint32_t(exchange_->first_worker()) : 0);
   announce_start();
   if (job_.training.early_stopping.enabled) early_.emplace(job_.training.early_stopping);
   for (int64_t epoch = first_epoch_; epoch < job_.training.epochs && !stop_; ++epoch)
@@ -184,8 +188,10 @@ void TrainingRun::start_result() {
     result_.codec_kernel =
         gpu_backends_.empty() ? engine_.name() : gpu_backends_[0]->codec().name();
   per_epoch_ = lead().batches_per_epoch();
-  rounds_per_epoch_ = rounds_per_epoch(data_.train_source().size(), shards_, batch_,
-                                       job_.training.averaging_frequency);
+  rounds_per_epoch_ = rounds_per_epoch(
+      data_.train_source().size(), shards_, batch_,
+      steps_locally(job_.training) ? job_.training.sync.local.steps
+                                   : job_.training.averaging_frequency);
   total_iterations_ = per_epoch_ * job_.training.epochs;
   iterations_.assign(size_t(num_workers_), 0);
 }
@@ -331,14 +337,32 @@ bool TrainingRun::averaging_step(int w, EpochRun& e, WorkerCursor& cursor, int64
   const auto t1 = Clock::now();
   step.times.compute_ms = milliseconds(t1 - t0);
   step.times.split_data(worker.last_data_ms());
-  while (exchange_ &&
+  while ((exchange_ || local_) &&
          round_due(cursor.rounds_done, rounds_per_epoch_, cursor.in_epoch, cursor.batches)) {
-    average_round(*exchange_, worker, job_.training.average_updater_state,
-                  regular_round(e.epoch, rounds_per_epoch_, cursor.rounds_done));
+    const int64_t round = regular_round(e.epoch, rounds_per_epoch_, cursor.rounds_done);
+    if (local_)
+      local_round(worker, round);
+    else
+      average_round(*exchange_, worker, job_.training.average_updater_state, round);
     ++cursor.rounds_done;
   }
   step.times.wait_ms = milliseconds(Clock::now() - t1);
   return true;
+}
+
+// Local steps: the round's outer step; every replica goes on from the global parameters.
+void TrainingRun::local_round(Worker& worker, int64_t round) {
+  Model& m = worker.model();
+  LocalSteps::Round r;
+  if (m.on_host()) {
+    r = local_->round(m.params(), 1, exchange_, round);
+  } else {
+    std::vector<float> params(m.host_params(), m.host_params() + m.num_params());
+    r = local_->round(params.data(), 1, exchange_, round);
+    m.set_params(params.data());
+  }
+  result_.messages += 1;
+  result_.message_bytes += r.bytes;
 }
 
 // The step's figures into the worker's epoch and to the listener; the epoch's samples so far.
@@ -452,9 +476,27 @@ void TrainingRun::end_averaging_epoch_on_cluster(EpochRun& e) {
   result_.lost_nodes = end.lost;
   e.takeover_batches =
       average_take_over(end, shards_, batching_, lead(), iterations_[0], options_.cancel);
-  average_round(*exchange_, lead(), job_.training.average_updater_state,
-                takeover_round(e.epoch, rounds_per_epoch_));
+  if (local_)
+    agree_on_global_state(takeover_round(e.epoch, rounds_per_epoch_));
+  else
+    average_round(*exchange_, lead(), job_.training.average_updater_state,
+                  takeover_round(e.epoch, rounds_per_epoch_));
   set_state(workers_, exchange_->end_averaging_epoch(e.epoch, state_sum(workers_)));
+}
+
+// Local steps at an epoch's end: the live nodes average their parameters and outer momentum
+// densely, so that a round one node saw differently (a node lost while its message was on the
+// way) or the lost nodes' minibatches done since the last round leave no difference between
+// the replicas; the result is the global state from here on.
+void TrainingRun::agree_on_global_state(int64_t round) {
+  Model& m = lead().model();
+  const int64_t n = m.num_params();
+  std::vector<float> both(m.host_params(), m.host_params() + n);
+  const std::vector<float>& momentum = local_->outer().momentum();
+  both.insert(both.end(), momentum.begin(), momentum.end());
+  exchange_->average_parameters(both.data(), int64_t(both.size()), round);
+  m.set_params(both.data());
+  local_->rebase(both.data(), std::vector<float>(both.begin() + n, both.end()));
 }
 
 // Every node's replica is the same here: the job's checkpoint is every node's file. At least two

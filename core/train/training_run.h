@@ -18,6 +18,7 @@
 #include "core/train/divergence_monitor.h"
 #include "core/train/early_stopping.h"
 #include "core/train/gpu_sharing.h"
+#include "core/train/local_steps.h"
 #include "core/train/message_bus.h"
 #include "core/train/replica_state.h"
 #include "core/train/sharing_worker.h"
@@ -90,6 +91,7 @@ class TrainingRun {
   bool take_step(int w, EpochRun& e, WorkerCursor& cursor, WorkerStep& step);
   bool averaging_step(int w, EpochRun& e, WorkerCursor& cursor, int64_t iteration,
                       int64_t schedule_iteration, WorkerStep& step);
+  void local_round(Worker& worker, int64_t round);
   int64_t record_step(int w, EpochRun& e, WorkerStep& step);
   void lead_step(EpochRun& e, WorkerCursor& cursor, int64_t iteration, int64_t samples_now);
   void checkpoint_mid_epoch(int64_t epoch);
@@ -97,6 +99,7 @@ class TrainingRun {
   void end_epoch(EpochRun& e);
   void end_sharing_epoch_on_cluster(EpochRun& e);
   void end_averaging_epoch_on_cluster(EpochRun& e);
+  void agree_on_global_state(int64_t round);
   void write_epoch_checkpoint(int64_t epoch);
   EpochSummary summarize(const EpochRun& e);
   bool observe_early_stopping(const EpochRun& e, EpochSummary& summary);
@@ -167,6 +170,9 @@ class TrainingRun {
   int64_t skip_ = 0;  // minibatches of the first epoch a checkpoint had done
   std::optional<EarlyStopping> early_;
   Replica best_;  // the best model so far, for early stopping
+  // sync: {local: ...}: the global parameters and the outer optimizer, made once the run
+  // knows where it starts (restore).
+  std::unique_ptr<LocalSteps> local_;
   // A rejoined node's starting point: its audit measures the deviation from here (empty: the
   // initial parameters).
   std::vector<float> audit_base_;

@@ -14,6 +14,7 @@
 #include "core/train/batch_split.h"
 #include "core/train/checkpoints.h"
 #include "core/train/training_run.h"
+#include "core/train/local_steps.h"
 #include "daemon/node/local_shards.h"
 #include "daemon/node/mesh_exchange.h"
 #include "daemon/node/stats_recorder.h"
@@ -454,6 +455,8 @@ void JobRunner::describe_part(const core::JobSpec& job, const MeshExchange& exch
     report_(LogReport{"parameter averaging every " +
                       std::to_string(job.training.averaging_frequency) + " minibatches" +
                       (job.training.average_updater_state ? ", updater state included" : "")});
+  if (core::steps_locally(job.training))
+    report_(LogReport{core::describe_local_steps(job.training.sync.local)});
 }
 
 void JobRunner::prepare(TrainingInputs& in, MeshExchange& exchange,
@@ -561,7 +564,7 @@ ResultReport JobRunner::result_report(const TrainingInputs& in, const core::Trai
 // model file's digest and a sample of the final parameters.
 void JobRunner::add_checks(ResultReport& result, const TrainingInputs& in,
                            const core::TrainingResult& r) {
-  if (r.audited && in.job.training.mode == core::TrainingMode::kGradientSharing)
+  if (r.audited && core::shares_every_step(in.job.training))
     // The updates worker 0 applied: the controller checks every node applied the same set.
     result.applied =
         ResultReport::Applied{r.applied_messages, r.applied_digest, r.audit_deviation};

@@ -117,11 +117,41 @@ void MeshExchange::on_message(const transport::Delivery& d) {
       rounds_[in.parameters.round][d.origin].assign(v.data, v.data + v.size);
       break;
     }
+    case MeshPayloadIn::Kind::kPseudoGradient:
+      on_pseudo_gradient(std::move(in.pseudo_gradient), d.origin);
+      break;
     case MeshPayloadIn::Kind::kMalformed:
       if (bad_message_.empty()) bad_message_ = in.error + " from " + name_of(d.origin);
       break;
   }
   changed_.notify_all();
+}
+
+void MeshExchange::on_pseudo_gradient(PseudoGradientPayload g, uint32_t origin) {
+  // A round averaged already (an old part's, a rejoining node's) or implausibly far ahead:
+  // kept, it would never be freed.
+  if (g.round <= last_pseudo_round_ || g.round > last_pseudo_round_ + kPseudoRoundsAhead) return;
+  pseudo_rounds_[g.round][origin] = PseudoGradient{g.workers, std::move(g.update)};
+}
+
+std::vector<core::NodeExchange::PseudoGradient> MeshExchange::share_pseudo_gradient(
+    int64_t round, const PseudoGradient& mine) {
+  std::unique_lock<std::mutex> lock =
+      exchange_round(pseudo_gradient_payload(round, mine.workers, mine.message),
+                     "round " + std::to_string(round / 2 + 1) + " of local steps",
+                     [&](uint32_t id) { return pseudo_rounds_[round].count(id) > 0; });
+  std::vector<PseudoGradient> parts;
+  for (const JobMember& m : members_) {
+    if (m.id == self_) {
+      parts.push_back(mine);
+      continue;
+    }
+    auto it = pseudo_rounds_[round].find(m.id);
+    if (it != pseudo_rounds_[round].end()) parts.push_back(it->second);
+  }
+  pseudo_rounds_.erase(pseudo_rounds_.begin(), pseudo_rounds_.upper_bound(round));
+  last_pseudo_round_ = std::max(last_pseudo_round_, round);
+  return parts;
 }
 
 void MeshExchange::on_update(core::EncodedMessage m, uint32_t origin) {
@@ -233,31 +263,42 @@ void MeshExchange::publish(const core::SharedMessage& message) {
   bytes_published_ += size;
 }
 
-void MeshExchange::average_parameters(float* params, int64_t n, int64_t round) {
+// A round's payload to every node (not counted in published_: that counts updates), then the
+// wait until every live member's is in (`has`), with stall reports; a member that misses the
+// epoch deadline is named in the log and left out. Throws if the job was cancelled.
+std::unique_lock<std::mutex> MeshExchange::exchange_round(PayloadBytes bytes,
+                                                          const std::string& what,
+                                                          const std::function<bool(uint32_t)>& has) {
   {
-    PayloadBytes bytes = parameters_payload(round, params, n);
     const size_t size = bytes->size();
     std::lock_guard<std::mutex> lock(publish_mutex_);
-    send(std::move(bytes), "this node could not send its parameters within " +
+    send(std::move(bytes), "this node could not send its part of " + what + " within " +
                                std::to_string(epoch_deadline_.count()) + " ms");
-    bytes_published_ += size;  // not counted in published_: that counts updates
+    bytes_published_ += size;
   }
   std::unique_lock<std::mutex> lock(mutex_);
   std::vector<std::string> missing;
   auto complete = [&] {
     missing.clear();
     for (const JobMember& m : members_)
-      if (m.id != self_ && !lost_.count(m.id) && !rounds_[round].count(m.id))
-        missing.push_back(m.name);
+      if (m.id != self_ && !lost_.count(m.id) && !has(m.id)) missing.push_back(m.name);
     return missing.empty() || cancelled_;
   };
-  if (!wait_reporting(lock, "averaging round " + std::to_string(round), missing, complete)) {
+  if (!wait_reporting(lock, what, missing, complete)) {
     std::string names;
     for (const std::string& m : missing) names += (names.empty() ? "" : ", ") + m;
-    spdlog::warn("job {}: averaging round {} went on without {} (nothing within {} ms)",
-                 job_id_text(job_id_), round, names, epoch_deadline_.count());
+    spdlog::warn("job {}: {} went on without {} (nothing within {} ms)", job_id_text(job_id_),
+                 what, names, epoch_deadline_.count());
   }
   if (cancelled_) throw core::UserError("the job was cancelled", "");
+  return lock;
+}
+
+void MeshExchange::average_parameters(float* params, int64_t n, int64_t round) {
+  std::unique_lock<std::mutex> lock =
+      exchange_round(parameters_payload(round, params, n),
+                     "averaging round " + std::to_string(round),
+                     [&](uint32_t id) { return rounds_[round].count(id) > 0; });
   // Summed in member order on every node: the same floats everywhere.
   std::vector<double> sum(size_t(n), 0.0);
   int count = 0;
@@ -592,14 +633,23 @@ std::string MeshExchange::stall_line(const std::string& what,
                   std::chrono::duration<double>(d).count());
     return std::string(text);
   };
+  auto heard = [&](uint32_t id) {
+    auto it = last_heard_.find(id);
+    return it == last_heard_.end()
+               ? std::string("nothing heard from it in this job")
+               : "last heard " + seconds(now - it->second.at) + " ago: " + it->second.what;
+  };
   std::string line = "stalled: " + what + " has waited " + seconds(now - since) + " for ";
   for (size_t i = 0; i < waiting.size(); ++i) {
     line += (i ? "; " : "") + waiting[i];
     const JobMember* m = member_named(waiting[i].substr(0, waiting[i].find(' ')));
-    auto it = m ? last_heard_.find(m->id) : last_heard_.end();
-    line += it == last_heard_.end()
-                ? " (nothing heard from it in this job)"
-                : " (last heard " + seconds(now - it->second.at) + " ago: " + it->second.what + ")";
+    if (!m) continue;
+    line += " (" + heard(m->id) + ")";
+    // Its messages come through another node (the root, in plain mode): a silent relay
+    // holds up everyone behind it, so it is named too.
+    const uint32_t relay = mesh_ ? mesh_->relay_of(m->id) : m->id;
+    if (relay != m->id && relay != self_)
+      line += ", relayed by " + name_of(relay) + " (" + heard(relay) + ")";
   }
   return line;
 }
@@ -646,6 +696,9 @@ std::string MeshExchange::describe(const MeshPayloadIn& in) {
       return "a parameter snapshot";
     case MeshPayloadIn::Kind::kParameters:
       return "its parameters for averaging round " + std::to_string(in.parameters.round);
+    case MeshPayloadIn::Kind::kPseudoGradient:
+      return "its pseudo-gradient for round " + std::to_string(in.pseudo_gradient.round / 2 + 1) +
+             " of local steps";
     case MeshPayloadIn::Kind::kMalformed:
       return "a malformed message";
   }

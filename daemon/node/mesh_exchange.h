@@ -64,6 +64,10 @@ class MeshExchange : public core::NodeExchange {
   // Every node broadcasts its parameters on the mesh and each computes the same mean (summed in
   // member order, so the replicas stay bit-identical); no controller on the data path.
   void average_parameters(float* params, int64_t n, int64_t round) override;
+  // Local steps: every node broadcasts its encoded pseudo-gradient; the round's list is in
+  // member order on every node.
+  std::vector<PseudoGradient> share_pseudo_gradient(int64_t round,
+                                                    const PseudoGradient& mine) override;
 
   // This node is a restarted member rejoining the job; `lost`: the members lost now.
   void set_rejoining(const std::vector<uint32_t>& lost);
@@ -117,6 +121,8 @@ class MeshExchange : public core::NodeExchange {
   std::string stall_line(const std::string& what, std::chrono::steady_clock::time_point since,
                          const std::vector<std::string>& waiting) const;
   const JobMember* member_named(const std::string& name) const;
+  std::unique_lock<std::mutex> exchange_round(PayloadBytes bytes, const std::string& what,
+                                              const std::function<bool(uint32_t)>& has);
   static std::string describe(const MeshPayloadIn& in);
   struct Announcement {
     uint64_t published = 0;  // update messages tagged with the epoch
@@ -210,6 +216,13 @@ class MeshExchange : public core::NodeExchange {
   bool cancelled_ = false;
   std::map<int64_t, std::map<uint32_t, std::vector<float>>> rounds_;  // parameter averaging
   int64_t last_round_ = -1;  // the latest round averaged here: older ones are stale
+  // Local steps: each round's pseudo-gradients by origin, for rounds after last_pseudo_round_
+  // and at most kPseudoRoundsAhead ahead of it (a node waits for every other's message of a
+  // round before its next one, so a live peer is never further ahead).
+  static constexpr int64_t kPseudoRoundsAhead = 64;
+  std::map<int64_t, std::map<uint32_t, PseudoGradient>> pseudo_rounds_;
+  int64_t last_pseudo_round_ = -1;
+  void on_pseudo_gradient(PseudoGradientPayload g, uint32_t origin);
 
   std::mutex publish_mutex_;  // message ids in order per origin
   // From the clock at start: a restarted node's messages must not reuse the ids its old

@@ -23,6 +23,9 @@ class MeshPort {
   virtual void add_member(uint32_t id) = 0;
   // A node new to the job (elastic membership, MeshNode::add_member) is part of the mesh now.
   virtual void add_new_member(const transport::MeshMember& member) = 0;
+  // The member that `member`'s messages reach this node through (itself when direct): a stall
+  // report names a silent relay (in plain mode the root relays everything).
+  virtual uint32_t relay_of(uint32_t member) const { return member; }
 };
 
 // One job's view of a node's MeshNode.
@@ -36,6 +39,9 @@ class JobMesh : public MeshPort {
   void add_member(uint32_t id) override { mesh_.add_member(id); }
   void add_new_member(const transport::MeshMember& member) override {
     mesh_.add_member(member);
+  }
+  uint32_t relay_of(uint32_t member) const override {
+    return mesh_.map().next_hop(mesh_.self(), member);
   }
 
  private:

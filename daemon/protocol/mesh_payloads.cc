@@ -36,8 +36,7 @@ MeshPayloadIn malformed(std::string why) {
   return in;
 }
 
-void read_update(const mesh::Update& u, MeshPayloadIn& in) {
-  core::EncodedMessage& m = in.update;
+void read_message(const mesh::Update& u, core::EncodedMessage& m) {
   m.epoch = u.epoch();
   m.batch = u.minibatch();
   m.id = u.id();
@@ -48,7 +47,26 @@ void read_update(const mesh::Update& u, MeshPayloadIn& in) {
   m.length = u.length();
   m.count = u.count();
   if (u.words()) m.words.assign(u.words()->begin(), u.words()->end());
+}
+
+void read_update(const mesh::Update& u, MeshPayloadIn& in) {
+  read_message(u, in.update);
   in.kind = MeshPayloadIn::Kind::kUpdate;
+}
+
+void read_pseudo_gradient(const mesh::PseudoGradient& g, MeshPayloadIn& in) {
+  if (!g.update()) {
+    in.error = "a pseudo-gradient without its message";
+    return;
+  }
+  if (g.workers() <= 0) {
+    in.error = "a pseudo-gradient of " + std::to_string(g.workers()) + " workers";
+    return;
+  }
+  in.pseudo_gradient.round = g.round();
+  in.pseudo_gradient.workers = g.workers();
+  read_message(*g.update(), in.pseudo_gradient.update);
+  in.kind = MeshPayloadIn::Kind::kPseudoGradient;
 }
 
 void read_epoch_end(const mesh::EpochEnd& e, MeshPayloadIn& in) {
@@ -74,13 +92,29 @@ void read_epoch_end(const mesh::EpochEnd& e, MeshPayloadIn& in) {
 
 }  // namespace
 
+namespace {
+
+flatbuffers::Offset<mesh::Update> build_update(flatbuffers::FlatBufferBuilder& fbb,
+                                               const core::EncodedMessage& m) {
+  const auto words = fbb.CreateVector(m.words);
+  return mesh::CreateUpdate(fbb, m.epoch, m.batch, m.id, m.origin,
+                            static_cast<mesh::Encoding>(m.encoding), m.tau, m.param_offset,
+                            m.length, m.count, words);
+}
+
+}  // namespace
+
 PayloadBytes update_payload(const core::EncodedMessage& m) {
   flatbuffers::FlatBufferBuilder fbb(128 + m.words.size() * 4);
-  const auto words = fbb.CreateVector(m.words);
-  const auto u = mesh::CreateUpdate(fbb, m.epoch, m.batch, m.id, m.origin,
-                                    static_cast<mesh::Encoding>(m.encoding), m.tau,
-                                    m.param_offset, m.length, m.count, words);
-  return finish(fbb, mesh::Payload::Update, u.Union());
+  return finish(fbb, mesh::Payload::Update, build_update(fbb, m).Union());
+}
+
+PayloadBytes pseudo_gradient_payload(int64_t round, int32_t workers,
+                                     const core::EncodedMessage& m) {
+  flatbuffers::FlatBufferBuilder fbb(160 + m.words.size() * 4);
+  const auto u = build_update(fbb, m);
+  return finish(fbb, mesh::Payload::PseudoGradient,
+                mesh::CreatePseudoGradient(fbb, round, workers, u).Union());
 }
 
 PayloadBytes epoch_end_payload(const EpochEndPayload& e) {
@@ -132,6 +166,8 @@ MeshPayloadIn read_mesh_payload(const uint8_t* data, size_t size) {
   } else if (const auto* q = p.payload_as_Parameters()) {
     in.parameters = {q->round(), view(q->values())};
     in.kind = MeshPayloadIn::Kind::kParameters;
+  } else if (const auto* g = p.payload_as_PseudoGradient()) {
+    read_pseudo_gradient(*g, in);
   } else {
     in.error = "a mesh payload of an unknown kind";  // a newer release, or no body at all
   }

@@ -58,14 +58,24 @@ struct ParametersPayload {
 };
 PayloadBytes parameters_payload(int64_t round, const float* values, int64_t n);
 
+// A node's encoded pseudo-gradient of a round of local steps (not yet checked against a model).
+struct PseudoGradientPayload {
+  int64_t round = 0;
+  int32_t workers = 0;
+  core::EncodedMessage update;
+};
+PayloadBytes pseudo_gradient_payload(int64_t round, int32_t workers,
+                                     const core::EncodedMessage& m);
+
 struct MeshPayloadIn {
-  enum class Kind { kMalformed, kUpdate, kEpochEnd, kSnapshot, kParameters };
+  enum class Kind { kMalformed, kUpdate, kEpochEnd, kSnapshot, kParameters, kPseudoGradient };
   Kind kind = Kind::kMalformed;
   std::string error;               // kMalformed: what is wrong with it
   core::EncodedMessage update;     // kUpdate (not yet checked against a model)
   EpochEndPayload epoch_end;       // kEpochEnd
   SnapshotPayload snapshot;        // kSnapshot (views into the bytes)
   ParametersPayload parameters;    // kParameters (views into the bytes)
+  PseudoGradientPayload pseudo_gradient;  // kPseudoGradient
 };
 // Never throws; anything that is not a well-formed payload is kMalformed with the reason.
 MeshPayloadIn read_mesh_payload(const uint8_t* data, size_t size);

@@ -40,7 +40,11 @@ for _ in $(seq 1 150); do  # 15 s, still before the 10 s peer timeout counts nod
 done
 seen=$(date +%s.%N)
 kill -CONT "$pid"
-[[ -n $line ]] || fail "no stall report naming node-3 within 15 s of stopping it; the log ends: $(tail -n 5 job.log)"
+if [[ -z $line ]]; then
+  fail "no stall report naming node-3 within 15 s of stopping it; the log ends: $(tail -n 5 job.log)"
+  echo "what the daemons logged about the wait and node-3:"
+  grep -h "stalled\|lost\|node-3\|waited" "$WORK"/c/node-*.log | tail -n 20
+fi
 echo "$line" | cut -c1-220
 after=$(python3 -c "print(round($seen - $stopped, 1))")
 echo "reported $after s after node-3 stopped"

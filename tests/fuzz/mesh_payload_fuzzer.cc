@@ -38,6 +38,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     case daemon::MeshPayloadIn::Kind::kEpochEnd:
       sink = float(in.epoch_end.joiners.size());
       break;
+    case daemon::MeshPayloadIn::Kind::kPseudoGradient:
+      if (core::check_message(in.pseudo_gradient.update, 1 << 20, error))
+        sink = float(in.pseudo_gradient.update.words.size());
+      break;
     case daemon::MeshPayloadIn::Kind::kMalformed:
       break;
   }

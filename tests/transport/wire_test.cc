@@ -485,6 +485,18 @@ TEST_CASE("mesh maps: plain star, breadth-first tree, repair after a loss") {
   REQUIRE(tree.without(11, &missed).version() == 2);
   REQUIRE(missed.empty());  // a leaf relayed nothing
 
+  // Whose messages come through whom: in the star everything passes the root; in the tree a
+  // node's messages reach a cousin through the parents in between.
+  REQUIRE(plain.next_hop(5, 7) == 0);
+  REQUIRE(plain.next_hop(5, 0) == 0);
+  REQUIRE(plain.next_hop(0, 7) == 7);
+  REQUIRE(tree.next_hop(9, 10) == 1);   // siblings under 1
+  REQUIRE(tree.next_hop(9, 2) == 1);    // up through its parent
+  REQUIRE(tree.next_hop(0, 11) == 1);   // the root reaches 11 through 1
+  REQUIRE(tree.next_hop(2, 11) == 0);
+  REQUIRE(tree.next_hop(1, 11) == 11);  // neighbours: direct
+  REQUIRE(tree.next_hop(3, 99) == 99);  // not in the map
+
   MeshMap rootless = plain.without(0, &missed);
   REQUIRE(rootless.root() == 1);
   REQUIRE(rootless.children(1).size() == 10);  // plain stays a star around the new root

@@ -153,6 +153,18 @@ TEST_CASE("bad specs are refused with location, key and fix") {
       {"bounded without a number", kGood + "  sync: bounded\n",
        {"training.sync", "bounded needs its number of steps", "{bounded: 2}"}},
       {"bounded zero", kGood + "  sync: {bounded: 0}\n", {"training.sync.bounded", "out of range"}},
+      {"local steps with several workers", kGood + "  workers_per_node: 2\n  sync: {local: {steps: 10}}\n",
+       {"training.workers_per_node", "one worker per node", "workers_per_node: 1"}},
+      {"local steps with averaging",
+       replace(kGood, "training:\n", "training:\n  mode: parameter_averaging\n") +
+           "  sync: {local: {steps: 10}}\n",
+       {"training.sync", "pseudo-gradient", "remove training.mode"}},
+      {"local steps: unknown outer optimizer", kGood + "  sync: {local: {outer: {type: adam}}}\n",
+       {"training.sync.local.outer.type", "'adam'", "nesterov, sgd"}},
+      {"local steps: density zero", kGood + "  sync: {local: {density: 0}}\n",
+       {"training.sync.local.density", "out of range"}},
+      {"local and bounded", kGood + "  sync: {local: {steps: 5}, bounded: 2}\n",
+       {"training.sync", "keep one of them"}},
       {"unknown correction", kGood + "  corrections: {momentum_mask: true}\n",
        {"training.corrections", "unknown key 'momentum_mask'", "did you mean 'momentum_masking'"}},
       {"unknown lr scaling rule", kGood + "  corrections: {lr_scaling: {rule: square}}\n",
@@ -240,7 +252,9 @@ TEST_CASE("data.train.shards: node-local packed files, not checked where the spe
            {replace(shards, "shards:", "path: x, shards:"), "both path and shards are given"},
            {replace(shards, "format: packed", "format: csv"), "shards are files of a packed export"},
            {replace(shards, "epochs: 2", "epochs: 2\n  mode: parameter_averaging"),
-            "node-local shards train with gradient_sharing only"},
+            "node-local shards train with gradient sharing every step only"},
+           {replace(shards, "epochs: 2", "epochs: 2\n  sync: {local: {steps: 10}}"),
+            "node-local shards train with gradient sharing every step only"},
            {replace(shards, "epochs: 2", "epochs: 2\n  nodes: {min: 2, max: 3}"),
             "an elastic job (training.nodes: {min, max}) cannot use node-local shards"},
            {replace(shards, packed, packed + "\n  test: {format: packed, shards: \"/d/*.dtb\"}"),
@@ -279,6 +293,17 @@ TEST_CASE("sync and the corrections parse, with their defaults") {
   CHECK(t.corrections.sparsity_warmup_start == 0.05);
   CHECK(t.corrections.lr_scaling == "sqrt");
   CHECK(t.corrections.lr_warmup_epochs == 1.5);
+  testing::write_text(f.dir + "/job.yaml",
+                      kGood + "  sync: {local: {steps: 30, density: 0.05, outer: "
+                              "{learning_rate: 0.5, momentum: 0.8}}}\n");
+  const core::TrainingSpec l = core::parse_job_spec_file(f.dir + "/job.yaml").training;
+  CHECK(core::steps_locally(l));
+  CHECK_FALSE(core::shares_every_step(l));
+  CHECK(l.sync.local.steps == 30);
+  CHECK(l.sync.local.density == 0.05);
+  CHECK(l.sync.local.outer.type == "nesterov");
+  CHECK(l.sync.local.outer.learning_rate == 0.5);
+  CHECK(l.sync.local.outer.momentum == 0.8);
   testing::write_text(f.dir + "/job.yaml", kGood + "  sync: async\n");
   CHECK(core::parse_job_spec_file(f.dir + "/job.yaml").training.sync.bound == 0);
 }

@@ -10,7 +10,9 @@
 #include <thread>
 #include <tuple>
 
+#include "core/codec/codec_engine.h"
 #include "core/codec/reference_codec.h"
+#include "core/train/local_steps.h"
 #include "daemon/node/mesh_exchange.h"
 #include "daemon/protocol/control_messages.h"
 
@@ -34,6 +36,10 @@ class FakeMesh {
     }
     void add_member(uint32_t id) override { mesh_.added.push_back(id); }
     void add_new_member(const transport::MeshMember& m) override { mesh_.added.push_back(m.id); }
+    uint32_t relay_of(uint32_t member) const override {
+      auto it = mesh_.relays.find(member);
+      return it == mesh_.relays.end() || self_ == it->second ? member : it->second;
+    }
 
    private:
     FakeMesh& mesh_;
@@ -69,6 +75,7 @@ class FakeMesh {
     }
   }
   std::vector<uint32_t> added;
+  std::map<uint32_t, uint32_t> relays;  // member -> the node its messages come through
 
  private:
   std::mutex mutex_;
@@ -96,15 +103,21 @@ core::SharedMessage update(uint32_t origin, uint64_t id, int64_t epoch, int64_t 
   return std::make_shared<const core::EncodedMessage>(std::move(m));
 }
 
-}  // namespace
-
-TEST_CASE("parameter averaging gives every node the same mean", "[mesh_exchange]") {
-  FakeMesh mesh;
+// Three nodes' exchanges on `mesh`, node-1 to node-3 (ids 1 to 3).
+std::vector<std::unique_ptr<MeshExchange>> three_nodes(FakeMesh& mesh) {
   std::vector<std::unique_ptr<MeshExchange>> ex;
   for (uint32_t id = 1; id <= 3; ++id) {
     ex.push_back(std::make_unique<MeshExchange>(1, id, members(3), milliseconds(5000)));
     mesh.join(id, *ex.back());
   }
+  return ex;
+}
+
+}  // namespace
+
+TEST_CASE("parameter averaging gives every node the same mean", "[mesh_exchange]") {
+  FakeMesh mesh;
+  std::vector<std::unique_ptr<MeshExchange>> ex = three_nodes(mesh);
   std::vector<std::vector<float>> params(3, std::vector<float>(5));
   for (int n = 0; n < 3; ++n)
     for (int i = 0; i < 5; ++i) params[n][i] = float(n * 10 + i);
@@ -131,11 +144,7 @@ TEST_CASE("parameter averaging gives every node the same mean", "[mesh_exchange]
 TEST_CASE("the second barrier averages batch-norm statistics over every live node's workers",
           "[mesh_exchange]") {
   FakeMesh mesh;
-  std::vector<std::unique_ptr<MeshExchange>> ex;
-  for (uint32_t id = 1; id <= 3; ++id) {
-    ex.push_back(std::make_unique<MeshExchange>(1, id, members(3), milliseconds(5000)));
-    mesh.join(id, *ex.back());
-  }
+  std::vector<std::unique_ptr<MeshExchange>> ex = three_nodes(mesh);
   // Node n has n + 1 workers whose states sum to (n + 1) * (values around 0.1 * n).
   std::vector<core::NodeExchange::StateSum> local(3);
   for (int n = 0; n < 3; ++n) {
@@ -352,4 +361,89 @@ TEST_CASE("a joiner withdrawn before it is admitted is not waited for", "[mesh_e
   const auto next = a.end_epoch(1, 0.5, 1);  // not waited for (the deadline would throw)
   CHECK(next.lost == std::vector<std::string>{"node-2"});
   a.detach();
+}
+
+TEST_CASE("a stall report names the node that relays the one waited for", "[mesh_exchange]") {
+  FakeMesh mesh;
+  mesh.relays = {{2, 3}};  // node-2's messages reach node-1 through node-3 (the plain root)
+  std::vector<std::unique_ptr<MeshExchange>> ex = three_nodes(mesh);
+  std::vector<std::string> lines;
+  ex[0]->on_stall = [&](const std::string& line) { lines.push_back(line); };
+  ex[0]->step_stalled(milliseconds(2000), 0, 184, {1});  // worker 1 is node-2's
+  REQUIRE(lines.size() == 1);
+  CHECK(lines[0].find("for node-2 (nothing heard from it in this job)") != std::string::npos);
+  CHECK(lines[0].find("relayed by node-3 (nothing heard from it in this job)") !=
+        std::string::npos);
+
+  SECTION("a node heard directly names no relay") {
+    ex[0]->step_stalled(milliseconds(2000), 0, 184, {2});  // node-3's worker
+    REQUIRE(lines.size() == 2);
+    CHECK(lines[1].find("for node-3") != std::string::npos);
+    CHECK(lines[1].find("relayed by") == std::string::npos);
+  }
+}
+
+TEST_CASE("every node gets the same pseudo-gradients of a round, in member order",
+          "[mesh_exchange]") {
+  FakeMesh mesh;
+  std::vector<std::unique_ptr<MeshExchange>> ex = three_nodes(mesh);
+  auto mine = [](int n) {
+    core::NodeExchange::PseudoGradient p;
+    p.workers = 1;
+    p.message = *update(uint32_t(n), uint64_t(n + 1), 0, -1);
+    return p;
+  };
+  std::vector<std::vector<core::NodeExchange::PseudoGradient>> got(3);
+  std::vector<std::thread> threads;
+  for (int n = 0; n < 3; ++n)
+    threads.emplace_back([&, n] { got[n] = ex[n]->share_pseudo_gradient(0, mine(n)); });
+  for (auto& t : threads) t.join();
+  for (int n = 0; n < 3; ++n) {
+    REQUIRE(got[n].size() == 3);
+    for (int k = 0; k < 3; ++k) CHECK(got[n][k].message.words == mine(k).message.words);
+  }
+
+  SECTION("a lost node is not waited for, and a stale round is not kept") {
+    mesh.cut(3);
+    ex[0]->on_loss(3);
+    ex[1]->on_loss(3);
+    const auto start = std::chrono::steady_clock::now();
+    std::thread other([&] { got[1] = ex[1]->share_pseudo_gradient(2, mine(1)); });
+    got[0] = ex[0]->share_pseudo_gradient(2, mine(0));
+    other.join();
+    CHECK(std::chrono::steady_clock::now() - start < milliseconds(2000));
+    REQUIRE(got[0].size() == 2);
+    REQUIRE(got[1].size() == 2);
+    CHECK(got[0][1].message.words == got[1][1].message.words);
+  }
+}
+
+TEST_CASE("rounds of local steps leave every node with the same global parameters",
+          "[mesh_exchange]") {
+  FakeMesh mesh;
+  std::vector<std::unique_ptr<MeshExchange>> ex = three_nodes(mesh);
+  core::TrainingSpec spec;
+  spec.sync.mode = "local";
+  spec.sync.local.density = 0.25;  // most of each pseudo-gradient waits in the residual
+  const std::vector<float> start(kParams, 0.5f);
+  std::vector<std::unique_ptr<core::LocalSteps>> nodes;
+  for (uint32_t n = 0; n < 3; ++n)
+    nodes.push_back(std::make_unique<core::LocalSteps>(
+        spec, core::CodecEngine::get("reference"), start.data(), kParams, n));
+  std::vector<std::vector<float>> replica(3, start);
+  for (int64_t round = 0; round < 4; ++round) {
+    // Different inner steps on every node.
+    for (int n = 0; n < 3; ++n)
+      for (int64_t i = 0; i < kParams; ++i)
+        replica[n][size_t(i)] -= 0.01f * float((i * (n + 2) + round) % 7) - 0.02f;
+    std::vector<std::thread> threads;
+    for (int n = 0; n < 3; ++n)
+      threads.emplace_back([&, n] { nodes[n]->round(replica[n].data(), 1, ex[n].get(), 2 * round); });
+    for (auto& t : threads) t.join();
+    INFO("round " << round);
+    REQUIRE(replica[0] == replica[1]);  // bit for bit
+    REQUIRE(replica[0] == replica[2]);
+    REQUIRE(nodes[0]->outer().momentum() == nodes[2]->outer().momentum());
+    REQUIRE(replica[0] != start);
+  }
 }

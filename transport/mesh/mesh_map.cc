@@ -27,6 +27,21 @@ const MeshMember* MeshMap::find(uint32_t id) const {
   return nullptr;
 }
 
+uint32_t MeshMap::next_hop(uint32_t from, uint32_t to) const {
+  const MeshMember* f = find(from);
+  if (!f || !contains(to) || from == to) return to;
+  // Up from `to`: reaching `from` means it is an ancestor, and the hop is its child on the way.
+  uint32_t below = to, at = to;
+  for (size_t step = 0; step <= members_.size(); ++step) {
+    if (at == from) return below;
+    const MeshMember* m = find(at);
+    if (!m || m->parent == m->id) break;  // the root
+    below = at;
+    at = m->parent;
+  }
+  return f->parent == f->id ? to : f->parent;  // otherwise the path leaves through the parent
+}
+
 std::vector<uint32_t> MeshMap::children(uint32_t id) const {
   std::vector<uint32_t> out;
   for (const auto& m : members_)

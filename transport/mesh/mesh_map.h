@@ -35,6 +35,9 @@ class MeshMap {
   std::vector<uint32_t> children(uint32_t id) const;
   // Parent (unless `id` is the root) and children.
   std::vector<uint32_t> neighbours(uint32_t id) const;
+  // The neighbour of `from` that `to`'s messages reach `from` through: `to` itself when they
+  // are neighbours (or either is not in the map).
+  uint32_t next_hop(uint32_t from, uint32_t to) const;
 
   // The map after `lost` left: its children re-attach to the least-loaded live node (fewest
   // children, nearest the root, first in order; in plain mode, the root); a lost root is

@@ -41,6 +41,7 @@ class MeshNode {
                std::chrono::milliseconds deadline = std::chrono::milliseconds(10000));
 
   MeshMap map() const;
+  uint32_t self() const { return self_; }
 
   // A member of the original map restarted and rejoins (MeshMap::with); if it becomes a
   // neighbour it gets what this node saw recently, like a re-attached child.

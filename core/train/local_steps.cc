@@ -1,0 +1,108 @@
+#include "core/train/local_steps.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <string>
+
+#include "core/codec/message_check.h"
+#include "core/codec/reference_codec.h"
+
+namespace dtrain::core {
+namespace {
+
+// The pseudo-gradient's residual is error feedback across rounds: clipping it would drop
+// what a round did not send, so it is never clipped.
+TrainingSpec unclipped(const TrainingSpec& training) {
+  TrainingSpec t = training;
+  t.residual.clip = false;
+  return t;
+}
+
+}  // namespace
+
+std::string describe_local_steps(const LocalStepsSpec& spec) {
+  char text[200];
+  std::snprintf(text, sizeof text,
+                "local steps: %lld inner steps a round, then the outer %s step (learning rate %g, "
+                "momentum %g) on the mean pseudo-gradient, %g%% of it sent a round",
+                (long long)spec.steps, spec.outer.type.c_str(), spec.outer.learning_rate,
+                spec.outer.momentum, 100.0 * spec.density);
+  return text;
+}
+
+LocalSteps::LocalSteps(const TrainingSpec& training, const CodecEngine& engine,
+                       const float* initial, int64_t num_params, uint32_t origin)
+    : n_(num_params),
+      density_(training.sync.local.density),
+      global_(initial, initial + num_params),
+      outer_(training.sync.local.outer, num_params),
+      encoder_(num_params, unclipped(training), origin, engine) {}
+
+float LocalSteps::threshold_for(const std::vector<float>& values, double density) {
+  std::vector<float> magnitude(values.size());
+  for (size_t i = 0; i < values.size(); ++i) magnitude[i] = std::fabs(values[i]);
+  if (magnitude.empty()) return 1.f;
+  const size_t k = std::clamp<size_t>(
+      static_cast<size_t>(std::ceil(density * double(magnitude.size()))), 1, magnitude.size());
+  std::nth_element(magnitude.begin(), magnitude.begin() + (k - 1), magnitude.end(),
+                   std::greater<float>());
+  float tau = magnitude[k - 1];
+  if (tau > 0.f) return tau;
+  // Fewer than k elements are not zero: the smallest of those that are.
+  for (float m : magnitude)
+    if (m > 0.f && (tau == 0.f || m < tau)) tau = m;
+  return tau > 0.f ? tau : 1.f;
+}
+
+LocalSteps::Round LocalSteps::round(float* params, int workers, NodeExchange* exchange,
+                                    int64_t round) {
+  std::vector<float> pseudo(static_cast<size_t>(n_));
+  for (int64_t i = 0; i < n_; ++i) pseudo[size_t(i)] = global_[size_t(i)] - params[i];
+  std::vector<float> pending = encoder_.residual();
+  for (int64_t i = 0; i < n_; ++i) pending[size_t(i)] += pseudo[size_t(i)];
+  encoder_.threshold().set_tau(threshold_for(pending, density_));
+  std::vector<EncodedMessage> segments = encoder_.encode(pseudo.data());
+  // One segment: a model of 2^31 parameters does not fit a mesh message anyway.
+  NodeExchange::PseudoGradient mine{workers, std::move(segments.front())};
+  Round r;
+  r.sent = mine.message.count;
+  r.tau = mine.message.tau;
+  r.bytes = mine.message.wire_bytes();
+  const std::vector<NodeExchange::PseudoGradient> parts =
+      exchange ? exchange->share_pseudo_gradient(round, mine)
+               : std::vector<NodeExchange::PseudoGradient>{mine};
+  const std::vector<float> mean = mean_of(parts, &r.nodes);
+  outer_.step(global_.data(), mean.data());
+  std::copy(global_.begin(), global_.end(), params);
+  return r;
+}
+
+std::vector<float> LocalSteps::mean_of(const std::vector<NodeExchange::PseudoGradient>& parts,
+                                       int* nodes) const {
+  std::vector<double> sum(static_cast<size_t>(n_), 0.0);
+  std::vector<float> decoded(static_cast<size_t>(n_));
+  int64_t workers = 0;
+  *nodes = 0;
+  std::string error;
+  for (const NodeExchange::PseudoGradient& p : parts) {
+    if (p.workers <= 0 || p.message.length != n_ || !check_message(p.message, n_, error))
+      continue;
+    std::fill(decoded.begin(), decoded.end(), 0.f);
+    reference_decode_add(p.message, decoded.data());
+    for (int64_t i = 0; i < n_; ++i) sum[size_t(i)] += double(p.workers) * decoded[size_t(i)];
+    workers += p.workers;
+    ++*nodes;
+  }
+  std::vector<float> mean(static_cast<size_t>(n_), 0.f);
+  if (workers == 0) return mean;
+  for (int64_t i = 0; i < n_; ++i) mean[size_t(i)] = static_cast<float>(sum[size_t(i)] / workers);
+  return mean;
+}
+
+void LocalSteps::rebase(const float* params, const std::vector<float>& momentum) {
+  std::copy(params, params + n_, global_.begin());
+  outer_.set_momentum(momentum);
+}
+
+}  // namespace dtrain::core

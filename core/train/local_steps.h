@@ -1,0 +1,67 @@
+#pragma once
+// Local steps with an outer optimizer (docs/architecture/core.md, "Local steps"; DiLoCo,
+// Douillard et al. 2023). Between rounds each replica steps on its own. At a round, this node's
+// pseudo-gradient (global - replica) plus its residual is threshold-encoded like a step's update
+// (core/codec: each sent element worth exactly +tau or -tau, what is not sent stays in the
+// residual and goes out in a later round), every live node's message of the round is decoded
+// and averaged (weighted by workers), and the outer optimizer applies that mean to the global
+// parameters. Every node decodes the same messages in the same order and runs the same outer
+// step, so the global parameters, which every replica then takes, agree bit for bit.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/codec/codec_engine.h"
+#include "core/codec/update_encoder.h"
+#include "core/spec/job_spec.h"
+#include "core/train/node_exchange.h"
+#include "core/train/outer_optimizer.h"
+
+namespace dtrain::core {
+
+// One line for the job's log: "local steps: 50 inner steps a round, outer nesterov ...".
+std::string describe_local_steps(const LocalStepsSpec& spec);
+
+class LocalSteps {
+ public:
+  // `initial`: the global parameters the job starts from; `origin` numbers this node's
+  // messages (its first global worker).
+  LocalSteps(const TrainingSpec& training, const CodecEngine& engine, const float* initial,
+             int64_t num_params, uint32_t origin);
+
+  struct Round {
+    int nodes = 0;          // whose pseudo-gradients the round averaged
+    int64_t sent = 0;       // elements this node sent
+    float tau = 0.f;        // the threshold it sent them at
+    int64_t bytes = 0;      // its message on the wire
+  };
+  // `params` holds this node's replica after the round's inner steps (the mean of its
+  // `workers` workers); on return it holds the new global parameters.
+  Round round(float* params, int workers, NodeExchange* exchange, int64_t round);
+
+  // After the epoch end's agreement (a dense average over the live nodes): these parameters
+  // and this outer momentum are the global state from now on.
+  void rebase(const float* params, const std::vector<float>& momentum);
+
+  const std::vector<float>& global() const { return global_; }
+  const OuterOptimizer& outer() const { return outer_; }
+  UpdateEncoder& encoder() { return encoder_; }
+
+  // The threshold that sends the `density` share of `values` with the largest magnitudes: the
+  // smallest of those magnitudes (at least one element); 1 when every value is 0.
+  static float threshold_for(const std::vector<float>& values, double density);
+
+ private:
+  // The mean pseudo-gradient of `parts`, weighted by their workers; parts that do not fit the
+  // model are left out (every node leaves out the same ones).
+  std::vector<float> mean_of(const std::vector<NodeExchange::PseudoGradient>& parts,
+                             int* nodes) const;
+
+  const int64_t n_;
+  const double density_;
+  std::vector<float> global_;
+  OuterOptimizer outer_;
+  UpdateEncoder encoder_;
+};
+
+}  // namespace dtrain::core

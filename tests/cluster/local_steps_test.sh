@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# Local steps with an outer optimizer (docs/architecture/core.md, "Local steps") on 3 daemons:
+# every node steps its own replica 20 minibatches a round, then the nodes exchange one
+# threshold-encoded pseudo-gradient each and apply the same outer Nesterov step. The job trains
+# to 0.85, the replicas agree at every epoch end (the same printed norm and projection on every
+# node) and at the end; with a node killed mid-epoch the others finish without it.
+set -u
+SPEC="$(cd "$(dirname "$4")" && pwd)/$(basename "$4")"
+source "$(dirname "$0")/lib.sh" local_steps "$1" "$2" "$3"
+export PEER_TIMEOUT_MS=3000 HEARTBEAT_MS=300
+
+local_spec() {  # local_spec EPOCHS NAME
+  sed -e 's/workers_per_node: auto/workers_per_node: 1\n  sync: {local: {steps: 20, density: 0.1}}/' \
+      -e "s/epochs: 5/epochs: $1/" -e 's/  batch_size: 64/  batch_size_per_worker: 64/' \
+      -e 's/checkpoint_every: 1000/checkpoint_every: 0/' -e "s/name: fashion-mnist-mlp/name: $2/" \
+      -e "s/model: fashion-mnist-mlp.dtm/model: $2.dtm/" "$SPEC"
+}
+"$CLUSTER_TOOL" start 3 "$WORK/c" > start.out || { echo "FAIL: the cluster did not start"; cat start.out; exit 1; }
+source "$WORK/c/env"
+
+# 1. The whole job on three nodes.
+local_spec 4 local > local.yaml
+id=$("$SUBMIT" local.yaml --detach) || fail "submit"
+state=$(wait_job_end "$id" local.json 180)
+[[ $state == succeeded ]] || fail "job $id ended '$state': $(json local.json "j.get('error')")"
+"$SUBMIT" logs "$id" > local.log
+check_trained local.json
+echo "local steps: accuracy $acc, replicas differ by $diff"
+grep -q "local steps: 20 inner steps a round, then the outer nesterov step" local.log ||
+  fail "the job's log does not say how it combines the replicas"
+# Each epoch end's replica figures, printed by every node: one distinct value per epoch.
+for e in 1 2 3; do
+  lines=$(grep -c "node-[123]: epoch $e: .*replica" local.log)
+  distinct=$(grep "node-[123]: epoch $e: " local.log | sed -nE 's/.*replica ([^,]*),.*/\1/p' | sort -u | wc -l)
+  [[ $lines -eq 3 && $distinct -eq 1 ]] ||
+    fail "epoch $e: $lines nodes reported, $distinct different replicas: $(grep "epoch $e: " local.log)"
+done
+
+# 2. node-3 is killed in epoch 2: the rounds go on without it after the peer timeout.
+local_spec 4 local-kill > kill.yaml
+id=$("$SUBMIT" kill.yaml --detach) || fail "submit the second job"
+wait_epoch "$id" 2 60 || exit 1
+pid=$(awk '$2 == "node-3" { print $1 }' "$WORK/c/pids")
+kill -KILL "$pid"
+echo "killed node-3 (pid $pid) in epoch $epoch"
+state=$(wait_job_end "$id" kill.json 180)
+[[ $state == succeeded ]] || fail "with node-3 killed, job $id ended '$state': $(json kill.json "j.get('error')")"
+lost=$(json kill.json "j.get('lost_nodes', [])")
+[[ $lost == *node-3* ]] || fail "node-3 is not among the lost nodes: $lost"
+check_trained kill.json "with node-3 killed: "
+echo "with node-3 killed: accuracy $acc, replicas differ by $diff"
+finish local_steps

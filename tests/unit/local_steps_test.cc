@@ -1,0 +1,77 @@
+// Local steps with an outer optimizer (core/train/local_steps.h, docs/architecture/core.md "Local
+// steps"): the outer Nesterov step against a hand-computed case, the pseudo-gradient's residual
+// sent in a later round, and the density's threshold. Rounds across nodes are in
+// mesh_exchange_test (replicas identical over the mesh exchange).
+#include <catch2/catch.hpp>
+
+#include <vector>
+
+#include "core/codec/codec_engine.h"
+#include "core/train/local_steps.h"
+#include "core/train/outer_optimizer.h"
+
+namespace dtrain::core {
+namespace {
+
+TrainingSpec local_spec(double density, const std::string& type, double lr, double momentum) {
+  TrainingSpec t;
+  t.sync.mode = "local";
+  t.sync.local.density = density;
+  t.sync.local.outer = {type, lr, momentum};
+  return t;
+}
+
+}  // namespace
+
+TEST_CASE("the outer Nesterov step matches a hand-computed case", "[local_steps]") {
+  OuterOptimizer outer({"nesterov", 0.5, 0.9}, 2);
+  std::vector<float> global = {1.f, 2.f};
+  // buf = g = (0.2, -0.4); direction = g + 0.9 buf = (0.38, -0.76); global -= 0.5 direction.
+  outer.step(global.data(), std::vector<float>{0.2f, -0.4f}.data());
+  CHECK(global[0] == Approx(0.81f).epsilon(1e-6));
+  CHECK(global[1] == Approx(2.38f).epsilon(1e-6));
+  // buf = 0.9 (0.2, -0.4) + (0.1, 0) = (0.28, -0.36); direction = (0.352, -0.324).
+  outer.step(global.data(), std::vector<float>{0.1f, 0.f}.data());
+  CHECK(global[0] == Approx(0.634f).epsilon(1e-6));
+  CHECK(global[1] == Approx(2.542f).epsilon(1e-6));
+  CHECK(outer.momentum()[0] == Approx(0.28f).epsilon(1e-6));
+
+  SECTION("sgd at learning rate 1 is plain averaging: global -= g") {
+    OuterOptimizer plain({"sgd", 1.0, 0.0}, 2);
+    std::vector<float> p = {1.f, 2.f};
+    plain.step(p.data(), std::vector<float>{0.25f, -0.5f}.data());
+    CHECK(p == std::vector<float>{0.75f, 2.5f});
+    CHECK(plain.momentum().empty());
+  }
+}
+
+TEST_CASE("what a round does not send goes out in a later round", "[local_steps]") {
+  // One element of four a round; outer SGD at learning rate 1, so the global parameters move
+  // by exactly what was sent.
+  const std::vector<float> start(4, 0.f);
+  LocalSteps local(local_spec(0.25, "sgd", 1.0, 0.0), CodecEngine::get("reference"),
+                   start.data(), 4, 0);
+  std::vector<float> replica = {-0.5f, -0.2f, 0.f, 0.f};  // pseudo-gradient (0.5, 0.2, 0, 0)
+  LocalSteps::Round r = local.round(replica.data(), 1, nullptr, 0);
+  CHECK(r.sent == 1);
+  CHECK(r.tau == 0.5f);
+  CHECK(replica == std::vector<float>{-0.5f, 0.f, 0.f, 0.f});  // element 1 waits
+  CHECK(local.encoder().residual() == std::vector<float>{0.f, 0.2f, 0.f, 0.f});
+  // No inner steps this time: only the residual is left to send.
+  r = local.round(replica.data(), 1, nullptr, 2);
+  CHECK(r.sent == 1);
+  CHECK(r.tau == 0.2f);
+  CHECK(replica == std::vector<float>{-0.5f, -0.2f, 0.f, 0.f});
+  CHECK(local.encoder().residual() == std::vector<float>{0.f, 0.f, 0.f, 0.f});
+}
+
+TEST_CASE("the threshold sends the density's share of the largest magnitudes", "[local_steps]") {
+  const std::vector<float> v = {0.1f, -3.f, 0.5f, 2.f, 0.f, -0.7f, 0.2f, 1.f};
+  CHECK(LocalSteps::threshold_for(v, 0.25) == 2.f);    // 2 of 8: |-3| and 2
+  CHECK(LocalSteps::threshold_for(v, 0.5) == 0.7f);    // 4 of 8
+  CHECK(LocalSteps::threshold_for(v, 0.01) == 3.f);    // at least one
+  CHECK(LocalSteps::threshold_for(v, 1.0) == 0.1f);    // every one that is not zero
+  CHECK(LocalSteps::threshold_for(std::vector<float>(5, 0.f), 0.5) == 1.f);
+}
+
+}  // namespace dtrain::core
