@@ -20,7 +20,8 @@ static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "model files are little
 constexpr char kMagic[8] = {'D', 'T', 'R', 'A', 'I', 'N', 'M', '\0'};
 constexpr size_t kHeaderBytes = 8 + 4 + 4 + 8;
 enum Tag : uint32_t { kSpec = 1, kParams = 2, kState = 3, kUpdater = 4, kNormalizer = 5,
-                      kProgress = 6, kSharing = 7, kOtherWorkers = 8, kClassNames = 9 };
+                      kProgress = 6, kSharing = 7, kOtherWorkers = 8, kClassNames = 9,
+                      kLocalSteps = 10 };
 
 class Writer {
  public:
@@ -92,26 +93,9 @@ void add_section(Writer& out, uint32_t tag, Writer& body) {
 
 }  // namespace
 
-void write_model_file(const std::string& path, const ModelFile& m) {
-  Writer out;
-  out.put_bytes(kMagic, sizeof kMagic);
-  out.put<uint32_t>(kModelFileVersion);
-  out.put<uint32_t>(5 + (m.has_updater ? 1 : 0) + (m.has_sharing ? 1 : 0) +
-                    (m.other_workers.empty() ? 0 : 1) + (m.class_names.empty() ? 0 : 1));
-  out.put<uint64_t>(0);  // total size, patched below
-  Writer spec, params, state, normalizer, progress;
-  spec.put_string(m.spec_yaml);
-  params.put_floats(m.params);
-  state.put_floats(m.state);
-  normalizer.put<uint32_t>(static_cast<uint32_t>(m.normalizer.kind()));
-  normalizer.put_floats(m.normalizer.values());
-  progress.put<int64_t>(m.iteration);
-  progress.put<int64_t>(m.epoch);
-  add_section(out, kSpec, spec);
-  add_section(out, kParams, params);
-  add_section(out, kState, state);
-  add_section(out, kNormalizer, normalizer);
-  add_section(out, kProgress, progress);
+// What a checkpoint adds to the model: updater state, gradient sharing's, the other workers'
+// and local steps' (each section only when the file has it).
+static void add_training_state(Writer& out, const ModelFile& m) {
   if (m.has_updater) {
     Writer updater;
     updater.put_string(m.updater_type);
@@ -135,6 +119,36 @@ void write_model_file(const std::string& path, const ModelFile& m) {
     }
     add_section(out, kOtherWorkers, workers);
   }
+  if (m.has_local_steps) {
+    Writer local;
+    local.put_floats(m.global_params);
+    local.put_floats(m.outer_momentum);
+    add_section(out, kLocalSteps, local);
+  }
+}
+
+void write_model_file(const std::string& path, const ModelFile& m) {
+  Writer out;
+  out.put_bytes(kMagic, sizeof kMagic);
+  out.put<uint32_t>(kModelFileVersion);
+  out.put<uint32_t>(5 + (m.has_updater ? 1 : 0) + (m.has_sharing ? 1 : 0) +
+                    (m.other_workers.empty() ? 0 : 1) + (m.class_names.empty() ? 0 : 1) +
+                    (m.has_local_steps ? 1 : 0));
+  out.put<uint64_t>(0);  // total size, patched below
+  Writer spec, params, state, normalizer, progress;
+  spec.put_string(m.spec_yaml);
+  params.put_floats(m.params);
+  state.put_floats(m.state);
+  normalizer.put<uint32_t>(static_cast<uint32_t>(m.normalizer.kind()));
+  normalizer.put_floats(m.normalizer.values());
+  progress.put<int64_t>(m.iteration);
+  progress.put<int64_t>(m.epoch);
+  add_section(out, kSpec, spec);
+  add_section(out, kParams, params);
+  add_section(out, kState, state);
+  add_section(out, kNormalizer, normalizer);
+  add_section(out, kProgress, progress);
+  add_training_state(out, m);
   if (!m.class_names.empty()) {
     Writer names;
     names.put<uint32_t>(uint32_t(m.class_names.size()));
@@ -228,6 +242,11 @@ void read_section(uint32_t tag, uint64_t length, Reader& body, ModelFile& m) {
       m.residual = body.get_floats();
       break;
     case kOtherWorkers: read_other_workers(body, m); break;
+    case kLocalSteps:
+      m.has_local_steps = true;
+      m.global_params = body.get_floats();
+      m.outer_momentum = body.get_floats();
+      break;
     case kClassNames: {
       const uint32_t count = body.get<uint32_t>();
       if (count > length / 8) body.corrupt("more class names than its section holds");

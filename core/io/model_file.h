@@ -39,6 +39,10 @@ struct ModelFile {
     std::vector<float> residual, updater_state;
   };
   std::vector<WorkerState> other_workers;
+  // Local steps (sync: {local: ...}), in checkpoints: the global parameters and the outer
+  // optimizer's momentum (the pseudo-gradient's residual is the sharing state above).
+  bool has_local_steps = false;
+  std::vector<float> global_params, outer_momentum;
   // The classes' names (an image folder's subfolders), in output order; empty when the data
   // named none. `infer` prints them.
   std::vector<std::string> class_names;

@@ -125,12 +125,16 @@ struct OuterOptimizerSpec {
   double learning_rate = 0.7;
   double momentum = 0.9;
 };
+constexpr int64_t kMaxPseudoGradientLevels = 8;  // messages a round (a mesh payload's bound)
 struct LocalStepsSpec {
   int64_t steps = 50;      // inner steps per round (H)
   OuterOptimizerSpec outer;
-  // Share of the pseudo-gradient's elements sent each round (the rest waits in the residual);
-  // 1 sends every element that is not exactly zero.
-  double density = 0.1;
+  // Share of the pseudo-gradient's elements sent each round at the first level's threshold tau
+  // (the rest waits in the residual); 1 sends every element that is not exactly zero.
+  double density = 0.03;
+  // Messages a round, at tau, tau/2, tau/4, ...: each sends what the residual still holds at
+  // its threshold, so `levels` messages carry a magnitude of `levels` bits besides the sign.
+  int64_t levels = 4;
 };
 
 struct SyncSpec {

@@ -436,8 +436,9 @@ class JobSpecParser {
     s.bound = 0;
     LocalStepsSpec& l = s.local;
     if (v.IsNull()) return s;  // `local:` alone takes every default
-    r_.expect_map(v, p, {"steps", "outer", "density"});
+    r_.expect_map(v, p, {"steps", "outer", "density", "levels"});
     l.steps = r_.integer(v, "steps", p, l.steps, 1, 1 << 20);
+    l.levels = r_.integer(v, "levels", p, l.levels, 1, kMaxPseudoGradientLevels);
     l.density = r_.number(v, "density", p, l.density, 0.0, 1.0, /*min_exclusive=*/true);
     const YAML::Node o = v["outer"];
     if (!o) return s;

@@ -25,9 +25,10 @@ std::string describe_local_steps(const LocalStepsSpec& spec) {
   char text[200];
   std::snprintf(text, sizeof text,
                 "local steps: %lld inner steps a round, then the outer %s step (learning rate %g, "
-                "momentum %g) on the mean pseudo-gradient, %g%% of it sent a round",
+                "momentum %g) on the mean pseudo-gradient, sent in %lld levels from the "
+                "threshold of its largest %g%%",
                 (long long)spec.steps, spec.outer.type.c_str(), spec.outer.learning_rate,
-                spec.outer.momentum, 100.0 * spec.density);
+                spec.outer.momentum, (long long)spec.levels, 100.0 * spec.density);
   return text;
 }
 
@@ -35,6 +36,7 @@ LocalSteps::LocalSteps(const TrainingSpec& training, const CodecEngine& engine,
                        const float* initial, int64_t num_params, uint32_t origin)
     : n_(num_params),
       density_(training.sync.local.density),
+      levels_(training.sync.local.levels),
       global_(initial, initial + num_params),
       outer_(training.sync.local.outer, num_params),
       encoder_(num_params, unclipped(training), origin, engine) {}
@@ -61,14 +63,22 @@ LocalSteps::Round LocalSteps::round(float* params, int workers, NodeExchange* ex
   for (int64_t i = 0; i < n_; ++i) pseudo[size_t(i)] = global_[size_t(i)] - params[i];
   std::vector<float> pending = encoder_.residual();
   for (int64_t i = 0; i < n_; ++i) pending[size_t(i)] += pseudo[size_t(i)];
-  encoder_.threshold().set_tau(threshold_for(pending, density_));
-  std::vector<EncodedMessage> segments = encoder_.encode(pseudo.data());
-  // One segment: a model of 2^31 parameters does not fit a mesh message anyway.
-  NodeExchange::PseudoGradient mine{workers, std::move(segments.front())};
+  float tau = threshold_for(pending, density_);
+  NodeExchange::PseudoGradient mine{workers, {}};
   Round r;
-  r.sent = mine.message.count;
-  r.tau = mine.message.tau;
-  r.bytes = mine.message.wire_bytes();
+  r.tau = tau;
+  // The first level takes the pseudo-gradient into the residual; the next ones send what is
+  // left of it at half the threshold each.
+  std::fill(pending.begin(), pending.end(), 0.f);
+  for (int64_t level = 0; level < levels_; ++level, tau /= 2) {
+    encoder_.threshold().set_tau(tau);
+    std::vector<EncodedMessage> segments = encoder_.encode(level == 0 ? pseudo.data()
+                                                                      : pending.data());
+    // One segment: a model of 2^31 parameters does not fit a mesh message anyway.
+    r.sent += segments.front().count;
+    r.bytes += segments.front().wire_bytes();
+    mine.messages.push_back(std::move(segments.front()));
+  }
   const std::vector<NodeExchange::PseudoGradient> parts =
       exchange ? exchange->share_pseudo_gradient(round, mine)
                : std::vector<NodeExchange::PseudoGradient>{mine};
@@ -86,10 +96,9 @@ std::vector<float> LocalSteps::mean_of(const std::vector<NodeExchange::PseudoGra
   *nodes = 0;
   std::string error;
   for (const NodeExchange::PseudoGradient& p : parts) {
-    if (p.workers <= 0 || p.message.length != n_ || !check_message(p.message, n_, error))
-      continue;
+    if (p.workers <= 0 || !fits(p, error)) continue;
     std::fill(decoded.begin(), decoded.end(), 0.f);
-    reference_decode_add(p.message, decoded.data());
+    for (const EncodedMessage& m : p.messages) reference_decode_add(m, decoded.data());
     for (int64_t i = 0; i < n_; ++i) sum[size_t(i)] += double(p.workers) * decoded[size_t(i)];
     workers += p.workers;
     ++*nodes;
@@ -98,6 +107,24 @@ std::vector<float> LocalSteps::mean_of(const std::vector<NodeExchange::PseudoGra
   if (workers == 0) return mean;
   for (int64_t i = 0; i < n_; ++i) mean[size_t(i)] = static_cast<float>(sum[size_t(i)] / workers);
   return mean;
+}
+
+bool LocalSteps::fits(const NodeExchange::PseudoGradient& part, std::string& error) const {
+  if (part.messages.empty() || int64_t(part.messages.size()) > kMaxPseudoGradientLevels)
+    return false;
+  for (const EncodedMessage& m : part.messages)
+    if (m.length != n_ || !check_message(m, n_, error)) return false;
+  return true;
+}
+
+bool LocalSteps::restore(const std::vector<float>& global, const std::vector<float>& momentum,
+                         const std::vector<float>& residual, float tau, int64_t encoder_steps) {
+  if (int64_t(global.size()) != n_ || momentum.size() != outer_.momentum().size() ||
+      int64_t(residual.size()) != n_)
+    return false;
+  global_ = global;
+  outer_.set_momentum(momentum);
+  return encoder_.restore(residual, tau, encoder_steps);
 }
 
 void LocalSteps::rebase(const float* params, const std::vector<float>& momentum) {

@@ -31,9 +31,9 @@ class LocalSteps {
 
   struct Round {
     int nodes = 0;          // whose pseudo-gradients the round averaged
-    int64_t sent = 0;       // elements this node sent
-    float tau = 0.f;        // the threshold it sent them at
-    int64_t bytes = 0;      // its message on the wire
+    int64_t sent = 0;       // elements this node sent (over its levels)
+    float tau = 0.f;        // the first level's threshold
+    int64_t bytes = 0;      // its messages on the wire
   };
   // `params` holds this node's replica after the round's inner steps (the mean of its
   // `workers` workers); on return it holds the new global parameters.
@@ -42,6 +42,10 @@ class LocalSteps {
   // After the epoch end's agreement (a dense average over the live nodes): these parameters
   // and this outer momentum are the global state from now on.
   void rebase(const float* params, const std::vector<float>& momentum);
+
+  // Goes on from a checkpoint's state; false, changing nothing, when it is not this model's.
+  bool restore(const std::vector<float>& global, const std::vector<float>& momentum,
+               const std::vector<float>& residual, float tau, int64_t encoder_steps);
 
   const std::vector<float>& global() const { return global_; }
   const OuterOptimizer& outer() const { return outer_; }
@@ -56,9 +60,12 @@ class LocalSteps {
   // model are left out (every node leaves out the same ones).
   std::vector<float> mean_of(const std::vector<NodeExchange::PseudoGradient>& parts,
                              int* nodes) const;
+  // Whether every message of `part` may be applied to this model.
+  bool fits(const NodeExchange::PseudoGradient& part, std::string& error) const;
 
   const int64_t n_;
   const double density_;
+  const int64_t levels_;
   std::vector<float> global_;
   OuterOptimizer outer_;
   UpdateEncoder encoder_;

@@ -56,7 +56,7 @@ class NodeExchange {
   // Without a cluster (--local) only this node's.
   struct PseudoGradient {
     int workers = 0;
-    EncodedMessage message;
+    std::vector<EncodedMessage> messages;  // its levels (LocalStepsSpec::levels), summed
   };
   virtual std::vector<PseudoGradient> share_pseudo_gradient(int64_t round,
                                                             const PseudoGradient& mine) {

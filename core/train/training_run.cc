@@ -160,10 +160,7 @@ TrainingResult TrainingRun::run() {
   if (!gpu_sharing_text_.empty()) listener_.on_gpu_sharing(gpu_sharing_text_);
   start_result();
   restore();
-  if (steps_locally(job_.training))
-    local_ = std::make_unique<LocalSteps>(job_.training, engine_, lead().model().host_params(),
-                                          lead().model().num_params(),
-                                          exchange_ ? uint32_t(exchange_->first_worker()) : 0);
+  if (steps_locally(job_.training)) start_local_steps();
   announce_start();
   if (job_.training.early_stopping.enabled) early_.emplace(job_.training.early_stopping);
   for (int64_t epoch = first_epoch_; epoch < job_.training.epochs && !stop_; ++epoch)
@@ -201,6 +198,33 @@ void TrainingRun::restore() {
   // A fresh run (not a resume, not a rejoin) starts a new series of checkpoints.
   if (options_.write_model && !options_.resume && !result_.resumed) remove_checkpoints(output_);
   if (options_.resume) resume_from_checkpoint(*options_.resume);
+}
+
+// Local steps start from the replica's parameters, or go on from a checkpoint's global
+// parameters, outer momentum and residual.
+void TrainingRun::start_local_steps() {
+  local_ = std::make_unique<LocalSteps>(job_.training, engine_, lead().model().host_params(),
+                                        lead().model().num_params(),
+                                        exchange_ ? uint32_t(exchange_->first_worker()) : 0);
+  const ModelFile* from = options_.resume;
+  if (from && from->has_local_steps && from->has_sharing &&
+      !local_->restore(from->global_params, from->outer_momentum, from->residual, from->tau,
+                       from->encoder_steps))
+    throw UserError("the checkpoint's local steps state does not fit this model",
+                    "resume from a checkpoint of this job");
+}
+
+// A checkpoint of local steps holds their state too.
+ModelFile TrainingRun::with_local_steps(ModelFile f) {
+  if (!local_) return f;
+  f.has_local_steps = true;
+  f.global_params = local_->global();
+  f.outer_momentum = local_->outer().momentum();
+  f.has_sharing = true;
+  f.tau = local_->encoder().threshold().tau();
+  f.residual = local_->encoder().residual();
+  f.encoder_steps = local_->encoder().steps();
+  return f;
 }
 
 void TrainingRun::announce_start() {
@@ -298,6 +322,10 @@ void TrainingRun::run_worker(int w, EpochRun& e) {
   WorkerCursor cursor;
   cursor.in_epoch = cursor.in_epoch_own = e.skipped;
   cursor.batches = workers_[w]->worker().batches_per_epoch();
+  // Resumed mid-epoch: the rounds due before the checkpoint are done.
+  while (e.skipped > 0 &&
+         round_due(cursor.rounds_done, rounds_per_epoch_, e.skipped - 1, cursor.batches))
+    ++cursor.rounds_done;
   try {
     kernels::backend().set_num_threads(threads_per_worker_);
     while (!stop_ && !cancelled()) {
@@ -423,8 +451,8 @@ void TrainingRun::checkpoint_mid_epoch(int64_t epoch) {
       iterations_[0] % job_.output.checkpoint_every != 0)
     return;
   write_checkpoint(output_,
-                   snapshot(job_, lead(), data_, iterations_[0], epoch,
-                            sharing_ ? &workers_[0]->encoder() : nullptr),
+                   with_local_steps(snapshot(job_, lead(), data_, iterations_[0], epoch,
+                                             sharing_ ? &workers_[0]->encoder() : nullptr)),
                    job_.output.keep_checkpoints);
   listener_.on_checkpoint(checkpoint_path(output_, iterations_[0]), iterations_[0]);
 }
@@ -504,7 +532,7 @@ void TrainingRun::agree_on_global_state(int64_t round) {
 // job's consistent checkpoint) when the cluster goes down.
 void TrainingRun::write_epoch_checkpoint(int64_t epoch) {
   const ModelFile written =
-      checkpoint(job_, workers_, data_, iterations_[0], epoch + 1, sharing_);
+      with_local_steps(checkpoint(job_, workers_, data_, iterations_[0], epoch + 1, sharing_));
   write_checkpoint(output_, written, std::max<int64_t>(2, job_.output.keep_checkpoints));
   listener_.on_epoch_checkpoint(checkpoint_path(output_, iterations_[0]), epoch + 1, written);
 }

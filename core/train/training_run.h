@@ -84,6 +84,8 @@ class TrainingRun {
   void restore();
   void rejoin_from_live_node();
   void resume_from_checkpoint(const ModelFile& from);
+  void start_local_steps();
+  ModelFile with_local_steps(ModelFile f);
   void announce_start();
   // An epoch.
   void run_epoch(int64_t epoch);

@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "core/codec/message_check.h"
+#include "core/spec/job_spec.h"
 #include "daemon/protocol/control_messages.h"
 #include "core/util/error.h"
 
@@ -127,17 +128,20 @@ void MeshExchange::on_message(const transport::Delivery& d) {
   changed_.notify_all();
 }
 
+static_assert(kMaxPayloadLevels == size_t(core::kMaxPseudoGradientLevels),
+              "the mesh believes as many levels as a spec may ask for");
+
 void MeshExchange::on_pseudo_gradient(PseudoGradientPayload g, uint32_t origin) {
   // A round averaged already (an old part's, a rejoining node's) or implausibly far ahead:
   // kept, it would never be freed.
   if (g.round <= last_pseudo_round_ || g.round > last_pseudo_round_ + kPseudoRoundsAhead) return;
-  pseudo_rounds_[g.round][origin] = PseudoGradient{g.workers, std::move(g.update)};
+  pseudo_rounds_[g.round][origin] = PseudoGradient{g.workers, std::move(g.levels)};
 }
 
 std::vector<core::NodeExchange::PseudoGradient> MeshExchange::share_pseudo_gradient(
     int64_t round, const PseudoGradient& mine) {
   std::unique_lock<std::mutex> lock =
-      exchange_round(pseudo_gradient_payload(round, mine.workers, mine.message),
+      exchange_round(pseudo_gradient_payload(round, mine.workers, mine.messages),
                      "round " + std::to_string(round / 2 + 1) + " of local steps",
                      [&](uint32_t id) { return pseudo_rounds_[round].count(id) > 0; });
   std::vector<PseudoGradient> parts;

@@ -55,8 +55,10 @@ void read_update(const mesh::Update& u, MeshPayloadIn& in) {
 }
 
 void read_pseudo_gradient(const mesh::PseudoGradient& g, MeshPayloadIn& in) {
-  if (!g.update()) {
-    in.error = "a pseudo-gradient without its message";
+  if (!g.levels() || g.levels()->size() == 0 ||
+      g.levels()->size() > kMaxPayloadLevels) {
+    in.error = "a pseudo-gradient of " + std::to_string(g.levels() ? g.levels()->size() : 0) +
+               " levels (1 to " + std::to_string(kMaxPayloadLevels) + ")";
     return;
   }
   if (g.workers() <= 0) {
@@ -65,7 +67,9 @@ void read_pseudo_gradient(const mesh::PseudoGradient& g, MeshPayloadIn& in) {
   }
   in.pseudo_gradient.round = g.round();
   in.pseudo_gradient.workers = g.workers();
-  read_message(*g.update(), in.pseudo_gradient.update);
+  in.pseudo_gradient.levels.resize(g.levels()->size());
+  for (flatbuffers::uoffset_t i = 0; i < g.levels()->size(); ++i)
+    read_message(*g.levels()->Get(i), in.pseudo_gradient.levels[i]);
   in.kind = MeshPayloadIn::Kind::kPseudoGradient;
 }
 
@@ -110,11 +114,15 @@ PayloadBytes update_payload(const core::EncodedMessage& m) {
 }
 
 PayloadBytes pseudo_gradient_payload(int64_t round, int32_t workers,
-                                     const core::EncodedMessage& m) {
-  flatbuffers::FlatBufferBuilder fbb(160 + m.words.size() * 4);
-  const auto u = build_update(fbb, m);
+                                     const std::vector<core::EncodedMessage>& levels) {
+  size_t words = 0;
+  for (const core::EncodedMessage& m : levels) words += m.words.size();
+  flatbuffers::FlatBufferBuilder fbb(160 + levels.size() * 80 + words * 4);
+  std::vector<flatbuffers::Offset<mesh::Update>> built;
+  for (const core::EncodedMessage& m : levels) built.push_back(build_update(fbb, m));
+  const auto v = fbb.CreateVector(built);
   return finish(fbb, mesh::Payload::PseudoGradient,
-                mesh::CreatePseudoGradient(fbb, round, workers, u).Union());
+                mesh::CreatePseudoGradient(fbb, round, workers, v).Union());
 }
 
 PayloadBytes epoch_end_payload(const EpochEndPayload& e) {

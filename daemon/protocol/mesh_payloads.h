@@ -59,13 +59,16 @@ struct ParametersPayload {
 PayloadBytes parameters_payload(int64_t round, const float* values, int64_t n);
 
 // A node's encoded pseudo-gradient of a round of local steps (not yet checked against a model).
+// At most this many levels are believed (core::kMaxPseudoGradientLevels, checked where both
+// are known: mesh_exchange.cc).
+constexpr size_t kMaxPayloadLevels = 8;
 struct PseudoGradientPayload {
   int64_t round = 0;
   int32_t workers = 0;
-  core::EncodedMessage update;
+  std::vector<core::EncodedMessage> levels;
 };
 PayloadBytes pseudo_gradient_payload(int64_t round, int32_t workers,
-                                     const core::EncodedMessage& m);
+                                     const std::vector<core::EncodedMessage>& levels);
 
 struct MeshPayloadIn {
   enum class Kind { kMalformed, kUpdate, kEpochEnd, kSnapshot, kParameters, kPseudoGradient };

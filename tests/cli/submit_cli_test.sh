@@ -87,6 +87,17 @@ expect_rc 0 "train ck.yaml again from the start" -- "$SUBMIT" --local ck.yaml
 [[ $(ls ck.ckpt-*.dtm | sort | tr '\n' ' ') == "ck.ckpt-100.dtm ck.ckpt-90.dtm ck.ckpt-95.dtm " ]] ||
   fail "after a fresh run: $(ls ck.ckpt-*.dtm | tr '\n' ' ')"
 cmp -s ck.dtm uninterrupted.dtm || fail "a fresh run of ck.yaml differs from the first"
+# Local steps (a round every 7 minibatches, momentum in the outer optimizer, a residual): resumed
+# from a checkpoint between two rounds, the run ends with the uninterrupted run's model, byte
+# for byte, so the checkpoint held the global parameters, the outer momentum and the residual.
+sed -e 's/epochs: 3, batch_size_per_worker: 16/epochs: 4, batch_size_per_worker: 16, workers_per_node: 1, sync: {local: {steps: 7, density: 0.2, levels: 2}}/' \
+    -e 's/output: {model: demo.dtm}/output: {model: ls.dtm, checkpoint_every: 5, keep_checkpoints: 3}/' \
+    job.yaml > ls.yaml
+expect_rc 0 "train local steps with checkpoints" -- "$SUBMIT" --local ls.yaml
+cp ls.dtm ls-uninterrupted.dtm
+expect_rc 0 "resume local steps between rounds" -- "$SUBMIT" --local ls.yaml --resume ls.ckpt-90.dtm
+grep -q "resuming from ls.ckpt-90.dtm: epoch 4, after minibatch 90" out.txt || fail "local steps resume line: $(head -n 2 out.txt)"
+cmp -s ls.dtm ls-uninterrupted.dtm || fail "resumed local steps: the model differs from the uninterrupted run's"
 # Two workers under bsp, resumed in the middle of an epoch: the minibatches before the
 # checkpoint are not waited for again (this once hung until the 10-minute step deadline).
 sed -e 's/epochs: 3, batch_size_per_worker: 16/epochs: 3, batch_size_per_worker: 16, workers_per_node: 2, sync: bsp/' \

@@ -39,8 +39,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       sink = float(in.epoch_end.joiners.size());
       break;
     case daemon::MeshPayloadIn::Kind::kPseudoGradient:
-      if (core::check_message(in.pseudo_gradient.update, 1 << 20, error))
-        sink = float(in.pseudo_gradient.update.words.size());
+      for (const core::EncodedMessage& m : in.pseudo_gradient.levels)
+        if (core::check_message(m, 1 << 20, error)) sink = float(m.words.size());
       break;
     case daemon::MeshPayloadIn::Kind::kMalformed:
       break;

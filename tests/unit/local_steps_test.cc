@@ -13,10 +13,12 @@
 namespace dtrain::core {
 namespace {
 
-TrainingSpec local_spec(double density, const std::string& type, double lr, double momentum) {
+TrainingSpec local_spec(double density, const std::string& type, double lr, double momentum,
+                        int64_t levels = 1) {
   TrainingSpec t;
   t.sync.mode = "local";
   t.sync.local.density = density;
+  t.sync.local.levels = levels;
   t.sync.local.outer = {type, lr, momentum};
   return t;
 }
@@ -63,6 +65,24 @@ TEST_CASE("what a round does not send goes out in a later round", "[local_steps]
   CHECK(r.tau == 0.2f);
   CHECK(replica == std::vector<float>{-0.5f, -0.2f, 0.f, 0.f});
   CHECK(local.encoder().residual() == std::vector<float>{0.f, 0.f, 0.f, 0.f});
+}
+
+TEST_CASE("levels send a magnitude: tau, then what is left at tau/2, tau/4", "[local_steps]") {
+  const std::vector<float> start(4, 0.f);
+  LocalSteps local(local_spec(0.25, "sgd", 1.0, 0.0, /*levels=*/3), CodecEngine::get("reference"),
+                   start.data(), 4, 0);
+  // Pseudo-gradient (0.875, 0.3, -0.1, 0): tau = 0.875 (one of four). Level 1 sends 0.875;
+  // level 2 (0.4375) nothing; level 3 (0.21875) sends element 1, leaving 0.08125.
+  std::vector<float> replica = {-0.875f, -0.3f, 0.1f, 0.f};
+  const LocalSteps::Round r = local.round(replica.data(), 1, nullptr, 0);
+  CHECK(r.tau == 0.875f);
+  CHECK(r.sent == 2);
+  CHECK(replica[0] == -0.875f);
+  CHECK(replica[1] == -0.21875f);
+  CHECK(replica[2] == 0.f);
+  const std::vector<float> residual = local.encoder().residual();
+  CHECK(residual[1] == Approx(0.08125f));
+  CHECK(residual[2] == Approx(-0.1f));
 }
 
 TEST_CASE("the threshold sends the density's share of the largest magnitudes", "[local_steps]") {

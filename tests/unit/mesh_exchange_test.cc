@@ -390,7 +390,7 @@ TEST_CASE("every node gets the same pseudo-gradients of a round, in member order
   auto mine = [](int n) {
     core::NodeExchange::PseudoGradient p;
     p.workers = 1;
-    p.message = *update(uint32_t(n), uint64_t(n + 1), 0, -1);
+    p.messages = {*update(uint32_t(n), uint64_t(n + 1), 0, -1)};
     return p;
   };
   std::vector<std::vector<core::NodeExchange::PseudoGradient>> got(3);
@@ -400,7 +400,7 @@ TEST_CASE("every node gets the same pseudo-gradients of a round, in member order
   for (auto& t : threads) t.join();
   for (int n = 0; n < 3; ++n) {
     REQUIRE(got[n].size() == 3);
-    for (int k = 0; k < 3; ++k) CHECK(got[n][k].message.words == mine(k).message.words);
+    for (int k = 0; k < 3; ++k) CHECK(got[n][k].messages[0].words == mine(k).messages[0].words);
   }
 
   SECTION("a lost node is not waited for, and a stale round is not kept") {
@@ -414,7 +414,7 @@ TEST_CASE("every node gets the same pseudo-gradients of a round, in member order
     CHECK(std::chrono::steady_clock::now() - start < milliseconds(2000));
     REQUIRE(got[0].size() == 2);
     REQUIRE(got[1].size() == 2);
-    CHECK(got[0][1].message.words == got[1][1].message.words);
+    CHECK(got[0][1].messages[0].words == got[1][1].messages[0].words);
   }
 }
 

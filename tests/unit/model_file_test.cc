@@ -52,8 +52,14 @@ TEST_CASE("model file round trip") {
   f.tau = 0.25f;
   f.residual = {0.5f, -0.5f};
   f.other_workers = {{5, {1.f, 2.f}, {3.f}}, {6, {}, {4.f, 5.f}}};  // workers 1 and 2
+  f.has_local_steps = true;
+  f.global_params = {7.f, 8.f};
+  f.outer_momentum = {-0.125f, 0.5f};
   core::write_model_file(path, f);
   core::ModelFile g = core::read_model_file(path);
+  CHECK(g.has_local_steps);
+  CHECK(g.global_params == f.global_params);
+  CHECK(g.outer_momentum == f.outer_momentum);
   REQUIRE(g.other_workers.size() == 2);
   CHECK(g.other_workers[0].encoder_steps == 5);
   CHECK(g.other_workers[0].residual == f.other_workers[0].residual);
