@@ -135,6 +135,9 @@ struct LocalStepsSpec {
   // Messages a round, at tau, tau/2, tau/4, ...: each sends what the residual still holds at
   // its threshold, so `levels` messages carry a magnitude of `levels` bits besides the sign.
   int64_t levels = 4;
+  // The exchange of round r runs while the replicas take round r+1's steps, and its outer step
+  // is applied one round late (each epoch's last round is not overlapped).
+  bool overlap = false;
 };
 
 struct SyncSpec {

@@ -436,7 +436,8 @@ class JobSpecParser {
     s.bound = 0;
     LocalStepsSpec& l = s.local;
     if (v.IsNull()) return s;  // `local:` alone takes every default
-    r_.expect_map(v, p, {"steps", "outer", "density", "levels"});
+    r_.expect_map(v, p, {"steps", "outer", "density", "levels", "overlap"});
+    l.overlap = r_.boolean(v, "overlap", p, l.overlap);
     l.steps = r_.integer(v, "steps", p, l.steps, 1, 1 << 20);
     l.levels = r_.integer(v, "levels", p, l.levels, 1, kMaxPseudoGradientLevels);
     l.density = r_.number(v, "density", p, l.density, 0.0, 1.0, /*min_exclusive=*/true);

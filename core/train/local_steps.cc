@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <future>
 #include <string>
 
 #include "core/codec/message_check.h"
@@ -57,15 +58,13 @@ float LocalSteps::threshold_for(const std::vector<float>& values, double density
   return tau > 0.f ? tau : 1.f;
 }
 
-LocalSteps::Round LocalSteps::round(float* params, int workers, NodeExchange* exchange,
-                                    int64_t round) {
+NodeExchange::PseudoGradient LocalSteps::encode(const float* params, int workers, Round& r) {
   std::vector<float> pseudo(static_cast<size_t>(n_));
   for (int64_t i = 0; i < n_; ++i) pseudo[size_t(i)] = global_[size_t(i)] - params[i];
   std::vector<float> pending = encoder_.residual();
   for (int64_t i = 0; i < n_; ++i) pending[size_t(i)] += pseudo[size_t(i)];
   float tau = threshold_for(pending, density_);
   NodeExchange::PseudoGradient mine{workers, {}};
-  Round r;
   r.tau = tau;
   // The first level takes the pseudo-gradient into the residual; the next ones send what is
   // left of it at half the threshold each.
@@ -79,6 +78,14 @@ LocalSteps::Round LocalSteps::round(float* params, int workers, NodeExchange* ex
     r.bytes += segments.front().wire_bytes();
     mine.messages.push_back(std::move(segments.front()));
   }
+  return mine;
+}
+
+LocalSteps::Round LocalSteps::round(float* params, int workers, NodeExchange* exchange,
+                                    int64_t round) {
+  finish_pending(params);
+  Round r;
+  const NodeExchange::PseudoGradient mine = encode(params, workers, r);
   const std::vector<NodeExchange::PseudoGradient> parts =
       exchange ? exchange->share_pseudo_gradient(round, mine)
                : std::vector<NodeExchange::PseudoGradient>{mine};
@@ -86,6 +93,36 @@ LocalSteps::Round LocalSteps::round(float* params, int workers, NodeExchange* ex
   outer_.step(global_.data(), mean.data());
   std::copy(global_.begin(), global_.end(), params);
   return r;
+}
+
+LocalSteps::Round LocalSteps::send_round(float* params, int workers, NodeExchange* exchange,
+                                         int64_t round) {
+  finish_pending(params);
+  Round r;
+  NodeExchange::PseudoGradient mine = encode(params, workers, r);
+  sent_from_.assign(params, params + n_);
+  if (exchange) {
+    pending_ = std::async(std::launch::async, [exchange, round, mine = std::move(mine)] {
+      return exchange->share_pseudo_gradient(round, mine);
+    });
+  } else {
+    std::promise<std::vector<NodeExchange::PseudoGradient>> ready;
+    ready.set_value({std::move(mine)});
+    pending_ = ready.get_future();
+  }
+  return r;
+}
+
+int LocalSteps::finish_pending(float* params) {
+  if (!pending_.valid()) return 0;
+  const std::vector<NodeExchange::PseudoGradient> parts = pending_.get();
+  int nodes = 0;
+  const std::vector<float> mean = mean_of(parts, &nodes);
+  // The replica keeps the steps it took since the round went out, on top of the new global
+  // parameters (the steps before are in the round's pseudo-gradient, so in the new global).
+  outer_.step(global_.data(), mean.data());
+  for (int64_t i = 0; i < n_; ++i) params[i] += global_[size_t(i)] - sent_from_[size_t(i)];
+  return nodes;
 }
 
 std::vector<float> LocalSteps::mean_of(const std::vector<NodeExchange::PseudoGradient>& parts,

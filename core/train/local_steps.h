@@ -8,6 +8,7 @@
 // parameters. Every node decodes the same messages in the same order and runs the same outer
 // step, so the global parameters, which every replica then takes, agree bit for bit.
 #include <cstdint>
+#include <future>
 #include <string>
 #include <vector>
 
@@ -36,8 +37,17 @@ class LocalSteps {
     int64_t bytes = 0;      // its messages on the wire
   };
   // `params` holds this node's replica after the round's inner steps (the mean of its
-  // `workers` workers); on return it holds the new global parameters.
+  // `workers` workers); on return it holds the new global parameters (a round still on its way,
+  // send_round's, is applied first).
   Round round(float* params, int workers, NodeExchange* exchange, int64_t round);
+  // Overlap (`overlap: true`; one-step-delayed DiLoCo): applies the round still on its way, if
+  // any (finish_pending), sends this round's pseudo-gradient and returns at once; the replica
+  // goes on from where it is, and this round's outer step is applied at the next round.
+  Round send_round(float* params, int workers, NodeExchange* exchange, int64_t round);
+  // Waits for the round on its way and applies its outer step to the global parameters; the
+  // replica keeps the steps it took since: params = new global + (params - replica sent). Returns how many
+  // nodes' pseudo-gradients it averaged (0: none was on its way).
+  int finish_pending(float* params);
 
   // After the epoch end's agreement (a dense average over the live nodes): these parameters
   // and this outer momentum are the global state from now on.
@@ -56,6 +66,8 @@ class LocalSteps {
   static float threshold_for(const std::vector<float>& values, double density);
 
  private:
+  // This round's pseudo-gradient (global - params, plus the residual) as `levels_` messages.
+  NodeExchange::PseudoGradient encode(const float* params, int workers, Round& r);
   // The mean pseudo-gradient of `parts`, weighted by their workers; parts that do not fit the
   // model are left out (every node leaves out the same ones).
   std::vector<float> mean_of(const std::vector<NodeExchange::PseudoGradient>& parts,
@@ -69,6 +81,8 @@ class LocalSteps {
   std::vector<float> global_;
   OuterOptimizer outer_;
   UpdateEncoder encoder_;
+  std::future<std::vector<NodeExchange::PseudoGradient>> pending_;  // send_round's
+  std::vector<float> sent_from_;  // the replica when send_round sent it
 };
 
 }  // namespace dtrain::core

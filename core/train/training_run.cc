@@ -369,7 +369,7 @@ bool TrainingRun::averaging_step(int w, EpochRun& e, WorkerCursor& cursor, int64
          round_due(cursor.rounds_done, rounds_per_epoch_, cursor.in_epoch, cursor.batches)) {
     const int64_t round = regular_round(e.epoch, rounds_per_epoch_, cursor.rounds_done);
     if (local_)
-      local_round(worker, round);
+      local_round(worker, round, cursor.rounds_done + 1 == rounds_per_epoch_);
     else
       average_round(*exchange_, worker, job_.training.average_updater_state, round);
     ++cursor.rounds_done;
@@ -379,14 +379,20 @@ bool TrainingRun::averaging_step(int w, EpochRun& e, WorkerCursor& cursor, int64
 }
 
 // Local steps: the round's outer step; every replica goes on from the global parameters.
-void TrainingRun::local_round(Worker& worker, int64_t round) {
+// Overlapped, every round but the epoch's last goes out while the next one's steps run.
+void TrainingRun::local_round(Worker& worker, int64_t round, bool last_of_epoch) {
   Model& m = worker.model();
+  const bool overlap = job_.training.sync.local.overlap && !last_of_epoch;
+  auto run = [&](float* params) {
+    return overlap ? local_->send_round(params, 1, exchange_, round)
+                   : local_->round(params, 1, exchange_, round);
+  };
   LocalSteps::Round r;
   if (m.on_host()) {
-    r = local_->round(m.params(), 1, exchange_, round);
+    r = run(m.params());
   } else {
     std::vector<float> params(m.host_params(), m.host_params() + m.num_params());
-    r = local_->round(params.data(), 1, exchange_, round);
+    r = run(params.data());
     m.set_params(params.data());
   }
   result_.messages += 1;

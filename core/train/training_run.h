@@ -93,7 +93,7 @@ class TrainingRun {
   bool take_step(int w, EpochRun& e, WorkerCursor& cursor, WorkerStep& step);
   bool averaging_step(int w, EpochRun& e, WorkerCursor& cursor, int64_t iteration,
                       int64_t schedule_iteration, WorkerStep& step);
-  void local_round(Worker& worker, int64_t round);
+  void local_round(Worker& worker, int64_t round, bool last_of_epoch);
   int64_t record_step(int w, EpochRun& e, WorkerStep& step);
   void lead_step(EpochRun& e, WorkerCursor& cursor, int64_t iteration, int64_t samples_now);
   void checkpoint_mid_epoch(int64_t epoch);

@@ -163,6 +163,8 @@ TEST_CASE("bad specs are refused with location, key and fix") {
        {"training.sync.local.outer.type", "'adam'", "nesterov, sgd"}},
       {"local steps: density zero", kGood + "  sync: {local: {density: 0}}\n",
        {"training.sync.local.density", "out of range"}},
+      {"local steps: too many levels", kGood + "  sync: {local: {levels: 9}}\n",
+       {"training.sync.local.levels", "out of range"}},
       {"local and bounded", kGood + "  sync: {local: {steps: 5}, bounded: 2}\n",
        {"training.sync", "keep one of them"}},
       {"unknown correction", kGood + "  corrections: {momentum_mask: true}\n",
@@ -294,8 +296,8 @@ TEST_CASE("sync and the corrections parse, with their defaults") {
   CHECK(t.corrections.lr_scaling == "sqrt");
   CHECK(t.corrections.lr_warmup_epochs == 1.5);
   testing::write_text(f.dir + "/job.yaml",
-                      kGood + "  sync: {local: {steps: 30, density: 0.05, outer: "
-                              "{learning_rate: 0.5, momentum: 0.8}}}\n");
+                      kGood + "  sync: {local: {steps: 30, density: 0.05, levels: 2, overlap: true, "
+                              "outer: {learning_rate: 0.5, momentum: 0.8}}}\n");
   const core::TrainingSpec l = core::parse_job_spec_file(f.dir + "/job.yaml").training;
   CHECK(core::steps_locally(l));
   CHECK_FALSE(core::shares_every_step(l));
@@ -304,6 +306,8 @@ TEST_CASE("sync and the corrections parse, with their defaults") {
   CHECK(l.sync.local.outer.type == "nesterov");
   CHECK(l.sync.local.outer.learning_rate == 0.5);
   CHECK(l.sync.local.outer.momentum == 0.8);
+  CHECK(l.sync.local.levels == 2);
+  CHECK(l.sync.local.overlap);
   testing::write_text(f.dir + "/job.yaml", kGood + "  sync: async\n");
   CHECK(core::parse_job_spec_file(f.dir + "/job.yaml").training.sync.bound == 0);
 }

@@ -67,6 +67,25 @@ TEST_CASE("what a round does not send goes out in a later round", "[local_steps]
   CHECK(local.encoder().residual() == std::vector<float>{0.f, 0.f, 0.f, 0.f});
 }
 
+TEST_CASE("overlapped, a round's outer step lands one round late and keeps the steps since",
+          "[local_steps]") {
+  const std::vector<float> start(4, 0.f);
+  LocalSteps local(local_spec(0.25, "sgd", 1.0, 0.0), CodecEngine::get("reference"),
+                   start.data(), 4, 0);
+  std::vector<float> replica = {-0.5f, 0.f, 0.f, 0.f};
+  local.send_round(replica.data(), 1, nullptr, 0);  // sends 0.5 at element 0, goes on at once
+  CHECK(replica == std::vector<float>{-0.5f, 0.f, 0.f, 0.f});
+  CHECK(local.global() == start);
+  replica[1] -= 0.25f;  // the next round's steps
+  // The late outer step moves the global parameters by the first round's 0.5; the replica keeps
+  // only the steps since it was sent, so the second round sends just element 1's 0.25.
+  const LocalSteps::Round r = local.round(replica.data(), 1, nullptr, 2);
+  CHECK(r.sent == 1);
+  CHECK(r.tau == 0.25f);
+  CHECK(replica == std::vector<float>{-0.5f, -0.25f, 0.f, 0.f});
+  CHECK(local.global() == replica);
+}
+
 TEST_CASE("levels send a magnitude: tau, then what is left at tau/2, tau/4", "[local_steps]") {
   const std::vector<float> start(4, 0.f);
   LocalSteps local(local_spec(0.25, "sgd", 1.0, 0.0, /*levels=*/3), CodecEngine::get("reference"),

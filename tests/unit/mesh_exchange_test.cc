@@ -446,4 +446,27 @@ TEST_CASE("rounds of local steps leave every node with the same global parameter
     REQUIRE(nodes[0]->outer().momentum() == nodes[2]->outer().momentum());
     REQUIRE(replica[0] != start);
   }
+
+  SECTION("overlapped rounds keep the global parameters equal; a last round joins the replicas") {
+    for (int64_t round = 4; round < 8; ++round) {
+      for (int n = 0; n < 3; ++n)
+        for (int64_t i = 0; i < kParams; ++i) replica[n][size_t(i)] -= 0.001f * float(n + 1);
+      const bool last = round == 7;
+      std::vector<std::thread> threads;
+      for (int n = 0; n < 3; ++n)
+        threads.emplace_back([&, n] {
+          if (last)
+            nodes[n]->round(replica[n].data(), 1, ex[n].get(), 2 * round);
+          else
+            nodes[n]->send_round(replica[n].data(), 1, ex[n].get(), 2 * round);
+        });
+      for (auto& t : threads) t.join();
+      INFO("overlapped round " << round);
+      REQUIRE(nodes[0]->global() == nodes[1]->global());
+      REQUIRE(nodes[0]->global() == nodes[2]->global());
+      if (!last) REQUIRE(replica[0] != replica[1]);  // each goes on from its own steps
+    }
+    REQUIRE(replica[0] == replica[1]);
+    REQUIRE(replica[0] == replica[2]);
+  }
 }
