@@ -114,6 +114,7 @@ class NodeExchange {
     int64_t next_epoch = 0;
     float tau = 0.0f;
     std::vector<float> params, state;
+    std::vector<float> outer_momentum;  // local steps (empty otherwise)
     // What the live node's audited replica had applied (docs: update_audit.h); messages 0: not
     // known (a sender of an earlier release), and this replica is not audited.
     AppliedTotals applied;
@@ -122,6 +123,9 @@ class NodeExchange {
   // After every update of `epoch` is applied (each epoch end): updates tagged with the next
   // epoch, held back until now, go to the bus, and if a restarted node was admitted at this
   // epoch end one live node sends it these parameters, with what its audited replica applied.
+  // Local steps: the outer optimizer's momentum after this epoch, which a snapshot for a
+  // restarted node carries with the parameters (call before epoch_applied).
+  virtual void set_outer_momentum(const std::vector<float>& momentum) { (void)momentum; }
   virtual void epoch_applied(int64_t epoch, const float* params, int64_t num_params,
                              const float* state, int64_t num_state, float tau,
                              const AppliedTotals& applied) = 0;

@@ -206,6 +206,9 @@ void TrainingRun::start_local_steps() {
   local_ = std::make_unique<LocalSteps>(job_.training, engine_, lead().model().host_params(),
                                         lead().model().num_params(),
                                         exchange_ ? uint32_t(exchange_->first_worker()) : 0);
+  // Rejoined: the snapshot's parameters are the global ones; its momentum is the job's.
+  if (!rejoin_momentum_.empty() && rejoin_momentum_.size() == local_->outer().momentum().size())
+    local_->rebase(lead().model().host_params(), rejoin_momentum_);
   const ModelFile* from = options_.resume;
   if (from && from->has_local_steps && from->has_sharing &&
       !local_->restore(from->global_params, from->outer_momentum, from->residual, from->tau,
@@ -255,6 +258,7 @@ void TrainingRun::rejoin_from_live_node() {
     if (sharing_) w->encoder().threshold().set_tau(resume.tau);
   }
   first_epoch_ = resume.next_epoch;
+  rejoin_momentum_ = std::move(resume.outer_momentum);
   result_.resumed = true;
   // The audit goes on from what the live node's audited replica had applied.
   result_.audited = resume.applied.messages > 0;
@@ -474,6 +478,7 @@ void TrainingRun::end_epoch(EpochRun& e) {
   if (sharing_ && !exchange_) average_tau(workers_);
   average_state(workers_);
   if (exchange_ && !sharing_ && !e.cancelled) end_averaging_epoch_on_cluster(e);
+  if (exchange_ && local_ && !e.cancelled) exchange_->set_outer_momentum(local_->outer().momentum());
   if (exchange_ && !e.cancelled)
     exchange_->epoch_applied(e.epoch, lead().model().host_params(), lead().model().num_params(),
                              lead().model().host_state(), lead().model().num_state(),

@@ -175,6 +175,7 @@ class TrainingRun {
   // sync: {local: ...}: the global parameters and the outer optimizer, made once the run
   // knows where it starts (restore).
   std::unique_ptr<LocalSteps> local_;
+  std::vector<float> rejoin_momentum_;  // from a live node's snapshot
   // A rejoined node's starting point: its audit measures the deviation from here (empty: the
   // initial parameters).
   std::vector<float> audit_base_;

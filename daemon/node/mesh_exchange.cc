@@ -452,6 +452,7 @@ void MeshExchange::on_snapshot(const SnapshotPayload& in, uint32_t origin) {
   s.from = origin;
   s.params.assign(in.params.data, in.params.data + in.params.size);
   s.state.assign(in.state.data, in.state.data + in.state.size);
+  s.outer_momentum.assign(in.outer_momentum.data, in.outer_momentum.data + in.outer_momentum.size);
   s.applied = {in.applied_messages, in.applied_digest};
   snapshot_ = std::move(s);
 }
@@ -479,6 +480,7 @@ bool MeshExchange::resume(Resume& resume) {
   resume.tau = snapshot_->tau;
   resume.params = std::move(snapshot_->params);
   resume.state = std::move(snapshot_->state);
+  resume.outer_momentum = std::move(snapshot_->outer_momentum);
   resume.applied = snapshot_->applied;
   first_epoch_ = current_epoch_ = resume.next_epoch;
   rejoining_ = false;
@@ -495,8 +497,10 @@ void MeshExchange::epoch_applied(int64_t epoch, const float* params, int64_t num
                                  const float* state, int64_t num_state, float tau,
                                  const core::AppliedTotals& applied) {
   std::vector<uint32_t> send_to;
+  std::vector<float> momentum;
   {
     std::lock_guard<std::mutex> lock(mutex_);
+    momentum = outer_momentum_;
     current_epoch_ = epoch + 1;
     release_pending();
     // The first live member that was not just admitted sends the parameters.
@@ -511,7 +515,7 @@ void MeshExchange::epoch_applied(int64_t epoch, const float* params, int64_t num
   for (uint32_t target : send_to) {
     PayloadBytes bytes =
         snapshot_payload(target, epoch, tau, params, num_params, state, num_state,
-                         applied.messages, applied.digest);
+                         applied.messages, applied.digest, momentum);
     const size_t size = bytes->size();
     std::lock_guard<std::mutex> lock(publish_mutex_);
     send(std::move(bytes), "this node could not send its parameters to " + name_of(target));

@@ -104,6 +104,10 @@ class MeshExchange : public core::NodeExchange {
   ~MeshExchange() override;
 
   bool resume(Resume& resume) override;
+  void set_outer_momentum(const std::vector<float>& momentum) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    outer_momentum_ = momentum;
+  }
   void epoch_applied(int64_t epoch, const float* params, int64_t num_params, const float* state,
                      int64_t num_state, float tau, const core::AppliedTotals& applied) override;
 
@@ -134,10 +138,11 @@ class MeshExchange : public core::NodeExchange {
   struct Snapshot {
     int64_t epoch = 0;
     float tau = 0.0f;
-    std::vector<float> params, state;
+    std::vector<float> params, state, outer_momentum;
     core::AppliedTotals applied;
     uint32_t from = 0;
   };
+  std::vector<float> outer_momentum_;  // set_outer_momentum's; under mutex_
   struct Position {
     int64_t epoch = -1, batch = -1;
   };

@@ -136,13 +136,16 @@ PayloadBytes epoch_end_payload(const EpochEndPayload& e) {
 
 PayloadBytes snapshot_payload(uint32_t for_node, int64_t epoch, float tau, const float* params,
                               int64_t num_params, const float* state, int64_t num_state,
-                              int64_t applied_messages, uint64_t applied_digest) {
-  check_floats(num_params + num_state, "parameters and updater state");
-  flatbuffers::FlatBufferBuilder fbb(1024 + size_t(num_params + num_state) * 4);
+                              int64_t applied_messages, uint64_t applied_digest,
+                              const std::vector<float>& outer_momentum) {
+  const int64_t floats = num_params + num_state + int64_t(outer_momentum.size());
+  check_floats(floats, "parameters and updater state");
+  flatbuffers::FlatBufferBuilder fbb(1024 + size_t(floats) * 4);
+  const auto m = outer_momentum.empty() ? 0 : fbb.CreateVector(outer_momentum);
   const auto s = fbb.CreateVector(state, size_t(num_state));
   const auto p = fbb.CreateVector(params, size_t(num_params));
   const auto t = mesh::CreateSnapshot(fbb, for_node, epoch, tau, p, s, applied_messages,
-                                      applied_digest);
+                                      applied_digest, m);
   return finish(fbb, mesh::Payload::Snapshot, t.Union());
 }
 
@@ -167,9 +170,9 @@ MeshPayloadIn read_mesh_payload(const uint8_t* data, size_t size) {
   } else if (const auto* e = p.payload_as_EpochEnd()) {
     read_epoch_end(*e, in);
   } else if (const auto* s = p.payload_as_Snapshot()) {
-    in.snapshot = {s->for_node(), s->epoch(),         s->tau(),
-                   view(s->params()), view(s->state()), s->applied_messages(),
-                   s->applied_digest()};
+    in.snapshot = {s->for_node(),       s->epoch(),          s->tau(),
+                   view(s->params()),   view(s->state()),    s->applied_messages(),
+                   s->applied_digest(), view(s->outer_momentum())};
     in.kind = MeshPayloadIn::Kind::kSnapshot;
   } else if (const auto* q = p.payload_as_Parameters()) {
     in.parameters = {q->round(), view(q->values())};

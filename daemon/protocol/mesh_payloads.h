@@ -45,12 +45,14 @@ struct SnapshotPayload {
   FloatView params, state;
   int64_t applied_messages = 0;
   uint64_t applied_digest = 0;
+  FloatView outer_momentum;  // local steps; empty otherwise
 };
 // A replica at the end of `epoch` for the restarted node `for_node`, with what the sender's
 // audited replica applied. Throws core::UserError when the floats cannot be one message.
 PayloadBytes snapshot_payload(uint32_t for_node, int64_t epoch, float tau, const float* params,
                               int64_t num_params, const float* state, int64_t num_state,
-                              int64_t applied_messages = 0, uint64_t applied_digest = 0);
+                              int64_t applied_messages = 0, uint64_t applied_digest = 0,
+                              const std::vector<float>& outer_momentum = {});
 
 struct ParametersPayload {
   int64_t round = 0;

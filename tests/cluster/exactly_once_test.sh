@@ -58,17 +58,7 @@ echo "== under loss, node-5 SIGKILLed mid-job and restarted: takeover, rejoin, a
 sed -e 's/epochs: 2/epochs: 6/' -e 's/exactly-once/exactly-once-rejoin/g' job.yaml > rejoin.yaml
 id=$("$SUBMIT" rejoin.yaml --detach) || fail "detached submit of the rejoin job"
 if wait_epoch "$id" 2 120; then
-  pid=$(awk '$2 == "node-5" { print $1 }' "$WORK/c/pids")
-  kill -KILL "$pid"
-  for _ in $(seq 1 100); do  # 10 s for the controller to see it gone
-    "$SUBMIT" status "$id" --json > rejoin.json 2> /dev/null
-    json rejoin.json "j['lost_nodes']" | grep -q node-5 && break
-    sleep 0.1
-  done
-  json rejoin.json "j['lost_nodes']" | grep -q node-5 || fail "the job does not name node-5 as lost"
-  "$DTRAIND" --config "$WORK/c/node-5.yaml" >> "$WORK/c/node-5.log" 2>&1 &
-  sed -i "/ node-5\$/d" "$WORK/c/pids"
-  echo "$! node-5" >> "$WORK/c/pids"
+  lose_and_restart node-5 "$id" rejoin.json
   state=$(wait_job_end "$id" rejoin.json 300)
   "$SUBMIT" logs "$id" > rejoin.log
   [[ $state == succeeded ]] || { fail "the rejoin job ended '$state' (waited 300 s)"; tail -n 20 rejoin.log; }

@@ -88,6 +88,25 @@ restart_daemon() {
   echo "$! $1" >> "$WORK/c/pids"
   echo "restarted $1 after SIG$2 (pid $pid, now $!)"
 }
+# lose_and_restart NODE ID FILE: SIGKILLs the daemon of NODE, waits up to 10 s until job ID
+# names it lost (its status JSON in FILE), then starts it again with its config and log, keeping
+# $WORK/c/pids true; fails the test if the job never named it.
+lose_and_restart() {
+  local pid
+  pid=$(awk -v n="$1" '$2 == n { print $1 }' "$WORK/c/pids")
+  kill -KILL "$pid"
+  echo "killed $1 (pid $pid)"
+  for _ in $(seq 1 100); do
+    "$DTRAIN_SUBMIT" status "$2" --json > "$3" 2> /dev/null
+    json "$3" "j['lost_nodes']" | grep -q "$1" && break
+    sleep 0.1
+  done
+  json "$3" "j['lost_nodes']" | grep -q "$1" || fail "the job does not name $1 as lost"
+  "$DTRAIND" --config "$WORK/c/$1.yaml" >> "$WORK/c/$1.log" 2>&1 &
+  sed -i "/ $1\$/d" "$WORK/c/pids"
+  echo "$! $1" >> "$WORK/c/pids"
+  echo "restarted $1 (pid $!)"
+}
 # answered OUT ARGS...: runs `dtrain-submit ARGS` (output in OUT) until it succeeds, for at most
 # 10 s (a restarted controller); the status is 1 if it never did.
 answered() {

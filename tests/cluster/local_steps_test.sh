@@ -3,7 +3,8 @@
 # every node steps its own replica 20 minibatches a round, then the nodes exchange one
 # threshold-encoded pseudo-gradient each (4 levels) and apply the same outer Nesterov step. The
 # job trains to 0.87, the replicas agree at every epoch end (the same printed norm and projection
-# on every node) and at the end; with a node killed mid-epoch the others finish without it.
+# on every node) and at the end; with a node killed mid-epoch the others go on without it, and
+# once restarted it rejoins.
 set -u
 SPEC="$(cd "$(dirname "$4")" && pwd)/$(basename "$4")"
 source "$(dirname "$0")/lib.sh" local_steps "$1" "$2" "$3"
@@ -37,17 +38,20 @@ for e in 1 2 3; do
     fail "epoch $e: $lines nodes reported, $distinct different replicas: $(grep "epoch $e: " local.log)"
 done
 
-# 2. node-3 is killed in epoch 2: the rounds go on without it after the peer timeout.
-local_spec 4 local-kill > kill.yaml
+# 2. node-3 is killed in epoch 2: the rounds go on without it after the peer timeout. Restarted,
+# it rejoins at an epoch end with the global parameters and the outer momentum.
+local_spec 6 local-kill > kill.yaml
 id=$("$SUBMIT" kill.yaml --detach) || fail "submit the second job"
 wait_epoch "$id" 2 60 || exit 1
-pid=$(awk '$2 == "node-3" { print $1 }' "$WORK/c/pids")
-kill -KILL "$pid"
-echo "killed node-3 (pid $pid) in epoch $epoch"
+echo "node-3 goes in epoch $epoch"
+lose_and_restart node-3 "$id" kill.json
 state=$(wait_job_end "$id" kill.json 180)
+"$SUBMIT" logs "$id" > kill.log
 [[ $state == succeeded ]] || fail "with node-3 killed, job $id ended '$state': $(json kill.json "j.get('error')")"
-lost=$(json kill.json "j.get('lost_nodes', [])")
-[[ $lost == *node-3* ]] || fail "node-3 is not among the lost nodes: $lost"
-check_trained kill.json "with node-3 killed: "
-echo "with node-3 killed: accuracy $acc, replicas differ by $diff"
+json kill.json "j['result']['lost_nodes']" | grep -q node-3 || fail "result.lost_nodes lacks node-3"
+json kill.json "j['result']['rejoined_nodes']" | grep -q node-3 ||
+  fail "node-3 did not rejoin: $(grep -i node-3 kill.log | tail -n 5)"
+grep -q "node-3: rejoined at epoch" kill.log || fail "the log does not say when node-3 rejoined"
+check_trained kill.json "with node-3 killed and back: "
+echo "with node-3 killed and back: accuracy $acc, replicas differ by $diff"
 finish local_steps

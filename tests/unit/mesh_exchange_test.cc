@@ -257,7 +257,8 @@ TEST_CASE("a restarted node rejoins with a live node's parameters", "[mesh_excha
   const auto end = a.end_epoch(0, 0.5, 1);
   CHECK(end.workers == 1);
   a.end_takeover(0, {});
-  std::vector<float> params(kParams, 0.375f), state(3, 2.f);
+  std::vector<float> params(kParams, 0.375f), state(3, 2.f), momentum(kParams, -0.25f);
+  a.set_outer_momentum(momentum);  // local steps: the outer optimizer's state travels too
   a.epoch_applied(0, params.data(), kParams, state.data(), 3, 0.5f, {});
   const auto [rejoined, r] = resumed.get();
   CHECK(rejoined);
@@ -265,6 +266,7 @@ TEST_CASE("a restarted node rejoins with a live node's parameters", "[mesh_excha
   CHECK(r.tau == 0.5f);
   CHECK(r.params == params);
   CHECK(r.state == state);
+  CHECK(r.outer_momentum == momentum);
   CHECK(resumed_from == "node-1");
   // From now on node-1 waits for node-2 again.
   auto end_a = std::async(std::launch::async, [&] { return a.end_epoch(1, 0.5, 1); });

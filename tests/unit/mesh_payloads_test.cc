@@ -143,6 +143,30 @@ TEST_CASE("epoch ends, snapshots and parameter rounds survive the trip", "[mesh]
   CHECK(std::vector<float>(s.snapshot.params.data, s.snapshot.params.data + 3) == params);
   REQUIRE(s.snapshot.state.size == 1);
   CHECK(s.snapshot.state.data[0] == 0.25f);
+  CHECK(s.snapshot.outer_momentum.size == 0);
+  const MeshPayloadIn with_momentum =
+      read(snapshot_payload(8, 2, 0.125f, params.data(), 3, nullptr, 0, 0, 0, {0.5f, -1.f, 2.f}));
+  REQUIRE(with_momentum.snapshot.outer_momentum.size == 3);
+  CHECK(with_momentum.snapshot.outer_momentum.data[1] == -1.f);
+
+  // A round's pseudo-gradient, in levels.
+  dtrain::core::EncodedMessage level;
+  level.tau = 0.5f;
+  level.length = 40;
+  level.count = 1;
+  level.words = {7u | dtrain::core::kSparseSignBit};
+  const MeshPayloadIn g = read(pseudo_gradient_payload(6, 2, {level, level}));
+  REQUIRE(g.kind == MeshPayloadIn::Kind::kPseudoGradient);
+  CHECK(g.pseudo_gradient.round == 6);
+  CHECK(g.pseudo_gradient.workers == 2);
+  REQUIRE(g.pseudo_gradient.levels.size() == 2);
+  CHECK(g.pseudo_gradient.levels[1].words == level.words);
+  const MeshPayloadIn none = read(pseudo_gradient_payload(6, 2, {}));
+  CHECK(none.kind == MeshPayloadIn::Kind::kMalformed);
+  CHECK_THAT(none.error, Catch::Contains("0 levels"));
+  const MeshPayloadIn too_many = read(pseudo_gradient_payload(6, 2, std::vector<dtrain::core::EncodedMessage>(9, level)));
+  CHECK(too_many.kind == MeshPayloadIn::Kind::kMalformed);
+  CHECK(read(pseudo_gradient_payload(6, 0, {level})).kind == MeshPayloadIn::Kind::kMalformed);
 
   const MeshPayloadIn p = read(parameters_payload(11, params.data(), 3));
   REQUIRE(p.kind == MeshPayloadIn::Kind::kParameters);
