@@ -413,7 +413,7 @@ class JobSpecParser {
     return s;
   }
 
-  // Local steps combine one replica per node in this release.
+  // Local steps share a pseudo-gradient: a sharing mode's.
   void check_local_steps(const YAML::Node& node, const TrainingSpec& t) {
     if (t.sync.mode != "local") return;
     if (t.mode != TrainingMode::kGradientSharing)
@@ -421,11 +421,6 @@ class JobSpecParser {
               "local steps share a threshold-encoded pseudo-gradient, and mode is " +
                   std::string(mode_name(t.mode)),
               "remove training.mode (gradient_sharing is the default)");
-    if (t.workers_per_node > 1)
-      r_.fail(node["workers_per_node"], "training.workers_per_node",
-              "local steps (sync: {local: ...}) run one worker per node in this release, but "
-              "workers_per_node is " + std::to_string(t.workers_per_node),
-              "set training.workers_per_node: 1 (or auto)");
   }
 
   // `local: {steps: H, outer: {type, learning_rate, momentum}, density}`.

@@ -9,8 +9,7 @@ namespace dtrain::core {
 constexpr unsigned kMaxAutoCpuWorkers = 8;
 
 int workers_per_node(const TrainingSpec& training, unsigned cores, size_t gpus) {
-  // Both combine one replica per node (docs/architecture/core.md, "Sharing").
-  if (training.mode == TrainingMode::kParameterAveraging || steps_locally(training)) return 1;
+  if (training.mode == TrainingMode::kParameterAveraging) return 1;
   if (training.workers_per_node > 0) return static_cast<int>(training.workers_per_node);
   if (gpus > 0) return static_cast<int>(gpus);
   return static_cast<int>(std::clamp(cores, 1u, kMaxAutoCpuWorkers));

@@ -369,38 +369,55 @@ bool TrainingRun::averaging_step(int w, EpochRun& e, WorkerCursor& cursor, int64
   const auto t1 = Clock::now();
   step.times.compute_ms = milliseconds(t1 - t0);
   step.times.split_data(worker.last_data_ms());
+  // Each worker counts its own minibatches (in_epoch is the lead's count for the whole node).
   while ((exchange_ || local_) &&
-         round_due(cursor.rounds_done, rounds_per_epoch_, cursor.in_epoch, cursor.batches)) {
+         round_due(cursor.rounds_done, rounds_per_epoch_, cursor.in_epoch_own, cursor.batches)) {
     const int64_t round = regular_round(e.epoch, rounds_per_epoch_, cursor.rounds_done);
     if (local_)
-      local_round(worker, round, cursor.rounds_done + 1 == rounds_per_epoch_);
+      local_round(round, cursor.rounds_done + 1 == rounds_per_epoch_);
     else
       average_round(*exchange_, worker, job_.training.average_updater_state, round);
     ++cursor.rounds_done;
   }
+  ++cursor.in_epoch_own;
   step.times.wait_ms = milliseconds(Clock::now() - t1);
   return true;
 }
 
 // Local steps: the round's outer step; every replica goes on from the global parameters.
+// The node's workers meet at the round (NodeRound; alone, one goes at once): their mean
+// replica is the node's pseudo-gradient's, and every replica goes on from the result.
 // Overlapped, every round but the epoch's last goes out while the next one's steps run.
-void TrainingRun::local_round(Worker& worker, int64_t round, bool last_of_epoch) {
-  Model& m = worker.model();
-  const bool overlap = job_.training.sync.local.overlap && !last_of_epoch;
-  auto run = [&](float* params) {
-    return overlap ? local_->send_round(params, 1, exchange_, round)
-                   : local_->round(params, 1, exchange_, round);
+void TrainingRun::local_round(int64_t round, bool last_of_epoch) {
+  auto run = [&] {
+    const bool overlap = job_.training.sync.local.overlap && !last_of_epoch;
+    std::vector<float> params = mean_replica();
+    const LocalSteps::Round r =
+        overlap ? local_->send_round(params.data(), num_workers_, exchange_, round)
+                : local_->round(params.data(), num_workers_, exchange_, round);
+    for (auto& w : workers_) w->worker().model().set_params(params.data());
+    result_.messages += 1;
+    result_.message_bytes += r.bytes;
   };
-  LocalSteps::Round r;
-  if (m.on_host()) {
-    r = run(m.params());
-  } else {
-    std::vector<float> params(m.host_params(), m.host_params() + m.num_params());
-    r = run(params.data());
-    m.set_params(params.data());
+  if (num_workers_ == 1)
+    run();
+  else
+    node_round_.arrive(run, [this] { return stop_.load() || cancelled(); });
+}
+
+// The mean of this node's replicas, summed in worker order (the same bits every time).
+std::vector<float> TrainingRun::mean_replica() {
+  const int64_t n = lead().model().num_params();
+  const float* first = lead().model().host_params();
+  if (num_workers_ == 1) return std::vector<float>(first, first + n);
+  std::vector<double> sum(static_cast<size_t>(n), 0.0);
+  for (auto& w : workers_) {
+    const float* p = w->worker().model().host_params();
+    for (int64_t i = 0; i < n; ++i) sum[size_t(i)] += p[i];
   }
-  result_.messages += 1;
-  result_.message_bytes += r.bytes;
+  std::vector<float> mean(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) mean[size_t(i)] = static_cast<float>(sum[size_t(i)] / num_workers_);
+  return mean;
 }
 
 // The step's figures into the worker's epoch and to the listener; the epoch's samples so far.
@@ -534,7 +551,7 @@ void TrainingRun::agree_on_global_state(int64_t round) {
   const std::vector<float>& momentum = local_->outer().momentum();
   both.insert(both.end(), momentum.begin(), momentum.end());
   exchange_->average_parameters(both.data(), int64_t(both.size()), round);
-  m.set_params(both.data());
+  for (auto& w : workers_) w->worker().model().set_params(both.data());
   local_->rebase(both.data(), std::vector<float>(both.begin() + n, both.end()));
 }
 

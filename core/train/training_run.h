@@ -19,6 +19,7 @@
 #include "core/train/early_stopping.h"
 #include "core/train/gpu_sharing.h"
 #include "core/train/local_steps.h"
+#include "core/train/node_round.h"
 #include "core/train/message_bus.h"
 #include "core/train/replica_state.h"
 #include "core/train/sharing_worker.h"
@@ -93,7 +94,8 @@ class TrainingRun {
   bool take_step(int w, EpochRun& e, WorkerCursor& cursor, WorkerStep& step);
   bool averaging_step(int w, EpochRun& e, WorkerCursor& cursor, int64_t iteration,
                       int64_t schedule_iteration, WorkerStep& step);
-  void local_round(Worker& worker, int64_t round, bool last_of_epoch);
+  void local_round(int64_t round, bool last_of_epoch);
+  std::vector<float> mean_replica();
   int64_t record_step(int w, EpochRun& e, WorkerStep& step);
   void lead_step(EpochRun& e, WorkerCursor& cursor, int64_t iteration, int64_t samples_now);
   void checkpoint_mid_epoch(int64_t epoch);
@@ -176,6 +178,7 @@ class TrainingRun {
   // knows where it starts (restore).
   std::unique_ptr<LocalSteps> local_;
   std::vector<float> rejoin_momentum_;  // from a live node's snapshot
+  NodeRound node_round_{num_workers_};
   // A rejoined node's starting point: its audit measures the deviation from here (empty: the
   // initial parameters).
   std::vector<float> audit_base_;

@@ -10,8 +10,8 @@ SPEC="$(cd "$(dirname "$4")" && pwd)/$(basename "$4")"
 source "$(dirname "$0")/lib.sh" local_steps "$1" "$2" "$3"
 export PEER_TIMEOUT_MS=3000 HEARTBEAT_MS=300
 
-local_spec() {  # local_spec EPOCHS NAME
-  sed -e 's/workers_per_node: auto/workers_per_node: 1\n  sync: {local: {steps: 20}}/' \
+local_spec() {  # local_spec EPOCHS NAME WORKERS_PER_NODE
+  sed -e "s/workers_per_node: auto/workers_per_node: $3\n  sync: {local: {steps: 20}}/" \
       -e "s/epochs: 5/epochs: $1/" -e 's/  batch_size: 64/  batch_size_per_worker: 64/' \
       -e 's/checkpoint_every: 1000/checkpoint_every: 0/' -e "s/name: fashion-mnist-mlp/name: $2/" \
       -e "s/model: fashion-mnist-mlp.dtm/model: $2.dtm/" "$SPEC"
@@ -20,7 +20,7 @@ local_spec() {  # local_spec EPOCHS NAME
 source "$WORK/c/env"
 
 # 1. The whole job on three nodes.
-local_spec 4 local > local.yaml
+local_spec 4 local 1 > local.yaml
 id=$("$SUBMIT" local.yaml --detach) || fail "submit"
 state=$(wait_job_end "$id" local.json 180)
 [[ $state == succeeded ]] || fail "job $id ended '$state': $(json local.json "j.get('error')")"
@@ -38,9 +38,10 @@ for e in 1 2 3; do
     fail "epoch $e: $lines nodes reported, $distinct different replicas: $(grep "epoch $e: " local.log)"
 done
 
-# 2. node-3 is killed in epoch 2: the rounds go on without it after the peer timeout. Restarted,
-# it rejoins at an epoch end with the global parameters and the outer momentum.
-local_spec 6 local-kill > kill.yaml
+# 2. Two workers per node, which meet at each round (one message per node). node-3 is killed in
+# epoch 2: the rounds go on without it after the peer timeout. Restarted, it rejoins at an epoch
+# end with the global parameters and the outer momentum.
+local_spec 6 local-kill 2 > kill.yaml
 id=$("$SUBMIT" kill.yaml --detach) || fail "submit the second job"
 wait_epoch "$id" 2 60 || exit 1
 echo "node-3 goes in epoch $epoch"

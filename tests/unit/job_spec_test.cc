@@ -153,8 +153,6 @@ TEST_CASE("bad specs are refused with location, key and fix") {
       {"bounded without a number", kGood + "  sync: bounded\n",
        {"training.sync", "bounded needs its number of steps", "{bounded: 2}"}},
       {"bounded zero", kGood + "  sync: {bounded: 0}\n", {"training.sync.bounded", "out of range"}},
-      {"local steps with several workers", kGood + "  workers_per_node: 2\n  sync: {local: {steps: 10}}\n",
-       {"training.workers_per_node", "one worker per node", "workers_per_node: 1"}},
       {"local steps with averaging",
        replace(kGood, "training:\n", "training:\n  mode: parameter_averaging\n") +
            "  sync: {local: {steps: 10}}\n",

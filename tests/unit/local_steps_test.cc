@@ -4,10 +4,14 @@
 // mesh_exchange_test (replicas identical over the mesh exchange).
 #include <catch2/catch.hpp>
 
+#include <atomic>
+#include <stdexcept>
+#include <thread>
 #include <vector>
 
 #include "core/codec/codec_engine.h"
 #include "core/train/local_steps.h"
+#include "core/train/node_round.h"
 #include "core/train/outer_optimizer.h"
 
 namespace dtrain::core {
@@ -111,6 +115,53 @@ TEST_CASE("the threshold sends the density's share of the largest magnitudes", "
   CHECK(LocalSteps::threshold_for(v, 0.01) == 3.f);    // at least one
   CHECK(LocalSteps::threshold_for(v, 1.0) == 0.1f);    // every one that is not zero
   CHECK(LocalSteps::threshold_for(std::vector<float>(5, 0.f), 0.5) == 1.f);
+}
+
+TEST_CASE("a node's workers meet at a round: the last to arrive runs it once for all",
+          "[local_steps]") {
+  NodeRound meeting(3);
+  int runs = 0;  // written by the runner only, while the others wait
+  for (int r = 0; r < 5; ++r) {
+    std::atomic<int> entered{0};
+    std::vector<std::thread> workers;
+    for (int w = 0; w < 3; ++w)
+      workers.emplace_back([&] {
+        ++entered;
+        const bool ran = meeting.arrive(
+            [&] {
+              CHECK(entered.load() == 3);  // everyone is in when it runs
+              ++runs;
+            },
+            [] { return false; });
+        CHECK(ran);
+      });
+    for (auto& t : workers) t.join();
+  }
+  CHECK(runs == 5);
+
+  SECTION("a stop releases a waiting worker; the round does not run") {
+    NodeRound pair(2);
+    CHECK_FALSE(pair.arrive([&] { ++runs; }, [] { return true; }));
+    CHECK(runs == 5);
+  }
+
+  SECTION("the runner's exception reaches it alone; the other is released") {
+    NodeRound pair(2);
+    std::atomic<int> threw{0}, released{0};
+    std::vector<std::thread> two;
+    for (int w = 0; w < 2; ++w)
+      two.emplace_back([&] {
+        try {
+          if (pair.arrive([] { throw std::runtime_error("round failed"); }, [] { return false; }))
+            ++released;
+        } catch (const std::runtime_error&) {
+          ++threw;
+        }
+      });
+    for (auto& t : two) t.join();
+    CHECK(threw == 1);
+    CHECK(released == 1);
+  }
 }
 
 }  // namespace dtrain::core
