@@ -119,8 +119,10 @@ TEST_CASE("the threshold sends the density's share of the largest magnitudes", "
 
 TEST_CASE("a node's workers meet at a round: the last to arrive runs it once for all",
           "[local_steps]") {
+  // Catch's assertions are for the main thread: the workers count, the test checks after.
   NodeRound meeting(3);
   int runs = 0;  // written by the runner only, while the others wait
+  std::atomic<int> early{0}, not_ran{0};
   for (int r = 0; r < 5; ++r) {
     std::atomic<int> entered{0};
     std::vector<std::thread> workers;
@@ -129,15 +131,17 @@ TEST_CASE("a node's workers meet at a round: the last to arrive runs it once for
         ++entered;
         const bool ran = meeting.arrive(
             [&] {
-              CHECK(entered.load() == 3);  // everyone is in when it runs
+              if (entered.load() != 3) ++early;  // everyone is in when it runs
               ++runs;
             },
             [] { return false; });
-        CHECK(ran);
+        if (!ran) ++not_ran;
       });
     for (auto& t : workers) t.join();
   }
   CHECK(runs == 5);
+  CHECK(early == 0);
+  CHECK(not_ran == 0);
 
   SECTION("a stop releases a waiting worker; the round does not run") {
     NodeRound pair(2);
