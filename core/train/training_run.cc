@@ -207,8 +207,14 @@ void TrainingRun::start_local_steps() {
                                         lead().model().num_params(),
                                         exchange_ ? uint32_t(exchange_->first_worker()) : 0);
   // Rejoined: the snapshot's parameters are the global ones; its momentum is the job's.
-  if (!rejoin_momentum_.empty() && rejoin_momentum_.size() == local_->outer().momentum().size())
+  if (result_.resumed && exchange_) {
+    if (rejoin_momentum_.size() != local_->outer().momentum().size())
+      throw UserError("the live node sent an outer momentum of " +
+                          std::to_string(rejoin_momentum_.size()) + " values; this job's has " +
+                          std::to_string(local_->outer().momentum().size()),
+                      "run the same dtrain release and job spec on every node");
     local_->rebase(lead().model().host_params(), rejoin_momentum_);
+  }
   const ModelFile* from = options_.resume;
   if (from && from->has_local_steps && from->has_sharing &&
       !local_->restore(from->global_params, from->outer_momentum, from->residual, from->tau,
@@ -390,7 +396,9 @@ bool TrainingRun::averaging_step(int w, EpochRun& e, WorkerCursor& cursor, int64
 // Overlapped, every round but the epoch's last goes out while the next one's steps run.
 void TrainingRun::local_round(int64_t round, bool last_of_epoch) {
   auto run = [&] {
-    const bool overlap = job_.training.sync.local.overlap && !last_of_epoch;
+    // In one process there is no exchange to hide (and a mid-epoch checkpoint must not fall
+    // between a round and its late outer step).
+    const bool overlap = job_.training.sync.local.overlap && exchange_ && !last_of_epoch;
     std::vector<float> params = mean_replica();
     const LocalSteps::Round r =
         overlap ? local_->send_round(params.data(), num_workers_, exchange_, round)

@@ -132,10 +132,18 @@ static_assert(kMaxPayloadLevels == size_t(core::kMaxPseudoGradientLevels),
               "the mesh believes as many levels as a spec may ask for");
 
 void MeshExchange::on_pseudo_gradient(PseudoGradientPayload g, uint32_t origin) {
-  // A round averaged already (an old part's, a rejoining node's) or implausibly far ahead:
-  // kept, it would never be freed.
-  if (g.round <= last_pseudo_round_ || g.round > last_pseudo_round_ + kPseudoRoundsAhead) return;
-  pseudo_rounds_[g.round][origin] = PseudoGradient{g.workers, std::move(g.levels)};
+  // Not a member's, not a round id (they are even), or a round averaged here already: kept, it
+  // would never be freed.
+  const JobMember* from = nullptr;
+  for (const JobMember& m : members_)
+    if (m.id == origin) from = &m;
+  if (!from || g.round < 0 || g.round % 2 != 0 || g.round <= last_pseudo_round_) return;
+  // Its weight is what the job says the node has, not what the message claims.
+  pseudo_rounds_[g.round][origin] = PseudoGradient{from->workers, std::move(g.levels)};
+  // A live node is at most a round ahead (it waits for this node's message); a node that has
+  // not started its rounds (rejoining, resumed) hears the others' old ones: only the newest are
+  // kept.
+  while (pseudo_rounds_.size() > kPseudoRoundsKept) pseudo_rounds_.erase(pseudo_rounds_.begin());
 }
 
 std::vector<core::NodeExchange::PseudoGradient> MeshExchange::share_pseudo_gradient(

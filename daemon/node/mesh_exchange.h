@@ -221,10 +221,9 @@ class MeshExchange : public core::NodeExchange {
   bool cancelled_ = false;
   std::map<int64_t, std::map<uint32_t, std::vector<float>>> rounds_;  // parameter averaging
   int64_t last_round_ = -1;  // the latest round averaged here: older ones are stale
-  // Local steps: each round's pseudo-gradients by origin, for rounds after last_pseudo_round_
-  // and at most kPseudoRoundsAhead ahead of it (a node waits for every other's message of a
-  // round before its next one, so a live peer is never further ahead).
-  static constexpr int64_t kPseudoRoundsAhead = 64;
+  // Local steps: each round's pseudo-gradients by origin, for rounds after last_pseudo_round_,
+  // the newest kPseudoRoundsKept rounds only.
+  static constexpr size_t kPseudoRoundsKept = 8;
   std::map<int64_t, std::map<uint32_t, PseudoGradient>> pseudo_rounds_;
   int64_t last_pseudo_round_ = -1;
   void on_pseudo_gradient(PseudoGradientPayload g, uint32_t origin);

@@ -472,3 +472,33 @@ TEST_CASE("rounds of local steps leave every node with the same global parameter
     REQUIRE(replica[0] == replica[2]);
   }
 }
+
+TEST_CASE("pseudo-gradients: a late starter keeps the newest rounds; strangers and odd ids are dropped",
+          "[mesh_exchange]") {
+  FakeMesh mesh;
+  std::vector<std::unique_ptr<MeshExchange>> ex = three_nodes(mesh);
+  auto heard = [&](MeshExchange& to, uint32_t origin, int64_t round, int32_t workers) {
+    transport::Delivery d;
+    d.job_id = 1;
+    d.origin = d.from = origin;
+    d.bytes = *pseudo_gradient_payload(round, workers, {*update(origin, 1, 0, -1)});
+    to.on_message(d);
+  };
+  // node-1 (resumed or rejoining) hears 20 old rounds of the others before its first, round 300.
+  for (int64_t round = 260; round < 300; round += 2) {
+    heard(*ex[0], 2, round, 1);
+    heard(*ex[0], 3, round, 1);
+  }
+  heard(*ex[0], 2, 300, 1000);  // the weight the sender claims is not believed
+  heard(*ex[0], 3, 300, 1);
+  heard(*ex[0], 99, 300, 1);    // not a member
+  heard(*ex[0], 2, 301, 1);     // not a round id
+  core::NodeExchange::PseudoGradient mine;
+  mine.workers = 1;
+  mine.messages = {*update(1, 1, 0, -1)};
+  const auto start = std::chrono::steady_clock::now();
+  const auto parts = ex[0]->share_pseudo_gradient(300, mine);
+  CHECK(std::chrono::steady_clock::now() - start < milliseconds(2000));  // nothing waited for
+  REQUIRE(parts.size() == 3);
+  CHECK(parts[1].workers == 1);  // node-2's, as the job has it
+}
