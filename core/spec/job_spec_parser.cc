@@ -389,13 +389,15 @@ class JobSpecParser {
     }
   }
 
-  // `sync: async | bsp | {bounded: K}` (docs/architecture/core.md, "Staleness and corrections").
+  // `sync: async | bsp | auto | {bounded: K} | {local: ...}` (docs/architecture/core.md,
+  // "Staleness and corrections"; docs/user-guide.md, "Choosing how workers synchronise").
   SyncSpec parse_sync(const YAML::Node& training) {
     SyncSpec s;
     const YAML::Node v = training["sync"];
     if (!v) return s;
     const std::string fix =
-        "write 'sync: async', 'sync: bsp', 'sync: {bounded: 2}' or 'sync: {local: {steps: 50}}'";
+        "write 'sync: auto', 'sync: async', 'sync: bsp', 'sync: {bounded: 2}' or "
+        "'sync: {local: {steps: 50}}'";
     if (v.IsMap()) {
       r_.expect_map(v, "training.sync", {"bounded", "local"});
       if (v["bounded"] && v["local"])
@@ -408,18 +410,19 @@ class JobSpecParser {
     }
     if (v.IsScalar() && v.Scalar() == "bounded")
       r_.fail(v, "training.sync", "bounded needs its number of steps", fix);
-    s.mode = r_.choice(training, "sync", "training", std::nullopt, {"async", "bsp"});
-    s.bound = s.mode == "bsp" ? 1 : 0;
+    s.mode = r_.choice(training, "sync", "training", std::nullopt, {"async", "bsp", "auto"});
+    s.bound = s.mode == "async" ? 0 : 1;
     return s;
   }
 
-  // Local steps share a pseudo-gradient: a sharing mode's.
+  // Local steps share a pseudo-gradient: a sharing mode's (and auto may choose them).
   void check_local_steps(const YAML::Node& node, const TrainingSpec& t) {
-    if (t.sync.mode != "local") return;
+    if (t.sync.mode != "local" && t.sync.mode != "auto") return;
     if (t.mode != TrainingMode::kGradientSharing)
       r_.fail(node["sync"], "training.sync",
-              "local steps share a threshold-encoded pseudo-gradient, and mode is " +
-                  std::string(mode_name(t.mode)),
+              (t.sync.mode == "auto" ? "auto chooses between per-step sharing and local steps"
+                                     : "local steps share a threshold-encoded pseudo-gradient") +
+                  std::string(", and mode is ") + mode_name(t.mode),
               "remove training.mode (gradient_sharing is the default)");
   }
 

@@ -13,6 +13,7 @@
 #include "core/train/checkpoints.h"
 #include "core/train/device_placement.h"
 #include "core/train/init_from.h"
+#include "core/train/sync_choice.h"
 #include "core/train/takeover.h"
 #include "core/train/training_setup.h"
 #include "core/train/worker_threads.h"
@@ -50,7 +51,12 @@ int resolve_workers_per_node(const JobSpec& job) {
 
 TrainingResult train_local(const JobSpec& job, TrainingListener& listener,
                            const LocalTrainingOptions& options) {
-  return TrainingRun(job, listener, options).run();
+  if (!sync_is_auto(job.training)) return TrainingRun(job, listener, options).run();
+  // In one process the workers share through memory: no link to wait for (a cluster's node
+  // has resolved `auto` before, daemon/node/sync_election.h).
+  JobSpec resolved = job;
+  apply_sync_choice(resolved.training, per_step_choice("one process"));
+  return TrainingRun(resolved, listener, options).run();
 }
 
 // ---- Setup ----

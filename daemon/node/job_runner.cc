@@ -15,6 +15,8 @@
 #include "core/train/checkpoints.h"
 #include "core/train/training_run.h"
 #include "core/train/local_steps.h"
+#include "core/train/step_timing.h"
+#include "core/train/sync_choice.h"
 #include "daemon/node/local_shards.h"
 #include "daemon/node/mesh_exchange.h"
 #include "daemon/node/stats_recorder.h"
@@ -428,17 +430,58 @@ void JobRunner::train(MeshExchange& exchange, const std::vector<JobMember>& memb
   core::SpecParseOptions parse;
   parse.base_dir = start_.base_dir;
   in.job = core::parse_job_spec_text(start_.spec, start_.name, parse);
+  if (!start_.rejoin) resolve_auto_sync(in, exchange, members);
   describe_part(in.job, exchange, members);
   prepare(in, exchange, members);
   // Only now may the others be told to admit this node: it takes the job's datagrams (the
   // parameters they send it would be dropped before), and it has its data.
-  if (start_.rejoin) report_(AttachedReport{start_.rank});
+  if (start_.rejoin) {
+    report_(AttachedReport{start_.rank});
+    resolve_auto_sync(in, exchange, members);  // told by the live nodes once they admit it
+  }
   sample_links(members);
   const core::TrainingResult r = core::train_local(in.local, *progress_, in.options);
   progress_->stats().flush();  // before the result: the controller has every row then
   if (cancel_) throw core::UserError("the job was cancelled", "");
   leave_mesh_when_all_done(exchange);
   report_(result_report(in, r, exchange));
+}
+
+void JobRunner::resolve_auto_sync(TrainingInputs& in, MeshExchange& exchange,
+                                  const std::vector<JobMember>& members) {
+  if (!core::sync_is_auto(in.job.training)) return;
+  const core::SyncChoice choice = choose_sync(in.job, exchange, members);
+  core::apply_sync_choice(in.job.training, choice);
+  in.local.training.sync = in.job.training.sync;  // prepare() made in.local before a rejoin
+  spdlog::info("job {}: training.sync auto: {}", job_id_text(job_id_), choice.reason);
+}
+
+core::SyncChoice JobRunner::choose_sync(const core::JobSpec& job, MeshExchange& exchange,
+                                        const std::vector<JobMember>& members) {
+  SyncElection& election = exchange.sync_election();
+  if (start_.rejoin) return election.await(std::nullopt, barrier_deadline());
+  if (start_.rank != 0) return election.await(members[0].id, barrier_deadline());
+  core::SyncChoice choice;
+  int nodes = 0;
+  for (const JobMemberInfo& m : start_.members) nodes += m.address.empty() ? 0 : 1;
+  if (!job.data.train.shards.empty()) {
+    choice = core::per_step_choice("node-local shards (data.train.shards)");
+  } else if (nodes <= 1) {
+    choice = core::per_step_choice("one node");
+  } else {
+    core::SyncChoiceInputs in;
+    const core::StepTiming step = core::time_training_step(job, exchange.total_workers());
+    in.step_s = step.seconds;
+    in.num_params = step.num_params;
+    in.nodes = nodes;
+    in.workers = exchange.total_workers();
+    in.link = election.measure(std::chrono::milliseconds(std::max<int64_t>(
+        5000, std::clamp<int64_t>(start_.peer_timeout_ms, 500, 600000))));
+    choice = core::choose_sync(job.training, in);
+  }
+  election.announce(choice);
+  report_(LogReport{"training.sync auto: " + choice.reason});
+  return choice;
 }
 
 // The log's first lines: where this part sits in the job, how its batch is divided (once, by

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "core/spec/job_spec.h"
+#include "core/train/sync_choice.h"
 #include "core/train/training_types.h"
 #include "daemon/config/daemon_config.h"
 #include "daemon/node/data_channel.h"
@@ -70,6 +71,12 @@ class JobRunner : public JobPart {
   void describe_part(const core::JobSpec& job, const MeshExchange& exchange,
                      const std::vector<JobMember>& members);
   void prepare(TrainingInputs& in, MeshExchange& exchange, const std::vector<JobMember>& members);
+  // `training.sync: auto` made concrete in `in`: rank 0 measures and chooses, the others (and a
+  // node rejoining later) take its choice (daemon/node/sync_election.h).
+  void resolve_auto_sync(TrainingInputs& in, MeshExchange& exchange,
+                         const std::vector<JobMember>& members);
+  core::SyncChoice choose_sync(const core::JobSpec& job, MeshExchange& exchange,
+                               const std::vector<JobMember>& members);
   void resume_from_checkpoint(TrainingInputs& in, MeshExchange& exchange);
   void sample_links(const std::vector<JobMember>& members);
   void leave_mesh_when_all_done(MeshExchange& exchange);

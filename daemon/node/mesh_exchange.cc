@@ -11,12 +11,28 @@
 
 namespace dtrain::daemon {
 
+namespace {
+
+std::map<uint32_t, std::string> peers_of(uint32_t self, const std::vector<JobMember>& members) {
+  std::map<uint32_t, std::string> peers;
+  for (const JobMember& m : members)
+    if (m.id != self) peers[m.id] = m.name;
+  return peers;
+}
+
+}  // namespace
+
 MeshExchange::MeshExchange(uint64_t job_id, uint32_t self, const std::vector<JobMember>& members,
                            std::chrono::milliseconds epoch_deadline)
     : job_id_(job_id),
       self_(self),
       members_(members),
       epoch_deadline_(epoch_deadline),
+      election_(peers_of(self, members),
+                [this](PayloadBytes bytes) {
+                  std::lock_guard<std::mutex> lock(publish_mutex_);
+                  send(std::move(bytes), "the mesh took no message of the sync choice");
+                }),
       next_message_id_(uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(
                                     std::chrono::system_clock::now().time_since_epoch())
                                     .count())) {
@@ -120,6 +136,15 @@ void MeshExchange::on_message(const transport::Delivery& d) {
     }
     case MeshPayloadIn::Kind::kPseudoGradient:
       on_pseudo_gradient(std::move(in.pseudo_gradient), d.origin);
+      break;
+    case MeshPayloadIn::Kind::kLinkProbe:
+      election_.on_probe(d.origin, in.probe_id);
+      break;
+    case MeshPayloadIn::Kind::kLinkProbeAck:
+      election_.on_ack(d.origin, in.probe_id);
+      break;
+    case MeshPayloadIn::Kind::kSyncChoice:
+      election_.on_choice(d.origin, in.sync_choice);
       break;
     case MeshPayloadIn::Kind::kMalformed:
       if (bad_message_.empty()) bad_message_ = in.error + " from " + name_of(d.origin);
@@ -234,6 +259,7 @@ MeshExchange::~MeshExchange() {
 }
 
 void MeshExchange::on_loss(uint32_t lost) {
+  election_.on_loss(lost);
   std::lock_guard<std::mutex> lock(mutex_);
   set_lost(lost, true);
   if (joining_.count(lost)) {
@@ -247,6 +273,7 @@ void MeshExchange::on_loss(uint32_t lost) {
 }
 
 void MeshExchange::cancel() {
+  election_.cancel();
   std::lock_guard<std::mutex> lock(mutex_);
   cancelled_ = true;
   changed_.notify_all();
@@ -406,12 +433,15 @@ void MeshExchange::set_epochs(int64_t epochs) {
 }
 
 void MeshExchange::on_rejoin(uint32_t id) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  if (id == self_) return;
-  set_lost(id, true);  // its old process's updates of this epoch are covered by the takeover
-  joining_.insert(id);
-  if (readmitted_.insert(id).second) mesh_->add_member(id);
-  changed_.notify_all();
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (id == self_) return;
+    set_lost(id, true);  // its old process's updates of this epoch are covered by the takeover
+    joining_.insert(id);
+    if (readmitted_.insert(id).second) mesh_->add_member(id);
+    changed_.notify_all();
+  }
+  election_.repeat_for_newcomer();  // a job of training.sync: auto trains one way
 }
 
 void MeshExchange::on_withdrawn(uint32_t id) {
@@ -424,6 +454,7 @@ void MeshExchange::on_withdrawn(uint32_t id) {
 }
 
 void MeshExchange::set_vacant(const std::vector<uint32_t>& slots) {
+  for (uint32_t id : slots) election_.on_loss(id);  // no probe waits for a slot's answer
   std::lock_guard<std::mutex> lock(mutex_);
   for (uint32_t id : slots) {
     vacant_.insert(id);
@@ -433,23 +464,26 @@ void MeshExchange::set_vacant(const std::vector<uint32_t>& slots) {
 
 void MeshExchange::on_join(uint32_t slot, uint32_t id, const std::string& name,
                            const transport::MeshMember& where) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  if (id == self_) return;
-  bool known = false;
-  for (JobMember& m : members_) {
-    if (m.id == slot && vacant_.count(slot)) {  // the slot's workers (and shards) become its
-      m.id = id;
-      m.name = name;
-      vacant_.erase(slot);
-      lost_.erase(slot);
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (id == self_) return;
+    bool known = false;
+    for (JobMember& m : members_) {
+      if (m.id == slot && vacant_.count(slot)) {  // the slot's workers (and shards) become its
+        m.id = id;
+        m.name = name;
+        vacant_.erase(slot);
+        lost_.erase(slot);
+      }
+      known = known || m.id == id;
     }
-    known = known || m.id == id;
+    if (!known) return;  // no such slot here (a repeat finds the node in it: a rejoin)
+    set_lost(id, true);  // waited for only once admitted
+    joining_.insert(id);
+    if (readmitted_.insert(id).second) mesh_->add_new_member(where);
+    changed_.notify_all();
   }
-  if (!known) return;  // no such slot here (a repeat finds the node in it: a rejoin)
-  set_lost(id, true);  // waited for only once admitted
-  joining_.insert(id);
-  if (readmitted_.insert(id).second) mesh_->add_new_member(where);
-  changed_.notify_all();
+  election_.repeat_for_newcomer();
 }
 
 void MeshExchange::on_snapshot(const SnapshotPayload& in, uint32_t origin) {
@@ -715,6 +749,12 @@ std::string MeshExchange::describe(const MeshPayloadIn& in) {
     case MeshPayloadIn::Kind::kPseudoGradient:
       return "its pseudo-gradient for round " + std::to_string(in.pseudo_gradient.round / 2 + 1) +
              " of local steps";
+    case MeshPayloadIn::Kind::kLinkProbe:
+      return "a link probe (training.sync: auto)";
+    case MeshPayloadIn::Kind::kLinkProbeAck:
+      return "an answer to a link probe";
+    case MeshPayloadIn::Kind::kSyncChoice:
+      return "the job's choice of training.sync";
     case MeshPayloadIn::Kind::kMalformed:
       return "a malformed message";
   }

@@ -24,6 +24,7 @@
 
 #include "core/train/node_exchange.h"
 #include "daemon/node/mesh_port.h"
+#include "daemon/node/sync_election.h"
 #include "daemon/protocol/mesh_payloads.h"
 #include "transport/mesh/mesh_node.h"
 
@@ -113,6 +114,8 @@ class MeshExchange : public core::NodeExchange {
 
   // Wakes end_epoch() for good (the job was cancelled): it throws then.
   void cancel();
+  // `training.sync: auto`: the job's choice, made before training (daemon/node/sync_election.h).
+  SyncElection& sync_election() { return election_; }
   uint64_t messages_sent() const { return published_; }
   uint64_t bytes_sent() const { return bytes_published_; }
   std::vector<std::string> lost_names();
@@ -228,6 +231,7 @@ class MeshExchange : public core::NodeExchange {
   int64_t last_pseudo_round_ = -1;
   void on_pseudo_gradient(PseudoGradientPayload g, uint32_t origin);
 
+  SyncElection election_;
   std::mutex publish_mutex_;  // message ids in order per origin
   // From the clock at start: a restarted node's messages must not reuse the ids its old
   // process used, or the others' reassemblers would drop them as repeats.

@@ -94,6 +94,17 @@ void read_epoch_end(const mesh::EpochEnd& e, MeshPayloadIn& in) {
   in.kind = MeshPayloadIn::Kind::kEpochEnd;
 }
 
+void read_sync_choice(const mesh::SyncChoice& c, MeshPayloadIn& in) {
+  const size_t reason = c.reason() ? c.reason()->size() : 0;
+  if (c.local_steps() < 0 || c.local_steps() > kMaxChosenSteps || reason > kMaxReasonBytes) {
+    in.error = "a sync choice of " + std::to_string(c.local_steps()) + " local steps with a " +
+               std::to_string(reason) + "-byte reason";
+    return;
+  }
+  in.sync_choice = {c.local_steps(), c.reason() ? c.reason()->str() : ""};
+  in.kind = MeshPayloadIn::Kind::kSyncChoice;
+}
+
 }  // namespace
 
 namespace {
@@ -156,6 +167,25 @@ PayloadBytes parameters_payload(int64_t round, const float* values, int64_t n) {
   return finish(fbb, mesh::Payload::Parameters, mesh::CreateParameters(fbb, round, v).Union());
 }
 
+PayloadBytes link_probe_payload(uint64_t id, size_t padding) {
+  flatbuffers::FlatBufferBuilder fbb(128 + padding);
+  const std::vector<uint8_t> zeros(padding);
+  const auto p = fbb.CreateVector(zeros);
+  return finish(fbb, mesh::Payload::LinkProbe, mesh::CreateLinkProbe(fbb, id, p).Union());
+}
+
+PayloadBytes link_probe_ack_payload(uint64_t id) {
+  flatbuffers::FlatBufferBuilder fbb(64);
+  return finish(fbb, mesh::Payload::LinkProbeAck, mesh::CreateLinkProbeAck(fbb, id).Union());
+}
+
+PayloadBytes sync_choice_payload(const SyncChoicePayload& c) {
+  flatbuffers::FlatBufferBuilder fbb(128 + c.reason.size());
+  const auto reason = fbb.CreateString(c.reason.substr(0, kMaxReasonBytes));
+  return finish(fbb, mesh::Payload::SyncChoice,
+                mesh::CreateSyncChoice(fbb, c.local_steps, reason).Union());
+}
+
 MeshPayloadIn read_mesh_payload(const uint8_t* data, size_t size) {
   if (!data || size == 0 || size > kMaxPayloadBytes)
     return malformed("a mesh payload of " + std::to_string(size) + " bytes");
@@ -179,6 +209,14 @@ MeshPayloadIn read_mesh_payload(const uint8_t* data, size_t size) {
     in.kind = MeshPayloadIn::Kind::kParameters;
   } else if (const auto* g = p.payload_as_PseudoGradient()) {
     read_pseudo_gradient(*g, in);
+  } else if (const auto* l = p.payload_as_LinkProbe()) {
+    in.probe_id = l->id();
+    in.kind = MeshPayloadIn::Kind::kLinkProbe;
+  } else if (const auto* a = p.payload_as_LinkProbeAck()) {
+    in.probe_id = a->id();
+    in.kind = MeshPayloadIn::Kind::kLinkProbeAck;
+  } else if (const auto* c = p.payload_as_SyncChoice()) {
+    read_sync_choice(*c, in);
   } else {
     in.error = "a mesh payload of an unknown kind";  // a newer release, or no body at all
   }

@@ -72,8 +72,23 @@ struct PseudoGradientPayload {
 PayloadBytes pseudo_gradient_payload(int64_t round, int32_t workers,
                                      const std::vector<core::EncodedMessage>& levels);
 
+// `training.sync: auto`: a probe of `padding` bytes, its answer, and the choice. A reason
+// longer than kMaxReasonBytes, or an H past kMaxChosenSteps, is malformed.
+PayloadBytes link_probe_payload(uint64_t id, size_t padding);
+PayloadBytes link_probe_ack_payload(uint64_t id);
+constexpr size_t kMaxReasonBytes = 1024;
+constexpr int64_t kMaxChosenSteps = 1 << 20;
+struct SyncChoicePayload {
+  int64_t local_steps = 0;
+  std::string reason;
+};
+PayloadBytes sync_choice_payload(const SyncChoicePayload& c);
+
 struct MeshPayloadIn {
-  enum class Kind { kMalformed, kUpdate, kEpochEnd, kSnapshot, kParameters, kPseudoGradient };
+  enum class Kind {
+    kMalformed, kUpdate, kEpochEnd, kSnapshot, kParameters, kPseudoGradient,
+    kLinkProbe, kLinkProbeAck, kSyncChoice
+  };
   Kind kind = Kind::kMalformed;
   std::string error;               // kMalformed: what is wrong with it
   core::EncodedMessage update;     // kUpdate (not yet checked against a model)
@@ -81,6 +96,8 @@ struct MeshPayloadIn {
   SnapshotPayload snapshot;        // kSnapshot (views into the bytes)
   ParametersPayload parameters;    // kParameters (views into the bytes)
   PseudoGradientPayload pseudo_gradient;  // kPseudoGradient
+  uint64_t probe_id = 0;                  // kLinkProbe, kLinkProbeAck
+  SyncChoicePayload sync_choice;          // kSyncChoice
 };
 // Never throws; anything that is not a well-formed payload is kMalformed with the reason.
 MeshPayloadIn read_mesh_payload(const uint8_t* data, size_t size);

@@ -4,7 +4,7 @@
 # threshold-encoded pseudo-gradient each (4 levels) and apply the same outer Nesterov step. The
 # job trains to 0.87, the replicas agree at every epoch end (the same printed norm and projection
 # on every node) and at the end; with a node killed mid-epoch the others go on without it, and
-# once restarted it rejoins.
+# once restarted it rejoins. A job of training.sync: auto trains the way node-1 chose.
 set -u
 SPEC="$(cd "$(dirname "$4")" && pwd)/$(basename "$4")"
 source "$(dirname "$0")/lib.sh" local_steps "$1" "$2" "$3"
@@ -55,4 +55,25 @@ json kill.json "j['result']['rejoined_nodes']" | grep -q node-3 ||
 grep -q "node-3: rejoined at epoch" kill.log || fail "the log does not say when node-3 rejoined"
 check_trained kill.json "with node-3 killed and back: "
 echo "with node-3 killed and back: accuracy $acc, replicas differ by $diff"
+# 3. training.sync: auto: node-1 measures the mesh and times a step, logs its figures and choice,
+# and every node trains that way (on loopback either choice may come out: both must hold).
+sed -e 's/  sync: {local: {steps: 20}}/  sync: auto/' <(local_spec 3 local-auto 2) > auto.yaml
+grep -q "sync: auto" auto.yaml || fail "the auto spec was not made"
+id=$("$SUBMIT" auto.yaml --detach) || fail "submit the auto job"
+state=$(wait_job_end "$id" auto.json 120)
+"$SUBMIT" logs "$id" > auto.log
+[[ $state == succeeded ]] || fail "the auto job $id ended '$state': $(json auto.json "j.get('error')")"
+choice=$(grep -o "training.sync auto: RTT .*" auto.log | head -n 1)
+[[ -n $choice ]] || fail "the log does not say what auto measured and chose: $(head -n 20 auto.log)"
+echo "auto: $choice"
+sync=$(json auto.json "j['result']['sync']")
+if [[ $choice == *"local steps, H = "* ]]; then
+  steps=$(sed -nE 's/.*local steps, H = ([0-9]+).*/\1/p' <<< "$choice")
+  [[ $sync == local ]] || fail "auto chose local steps, the result says sync '$sync'"
+  grep -q "local steps: $steps inner steps a round" auto.log || fail "no node trained with H = $steps"
+else
+  [[ $choice == *"per-step sharing waits"* && $sync == bsp ]] ||
+    fail "auto chose per-step sharing ('$choice'), the result says sync '$sync'"
+fi
+check_trained auto.json "auto: "
 finish local_steps

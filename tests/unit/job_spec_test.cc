@@ -149,7 +149,7 @@ TEST_CASE("bad specs are refused with location, key and fix") {
        {"training.threshold", "min_sparsity is larger than max_sparsity"}},
       {"not a map", "just a string\n", {"must be a YAML map"}},
       {"unknown sync mode", kGood + "  sync: ssp\n",
-       {"training.sync", "unknown value 'ssp'", "async, bsp"}},
+       {"training.sync", "unknown value 'ssp'", "async, bsp, auto"}},
       {"bounded without a number", kGood + "  sync: bounded\n",
        {"training.sync", "bounded needs its number of steps", "{bounded: 2}"}},
       {"bounded zero", kGood + "  sync: {bounded: 0}\n", {"training.sync.bounded", "out of range"}},
@@ -157,6 +157,11 @@ TEST_CASE("bad specs are refused with location, key and fix") {
        replace(kGood, "training:\n", "training:\n  mode: parameter_averaging\n") +
            "  sync: {local: {steps: 10}}\n",
        {"training.sync", "pseudo-gradient", "remove training.mode"}},
+      {"auto with averaging",
+       replace(kGood, "training:\n", "training:\n  mode: parameter_averaging\n") +
+           "  sync: auto\n",
+       {"training.sync", "auto chooses between per-step sharing and local steps",
+        "remove training.mode"}},
       {"local steps: unknown outer optimizer", kGood + "  sync: {local: {outer: {type: adam}}}\n",
        {"training.sync.local.outer.type", "'adam'", "nesterov, sgd"}},
       {"local steps: density zero", kGood + "  sync: {local: {density: 0}}\n",
@@ -308,6 +313,10 @@ TEST_CASE("sync and the corrections parse, with their defaults") {
   CHECK(l.sync.local.overlap);
   testing::write_text(f.dir + "/job.yaml", kGood + "  sync: async\n");
   CHECK(core::parse_job_spec_file(f.dir + "/job.yaml").training.sync.bound == 0);
+  testing::write_text(f.dir + "/job.yaml", kGood + "  sync: auto\n");
+  const core::TrainingSpec a = core::parse_job_spec_file(f.dir + "/job.yaml").training;
+  CHECK(a.sync.mode == "auto");
+  CHECK_FALSE(core::steps_locally(a));  // until the job chooses (core/train/sync_choice.h)
 }
 
 TEST_CASE("every refusal names a file location") {

@@ -13,6 +13,7 @@
 #include "core/codec/codec_engine.h"
 #include "core/codec/reference_codec.h"
 #include "core/train/local_steps.h"
+#include "core/util/error.h"
 #include "daemon/node/mesh_exchange.h"
 #include "daemon/protocol/control_messages.h"
 
@@ -501,4 +502,67 @@ TEST_CASE("pseudo-gradients: a late starter keeps the newest rounds; strangers a
   CHECK(std::chrono::steady_clock::now() - start < milliseconds(2000));  // nothing waited for
   REQUIRE(parts.size() == 3);
   CHECK(parts[1].workers == 1);  // node-2's, as the job has it
+}
+
+TEST_CASE("training.sync: auto: the chooser measures every node, and all train its way",
+          "[mesh_exchange]") {
+  FakeMesh mesh;
+  std::vector<std::unique_ptr<MeshExchange>> ex = three_nodes(mesh);
+  auto follow = [&](int n) {
+    return std::async(std::launch::async, [&, n] {
+      return ex[n]->sync_election().await(1u, milliseconds(5000));
+    });
+  };
+  auto second = follow(1), third = follow(2);
+  // Each probe is answered by both followers (their threads answer while they wait).
+  const core::LinkFigures link = ex[0]->sync_election().measure(milliseconds(5000));
+  CHECK(link.rtt_s > 0);
+  CHECK(link.rtt_s < 2.0);
+  CHECK(link.goodput_bytes_s > 0);
+  ex[0]->sync_election().announce({20, "RTT 50 ms: local steps, H = 20"});
+  const core::SyncChoice b = second.get(), c = third.get();
+  CHECK(b.local_steps == 20);
+  CHECK(c.local_steps == 20);
+  CHECK(c.reason == "RTT 50 ms: local steps, H = 20");
+
+  SECTION("a node restarted later hears the choice from the live nodes") {
+    mesh.cut(3);
+    ex[2] = std::make_unique<MeshExchange>(1, 3, members(3), milliseconds(5000));
+    mesh.join(3, *ex[2]);
+    auto rejoined = std::async(std::launch::async, [&] {
+      return ex[2]->sync_election().await(std::nullopt, milliseconds(5000));
+    });
+    ex[1]->on_rejoin(3);  // the controller tells the live nodes
+    CHECK(rejoined.get().local_steps == 20);
+  }
+}
+
+TEST_CASE("training.sync: auto: a chooser lost before it chose ends the wait with its name",
+          "[mesh_exchange]") {
+  FakeMesh mesh;
+  std::vector<std::unique_ptr<MeshExchange>> ex = three_nodes(mesh);
+  auto waiting = std::async(std::launch::async, [&] {
+    return ex[1]->sync_election().await(1u, milliseconds(60000));
+  });
+  mesh.cut(1);
+  const auto start = std::chrono::steady_clock::now();
+  ex[1]->on_loss(1);
+  try {
+    waiting.get();
+    FAIL("the wait did not end");
+  } catch (const core::UserError& e) {
+    CHECK_THAT(e.what(), Catch::Contains("node-1, which chooses training.sync: auto"));
+  }
+  CHECK(std::chrono::steady_clock::now() - start < milliseconds(2000));  // not the deadline
+
+  SECTION("and a chooser none answers names the probe, not a hang") {
+    mesh.cut(2);
+    mesh.cut(3);
+    try {
+      ex[0]->sync_election().measure(milliseconds(300));
+      FAIL("no peer answered, yet figures came back");
+    } catch (const core::UserError& e) {
+      CHECK_THAT(e.what(), Catch::Contains("no node answered the link probes"));
+    }
+  }
 }

@@ -174,6 +174,33 @@ TEST_CASE("epoch ends, snapshots and parameter rounds survive the trip", "[mesh]
   CHECK(std::vector<float>(p.parameters.values.data, p.parameters.values.data + 3) == params);
 }
 
+TEST_CASE("training.sync: auto's probes, answers and choice survive the trip", "[mesh]") {
+  const MeshPayloadIn probe = read(link_probe_payload(7, 1000));
+  REQUIRE(probe.kind == MeshPayloadIn::Kind::kLinkProbe);
+  CHECK(probe.probe_id == 7);
+  CHECK(link_probe_payload(7, 1000)->size() > 1000);  // the padding travels
+  const MeshPayloadIn ack = read(link_probe_ack_payload(7));
+  REQUIRE(ack.kind == MeshPayloadIn::Kind::kLinkProbeAck);
+  CHECK(ack.probe_id == 7);
+  const MeshPayloadIn choice = read(sync_choice_payload({20, "RTT 50 ms"}));
+  REQUIRE(choice.kind == MeshPayloadIn::Kind::kSyncChoice);
+  CHECK(choice.sync_choice.local_steps == 20);
+  CHECK(choice.sync_choice.reason == "RTT 50 ms");
+  // A reason past the bound is cut when built; a forged one, or a wild H, is refused.
+  CHECK(read(sync_choice_payload({0, std::string(5000, 'x')})).sync_choice.reason.size() ==
+        kMaxReasonBytes);
+  flatbuffers::FlatBufferBuilder fbb;
+  const auto reason = fbb.CreateString(std::string(kMaxReasonBytes + 1, 'x'));
+  fbb.Finish(mesh::CreateMeshPayload(fbb, mesh::Payload::SyncChoice,
+                                     mesh::CreateSyncChoice(fbb, 10, reason).Union()));
+  const MeshPayloadIn forged = read_mesh_payload(fbb.GetBufferPointer(), fbb.GetSize());
+  CHECK(forged.kind == MeshPayloadIn::Kind::kMalformed);
+  CHECK_THAT(forged.error, Catch::Contains("1025-byte reason"));
+  CHECK(read(sync_choice_payload({-1, ""})).kind == MeshPayloadIn::Kind::kMalformed);
+  CHECK(read(sync_choice_payload({kMaxChosenSteps + 1, ""})).kind ==
+        MeshPayloadIn::Kind::kMalformed);
+}
+
 TEST_CASE("bytes that are not a mesh payload are refused by name", "[mesh]") {
   CHECK(read_mesh_payload(nullptr, 0).kind == MeshPayloadIn::Kind::kMalformed);
   const std::vector<uint8_t> garbage(64, 0xA5);

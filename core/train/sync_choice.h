@@ -1,0 +1,46 @@
+#pragma once
+// `training.sync: auto` (docs/user-guide.md, "Choosing how workers synchronise"): per-step
+// sharing or local steps, and H, chosen from the link the job's nodes measured and the time a
+// step computes. Per-step sharing (bsp) waits about half a round trip and a step's messages
+// every step; local steps wait one round trip and one pseudo-gradient every H steps. The rule
+// keeps the waiting under a tenth of the compute: per-step sharing where it already is, else
+// the smallest H that gets there (at least kMinLocalSteps, at most kMaxLocalSteps, past which
+// the replicas drift too far apart: docs/performance.md, "Local steps over a 50 ms round trip").
+#include <cstdint>
+#include <string>
+
+#include "core/spec/job_spec.h"
+
+namespace dtrain::core {
+
+// The slowest peer's figures, as the chooser measured them on the job's mesh.
+struct LinkFigures {
+  double rtt_s = 0.0;            // round trip of a small message
+  double goodput_bytes_s = 0.0;  // of a large one, its round trip taken off
+};
+
+struct SyncChoiceInputs {
+  LinkFigures link;
+  double step_s = 0.0;  // one worker's forward and backward pass on its minibatch
+  int64_t num_params = 0;
+  int nodes = 1, workers = 1;  // in the job
+};
+
+struct SyncChoice {
+  int64_t local_steps = 0;  // H; 0: per-step sharing (bsp)
+  std::string reason;       // one line: the figures and what they gave
+};
+
+constexpr double kWaitShareOfCompute = 0.1;
+constexpr int64_t kMinLocalSteps = 10;
+constexpr int64_t kMaxLocalSteps = 50;
+
+SyncChoice choose_sync(const TrainingSpec& training, const SyncChoiceInputs& in);
+// The choice made for a job without measuring: one node, or node-local shards (which local
+// steps cannot take over), share every step.
+SyncChoice per_step_choice(const std::string& why);
+// training.sync from `auto` to what was chosen (local steps with the spec's defaults but H).
+void apply_sync_choice(TrainingSpec& training, const SyncChoice& choice);
+bool sync_is_auto(const TrainingSpec& training);
+
+}  // namespace dtrain::core
