@@ -8,6 +8,7 @@
 
 #include "core/codec/message_check.h"
 #include "core/codec/reference_codec.h"
+#include "core/util/error.h"
 
 namespace dtrain::core {
 namespace {
@@ -132,8 +133,15 @@ std::vector<float> LocalSteps::mean_of(const std::vector<NodeExchange::PseudoGra
   int64_t workers = 0;
   *nodes = 0;
   std::string error;
-  for (const NodeExchange::PseudoGradient& p : parts) {
-    if (p.workers <= 0 || !fits(p, error)) continue;
+  for (size_t k = 0; k < parts.size(); ++k) {
+    const NodeExchange::PseudoGradient& p = parts[k];
+    if (p.workers <= 0) continue;
+    // Every node receives the same parts: each fails alike rather than all leaving one out.
+    if (!fits(p, error))
+      throw UserError("pseudo-gradient " + std::to_string(k + 1) + " of " +
+                          std::to_string(parts.size()) + " of a round does not fit this model" +
+                          (error.empty() ? "" : ": " + error),
+                      "run the same dtrain release and job spec on every node");
     std::fill(decoded.begin(), decoded.end(), 0.f);
     for (const EncodedMessage& m : p.messages) reference_decode_add(m, decoded.data());
     for (int64_t i = 0; i < n_; ++i) sum[size_t(i)] += double(p.workers) * decoded[size_t(i)];

@@ -6,6 +6,7 @@
 #include "core/layers/layer.h"
 #include "core/model/model.h"
 #include "core/train/batch_split.h"
+#include "core/train/sync_choice.h"
 #include "core/util/rng.h"
 
 namespace dtrain::core {
@@ -30,7 +31,9 @@ StepTiming time_training_step(const JobSpec& job, int workers) {
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     if (pass == 1 || (pass > 1 && s < fastest)) fastest = s;  // pass 0 warms up
   }
-  return StepTiming{fastest, model.num_params()};
+  const float* gradient = model.grads();
+  return StepTiming{fastest, model.num_params(),
+                    round_message_bytes(job.training.sync.local, gradient, model.num_params())};
 }
 
 }  // namespace dtrain::core

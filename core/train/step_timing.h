@@ -9,6 +9,9 @@ namespace dtrain::core {
 struct StepTiming {
   double seconds = 0.0;  // the fastest of a few passes after a warm-up one
   int64_t num_params = 0;
+  // A round's message of local steps with the spec's levels and density, the step's gradient
+  // standing for the pseudo-gradient (core/train/sync_choice.h, round_message_bytes).
+  double round_bytes = 0.0;
 };
 StepTiming time_training_step(const JobSpec& job, int workers);
 

@@ -3,6 +3,10 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <vector>
+
+#include "core/codec/message.h"
+#include "core/train/local_steps.h"
 
 namespace dtrain::core {
 namespace {
@@ -27,11 +31,8 @@ double per_step_wait_s(const TrainingSpec& t, const SyncChoiceInputs& in) {
 }
 
 // A round of local steps: every other node's levels of the pseudo-gradient, and a round trip.
-double round_wait_s(const TrainingSpec& t, const SyncChoiceInputs& in) {
-  const LocalStepsSpec& l = t.sync.local;
-  const double bytes = double(in.nodes - 1) * double(l.levels) * kBytesPerElement *
-                       double(in.num_params) * l.density;
-  return in.link.rtt_s + bytes / in.link.goodput_bytes_s;
+double round_wait_s(const SyncChoiceInputs& in) {
+  return in.link.rtt_s + double(in.nodes - 1) * in.round_bytes / in.link.goodput_bytes_s;
 }
 
 std::string milliseconds(double s) {
@@ -41,6 +42,23 @@ std::string milliseconds(double s) {
 }
 
 }  // namespace
+
+double round_message_bytes(const LocalStepsSpec& local, const float* values, int64_t n) {
+  std::vector<float> left(values, values + n);
+  float tau = LocalSteps::threshold_for(left, local.density);
+  double bytes = 0.0;
+  for (int64_t level = 0; level < local.levels; ++level, tau /= 2) {
+    int64_t count = 0;
+    for (float& v : left) {
+      if (std::fabs(v) < tau) continue;
+      v -= v > 0 ? tau : -tau;
+      ++count;
+    }
+    bytes += choose_encoding(count, n) == Encoding::kSparse ? kBytesPerElement * double(count)
+                                                            : double(bitmap_words(n)) * 4.0;
+  }
+  return bytes;
+}
 
 bool sync_is_auto(const TrainingSpec& training) { return training.sync.mode == "auto"; }
 
@@ -56,9 +74,16 @@ SyncChoice choose_sync(const TrainingSpec& training, const SyncChoiceInputs& in)
   if (wait <= budget)
     return SyncChoice{0, figures(in) + ": per-step sharing waits " + milliseconds(wait) +
                              " a step (" + std::to_string(share) + "% of compute)"};
-  const double round = round_wait_s(training, in);
+  const double round = round_wait_s(in);
   const int64_t needed = int64_t(std::ceil(round / budget));
   const int64_t steps = std::clamp(needed, kMinLocalSteps, kMaxLocalSteps);
+  // Where bandwidth is what is short, a round's levels may cost more than the steps they
+  // replace: per-step sharing then stays.
+  if (round / double(steps) >= wait)
+    return SyncChoice{0, figures(in) + ": per-step sharing waits " + milliseconds(wait) +
+                             " a step (" + std::to_string(share) + "% of compute), local steps " +
+                             milliseconds(round / double(steps)) + " (H = " +
+                             std::to_string(steps) + "): per-step sharing"};
   return SyncChoice{steps, figures(in) + ": per-step sharing would wait " + milliseconds(wait) +
                                " a step (" + std::to_string(share) +
                                "% of compute); local steps, H = " + std::to_string(steps) +

@@ -4,8 +4,11 @@
 // step computes. Per-step sharing (bsp) waits about half a round trip and a step's messages
 // every step; local steps wait one round trip and one pseudo-gradient every H steps. The rule
 // keeps the waiting under a tenth of the compute: per-step sharing where it already is, else
-// the smallest H that gets there (at least kMinLocalSteps, at most kMaxLocalSteps, past which
-// the replicas drift too far apart: docs/performance.md, "Local steps over a 50 ms round trip").
+// the smallest H that gets there, at least kMinLocalSteps and at most kMaxLocalSteps: past 20
+// the replicas drift apart (the example MLP: 0.6 points less at H = 50 after 4 epochs, and as
+// fast or slower to 0.87 on every link measured but a 200 ms round trip; docs/performance.md,
+// "Choosing the sync"). Local steps are taken only where their wait per step, a round's over
+// H, is below per-step sharing's.
 #include <cstdint>
 #include <string>
 
@@ -16,13 +19,14 @@ namespace dtrain::core {
 // The slowest peer's figures, as the chooser measured them on the job's mesh.
 struct LinkFigures {
   double rtt_s = 0.0;            // round trip of a small message
-  double goodput_bytes_s = 0.0;  // of a large one, its round trip taken off
+  double goodput_bytes_s = 0.0;  // of one the size of a round's message, its round trip taken off
 };
 
 struct SyncChoiceInputs {
   LinkFigures link;
   double step_s = 0.0;  // one worker's forward and backward pass on its minibatch
   int64_t num_params = 0;
+  double round_bytes = 0.0;  // one node's message of a round of local steps
   int nodes = 1, workers = 1;  // in the job
 };
 
@@ -33,9 +37,15 @@ struct SyncChoice {
 
 constexpr double kWaitShareOfCompute = 0.1;
 constexpr int64_t kMinLocalSteps = 10;
-constexpr int64_t kMaxLocalSteps = 50;
+constexpr int64_t kMaxLocalSteps = 20;
 
 SyncChoice choose_sync(const TrainingSpec& training, const SyncChoiceInputs& in);
+// The bytes of one node's message in a round of local steps if `values` were its
+// pseudo-gradient: the levels at tau, tau/2, ... on what the earlier ones left, each sparse (4
+// bytes an element) up to a sixteenth of the elements and a bitmap (2 bits an element) above,
+// as the codec sends them (core/codec/message.h). The goodput is measured with a message this
+// large, and the chooser passes a step's gradient, the shape a pseudo-gradient has.
+double round_message_bytes(const LocalStepsSpec& local, const float* values, int64_t n);
 // The choice made for a job without measuring: one node, or node-local shards (which local
 // steps cannot take over), share every step.
 SyncChoice per_step_choice(const std::string& why);

@@ -291,7 +291,9 @@ void TrainingRun::resume_from_checkpoint(const ModelFile& from) {
   // every worker would otherwise wait for them forever (a 2-worker resume once hung 10 min).
   if (skip_ > 0) gate_.resumed_at(first_epoch_, skip_);
   // The lead worker's sharing state (the others' residuals were not saved: they start empty).
-  const bool with_sharing = sharing_ && from.has_sharing;
+  // A checkpoint of local steps holds a pseudo-gradient's residual, not a step's: a job of
+  // `sync: auto` that chose per-step sharing this time starts that residual empty.
+  const bool with_sharing = sharing_ && from.has_sharing && !from.has_local_steps;
   if (with_sharing) {
     workers_[0]->encoder().restore(from.residual, from.tau, from.encoder_steps);
     for (auto& w : workers_) w->encoder().threshold().set_tau(from.tau);

@@ -473,10 +473,13 @@ core::SyncChoice JobRunner::choose_sync(const core::JobSpec& job, MeshExchange& 
     const core::StepTiming step = core::time_training_step(job, exchange.total_workers());
     in.step_s = step.seconds;
     in.num_params = step.num_params;
+    in.round_bytes = step.round_bytes;
     in.nodes = nodes;
     in.workers = exchange.total_workers();
-    in.link = election.measure(std::chrono::milliseconds(std::max<int64_t>(
-        5000, std::clamp<int64_t>(start_.peer_timeout_ms, 500, 600000))));
+    in.link = election.measure(
+        std::chrono::milliseconds(
+            std::max<int64_t>(5000, std::clamp<int64_t>(start_.peer_timeout_ms, 500, 600000))),
+        size_t(step.round_bytes));
     choice = core::choose_sync(job.training, in);
   }
   election.announce(choice);
@@ -498,7 +501,7 @@ void JobRunner::describe_part(const core::JobSpec& job, const MeshExchange& exch
     report_(LogReport{"parameter averaging every " +
                       std::to_string(job.training.averaging_frequency) + " minibatches" +
                       (job.training.average_updater_state ? ", updater state included" : "")});
-  if (core::steps_locally(job.training))
+  if (rank == 0 && core::steps_locally(job.training))
     report_(LogReport{core::describe_local_steps(job.training.sync.local)});
 }
 

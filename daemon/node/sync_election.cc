@@ -71,11 +71,12 @@ std::map<uint32_t, double> SyncElection::time_probe(size_t bytes, Clock::time_po
   return answered_;
 }
 
-core::LinkFigures SyncElection::measure(std::chrono::milliseconds deadline) {
+core::LinkFigures SyncElection::measure(std::chrono::milliseconds deadline, size_t bytes) {
   const Clock::time_point until = Clock::now() + deadline;
+  bytes = std::clamp(bytes, kMinLargeProbeBytes, kMaxLargeProbeBytes);
   const auto first = time_probe(kSmallProbeBytes, until);
   const auto second = time_probe(kSmallProbeBytes, until);
-  const auto large = time_probe(kLargeProbeBytes, until);
+  const auto large = time_probe(bytes, until);
   core::LinkFigures slowest;
   bool any = false;
   for (const auto& [id, seconds] : large) {
@@ -83,7 +84,7 @@ core::LinkFigures SyncElection::measure(std::chrono::milliseconds deadline) {
     if (first.count(id)) rtt = std::min(rtt, first.at(id));
     if (second.count(id)) rtt = std::min(rtt, second.at(id));
     // A transfer too quick to time is taken as a microsecond: the goodput is then a bound.
-    const double goodput = double(kLargeProbeBytes) / std::max(seconds - rtt, 1e-6);
+    const double goodput = double(bytes) / std::max(seconds - rtt, 1e-6);
     slowest.rtt_s = std::max(slowest.rtt_s, rtt);
     slowest.goodput_bytes_s = any ? std::min(slowest.goodput_bytes_s, goodput) : goodput;
     any = true;

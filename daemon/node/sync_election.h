@@ -26,7 +26,8 @@ class SyncElection {
   // Publishes a payload on the job's mesh; throws UserError when the mesh takes nothing.
   using Send = std::function<void(PayloadBytes bytes)>;
   static constexpr size_t kSmallProbeBytes = 64;
-  static constexpr size_t kLargeProbeBytes = size_t(1) << 20;
+  static constexpr size_t kMinLargeProbeBytes = size_t(64) << 10;
+  static constexpr size_t kMaxLargeProbeBytes = size_t(1) << 20;
 
   // `peers`: the job's other members (id, name).
   explicit SyncElection(std::map<uint32_t, std::string> peers, Send send);
@@ -39,9 +40,10 @@ class SyncElection {
   void on_loss(uint32_t id);
   void cancel();
 
-  // The chooser: the slowest live peer's round trip and goodput. Throws UserError when no
-  // peer answered within `deadline`.
-  core::LinkFigures measure(std::chrono::milliseconds deadline);
+  // The chooser: the slowest live peer's round trip and goodput, the goodput of a message of
+  // `bytes` (within kMinLargeProbeBytes..kMaxLargeProbeBytes). Throws UserError when no peer
+  // answered within `deadline`.
+  core::LinkFigures measure(std::chrono::milliseconds deadline, size_t bytes);
   // The chooser: every node trains the way `choice` says (this one remembers it).
   void announce(const core::SyncChoice& choice);
   // A member rejoined or joined: it hears the choice this node knows (if any).

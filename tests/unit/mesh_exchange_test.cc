@@ -515,7 +515,7 @@ TEST_CASE("training.sync: auto: the chooser measures every node, and all train i
   };
   auto second = follow(1), third = follow(2);
   // Each probe is answered by both followers (their threads answer while they wait).
-  const core::LinkFigures link = ex[0]->sync_election().measure(milliseconds(5000));
+  const core::LinkFigures link = ex[0]->sync_election().measure(milliseconds(5000), 100000);
   CHECK(link.rtt_s > 0);
   CHECK(link.rtt_s < 2.0);
   CHECK(link.goodput_bytes_s > 0);
@@ -559,10 +559,34 @@ TEST_CASE("training.sync: auto: a chooser lost before it chose ends the wait wit
     mesh.cut(2);
     mesh.cut(3);
     try {
-      ex[0]->sync_election().measure(milliseconds(300));
+      ex[0]->sync_election().measure(milliseconds(300), 100000);
       FAIL("no peer answered, yet figures came back");
     } catch (const core::UserError& e) {
       CHECK_THAT(e.what(), Catch::Contains("no node answered the link probes"));
     }
+  }
+}
+
+TEST_CASE("a pseudo-gradient that does not fit the model fails the round, never left out",
+          "[mesh_exchange]") {
+  FakeMesh mesh;
+  std::vector<std::unique_ptr<MeshExchange>> ex = three_nodes(mesh);
+  for (uint32_t origin : {2u, 3u}) {  // messages of 64 elements, for a model of 32
+    transport::Delivery d;
+    d.job_id = 1;
+    d.origin = d.from = origin;
+    d.bytes = *pseudo_gradient_payload(0, 1, {*update(origin, 1, 0, -1)});
+    ex[0]->on_message(d);
+  }
+  core::TrainingSpec t;
+  t.sync.mode = "local";
+  const std::vector<float> start(32, 0.f);
+  core::LocalSteps local(t, core::CodecEngine::get("reference"), start.data(), 32, 0);
+  std::vector<float> replica(32, 0.5f);
+  try {
+    local.round(replica.data(), 1, ex[0].get(), 0);
+    FAIL("the round went on");
+  } catch (const core::UserError& e) {
+    CHECK_THAT(e.what(), Catch::Contains("pseudo-gradient 2 of 3 of a round does not fit this model"));
   }
 }

@@ -1,7 +1,9 @@
 // training.sync: auto's rule (core/train/sync_choice.h) on hand-computed figures: per-step
 // sharing where its wait is under a tenth of a step's compute, else local steps with the
-// smallest H whose round wait is under a tenth of H steps, clamped to [10, 50].
+// smallest H whose round wait is under a tenth of H steps, clamped to [10, 20].
 #include <catch2/catch.hpp>
+
+#include <vector>
 
 #include "core/train/sync_choice.h"
 
@@ -14,6 +16,7 @@ core::SyncChoiceInputs inputs(double rtt_ms, double mb_s, double step_ms) {
   in.link = {rtt_ms / 1e3, mb_s * 1e6};
   in.step_s = step_ms / 1e3;
   in.num_params = 100000;
+  in.round_bytes = 48000;  // 4 levels of 3% of 1e5 elements, sparse
   in.nodes = 3;
   in.workers = 3;
   return in;
@@ -36,10 +39,10 @@ TEST_CASE("a fast link keeps per-step sharing; slower ones get local steps, H fr
   CHECK(c.reason == "RTT 2.00 ms, 100.0 MB/s, a step computes 10.00 ms: per-step sharing would "
                     "wait 1.08 ms a step (11% of compute); local steps, H = 10 (a round waits "
                     "2.96 ms)");
-  // 20 ms: a round waits 20.96 ms, 21 steps of 10 ms.
-  CHECK(core::choose_sync(t, inputs(20, 100, 10)).local_steps == 21);
-  // 50 ms at 12.5 MB/s with 2 ms steps: hundreds of steps would be needed; at most 50.
-  CHECK(core::choose_sync(t, inputs(50, 12.5, 2)).local_steps == 50);
+  // 15 ms: a round waits 15.96 ms, 16 steps of 10 ms.
+  CHECK(core::choose_sync(t, inputs(15, 100, 10)).local_steps == 16);
+  // 50 ms at 12.5 MB/s with 2 ms steps: hundreds of steps would be needed; at most 20.
+  CHECK(core::choose_sync(t, inputs(50, 12.5, 2)).local_steps == 20);
 }
 
 TEST_CASE("bandwidth alone can decide: a 0 ms link too narrow for a step's messages") {
@@ -50,6 +53,37 @@ TEST_CASE("bandwidth alone can decide: a 0 ms link too narrow for a step's messa
   CHECK(core::choose_sync(t, inputs(0, 100, 5)).local_steps == 0);
   t.threshold.max_sparsity = 0.1;
   CHECK(core::choose_sync(t, inputs(0, 100, 5)).local_steps > 0);
+}
+
+TEST_CASE("local steps only where their wait per step is below per-step sharing's") {
+  core::TrainingSpec t;
+  // 0 ms, 5 MB/s, 1 ms steps: bsp waits 8 kB / 5 MB/s = 1.6 ms. A round (density 0.03) moves
+  // 2 * 48 kB: 19.2 ms over H = 20 is 0.96 ms a step: local steps.
+  CHECK(core::choose_sync(t, inputs(0, 5, 1)).local_steps == 20);
+  // A round's message of 320 kB (2 * 320 kB: 128 ms, 6.4 ms a step): per-step sharing stays.
+  core::SyncChoiceInputs heavy = inputs(0, 5, 1);
+  heavy.round_bytes = 320000;
+  const core::SyncChoice c = core::choose_sync(t, heavy);
+  CHECK(c.local_steps == 0);
+  CHECK(c.reason == "RTT 0.00 ms, 5.0 MB/s, a step computes 1.00 ms: per-step sharing waits "
+                    "1.60 ms a step (160% of compute), local steps 6.40 ms (H = 20): per-step "
+                    "sharing");
+}
+
+TEST_CASE("a round's message is weighed as the codec would send its levels") {
+  core::LocalStepsSpec l;
+  l.density = 1.0 / 32;  // tau: the largest magnitude of 32
+  std::vector<float> v(32, 0.f);
+  v[0] = 8.f, v[1] = -3.f, v[2] = 1.f;
+  // tau 8: v[0] (4 bytes); tau 4: nothing; tau 2: v[1], leaving -1 (4 bytes); tau 1: v[1] and
+  // v[2] (8 bytes). Two of 32 elements are a sixteenth: still sparse.
+  l.levels = 4;
+  CHECK(core::round_message_bytes(l, v.data(), 32) == 16.0);
+  l.levels = 2;
+  CHECK(core::round_message_bytes(l, v.data(), 32) == 4.0);
+  // Every element at once: a bitmap, 2 bits each (two 32-bit words).
+  std::vector<float> ones(32, 1.f);
+  CHECK(core::round_message_bytes(l, ones.data(), 32) == 8.0);
 }
 
 TEST_CASE("one node, or nothing measured, shares every step") {

@@ -13,6 +13,10 @@ steps of the same inner optimizer on its own replica, then the ranks average the
 pseudo-gradient (global - local parameters) in one all-reduce, and every rank applies the same
 outer Nesterov step (--outer-lr, --outer-momentum; 1 and 0 are plain local SGD) to the global
 parameters, which become every replica's. Rank 0 evaluates the global parameters.
+
+--powersgd-rank R > 0 runs DDP with PyTorch's PowerSGD communication hook (Vogels et al. 2019:
+each gradient matrix sent as a rank-R product, with error feedback), dense all-reduce for the
+first --powersgd-start steps. --lr replaces the spec's learning rate (a shared grid).
 """
 import argparse
 import copy
@@ -86,6 +90,9 @@ def main():
     p.add_argument("--local-steps", type=int, default=0)
     p.add_argument("--outer-lr", type=float, default=0.7)
     p.add_argument("--outer-momentum", type=float, default=0.9)
+    p.add_argument("--powersgd-rank", type=int, default=0)
+    p.add_argument("--powersgd-start", type=int, default=10)
+    p.add_argument("--lr", type=float, default=0.05)
     args = p.parse_args()
     require_openblas()
     torch.set_num_threads(args.threads)
@@ -98,7 +105,13 @@ def main():
                           nn.Linear(128, 10))
     diloco = Outer(model, args.outer_lr, args.outer_momentum) if args.local_steps > 0 else None
     ddp = model if diloco else nn.parallel.DistributedDataParallel(model)
-    opt = torch.optim.SGD(ddp.parameters(), lr=0.05, momentum=0.8, nesterov=True,
+    if args.powersgd_rank > 0:
+        from torch.distributed.algorithms.ddp_comm_hooks import powerSGD_hook as power_sgd
+        state = power_sgd.PowerSGDState(process_group=None,
+                                        matrix_approximation_rank=args.powersgd_rank,
+                                        start_powerSGD_iter=args.powersgd_start)
+        ddp.register_comm_hook(state, power_sgd.powerSGD_hook)
+    opt = torch.optim.SGD(ddp.parameters(), lr=args.lr, momentum=0.8, nesterov=True,
                           weight_decay=1e-4)
     loss_fn = nn.CrossEntropyLoss()
     n = x.shape[0]
@@ -113,7 +126,7 @@ def main():
         for s in range(steps_per_epoch):
             idx = mine[s * args.batch:(s + 1) * args.batch]
             for group in opt.param_groups:
-                group["lr"] = 0.05 * 0.9997 ** (steps * world)
+                group["lr"] = args.lr * 0.9997 ** (steps * world)
             opt.zero_grad()
             loss_fn(ddp(x[idx]), y[idx]).backward()
             opt.step()
