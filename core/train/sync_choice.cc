@@ -70,7 +70,7 @@ SyncChoice choose_sync(const TrainingSpec& training, const SyncChoiceInputs& in)
     return per_step_choice(figures(in) + ": nothing measured");
   const double budget = kWaitShareOfCompute * in.step_s;
   const double wait = per_step_wait_s(training, in);
-  const int share = int(std::lround(100.0 * wait / in.step_s));
+  const long share = std::lround(std::min(1e9, 100.0 * wait / in.step_s));
   if (wait <= budget)
     return SyncChoice{0, figures(in) + ": per-step sharing waits " + milliseconds(wait) +
                              " a step (" + std::to_string(share) + "% of compute)"};

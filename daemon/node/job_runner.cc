@@ -337,6 +337,7 @@ void JobRunner::run() {
     fail(e.what(), "see the node's log (journalctl -u dtraind)");
   }
   expose(nullptr);
+  exchange.sync_election().finish();  // no repeat of the sync choice outlives the mesh
   channel_.detach(job_id_);
   done_ = true;
 }
@@ -462,8 +463,9 @@ core::SyncChoice JobRunner::choose_sync(const core::JobSpec& job, MeshExchange& 
   if (start_.rejoin) return election.await(std::nullopt, barrier_deadline());
   if (start_.rank != 0) return election.await(members[0].id, barrier_deadline());
   core::SyncChoice choice;
-  int nodes = 0;
-  for (const JobMemberInfo& m : start_.members) nodes += m.address.empty() ? 0 : 1;
+  int nodes = 0, workers = 0;  // the live ones (an elastic job's vacant slots have no address)
+  for (const JobMemberInfo& m : start_.members)
+    if (!m.address.empty()) ++nodes, workers += m.workers;
   if (!job.data.train.shards.empty()) {
     choice = core::per_step_choice("node-local shards (data.train.shards)");
   } else if (nodes <= 1) {
@@ -475,7 +477,7 @@ core::SyncChoice JobRunner::choose_sync(const core::JobSpec& job, MeshExchange& 
     in.num_params = step.num_params;
     in.round_bytes = step.round_bytes;
     in.nodes = nodes;
-    in.workers = exchange.total_workers();
+    in.workers = workers;
     in.link = election.measure(
         std::chrono::milliseconds(
             std::max<int64_t>(5000, std::clamp<int64_t>(start_.peer_timeout_ms, 500, 600000))),

@@ -250,6 +250,7 @@ void MeshExchange::start_watchdog(std::function<std::vector<std::string>()> back
 }
 
 MeshExchange::~MeshExchange() {
+  election_.finish();  // its repeats publish through members declared after it
   {
     std::lock_guard<std::mutex> lock(watch_mutex_);
     watch_stop_ = true;
@@ -441,6 +442,7 @@ void MeshExchange::on_rejoin(uint32_t id) {
     if (readmitted_.insert(id).second) mesh_->add_member(id);
     changed_.notify_all();
   }
+  election_.on_restarted(id);
   election_.repeat_for_newcomer();  // a job of training.sync: auto trains one way
 }
 

@@ -8,7 +8,7 @@ namespace dtrain::daemon {
 namespace {
 
 const char* const kSetItYourself =
-    "set training.sync in the spec (bsp on a fast network, {local: {steps: 50}} on a slow one; "
+    "set training.sync in the spec (bsp on a fast network, {local: {steps: 20}} on a slow one; "
     "docs/user-guide.md, \"Choosing how workers synchronise\")";
 
 }  // namespace
@@ -16,31 +16,43 @@ const char* const kSetItYourself =
 SyncElection::SyncElection(std::map<uint32_t, std::string> peers, Send send)
     : peers_(std::move(peers)), send_(std::move(send)) {}
 
+SyncElection::~SyncElection() { finish(); }
+
 void SyncElection::on_probe(uint32_t origin, uint64_t id) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (!peers_.count(origin) || choice_) return;
   if (acks_due_.size() == kMaxAcksDue) acks_due_.pop_front();
-  acks_due_.push_back(id);
+  acks_due_.emplace_back(origin, id);
   changed_.notify_all();
 }
 
 void SyncElection::on_ack(uint32_t origin, uint64_t id) {
   std::lock_guard<std::mutex> lock(mutex_);
-  if (id != probe_id_ || !peers_.count(origin) || answered_.count(origin)) return;
-  answered_[origin] = std::chrono::duration<double>(Clock::now() - probe_sent_).count();
+  auto sent = sent_at_.find(id);
+  if (id < series_first_id_ || sent == sent_at_.end() || !peers_.count(origin) ||
+      answered_.count(origin))
+    return;
+  answered_[origin] = std::chrono::duration<double>(Clock::now() - sent->second).count();
   changed_.notify_all();
 }
 
 void SyncElection::on_choice(uint32_t origin, const SyncChoicePayload& choice) {
   std::lock_guard<std::mutex> lock(mutex_);
-  if (!peers_.count(origin) || choice_) return;  // the first word stands
-  choice_ = core::SyncChoice{choice.local_steps, choice.reason};
+  if (!peers_.count(origin) || heard_.count(origin)) return;  // each member's first word stands
+  heard_[origin] = core::SyncChoice{choice.local_steps, choice.reason};
   changed_.notify_all();
 }
 
 void SyncElection::on_loss(uint32_t id) {
   std::lock_guard<std::mutex> lock(mutex_);
   lost_.insert(id);
+  changed_.notify_all();
+}
+
+void SyncElection::on_restarted(uint32_t id) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (choice_) return;  // it will be told
+  restarted_.insert(id);
   changed_.notify_all();
 }
 
@@ -56,33 +68,38 @@ bool SyncElection::all_answered() const {
   return true;
 }
 
-std::map<uint32_t, double> SyncElection::time_probe(size_t bytes, Clock::time_point until) {
-  uint64_t id;
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    id = ++probe_id_;
-    answered_.clear();
-    probe_sent_ = Clock::now();
-  }
-  send_(link_probe_payload(id, bytes));
+std::map<uint32_t, double> SyncElection::time_probe(size_t bytes, Clock::time_point until,
+                                                    std::chrono::milliseconds resend) {
   std::unique_lock<std::mutex> lock(mutex_);
-  changed_.wait_until(lock, until, [&] { return cancelled_ || all_answered(); });
-  if (cancelled_) throw core::UserError("the job was cancelled", "");
-  return answered_;
+  series_first_id_ = next_probe_id_ + 1;
+  sent_at_.clear();
+  answered_.clear();
+  for (;;) {
+    const uint64_t id = ++next_probe_id_;
+    sent_at_[id] = Clock::now();
+    lock.unlock();
+    send_(link_probe_payload(id, bytes));
+    lock.lock();
+    const Clock::time_point next =
+        resend.count() > 0 ? std::min(until, Clock::now() + resend) : until;
+    changed_.wait_until(lock, next, [&] { return cancelled_ || all_answered(); });
+    if (cancelled_) throw core::UserError("the job was cancelled", "");
+    if (all_answered() || Clock::now() >= until) return answered_;
+  }
 }
 
 core::LinkFigures SyncElection::measure(std::chrono::milliseconds deadline, size_t bytes) {
-  const Clock::time_point until = Clock::now() + deadline;
   bytes = std::clamp(bytes, kMinLargeProbeBytes, kMaxLargeProbeBytes);
-  const auto first = time_probe(kSmallProbeBytes, until);
-  const auto second = time_probe(kSmallProbeBytes, until);
-  const auto large = time_probe(bytes, until);
+  const auto first = time_probe(kSmallProbeBytes, Clock::now() + deadline, kResendAfter);
+  const auto second = time_probe(kSmallProbeBytes, Clock::now() + deadline, kResendAfter);
+  const auto large = time_probe(bytes, Clock::now() + deadline, std::chrono::milliseconds(0));
   core::LinkFigures slowest;
   bool any = false;
   for (const auto& [id, seconds] : large) {
-    double rtt = seconds;  // answered the large probe only: its whole time counts as delay
+    double rtt = seconds;
     if (first.count(id)) rtt = std::min(rtt, first.at(id));
     if (second.count(id)) rtt = std::min(rtt, second.at(id));
+    if (!first.count(id) && !second.count(id)) continue;  // no round trip to take off
     // A transfer too quick to time is taken as a microsecond: the goodput is then a bound.
     const double goodput = double(bytes) / std::max(seconds - rtt, 1e-6);
     slowest.rtt_s = std::max(slowest.rtt_s, rtt);
@@ -111,17 +128,42 @@ void SyncElection::repeat_for_newcomer() {
     std::lock_guard<std::mutex> lock(mutex_);
     known = choice_;
   }
-  if (known) send_(sync_choice_payload({known->local_steps, known->reason}));
+  if (!known) return;
+  std::lock_guard<std::mutex> lock(repeats_mutex_);
+  repeats_.emplace_back([this, c = *known] {
+    try {
+      send_(sync_choice_payload({c.local_steps, c.reason}));
+    } catch (const std::exception&) {
+      // The mesh took nothing: the newcomer's wait names what it waited for.
+    }
+  });
 }
 
-void SyncElection::send_due_acks(std::unique_lock<std::mutex>& lock) {
-  while (!acks_due_.empty()) {
-    const uint64_t id = acks_due_.front();
+void SyncElection::finish() {
+  std::vector<std::thread> repeats;
+  {
+    std::lock_guard<std::mutex> lock(repeats_mutex_);
+    repeats.swap(repeats_);
+  }
+  for (std::thread& t : repeats) t.join();
+}
+
+void SyncElection::send_due_acks(std::unique_lock<std::mutex>& lock,
+                                 std::optional<uint32_t> chooser) {
+  while (!acks_due_.empty() && !cancelled_) {
+    const auto [origin, id] = acks_due_.front();
     acks_due_.pop_front();
+    if (!chooser || origin != *chooser) continue;  // only the chooser measures
     lock.unlock();
     send_(link_probe_ack_payload(id));
     lock.lock();
   }
+}
+
+const core::SyncChoice* SyncElection::usable_choice(std::optional<uint32_t> chooser) const {
+  if (!chooser) return heard_.empty() ? nullptr : &heard_.begin()->second;
+  auto it = heard_.find(*chooser);
+  return it == heard_.end() ? nullptr : &it->second;
 }
 
 core::SyncChoice SyncElection::await(std::optional<uint32_t> chooser,
@@ -129,16 +171,22 @@ core::SyncChoice SyncElection::await(std::optional<uint32_t> chooser,
   const Clock::time_point until = Clock::now() + deadline;
   const std::string who = chooser ? name_of(*chooser) : "the live nodes";
   std::unique_lock<std::mutex> lock(mutex_);
+  auto gone = [&] {
+    return chooser && (lost_.count(*chooser) > 0 || restarted_.count(*chooser) > 0);
+  };
   for (;;) {
-    send_due_acks(lock);
-    if (choice_) return *choice_;
+    send_due_acks(lock, chooser);
+    if (const core::SyncChoice* c = usable_choice(chooser)) {
+      choice_ = *c;  // what this node repeats to a newcomer
+      return *c;
+    }
     if (cancelled_) throw core::UserError("the job was cancelled", "");
-    if (chooser && lost_.count(*chooser))
-      throw core::UserError(who + ", which chooses training.sync: auto for the job, was lost "
-                                  "before it chose",
+    if (gone())
+      throw core::UserError(who + ", which chooses training.sync: auto for the job, was lost or "
+                                  "restarted before it chose",
                             "resubmit the job, or " + std::string(kSetItYourself));
     if (!changed_.wait_until(lock, until, [&] {
-          return !acks_due_.empty() || choice_ || cancelled_ || (chooser && lost_.count(*chooser));
+          return !acks_due_.empty() || usable_choice(chooser) || cancelled_ || gone();
         }))
       throw core::UserError("no choice of training.sync from " + who + " within " +
                                 std::to_string(deadline.count() / 1000) + " s",

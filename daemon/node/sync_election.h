@@ -1,9 +1,9 @@
 #pragma once
 // `training.sync: auto` on a cluster (docs/architecture/daemon.md, "Choosing the sync"): rank 0
-// measures the job's mesh with probes (two small ones for the round trip, a large one for the
-// goodput, each answered by every live node) and announces what it chose; every other node
-// answers the probes until the choice arrives. A member that rejoins or joins later hears the
-// choice again from every live node, so the whole job trains one way.
+// measures the job's mesh with probes (small ones for the round trip, one as large as a round's
+// message for the goodput, each answered by every live node) and announces what it chose; every
+// other node answers the chooser's probes until the choice arrives. A member that rejoins or
+// joins later hears the choice again from every live node, so the whole job trains one way.
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -14,6 +14,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "core/train/sync_choice.h"
@@ -28,9 +29,13 @@ class SyncElection {
   static constexpr size_t kSmallProbeBytes = 64;
   static constexpr size_t kMinLargeProbeBytes = size_t(64) << 10;
   static constexpr size_t kMaxLargeProbeBytes = size_t(1) << 20;
+  // A probe not answered by every live node within this is sent again (a node may attach to
+  // the job after the first one reached it; the transport does not resend what it delivered).
+  static constexpr std::chrono::milliseconds kResendAfter{250};
 
   // `peers`: the job's other members (id, name).
-  explicit SyncElection(std::map<uint32_t, std::string> peers, Send send);
+  SyncElection(std::map<uint32_t, std::string> peers, Send send);
+  ~SyncElection();
 
   // From the mesh's thread.
   void on_probe(uint32_t origin, uint64_t id);
@@ -38,27 +43,40 @@ class SyncElection {
   void on_choice(uint32_t origin, const SyncChoicePayload& choice);
   // A member lost (or a vacant slot): not waited for.
   void on_loss(uint32_t id);
+  // A member restarted: if it was to choose and has not, it never will (its new process waits
+  // to be told); a wait for it ends.
+  void on_restarted(uint32_t id);
   void cancel();
 
   // The chooser: the slowest live peer's round trip and goodput, the goodput of a message of
-  // `bytes` (within kMinLargeProbeBytes..kMaxLargeProbeBytes). Throws UserError when no peer
-  // answered within `deadline`.
+  // `bytes` (within kMinLargeProbeBytes..kMaxLargeProbeBytes). Each probe waits at most
+  // `deadline` for the live peers' answers; a peer that answered none of the small ones is left
+  // out. Throws UserError when no peer answered.
   core::LinkFigures measure(std::chrono::milliseconds deadline, size_t bytes);
   // The chooser: every node trains the way `choice` says (this one remembers it).
   void announce(const core::SyncChoice& choice);
-  // A member rejoined or joined: it hears the choice this node knows (if any).
+  // A member rejoined or joined: it hears the choice this node knows (if any), sent from a
+  // thread of its own (the caller is the node's control conversation, which must not wait on
+  // the mesh).
   void repeat_for_newcomer();
-  // Every other node: answers the probes until the choice arrives. `chooser` (absent for a
-  // rejoining node, which any live node tells): its loss ends the wait. Throws UserError when
-  // the chooser is lost, the job cancelled, or nothing came within `deadline`.
+  // Waits for the repeats in flight: before the mesh they use goes.
+  void finish();
+  // Every other node: answers the chooser's probes until the choice arrives. `chooser` (absent
+  // for a rejoining node, which any live node tells): only its probes and choice count, and its
+  // loss or restart ends the wait. Throws UserError when the chooser is lost, the job cancelled,
+  // or nothing came within `deadline`.
   core::SyncChoice await(std::optional<uint32_t> chooser, std::chrono::milliseconds deadline);
 
  private:
   using Clock = std::chrono::steady_clock;
-  // One probe of `bytes`: seconds until each live peer's answer (those that answered).
-  std::map<uint32_t, double> time_probe(size_t bytes, Clock::time_point until);
+  // One probe of `bytes`, sent again every `resend` (0: never) until every live peer answered
+  // or `until`: seconds from each send to its answer, per peer.
+  std::map<uint32_t, double> time_probe(size_t bytes, Clock::time_point until,
+                                        std::chrono::milliseconds resend);
   bool all_answered() const;  // under mutex_
-  void send_due_acks(std::unique_lock<std::mutex>& lock);
+  // Under mutex_: the chooser's choice heard (any live member's for a rejoining node).
+  const core::SyncChoice* usable_choice(std::optional<uint32_t> chooser) const;
+  void send_due_acks(std::unique_lock<std::mutex>& lock, std::optional<uint32_t> chooser);
   std::string name_of(uint32_t id) const;
 
   const std::map<uint32_t, std::string> peers_;
@@ -66,13 +84,18 @@ class SyncElection {
   std::mutex mutex_;
   std::condition_variable changed_;
   static constexpr size_t kMaxAcksDue = 16;  // a flood of probes costs at most this many acks
-  std::deque<uint64_t> acks_due_;
-  uint64_t probe_id_ = 0;
-  Clock::time_point probe_sent_;
+  std::deque<std::pair<uint32_t, uint64_t>> acks_due_;  // (origin, probe id)
+  uint64_t next_probe_id_ = 0;
+  uint64_t series_first_id_ = 0;  // the current probe's first id; its resends follow
+  std::map<uint64_t, Clock::time_point> sent_at_;  // the current probe's sends
   std::map<uint32_t, double> answered_;
-  std::optional<core::SyncChoice> choice_;
-  std::set<uint32_t> lost_;
+  std::optional<core::SyncChoice> choice_;       // the job's, once this node knows it
+  std::map<uint32_t, core::SyncChoice> heard_;  // per member, its first
+
+  std::set<uint32_t> lost_, restarted_;
   bool cancelled_ = false;
+  std::mutex repeats_mutex_;
+  std::vector<std::thread> repeats_;
 };
 
 }  // namespace dtrain::daemon

@@ -590,3 +590,69 @@ TEST_CASE("a pseudo-gradient that does not fit the model fails the round, never 
     CHECK_THAT(e.what(), Catch::Contains("pseudo-gradient 2 of 3 of a round does not fit this model"));
   }
 }
+
+TEST_CASE("training.sync: auto: a silent peer costs the probes their deadline, not the job",
+          "[mesh_exchange]") {
+  FakeMesh mesh;
+  std::vector<std::unique_ptr<MeshExchange>> ex = three_nodes(mesh);
+  auto second = std::async(std::launch::async, [&] {
+    return ex[1]->sync_election().await(1u, milliseconds(10000));
+  });
+  mesh.cut(3);  // silent, not yet declared lost
+  const core::LinkFigures link = ex[0]->sync_election().measure(milliseconds(300), 100000);
+  CHECK(link.goodput_bytes_s > 0);  // node-2's figures
+  ex[0]->sync_election().announce({0, "per-step"});
+  CHECK(second.get().local_steps == 0);
+}
+
+TEST_CASE("training.sync: auto: a node that attaches after the first probe is probed again",
+          "[mesh_exchange]") {
+  FakeMesh mesh;
+  std::vector<std::unique_ptr<MeshExchange>> ex = three_nodes(mesh);
+  mesh.cut(3);  // its job is not attached yet: probes to it go nowhere
+  auto second = std::async(std::launch::async, [&] {
+    return ex[1]->sync_election().await(1u, milliseconds(10000));
+  });
+  auto third = std::async(std::launch::async, [&] {
+    std::this_thread::sleep_for(milliseconds(400));
+    mesh.join(3, *ex[2]);
+    return ex[2]->sync_election().await(1u, milliseconds(10000));
+  });
+  const auto start = std::chrono::steady_clock::now();
+  ex[0]->sync_election().measure(milliseconds(5000), 100000);
+  // Answered by both: no probe waited out its 5 s.
+  CHECK(std::chrono::steady_clock::now() - start < milliseconds(3000));
+  ex[0]->sync_election().announce({12, "local"});
+  CHECK(second.get().local_steps == 12);
+  CHECK(third.get().local_steps == 12);
+}
+
+TEST_CASE("training.sync: auto: only the chooser's word counts; its restart ends the wait",
+          "[mesh_exchange]") {
+  FakeMesh mesh;
+  std::vector<std::unique_ptr<MeshExchange>> ex = three_nodes(mesh);
+  auto second = std::async(std::launch::async, [&] {
+    return ex[1]->sync_election().await(1u, milliseconds(10000));
+  });
+  ex[2]->sync_election().announce({20, "not the chooser"});
+  ex[0]->sync_election().announce({0, "the chooser"});
+  CHECK(second.get().reason == "the chooser");
+
+  SECTION("a chooser restarted before it chose") {
+    FakeMesh fresh;
+    std::vector<std::unique_ptr<MeshExchange>> nodes = three_nodes(fresh);
+    auto waiting = std::async(std::launch::async, [&] {
+      return nodes[1]->sync_election().await(1u, milliseconds(60000));
+    });
+    const auto start = std::chrono::steady_clock::now();
+    nodes[1]->on_rejoin(1);  // the controller says node-1 is back: a new process
+    try {
+      waiting.get();
+      FAIL("the wait did not end");
+    } catch (const core::UserError& e) {
+      CHECK_THAT(e.what(), Catch::Contains("node-1, which chooses training.sync: auto for the "
+                                           "job, was lost or restarted before it chose"));
+    }
+    CHECK(std::chrono::steady_clock::now() - start < milliseconds(2000));
+  }
+}
