@@ -114,6 +114,12 @@ std::vector<std::unique_ptr<MeshExchange>> three_nodes(FakeMesh& mesh) {
   return ex;
 }
 
+// A node's wait for node-1's choice of training.sync, on a thread of its own as a job runner's.
+std::future<core::SyncChoice> follow_choice(MeshExchange& ex, milliseconds deadline) {
+  return std::async(std::launch::async,
+                    [&ex, deadline] { return ex.sync_election().await(1u, deadline); });
+}
+
 }  // namespace
 
 TEST_CASE("parameter averaging gives every node the same mean", "[mesh_exchange]") {
@@ -508,12 +514,8 @@ TEST_CASE("training.sync: auto: the chooser measures every node, and all train i
           "[mesh_exchange]") {
   FakeMesh mesh;
   std::vector<std::unique_ptr<MeshExchange>> ex = three_nodes(mesh);
-  auto follow = [&](int n) {
-    return std::async(std::launch::async, [&, n] {
-      return ex[n]->sync_election().await(1u, milliseconds(5000));
-    });
-  };
-  auto second = follow(1), third = follow(2);
+  auto second = follow_choice(*ex[1], milliseconds(5000));
+  auto third = follow_choice(*ex[2], milliseconds(5000));
   // Each probe is answered by both followers (their threads answer while they wait).
   const core::LinkFigures link = ex[0]->sync_election().measure(milliseconds(5000), 100000);
   CHECK(link.rtt_s > 0);
@@ -541,9 +543,7 @@ TEST_CASE("training.sync: auto: a chooser lost before it chose ends the wait wit
           "[mesh_exchange]") {
   FakeMesh mesh;
   std::vector<std::unique_ptr<MeshExchange>> ex = three_nodes(mesh);
-  auto waiting = std::async(std::launch::async, [&] {
-    return ex[1]->sync_election().await(1u, milliseconds(60000));
-  });
+  auto waiting = follow_choice(*ex[1], milliseconds(60000));
   mesh.cut(1);
   const auto start = std::chrono::steady_clock::now();
   ex[1]->on_loss(1);
@@ -595,9 +595,7 @@ TEST_CASE("training.sync: auto: a silent peer costs the probes their deadline, n
           "[mesh_exchange]") {
   FakeMesh mesh;
   std::vector<std::unique_ptr<MeshExchange>> ex = three_nodes(mesh);
-  auto second = std::async(std::launch::async, [&] {
-    return ex[1]->sync_election().await(1u, milliseconds(10000));
-  });
+  auto second = follow_choice(*ex[1], milliseconds(10000));
   mesh.cut(3);  // silent, not yet declared lost
   const core::LinkFigures link = ex[0]->sync_election().measure(milliseconds(300), 100000);
   CHECK(link.goodput_bytes_s > 0);  // node-2's figures
@@ -610,9 +608,7 @@ TEST_CASE("training.sync: auto: a node that attaches after the first probe is pr
   FakeMesh mesh;
   std::vector<std::unique_ptr<MeshExchange>> ex = three_nodes(mesh);
   mesh.cut(3);  // its job is not attached yet: probes to it go nowhere
-  auto second = std::async(std::launch::async, [&] {
-    return ex[1]->sync_election().await(1u, milliseconds(10000));
-  });
+  auto second = follow_choice(*ex[1], milliseconds(10000));
   auto third = std::async(std::launch::async, [&] {
     std::this_thread::sleep_for(milliseconds(400));
     mesh.join(3, *ex[2]);
@@ -631,9 +627,7 @@ TEST_CASE("training.sync: auto: only the chooser's word counts; its restart ends
           "[mesh_exchange]") {
   FakeMesh mesh;
   std::vector<std::unique_ptr<MeshExchange>> ex = three_nodes(mesh);
-  auto second = std::async(std::launch::async, [&] {
-    return ex[1]->sync_election().await(1u, milliseconds(10000));
-  });
+  auto second = follow_choice(*ex[1], milliseconds(10000));
   ex[2]->sync_election().announce({20, "not the chooser"});
   ex[0]->sync_election().announce({0, "the chooser"});
   CHECK(second.get().reason == "the chooser");
@@ -641,9 +635,7 @@ TEST_CASE("training.sync: auto: only the chooser's word counts; its restart ends
   SECTION("a chooser restarted before it chose") {
     FakeMesh fresh;
     std::vector<std::unique_ptr<MeshExchange>> nodes = three_nodes(fresh);
-    auto waiting = std::async(std::launch::async, [&] {
-      return nodes[1]->sync_election().await(1u, milliseconds(60000));
-    });
+    auto waiting = follow_choice(*nodes[1], milliseconds(60000));
     const auto start = std::chrono::steady_clock::now();
     nodes[1]->on_rejoin(1);  // the controller says node-1 is back: a new process
     try {
