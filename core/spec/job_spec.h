@@ -141,7 +141,7 @@ struct LocalStepsSpec {
 };
 
 struct SyncSpec {
-  std::string mode = "bsp";  // async | bounded | bsp | local | auto (chosen at the start) | auto (resolved before training)
+  std::string mode = "bsp";  // async | bounded | bsp | local | auto (chosen at the start)
   int64_t bound = 1;
   LocalStepsSpec local;      // mode local
 };

@@ -45,8 +45,8 @@ class LocalSteps {
   // goes on from where it is, and this round's outer step is applied at the next round.
   Round send_round(float* params, int workers, NodeExchange* exchange, int64_t round);
   // Waits for the round on its way and applies its outer step to the global parameters; the
-  // replica keeps the steps it took since: params = new global + (params - replica sent). Returns how many
-  // nodes' pseudo-gradients it averaged (0: none was on its way).
+  // replica keeps the steps it took since: params = new global + (params - replica sent).
+  // Returns how many nodes' pseudo-gradients it averaged (0: none was on its way).
   int finish_pending(float* params);
 
   // After the epoch end's agreement (a dense average over the live nodes): these parameters
@@ -68,8 +68,8 @@ class LocalSteps {
  private:
   // This round's pseudo-gradient (global - params, plus the residual) as `levels_` messages.
   NodeExchange::PseudoGradient encode(const float* params, int workers, Round& r);
-  // The mean pseudo-gradient of `parts`, weighted by their workers; parts that do not fit the
-  // model are left out (every node leaves out the same ones).
+  // The mean pseudo-gradient of `parts`, weighted by their workers. A part that does not fit
+  // the model throws UserError (every node has the same parts, so every node fails alike).
   std::vector<float> mean_of(const std::vector<NodeExchange::PseudoGradient>& parts,
                              int* nodes) const;
   // Whether every message of `part` may be applied to this model.

@@ -62,7 +62,9 @@ double round_message_bytes(const LocalStepsSpec& local, const float* values, int
 
 bool sync_is_auto(const TrainingSpec& training) { return training.sync.mode == "auto"; }
 
-SyncChoice per_step_choice(const std::string& why) { return SyncChoice{0, why + ": per-step sharing"}; }
+SyncChoice per_step_choice(const std::string& why) {
+  return SyncChoice{0, why + ": per-step sharing"};
+}
 
 SyncChoice choose_sync(const TrainingSpec& training, const SyncChoiceInputs& in) {
   if (in.nodes <= 1) return per_step_choice("one node");

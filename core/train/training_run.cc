@@ -398,8 +398,8 @@ bool TrainingRun::averaging_step(int w, EpochRun& e, WorkerCursor& cursor, int64
   return true;
 }
 
-// Local steps: the node's workers meet at the round (NodeRound; alone, one goes at once): their mean
-// replica is the node's pseudo-gradient's, and every replica goes on from the result.
+// Local steps: the node's workers meet at the round (NodeRound; alone, one goes at once): their
+// mean replica is the node's pseudo-gradient's, and every replica goes on from the result.
 // Overlapped, every round but the epoch's last goes out while the next one's steps run.
 void TrainingRun::local_round(int64_t round, bool last_of_epoch) {
   auto run = [&] {

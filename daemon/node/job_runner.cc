@@ -305,9 +305,12 @@ MemberLists member_lists(const StartMessage& start) {
 
 }  // namespace
 
+std::chrono::milliseconds JobRunner::peer_timeout() const {
+  return std::chrono::milliseconds(std::clamp<int64_t>(start_.peer_timeout_ms, 500, 600000));
+}
+
 std::chrono::milliseconds JobRunner::barrier_deadline() const {
-  const int64_t peer_timeout_ms = std::clamp<int64_t>(start_.peer_timeout_ms, 500, 600000);
-  return std::chrono::milliseconds(std::max<int64_t>(120000, 6 * peer_timeout_ms));
+  return std::chrono::milliseconds(std::max<int64_t>(120000, 6 * peer_timeout().count()));
 }
 
 void JobRunner::run() {
@@ -478,10 +481,8 @@ core::SyncChoice JobRunner::choose_sync(const core::JobSpec& job, MeshExchange& 
     in.round_bytes = step.round_bytes;
     in.nodes = nodes;
     in.workers = workers;
-    in.link = election.measure(
-        std::chrono::milliseconds(
-            std::max<int64_t>(5000, std::clamp<int64_t>(start_.peer_timeout_ms, 500, 600000))),
-        size_t(step.round_bytes));
+    in.link = election.measure(std::max(std::chrono::milliseconds(5000), peer_timeout()),
+                               size_t(step.round_bytes));
     choice = core::choose_sync(job.training, in);
   }
   election.announce(choice);

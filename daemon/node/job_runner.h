@@ -62,6 +62,8 @@ class JobRunner : public JobPart {
   // run()'s phases: join the job's mesh, train, report the result (or the failure).
   void run();
   std::chrono::milliseconds barrier_deadline() const;
+  // The start message's peer timeout, within 0.5 s..10 min.
+  std::chrono::milliseconds peer_timeout() const;
   void watch(MeshExchange& exchange, const std::vector<JobMember>& members);
   transport::MeshNode::Handlers mesh_handlers(MeshExchange& exchange);
   transport::MeshMap mesh_map(MeshExchange& exchange,

@@ -5,6 +5,7 @@
 // rejoining with a live node's parameters, and a malformed payload failing the epoch end.
 #include <catch2/catch.hpp>
 
+#include <functional>
 #include <future>
 #include <map>
 #include <thread>
@@ -112,6 +113,16 @@ std::vector<std::unique_ptr<MeshExchange>> three_nodes(FakeMesh& mesh) {
     mesh.join(id, *ex.back());
   }
   return ex;
+}
+
+// The message of the UserError `call` throws (what a node would report), or what went wrong.
+std::string user_error_of(const std::function<void()>& call, const std::string& if_none) {
+  try {
+    call();
+  } catch (const core::UserError& e) {
+    return e.what();
+  }
+  return "nothing was thrown: " + if_none;
 }
 
 // A node's wait for node-1's choice of training.sync, on a thread of its own as a job runner's.
@@ -547,23 +558,16 @@ TEST_CASE("training.sync: auto: a chooser lost before it chose ends the wait wit
   mesh.cut(1);
   const auto start = std::chrono::steady_clock::now();
   ex[1]->on_loss(1);
-  try {
-    waiting.get();
-    FAIL("the wait did not end");
-  } catch (const core::UserError& e) {
-    CHECK_THAT(e.what(), Catch::Contains("node-1, which chooses training.sync: auto"));
-  }
+  CHECK_THAT(user_error_of([&] { waiting.get(); }, "the wait did not end"),
+             Catch::Contains("node-1, which chooses training.sync: auto"));
   CHECK(std::chrono::steady_clock::now() - start < milliseconds(2000));  // not the deadline
 
   SECTION("and a chooser none answers names the probe, not a hang") {
     mesh.cut(2);
     mesh.cut(3);
-    try {
-      ex[0]->sync_election().measure(milliseconds(300), 100000);
-      FAIL("no peer answered, yet figures came back");
-    } catch (const core::UserError& e) {
-      CHECK_THAT(e.what(), Catch::Contains("no node answered the link probes"));
-    }
+    CHECK_THAT(user_error_of([&] { ex[0]->sync_election().measure(milliseconds(300), 100000); },
+                             "no peer answered, yet figures came back"),
+               Catch::Contains("no node answered the link probes"));
   }
 }
 
@@ -583,12 +587,9 @@ TEST_CASE("a pseudo-gradient that does not fit the model fails the round, never 
   const std::vector<float> start(32, 0.f);
   core::LocalSteps local(t, core::CodecEngine::get("reference"), start.data(), 32, 0);
   std::vector<float> replica(32, 0.5f);
-  try {
-    local.round(replica.data(), 1, ex[0].get(), 0);
-    FAIL("the round went on");
-  } catch (const core::UserError& e) {
-    CHECK_THAT(e.what(), Catch::Contains("pseudo-gradient 2 of 3 of a round does not fit this model"));
-  }
+  CHECK_THAT(user_error_of([&] { local.round(replica.data(), 1, ex[0].get(), 0); },
+                           "the round went on"),
+             Catch::Contains("pseudo-gradient 2 of 3 of a round does not fit this model"));
 }
 
 TEST_CASE("training.sync: auto: a silent peer costs the probes their deadline, not the job",
@@ -638,13 +639,9 @@ TEST_CASE("training.sync: auto: only the chooser's word counts; its restart ends
     auto waiting = follow_choice(*nodes[1], milliseconds(60000));
     const auto start = std::chrono::steady_clock::now();
     nodes[1]->on_rejoin(1);  // the controller says node-1 is back: a new process
-    try {
-      waiting.get();
-      FAIL("the wait did not end");
-    } catch (const core::UserError& e) {
-      CHECK_THAT(e.what(), Catch::Contains("node-1, which chooses training.sync: auto for the "
-                                           "job, was lost or restarted before it chose"));
-    }
+    CHECK_THAT(user_error_of([&] { waiting.get(); }, "the wait did not end"),
+               Catch::Contains("node-1, which chooses training.sync: auto for the job, was lost "
+                               "or restarted before it chose"));
     CHECK(std::chrono::steady_clock::now() - start < milliseconds(2000));
   }
 }

@@ -92,7 +92,7 @@ TEST_CASE("one node, or nothing measured, shares every step") {
   one.nodes = 1;
   CHECK(core::choose_sync(t, one).local_steps == 0);
   CHECK(core::choose_sync(t, inputs(50, 0, 1)).local_steps == 0);
-  CHECK(core::choose_sync(t, inputs(50, 0, 1)).reason.find("nothing measured") != std::string::npos);
+  CHECK_THAT(core::choose_sync(t, inputs(50, 0, 1)).reason, Catch::Contains("nothing measured"));
 }
 
 TEST_CASE("the choice becomes the spec's sync") {
