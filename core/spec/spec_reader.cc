@@ -4,6 +4,7 @@
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
+#include <map>
 
 namespace dtrain::core {
 
@@ -68,8 +69,16 @@ void SpecReader::expect_map(const YAML::Node& node, const std::string& path,
     fail(node, path, "expected a map of settings, got " + describe(node),
          "write it as 'key: value' lines indented under '" + path + ":'; allowed keys: " +
              join(allowed));
+  // yaml-cpp keeps both entries of a key written twice and lookups see only the first, so a
+  // second 'sync:' line would be ignored without a word: refuse it instead.
+  std::map<std::string, YAML::Mark> seen;
   for (auto it = node.begin(); it != node.end(); ++it) {
     const std::string key = it->first.Scalar();
+    const auto [first, fresh] = seen.emplace(key, it->first.Mark());
+    if (!fresh)
+      fail(it->first, path, "'" + key + "' is set twice (also at line " +
+                                std::to_string(first->second.line + 1) + ")",
+           "keep one '" + key + ":' entry and delete the other");
     if (std::find(allowed.begin(), allowed.end(), key) != allowed.end()) continue;
     std::string near = closest(key, allowed);
     fail(it->first, path, "unknown key '" + key + "'",
