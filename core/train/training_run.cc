@@ -456,6 +456,7 @@ int64_t TrainingRun::record_step(int w, EpochRun& e, WorkerStep& step) {
     mine.messages += step.codec.messages;
     mine.message_bytes += step.codec.message_bytes;
   }
+  mine.compute_ms += step.times.compute_ms;
   listener_.on_worker_step(w, step);
   return samples_now;
 }
@@ -587,9 +588,10 @@ EpochSummary TrainingRun::summarize(const EpochRun& e) {
   summary.takeover_batches = e.takeover_batches;
   summary.skipped_batches = e.skipped_batches;
   summary.seconds = seconds_since(e.start);
-  double loss_sum = 0.0;
+  double loss_sum = 0.0, compute_ms = 0.0;
   int64_t samples = 0, loss_samples = 0;
   for (const WorkerEpoch& s : e.workers) {
+    compute_ms += s.compute_ms;
     loss_sum += s.loss_sum;
     samples += s.samples;
     loss_samples += s.loss_samples;
@@ -598,6 +600,9 @@ EpochSummary TrainingRun::summarize(const EpochRun& e) {
   }
   summary.train_loss = loss_samples ? loss_sum / loss_samples : 0.0;
   summary.samples_per_sec = summary.seconds > 0 ? samples / summary.seconds : 0.0;
+  if (summary.seconds > 0)
+    summary.compute_share =
+        std::min(1.0, compute_ms / 1000.0 / (summary.seconds * double(e.workers.size())));
   elapsed_total_ += summary.seconds;
   result_.samples += samples;
   return summary;

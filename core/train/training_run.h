@@ -62,6 +62,7 @@ class TrainingRun {
     int64_t samples = 0;
     int64_t loss_samples = 0;  // samples whose loss is known (an fp16 step may have none)
     int64_t messages = 0, message_bytes = 0;
+    double compute_ms = 0.0;  // its steps' StepTimes::compute_ms
     std::exception_ptr error;
   };
   struct EpochRun {

@@ -35,6 +35,9 @@ struct EpochSummary {
   double train_loss = 0.0;  // mean over the epoch
   double seconds = 0.0;     // training time, evaluation excluded
   double samples_per_sec = 0.0;
+  // The share of the workers' epoch time spent on their steps' forward, backward and updater
+  // (the rest: reading data, encoding, applying others' updates, waiting for the exchange).
+  double compute_share = 0.0;
   bool evaluated = false;
   Evaluation eval;          // on the test set
   int64_t takeover_batches = 0;  // a lost node's minibatches this node did (cluster jobs)

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <map>
@@ -135,7 +136,8 @@ class JobRunner::ProgressReporter : public core::TrainingListener {
     std::string line = "epoch " + std::to_string(s.epoch + 1) + ": train loss " +
                        std::to_string(s.train_loss) + ", " +
                        std::to_string(static_cast<int64_t>(s.samples_per_sec)) +
-                       " samples/s, " + seconds + " s of training";
+                       " samples/s, " + seconds + " s of training (" +
+                       std::to_string(std::lround(100 * s.compute_share)) + "% computing)";
     char replica[80];  // the replicas must agree at every epoch end (tests compare them)
     std::snprintf(replica, sizeof replica, ", replica %.9e/%.9e", s.replica.norm,
                   s.replica.projection);

@@ -4,6 +4,8 @@
 #include <catch2/catch.hpp>
 
 #include <cstring>
+#include <mutex>
+#include <vector>
 
 #include "core/eval/evaluate.h"
 #include "core/io/saved_model.h"
@@ -15,12 +17,30 @@
 namespace dtrain {
 namespace {
 
+// Prints each epoch and keeps, per epoch, the compute time its workers' steps reported, to
+// check the epoch's compute share against.
 class EpochLog : public core::TrainingListener {
  public:
+  void on_worker_step(int, const core::WorkerStep& step) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    compute_ms_ += step.times.compute_ms;
+  }
   void on_epoch(const core::EpochSummary& s) override {
     WARN("epoch " << s.epoch + 1 << ": train loss " << s.train_loss << ", test accuracy "
-                  << s.eval.accuracy() << ", " << s.samples_per_sec << " samples/s");
+                  << s.eval.accuracy() << ", " << s.samples_per_sec << " samples/s, "
+                  << 100 * s.compute_share << "% computing");
+    std::lock_guard<std::mutex> lock(mutex_);
+    epochs_.push_back({s.seconds, compute_ms_, s.compute_share});
+    compute_ms_ = 0;
   }
+  struct Epoch {
+    double seconds, compute_ms, share;
+  };
+  std::vector<Epoch> epochs_;
+
+ private:
+  std::mutex mutex_;
+  double compute_ms_ = 0;
 };
 
 }  // namespace
@@ -38,6 +58,12 @@ TEST_CASE("the Fashion-MNIST MLP reaches 0.85 and its model file evaluates the s
   CHECK(result.final_eval.accuracy() >= 0.85);
   // Learning happened every epoch on average: the last epoch's loss is below the first's.
   CHECK(result.epochs.back().train_loss < result.epochs.front().train_loss);
+  // Each epoch's compute share is its workers' step compute time over their epoch time.
+  REQUIRE(log.epochs_.size() == 5);
+  for (const auto& e : log.epochs_) {
+    CHECK(e.share > 0.05);
+    CHECK(e.share == Approx(e.compute_ms / 1000 / (e.seconds * result.workers)).epsilon(1e-9));
+  }
 
   core::SavedModel saved = core::load_saved_model(out);
   core::TrainingData data = core::load_training_data(saved.spec);
