@@ -2,12 +2,13 @@
 and drives them with dtrain-submit; it sources lib.sh and gets dtraind, dtrain-submit, the
 cluster tool and the example spec as its first four arguments."""
 
-def cluster_test(name, extra_args = [], extra_data = [], manual = False):
+def cluster_test(name, extra_args = [], extra_data = [], manual = False, script = None):
+    """script: the test's shell script when it is not NAME.sh (one script, several targets)."""
     native.sh_test(
         name = name,
         size = "large",
         timeout = "long",
-        srcs = [name + ".sh"],
+        srcs = [script or name + ".sh"],
         args = [
             "$(location //daemon:dtraind)",
             "$(location //submit:dtrain-submit)",

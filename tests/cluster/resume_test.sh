@@ -5,13 +5,20 @@
 # from exactly the parameters it wrote into its checkpoint (their SHA-256 as written, as read back
 # and at the first step), and the job still reaches the accuracy of an uninterrupted run
 # (>= 0.85) with their replicas agreeing. Every wait has a deadline and says what it waited for.
+# With a fifth argument "local" the job takes local steps (training.sync: {local: {steps: 20}}),
+# whose checkpoint also holds the outer momentum and the residual.
 set -u
 SPEC="$(cd "$(dirname "$4")" && pwd)/$(basename "$4")"
-source "$(dirname "$0")/lib.sh" resume "$1" "$2" "$3"
+SYNC=${5:-bsp}
+source "$(dirname "$0")/lib.sh" "resume_$SYNC" "$1" "$2" "$3"
 export PEER_TIMEOUT_MS=3000 HEARTBEAT_MS=300
 
 checkpointing_spec "$SPEC" 10 resumable > job.yaml
 grep -q "checkpoint_every: 1" job.yaml || fail "job.yaml does not checkpoint"
+if [[ $SYNC == local ]]; then
+  sed -i 's/^training:$/training:\n  sync: {local: {steps: 20}}/' job.yaml
+  grep -q "sync: {local" job.yaml || fail "job.yaml does not take local steps"
+fi
 
 "$CLUSTER_TOOL" start 3 "$WORK/c" > start.out || { echo "FAIL: the cluster did not start"; cat start.out; exit 1; }
 source "$WORK/c/env"
@@ -92,4 +99,6 @@ grep -q "does not match the checksum" bad.out || fail "fetch of a replaced model
 [[ -f bad.dtm ]] && fail "the replaced model was written as bad.dtm"
 echo "job cancelled at a checkpoint of epoch $at, resumed on node-1 and node-2: accuracy $acc," \
   "replicas within $diff"
-finish resume_test
+[[ $SYNC == local ]] && { grep -q "local steps: 20 inner steps a round" job.log ||
+  fail "the resumed job's log does not say it takes local steps"; }
+finish "resume_test ($SYNC)"
