@@ -29,9 +29,12 @@ core::JobSpec resume_job(const LocalTrainArgs& args, const core::ResumePoint& po
                          core::LocalTrainingOptions& options) {
   for (const std::string& s : point.skipped)
     std::fprintf(stderr, "warning: skipped a damaged checkpoint: %s\n", s.c_str());
+  core::SpecParseOptions embedded;
+  embedded.refuse_repeated_keys = false;  // a checkpoint written before repeated keys were refused
   core::JobSpec job =
       args.job_path.empty()
-          ? core::parse_job_spec_text(point.model.spec_yaml, point.path + " (embedded spec)", {})
+          ? core::parse_job_spec_text(point.model.spec_yaml, point.path + " (embedded spec)",
+                                      embedded)
           : core::parse_job_spec_file(args.job_path);
   job.model.init_from = point.path;
   job.model.init_from_updater = point.model.has_updater;

@@ -73,9 +73,9 @@ void ProgressPrinter::on_step(const core::StepProgress& p) {
 void ProgressPrinter::on_epoch(const core::EpochSummary& s) {
   if (line_open_) std::fputc('\n', out_);
   line_open_ = false;
-  std::fprintf(out_, "epoch %lld done: train loss %.4f, %.0f samples/s, %s (%.0f%% computing)",
-               (long long)s.epoch + 1, s.train_loss, s.samples_per_sec,
-               format_duration(s.seconds).c_str(), 100 * s.compute_share);
+  std::fprintf(out_, "epoch %lld done: train loss %.4f, %.0f samples/s, %.0f%% computing, %s",
+               (long long)s.epoch + 1, s.train_loss, s.samples_per_sec, 100 * s.compute_share,
+               format_duration(s.seconds).c_str());
   if (s.evaluated)
     std::fprintf(out_, "; test %s", s.eval.summary().c_str());
   std::fputc('\n', out_);

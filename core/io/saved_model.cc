@@ -13,6 +13,7 @@ SavedModel load_saved_model(const std::string& path) {
   s.file = read_model_file(path);
   SpecParseOptions options;
   options.check_files = false;  // the training data need not exist where the model is used
+  options.refuse_repeated_keys = false;  // files written before repeated keys were refused
   s.spec = parse_job_spec_text(s.file.spec_yaml, path + " (embedded spec)", options);
   // Sizes first: nothing is allocated for a spec the file's contents do not match.
   const ModelCounts need = count_model(s.spec.model);

@@ -24,7 +24,7 @@ std::string resolve(const std::string& base_dir, const std::string& path) {
 class JobSpecParser {
  public:
   JobSpecParser(const std::string& source_name, const SpecParseOptions& options)
-      : r_(source_name), options_(options) {}
+      : r_(source_name, options.refuse_repeated_keys), options_(options) {}
 
   JobSpec parse(const YAML::Node& root) {
     JobSpec job;

@@ -14,6 +14,10 @@ struct SpecParseOptions {
   bool check_files = true;
   // Relative data paths are resolved against this directory (the spec file's directory).
   std::string base_dir = ".";
+  // A key set twice in one map is refused. Off for specs stored before that check (inside model
+  // files, in job records, and the controller's copy sent to its nodes), which read as they
+  // always did: the first entry counts.
+  bool refuse_repeated_keys = true;
 };
 
 JobSpec parse_job_spec_file(const std::string& path);

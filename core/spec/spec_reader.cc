@@ -75,7 +75,7 @@ void SpecReader::expect_map(const YAML::Node& node, const std::string& path,
   for (auto it = node.begin(); it != node.end(); ++it) {
     const std::string key = it->first.Scalar();
     const auto [first, fresh] = seen.emplace(key, it->first.Mark());
-    if (!fresh)
+    if (!fresh && refuse_repeated_keys_)
       fail(it->first, path, "'" + key + "' is set twice (also at line " +
                                 std::to_string(first->second.line + 1) + ")",
            "keep one '" + key + ":' entry and delete the other");

@@ -24,7 +24,9 @@ class SpecError : public UserError {
 
 class SpecReader {
  public:
-  explicit SpecReader(std::string source_name) : source_name_(std::move(source_name)) {}
+  // refuse_repeated_keys: expect_map refuses a key set twice (yaml-cpp keeps both entries).
+  explicit SpecReader(std::string source_name, bool refuse_repeated_keys = true)
+      : source_name_(std::move(source_name)), refuse_repeated_keys_(refuse_repeated_keys) {}
 
   std::string location(const YAML::Node& node) const;
   [[noreturn]] void fail(const YAML::Node& at, const std::string& path, const std::string& what,
@@ -58,6 +60,7 @@ class SpecReader {
 
  private:
   std::string source_name_;
+  bool refuse_repeated_keys_;
 };
 
 std::string join(const std::vector<std::string>& items, const std::string& sep = ", ");

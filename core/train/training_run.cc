@@ -252,6 +252,10 @@ void TrainingRun::announce_start() {
   start.num_params = m.num_params();
   start.state = m.host_state();
   start.num_state = m.num_state();
+  if (local_) {
+    start.outer_momentum = local_->outer().momentum();
+    start.local_residual = local_->encoder().residual();
+  }
   listener_.on_start(start);
 }
 

@@ -35,8 +35,11 @@ struct EpochSummary {
   double train_loss = 0.0;  // mean over the epoch
   double seconds = 0.0;     // training time, evaluation excluded
   double samples_per_sec = 0.0;
-  // The share of the workers' epoch time spent on their steps' forward, backward and updater
-  // (the rest: reading data, encoding, applying others' updates, waiting for the exchange).
+  // The share of the workers' time this epoch spent on their steps' forward, backward and
+  // updater (the rest: reading data, encoding, applying others' updates, waiting for the
+  // exchange). Like samples_per_sec it leaves out minibatches taken over from lost nodes at the
+  // epoch's end, whose time is in `seconds`; for GPU workers it is the host's time to issue a
+  // step's kernels and read its loss.
   double compute_share = 0.0;
   bool evaluated = false;
   Evaluation eval;          // on the test set
@@ -98,6 +101,8 @@ struct StartPoint {
   int64_t num_params = 0;
   const float* state = nullptr;  // batch-norm running statistics
   int64_t num_state = 0;
+  // Local steps: the outer optimizer's momentum and this node's residual (empty otherwise).
+  std::vector<float> outer_momentum, local_residual;
 };
 
 class TrainingListener {

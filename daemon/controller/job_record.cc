@@ -172,6 +172,7 @@ core::JobSpec JobRecord::spec() const {
   core::SpecParseOptions options;
   options.check_files = false;
   options.base_dir = base_dir;
+  options.refuse_repeated_keys = false;  // records written before repeated keys were refused
   return core::parse_job_spec_text(spec_text, name, options);
 }
 

@@ -33,6 +33,14 @@ using Clock = std::chrono::steady_clock;
 // At most this many evenly spaced parameters go to the controller for the replica check.
 constexpr int64_t kParamSample = 65536;
 
+// Local steps' state as the logs print it, so that a resume is checked bit for bit against the
+// checkpoint it read (tests/cluster/resume_test.sh).
+std::string local_steps_state(const std::vector<float>& momentum,
+                              const std::vector<float>& residual) {
+  return ", outer momentum sha256 " + floats_sha256(momentum.data(), momentum.size()) +
+         ", residual sha256 " + floats_sha256(residual.data(), residual.size());
+}
+
 }  // namespace
 
 // Progress to the controller (each step's figures at most every 300 ms, and each epoch) and
@@ -117,15 +125,21 @@ class JobRunner::ProgressReporter : public core::TrainingListener {
   void on_epoch_checkpoint(const std::string& path, int64_t next_epoch,
                            const core::ModelFile& written) override {
     // In the node's log: what a resume from this file must start from, bit for bit.
-    spdlog::info("job {}: checkpoint {}: parameters sha256 {}", job_, path,
-                 floats_sha256(written.params.data(), written.params.size()));
+    spdlog::info("job {}: checkpoint {}: parameters sha256 {}{}", job_, path,
+                 floats_sha256(written.params.data(), written.params.size()),
+                 written.has_local_steps
+                     ? local_steps_state(written.outer_momentum, written.residual)
+                     : std::string());
     report_(CheckpointReport{next_epoch, path});
   }
 
   void on_start(const core::StartPoint& start) override {
     if (!start.restored) return;
     report_(LogReport{"epoch " + std::to_string(start.epoch + 1) + " starts from parameters "
-                      "sha256 " + floats_sha256(start.params, size_t(start.num_params))});
+                      "sha256 " + floats_sha256(start.params, size_t(start.num_params)) +
+                      (start.outer_momentum.empty()
+                           ? std::string()
+                           : local_steps_state(start.outer_momentum, start.local_residual))});
   }
 
   void on_epoch(const core::EpochSummary& s) override {
@@ -135,9 +149,9 @@ class JobRunner::ProgressReporter : public core::TrainingListener {
     std::snprintf(seconds, sizeof seconds, "%.2f", training_seconds_);
     std::string line = "epoch " + std::to_string(s.epoch + 1) + ": train loss " +
                        std::to_string(s.train_loss) + ", " +
-                       std::to_string(static_cast<int64_t>(s.samples_per_sec)) +
-                       " samples/s, " + seconds + " s of training (" +
-                       std::to_string(std::lround(100 * s.compute_share)) + "% computing)";
+                       std::to_string(static_cast<int64_t>(s.samples_per_sec)) + " samples/s, " +
+                       std::to_string(std::lround(100 * s.compute_share)) + "% computing, " +
+                       seconds + " s of training";
     char replica[80];  // the replicas must agree at every epoch end (tests compare them)
     std::snprintf(replica, sizeof replica, ", replica %.9e/%.9e", s.replica.norm,
                   s.replica.projection);
@@ -435,6 +449,7 @@ void JobRunner::train(MeshExchange& exchange, const std::vector<JobMember>& memb
   TrainingInputs in;
   core::SpecParseOptions parse;
   parse.base_dir = start_.base_dir;
+  parse.refuse_repeated_keys = false;  // the controller checked it, or stored it before the check
   in.job = core::parse_job_spec_text(start_.spec, start_.name, parse);
   if (!start_.rejoin) resolve_auto_sync(in, exchange, members);
   describe_part(in.job, exchange, members);

@@ -5,11 +5,12 @@
 # from exactly the parameters it wrote into its checkpoint (their SHA-256 as written, as read back
 # and at the first step), and the job still reaches the accuracy of an uninterrupted run
 # (>= 0.85) with their replicas agreeing. Every wait has a deadline and says what it waited for.
-# With a fifth argument "local" the job takes local steps (training.sync: {local: {steps: 20}}),
-# whose checkpoint also holds the outer momentum and the residual.
+# With a fifth argument "local" the job takes local steps (training.sync: {local: {steps: 20}}):
+# each node also starts from the outer momentum and residual its checkpoint holds, bit for bit.
 set -u
 SPEC="$(cd "$(dirname "$4")" && pwd)/$(basename "$4")"
 SYNC=${5:-bsp}
+[[ $SYNC == bsp || $SYNC == local ]] || { echo "FAIL: the fifth argument is 'local' or none, not '$SYNC'"; exit 1; }
 source "$(dirname "$0")/lib.sh" "resume_$SYNC" "$1" "$2" "$3"
 export PEER_TIMEOUT_MS=3000 HEARTBEAT_MS=300
 
@@ -71,6 +72,15 @@ for i in 1 2; do
   echo "node-$i: wrote ${written_sha:0:16}.., read ${read_sha:0:16}.., started from ${start_sha:0:16}.."
   [[ -n $written_sha && $written_sha == "$read_sha" && $read_sha == "$start_sha" ]] ||
     fail "node-$i did not resume from its checkpoint's parameters bit for bit (wrote '$written_sha', read '$read_sha', started from '$start_sha')"
+  [[ $SYNC == local ]] || continue
+  # Local steps: the outer momentum and this node's residual too.
+  state='outer momentum sha256 [0-9a-f]{64}, residual sha256 [0-9a-f]{64}'
+  written_state=$(grep -F "checkpoint $path: parameters sha256" "$WORK/c/node-$i.log" | tail -n 1 |
+                  sed -nE "s/.*($state).*/\1/p")
+  start_state=$(sed -nE "s/.*node-$i: epoch $((at + 1)) starts from parameters sha256 [0-9a-f]{64}, ($state).*/\1/p" job.log)
+  echo "node-$i: wrote ${written_state:0:40}.., started from ${start_state:0:40}.."
+  [[ -n $written_state && $written_state == "$start_state" ]] ||
+    fail "node-$i did not resume local steps' outer momentum and residual bit for bit (wrote '$written_state', started from '$start_state')"
 done
 [[ $(json job.json "j['state']") == succeeded ]] || fail "the resumed job ended $(json job.json "j['state']"): $(json job.json "j['error']")"
 [[ $(json job.json "len(j['nodes'])") == 2 ]] || fail "the resumed job ran on $(json job.json "j['nodes']")"
@@ -99,6 +109,6 @@ grep -q "does not match the checksum" bad.out || fail "fetch of a replaced model
 [[ -f bad.dtm ]] && fail "the replaced model was written as bad.dtm"
 echo "job cancelled at a checkpoint of epoch $at, resumed on node-1 and node-2: accuracy $acc," \
   "replicas within $diff"
-[[ $SYNC == local ]] && { grep -q "local steps: 20 inner steps a round" job.log ||
+[[ $SYNC == local ]] && { grep -q "local steps: 20 inner steps a round" resume.out ||
   fail "the resumed job's log does not say it takes local steps"; }
 finish "resume_test ($SYNC)"

@@ -229,6 +229,17 @@ TEST_CASE("bad specs are refused with location, key and fix") {
   }
 }
 
+TEST_CASE("a spec stored before repeated keys were refused reads as before: the first counts") {
+  Fixture f;
+  const std::string twice = kGood + "  sync: async\n  sync: bsp\n";
+  REQUIRE_FALSE(f.error_of(twice).empty());  // a user's file: refused
+  core::SpecParseOptions stored;
+  stored.check_files = false;
+  stored.refuse_repeated_keys = false;  // a model file's embedded spec, a job record
+  const core::JobSpec job = core::parse_job_spec_text(twice, "model.dtm (embedded spec)", stored);
+  CHECK(job.training.sync.mode == "async");
+}
+
 TEST_CASE("labels: regression: the test set follows, early stopping watches the loss") {
   Fixture f;
   const std::string text =

@@ -53,7 +53,8 @@ def load(split, model):
 
 
 def build(model):
-    """The spec's layers (configs/fashion-mnist-{mlp,lenet}.yaml), with its weight init."""
+    """The spec's layers (configs/fashion-mnist-{mlp,lenet}.yaml); LeNet with the spec's Xavier
+    init, the MLPs with PyTorch's default (as this baseline always had)."""
     if model == "lenet":
         # convolution 5x5x20 and 5x5x50 with identity activation, 2x2 max pooling, dense 500.
         net = nn.Sequential(nn.Conv2d(1, 20, 5), nn.MaxPool2d(2), nn.Conv2d(20, 50, 5),
