@@ -7,6 +7,24 @@
 
 namespace dtrain::core {
 
+CorrectionsSpec worker_corrections(const TrainingSpec& training) {
+  if (shares_every_step(training)) return training.corrections;
+  CorrectionsSpec own = corrections_off();
+  own.clip_norm = training.corrections.clip_norm;
+  own.lr_warmup_epochs = training.corrections.lr_warmup_epochs;
+  return own;
+}
+
+CorrectionsSpec corrections_off() {
+  CorrectionsSpec off;
+  off.momentum_masking = false;
+  off.clip_norm = 0.0;
+  off.sparsity_warmup_epochs = 0.0;
+  off.lr_scaling = "linear";  // with no warm-up: factor 1, the spec's learning rate
+  off.lr_warmup_epochs = 0.0;
+  return off;
+}
+
 double lr_scale(const CorrectionsSpec& c, int workers, double progress) {
   const double w = std::max(1, workers);
   double target = 1.0;

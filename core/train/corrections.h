@@ -11,6 +11,15 @@
 
 namespace dtrain::core {
 
+// The corrections a worker applies: all of the spec's where the job shares every step. With
+// parameter averaging and local steps each worker steps its own replica, so only the spec's
+// clip_norm and lr_warmup_epochs apply (the rate ramps from 1/W to the spec's own, factor 1
+// after); masking and the sparsity warm-up concern per-step messages. Measured: without the
+// default clipping and warm-up the LeNet example's local steps diverge in the first epoch.
+CorrectionsSpec worker_corrections(const TrainingSpec& training);
+// Every correction off: factor 1 on the learning rate, no clipping, masking or warm-up.
+CorrectionsSpec corrections_off();
+
 // Factor on each worker's learning rate. The job's step is the sum of every worker's step, so
 // factor 1 is linear scaling (the sum is `workers` times one worker's lr), 1/sqrt(W) gives
 // sqrt(W) in all and 1/W gives one worker's lr. Warm-up ramps linearly from 1/W to the rule.

@@ -11,7 +11,7 @@ namespace dtrain::core {
 
 Worker::Worker(const JobSpec& job, const ExampleSource& train, const Model& initial, int64_t shard,
                int64_t num_shards, kernels::Backend* backend, DataShard data)
-    : corrections_(shares_every_step(job.training) ? job.training.corrections : CorrectionsSpec{}),
+    : corrections_(worker_corrections(job.training)),
       workers_(static_cast<int>(num_shards)),
       model_(std::make_unique<Model>(job.model, backend)),
       iterator_(train, job.training.batch_size_per_worker, job.seed,

@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <string>
 #include <vector>
 
 #include "core/codec/message_elements.h"
@@ -14,15 +15,7 @@ using namespace dtrain::core;
 namespace {
 
 // Every correction off (the defaults turn them all on).
-CorrectionsSpec all_off() {
-  CorrectionsSpec c;
-  c.momentum_masking = false;
-  c.clip_norm = 0.0;
-  c.sparsity_warmup_epochs = 0.0;
-  c.lr_warmup_epochs = 0.0;
-  c.lr_scaling = "linear";
-  return c;
-}
+CorrectionsSpec all_off() { return corrections_off(); }
 
 }  // namespace
 
@@ -40,6 +33,33 @@ TEST_CASE("learning-rate scaling: linear, sqrt and none, with a linear warm-up f
   CHECK(lr_scale(c, 4, 2.0) == Approx(1.0));
   CHECK(lr_scale(c, 4, 7.0) == Approx(1.0));
   CHECK(lr_scale(c, 1, 0.0) == Approx(1.0));     // one worker: nothing to scale
+}
+
+TEST_CASE("averaging and local steps take the spec's clipping and warm-up, not its scaling") {
+  TrainingSpec t;  // the defaults: gradient sharing, bsp, DGC's corrections
+  t.corrections.lr_scaling = "sqrt";
+  CHECK(worker_corrections(t).lr_scaling == "sqrt");
+  CHECK(worker_corrections(t).momentum_masking);
+  for (const char* mode : {"averaging", "local"}) {
+    INFO(mode);
+    TrainingSpec other = t;
+    if (std::string(mode) == "averaging") other.mode = TrainingMode::kParameterAveraging;
+    else other.sync.mode = "local";
+    // Each worker steps its own replica: the spec's rate after the warm-up, whatever the
+    // scaling rule (which is about summed steps); no message to mask or thin.
+    CorrectionsSpec c = worker_corrections(other);
+    CHECK(lr_scale(c, 3, 0.0) == Approx(1.0 / 3));
+    CHECK(lr_scale(c, 3, 1.0) == 1.0);
+    CHECK(c.clip_norm == 5.0);
+    CHECK_FALSE(c.momentum_masking);
+    CHECK(c.sparsity_warmup_epochs == 0.0);
+    // Turned off in the spec: off.
+    other.corrections.clip_norm = 0.0;
+    other.corrections.lr_warmup_epochs = 0.0;
+    c = worker_corrections(other);
+    CHECK(lr_scale(c, 3, 0.0) == 1.0);
+    CHECK(c.clip_norm == 0.0);
+  }
 }
 
 TEST_CASE("sparsity warm-up: the density band shrinks exponentially to the configured one") {
