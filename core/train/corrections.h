@@ -13,9 +13,9 @@ namespace dtrain::core {
 
 // The corrections a worker applies: all of the spec's where the job shares every step. With
 // parameter averaging and local steps each worker steps its own replica, so only the spec's
-// clip_norm and lr_warmup_epochs apply (the rate ramps from 1/W to the spec's own, factor 1
-// after); masking and the sparsity warm-up concern per-step messages. Measured: without the
-// default clipping and warm-up the LeNet example's local steps diverge in the first epoch.
+// clip_norm and lr_scaling.warmup_epochs apply (the rate ramps from 1/W to the spec's own,
+// factor 1 after); masking and the sparsity warm-up concern per-step messages. Measured: without
+// the default clipping and warm-up the LeNet example's local steps diverge in the first epoch.
 CorrectionsSpec worker_corrections(const TrainingSpec& training);
 // Every correction off: factor 1 on the learning rate, no clipping, masking or warm-up.
 CorrectionsSpec corrections_off();
