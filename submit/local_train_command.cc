@@ -29,8 +29,8 @@ core::JobSpec resume_job(const LocalTrainArgs& args, const core::ResumePoint& po
                          core::LocalTrainingOptions& options) {
   for (const std::string& s : point.skipped)
     std::fprintf(stderr, "warning: skipped a damaged checkpoint: %s\n", s.c_str());
-  core::SpecParseOptions embedded;
-  embedded.refuse_repeated_keys = false;  // a checkpoint written before repeated keys were refused
+  core::SpecParseOptions embedded = core::stored_spec_options();
+  embedded.check_files = true;  // it trains on them here
   core::JobSpec job =
       args.job_path.empty()
           ? core::parse_job_spec_text(point.model.spec_yaml, point.path + " (embedded spec)",

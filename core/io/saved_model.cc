@@ -11,10 +11,7 @@ namespace dtrain::core {
 SavedModel load_saved_model(const std::string& path) {
   SavedModel s;
   s.file = read_model_file(path);
-  SpecParseOptions options;
-  options.check_files = false;  // the training data need not exist where the model is used
-  options.refuse_repeated_keys = false;  // files written before repeated keys were refused
-  s.spec = parse_job_spec_text(s.file.spec_yaml, path + " (embedded spec)", options);
+  s.spec = parse_job_spec_text(s.file.spec_yaml, path + " (embedded spec)", stored_spec_options());
   // Sizes first: nothing is allocated for a spec the file's contents do not match.
   const ModelCounts need = count_model(s.spec.model);
   if (static_cast<int64_t>(s.file.params.size()) != need.params ||

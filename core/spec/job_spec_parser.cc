@@ -518,6 +518,14 @@ class JobSpecParser {
 
 }  // namespace
 
+SpecParseOptions stored_spec_options(const std::string& base_dir) {
+  SpecParseOptions options;
+  options.check_files = false;
+  options.base_dir = base_dir;
+  options.refuse_repeated_keys = false;
+  return options;
+}
+
 JobSpec parse_job_spec_text(const std::string& text, const std::string& source_name,
                             const SpecParseOptions& options) {
   YAML::Node root;

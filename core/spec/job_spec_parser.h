@@ -19,6 +19,10 @@ struct SpecParseOptions {
   // always did: the first entry counts.
   bool refuse_repeated_keys = true;
 };
+// The options for a spec the project stored itself (a model file's or checkpoint's embedded
+// spec, a job record, the controller's copy sent to its nodes): its data files need not exist
+// here, and it reads as it did when stored.
+SpecParseOptions stored_spec_options(const std::string& base_dir = ".");
 
 JobSpec parse_job_spec_file(const std::string& path);
 JobSpec parse_job_spec_text(const std::string& text, const std::string& source_name,

@@ -74,11 +74,13 @@ void SpecReader::expect_map(const YAML::Node& node, const std::string& path,
   std::map<std::string, YAML::Mark> seen;
   for (auto it = node.begin(); it != node.end(); ++it) {
     const std::string key = it->first.Scalar();
-    const auto [first, fresh] = seen.emplace(key, it->first.Mark());
-    if (!fresh && refuse_repeated_keys_)
-      fail(it->first, path, "'" + key + "' is set twice (also at line " +
-                                std::to_string(first->second.line + 1) + ")",
-           "keep one '" + key + ":' entry and delete the other");
+    if (refuse_repeated_keys_) {
+      const auto [first, fresh] = seen.emplace(key, it->first.Mark());
+      if (!fresh)
+        fail(it->first, path, "'" + key + "' is set twice (also at line " +
+                                  std::to_string(first->second.line + 1) + ")",
+             "keep one '" + key + ":' entry and delete the other");
+    }
     if (std::find(allowed.begin(), allowed.end(), key) != allowed.end()) continue;
     std::string near = closest(key, allowed);
     fail(it->first, path, "unknown key '" + key + "'",

@@ -90,7 +90,7 @@ LocalSteps::Round LocalSteps::round(float* params, int workers, NodeExchange* ex
   const std::vector<NodeExchange::PseudoGradient> parts =
       exchange ? exchange->share_pseudo_gradient(round, mine)
                : std::vector<NodeExchange::PseudoGradient>{mine};
-  const std::vector<float> mean = mean_of(parts, &r.nodes);
+  const std::vector<float> mean = mean_of(parts);
   outer_.step(global_.data(), mean.data());
   std::copy(global_.begin(), global_.end(), params);
   return r;
@@ -114,24 +114,20 @@ LocalSteps::Round LocalSteps::send_round(float* params, int workers, NodeExchang
   return r;
 }
 
-int LocalSteps::finish_pending(float* params) {
-  if (!pending_.valid()) return 0;
-  const std::vector<NodeExchange::PseudoGradient> parts = pending_.get();
-  int nodes = 0;
-  const std::vector<float> mean = mean_of(parts, &nodes);
+void LocalSteps::finish_pending(float* params) {
+  if (!pending_.valid()) return;
+  const std::vector<float> mean = mean_of(pending_.get());
   // The replica keeps the steps it took since the round went out, on top of the new global
   // parameters (the steps before are in the round's pseudo-gradient, so in the new global).
   outer_.step(global_.data(), mean.data());
   for (int64_t i = 0; i < n_; ++i) params[i] += global_[size_t(i)] - sent_from_[size_t(i)];
-  return nodes;
 }
 
-std::vector<float> LocalSteps::mean_of(const std::vector<NodeExchange::PseudoGradient>& parts,
-                                       int* nodes) const {
+std::vector<float> LocalSteps::mean_of(
+    const std::vector<NodeExchange::PseudoGradient>& parts) const {
   std::vector<double> sum(static_cast<size_t>(n_), 0.0);
   std::vector<float> decoded(static_cast<size_t>(n_));
   int64_t workers = 0;
-  *nodes = 0;
   std::string error;
   for (size_t k = 0; k < parts.size(); ++k) {
     const NodeExchange::PseudoGradient& p = parts[k];
@@ -146,7 +142,6 @@ std::vector<float> LocalSteps::mean_of(const std::vector<NodeExchange::PseudoGra
     for (const EncodedMessage& m : p.messages) reference_decode_add(m, decoded.data());
     for (int64_t i = 0; i < n_; ++i) sum[size_t(i)] += double(p.workers) * decoded[size_t(i)];
     workers += p.workers;
-    ++*nodes;
   }
   std::vector<float> mean(static_cast<size_t>(n_), 0.f);
   if (workers == 0) return mean;

@@ -31,7 +31,6 @@ class LocalSteps {
              int64_t num_params, uint32_t origin);
 
   struct Round {
-    int nodes = 0;          // whose pseudo-gradients the round averaged
     int64_t sent = 0;       // elements this node sent (over its levels)
     float tau = 0.f;        // the first level's threshold
     int64_t bytes = 0;      // its messages on the wire
@@ -46,8 +45,8 @@ class LocalSteps {
   Round send_round(float* params, int workers, NodeExchange* exchange, int64_t round);
   // Waits for the round on its way and applies its outer step to the global parameters; the
   // replica keeps the steps it took since: params = new global + (params - replica sent).
-  // Returns how many nodes' pseudo-gradients it averaged (0: none was on its way).
-  int finish_pending(float* params);
+  // Nothing happens when no round is on its way.
+  void finish_pending(float* params);
 
   // After the epoch end's agreement (a dense average over the live nodes): these parameters
   // and this outer momentum are the global state from now on.
@@ -70,8 +69,7 @@ class LocalSteps {
   NodeExchange::PseudoGradient encode(const float* params, int workers, Round& r);
   // The mean pseudo-gradient of `parts`, weighted by their workers. A part that does not fit
   // the model throws UserError (every node has the same parts, so every node fails alike).
-  std::vector<float> mean_of(const std::vector<NodeExchange::PseudoGradient>& parts,
-                             int* nodes) const;
+  std::vector<float> mean_of(const std::vector<NodeExchange::PseudoGradient>& parts) const;
   // Whether every message of `part` may be applied to this model.
   bool fits(const NodeExchange::PseudoGradient& part, std::string& error) const;
 

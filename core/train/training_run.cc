@@ -252,7 +252,7 @@ void TrainingRun::announce_start() {
   start.num_params = m.num_params();
   start.state = m.host_state();
   start.num_state = m.num_state();
-  if (local_) {
+  if (local_ && start.restored) {  // what a listener compares with the checkpoint's
     start.outer_momentum = local_->outer().momentum();
     start.local_residual = local_->encoder().residual();
   }

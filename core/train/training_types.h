@@ -101,7 +101,8 @@ struct StartPoint {
   int64_t num_params = 0;
   const float* state = nullptr;  // batch-norm running statistics
   int64_t num_state = 0;
-  // Local steps: the outer optimizer's momentum and this node's residual (empty otherwise).
+  // Local steps, when restored: the outer optimizer's momentum and this node's residual (empty
+  // otherwise).
   std::vector<float> outer_momentum, local_residual;
 };
 

@@ -169,11 +169,7 @@ JobRecord JobRecord::from_json(const Json& j) {
 }
 
 core::JobSpec JobRecord::spec() const {
-  core::SpecParseOptions options;
-  options.check_files = false;
-  options.base_dir = base_dir;
-  options.refuse_repeated_keys = false;  // records written before repeated keys were refused
-  return core::parse_job_spec_text(spec_text, name, options);
+  return core::parse_job_spec_text(spec_text, name, core::stored_spec_options(base_dir));
 }
 
 std::string JobRecord::resume_hint() const {

@@ -12,15 +12,9 @@
 
 using namespace dtrain::core;
 
-namespace {
-
-// Every correction off (the defaults turn them all on).
-CorrectionsSpec all_off() { return corrections_off(); }
-
-}  // namespace
 
 TEST_CASE("learning-rate scaling: linear, sqrt and none, with a linear warm-up from 1/W") {
-  CorrectionsSpec c = all_off();
+  CorrectionsSpec c = corrections_off();
   CHECK(lr_scale(c, 4, 0.0) == 1.0);  // linear: each worker keeps its rate, the sum is 4x
   c.lr_scaling = "sqrt";
   CHECK(lr_scale(c, 4, 3.0) == Approx(0.5));  // 4 workers * 0.5 = 2 = sqrt(4)
@@ -63,7 +57,7 @@ TEST_CASE("averaging and local steps take the spec's clipping and warm-up, not i
 }
 
 TEST_CASE("sparsity warm-up: the density band shrinks exponentially to the configured one") {
-  CorrectionsSpec c = all_off();
+  CorrectionsSpec c = corrections_off();
   CHECK(density_scale(c, 0.01, 0.0) == 1.0);  // off
   c.sparsity_warmup_epochs = 2.0;
   c.sparsity_warmup_start = 0.0625;
@@ -74,7 +68,7 @@ TEST_CASE("sparsity warm-up: the density band shrinks exponentially to the confi
 }
 
 TEST_CASE("local gradient clipping bounds the norm by clip_norm / sqrt(workers)") {
-  CorrectionsSpec c = all_off();
+  CorrectionsSpec c = corrections_off();
   std::vector<float> g = {3.0f, 4.0f};  // norm 5
   CHECK(clip_gradient(c, 4, dtrain::kernels::cpu_backend(), g.data(), 2) == 1.0);  // off
   c.clip_norm = 4.0;  // bound 4 / sqrt(4) = 2
