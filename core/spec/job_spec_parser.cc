@@ -295,7 +295,7 @@ class JobSpecParser {
     t.average_updater_state = r_.boolean(node, "average_updater_state", p, false);
     t.stop_on_divergence = r_.boolean(node, "stop_on_divergence", p, true);
     t.audit_updates = r_.boolean(node, "audit_updates", p, false);
-    t.sync = parse_sync(node);
+    t.sync = parse_sync(node, t.mode);
     check_local_steps(node, t);
     t.early_stopping = parse_early_stopping(node["early_stopping"]);
     if (t.nodes_max > 0 && t.early_stopping.enabled)
@@ -391,10 +391,14 @@ class JobSpecParser {
 
   // `sync: async | bsp | auto | {bounded: K} | {local: ...}` (docs/architecture/core.md,
   // "Staleness and corrections"; docs/user-guide.md, "Choosing how workers synchronise").
-  SyncSpec parse_sync(const YAML::Node& training) {
+  // Without `sync`, gradient sharing chooses from the link (auto); averaging is bsp.
+  SyncSpec parse_sync(const YAML::Node& training, TrainingMode mode) {
     SyncSpec s;
     const YAML::Node v = training["sync"];
-    if (!v) return s;
+    if (!v) {
+      if (mode == TrainingMode::kGradientSharing) s.mode = "auto";
+      return s;
+    }
     const std::string fix =
         "write 'sync: auto', 'sync: async', 'sync: bsp', 'sync: {bounded: 2}' or "
         "'sync: {local: {steps: 50}}'";

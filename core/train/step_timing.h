@@ -9,9 +9,17 @@ namespace dtrain::core {
 struct StepTiming {
   double seconds = 0.0;  // the fastest of a few passes after a warm-up one
   int64_t num_params = 0;
-  // A round's message of local steps with the spec's levels and density, the step's gradient
-  // standing for the pseudo-gradient (core/train/sync_choice.h, round_message_bytes).
+  // A round's message of local steps with the spec's levels and density
+  // (core/train/sync_choice.h, pseudo_gradient_round_bytes).
   double round_bytes = 0.0;
+  // A round of local steps' own work in one process: the threshold, the levels' encoding, their
+  // decoding and the outer step, on a normal pseudo-gradient of the model's size (the faster of
+  // two rounds).
+  double round_work_s = 0.0;
+  // Per-step sharing's own work a step in one process: one worker's update encoded at the
+  // threshold's density (core/train/sync_choice.h, per_step_density) and the job's other
+  // workers' messages of that size applied (the faster of two steps).
+  double step_work_s = 0.0;
 };
 StepTiming time_training_step(const JobSpec& job, int workers);
 

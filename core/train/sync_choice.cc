@@ -7,6 +7,7 @@
 
 #include "core/codec/message.h"
 #include "core/train/local_steps.h"
+#include "core/util/rng.h"
 
 namespace dtrain::core {
 namespace {
@@ -15,29 +16,41 @@ namespace {
 constexpr double kBytesPerElement = 4.0;
 
 std::string figures(const SyncChoiceInputs& in) {
-  char text[160];
-  std::snprintf(text, sizeof text, "RTT %.2f ms, %.1f MB/s, a step computes %.2f ms",
-                in.link.rtt_s * 1e3, in.link.goodput_bytes_s / 1e6, in.step_s * 1e3);
+  char text[192];
+  std::snprintf(text, sizeof text,
+                "RTT %.2f ms, %.1f MB/s, a step computes %.2f ms and shares in %.2f ms",
+                in.link.rtt_s * 1e3, in.link.goodput_bytes_s / 1e6, in.step_s * 1e3,
+                in.step_work_s * 1e3);
   return text;
 }
 
 // What one node waits for each step under bsp: the others' messages of the step before, sent
-// about half a round trip ago, at the densest the threshold band allows.
+// about half a round trip ago, and the step's own encoding and applying.
 double per_step_wait_s(const TrainingSpec& t, const SyncChoiceInputs& in) {
   const double others = double(in.workers) * double(in.nodes - 1) / double(in.nodes);
   const double bytes =
-      others * kBytesPerElement * double(in.num_params) * t.threshold.max_sparsity;
-  return in.link.rtt_s / 2 + bytes / in.link.goodput_bytes_s;
+      others * kBytesPerElement * double(in.num_params) * per_step_density(t.threshold);
+  return in.link.rtt_s / 2 + bytes / in.link.goodput_bytes_s + in.step_work_s;
 }
 
-// A round of local steps: every other node's levels of the pseudo-gradient, and a round trip.
+// A round of local steps: every other node's levels of the pseudo-gradient, a round trip, and
+// the round's own work.
+double round_work_s(const SyncChoiceInputs& in) { return double(in.nodes) * in.round_work_s; }
 double round_wait_s(const SyncChoiceInputs& in) {
-  return in.link.rtt_s + double(in.nodes - 1) * in.round_bytes / in.link.goodput_bytes_s;
+  return in.link.rtt_s + double(in.nodes - 1) * in.round_bytes / in.link.goodput_bytes_s +
+         round_work_s(in);
 }
 
 std::string milliseconds(double s) {
   char text[32];
   std::snprintf(text, sizeof text, "%.2f ms", s * 1e3);
+  return text;
+}
+
+std::string round_figures(const SyncChoiceInputs& in, double round_s) {
+  char text[128];
+  std::snprintf(text, sizeof text, "a round waits %.2f ms: its message %.0f kB, its work %.2f ms",
+                round_s * 1e3, in.round_bytes / 1e3, round_work_s(in) * 1e3);
   return text;
 }
 
@@ -58,6 +71,19 @@ double round_message_bytes(const LocalStepsSpec& local, const float* values, int
                                                             : double(bitmap_words(n)) * 4.0;
   }
   return bytes;
+}
+
+double per_step_density(const ThresholdSpec& t) {
+  return t.algorithm == "target_sparsity" ? t.target_sparsity : t.max_sparsity;
+}
+
+double pseudo_gradient_round_bytes(const LocalStepsSpec& local, int64_t n) {
+  if (n <= 0) return 0.0;
+  const int64_t m = std::min(n, kRoundSample);
+  Rng rng(1);  // the same weight on every node and every run
+  std::vector<float> sample(size_t(m), 0.f);
+  for (float& v : sample) v = rng.normal(0.f, 1.f);
+  return round_message_bytes(local, sample.data(), m) * double(n) / double(m);
 }
 
 bool sync_is_auto(const TrainingSpec& training) { return training.sync.mode == "auto"; }
@@ -85,11 +111,12 @@ SyncChoice choose_sync(const TrainingSpec& training, const SyncChoiceInputs& in)
     return SyncChoice{0, figures(in) + ": per-step sharing waits " + milliseconds(wait) +
                              " a step (" + std::to_string(share) + "% of compute), local steps " +
                              milliseconds(round / double(steps)) + " (H = " +
-                             std::to_string(steps) + "): per-step sharing"};
+                             std::to_string(steps) + "; " + round_figures(in, round) +
+                             "): per-step sharing"};
   return SyncChoice{steps, figures(in) + ": per-step sharing would wait " + milliseconds(wait) +
                                " a step (" + std::to_string(share) +
-                               "% of compute); local steps, H = " + std::to_string(steps) +
-                               " (a round waits " + milliseconds(round) + ")"};
+                               "% of compute); local steps, H = " + std::to_string(steps) + " (" +
+                               round_figures(in, round) + ")"};
 }
 
 void apply_sync_choice(TrainingSpec& training, const SyncChoice& choice) {

@@ -2,7 +2,8 @@
 // `training.sync: auto` (docs/user-guide.md, "Choosing how workers synchronise"): per-step
 // sharing or local steps, and H, chosen from the link the job's nodes measured and the time a
 // step computes. Per-step sharing (bsp) waits about half a round trip and a step's messages
-// every step; local steps wait one round trip and one pseudo-gradient every H steps. The rule
+// every step; local steps wait one round trip, one pseudo-gradient and the round's own work
+// (encoding, decoding, the outer step) every H steps. The rule
 // keeps the waiting under a tenth of the compute: per-step sharing where it already is, else
 // the smallest H that gets there, at least kMinLocalSteps and at most kMaxLocalSteps: past 20
 // the replicas drift apart (the example MLP: 0.6 points less at H = 50 after 4 epochs, and as
@@ -27,6 +28,12 @@ struct SyncChoiceInputs {
   double step_s = 0.0;  // one worker's forward and backward pass on its minibatch
   int64_t num_params = 0;
   double round_bytes = 0.0;  // one node's message of a round of local steps
+  // A round's own work in one process (core/train/step_timing.h); a node of the job encodes
+  // once and decodes every node's part, so it is weighed `nodes` times (an upper bound).
+  double round_work_s = 0.0;
+  // Per-step sharing's own work a step, one worker's: encoding its update and applying every
+  // other worker's message (core/train/step_timing.h).
+  double step_work_s = 0.0;
   int nodes = 1, workers = 1;  // in the job
 };
 
@@ -44,8 +51,19 @@ SyncChoice choose_sync(const TrainingSpec& training, const SyncChoiceInputs& in)
 // pseudo-gradient: the levels at tau, tau/2, ... on what the earlier ones left, each sparse (4
 // bytes an element) up to a sixteenth of the elements and a bitmap (2 bits an element) above,
 // as the codec sends them (core/codec/message.h). The goodput is measured with a message this
-// large, and the chooser passes a step's gradient, the shape a pseudo-gradient has.
+// large.
 double round_message_bytes(const LocalStepsSpec& local, const float* values, int64_t n);
+// The share of the parameters a step's message carries under per-step sharing: the target
+// where the threshold aims at one, else the top of its band, where the adaptive threshold
+// settles (the example MLP's messages held 0.73% of its parameters against a band of 0.01-1%).
+double per_step_density(const ThresholdSpec& t);
+// The same for a model of n parameters, weighed on a normal sample of up to kRoundSample
+// elements and scaled to n: a pseudo-gradient sums H steps' updates, so its elements are
+// close to normal, far less peaked than one step's gradient (weighed on that, a round of the
+// example MLP came out at a fraction of what the wire carried; docs/performance.md,
+// "Choosing the sync").
+constexpr int64_t kRoundSample = int64_t(1) << 20;
+double pseudo_gradient_round_bytes(const LocalStepsSpec& local, int64_t n);
 // The choice made for a job without measuring: one node, or node-local shards (which local
 // steps cannot take over), share every step.
 SyncChoice per_step_choice(const std::string& why);

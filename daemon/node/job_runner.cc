@@ -447,9 +447,8 @@ struct JobRunner::TrainingInputs {
 
 void JobRunner::train(MeshExchange& exchange, const std::vector<JobMember>& members) {
   TrainingInputs in;
-  core::SpecParseOptions parse;
-  parse.base_dir = start_.base_dir;
-  parse.refuse_repeated_keys = false;  // the controller checked it, or stored it before the check
+  core::SpecParseOptions parse = core::stored_spec_options(start_.base_dir);
+  parse.check_files = true;  // this node trains on them
   in.job = core::parse_job_spec_text(start_.spec, start_.name, parse);
   if (!start_.rejoin) resolve_auto_sync(in, exchange, members);
   describe_part(in.job, exchange, members);
@@ -496,6 +495,8 @@ core::SyncChoice JobRunner::choose_sync(const core::JobSpec& job, MeshExchange& 
     in.step_s = step.seconds;
     in.num_params = step.num_params;
     in.round_bytes = step.round_bytes;
+    in.round_work_s = step.round_work_s;
+    in.step_work_s = step.step_work_s;
     in.nodes = nodes;
     in.workers = workers;
     in.link = election.measure(std::max(std::chrono::milliseconds(5000), peer_timeout()),

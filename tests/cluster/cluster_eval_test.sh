@@ -41,7 +41,7 @@ data:
   train: {format: idx, images: $FASHION/t10k-images-idx3-ubyte.gz, labels: $FASHION/t10k-labels-idx1-ubyte.gz}
   test: {format: idx, images: $FASHION/t10k-images-idx3-ubyte.gz, labels: $FASHION/t10k-labels-idx1-ubyte.gz}
   normalize: scale
-training: {epochs: 1, batch_size: 64, workers_per_node: 1}
+training: {epochs: 1, batch_size: 64, workers_per_node: 1, sync: bsp}
 evaluation: {top_n: 3}
 output: {model: mlp.dtm}
 YAML

@@ -53,6 +53,7 @@ data:
   normalize: scale
 training:
   epochs: 2
+  sync: bsp
   audit_updates: true
   batch_size: 64
   workers_per_node: 1

@@ -11,7 +11,7 @@ source "$(dirname "$0")/lib.sh" local_steps "$1" "$2" "$3"
 export PEER_TIMEOUT_MS=3000 HEARTBEAT_MS=300
 
 local_spec() {  # local_spec EPOCHS NAME WORKERS_PER_NODE
-  sed -e "s/workers_per_node: auto/workers_per_node: $3\n  sync: {local: {steps: 20}}/" \
+  sed -e "s/workers_per_node: auto/workers_per_node: $3/" -e "s/^  sync: bsp$/  sync: {local: {steps: 20}}/" \
       -e "s/epochs: 5/epochs: $1/" -e 's/  batch_size: 64/  batch_size_per_worker: 64/' \
       -e 's/checkpoint_every: 1000/checkpoint_every: 0/' -e "s/name: fashion-mnist-mlp/name: $2/" \
       -e "s/model: fashion-mnist-mlp.dtm/model: $2.dtm/" "$SPEC"

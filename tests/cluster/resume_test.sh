@@ -17,7 +17,7 @@ export PEER_TIMEOUT_MS=3000 HEARTBEAT_MS=300
 checkpointing_spec "$SPEC" 10 resumable > job.yaml
 grep -q "checkpoint_every: 1" job.yaml || fail "job.yaml does not checkpoint"
 if [[ $SYNC == local ]]; then
-  sed -i 's/^training:$/training:\n  sync: {local: {steps: 20}}/' job.yaml
+  sed -i 's/^  sync: bsp$/  sync: {local: {steps: 20}}/' job.yaml
   grep -q "sync: {local" job.yaml || fail "job.yaml does not take local steps"
 fi
 

@@ -94,9 +94,10 @@ done
 echo "== sync: {bounded: 2}"
 # Nine workers two steps stale at the example's learning rate diverge (see
 # docs/performance.md, "Convergence at scale"): a lower one keeps this job about the bound.
-sed -e 's/  mesh: plain/  mesh: plain\n  sync: {bounded: 2}/' -e 's/epochs: 5/epochs: 2/' \
+sed -e 's/^  sync: bsp$/  sync: {bounded: 2}/' -e 's/epochs: 5/epochs: 2/' \
     -e 's/learning_rate: 0.05/learning_rate: 0.01/' \
     -e 's/name: fashion-mnist-mlp/name: scale-bounded/' base.yaml > bounded.yaml
+grep -q "sync: {bounded: 2}" bounded.yaml || fail "bounded.yaml does not take sync: {bounded: 2}"
 run_job bounded.yaml bounded || { fail "bounded: submit exited $?"; tail -n 5 bounded.err; }
 [[ $(json bounded.json "j['state']") == succeeded ]] || fail "bounded: $(json bounded.json "j.get('error')")"
 ahead=$(json bounded.json "j['result']['max_steps_ahead']")

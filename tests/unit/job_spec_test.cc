@@ -233,10 +233,8 @@ TEST_CASE("a spec stored before repeated keys were refused reads as before: the 
   Fixture f;
   const std::string twice = kGood + "  sync: async\n  sync: bsp\n";
   REQUIRE_FALSE(f.error_of(twice).empty());  // a user's file: refused
-  core::SpecParseOptions stored;
-  stored.check_files = false;
-  stored.refuse_repeated_keys = false;  // a model file's embedded spec, a job record
-  const core::JobSpec job = core::parse_job_spec_text(twice, "model.dtm (embedded spec)", stored);
+  const core::JobSpec job =
+      core::parse_job_spec_text(twice, "model.dtm (embedded spec)", core::stored_spec_options());
   CHECK(job.training.sync.mode == "async");
 }
 
@@ -289,8 +287,11 @@ TEST_CASE("sync and the corrections parse, with their defaults") {
   Fixture f;
   testing::write_text(f.dir + "/job.yaml", kGood);
   const core::TrainingSpec d = core::parse_job_spec_file(f.dir + "/job.yaml").training;
-  CHECK(d.sync.mode == "bsp");
+  CHECK(d.sync.mode == "auto");  // gradient sharing without sync: chosen from the link
   CHECK(d.sync.bound == 1);
+  testing::write_text(f.dir + "/avg.yaml",
+                      replace(kGood, "training:\n", "training:\n  mode: parameter_averaging\n"));
+  CHECK(core::parse_job_spec_file(f.dir + "/avg.yaml").training.sync.mode == "bsp");
   CHECK(d.stop_on_divergence);
   CHECK_FALSE(d.audit_updates);
   CHECK(d.corrections.momentum_masking);  // DGC's set is on by default

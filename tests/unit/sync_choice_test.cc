@@ -25,20 +25,20 @@ core::SyncChoiceInputs inputs(double rtt_ms, double mb_s, double step_ms) {
 }  // namespace
 
 TEST_CASE("a fast link keeps per-step sharing; slower ones get local steps, H from the wait") {
-  const core::TrainingSpec t;  // max_sparsity 1e-2; local: density 0.03, 4 levels
+  const core::TrainingSpec t;  // max_sparsity 1e-2; a round's message: 48 kB (inputs())
   // bsp waits rtt/2 + 2 workers * 4 B * 1e5 * 1e-2 / goodput.
   // 0.1 ms, 1000 MB/s: 0.05 + 0.008 ms of a 10 ms step.
   core::SyncChoice c = core::choose_sync(t, inputs(0.1, 1000, 10));
   CHECK(c.local_steps == 0);
-  CHECK(c.reason == "RTT 0.10 ms, 1000.0 MB/s, a step computes 10.00 ms: per-step sharing "
-                    "waits 0.06 ms a step (1% of compute)");
-  // 2 ms, 100 MB/s: bsp waits 1.08 ms > 1 ms. A round waits 2 ms + 2 nodes * 4 levels * 4 B *
-  // 1e5 * 0.03 / 1e8 = 2.96 ms: 3 steps would do, the least is 10.
+  CHECK(c.reason == "RTT 0.10 ms, 1000.0 MB/s, a step computes 10.00 ms and shares in 0.00 ms: "
+                    "per-step sharing waits 0.06 ms a step (1% of compute)");
+  // 2 ms, 100 MB/s: bsp waits 1.08 ms > 1 ms. A round waits 2 ms + 2 nodes * 48 kB / 1e8 =
+  // 2.96 ms: 3 steps would do, the least is 10.
   c = core::choose_sync(t, inputs(2, 100, 10));
   CHECK(c.local_steps == 10);
-  CHECK(c.reason == "RTT 2.00 ms, 100.0 MB/s, a step computes 10.00 ms: per-step sharing would "
-                    "wait 1.08 ms a step (11% of compute); local steps, H = 10 (a round waits "
-                    "2.96 ms)");
+  CHECK(c.reason == "RTT 2.00 ms, 100.0 MB/s, a step computes 10.00 ms and shares in 0.00 ms: "
+                    "per-step sharing would wait 1.08 ms a step (11% of compute); local steps, H "
+                    "= 10 (a round waits 2.96 ms: its message 48 kB, its work 0.00 ms)");
   // 15 ms: a round waits 15.96 ms, 16 steps of 10 ms.
   CHECK(core::choose_sync(t, inputs(15, 100, 10)).local_steps == 16);
   // 50 ms at 12.5 MB/s with 2 ms steps: hundreds of steps would be needed; at most 20.
@@ -53,11 +53,16 @@ TEST_CASE("bandwidth alone can decide: a 0 ms link too narrow for a step's messa
   CHECK(core::choose_sync(t, inputs(0, 100, 5)).local_steps == 0);
   t.threshold.max_sparsity = 0.1;
   CHECK(core::choose_sync(t, inputs(0, 100, 5)).local_steps > 0);
+  // A threshold aiming at a density weighs the step's messages at it: 1e-3 of 1e5 elements
+  // from 2 workers at 1 MB/s take 0.8 ms of a 10 ms step.
+  t.threshold.algorithm = "target_sparsity";
+  t.threshold.target_sparsity = 1e-3;
+  CHECK(core::choose_sync(t, inputs(0, 1, 10)).local_steps == 0);
 }
 
 TEST_CASE("local steps only where their wait per step is below per-step sharing's") {
   core::TrainingSpec t;
-  // 0 ms, 5 MB/s, 1 ms steps: bsp waits 8 kB / 5 MB/s = 1.6 ms. A round (density 0.03) moves
+  // 0 ms, 5 MB/s, 1 ms steps: bsp waits 8 kB / 5 MB/s = 1.6 ms. A round (48 kB) moves
   // 2 * 48 kB: 19.2 ms over H = 20 is 0.96 ms a step: local steps.
   CHECK(core::choose_sync(t, inputs(0, 5, 1)).local_steps == 20);
   // A round's message of 320 kB (2 * 320 kB: 128 ms, 6.4 ms a step): per-step sharing stays.
@@ -65,9 +70,10 @@ TEST_CASE("local steps only where their wait per step is below per-step sharing'
   heavy.round_bytes = 320000;
   const core::SyncChoice c = core::choose_sync(t, heavy);
   CHECK(c.local_steps == 0);
-  CHECK(c.reason == "RTT 0.00 ms, 5.0 MB/s, a step computes 1.00 ms: per-step sharing waits "
-                    "1.60 ms a step (160% of compute), local steps 6.40 ms (H = 20): per-step "
-                    "sharing");
+  CHECK(c.reason == "RTT 0.00 ms, 5.0 MB/s, a step computes 1.00 ms and shares in 0.00 ms: "
+                    "per-step sharing waits 1.60 ms a step (160% of compute), local steps 6.40 ms "
+                    "(H = 20; a round waits 128.00 ms: its message 320 kB, its work 0.00 ms): "
+                    "per-step sharing");
 }
 
 TEST_CASE("a round's message is weighed as the codec would send its levels") {
@@ -86,6 +92,59 @@ TEST_CASE("a round's message is weighed as the codec would send its levels") {
   CHECK(core::round_message_bytes(l, ones.data(), 32) == 8.0);
 }
 
+TEST_CASE("a round's own work counts once per node: where it outweighs the link, bsp stays") {
+  core::TrainingSpec t;
+  // 0 ms, 5 MB/s, 1 ms steps: bsp waits 1.6 ms a step; a round's 19.2 ms of sending is 0.96 ms
+  // a step at H = 20 (local steps, above). With 5 ms of work, 3 nodes: 34.2 ms, 1.71 ms a step.
+  core::SyncChoiceInputs in = inputs(0, 5, 1);
+  in.round_work_s = 0.005;
+  const core::SyncChoice c = core::choose_sync(t, in);
+  CHECK(c.local_steps == 0);
+  CHECK_THAT(c.reason, Catch::Contains("local steps 1.71 ms (H = 20; a round waits 34.20 ms: its "
+                                       "message 48 kB, its work 15.00 ms)"));
+  // At a 50 ms round trip the work is small beside the wait: local steps.
+  in = inputs(50, 5, 1);
+  in.round_work_s = 0.005;
+  CHECK(core::choose_sync(t, in).local_steps == 20);
+}
+
+TEST_CASE("per-step sharing's own work a step counts in its wait") {
+  core::TrainingSpec t;
+  // 0.1 ms, 1000 MB/s, 10 ms steps: 0.058 ms of waiting, 1% (the first case); with 1 ms of
+  // encoding and applying a step, 1.06 ms: over the tenth, and local steps' round (0.1 ms +
+  // 0.096 ms + 3 ms of work) wants 4 steps: H = 10, the least, 0.32 ms a step.
+  core::SyncChoiceInputs in = inputs(0.1, 1000, 10);
+  in.step_work_s = 0.001;
+  in.round_work_s = 0.001;
+  const core::SyncChoice c = core::choose_sync(t, in);
+  CHECK(c.local_steps == 10);
+  CHECK(c.reason == "RTT 0.10 ms, 1000.0 MB/s, a step computes 10.00 ms and shares in 1.00 ms: "
+                    "per-step sharing would wait 1.06 ms a step (11% of compute); local steps, H "
+                    "= 10 (a round waits 3.20 ms: its message 48 kB, its work 3.00 ms)");
+}
+
+TEST_CASE("a round is weighed as a pseudo-gradient: near normal, levels past the first dense") {
+  core::LocalStepsSpec l;
+  l.density = 0.03;  // 4 levels, the default
+  // At tau (3% of a normal sample beyond it) the first level is sparse; a normal sample has a
+  // quarter of its elements within [tau/2, tau), so every later level is a bitmap of 2 bits an
+  // element.
+  const int64_t n = 235146;  // the example MLP
+  const double bitmap = 4.0 * double((n + 15) / 16);  // 2 bits an element
+  CHECK(core::pseudo_gradient_round_bytes(l, n) ==
+        Approx(4 * 0.03 * n + 3 * bitmap).epsilon(0.01));
+  // Past the sample, the weight scales with the model.
+  const int64_t big = 4 * core::kRoundSample;
+  CHECK(core::pseudo_gradient_round_bytes(l, big) ==
+        Approx(4 * core::pseudo_gradient_round_bytes(l, core::kRoundSample)).epsilon(1e-9));
+  // More levels, each a bitmap: more bytes.
+  l.density = 0.003;
+  l.levels = 8;
+  CHECK(core::pseudo_gradient_round_bytes(l, n) ==
+        Approx(4 * 0.003 * n + 7 * bitmap).epsilon(0.02));
+  CHECK(core::pseudo_gradient_round_bytes(l, 0) == 0.0);
+}
+
 TEST_CASE("one node, or nothing measured, shares every step") {
   const core::TrainingSpec t;
   core::SyncChoiceInputs one = inputs(50, 1, 1);
@@ -102,7 +161,7 @@ TEST_CASE("the choice becomes the spec's sync") {
   core::apply_sync_choice(t, {32, "why"});
   CHECK(t.sync.mode == "local");
   CHECK(t.sync.local.steps == 32);
-  CHECK(t.sync.local.density == 0.03);  // the rest are local steps' defaults
+  CHECK(t.sync.local.density == 0.001);  // the rest are local steps' defaults
   CHECK(t.sync.bound == 0);
   core::apply_sync_choice(t, core::per_step_choice("one node"));
   CHECK(t.sync.mode == "bsp");
