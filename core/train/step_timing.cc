@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "core/codec/codec_engine.h"
+#include "core/codec/reference_codec.h"
 #include "core/layers/layer.h"
 #include "core/model/model.h"
 #include "core/train/batch_split.h"
@@ -32,6 +33,34 @@ double time_local_round(const JobSpec& job, int64_t n) {
     local.round(params.data(), 1, nullptr, round);
     const double s = seconds_since(start);
     if (round == 0 || s < fastest) fastest = s;
+  }
+  return fastest;
+}
+
+// Decoding one more node's part of a round, as LocalSteps::mean_of does: its levels added
+// into one vector (each a bitmap, as a normal pseudo-gradient's levels after the first are),
+// then that vector into the sum.
+double time_part_decode(const JobSpec& job, int64_t n) {
+  const CodecEngine& engine = CodecEngine::get();
+  Rng rng(job.seed);
+  std::vector<float> update(static_cast<size_t>(n)), residual(static_cast<size_t>(n), 0.f);
+  for (float& v : update) v = rng.normal(0.f, 1.f);
+  const float tau = LocalSteps::threshold_for(update, 0.25);
+  CodecEngine::Scratch scratch;
+  double sum_squares = 0.0;
+  const EncodedMessage level =
+      engine.encode_segment(residual.data(), update.data(), n, tau, 0.f, &sum_squares, scratch);
+  std::vector<float> decoded(static_cast<size_t>(n));
+  std::vector<double> sum(static_cast<size_t>(n), 0.0);
+  double fastest = 0.0;
+  for (int pass = 0; pass < 2; ++pass) {
+    const auto start = std::chrono::steady_clock::now();
+    std::fill(decoded.begin(), decoded.end(), 0.f);
+    for (int64_t l = 0; l < job.training.sync.local.levels; ++l)
+      reference_decode_add(level, decoded.data());
+    for (int64_t i = 0; i < n; ++i) sum[size_t(i)] += decoded[size_t(i)];
+    const double s = seconds_since(start);
+    if (pass == 0 || s < fastest) fastest = s;
   }
   return fastest;
 }
@@ -88,7 +117,8 @@ StepTiming time_training_step(const JobSpec& job, int workers) {
   }
   const int64_t n = model.num_params();
   return StepTiming{fastest, n, pseudo_gradient_round_bytes(job.training.sync.local, n),
-                    time_local_round(job, n), time_sharing_step(job, n, workers - 1)};
+                    time_local_round(job, n), time_part_decode(job, n),
+                    time_sharing_step(job, n, workers - 1)};
 }
 
 }  // namespace dtrain::core

@@ -16,6 +16,8 @@ struct StepTiming {
   // decoding and the outer step, on a normal pseudo-gradient of the model's size (the faster of
   // two rounds).
   double round_work_s = 0.0;
+  // Decoding one more node's part of that round (its levels, then into the sum).
+  double part_decode_s = 0.0;
   // Per-step sharing's own work a step in one process: one worker's update encoded at the
   // threshold's density (core/train/sync_choice.h, per_step_density) and the job's other
   // workers' messages of that size applied (the faster of two steps).

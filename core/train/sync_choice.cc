@@ -35,7 +35,9 @@ double per_step_wait_s(const TrainingSpec& t, const SyncChoiceInputs& in) {
 
 // A round of local steps: every other node's levels of the pseudo-gradient, a round trip, and
 // the round's own work.
-double round_work_s(const SyncChoiceInputs& in) { return double(in.nodes) * in.round_work_s; }
+double round_work_s(const SyncChoiceInputs& in) {
+  return in.round_work_s + double(in.nodes - 1) * in.part_decode_s;
+}
 double round_wait_s(const SyncChoiceInputs& in) {
   return in.link.rtt_s + double(in.nodes - 1) * in.round_bytes / in.link.goodput_bytes_s +
          round_work_s(in);

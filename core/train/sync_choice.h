@@ -28,9 +28,10 @@ struct SyncChoiceInputs {
   double step_s = 0.0;  // one worker's forward and backward pass on its minibatch
   int64_t num_params = 0;
   double round_bytes = 0.0;  // one node's message of a round of local steps
-  // A round's own work in one process (core/train/step_timing.h); a node of the job encodes
-  // once and decodes every node's part, so it is weighed `nodes` times (an upper bound).
+  // A round's own work in one process (core/train/step_timing.h): encoding, decoding its own
+  // part, the outer step; a node of the job also decodes every other node's part.
   double round_work_s = 0.0;
+  double part_decode_s = 0.0;
   // Per-step sharing's own work a step, one worker's: encoding its update and applying every
   // other worker's message (core/train/step_timing.h).
   double step_work_s = 0.0;

@@ -50,6 +50,11 @@ struct DaemonConfig {
   // I/O threads of the data channel, each with a socket on the data port
   // (transport::EndpointConfig::lanes); the same on every node of a cluster.
   int64_t data_lanes = 1;
+  // What a peer may have unacknowledged towards this node, per link
+  // (transport::EndpointConfig::credit_window): one link carries at most this much a round
+  // trip, 512 KiB = 10 MB/s at 50 ms, so long fat links want more (docs/operations.md, "Long
+  // links"). The socket's receive buffer is asked for twice it.
+  int64_t data_credit_kb = 512;
   static constexpr int64_t kMaxDataLanes = 16;  // transport::kMaxLanes (node_agent.cc checks)
   // Seeded faults on the data channel's send path (data.faults: drop, duplicate, reorder,
   // delay_us, seed): for tests of exactly-once delivery under loss; off unless configured, and

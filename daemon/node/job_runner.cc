@@ -496,6 +496,7 @@ core::SyncChoice JobRunner::choose_sync(const core::JobSpec& job, MeshExchange& 
     in.num_params = step.num_params;
     in.round_bytes = step.round_bytes;
     in.round_work_s = step.round_work_s;
+    in.part_decode_s = step.part_decode_s;
     in.step_work_s = step.step_work_s;
     in.nodes = nodes;
     in.workers = workers;

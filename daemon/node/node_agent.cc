@@ -65,6 +65,9 @@ NodeAgent::NodeAgent(const DaemonConfig& config, const transport::ClusterKey& ke
   static_assert(DaemonConfig::kMaxDataLanes == transport::kMaxLanes, "data.lanes' bound");
   ec_config.lanes = size_t(config_.data_lanes);
   ec_config.faults = config_.data_faults;
+  ec_config.credit_window = size_t(config_.data_credit_kb) << 10;
+  ec_config.receive_buffer_bytes = std::max(ec_config.receive_buffer_bytes,
+                                            2 * ec_config.credit_window);
   channel_ = std::make_unique<DataChannel>(ec_config);
   if (const core::TestFault fault = core::TestFault::from_environment(); fault.active())
     spdlog::warn("node {}: DTRAIN_TEST_FAULT is set: this node's lead worker {} on purpose "

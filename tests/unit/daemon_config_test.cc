@@ -66,6 +66,10 @@ TEST_CASE("daemon config mistakes name the key and the fix", "[daemon]") {
         std::string::npos);
   CHECK(error_of("data: {lanes: 17}\n").find("data.lanes: value 17 is out of range") !=
         std::string::npos);
+  CHECK(parse_daemon_config("", "d.yaml").data_credit_kb == 512);
+  CHECK(parse_daemon_config("data: {credit_kb: 8192}\n", "d.yaml").data_credit_kb == 8192);
+  CHECK(error_of("data: {credit_kb: 8}\n").find("data.credit_kb: value 8 is out of range") !=
+        std::string::npos);
   CHECK(error_of("heartbeat_ms: 1000\npeer_timeout_ms: 1500\n").find("at least twice") !=
         std::string::npos);
   CHECK(error_of("name: [oops\n").find("d.yaml:") != std::string::npos);

@@ -92,19 +92,22 @@ TEST_CASE("a round's message is weighed as the codec would send its levels") {
   CHECK(core::round_message_bytes(l, ones.data(), 32) == 8.0);
 }
 
-TEST_CASE("a round's own work counts once per node: where it outweighs the link, bsp stays") {
+TEST_CASE("a round's own work counts, with every other node's part decoded: bsp stays") {
   core::TrainingSpec t;
   // 0 ms, 5 MB/s, 1 ms steps: bsp waits 1.6 ms a step; a round's 19.2 ms of sending is 0.96 ms
-  // a step at H = 20 (local steps, above). With 5 ms of work, 3 nodes: 34.2 ms, 1.71 ms a step.
+  // a step at H = 20 (local steps, above). With 11 ms of work and 2 more parts of 2 ms each:
+  // 34.2 ms, 1.71 ms a step.
   core::SyncChoiceInputs in = inputs(0, 5, 1);
-  in.round_work_s = 0.005;
+  in.round_work_s = 0.011;
+  in.part_decode_s = 0.002;
   const core::SyncChoice c = core::choose_sync(t, in);
   CHECK(c.local_steps == 0);
   CHECK_THAT(c.reason, Catch::Contains("local steps 1.71 ms (H = 20; a round waits 34.20 ms: its "
                                        "message 48 kB, its work 15.00 ms)"));
   // At a 50 ms round trip the work is small beside the wait: local steps.
   in = inputs(50, 5, 1);
-  in.round_work_s = 0.005;
+  in.round_work_s = 0.011;
+  in.part_decode_s = 0.002;
   CHECK(core::choose_sync(t, in).local_steps == 20);
 }
 
@@ -115,7 +118,8 @@ TEST_CASE("per-step sharing's own work a step counts in its wait") {
   // 0.096 ms + 3 ms of work) wants 4 steps: H = 10, the least, 0.32 ms a step.
   core::SyncChoiceInputs in = inputs(0.1, 1000, 10);
   in.step_work_s = 0.001;
-  in.round_work_s = 0.001;
+  in.round_work_s = 0.002;
+  in.part_decode_s = 0.0005;
   const core::SyncChoice c = core::choose_sync(t, in);
   CHECK(c.local_steps == 10);
   CHECK(c.reason == "RTT 0.10 ms, 1000.0 MB/s, a step computes 10.00 ms and shares in 1.00 ms: "
