@@ -132,7 +132,7 @@ struct LocalStepsSpec {
   // Share of the pseudo-gradient's elements sent each round at the first level's threshold tau
   // (the rest waits in the residual); 1 sends every element that is not exactly zero. A low
   // density keeps tau high, so the levels move the largest elements by up to 2 tau a round:
-  // 0.001 against 0.03 took LeNet from 0.771 to 0.857 after one epoch with 0.62 of the bytes
+  // 0.001 against 0.03 took LeNet from 0.771 to 0.857 after one epoch with 0.73-0.79 of the bytes
   // (docs/performance.md, "Local steps' encoding").
   double density = 0.001;
   // Messages a round, at tau, tau/2, tau/4, ...: each sends what the residual still holds at

@@ -21,7 +21,9 @@ struct SpecParseOptions {
 };
 // The options for a spec the project stored itself (a model file's or checkpoint's embedded
 // spec, a job record, the controller's copy sent to its nodes): its data files need not exist
-// here, and it reads as it did when stored.
+// here, and a key set twice reads as it did when stored. One meaning changed since such specs
+// were stored: without training.sync, gradient sharing is `auto` (it was bsp before
+// 2026-11-29), so a job stored then measures and chooses when it is resumed.
 SpecParseOptions stored_spec_options(const std::string& base_dir = ".");
 
 JobSpec parse_job_spec_file(const std::string& path);

@@ -116,9 +116,17 @@ StepTiming time_training_step(const JobSpec& job, int workers) {
     if (pass == 1 || (pass > 1 && s < fastest)) fastest = s;  // pass 0 warms up
   }
   const int64_t n = model.num_params();
-  return StepTiming{fastest, n, pseudo_gradient_round_bytes(job.training.sync.local, n),
-                    time_local_round(job, n), time_part_decode(job, n),
-                    time_sharing_step(job, n, workers - 1)};
+  // The codec's work grows with the elements: timed on at most kRoundSample of them and
+  // scaled, so that a large model costs neither the memory of a dozen copies of its
+  // parameters nor seconds before training.
+  const int64_t m = std::min(n, kRoundSample);
+  const double scale = double(n) / double(std::max<int64_t>(m, 1));
+  return StepTiming{fastest,
+                    n,
+                    pseudo_gradient_round_bytes(job.training.sync.local, n),
+                    scale * time_local_round(job, m),
+                    scale * time_part_decode(job, m),
+                    scale * time_sharing_step(job, m, workers - 1)};
 }
 
 }  // namespace dtrain::core

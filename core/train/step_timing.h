@@ -14,7 +14,7 @@ struct StepTiming {
   double round_bytes = 0.0;
   // A round of local steps' own work in one process: the threshold, the levels' encoding, their
   // decoding and the outer step, on a normal pseudo-gradient of the model's size (the faster of
-  // two rounds).
+  // two rounds). These work figures are timed on at most kRoundSample elements and scaled.
   double round_work_s = 0.0;
   // Decoding one more node's part of that round (its levels, then into the sum).
   double part_decode_s = 0.0;

@@ -54,10 +54,6 @@ SyncChoice choose_sync(const TrainingSpec& training, const SyncChoiceInputs& in)
 // as the codec sends them (core/codec/message.h). The goodput is measured with a message this
 // large.
 double round_message_bytes(const LocalStepsSpec& local, const float* values, int64_t n);
-// The share of the parameters a step's message carries under per-step sharing: the target
-// where the threshold aims at one, else the top of its band, where the adaptive threshold
-// settles (the example MLP's messages held 0.73% of its parameters against a band of 0.01-1%).
-double per_step_density(const ThresholdSpec& t);
 // The same for a model of n parameters, weighed on a normal sample of up to kRoundSample
 // elements and scaled to n: a pseudo-gradient sums H steps' updates, so its elements are
 // close to normal, far less peaked than one step's gradient (weighed on that, a round of the
@@ -65,6 +61,11 @@ double per_step_density(const ThresholdSpec& t);
 // "Choosing the sync").
 constexpr int64_t kRoundSample = int64_t(1) << 20;
 double pseudo_gradient_round_bytes(const LocalStepsSpec& local, int64_t n);
+// The share of the parameters a step's message carries under per-step sharing: the target
+// where the threshold aims at one, else the top of its band, where the adaptive threshold
+// settles (the example MLP's messages held 0.73% of its parameters against a band of
+// 0.01-1%), also taken for a fixed threshold.
+double per_step_density(const ThresholdSpec& t);
 // The choice made for a job without measuring: one node, or node-local shards (which local
 // steps cannot take over), share every step.
 SyncChoice per_step_choice(const std::string& why);

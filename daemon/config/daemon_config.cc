@@ -134,7 +134,7 @@ void parse_data(const SpecReader& r, const YAML::Node& n, DaemonConfig& c) {
   c.data_reassembly_mb = r.integer(n, "reassembly_mb", "data", c.data_reassembly_mb, 1, 1 << 20);
   c.data_tag_threads = r.integer(n, "tag_threads", "data", c.data_tag_threads, 0, 64);
   c.data_lanes = r.integer(n, "lanes", "data", c.data_lanes, 1, DaemonConfig::kMaxDataLanes);
-  c.data_credit_kb = r.integer(n, "credit_kb", "data", c.data_credit_kb, 64, 1 << 20);
+  c.data_credit_kb = r.integer(n, "credit_kb", "data", c.data_credit_kb, 64, 1 << 19);
   if (const YAML::Node f = n["faults"]) parse_faults(r, f, c.data_faults);
 }
 

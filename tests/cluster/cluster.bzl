@@ -11,7 +11,7 @@ def pinned_spec(config):
         name = name + "-bsp",
         srcs = [config],
         outs = [name + "-bsp.yaml"],
-        cmd = "sed -e 's/^  mode: gradient_sharing$$/  mode: gradient_sharing\n  sync: bsp/' $< > $@" +
+        cmd = "sed -e 's/^  mode: gradient_sharing$$/  mode: gradient_sharing\\n  sync: bsp/' $< > $@" +
               " && grep -q '^  sync: bsp$$' $@",
     )
 

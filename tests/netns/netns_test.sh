@@ -77,4 +77,8 @@ if [[ $rc -ne 0 ]]; then
 fi
 grep -q "succeeded" submit.out || { echo "FAIL: no success line"; exit 1; }
 grep -q "over 3 nodes" submit.out || { echo "FAIL: the replicas were not compared over 3 nodes"; exit 1; }
+# The example names no training.sync: the default, auto, measured the hosts' link and said so.
+grep -q "training.sync auto: RTT .* MB/s" submit.out ||
+  { echo "FAIL: the job's log does not say what sync: auto measured and chose"; exit 1; }
+grep -o "training.sync auto: .*" submit.out | head -n 1
 echo "three namespaced hosts at 100 Mbit/s trained the job"

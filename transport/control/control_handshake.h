@@ -17,9 +17,10 @@
 namespace dtrain::transport {
 
 // The control protocol's version (2: identities in the hello; 3: typed job start and rejoin
-// messages; 4: request kinds are an enum; 5: every node report is a typed table). Both ends
-// must speak the same.
-constexpr uint8_t kControlVersion = 6;
+// messages; 4: request kinds are an enum; 5: every node report is a typed table; 7: a job
+// spec without training.sync means `auto`, so a node of 6 would read the same start message
+// as bsp). Both ends must speak the same.
+constexpr uint8_t kControlVersion = 7;
 
 namespace handshake {
 
