@@ -10,6 +10,7 @@
 #include <optional>
 
 #include "tests/unit/controller_harness.h"
+#include "transport/control/control_handshake.h"
 
 using namespace dtrain;
 using namespace dtrain::testing;
@@ -39,7 +40,8 @@ TEST_CASE("a client credential queries and submits, and nothing else") {
       FAIL("a client asked for request kind " << int(kind) << " and was answered");
     } catch (const daemon::RequestRefused& e) {
       CHECK(e.error() == "unknown request kind " + std::to_string(int(kind)));
-      CHECK(e.fix().find("control protocol 6") != std::string::npos);
+      CHECK(e.fix().find("control protocol " + std::to_string(transport::kControlVersion)) !=
+            std::string::npos);
     }
   }
 }
