@@ -20,21 +20,36 @@ double seconds_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
-double time_local_round(const JobSpec& job, int64_t n) {
-  const std::vector<float> global(static_cast<size_t>(n), 0.f);
+// n draws of normal(0, stddev) from the job's seed.
+std::vector<float> normals(const JobSpec& job, int64_t n, float stddev) {
   Rng rng(job.seed);
-  std::vector<float> replica(static_cast<size_t>(n));
-  for (float& v : replica) v = rng.normal(0.f, 1e-3f);
-  LocalSteps local(job.training, CodecEngine::get(), global.data(), n, 0);
+  std::vector<float> v(static_cast<size_t>(n));
+  for (float& x : v) x = rng.normal(0.f, stddev);
+  return v;
+}
+
+// The faster of two runs of `work` (the first may pay for page faults), in seconds; `prepare`
+// runs untimed before each.
+template <typename Prepare, typename Work>
+double fastest_of_two(Prepare prepare, Work work) {
   double fastest = 0.0;
-  for (int64_t round = 0; round < 2; ++round) {
-    std::vector<float> params = replica;
+  for (int pass = 0; pass < 2; ++pass) {
+    prepare();
     const auto start = std::chrono::steady_clock::now();
-    local.round(params.data(), 1, nullptr, round);
+    work(pass);
     const double s = seconds_since(start);
-    if (round == 0 || s < fastest) fastest = s;
+    if (pass == 0 || s < fastest) fastest = s;
   }
   return fastest;
+}
+
+double time_local_round(const JobSpec& job, int64_t n) {
+  const std::vector<float> global(static_cast<size_t>(n), 0.f);
+  const std::vector<float> replica = normals(job, n, 1e-3f);
+  LocalSteps local(job.training, CodecEngine::get(), global.data(), n, 0);
+  std::vector<float> params;
+  return fastest_of_two([&] { params = replica; },
+                        [&](int round) { local.round(params.data(), 1, nullptr, round); });
 }
 
 // Decoding one more node's part of a round, as LocalSteps::mean_of does: its levels added
@@ -42,9 +57,8 @@ double time_local_round(const JobSpec& job, int64_t n) {
 // then that vector into the sum.
 double time_part_decode(const JobSpec& job, int64_t n) {
   const CodecEngine& engine = CodecEngine::get();
-  Rng rng(job.seed);
-  std::vector<float> update(static_cast<size_t>(n)), residual(static_cast<size_t>(n), 0.f);
-  for (float& v : update) v = rng.normal(0.f, 1.f);
+  const std::vector<float> update = normals(job, n, 1.f);
+  std::vector<float> residual(static_cast<size_t>(n), 0.f);
   const float tau = LocalSteps::threshold_for(update, 0.25);
   CodecEngine::Scratch scratch;
   double sum_squares = 0.0;
@@ -52,39 +66,26 @@ double time_part_decode(const JobSpec& job, int64_t n) {
       engine.encode_segment(residual.data(), update.data(), n, tau, 0.f, &sum_squares, scratch);
   std::vector<float> decoded(static_cast<size_t>(n));
   std::vector<double> sum(static_cast<size_t>(n), 0.0);
-  double fastest = 0.0;
-  for (int pass = 0; pass < 2; ++pass) {
-    const auto start = std::chrono::steady_clock::now();
+  return fastest_of_two([] {}, [&](int) {
     std::fill(decoded.begin(), decoded.end(), 0.f);
     for (int64_t l = 0; l < job.training.sync.local.levels; ++l)
       reference_decode_add(level, decoded.data());
     for (int64_t i = 0; i < n; ++i) sum[size_t(i)] += decoded[size_t(i)];
-    const double s = seconds_since(start);
-    if (pass == 0 || s < fastest) fastest = s;
-  }
-  return fastest;
+  });
 }
 
 double time_sharing_step(const JobSpec& job, int64_t n, int others) {
   const CodecEngine& engine = CodecEngine::get();
-  Rng rng(job.seed);
-  std::vector<float> update(static_cast<size_t>(n));
-  for (float& v : update) v = rng.normal(0.f, 1e-3f);
+  const std::vector<float> update = normals(job, n, 1e-3f);
   const float tau = LocalSteps::threshold_for(update, per_step_density(job.training.threshold));
   std::vector<float> residual(static_cast<size_t>(n)), params(static_cast<size_t>(n), 0.f);
   CodecEngine::Scratch scratch;
-  double fastest = 0.0;
-  for (int pass = 0; pass < 2; ++pass) {
-    std::fill(residual.begin(), residual.end(), 0.f);
-    double sum_squares = 0.0;
-    const auto start = std::chrono::steady_clock::now();
+  double sum_squares = 0.0;
+  return fastest_of_two([&] { std::fill(residual.begin(), residual.end(), 0.f); }, [&](int) {
     const EncodedMessage m = engine.encode_segment(residual.data(), update.data(), n, tau,
                                                    5 * tau, &sum_squares, scratch);
     for (int k = 0; k < others; ++k) engine.apply(m, params.data());
-    const double s = seconds_since(start);
-    if (pass == 0 || s < fastest) fastest = s;
-  }
-  return fastest;
+  });
 }
 
 }  // namespace
