@@ -1,5 +1,7 @@
 #include "kernels/cpu/onednn_context.h"
 
+#include <atomic>
+
 namespace dtrain::kernels::cpu {
 
 dnnl::engine& engine() {
@@ -12,6 +14,13 @@ dnnl::stream& stream() {
   return s;
 }
 
+namespace {
+std::atomic<int64_t> created{0};
+}  // namespace
+
+void count_primitives(int n) { created.fetch_add(n, std::memory_order_relaxed); }
+int64_t primitives_created() { return created.load(std::memory_order_relaxed); }
+
 LayoutBridge::LayoutBridge(const dnnl::memory::desc& user, const dnnl::memory::desc& internal)
     : same_(user == internal),
       user_(user, engine(), DNNL_MEMORY_NONE) {
@@ -22,6 +31,7 @@ LayoutBridge::LayoutBridge(const dnnl::memory::desc& user, const dnnl::memory::d
   internal_ = dnnl::memory(internal, engine());  // owns its buffer
   to_internal_ = dnnl::reorder(user_, internal_);
   to_user_ = dnnl::reorder(internal_, user_);
+  count_primitives(2);
 }
 
 dnnl::memory& LayoutBridge::to_internal(const float* user_data) {

@@ -8,6 +8,12 @@ dnnl::engine& engine();
 // One stream per thread: worker threads run kernels concurrently.
 dnnl::stream& stream();
 
+// Every oneDNN primitive the CPU kernels create (convolutions, pooling, layout reorders) is
+// counted, so a test can check that a step of shapes seen before creates none: primitives are
+// built once per shape and cached by the layers (docs/architecture/kernels.md, "Implementations").
+void count_primitives(int n);
+int64_t primitives_created();
+
 // A memory object whose layout a primitive chose ("any"), next to the plain user layout.
 // When they differ, to_internal/to_user reorder through an owned buffer; otherwise the user's
 // pointer is used directly.

@@ -60,6 +60,7 @@ class OneDnnConv2d : public Conv2dKernel {
     bw_diff_dst_ = LayoutBridge(dst_user, bwd_wei_pd.diff_dst_desc());
     bw_diff_wei_ = LayoutBridge(wei_user, bwd_wei_pd.diff_weights_desc());
     diff_bias_ = memory(bias_md, engine(), DNNL_MEMORY_NONE);
+    count_primitives(3);
   }
 
   void forward(const float* src, const float* weights, const float* bias, float* dst) override {
