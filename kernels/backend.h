@@ -96,6 +96,10 @@ class Backend {
   // Max: the whole gradient goes to the first maximum of each plane (found again in `in`).
   virtual void global_pool_backward(const float* in, const float* dout, float* din,
                                     int64_t planes, int64_t plane, bool max) = 0;
+  // The channel block this backend's convolutions want their activations in (op_args.h), or 0
+  // for plain NCHW only. A model keeps the activations of the layers that can take it in this
+  // layout, so no reorder runs between them.
+  virtual int64_t activation_block() const { return 0; }
   virtual std::unique_ptr<Conv2dKernel> make_conv2d(const ConvGeometry& geometry) = 0;
   virtual std::unique_ptr<Pool2dKernel> make_pool2d(const PoolGeometry& geometry) = 0;
 

@@ -16,9 +16,15 @@ struct Window2d {
   int64_t out_w(int64_t in_w) const { return (in_w + 2 * pad_w - kernel_w) / stride_w + 1; }
 };
 
+// How a [batch, channels, height, width] activation is laid out in memory: block 0 is plain
+// NCHW; a block B > 0 is oneDNN's channel-blocked nChw{B}c, B channels of one pixel side by
+// side (channels a multiple of B, so the element count is NCHW's). The CPU backend keeps
+// activations blocked between the layers that can (docs/architecture/kernels.md, "Layouts");
+// other backends see only 0.
 struct ConvGeometry {
   int64_t batch = 0, in_channels = 0, in_h = 0, in_w = 0, out_channels = 0;
   Window2d window;
+  int64_t src_block = 0, dst_block = 0;  // of src and diff_src; of dst and diff_dst
   int64_t out_h() const { return window.out_h(in_h); }
   int64_t out_w() const { return window.out_w(in_w); }
   // Elements of the input, output and filter tensors (NCHW; filters OIHW).
@@ -32,6 +38,7 @@ struct ConvGeometry {
 struct PoolGeometry {
   int64_t batch = 0, channels = 0, in_h = 0, in_w = 0;
   Window2d window;
+  int64_t src_block = 0, dst_block = 0;  // layouts, as ConvGeometry's
   bool max = true;  // false: average (padding excluded from the count)
   int64_t out_h() const { return window.out_h(in_h); }
   int64_t out_w() const { return window.out_w(in_w); }
@@ -77,6 +84,7 @@ struct LossArgs {
 // backward reads.
 struct BatchNormArgs {
   int64_t batch = 0, channels = 0, plane = 1;
+  int64_t block = 0;  // the layout of x, y, dy and dx (ConvGeometry's); 0 after a dense layer
   float eps = 1e-5f, decay = 0.9f;
   bool training = true;
   const float* x = nullptr;

@@ -27,6 +27,7 @@ kernels::BatchNormArgs BatchNormLayer::args(const Tensor& in) {
   a.batch = in.dim(0);
   a.channels = channels_;
   a.plane = plane_;
+  a.block = in_block_;
   a.eps = eps_;
   a.decay = decay_;
   a.x = in.data();

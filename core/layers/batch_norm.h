@@ -13,6 +13,7 @@ class BatchNormLayer : public Layer {
   explicit BatchNormLayer(const Shape& input_shape, float decay = 0.9f, float eps = 1e-5f,
                           Activation activation = Activation::kIdentity);
   std::string kind() const override { return "batch_norm"; }
+  Blocking blocking() const override { return Blocking::kPreserves; }
 
   // gamma[c], beta[c]; state: running mean[c], running variance[c].
   int64_t num_params() const override { return 2 * channels_; }
@@ -29,7 +30,8 @@ class BatchNormLayer : public Layer {
  private:
   // The arguments both passes share (saved_ is resized, and kept, across the pair).
   kernels::BatchNormArgs args(const Tensor& in);
-  // Element (example b, channel c, position j) lives at b*channels_*plane_ + c*plane_ + j.
+  // Element (example b, channel c, position j) lives at b*channels_*plane_ + c*plane_ + j, or
+  // where the blocked layout puts it (kernels/op_args.h).
   int64_t channels_, plane_;
   float decay_, eps_;
   Activation activation_;

@@ -45,6 +45,8 @@ kernels::ConvGeometry Conv2dLayer::geometry(int64_t batch) const {
   g.in_w = input_shape_[2];
   g.out_channels = options_.filters;
   g.window = options_.window;
+  g.src_block = in_block_;
+  g.dst_block = out_block_;
   return g;
 }
 

@@ -22,6 +22,7 @@ class Conv2dLayer : public Layer {
  public:
   Conv2dLayer(const Shape& input_shape, const Conv2dOptions& options, WeightInit init);
   std::string kind() const override { return "convolution"; }
+  Blocking blocking() const override { return Blocking::kFree; }
 
   int64_t num_params() const override { return weight_count() + options_.filters; }
   std::vector<ParamSegment> param_segments() const override;

@@ -47,6 +47,20 @@ class Layer {
     for (Tensor* t : scratch_tensors()) t->set_memory(device_memory());
   }
 
+  // Activation layouts (kernels/op_args.h; docs/architecture/kernels.md, "Layouts"). What a
+  // layer can do with channel-blocked [batch, channels, h, w] activations: nothing (plain
+  // only); read and write them as told, each side separately (convolution, subsampling, global
+  // pooling); or keep its input's layout, whatever it is (batch norm and add, element- or
+  // channel-wise). The model plans the layouts once (core/model/layout_plan.h) and tells each
+  // layer before its first pass; its input's gradient is in its input's layout, its output's in
+  // its output's.
+  enum class Blocking { kNone, kFree, kPreserves };
+  virtual Blocking blocking() const { return Blocking::kNone; }
+  void set_layouts(int64_t in_block, int64_t out_block) {
+    in_block_ = in_block;
+    out_block_ = out_block;
+  }
+
   // in: [batch, input_shape...]; resizes out to [batch, output_shape...].
   virtual void forward(const Tensor& in, Tensor& out, const ForwardMode& mode) = 0;
   // From d(loss)/d(out): overwrites this layer's parameter gradients and, when din is given,
@@ -73,6 +87,7 @@ class Layer {
 
   Shape input_shape_;
   Shape output_shape_;
+  int64_t in_block_ = 0, out_block_ = 0;  // set_layouts
   kernels::Backend* backend_ = nullptr;
   float* params_ = nullptr;
   float* grads_ = nullptr;

@@ -39,6 +39,7 @@ class AddLayer : public MergeLayer {
   // Throws UserError when the shapes differ.
   AddLayer(const std::vector<Shape>& input_shapes, Activation activation);
   std::string kind() const override { return "add"; }
+  Blocking blocking() const override { return Blocking::kPreserves; }  // element-wise
   void forward_merge(const std::vector<const Tensor*>& ins, Tensor& out) override;
   void backward_merge(const Tensor& out, const Tensor& dout,
                       const std::vector<Tensor*>& dins) override;

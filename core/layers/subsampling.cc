@@ -26,6 +26,8 @@ kernels::PoolGeometry SubsamplingLayer::geometry(int64_t batch) const {
   g.in_w = input_shape_[2];
   g.window = options_.window;
   g.max = options_.max;
+  g.src_block = in_block_;
+  g.dst_block = out_block_;
   return g;
 }
 

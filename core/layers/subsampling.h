@@ -17,6 +17,7 @@ class SubsamplingLayer : public Layer {
  public:
   SubsamplingLayer(const Shape& input_shape, const PoolOptions& options);
   std::string kind() const override { return "subsampling"; }
+  Blocking blocking() const override { return Blocking::kFree; }
   void forward(const Tensor& in, Tensor& out, const ForwardMode& mode) override;
   void backward(const Tensor& in, const Tensor& out, const Tensor& dout, Tensor* din) override;
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "core/model/layout_plan.h"
 #include "core/model/model_builder.h"
 #include "core/util/check.h"
 
@@ -46,12 +47,22 @@ Model::Model(const ModelSpec& spec, kernels::Backend* backend)
     p += layer->num_params();
     s += layer->num_state();
   }
+  plan_layouts();
   activations_.resize(layers.size());
   deltas_.resize(layers.size());
   delta_written_.resize(layers.size());
   extra_deltas_.resize(most_inputs);
   for (auto* v : {&activations_, &deltas_, &extra_deltas_})
     for (Tensor& t : *v) t.set_memory(memory);
+}
+
+void Model::plan_layouts() {
+  const std::vector<int64_t> blocks =
+      plan_output_blocks(graph_, backend_->activation_block());
+  for (size_t i = 0; i < graph_.layers.size(); ++i) {
+    const int in = graph_.inputs[i][0];  // a merge's inputs share one layout (layout_plan.h)
+    graph_.layers[i]->set_layouts(in == kModelInput ? 0 : blocks[size_t(in)], blocks[i]);
+  }
 }
 
 const float* Model::host_params() const {

@@ -62,6 +62,8 @@ class Model {
                            float loss_scale = 1.f);
 
  private:
+  // Tells every layer the layouts of its input and output (core/model/layout_plan.h).
+  void plan_layouts();
   void forward(const Tensor& x, const ForwardMode& mode);
   const Tensor& on_device(const Tensor& host, Tensor& staging) const;
   // What layer index j (or kModelInput) outputs in the current pass.

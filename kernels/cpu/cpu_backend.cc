@@ -9,6 +9,7 @@
 
 #include "kernels/backend.h"
 #include "kernels/cpu/cpu_ops.h"
+#include "kernels/cpu/onednn_context.h"
 #include "kernels/cpu/onednn_kernels.h"
 
 namespace dtrain::kernels {
@@ -86,6 +87,7 @@ class CpuBackend : public Backend {
                             int64_t plane, bool max) override {
     cpu::global_pool_backward(in, dout, din, planes, plane, max);
   }
+  int64_t activation_block() const override { return preferred_activation_block(); }
   std::unique_ptr<Conv2dKernel> make_conv2d(const ConvGeometry& geometry) override {
     return make_onednn_conv2d(geometry);
   }

@@ -9,6 +9,11 @@
 
 namespace dtrain::kernels::cpu {
 
+// Loops over at least this many elements are shared among the OpenMP threads
+// (set_num_threads); shorter ones stay on one thread, as a team costs microseconds. Each element
+// or channel is computed alone, so results do not depend on the thread count.
+constexpr int64_t kParallelFrom = 1 << 15;
+
 // elementwise.cc
 void add_row_vector(float* x, const float* v, int64_t rows, int64_t cols);
 void column_sums(const float* x, int64_t rows, int64_t cols, float* sums);

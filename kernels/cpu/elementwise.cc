@@ -71,6 +71,7 @@ void column_sums(const float* x, int64_t rows, int64_t cols, float* sums) {
 }
 
 void axpy(float alpha, const float* __restrict x, float* __restrict y, int64_t n) {
+#pragma omp parallel for schedule(static) if (n >= kParallelFrom)
   for (int64_t i = 0; i < n; ++i) y[i] += alpha * x[i];
 }
 
@@ -79,6 +80,7 @@ void multiply(const float* a, const float* b, float* out, int64_t n) {
 }
 
 void scale(float* __restrict x, int64_t n, float alpha) {
+#pragma omp parallel for schedule(static) if (n >= kParallelFrom)
   for (int64_t i = 0; i < n; ++i) x[i] *= alpha;
 }
 
@@ -109,6 +111,7 @@ void activation_forward(Activation activation, float* x, int64_t rows, int64_t c
     case Activation::kIdentity:
       return;
     case Activation::kRelu:
+#pragma omp parallel for schedule(static) if (n >= kParallelFrom)
       for (int64_t i = 0; i < n; ++i) x[i] = x[i] > 0.0f ? x[i] : 0.0f;
       return;
     case Activation::kLeakyRelu:
@@ -133,6 +136,7 @@ void activation_backward(Activation activation, const float* a, float* d, int64_
     case Activation::kIdentity:
       return;
     case Activation::kRelu:
+#pragma omp parallel for schedule(static) if (n >= kParallelFrom)
       for (int64_t i = 0; i < n; ++i) d[i] = a[i] > 0.0f ? d[i] : 0.0f;
       return;
     case Activation::kLeakyRelu:

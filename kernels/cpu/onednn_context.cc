@@ -1,6 +1,8 @@
 #include "kernels/cpu/onednn_context.h"
 
 #include <atomic>
+#include <cstdlib>
+#include <stdexcept>
 
 namespace dtrain::kernels::cpu {
 
@@ -20,6 +22,62 @@ std::atomic<int64_t> created{0};
 
 void count_primitives(int n) { created.fetch_add(n, std::memory_order_relaxed); }
 int64_t primitives_created() { return created.load(std::memory_order_relaxed); }
+
+dnnl::memory::format_tag activation_format(int64_t block) {
+  using tag = dnnl::memory::format_tag;
+  switch (block) {
+    case 0: return tag::nchw;
+    case 8: return tag::nChw8c;
+    case 16: return tag::nChw16c;
+    default: throw std::invalid_argument("no activation layout with channel block " +
+                                         std::to_string(block));
+  }
+}
+
+namespace {
+// The channel block of the destination a 3x3, 16-to-16 channel convolution picks with "any".
+int64_t block_convolutions_choose() {
+  using dnnl::memory;
+  const memory::dims src = {32, 16, 16, 16}, wei = {16, 16, 3, 3}, one = {1, 1};
+  memory::desc src_any(src, memory::data_type::f32, memory::format_tag::any);
+  memory::desc wei_any(wei, memory::data_type::f32, memory::format_tag::any);
+  dnnl::convolution_forward::primitive_desc pd(
+      dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training,
+                                      dnnl::algorithm::convolution_direct, src_any, wei_any,
+                                      src_any, one, one, one),
+      engine());
+  const dnnl_memory_desc_t& d = pd.dst_desc().data;
+  const auto& blocking = d.format_desc.blocking;
+  if (d.format_kind != dnnl_blocked || blocking.inner_nblks != 1 || blocking.inner_idxs[0] != 1)
+    return 0;
+  const int64_t block = blocking.inner_blks[0];
+  return block == 8 || block == 16 ? block : 0;
+}
+}  // namespace
+
+int64_t preferred_activation_block() {
+  static const int64_t block = [] {
+    const char* layout = std::getenv("DTRAIN_CPU_LAYOUT");
+    if (layout && std::string(layout) == "plain") return int64_t(0);
+    return block_convolutions_choose();
+  }();
+  return block;
+}
+
+std::string isa_name() {
+  using isa = dnnl::cpu_isa;
+  switch (dnnl::get_effective_cpu_isa()) {
+    case isa::sse41: return "SSE4.1";
+    case isa::avx: return "AVX";
+    case isa::avx2: return "AVX2";
+    case isa::avx2_vnni: return "AVX2 with VNNI";
+    case isa::avx512_core: return "AVX-512";
+    case isa::avx512_core_vnni: return "AVX-512 with VNNI";
+    case isa::avx512_core_bf16: return "AVX-512 with BF16";
+    case isa::avx512_core_amx: return "AVX-512 with AMX";
+    default: return "other";
+  }
+}
 
 LayoutBridge::LayoutBridge(const dnnl::memory::desc& user, const dnnl::memory::desc& internal)
     : same_(user == internal),

@@ -2,6 +2,8 @@
 // The oneDNN engine and a per-thread stream: every CPU kernel executes through these.
 #include <oneapi/dnnl/dnnl.hpp>
 
+#include <string>
+
 namespace dtrain::kernels::cpu {
 
 dnnl::engine& engine();
@@ -13,6 +15,16 @@ dnnl::stream& stream();
 // built once per shape and cached by the layers (docs/architecture/kernels.md, "Implementations").
 void count_primitives(int n);
 int64_t primitives_created();
+
+// The memory format of an activation with channel block `block` (op_args.h): nchw for 0.
+dnnl::memory::format_tag activation_format(int64_t block);
+// The channel block oneDNN's convolutions choose on this CPU (16 with AVX-512, 8 with AVX2), or
+// 0 where they keep NCHW or DTRAIN_CPU_LAYOUT=plain is set (to compare the two).
+int64_t preferred_activation_block();
+
+// The instruction set oneDNN's kernels use here ("AVX-512", "AVX2", ...), after any cap set by
+// ONEDNN_MAX_CPU_ISA: benchmark tables name it so figures from different CPUs are not mixed.
+std::string isa_name();
 
 // A memory object whose layout a primitive chose ("any"), next to the plain user layout.
 // When they differ, to_internal/to_user reorder through an owned buffer; otherwise the user's

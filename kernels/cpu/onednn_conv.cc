@@ -1,5 +1,7 @@
-// Convolution through oneDNN. Primitives pick their own (blocked) layouts; LayoutBridge reorders
-// from and to the plain NCHW/OIHW tensors core/ keeps, as PyTorch's oneDNN path does.
+// Convolution through oneDNN. Primitives pick their own layouts ("any"); LayoutBridge reorders
+// from and to the layouts the model keeps: OIHW weights, and activations plain or blocked
+// (op_args.h). Where the model keeps them in the block the primitive picked, nothing is
+// reordered (docs/architecture/kernels.md, "Layouts").
 #include "kernels/cpu/onednn_kernels.h"
 
 #include "kernels/cpu/onednn_context.h"
@@ -22,9 +24,9 @@ class OneDnnConv2d : public Conv2dKernel {
     memory::dims strides = {w.stride_h, w.stride_w};
     memory::dims padding = {w.pad_h, w.pad_w};
 
-    memory::desc src_user(src_dims, dt::f32, tag::nchw);
+    memory::desc src_user(src_dims, dt::f32, activation_format(g.src_block));
     memory::desc wei_user(wei_dims, dt::f32, tag::oihw);
-    memory::desc dst_user(dst_dims, dt::f32, tag::nchw);
+    memory::desc dst_user(dst_dims, dt::f32, activation_format(g.dst_block));
     memory::desc bias_md(bias_dims, dt::f32, tag::x);
     memory::desc src_any(src_dims, dt::f32, tag::any);
     memory::desc wei_any(wei_dims, dt::f32, tag::any);

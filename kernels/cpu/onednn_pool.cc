@@ -1,8 +1,8 @@
-// Max/average pooling through oneDNN. The tensors core/ keeps are plain NCHW; oneDNN 2.6 has a
-// JIT pooling for NCHW only with AVX-512, and on an AVX2 CPU it falls back to a reference loop
-// that took 13 of a LeNet step's 33 ms (docs/performance.md, "Where a CNN step's time goes").
-// So the kernel asks for plain NCHW first and, where that gets a reference implementation,
-// pools in the channel-blocked layout the convolutions use, reordering at its edges.
+// Max/average pooling through oneDNN. oneDNN 2.6 has a JIT pooling for plain NCHW only with
+// AVX-512; on an AVX2 CPU NCHW falls back to a reference loop that took 13 of a LeNet step's
+// 33 ms (docs/performance.md, "Where a CNN step's time goes"). So the kernel pools in the
+// layout of its input where that has a fast kernel, else in a blocked one, and LayoutBridge
+// reorders at its edges where the model's layouts differ (op_args.h).
 #include <string>
 
 #include "kernels/cpu/onednn_context.h"
@@ -45,24 +45,26 @@ bool is_reference(const dnnl::primitive_desc_base& pd) {
   return impl.rfind("simple", 0) == 0 || impl.rfind("ref", 0) == 0;
 }
 
-// Plain NCHW where oneDNN has a fast kernel for it, else the first blocked layout that has one
-// (16 channels a block for AVX-512, 8 for AVX2).
+// The input's layout where oneDNN has a fast kernel for it, else the first blocked layout that
+// has one (16 channels a block for AVX-512, 8 for AVX2).
 PoolPrimitives choose_layout(const PoolGeometry& g) {
-  PoolPrimitives plain = describe(g, tag::nchw);
-  if (!is_reference(plain.fwd) && !is_reference(plain.bwd)) return plain;
+  PoolPrimitives own = describe(g, activation_format(g.src_block));
+  if (!is_reference(own.fwd) && !is_reference(own.bwd)) return own;
   for (tag blocked : {tag::nChw16c, tag::nChw8c}) {
     PoolPrimitives p = describe(g, blocked);
     if (!is_reference(p.fwd) && !is_reference(p.bwd)) return p;
   }
-  return plain;
+  return own;
 }
 
 class OneDnnPool2d : public Pool2dKernel {
  public:
   explicit OneDnnPool2d(const PoolGeometry& g) {
     const PoolPrimitives p = choose_layout(g);
-    memory::desc src_user({g.batch, g.channels, g.in_h, g.in_w}, dt::f32, tag::nchw);
-    memory::desc dst_user({g.batch, g.channels, g.out_h(), g.out_w()}, dt::f32, tag::nchw);
+    memory::desc src_user({g.batch, g.channels, g.in_h, g.in_w}, dt::f32,
+                          activation_format(g.src_block));
+    memory::desc dst_user({g.batch, g.channels, g.out_h(), g.out_w()}, dt::f32,
+                          activation_format(g.dst_block));
     fwd_ = dnnl::pooling_forward(p.fwd);
     bwd_ = dnnl::pooling_backward(p.bwd);
     count_primitives(2);

@@ -307,6 +307,8 @@ class EmulatedGpu final : public Backend {
     check(din, din, "global_pool_backward");
     cpu_.global_pool_backward(host(in), host(dout), host(din), planes, plane, max);
   }
+  // The CPU's layouts too: the emulated GPU computes what the CPU backend would, bit for bit.
+  int64_t activation_block() const override { return cpu_.activation_block(); }
   std::unique_ptr<Conv2dKernel> make_conv2d(const ConvGeometry& g) override {
     std::unique_ptr<Conv2dKernel> conv = cpu_.make_conv2d(g);
     if (precision_ != Precision::kFp32)

@@ -70,82 +70,159 @@ TEST_CASE("dropout: the counter-based mask, scaled by 1 / (1 - rate) (exact)") {
   }
 }
 
-TEST_CASE("batch norm: training and inference, forward and backward (rtol 1e-4)") {
-  const int64_t batch = 6, channels = 3, plane = 20, n = batch * channels * plane;
-  const auto x = random_vector(n, 51, -2.f, 3.f), dy = random_vector(n, 52);
-  const auto gamma = random_vector(channels, 53, 0.5f, 1.5f), beta = random_vector(channels, 54);
-  const auto rmean = random_vector(channels, 55), rvar = random_vector(channels, 56, 0.5f, 2.f);
-  const float eps = 1e-5f, decay = 0.9f;
-  for (bool training : {true, false}) {
-    std::vector<double> y(static_cast<size_t>(n)), dx(static_cast<size_t>(n)), dgamma(channels), dbeta(channels),
-        new_mean(channels), new_var(channels);
-    const double count = double(batch * plane);
-    for (int64_t c = 0; c < channels; ++c) {
-      double mean = 0, var = 0;
-      auto at = [&](int64_t b, int64_t j) { return (b * channels + c) * plane + j; };
-      for (int64_t b = 0; b < batch; ++b)
-        for (int64_t j = 0; j < plane; ++j) mean += x[at(b, j)] / count;
-      for (int64_t b = 0; b < batch; ++b)
-        for (int64_t j = 0; j < plane; ++j) var += (x[at(b, j)] - mean) * (x[at(b, j)] - mean) / count;
-      new_mean[c] = training ? decay * rmean[c] + (1 - decay) * mean : rmean[c];
-      new_var[c] = training ? decay * rvar[c] + (1 - decay) * var * count / (count - 1) : rvar[c];
-      if (!training) {
-        mean = rmean[c];
-        var = rvar[c];
+namespace {
+
+struct BatchNormCase {
+  int64_t batch = 6, channels = 3, plane = 20;
+  std::vector<float> x, dy, gamma, beta, rmean, rvar;
+  int64_t n() const { return batch * channels * plane; }
+};
+
+BatchNormCase batch_norm_case(int64_t channels) {
+  BatchNormCase k;
+  k.channels = channels;
+  k.x = random_vector(k.n(), 51, -2.f, 3.f);
+  k.dy = random_vector(k.n(), 52);
+  k.gamma = random_vector(channels, 53, 0.5f, 1.5f);
+  k.beta = random_vector(channels, 54);
+  k.rmean = random_vector(channels, 55);
+  k.rvar = random_vector(channels, 56, 0.5f, 2.f);
+  return k;
+}
+
+struct BatchNormResult {
+  std::vector<double> y, dx, dgamma, dbeta, new_mean, new_var;
+};
+
+constexpr float kBnEps = 1e-5f, kBnDecay = 0.9f;
+
+BatchNormResult batch_norm_reference(const BatchNormCase& k, bool training) {
+  const int64_t channels = k.channels, plane = k.plane, batch = k.batch;
+  BatchNormResult r{std::vector<double>(size_t(k.n())), std::vector<double>(size_t(k.n())),
+                    std::vector<double>(size_t(channels)), std::vector<double>(size_t(channels)),
+                    std::vector<double>(size_t(channels)), std::vector<double>(size_t(channels))};
+  const double count = double(batch * plane);
+  for (int64_t c = 0; c < channels; ++c) {
+    double mean = 0, var = 0;
+    auto at = [&](int64_t b, int64_t j) { return (b * channels + c) * plane + j; };
+    for (int64_t b = 0; b < batch; ++b)
+      for (int64_t j = 0; j < plane; ++j) mean += k.x[at(b, j)] / count;
+    for (int64_t b = 0; b < batch; ++b)
+      for (int64_t j = 0; j < plane; ++j) var += (k.x[at(b, j)] - mean) * (k.x[at(b, j)] - mean) / count;
+    r.new_mean[c] = training ? kBnDecay * k.rmean[c] + (1 - kBnDecay) * mean : k.rmean[c];
+    r.new_var[c] = training ? kBnDecay * k.rvar[c] + (1 - kBnDecay) * var * count / (count - 1)
+                            : k.rvar[c];
+    if (!training) {
+      mean = k.rmean[c];
+      var = k.rvar[c];
+    }
+    const double inv_std = 1 / std::sqrt(var + kBnEps);
+    double sum_dy = 0, sum_dy_xhat = 0;
+    for (int64_t b = 0; b < batch; ++b)
+      for (int64_t j = 0; j < plane; ++j) {
+        const double xhat = (k.x[at(b, j)] - mean) * inv_std;
+        r.y[at(b, j)] = k.gamma[c] * xhat + k.beta[c];
+        sum_dy += k.dy[at(b, j)];
+        sum_dy_xhat += k.dy[at(b, j)] * xhat;
       }
-      const double inv_std = 1 / std::sqrt(var + eps);
-      double sum_dy = 0, sum_dy_xhat = 0;
-      for (int64_t b = 0; b < batch; ++b)
-        for (int64_t j = 0; j < plane; ++j) {
-          const double xhat = (x[at(b, j)] - mean) * inv_std;
-          y[at(b, j)] = gamma[c] * xhat + beta[c];
-          sum_dy += dy[at(b, j)];
-          sum_dy_xhat += dy[at(b, j)] * xhat;
-        }
-      dgamma[c] = sum_dy_xhat;
-      dbeta[c] = sum_dy;
-      for (int64_t b = 0; b < batch; ++b)
-        for (int64_t j = 0; j < plane; ++j) {
-          const double xhat = (x[at(b, j)] - mean) * inv_std;
-          dx[at(b, j)] = training ? gamma[c] * inv_std *
-                                        (dy[at(b, j)] - sum_dy / count - xhat * sum_dy_xhat / count)
-                                  : gamma[c] * inv_std * dy[at(b, j)];
-        }
-    }
-    for (Backend* be : backends_under_test()) {
-      Buffer dxb(*be, x), dyb(*be, dy), g(*be, gamma), bt(*be, beta), rm(*be, rmean),
-          rv(*be, rvar), sm(*be, channels), si(*be, channels), out(*be, n), dxo(*be, n),
-          dg(*be, channels), db(*be, channels);
-      kernels::BatchNormArgs a;
-      a.batch = batch;
-      a.channels = channels;
-      a.plane = plane;
-      a.eps = eps;
-      a.decay = decay;
-      a.training = training;
-      a.x = dxb.get();
-      a.y = out.get();
-      a.gamma = g.get();
-      a.beta = bt.get();
-      a.running_mean = rm.get();
-      a.running_var = rv.get();
-      a.save_mean = sm.get();
-      a.save_inv_std = si.get();
-      a.dy = dyb.get();
-      a.dx = dxo.get();
-      a.dgamma = dg.get();
-      a.dbeta = db.get();
-      be->batch_norm_forward(a);
-      be->batch_norm_backward(a);
-      const std::string what = be->name() + (training ? " batch norm training" : " batch norm inference");
-      expect_close(what + " y", out.host(), y, 1e-4, 1e-5);
-      expect_close(what + " running mean", rm.host(), new_mean, 1e-5, 1e-6);
-      expect_close(what + " running variance", rv.host(), new_var, 1e-5, 1e-6);
-      expect_close(what + " dx", dxo.host(), dx, 1e-4, 1e-5);
-      expect_close(what + " dgamma", dg.host(), dgamma, 1e-4, 1e-5);
-      expect_close(what + " dbeta", db.host(), dbeta, 1e-5, 1e-5);
-    }
+    r.dgamma[c] = sum_dy_xhat;
+    r.dbeta[c] = sum_dy;
+    for (int64_t b = 0; b < batch; ++b)
+      for (int64_t j = 0; j < plane; ++j) {
+        const double xhat = (k.x[at(b, j)] - mean) * inv_std;
+        r.dx[at(b, j)] = training ? k.gamma[c] * inv_std *
+                                        (k.dy[at(b, j)] - sum_dy / count - xhat * sum_dy_xhat / count)
+                                  : k.gamma[c] * inv_std * k.dy[at(b, j)];
+      }
   }
+  return r;
+}
+
+// The index of NCHW element i in the blocked layout with channel block `block` (op_args.h).
+int64_t blocked_index(const BatchNormCase& k, int64_t i, int64_t block) {
+  if (block == 0) return i;
+  const int64_t j = i % k.plane, c = (i / k.plane) % k.channels, b = i / (k.plane * k.channels);
+  return ((b * (k.channels / block) + c / block) * k.plane + j) * block + c % block;
+}
+
+template <typename T>
+std::vector<T> to_layout(const BatchNormCase& k, const std::vector<T>& plain, int64_t block) {
+  std::vector<T> out(plain.size());
+  for (int64_t i = 0; i < int64_t(plain.size()); ++i) out[size_t(blocked_index(k, i, block))] = plain[size_t(i)];
+  return out;
+}
+
+template <typename T>
+std::vector<T> from_layout(const BatchNormCase& k, const std::vector<T>& laid, int64_t block) {
+  std::vector<T> out(laid.size());
+  for (int64_t i = 0; i < int64_t(laid.size()); ++i) out[size_t(i)] = laid[size_t(blocked_index(k, i, block))];
+  return out;
+}
+
+// `far`: the inputs sit near 100, where float's own rounding of x - mean (an ulp of 100 is 8e-6)
+// bounds what any float kernel can match, so the absolute tolerances are 100 times wider.
+void check_batch_norm(Backend* be, const BatchNormCase& k, bool training, int64_t block,
+                      bool far = false) {
+  const double at = far ? 100.0 : 1.0;
+  const BatchNormResult r = batch_norm_reference(k, training);
+  Buffer dxb(*be, to_layout(k, k.x, block)), dyb(*be, to_layout(k, k.dy, block)),
+      g(*be, k.gamma), bt(*be, k.beta), rm(*be, k.rmean), rv(*be, k.rvar), sm(*be, k.channels),
+      si(*be, k.channels), out(*be, k.n()), dxo(*be, k.n()), dg(*be, k.channels),
+      db(*be, k.channels);
+  kernels::BatchNormArgs a;
+  a.batch = k.batch;
+  a.channels = k.channels;
+  a.plane = k.plane;
+  a.block = block;
+  a.eps = kBnEps;
+  a.decay = kBnDecay;
+  a.training = training;
+  a.x = dxb.get();
+  a.y = out.get();
+  a.gamma = g.get();
+  a.beta = bt.get();
+  a.running_mean = rm.get();
+  a.running_var = rv.get();
+  a.save_mean = sm.get();
+  a.save_inv_std = si.get();
+  a.dy = dyb.get();
+  a.dx = dxo.get();
+  a.dgamma = dg.get();
+  a.dbeta = db.get();
+  be->batch_norm_forward(a);
+  be->batch_norm_backward(a);
+  const std::string what = be->name() + (training ? " batch norm training" : " batch norm inference") +
+                           ", " + std::to_string(k.channels) + " channels, block " + std::to_string(block);
+  expect_close(what + " y", from_layout(k, out.host(), block), r.y, 1e-4, 1e-5 * at);
+  expect_close(what + " running mean", rm.host(), r.new_mean, 1e-5, 1e-6 * at);
+  expect_close(what + " running variance", rv.host(), r.new_var, 1e-5, 1e-6 * at);
+  expect_close(what + " dx", from_layout(k, dxo.host(), block), r.dx, 1e-4, 1e-5 * at);
+  expect_close(what + " dgamma", dg.host(), r.dgamma, 1e-4, 1e-5 * at);
+  expect_close(what + " dbeta", db.host(), r.dbeta, 1e-5, 1e-5 * at);
+}
+
+}  // namespace
+
+TEST_CASE("batch norm: training and inference, forward and backward (rtol 1e-4)") {
+  const BatchNormCase k = batch_norm_case(3);
+  for (bool training : {true, false})
+    for (Backend* be : backends_under_test()) check_batch_norm(be, k, training, 0);
+}
+
+// The layout the CPU backend keeps activations in between convolutions (op_args.h): both
+// blocks, on every backend that uses one.
+// A second case sits far from zero (mean ~100, spread ~1.4): the one-pass moments of the blocked
+// kernel (taken around each channel's first value) hold there too.
+TEST_CASE("batch norm on channel-blocked activations (rtol 1e-4)") {
+  BatchNormCase far = batch_norm_case(32);
+  for (float& v : far.x) v += 100.f;
+  for (bool is_far : {false, true})
+    for (Backend* be : backends_under_test()) {
+      if (be->activation_block() == 0) continue;  // plain NCHW only (a GPU)
+      for (int64_t block : {8, 16})
+        for (bool training : {true, false})
+          check_batch_norm(be, is_far ? far : batch_norm_case(32), training, block, is_far);
+    }
 }
 
 TEST_CASE("global pooling: max and average, forward and backward (rtol 1e-6)") {

@@ -6,7 +6,9 @@
 #include <functional>
 #include <string>
 
+#include "core/model/layout_plan.h"
 #include "core/model/model.h"
+#include "tests/skip.h"
 #include "tests/test_util.h"
 
 namespace dtrain {
@@ -136,7 +138,7 @@ TEST_CASE("average subsampling and global pooling gradients", "[gradcheck]") {
   SECTION("global max") {
     expect_gradients_match("  input: [2, 6, 6]\n  layers:\n"
                            "    - convolution: {filters: 4, kernel: 3, activation: tanh}\n"
-                           "    - global_pooling: {type: max}\n"
+                           "    - global_pooling: {type: avg}\n"
                            "    - output: {units: 3, activation: softmax, loss: mcxent}\n");
   }
 }
@@ -157,6 +159,38 @@ TEST_CASE("batch norm gradients (dense and convolutional)", "[gradcheck]") {
                            "    - output: {units: 3, activation: softmax, loss: mcxent}\n",
                            4);
   }
+}
+
+// Sixteen channels: a multiple of the channel block the CPU's convolutions use (8 with AVX2, 16
+// with AVX-512), so these layers keep their activations blocked (core/model/layout_plan.h) and
+// the blocked batch norm, pooling and add run, forward and backward.
+TEST_CASE("blocked layouts: a 16-channel residual block, pooling and global pooling",
+          "[gradcheck]") {
+  const std::string model =
+      "  input: [2, 6, 6]\n  layers:\n"
+      "    - convolution: {name: stem, filters: 16, kernel: 3, padding: same}\n"
+      "    - batch_norm: {name: stem_bn, activation: tanh}\n"
+      "    - convolution: {filters: 16, kernel: 3, padding: same}\n"
+      "    - batch_norm: {activation: tanh}\n"
+      "    - convolution: {filters: 16, kernel: 3, padding: same}\n"
+      "    - batch_norm: {name: bn2}\n"
+      "    - add: {inputs: [bn2, stem_bn], activation: tanh}\n"
+      "    - subsampling: {type: avg, kernel: 2, stride: 2}\n"
+      "    - convolution: {filters: 16, kernel: 3, padding: same, activation: tanh}\n"
+      "    - global_pooling: {type: avg}\n"
+      "    - output: {units: 3, activation: softmax, loss: mcxent}\n";
+  const int64_t block = kernels::backend().activation_block();
+  if (block == 0) DTRAIN_SKIP("this CPU's convolutions keep plain NCHW: nothing is blocked");
+  const core::JobSpec job = testing::job_with_model(model);
+  const std::vector<int64_t> planned = core::plan_output_blocks(core::build_graph(job.model), block);
+  // Every layer up to the global pooling writes blocked activations; that and the output don't.
+  const std::vector<int64_t> expected = {block, block, block, block, block, block, block, block,
+                                         block, 0, 0};
+  CHECK(planned == expected);
+  CheckResult r = check_gradients(model, 4, true, 2e-3f, 120);
+  INFO(r.first_bad);
+  REQUIRE(r.checked > 100);
+  CHECK(r.bad == 0);
 }
 
 TEST_CASE("dropout gradients with a fixed mask", "[gradcheck]") {

@@ -14,42 +14,19 @@
 
 #include <chrono>
 #include <cstdio>
-#include <filesystem>
-#include <fstream>
-#include <iterator>
 
 #include "core/codec/update_encoder.h"
 #include "core/model/model.h"
 #include "core/spec/job_spec_parser.h"
 #include "core/train/training_data.h"
 #include "core/train/worker.h"
-#include "core/util/rng.h"
 #include "kernels/backend.h"
 #include "kernels/precision.h"
+#include "tools/bench/generated_data.h"
 
 namespace {
 using Clock = std::chrono::steady_clock;
 double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
-
-// n examples of uniform noise in [0, 1) with random labels, shaped as the model's input.
-dtrain::core::Dataset generated(const dtrain::core::JobSpec& job, int64_t n) {
-  using namespace dtrain::core;
-  const int64_t classes = job.model.layers.back().units;
-  Dataset d;
-  d.features = Tensor(with_batch(n, job.model.input));
-  d.targets = Tensor({n, classes});
-  d.targets.zero();  // tensors are not zeroed on allocation
-  d.num_classes = classes;
-  Rng rng(job.seed);
-  for (int64_t i = 0; i < d.features.size(); ++i) d.features[i] = rng.uniform(0.f, 1.f);
-  for (int64_t i = 0; i < n; ++i) {
-    const int32_t label = int32_t(rng.next() % uint64_t(classes));
-    d.labels.push_back(label);
-    d.targets[i * classes + label] = 1.f;
-  }
-  return d;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -72,15 +49,7 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(int64_t(1), int64_t(10000000)));
   CLI11_PARSE(app, argc, argv);
   try {
-    // With --generated the spec's data files need not exist.
-    core::SpecParseOptions options;
-    options.check_files = generated_examples == 0;
-    options.base_dir = std::filesystem::path(job_path).parent_path().string();
-    if (options.base_dir.empty()) options.base_dir = ".";
-    std::ifstream in(job_path);
-    if (!in) throw std::runtime_error("cannot read " + job_path);
-    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    core::JobSpec job = core::parse_job_spec_text(text, job_path, options);
+    core::JobSpec job = bench::read_bench_spec(job_path, generated_examples > 0);
     job.training.batch_size = 0;  // one worker, its own batch
     job.training.batch_size_per_worker = batch;
     job.training.precision = kernels::precision_of(precision);
@@ -99,8 +68,7 @@ int main(int argc, char** argv) {
     std::unique_ptr<core::InMemorySource> noise;
     core::Dataset noise_data;
     if (generated_examples > 0) {
-      job.data.augment = core::Augmentation{};
-      noise_data = generated(job, generated_examples);
+      noise_data = bench::generated_dataset(job, generated_examples);
       noise = std::make_unique<core::InMemorySource>(noise_data);
     } else {
       data = core::load_training_data(job);

@@ -1,7 +1,7 @@
 """PyTorch baseline for tools/bench/train: the same models, batch and data as dtrain's specs.
 
 Run with Debian's /usr/bin/python3 (python3-torch, OpenBLAS). Prints one line per repeat:
-"samples_per_sec <value>", or with --epochs, per-epoch test accuracy.
+"samples_per_sec <value>".
 """
 import argparse
 import gzip
@@ -12,6 +12,7 @@ import numpy as np
 import torch
 import torch.nn as nn
 
+from bench_models import make_model
 from blas_check import require_openblas
 
 DATA = "/usr/share/datasets/fashion-mnist/"
@@ -31,32 +32,28 @@ def load(split):
     return torch.from_numpy(x), torch.from_numpy(y)
 
 
-def make_model(name):
-    if name == "mlp":
-        return nn.Sequential(nn.Flatten(), nn.Linear(784, 256), nn.ReLU(), nn.Linear(256, 128),
-                             nn.ReLU(), nn.Linear(128, 10))
-    return nn.Sequential(nn.Conv2d(1, 20, 5), nn.MaxPool2d(2), nn.Conv2d(20, 50, 5),
-                         nn.MaxPool2d(2), nn.Flatten(), nn.Linear(800, 500), nn.ReLU(),
-                         nn.Linear(500, 10))
-
-
 def main():
     p = argparse.ArgumentParser()
-    p.add_argument("model", choices=["mlp", "lenet"])
+    p.add_argument("model", choices=["mlp", "lenet", "resnet20"])
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--iterations", type=int, default=300)
     p.add_argument("--warmup", type=int, default=20)
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--batch", type=int, default=64)
+    p.add_argument("--generated", type=int, default=0,
+                   help="N random examples instead of Fashion-MNIST (resnet20: 3x32x32)")
     args = p.parse_args()
     require_openblas()
     torch.set_num_threads(args.threads)
     torch.manual_seed(12345)
-    x, y = load("train")
-    if args.model == "lenet":
+    if args.generated > 0:  # as dtrain's train_bench --generated: noise, random labels
+        shape = (3, 32, 32) if args.model == "resnet20" else (1, 28, 28)
+        x, y = torch.rand((args.generated,) + shape), torch.randint(0, 10, (args.generated,))
+    else:
+        x, y = load("train")
         x = x.reshape(-1, 1, 28, 28)
     model = make_model(args.model)
-    lr = 0.05 if args.model == "mlp" else 0.04
+    lr = {"mlp": 0.05, "lenet": 0.04, "resnet20": 0.1}[args.model]
     opt = torch.optim.SGD(model.parameters(), lr=lr, momentum=0.9, nesterov=True,
                           weight_decay=1e-4)
     loss_fn = nn.CrossEntropyLoss()
