@@ -81,6 +81,13 @@ class Backend {
   // d(loss)/d(a) -> d(loss)/d(z), in place, from the outputs a.
   virtual void activation_backward(Activation activation, const float* a, float* d, int64_t rows,
                                    int64_t cols) = 0;
+  // dz = activation_backward applied to a copy of dout: d(loss)/d(z) written into a tensor of
+  // its own, dout left as it is. Backends may do it in one pass (the CPU does).
+  virtual void activation_backward_to(Activation activation, const float* a, const float* dout,
+                                      float* dz, int64_t rows, int64_t cols) {
+    copy(dz, dout, rows * cols);
+    activation_backward(activation, a, dz, rows, cols);
+  }
   // The mean loss over the rows (and dz when args.dz is set); waits for the result.
   virtual double loss(const LossArgs& args) = 0;
 

@@ -66,13 +66,7 @@ void Conv2dLayer::forward(const Tensor& in, Tensor& out, const ForwardMode&) {
 void Conv2dLayer::backward(const Tensor& in, const Tensor& out, const Tensor& dout, Tensor* din) {
   const int64_t batch = in.dim(0);
   // Without an activation d(loss)/dz is dout itself: no copy (ResNet's convolutions).
-  const float* dz = dout.data();
-  if (options_.activation != kernels::Activation::kIdentity) {
-    dz_ = dout;
-    backend_->activation_backward(options_.activation, out.data(), dz_.data(), batch,
-                                  out.row_size());
-    dz = dz_.data();
-  }
+  const float* dz = before_activation(options_.activation, out, dout, dz_).data();
   auto& kernel = kernel_for(batch);
   kernel.backward_weights(in.data(), dz, grads_, grads_ + weight_count());
   if (din) {

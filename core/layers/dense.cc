@@ -33,9 +33,7 @@ void DenseLayer::forward(const Tensor& in, Tensor& out, const ForwardMode&) {
 }
 
 void DenseLayer::backward(const Tensor& in, const Tensor& out, const Tensor& dout, Tensor* din) {
-  dz_ = dout;
-  backend_->activation_backward(activation_, out.data(), dz_.data(), out.dim(0), out_);
-  backward_from_preactivation(in, dz_, din);
+  backward_from_preactivation(in, before_activation(activation_, out, dout, dz_), din);
 }
 
 void DenseLayer::backward_from_preactivation(const Tensor& in, const Tensor& dz, Tensor* din) {

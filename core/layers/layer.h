@@ -75,9 +75,9 @@ class Layer {
   const Tensor& before_activation(kernels::Activation activation, const Tensor& out,
                                   const Tensor& dout, Tensor& scratch) {
     if (activation == kernels::Activation::kIdentity) return dout;
-    scratch = dout;
-    backend_->activation_backward(activation, out.data(), scratch.data(), out.dim(0),
-                                  out.row_size());
+    scratch.resize(dout.shape());
+    backend_->activation_backward_to(activation, out.data(), dout.data(), scratch.data(),
+                                     out.dim(0), out.row_size());
     return scratch;
   }
   // nullptr (host memory) on the CPU, else the backend.

@@ -34,11 +34,12 @@ void AddLayer::forward_merge(const std::vector<const Tensor*>& ins, Tensor& out)
 
 void AddLayer::backward_merge(const Tensor& out, const Tensor& dout,
                               const std::vector<Tensor*>& dins) {
-  const Tensor& dz = before_activation(activation_, out, dout, dz_);
+  // Each input's gradient is d(loss)/d(sum), written straight into it.
   for (Tensor* din : dins) {
     if (!din) continue;
     din->resize(out.shape());
-    backend_->copy(din->data(), dz.data(), out.size());
+    backend_->activation_backward_to(activation_, out.data(), dout.data(), din->data(),
+                                     out.dim(0), out.row_size());
   }
 }
 

@@ -44,12 +44,8 @@ class AddLayer : public MergeLayer {
   void backward_merge(const Tensor& out, const Tensor& dout,
                       const std::vector<Tensor*>& dins) override;
 
- protected:
-  std::vector<Tensor*> scratch_tensors() override { return {&dz_}; }
-
  private:
   Activation activation_;
-  Tensor dz_;
 };
 
 class ConcatLayer : public MergeLayer {

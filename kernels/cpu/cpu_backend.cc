@@ -31,9 +31,7 @@ class CpuBackend : public Backend {
   void release(float* p) override { std::free(p); }
   void upload(float* dst, const float* src, int64_t n) override { copy(dst, src, n); }
   void download(float* dst, const float* src, int64_t n) override { copy(dst, src, n); }
-  void copy(float* dst, const float* src, int64_t n) override {
-    if (n > 0 && dst != src) std::memmove(dst, src, sizeof(float) * n);
-  }
+  void copy(float* dst, const float* src, int64_t n) override { cpu::copy(dst, src, n); }
   void copy_rows(float* dst, int64_t dst_stride, const float* src, int64_t src_stride,
                  int64_t rows, int64_t cols) override {
     for (int64_t r = 0; r < rows; ++r)
@@ -70,6 +68,10 @@ class CpuBackend : public Backend {
   void activation_backward(Activation activation, const float* a, float* d, int64_t rows,
                            int64_t cols) override {
     cpu::activation_backward(activation, a, d, rows, cols);
+  }
+  void activation_backward_to(Activation activation, const float* a, const float* dout, float* dz,
+                              int64_t rows, int64_t cols) override {
+    cpu::activation_backward_to(activation, a, dout, dz, rows, cols);
   }
   double loss(const LossArgs& args) override { return cpu::loss(args); }
 

@@ -26,6 +26,9 @@ void clear_sent_bitmap(const uint32_t* bitmap, int64_t n, float* x);
 void activation_forward(Activation activation, float* x, int64_t rows, int64_t cols);
 void activation_backward(Activation activation, const float* a, float* d, int64_t rows,
                          int64_t cols);
+void activation_backward_to(Activation activation, const float* a, const float* dout, float* dz,
+                            int64_t rows, int64_t cols);
+void copy(float* dst, const float* src, int64_t n);
 double loss(const LossArgs& args);
 void dropout_forward(const float* in, float* out, float* mask, int64_t n, float rate,
                      uint64_t seed);

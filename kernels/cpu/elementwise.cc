@@ -1,6 +1,7 @@
 // Elementwise operations, activations, losses and dropout on the CPU (kernels/cpu/cpu_ops.h).
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 #include "kernels/cpu/cpu_ops.h"
 #include "kernels/random_bits.h"
@@ -151,6 +152,38 @@ void activation_backward(Activation activation, const float* a, float* d, int64_
     case Activation::kSoftmax:
       softmax_backward_rows(a, d, rows, cols);
       return;
+  }
+}
+
+// Overlapping ranges are moved as memmove does; disjoint long ones are copied by every thread.
+void copy(float* dst, const float* src, int64_t n) {
+  if (n <= 0 || dst == src) return;
+  const bool disjoint = dst + n <= src || src + n <= dst;
+  if (!disjoint || n < kParallelFrom) {
+    std::memmove(dst, src, sizeof(float) * size_t(n));
+    return;
+  }
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < n; ++i) dst[i] = src[i];
+}
+
+void activation_backward_to(Activation activation, const float* __restrict a,
+                            const float* __restrict dout, float* __restrict dz, int64_t rows,
+                            int64_t cols) {
+  const int64_t n = rows * cols;
+  switch (activation) {
+    case Activation::kRelu:
+#pragma omp parallel for schedule(static) if (n >= kParallelFrom)
+      for (int64_t i = 0; i < n; ++i) {
+        const float g = dout[i];  // read unconditionally, so the loop vectorizes to a select
+        dz[i] = a[i] > 0.0f ? g : 0.0f;
+      }
+      return;
+    case Activation::kIdentity:
+      return copy(dz, dout, n);
+    default:  // the others as activation_backward does them, on a copy
+      copy(dz, dout, n);
+      activation_backward(activation, a, dz, rows, cols);
   }
 }
 

@@ -1,8 +1,10 @@
 // Batch normalisation and global pooling on the CPU (kernels/cpu/cpu_ops.h).
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "kernels/cpu/cpu_ops.h"
 
@@ -151,105 +153,167 @@ struct ChannelBlock {
   F channels(const float* per_channel) const { return load(per_channel + c0); }
   static D wide(F v) { return __builtin_convertvector(v, D); }
 
-  // One pass over the block (it is memory-bound): sums of x - K and (x - K)^2 with K each
-  // channel's first value, so the variance E[(x-K)^2] - E[x-K]^2 does not cancel when the mean
-  // is large against the spread.
-  void moments(D* mean, D* var) const {
-    const D shift = wide(load(a.x + offset(0)));
-    D sum = {}, sq = {};
-    const int64_t run = a.plane * B;
-    for (int64_t n = 0; n < a.batch; ++n)
-      for (const float *x = a.x + offset(n), *end = x + run; x < end; x += B) {
+  // Sums over examples [n0, n1) of x - K and (x - K)^2, K (`shift`) each channel's first value:
+  // one pass (the loop is memory-bound), and E[(x-K)^2] - E[x-K]^2 does not cancel when the
+  // mean is large against the spread.
+  void moment_sums(int64_t n0, int64_t n1, D shift, D* sum, D* sq) const {
+    D s = {}, q = {};
+    for (int64_t n = n0; n < n1; ++n)
+      for (const float *x = a.x + offset(n), *end = x + a.plane * B; x < end; x += B) {
         const D d = wide(load(x)) - shift;
-        sum += d;
-        sq += d * d;
+        s += d;
+        q += d * d;
       }
-    const double count = double(a.batch * a.plane);
-    const D centred = sum / count;
-    *mean = shift + centred;
-    *var = sq / count - centred * centred;
+    *sum = s;
+    *sq = q;
   }
 
-  void forward() const {
-    D m = {}, v = {};
-    if (a.training) moments(&m, &v);
-    for (int64_t k = 0; k < B; ++k) settle_channel(a, c0 + k, m[k], v[k]);
+  void normalize(int64_t n) const {
     const F mean = channels(a.save_mean), inv_std = channels(a.save_inv_std),
             gamma = channels(a.gamma), beta = channels(a.beta);
-    for (int64_t n = 0; n < a.batch; ++n) {
-      const float* x = a.x + offset(n);
-      float* y = a.y + offset(n);
-      for (int64_t i = 0; i < a.plane * B; i += B)
-        store(y + i, gamma * ((load(x + i) - mean) * inv_std) + beta);
-    }
+    const float* x = a.x + offset(n);
+    float* y = a.y + offset(n);
+    for (int64_t i = 0; i < a.plane * B; i += B)
+      store(y + i, gamma * ((load(x + i) - mean) * inv_std) + beta);
   }
 
-  void backward() const {
+  void gradient_sums(int64_t n0, int64_t n1, D* dgamma, D* dbeta) const {
     const F mean = channels(a.save_mean), inv_std = channels(a.save_inv_std);
-    D dgamma = {}, dbeta = {};
-    for (int64_t n = 0; n < a.batch; ++n) {
+    D g = {}, b = {};
+    for (int64_t n = n0; n < n1; ++n) {
       const float *x = a.x + offset(n), *dy = a.dy + offset(n);
       for (int64_t i = 0; i < a.plane * B; i += B) {
         const F d = load(dy + i);
-        dgamma += wide(d * ((load(x + i) - mean) * inv_std));
-        dbeta += wide(d);
+        g += wide(d * ((load(x + i) - mean) * inv_std));
+        b += wide(d);
       }
     }
-    for (int64_t k = 0; k < B; ++k) {
-      a.dgamma[c0 + k] = static_cast<float>(dgamma[k]);
-      a.dbeta[c0 + k] = static_cast<float>(dbeta[k]);
-    }
-    if (a.dx) gradient(mean, inv_std, dgamma, dbeta);
+    *dgamma = g;
+    *dbeta = b;
   }
 
-  void gradient(F mean, F inv_std, D dgamma, D dbeta) const {
+  // dx of example n, from the saved statistics and the float dgamma and dbeta.
+  void gradient(int64_t n) const {
     const float count = static_cast<float>(a.batch * a.plane);
+    const F mean = channels(a.save_mean), inv_std = channels(a.save_inv_std);
     const F scale = channels(a.gamma) * inv_std;
-    const F mean_dy = __builtin_convertvector(dbeta, F) / count;
-    const F mean_dy_xhat = __builtin_convertvector(dgamma, F) / count;
-    for (int64_t n = 0; n < a.batch; ++n) {
-      const float *x = a.x + offset(n), *dy = a.dy + offset(n);
-      float* dx = a.dx + offset(n);
-      for (int64_t i = 0; i < a.plane * B; i += B) {
-        const F d = load(dy + i);
-        if (!a.training) {
-          store(dx + i, scale * d);
-          continue;
-        }
-        const F xhat = (load(x + i) - mean) * inv_std;
-        store(dx + i, scale * (d - mean_dy - xhat * mean_dy_xhat));
+    const F mean_dy = channels(a.dbeta) / count, mean_dy_xhat = channels(a.dgamma) / count;
+    const float *x = a.x + offset(n), *dy = a.dy + offset(n);
+    float* dx = a.dx + offset(n);
+    for (int64_t i = 0; i < a.plane * B; i += B) {
+      const F d = load(dy + i);
+      if (!a.training) {
+        store(dx + i, scale * d);
+        continue;
       }
+      const F xhat = (load(x + i) - mean) * inv_std;
+      store(dx + i, scale * (d - mean_dy - xhat * mean_dy_xhat));
     }
   }
 };
 
-// Runs per_channel(c) for every channel, or per_block(ChannelBlock) for every block of them.
-// Channels are independent: each thread takes a share (the same result on any count).
-template <typename PerChannel, typename PerBlock>
-void for_channels(const BatchNormArgs& a, PerChannel per_channel, PerBlock per_block) {
-  const bool parallel = a.batch * a.channels * a.plane >= kParallelFrom;
+// Batch norm on blocked activations. A layer may have a single block of channels (16 channels
+// with AVX-512), so the work is shared over (block, example) pairs, and sums over fixed chunks
+// of kChunk examples that are then added in chunk order: the result does not depend on the
+// number of threads.
+template <int64_t B>
+struct BlockedBatchNorm {
+  using Block = ChannelBlock<B>;
+  using D = typename Block::D;
+  static constexpr int64_t kChunk = 4;
+
+  const BatchNormArgs& a;
+  int64_t blocks = a.channels / B, chunks = (a.batch + kChunk - 1) / kChunk;
+  bool parallel = a.batch * a.channels * a.plane >= kParallelFrom;
+
+  Block block(int64_t b) const { return Block{a, b * B}; }
+  int64_t chunk_end(int64_t c) const { return std::min(a.batch, (c + 1) * kChunk); }
+
+  template <typename PerExample>
+  void for_examples(PerExample f) const {
+#pragma omp parallel for collapse(2) schedule(static) if (parallel)
+    for (int64_t b = 0; b < blocks; ++b)
+      for (int64_t n = 0; n < a.batch; ++n) f(block(b), n);
+  }
+
+  // Fills first[b * chunks + c] and second[...] with per-chunk sums, then adds them per block.
+  template <typename ChunkSums>
+  void sum_chunks(std::vector<D>& first, std::vector<D>& second, ChunkSums f) const {
+    first.assign(size_t(blocks * chunks), D{});
+    second.assign(size_t(blocks * chunks), D{});
+#pragma omp parallel for collapse(2) schedule(static) if (parallel)
+    for (int64_t b = 0; b < blocks; ++b)
+      for (int64_t c = 0; c < chunks; ++c)
+        f(block(b), c * kChunk, chunk_end(c), &first[size_t(b * chunks + c)],
+          &second[size_t(b * chunks + c)]);
+    for (int64_t b = 0; b < blocks; ++b)
+      for (int64_t c = 1; c < chunks; ++c) {
+        first[size_t(b * chunks)] += first[size_t(b * chunks + c)];
+        second[size_t(b * chunks)] += second[size_t(b * chunks + c)];
+      }
+  }
+
+  void forward() const {
+    std::vector<D> sum, sq;
+    if (a.training) {
+      sum_chunks(sum, sq, [](const Block& k, int64_t n0, int64_t n1, D* s, D* q) {
+        k.moment_sums(n0, n1, Block::wide(Block::load(k.a.x + k.offset(0))), s, q);
+      });
+    }
+    const double count = double(a.batch * a.plane);
+    for (int64_t b = 0; b < blocks; ++b) {
+      D mean = {}, var = {};
+      if (a.training) {
+        const D shift = Block::wide(Block::load(a.x + block(b).offset(0)));
+        const D centred = sum[size_t(b * chunks)] / count;
+        mean = shift + centred;
+        var = sq[size_t(b * chunks)] / count - centred * centred;
+      }
+      for (int64_t k = 0; k < B; ++k) settle_channel(a, b * B + k, mean[k], var[k]);
+    }
+    for_examples([](const Block& k, int64_t n) { k.normalize(n); });
+  }
+
+  void backward() const {
+    std::vector<D> dgamma, dbeta;
+    sum_chunks(dgamma, dbeta, [](const Block& k, int64_t n0, int64_t n1, D* g, D* b) {
+      k.gradient_sums(n0, n1, g, b);
+    });
+    for (int64_t b = 0; b < blocks; ++b)
+      for (int64_t k = 0; k < B; ++k) {
+        a.dgamma[b * B + k] = static_cast<float>(dgamma[size_t(b * chunks)][k]);
+        a.dbeta[b * B + k] = static_cast<float>(dbeta[size_t(b * chunks)][k]);
+      }
+    if (a.dx) for_examples([](const Block& k, int64_t n) { k.gradient(n); });
+  }
+};
+
+void check_block(const BatchNormArgs& a) {
   if (a.block != 0 && ((a.block != 8 && a.block != 16) || a.channels % a.block != 0))
     throw std::invalid_argument("no batch norm of " + std::to_string(a.channels) +
                                 " channels in blocks of " + std::to_string(a.block));
-  if (a.block != 0) {
-#pragma omp parallel for schedule(static) if (parallel)
-    for (int64_t c = 0; c < a.channels; c += a.block) {
-      if (a.block == 8) per_block(ChannelBlock<8>{a, c});
-      else per_block(ChannelBlock<16>{a, c});
-    }
-    return;
-  }
-#pragma omp parallel for schedule(static) if (parallel)
+}
+
+// Channels are independent: each thread takes a share (the same result on any count).
+template <typename PerChannel>
+void for_channels(const BatchNormArgs& a, PerChannel per_channel) {
+#pragma omp parallel for schedule(static) if (a.batch * a.channels * a.plane >= kParallelFrom)
   for (int64_t c = 0; c < a.channels; ++c) per_channel(a, c);
 }
 }  // namespace
 
 void batch_norm_forward(const BatchNormArgs& a) {
-  for_channels(a, forward_channel, [](const auto& block) { block.forward(); });
+  check_block(a);
+  if (a.block == 8) return BlockedBatchNorm<8>{a}.forward();
+  if (a.block == 16) return BlockedBatchNorm<16>{a}.forward();
+  for_channels(a, forward_channel);
 }
 
 void batch_norm_backward(const BatchNormArgs& a) {
-  for_channels(a, backward_channel, [](const auto& block) { block.backward(); });
+  check_block(a);
+  if (a.block == 8) return BlockedBatchNorm<8>{a}.backward();
+  if (a.block == 16) return BlockedBatchNorm<16>{a}.backward();
+  for_channels(a, backward_channel);
 }
 
 void global_pool_forward(const float* in, float* out, int64_t planes, int64_t plane, bool max) {

@@ -40,6 +40,9 @@ def main():
     p.add_argument("--warmup", type=int, default=20)
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--batch", type=int, default=64)
+    p.add_argument("--profile", action="store_true",
+                   help="after the warm-up, profile --iterations steps with torch.profiler and "
+                        "print its table of operators instead of the throughput")
     p.add_argument("--generated", type=int, default=0,
                    help="N random examples instead of Fashion-MNIST (resnet20: 3x32x32)")
     args = p.parse_args()
@@ -75,6 +78,13 @@ def main():
 
     for _ in range(args.warmup):
         step()
+    if args.profile:
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+            for _ in range(args.iterations):
+                step()
+        print(f"torch.profiler, {args.iterations} steps (times are totals over them):")
+        print(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=20))
+        return
     for _ in range(args.repeats):
         start, samples = time.perf_counter(), 0
         for _ in range(args.iterations):
