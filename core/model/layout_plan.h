@@ -1,6 +1,7 @@
 #pragma once
-// Which layers keep their output channel-blocked (kernels/op_args.h; docs/architecture/
-// kernels.md, "Layouts"), so no reorder runs between a convolution and the layers around it.
+// Which layers keep their output channel-blocked (kernels/op_args.h;
+// docs/architecture/kernels.md, "Layouts"), so no reorder runs between a convolution and the
+// layers around it.
 // A layer's output is blocked when the backend wants a block (Backend::activation_block), the
 // layer can write it (Layer::blocking), its channels are a multiple of the block, and every
 // layer reading it can read it. Layers that keep their input's layout (batch norm, add) are

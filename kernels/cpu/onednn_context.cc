@@ -64,6 +64,17 @@ int64_t preferred_activation_block() {
   return block;
 }
 
+bool uses_avx512() {
+  const auto isa = dnnl::get_effective_cpu_isa();
+  return isa == dnnl::cpu_isa::avx512_core || isa == dnnl::cpu_isa::avx512_core_vnni ||
+         isa == dnnl::cpu_isa::avx512_core_bf16 || isa == dnnl::cpu_isa::avx512_core_amx;
+}
+
+bool uses_avx2() {
+  const auto isa = dnnl::get_effective_cpu_isa();
+  return uses_avx512() || isa == dnnl::cpu_isa::avx2 || isa == dnnl::cpu_isa::avx2_vnni;
+}
+
 std::string isa_name() {
   using isa = dnnl::cpu_isa;
   switch (dnnl::get_effective_cpu_isa()) {

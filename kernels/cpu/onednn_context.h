@@ -25,6 +25,10 @@ int64_t preferred_activation_block();
 // The instruction set oneDNN's kernels use here ("AVX-512", "AVX2", ...), after any cap set by
 // ONEDNN_MAX_CPU_ISA: benchmark tables name it so figures from different CPUs are not mixed.
 std::string isa_name();
+// Whether that instruction set includes AVX-512, or AVX2: our own vector kernels follow oneDNN's
+// choice, so ONEDNN_MAX_CPU_ISA holds them to it too (tools/bench/train --isa avx2).
+bool uses_avx512();
+bool uses_avx2();
 
 // A memory object whose layout a primitive chose ("any"), next to the plain user layout.
 // When they differ, to_internal/to_user reorder through an owned buffer; otherwise the user's

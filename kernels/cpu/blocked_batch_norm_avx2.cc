@@ -1,0 +1,10 @@
+// The blocked batch norm (blocked_batch_norm.h) built with -mavx2.
+#include "kernels/cpu/blocked_batch_norm.h"
+
+namespace dtrain::kernels::cpu {
+
+void blocked_batch_norm_avx2(const BatchNormArgs& a, bool forward) {
+  run_blocked_batch_norm(a, forward);
+}
+
+}  // namespace dtrain::kernels::cpu
