@@ -57,7 +57,6 @@ struct ChannelBlock {
   }
   static void store(float* p, F v) { std::memcpy(p, &v, sizeof v); }
   F channels(const float* per_channel) const { return load(per_channel + c0); }
-  static D wide(F v) { return __builtin_convertvector(v, D); }
 
   // The sums run in vectors of 4 lanes, a native register from AVX on (a B-lane vector of
   // doubles is wider than any register, and GCC spills it to memory): B / 4 of them side by side.
@@ -76,12 +75,16 @@ struct ChannelBlock {
     return v;
   }
 
-  // Sums over examples [n0, n1) of x - K and (x - K)^2, K each channel's first value (example
-  // 0, pixel 0): one pass (the loop is memory-bound), and E[(x-K)^2] - E[x-K]^2 does not
-  // cancel when the mean is large against the spread.
+  // K, the shift of the moments: each channel's first value (example 0, pixel 0).
+  void shift(D4* k) const {
+    for (int64_t j = 0; j < kQuads; ++j) k[j] = wide4(load4(a.x + offset(0) + 4 * j));
+  }
+
+  // Sums over examples [n0, n1) of x - K and (x - K)^2: one pass (the loop is memory-bound),
+  // and E[(x-K)^2] - E[x-K]^2 does not cancel when the mean is large against the spread.
   void moment_sums(int64_t n0, int64_t n1, D* sum, D* sq) const {
     D4 k[kQuads], s[kQuads] = {}, q[kQuads] = {};
-    for (int64_t j = 0; j < kQuads; ++j) k[j] = wide4(load4(a.x + offset(0) + 4 * j));
+    shift(k);
     for (int64_t n = n0; n < n1; ++n)
       for (const float *x = a.x + offset(n), *end = x + a.plane * B; x < end; x += B)
         for (int64_t j = 0; j < kQuads; ++j) {
@@ -194,9 +197,10 @@ struct BlockedBatchNorm {
     for (int64_t b = 0; b < blocks; ++b) {
       D mean = {}, var = {};
       if (a.training) {
-        const D shift = Block::wide(Block::load(a.x + block(b).offset(0)));
+        typename Block::D4 k[Block::kQuads];
+        block(b).shift(k);
         const D centred = sum[size_t(b * chunks)] / count;
-        mean = shift + centred;
+        mean = Block::pack(k) + centred;
         var = sq[size_t(b * chunks)] / count - centred * centred;
       }
       for (int64_t k = 0; k < B; ++k) settle_channel(a, b * B + k, mean[k], var[k]);

@@ -72,7 +72,6 @@ void channel_moments(const BatchNormArgs& a, int64_t c, double* mean, double* va
   *var = sq.total() / count;
 }
 
-
 // dx of channel c from the sums of its gradient, dgamma and dbeta.
 void normalize_gradient(const BatchNormArgs& a, int64_t c, double dgamma, double dbeta) {
   const int64_t stride = a.channels * a.plane;

@@ -64,16 +64,16 @@ int64_t preferred_activation_block() {
   return block;
 }
 
-bool uses_avx512() {
-  const auto isa = dnnl::get_effective_cpu_isa();
-  return isa == dnnl::cpu_isa::avx512_core || isa == dnnl::cpu_isa::avx512_core_vnni ||
-         isa == dnnl::cpu_isa::avx512_core_bf16 || isa == dnnl::cpu_isa::avx512_core_amx;
+namespace {
+// oneDNN's instruction sets are bit sets, each holding the ones it extends (dnnl_types.h).
+bool effective_isa_includes(dnnl::cpu_isa set) {
+  const unsigned bits = unsigned(set);
+  return (unsigned(dnnl::get_effective_cpu_isa()) & bits) == bits;
 }
+}  // namespace
 
-bool uses_avx2() {
-  const auto isa = dnnl::get_effective_cpu_isa();
-  return uses_avx512() || isa == dnnl::cpu_isa::avx2 || isa == dnnl::cpu_isa::avx2_vnni;
-}
+bool uses_avx512() { return effective_isa_includes(dnnl::cpu_isa::avx512_core); }
+bool uses_avx2() { return effective_isa_includes(dnnl::cpu_isa::avx2); }
 
 std::string isa_name() {
   using isa = dnnl::cpu_isa;
