@@ -7,7 +7,6 @@
 #include <string>
 
 #include "core/codec/message_check.h"
-#include "core/codec/reference_codec.h"
 #include "core/util/error.h"
 
 namespace dtrain::core {
@@ -36,7 +35,8 @@ std::string describe_local_steps(const LocalStepsSpec& spec) {
 
 LocalSteps::LocalSteps(const TrainingSpec& training, const CodecEngine& engine,
                        const float* initial, int64_t num_params, uint32_t origin)
-    : n_(num_params),
+    : engine_(engine),
+      n_(num_params),
       density_(training.sync.local.density),
       levels_(training.sync.local.levels),
       global_(initial, initial + num_params),
@@ -44,7 +44,13 @@ LocalSteps::LocalSteps(const TrainingSpec& training, const CodecEngine& engine,
       encoder_(num_params, unclipped(training), origin, engine) {}
 
 float LocalSteps::threshold_for(const std::vector<float>& values, double density) {
-  std::vector<float> magnitude(values.size());
+  std::vector<float> magnitude;
+  return threshold_for(values, density, magnitude);
+}
+
+float LocalSteps::threshold_for(const std::vector<float>& values, double density,
+                                std::vector<float>& magnitude) {
+  magnitude.resize(values.size());
   for (size_t i = 0; i < values.size(); ++i) magnitude[i] = std::fabs(values[i]);
   if (magnitude.empty()) return 1.f;
   const size_t k = std::clamp<size_t>(
@@ -60,20 +66,25 @@ float LocalSteps::threshold_for(const std::vector<float>& values, double density
 }
 
 NodeExchange::PseudoGradient LocalSteps::encode(const float* params, int workers, Round& r) {
-  std::vector<float> pseudo(static_cast<size_t>(n_));
-  for (int64_t i = 0; i < n_; ++i) pseudo[size_t(i)] = global_[size_t(i)] - params[i];
-  std::vector<float> pending = encoder_.residual();
-  for (int64_t i = 0; i < n_; ++i) pending[size_t(i)] += pseudo[size_t(i)];
-  float tau = threshold_for(pending, density_);
+  std::vector<float>& pseudo = buffers_.pseudo;
+  std::vector<float>& left = buffers_.left;
+  pseudo.resize(size_t(n_));
+  left.resize(size_t(n_));
+  const std::vector<float>& residual = encoder_.residual();
+  for (int64_t i = 0; i < n_; ++i) {
+    pseudo[size_t(i)] = global_[size_t(i)] - params[i];
+    left[size_t(i)] = residual[size_t(i)] + pseudo[size_t(i)];
+  }
+  float tau = threshold_for(left, density_, buffers_.magnitude);
   NodeExchange::PseudoGradient mine{workers, {}};
   r.tau = tau;
   // The first level takes the pseudo-gradient into the residual; the next ones send what is
   // left of it at half the threshold each.
-  std::fill(pending.begin(), pending.end(), 0.f);
+  std::fill(left.begin(), left.end(), 0.f);
   for (int64_t level = 0; level < levels_; ++level, tau /= 2) {
     encoder_.threshold().set_tau(tau);
     std::vector<EncodedMessage> segments = encoder_.encode(level == 0 ? pseudo.data()
-                                                                      : pending.data());
+                                                                      : left.data());
     // One segment: a model of 2^31 parameters does not fit a mesh message anyway.
     r.sent += segments.front().count;
     r.bytes += segments.front().wire_bytes();
@@ -90,7 +101,7 @@ LocalSteps::Round LocalSteps::round(float* params, int workers, NodeExchange* ex
   const std::vector<NodeExchange::PseudoGradient> parts =
       exchange ? exchange->share_pseudo_gradient(round, mine)
                : std::vector<NodeExchange::PseudoGradient>{mine};
-  const std::vector<float> mean = mean_of(parts);
+  const std::vector<float>& mean = mean_of(parts);
   outer_.step(global_.data(), mean.data());
   std::copy(global_.begin(), global_.end(), params);
   return r;
@@ -116,17 +127,18 @@ LocalSteps::Round LocalSteps::send_round(float* params, int workers, NodeExchang
 
 void LocalSteps::finish_pending(float* params) {
   if (!pending_.valid()) return;
-  const std::vector<float> mean = mean_of(pending_.get());
+  const std::vector<float>& mean = mean_of(pending_.get());
   // The replica keeps the steps it took since the round went out, on top of the new global
   // parameters (the steps before are in the round's pseudo-gradient, so in the new global).
   outer_.step(global_.data(), mean.data());
   for (int64_t i = 0; i < n_; ++i) params[i] += global_[size_t(i)] - sent_from_[size_t(i)];
 }
 
-std::vector<float> LocalSteps::mean_of(
-    const std::vector<NodeExchange::PseudoGradient>& parts) const {
-  std::vector<double> sum(static_cast<size_t>(n_), 0.0);
-  std::vector<float> decoded(static_cast<size_t>(n_));
+const std::vector<float>& LocalSteps::mean_of(
+    const std::vector<NodeExchange::PseudoGradient>& parts) {
+  std::vector<double>& sum = buffers_.sum;
+  sum.assign(static_cast<size_t>(n_), 0.0);
+  buffers_.negated.resize(static_cast<size_t>(n_));
   int64_t workers = 0;
   std::string error;
   for (size_t k = 0; k < parts.size(); ++k) {
@@ -138,15 +150,22 @@ std::vector<float> LocalSteps::mean_of(
                           std::to_string(parts.size()) + " of a round does not fit this model" +
                           (error.empty() ? "" : ": " + error),
                       "run the same dtrain release and job spec on every node");
-    std::fill(decoded.begin(), decoded.end(), 0.f);
-    for (const EncodedMessage& m : p.messages) reference_decode_add(m, decoded.data());
-    for (int64_t i = 0; i < n_; ++i) sum[size_t(i)] += double(p.workers) * decoded[size_t(i)];
+    add_part(engine_, p, buffers_.negated, sum);
     workers += p.workers;
   }
-  std::vector<float> mean(static_cast<size_t>(n_), 0.f);
+  std::vector<float>& mean = buffers_.mean;
+  mean.assign(static_cast<size_t>(n_), 0.f);
   if (workers == 0) return mean;
   for (int64_t i = 0; i < n_; ++i) mean[size_t(i)] = static_cast<float>(sum[size_t(i)] / workers);
   return mean;
+}
+
+void LocalSteps::add_part(const CodecEngine& engine, const NodeExchange::PseudoGradient& part,
+                          std::vector<float>& negated, std::vector<double>& sum) {
+  std::fill(negated.begin(), negated.end(), 0.f);
+  for (const EncodedMessage& m : part.messages) engine.apply(m, negated.data());
+  const double w = double(part.workers);
+  for (size_t i = 0; i < sum.size(); ++i) sum[i] -= w * double(negated[i]);
 }
 
 bool LocalSteps::fits(const NodeExchange::PseudoGradient& part, std::string& error) const {

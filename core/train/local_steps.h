@@ -61,18 +61,29 @@ class LocalSteps {
   UpdateEncoder& encoder() { return encoder_; }
 
   // The threshold that sends the `density` share of `values` with the largest magnitudes: the
-  // smallest of those magnitudes (at least one element); 1 when every value is 0.
+  // smallest of those magnitudes (at least one element); 1 when every value is 0. `magnitude`:
+  // scratch, resized to the values'.
+  static float threshold_for(const std::vector<float>& values, double density,
+                             std::vector<float>& magnitude);
   static float threshold_for(const std::vector<float>& values, double density);
+  // sum += part's workers x its levels decoded, with the engine's kernels. `negated` is
+  // scratch of the model's size: the kernels subtract (params -= update), so the levels are
+  // subtracted from zero and the sum takes them back negated, which is exact in floating
+  // point: the same bits as adding them.
+  static void add_part(const CodecEngine& engine, const NodeExchange::PseudoGradient& part,
+                       std::vector<float>& negated, std::vector<double>& sum);
 
  private:
   // This round's pseudo-gradient (global - params, plus the residual) as `levels_` messages.
   NodeExchange::PseudoGradient encode(const float* params, int workers, Round& r);
   // The mean pseudo-gradient of `parts`, weighted by their workers. A part that does not fit
   // the model throws UserError (every node has the same parts, so every node fails alike).
-  std::vector<float> mean_of(const std::vector<NodeExchange::PseudoGradient>& parts) const;
+  // Returns buffers_.mean.
+  const std::vector<float>& mean_of(const std::vector<NodeExchange::PseudoGradient>& parts);
   // Whether every message of `part` may be applied to this model.
   bool fits(const NodeExchange::PseudoGradient& part, std::string& error) const;
 
+  const CodecEngine& engine_;
   const int64_t n_;
   const double density_;
   const int64_t levels_;
@@ -81,6 +92,13 @@ class LocalSteps {
   UpdateEncoder encoder_;
   std::future<std::vector<NodeExchange::PseudoGradient>> pending_;  // send_round's
   std::vector<float> sent_from_;  // the replica when send_round sent it
+  // A round's vectors of the model's size, kept from round to round: allocated afresh, a large
+  // model's round spent half its time zeroing new pages (docs/performance.md, "Local steps'
+  // rounds").
+  struct RoundBuffers {
+    std::vector<float> pseudo, left, magnitude, negated, mean;
+    std::vector<double> sum;
+  } buffers_;
 };
 
 }  // namespace dtrain::core

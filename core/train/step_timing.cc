@@ -5,7 +5,6 @@
 #include <vector>
 
 #include "core/codec/codec_engine.h"
-#include "core/codec/reference_codec.h"
 #include "core/layers/layer.h"
 #include "core/model/model.h"
 #include "core/train/batch_split.h"
@@ -52,9 +51,8 @@ double time_local_round(const JobSpec& job, int64_t n) {
                         [&](int round) { local.round(params.data(), 1, nullptr, round); });
 }
 
-// Decoding one more node's part of a round, as LocalSteps::mean_of does: its levels added
-// into one vector (each a bitmap, as a normal pseudo-gradient's levels after the first are),
-// then that vector into the sum.
+// Decoding one more node's part of a round, as LocalSteps::mean_of does: its levels (each a
+// bitmap, as a normal pseudo-gradient's levels after the first are) into the sum.
 double time_part_decode(const JobSpec& job, int64_t n) {
   const CodecEngine& engine = CodecEngine::get();
   const std::vector<float> update = normals(job, n, 1.f);
@@ -64,14 +62,11 @@ double time_part_decode(const JobSpec& job, int64_t n) {
   double sum_squares = 0.0;
   const EncodedMessage level =
       engine.encode_segment(residual.data(), update.data(), n, tau, 0.f, &sum_squares, scratch);
-  std::vector<float> decoded(static_cast<size_t>(n));
+  const NodeExchange::PseudoGradient part{
+      1, std::vector<EncodedMessage>(size_t(job.training.sync.local.levels), level)};
+  std::vector<float> negated(static_cast<size_t>(n));
   std::vector<double> sum(static_cast<size_t>(n), 0.0);
-  return fastest_of_two([] {}, [&](int) {
-    std::fill(decoded.begin(), decoded.end(), 0.f);
-    for (int64_t l = 0; l < job.training.sync.local.levels; ++l)
-      reference_decode_add(level, decoded.data());
-    for (int64_t i = 0; i < n; ++i) sum[size_t(i)] += decoded[size_t(i)];
-  });
+  return fastest_of_two([] {}, [&](int) { LocalSteps::add_part(engine, part, negated, sum); });
 }
 
 double time_sharing_step(const JobSpec& job, int64_t n, int others) {
