@@ -55,6 +55,10 @@ struct DaemonConfig {
   // trip, 512 KiB = 10 MB/s at 50 ms, so long fat links want more (docs/operations.md, "Long
   // links"). The socket's receive buffer is asked for twice it.
   int64_t data_credit_kb = 512;
+  // What that credit may grow to across a link with a long round trip
+  // (transport::EndpointConfig::max_credit_window); the receive buffer is asked for it too, and
+  // net.core.rmem_max caps both.
+  int64_t data_max_credit_kb = 32 << 10;
   static constexpr int64_t kMaxDataLanes = 16;  // transport::kMaxLanes (node_agent.cc checks)
   // Seeded faults on the data channel's send path (data.faults: drop, duplicate, reorder,
   // delay_us, seed): for tests of exactly-once delivery under loss; off unless configured, and

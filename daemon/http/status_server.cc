@@ -147,6 +147,9 @@ void peer_metrics(MetricsWriter& m, const Json& p) {
     }
   m.sample("dtrain_transport_rtt_microseconds", "gauge", "smoothed round-trip time", l,
            number(p, "rtt_us"));
+  m.sample("dtrain_transport_credit_offered_bytes", "gauge",
+           "what this node lets the peer have unacknowledged towards it", l,
+           number(p, "credit_offered"));
   m.sample("dtrain_transport_peer_lost", "gauge", "1 while the peer is declared lost", l,
            flag(p, "lost") ? 1 : 0);
 }

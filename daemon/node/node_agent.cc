@@ -66,8 +66,10 @@ NodeAgent::NodeAgent(const DaemonConfig& config, const transport::ClusterKey& ke
   ec_config.lanes = size_t(config_.data_lanes);
   ec_config.faults = config_.data_faults;
   ec_config.credit_window = size_t(config_.data_credit_kb) << 10;
-  ec_config.receive_buffer_bytes = std::max(ec_config.receive_buffer_bytes,
-                                            2 * ec_config.credit_window);
+  ec_config.max_credit_window = size_t(config_.data_max_credit_kb) << 10;
+  ec_config.receive_buffer_bytes = std::max({ec_config.receive_buffer_bytes,
+                                             2 * ec_config.credit_window,
+                                             ec_config.max_credit_window});
   channel_ = std::make_unique<DataChannel>(ec_config);
   if (const core::TestFault fault = core::TestFault::from_environment(); fault.active())
     spdlog::warn("node {}: DTRAIN_TEST_FAULT is set: this node's lead worker {} on purpose "
@@ -398,6 +400,7 @@ Json NodeAgent::status() {
               {"naks_sent", c.naks_sent}, {"naks_received", c.naks_received},
               {"retransmits", c.retransmits}, {"credit_stalls", c.credit_stalls},
               {"duplicates", c.duplicates}, {"rtt_us", c.rtt_us}, {"lost", c.lost},
+              {"credit_offered", c.credit_offered},
               {"drops", Json::object()}};
     if (peer != transport::Endpoint::kUnknownSender) p["aead"] = transport::aead_name(c.aead);
     for (size_t r = 0; r < c.drops.size(); ++r)

@@ -38,6 +38,9 @@ struct EndpointConfig {
   // Bytes a sender may have unacknowledged towards this node, per link; capped at half the
   // socket's receive buffer (what a burst from one peer may fill), which net.core.rmem_max bounds.
   size_t credit_window = 512 * 1024;
+  // The most a link's credit grows to across a long link (transport/reliability/credit_tuner.h);
+  // also capped at the socket's receive buffer.
+  size_t max_credit_window = 32 << 20;
   size_t receive_buffer_bytes = 8 << 20;   // asked of the kernel (SO_RCVBUF)
   size_t send_queue_bytes = 64 << 20;      // beyond this, send() waits (up to its deadline)
   size_t reassembly_bytes = 512 << 20;    // shared fairly between the messages' origins

@@ -29,6 +29,7 @@ void cap_credit(LinkTiming& timing, udp::socket& socket, const EndpointConfig& c
   // What was granted (Linux doubles it internally to pay for its per-datagram overhead, and
   // asio's option reports it halved again).
   const size_t room = size_t(granted.value());
+  timing.max_credit_window = std::min(config.max_credit_window, room);
   if (timing.credit_window <= room) return;
   timing.credit_window = std::max(room, 4 * config.max_datagram);
   if (!report) return;
@@ -81,7 +82,7 @@ Lane::Lane(const EndpointConfig& c, uint8_t index, LaneShared& shared)
       auth_(c.key, c.insecure, c.allow_aes256gcm, c.node_id),
       reassembler_(c.reassembly_bytes, c.reassembly_timeout),
       faults_(lane_faults(c.faults, index)),
-      timing_{c.credit_window, c.heartbeat_interval, c.peer_timeout},
+      timing_{c.credit_window, c.credit_window, c.heartbeat_interval, c.peer_timeout},
       tag_workers_(c.insecure ? 0 : c.tag_threads, tag_thread_name(c, index)),
       batch_(c.segmentation) {
   batch_.set_tagging(&auth_, &tag_workers_);
@@ -230,6 +231,7 @@ void Lane::counters(std::map<uint32_t, PeerCounters>& out) const {
     c.credit_stalls = link->sender().credit_stalls();
     c.queued_bytes = link->sender().queued_bytes();
     c.in_flight_bytes = link->sender().in_flight_bytes();
+    c.credit_offered = link->credit_offered();
     out[id] = c;
   }
   out[Endpoint::kUnknownSender] = unknown_;

@@ -35,7 +35,9 @@ void BootRecord::retire(uint64_t boot) {
 
 Link::Link(uint32_t id, const asio::ip::udp::endpoint& address, const LinkTiming& timing,
            LinkHost& host)
-    : id_(id), address_(address), timing_(timing), host_(host), sender_(timing.credit_window) {}
+    : id_(id), address_(address), timing_(timing), host_(host),
+      sender_(timing.credit_window),
+      credit_(timing.credit_window, timing.max_credit_window) {}
 
 void Link::revive(Clock::time_point now) {
   last_heard_ = now;
@@ -70,6 +72,7 @@ std::optional<DropReason> Link::admit(const DatagramHeader& header, const wire::
 
 void Link::restart_receiving(uint32_t epoch) {
   receiver_ = LinkReceiver();
+  credit_.reset();
   recv_epoch_ = epoch;
   host_.receiving_restarted(*this);
 }
@@ -108,6 +111,7 @@ void Link::on_heartbeat(const wire::Heartbeat& h) {
   if (h.echo_ns() == 0) return;
   const double rtt = (double(now_ns()) - double(h.echo_ns()) - double(h.echo_delay_ns())) / 1e3;
   counters_.rtt_us = counters_.rtt_us == 0 ? rtt : 0.875 * counters_.rtt_us + 0.125 * rtt;
+  credit_.round_trip(std::chrono::microseconds(int64_t(rtt)));
 }
 
 void Link::refused_chunk(uint64_t seq, uint32_t payload_bytes, Clock::time_point now) {
@@ -125,9 +129,21 @@ void Link::retry_refused() {
 
 void Link::took_chunk(uint64_t seq, uint32_t payload_bytes, Clock::time_point now) {
   receiver_.accept(seq, uint32_t(payload_bytes + OutgoingChunk::kFramingBytes));
+  grow_credit(payload_bytes + OutgoingChunk::kFramingBytes, now);
   // Ack every kAckEvery datagrams as they arrive: the sender's credit comes back without
   // waiting for the next tick.
   if (receiver_.ack_due(now, kAckEvery, std::chrono::hours(1))) send_ack(now);
+}
+
+void Link::grow_credit(size_t wire_bytes, Clock::time_point now) {
+  const bool was_capped = credit_.capped();
+  credit_.took(wire_bytes, now);
+  if (credit_.capped() && !was_capped)
+    spdlog::warn("data link from peer {}: its round trip wants more credit than the socket's "
+                 "receive buffer of {} KB holds, so the link runs below its rate (fix: sysctl -w "
+                 "net.core.rmem_max=<the link's bytes per second x its round trip, x2> on every "
+                 "node; docs/operations.md, \"Long links\")",
+                 id_, credit_.cap() / 1024);
 }
 
 void Link::transmit(Clock::time_point now) {
@@ -196,7 +212,7 @@ void Link::send_ack(Clock::time_point now) {
   // new chunks would only be refused and sent again, each refusal widening the sender's window
   // by its bytes. Refused chunks are NAKed once the backlog drains; an idle sender may still
   // send one chunk, which probes the window.
-  const uint32_t credit = host_.holds_back(*this) ? 0 : uint32_t(timing_.credit_window);
+  const uint32_t credit = host_.holds_back(*this) ? 0 : uint32_t(credit_.credit());
   const auto ack = wire::CreateAck(
       fbb, receiver_.cumulative(), credit, recv_epoch_,
       ranges, static_cast<uint32_t>(receiver_.refused_count()),

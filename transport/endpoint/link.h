@@ -11,6 +11,7 @@
 #include <optional>
 
 #include "transport/endpoint/peer_counters.h"
+#include "transport/reliability/credit_tuner.h"
 #include "transport/reliability/link_receiver.h"
 #include "transport/reliability/link_sender.h"
 #include "transport/security/replay_window.h"
@@ -53,7 +54,8 @@ struct BootRecord {
 };
 
 struct LinkTiming {
-  size_t credit_window = 128 * 1024;
+  size_t credit_window = 128 * 1024;  // the base a link's credit starts from
+  size_t max_credit_window = 128 * 1024;  // what it may grow to (CreditTuner)
   std::chrono::milliseconds heartbeat_interval{1000};
   std::chrono::milliseconds peer_timeout{10000};
 };
@@ -71,6 +73,8 @@ class Link {
   PeerCounters& counters() { return counters_; }
   LinkSender& sender() { return sender_; }
   LinkReceiver& receiver() { return receiver_; }
+  // What this node's acks offer the peer now.
+  size_t credit_offered() const { return credit_.credit(); }
   bool lost() const { return counters_.lost; }
   // The AEAD of what we send this peer: AES-256-GCM once its heartbeat (from its current boot)
   // said it checks it, else XChaCha20-Poly1305, which every node checks.
@@ -111,6 +115,8 @@ class Link {
 
  private:
   void restart_receiving(uint32_t epoch);
+  // Feeds the credit tuner a taken chunk's bytes; warns once when it hits its cap.
+  void grow_credit(size_t wire_bytes, Clock::time_point now);
   void send_chunk(uint64_t seq, const OutgoingChunk& chunk);
   // Finishes the frame begun in `fbb` (from host_.builder()) as an envelope and sends it.
   void send_control(flatbuffers::FlatBufferBuilder& fbb, wire::Frame type,
@@ -126,6 +132,7 @@ class Link {
   LinkHost& host_;
   LinkSender sender_;
   LinkReceiver receiver_;
+  CreditTuner credit_;
   ReplayWindow replay_;
   uint64_t boot_seen_ = 0;
   uint32_t send_epoch_ = 0;  // ours towards this peer

@@ -14,6 +14,7 @@ struct PeerCounters {
   uint64_t naks_sent = 0, naks_received = 0, retransmits = 0, credit_stalls = 0;
   uint64_t duplicates = 0;
   uint64_t queued_bytes = 0, in_flight_bytes = 0;  // towards this peer, now
+  uint64_t credit_offered = 0;  // what this node's acks offer the peer now (CreditTuner)
   std::array<uint64_t, static_cast<size_t>(DropReason::kCount)> drops{};
   double rtt_us = 0;  // smoothed; 0 until the first heartbeat echo
   bool lost = false;
@@ -29,6 +30,7 @@ struct PeerCounters {
     retransmits += c.retransmits, credit_stalls += c.credit_stalls;
     duplicates += c.duplicates;
     queued_bytes += c.queued_bytes, in_flight_bytes += c.in_flight_bytes;
+    credit_offered += c.credit_offered;
     for (size_t r = 0; r < drops.size(); ++r) drops[r] += c.drops[r];
     rtt_us = rtt_us > c.rtt_us ? rtt_us : c.rtt_us;
     lost = lost || c.lost;
