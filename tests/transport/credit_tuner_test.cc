@@ -85,3 +85,35 @@ TEST_CASE("a peer that starts over starts from the base again") {
   t.reset();
   CHECK(t.credit() == kBase);
 }
+
+TEST_CASE("a loss halves a long link's credit, which then grows by the base a round trip") {
+  CreditTuner t(kBase, 64 << 20);
+  t.round_trip(50ms);
+  auto now = CreditTuner::Clock::now();
+  for (int rtt = 0; rtt < 4; ++rtt) {
+    now = take(t, now, 50ms, t.credit());
+    t.took(0, now);
+  }
+  REQUIRE(t.credit() == 8 << 20);
+  // The sender's burst of 8 MiB overflowed a queue on the way: a gap, NAKed.
+  t.lost();
+  t.lost();  // the same burst's tail, NAKed at the next tick: one loss
+  CHECK(t.credit() == 4 << 20);
+  now = take(t, now, 50ms, 4 << 20);
+  t.took(0, now);  // the round trip with the loss ends: no growth in it
+  CHECK(t.credit() == 4 << 20);
+  for (int rtt = 1; rtt <= 3; ++rtt) {
+    now = take(t, now, 50ms, t.credit());
+    t.took(0, now);
+    INFO("round trip " << rtt << " after the loss");
+    CHECK(t.credit() == (4 << 20) + size_t(rtt) * kBase);
+  }
+  CHECK_FALSE(t.capped());
+}
+
+TEST_CASE("a short link's gaps leave its credit alone") {
+  CreditTuner t(kBase, kCap);
+  t.round_trip(300us);
+  t.lost();
+  CHECK(t.credit() == kBase);
+}

@@ -224,7 +224,9 @@ void Link::send_ack(Clock::time_point now) {
 
 void Link::send_naks(Clock::time_point now) {
   const std::vector<uint64_t> naks = receiver_.naks_due(now, kNakInterval);
-  if (!naks.empty()) send_nak(naks);
+  if (naks.empty()) return;
+  credit_.lost();
+  send_nak(naks);
 }
 
 void Link::send_nak(const std::vector<uint64_t>& missing) {

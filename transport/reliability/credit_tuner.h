@@ -5,8 +5,12 @@
 // shortest round trip is long, follows what the peer delivered: each time a shortest round
 // trip passes, it becomes twice the bytes taken during it (dynamic right-sizing, the way
 // Linux sizes a TCP receive window), so a sender held by its credit doubles it every round
-// trip until the line's rate holds it instead. It never shrinks below the base nor grows above
-// the cap (what the socket's receive buffer holds).
+// trip until the line's rate holds it instead. The sender does not pace what its credit allows,
+// so a credit larger than the queues on the way (a router's, the sender's own qdisc) loses the
+// end of each burst: a round trip in which this node had to NAK a gap halves the credit, and
+// from then on it grows by the base a round trip at most (additive increase, multiplicative
+// decrease, as TCP's congestion window). It never shrinks below the base nor grows above the
+// cap (what the socket's receive buffer holds).
 //
 // Links with a short round trip keep the base: there a burst lands in the receive buffer
 // rather than in the network, and the base already allows base / RTT (2.6 GB/s at 0.2 ms).
@@ -24,7 +28,8 @@ class CreditTuner {
   // Below this shortest round trip the credit stays at the base.
   static constexpr std::chrono::microseconds kLongLink{2000};
 
-  CreditTuner(size_t base, size_t cap) : base_(base), cap_(std::max(base, cap)), credit_(base) {}
+  CreditTuner(size_t base, size_t cap)
+      : base_(base), cap_(std::max(base, cap)), credit_(base), ceiling_(cap_) {}
 
   size_t credit() const { return credit_; }
   size_t cap() const { return cap_; }
@@ -38,15 +43,24 @@ class CreditTuner {
   }
   // `bytes` of the peer's data taken now.
   void took(size_t bytes, Clock::time_point now);
+  // A gap in the peer's sequence was NAKed now: its datagrams were lost on the way.
+  void lost();
   // The peer started over: back to the base.
   void reset() {
     credit_ = base_;
+    ceiling_ = cap_;
+    loss_in_window_ = false;
     window_bytes_ = 0;
     window_start_ = Clock::time_point{};
   }
 
  private:
+  // At the end of a round trip without loss: doubling below the ceiling, one base above it.
+  void grow();
+
   size_t base_, cap_, credit_;
+  size_t ceiling_;  // where doubling stops: the cap until the first loss, then half the credit
+  bool loss_in_window_ = false;
   bool capped_ = false;
   std::chrono::microseconds shortest_{0};
   Clock::time_point window_start_{};
