@@ -106,6 +106,10 @@ case $cmd in
       while read -r pid; do  # each exits within its 200 ms poll; 2 s at most
         for _ in $(seq 1 20); do kill -0 "$pid" 2> /dev/null || break; sleep 0.1; done
       done < "$pids_file"
+      # What each delay line dropped (a full queue, or a device that refused a frame).
+      for log in /run/dtrain-netns-"$tag"-*.log; do
+        [[ -f $log ]] && grep -h "stopped" "$log" | sed "s|^|$(basename "$log" .log): |" >&2
+      done
       rm -f "$pids_file" /run/dtrain-netns-"$tag"-*.log
     fi
     for i in $(seq 1 "$n"); do ip netns delete "$tag-h$i" 2> /dev/null; done

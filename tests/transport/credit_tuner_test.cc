@@ -1,11 +1,13 @@
 // The credit a receiver offers one peer: the base on short links whatever arrives, doubling
 // each round trip while a long link's sender uses all of it, settling at twice what the line
-// delivers a round trip, and never past the receive buffer's cap.
+// delivers a round trip, halved by a loss, never past the receive buffer's cap; and the pacer
+// that spreads a long link's sends.
 #include <catch2/catch.hpp>
 
 #include <chrono>
 
 #include "transport/reliability/credit_tuner.h"
+#include "transport/reliability/pacer.h"
 
 using namespace dtrain::transport;
 using namespace std::chrono_literals;
@@ -116,4 +118,20 @@ TEST_CASE("a short link's gaps leave its credit alone") {
   t.round_trip(300us);
   t.lost();
   CHECK(t.credit() == kBase);
+}
+
+TEST_CASE("the pacer lets a burst go at once, then its rate, and nothing is held when off") {
+  Pacer off;
+  const auto t0 = Pacer::Clock::now();
+  CHECK(off.take(100 << 20, t0));
+
+  Pacer p;
+  p.set(1e6, 10000);  // 1 MB/s after 10 kB
+  CHECK(p.take(10000, t0));
+  CHECK_FALSE(p.take(1000, t0));
+  CHECK_FALSE(p.take(1000, t0 + 500us));  // 500 bytes refilled
+  CHECK(p.take(1000, t0 + 1001us));
+  // A long idle refills no more than the burst.
+  CHECK(p.take(10000, t0 + 10s));
+  CHECK_FALSE(p.take(100, t0 + 10s));
 }

@@ -70,6 +70,12 @@ TEST_CASE("daemon config mistakes name the key and the fix", "[daemon]") {
   CHECK(parse_daemon_config("data: {credit_kb: 8192}\n", "d.yaml").data_credit_kb == 8192);
   CHECK(error_of("data: {credit_kb: 8}\n").find("data.credit_kb: value 8 is out of range") !=
         std::string::npos);
+  CHECK(parse_daemon_config("", "d.yaml").data_max_credit_kb == 32768);
+  CHECK(parse_daemon_config("data: {max_credit_kb: 4096}\n", "d.yaml").data_max_credit_kb == 4096);
+  // A start above the default growth's end: the credit starts and stays there.
+  CHECK(parse_daemon_config("data: {credit_kb: 65536}\n", "d.yaml").data_max_credit_kb == 65536);
+  CHECK(error_of("data: {credit_kb: 8192, max_credit_kb: 4096}\n")
+            .find("data.max_credit_kb: value 4096 is out of range") != std::string::npos);
   CHECK(error_of("heartbeat_ms: 1000\npeer_timeout_ms: 1500\n").find("at least twice") !=
         std::string::npos);
   CHECK(error_of("name: [oops\n").find("d.yaml:") != std::string::npos);

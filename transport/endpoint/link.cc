@@ -12,7 +12,14 @@ constexpr uint64_t kAckEvery = 16;
 constexpr size_t kMaxAckRanges = 32;  // selective-ack ranges per ack (16 bytes each)
 constexpr auto kNakInterval = std::chrono::milliseconds(1);
 constexpr auto kRto = std::chrono::milliseconds(20);
-constexpr auto kMaxRto = std::chrono::milliseconds(250);
+// Above any round trip it must wait out: at 250 ms, a 200 ms link whose acks queued behind its
+// own data a little timed out and sent its whole window again every 250 ms.
+constexpr auto kMaxRto = std::chrono::milliseconds(1000);
+// A long link's sends are paced at this times its credit a shortest round trip
+// (transport/reliability/pacer.h): a little faster than the credit refills, so pacing spreads
+// bursts without holding the sender below what its credit allows.
+constexpr double kPaceGain = 1.25;
+constexpr size_t kPaceBurst = 64 * 1024;
 
 uint64_t now_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
@@ -89,6 +96,7 @@ void Link::on_ack(const wire::Ack& a, Clock::time_point now) {
   report.refused_bytes = a.refused_bytes();
   report.unlisted_bytes = a.unlisted_bytes();
   host_.release_budget(sender_.on_ack(report, now));
+  pace();
   transmit(now);  // credit came back: use it now rather than at the next tick
 }
 
@@ -112,6 +120,16 @@ void Link::on_heartbeat(const wire::Heartbeat& h) {
   const double rtt = (double(now_ns()) - double(h.echo_ns()) - double(h.echo_delay_ns())) / 1e3;
   counters_.rtt_us = counters_.rtt_us == 0 ? rtt : 0.875 * counters_.rtt_us + 0.125 * rtt;
   credit_.round_trip(std::chrono::microseconds(int64_t(rtt)));
+  pace();
+}
+
+void Link::pace() {
+  if (!credit_.long_link()) return sender_.pacer().set(0, 0);
+  const double rtt_s = std::chrono::duration<double>(credit_.shortest_round_trip()).count();
+  // The bucket holds two ticks of the rate (the link sends at its 1 ms ticks), at least
+  // kPaceBurst: what the queues on the way hold at once.
+  const double rate = kPaceGain * double(sender_.credit()) / rtt_s;
+  sender_.pacer().set(rate, std::max(kPaceBurst, size_t(rate * 2e-3)));
 }
 
 void Link::refused_chunk(uint64_t seq, uint32_t payload_bytes, Clock::time_point now) {
@@ -223,7 +241,13 @@ void Link::send_ack(Clock::time_point now) {
 }
 
 void Link::send_naks(Clock::time_point now) {
-  const std::vector<uint64_t> naks = receiver_.naks_due(now, kNakInterval);
+  // A gap is NAKed again only once its repair could have arrived: a round trip and a quarter
+  // (at least kNakInterval). Every millisecond, as before, a 200 ms link sent 200 NAKs per
+  // lost datagram, and those that crossed the repair on its way had it sent a second time.
+  const auto repeat = std::clamp<std::chrono::microseconds>(
+      std::chrono::microseconds(static_cast<int64_t>(1.25 * counters_.rtt_us)), kNakInterval,
+      kMaxRto);
+  const std::vector<uint64_t> naks = receiver_.naks_due(now, repeat);
   if (naks.empty()) return;
   credit_.lost();
   send_nak(naks);

@@ -115,6 +115,9 @@ class Link {
 
  private:
   void restart_receiving(uint32_t epoch);
+  // Paces the sender across a long link (transport/reliability/pacer.h), from the credit the
+  // peer offers and the shortest round trip.
+  void pace();
   // Feeds the credit tuner a taken chunk's bytes; warns once when it hits its cap.
   void grow_credit(size_t wire_bytes, Clock::time_point now);
   void send_chunk(uint64_t seq, const OutgoingChunk& chunk);

@@ -3,7 +3,7 @@
 namespace dtrain::transport {
 
 void CreditTuner::took(size_t bytes, Clock::time_point now) {
-  if (shortest_ < kLongLink) return;
+  if (!long_link()) return;
   if (window_start_ == Clock::time_point{}) window_start_ = now;
   window_bytes_ += bytes;
   if (now - window_start_ < shortest_) return;
@@ -26,7 +26,7 @@ void CreditTuner::grow() {
 
 void CreditTuner::lost() {
   // One loss a round trip: the NAKs of one burst's tail come over several ticks.
-  if (shortest_ < kLongLink || loss_in_window_) return;
+  if (!long_link() || loss_in_window_) return;
   loss_in_window_ = true;
   credit_ = std::max(base_, credit_ / 2);
   ceiling_ = credit_;

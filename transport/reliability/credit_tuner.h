@@ -36,6 +36,9 @@ class CreditTuner {
   // Whether the credit wanted to grow past the cap at least once (the socket's receive buffer
   // is smaller than the link's rate times its round trip).
   bool capped() const { return capped_; }
+  // The shortest round trip seen: the line's own; 0 until measured.
+  std::chrono::microseconds shortest_round_trip() const { return shortest_; }
+  bool long_link() const { return shortest_ >= kLongLink; }
 
   // A round trip measured now (the heartbeats').
   void round_trip(std::chrono::microseconds rtt) {

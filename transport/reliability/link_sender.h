@@ -14,6 +14,8 @@
 #include <memory>
 #include <vector>
 
+#include "transport/reliability/pacer.h"
+
 namespace dtrain::transport {
 
 // A message on its way to one or more peers (shared by their links and by retransmissions).
@@ -61,6 +63,10 @@ class LinkSender {
       const size_t size = q.chunks.front().wire_bytes();
       if (in_flight_bytes_ + size > credit_ && in_flight_bytes_ > 0) {
         ++credit_stalls_;
+        return;
+      }
+      if (!pacer_.take(size, now)) {
+        ++pace_waits_;
         return;
       }
       OutgoingChunk chunk = std::move(q.chunks.front());
@@ -193,6 +199,10 @@ class LinkSender {
   size_t in_flight_bytes() const { return in_flight_bytes_; }
   uint64_t retransmits() const { return retransmits_; }
   uint64_t credit_stalls() const { return credit_stalls_; }
+  uint64_t pace_waits() const { return pace_waits_; }
+  // The receiver's last offer (plus what it holds outside it).
+  size_t credit() const { return credit_; }
+  Pacer& pacer() { return pacer_; }
   bool idle() const {
     return own_.chunks.empty() && relayed_.chunks.empty() && in_flight_count_ == 0;
   }
@@ -228,7 +238,8 @@ class LinkSender {
   size_t in_flight_bytes_ = 0;
   Clock::time_point last_progress_ = Clock::now();
   Clock::time_point last_busy_{};  // the last ack that reported chunks refused for room
-  uint64_t retransmits_ = 0, credit_stalls_ = 0;
+  uint64_t retransmits_ = 0, credit_stalls_ = 0, pace_waits_ = 0;
+  Pacer pacer_;
 };
 
 }  // namespace dtrain::transport

@@ -124,7 +124,7 @@ class Reassembler {
     Clock::time_point last_asked;
   };
   static constexpr size_t kMaxReservations = 1024;
-  static constexpr std::chrono::seconds kReservationLife{2};  // senders ask again within 250 ms
+  static constexpr std::chrono::seconds kReservationLife{2};  // senders ask again within 1 s
   std::map<uint32_t, Reservation> reservations_;
   uint64_t next_turn_ = 0;
   std::map<MessageKey, Partial> partial_;
