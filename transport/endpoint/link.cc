@@ -100,13 +100,17 @@ void Link::on_ack(const wire::Ack& a, Clock::time_point now) {
   transmit(now);  // credit came back: use it now rather than at the next tick
 }
 
+std::chrono::microseconds Link::round_trips(double times, std::chrono::microseconds floor) const {
+  return std::clamp<std::chrono::microseconds>(
+      std::chrono::microseconds(static_cast<int64_t>(times * counters_.rtt_us)), floor, kMaxRto);
+}
+
 void Link::on_nak(const wire::Nak& n, Clock::time_point now) {
   if (n.epoch() != send_epoch_) return;
   ++counters_.naks_received;
   const std::vector<uint64_t> missing(n.missing()->begin(), n.missing()->end());
   // One round trip between repeats (at least the NAK interval, at most the longest RTO).
-  const auto min_gap = std::clamp<std::chrono::microseconds>(
-      std::chrono::microseconds(static_cast<int64_t>(counters_.rtt_us)), kNakInterval, kMaxRto);
+  const auto min_gap = round_trips(1.0, kNakInterval);
   sender_.on_nak(missing, now, min_gap,
                  [&](uint64_t seq, const OutgoingChunk& c) { send_chunk(seq, c); });
 }
@@ -175,8 +179,7 @@ Link::Health Link::tick(Clock::time_point now) {
   sender_.transmit(now, send);
   // Retransmit on silence only well past the round trip: on a loaded machine a fixed short
   // timeout resends what is merely waiting for CPU, doubling the traffic.
-  const auto rto = std::clamp<std::chrono::microseconds>(
-      std::chrono::microseconds(static_cast<int64_t>(4 * counters_.rtt_us)), kRto, kMaxRto);
+  const auto rto = round_trips(4.0, kRto);
   sender_.on_tick(now, rto, send);
   if (receiver_.ack_due(now, kAckEvery, kAckInterval)) send_ack(now);
   send_naks(now);
@@ -244,10 +247,7 @@ void Link::send_naks(Clock::time_point now) {
   // A gap is NAKed again only once its repair could have arrived: a round trip and a quarter
   // (at least kNakInterval). Every millisecond, as before, a 200 ms link sent 200 NAKs per
   // lost datagram, and those that crossed the repair on its way had it sent a second time.
-  const auto repeat = std::clamp<std::chrono::microseconds>(
-      std::chrono::microseconds(static_cast<int64_t>(1.25 * counters_.rtt_us)), kNakInterval,
-      kMaxRto);
-  const std::vector<uint64_t> naks = receiver_.naks_due(now, repeat);
+  const std::vector<uint64_t> naks = receiver_.naks_due(now, round_trips(1.25, kNakInterval));
   if (naks.empty()) return;
   credit_.lost();
   send_nak(naks);

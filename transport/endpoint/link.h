@@ -115,6 +115,9 @@ class Link {
 
  private:
   void restart_receiving(uint32_t epoch);
+  // `times` the smoothed round trip, at least `floor` and at most the longest retransmission
+  // timeout: how long the repair timers wait.
+  std::chrono::microseconds round_trips(double times, std::chrono::microseconds floor) const;
   // Paces the sender across a long link (transport/reliability/pacer.h), from the credit the
   // peer offers and the shortest round trip.
   void pace();

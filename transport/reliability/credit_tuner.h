@@ -5,12 +5,12 @@
 // shortest round trip is long, follows what the peer delivered: each time a shortest round
 // trip passes, it becomes twice the bytes taken during it (dynamic right-sizing, the way
 // Linux sizes a TCP receive window), so a sender held by its credit doubles it every round
-// trip until the line's rate holds it instead. The sender does not pace what its credit allows,
-// so a credit larger than the queues on the way (a router's, the sender's own qdisc) loses the
-// end of each burst: a round trip in which this node had to NAK a gap halves the credit, and
-// from then on it grows by the base a round trip at most (additive increase, multiplicative
-// decrease, as TCP's congestion window). It never shrinks below the base nor grows above the
-// cap (what the socket's receive buffer holds).
+// trip until the line's rate holds it instead. A credit larger than the queues on the way (a
+// router's, the sender's own qdisc) loses the end of a burst even when the sender paces it
+// (transport/reliability/pacer.h): a round trip in which this node had to NAK a gap halves
+// the credit, and from then on it grows by the base a round trip at most (additive increase,
+// multiplicative decrease, as TCP's congestion window). It never shrinks below the base nor
+// grows above the cap (what the socket's receive buffer holds).
 //
 // Links with a short round trip keep the base: there a burst lands in the receive buffer
 // rather than in the network, and the base already allows base / RTT (2.6 GB/s at 0.2 ms).

@@ -65,10 +65,7 @@ class LinkSender {
         ++credit_stalls_;
         return;
       }
-      if (!pacer_.take(size, now)) {
-        ++pace_waits_;
-        return;
-      }
+      if (!pacer_.take(size, now)) return;  // the link's next tick sends it
       OutgoingChunk chunk = std::move(q.chunks.front());
       q.chunks.pop_front();
       q.sent += size;
@@ -199,7 +196,6 @@ class LinkSender {
   size_t in_flight_bytes() const { return in_flight_bytes_; }
   uint64_t retransmits() const { return retransmits_; }
   uint64_t credit_stalls() const { return credit_stalls_; }
-  uint64_t pace_waits() const { return pace_waits_; }
   // The receiver's last offer (plus what it holds outside it).
   size_t credit() const { return credit_; }
   Pacer& pacer() { return pacer_; }
@@ -238,7 +234,7 @@ class LinkSender {
   size_t in_flight_bytes_ = 0;
   Clock::time_point last_progress_ = Clock::now();
   Clock::time_point last_busy_{};  // the last ack that reported chunks refused for room
-  uint64_t retransmits_ = 0, credit_stalls_ = 0, pace_waits_ = 0;
+  uint64_t retransmits_ = 0, credit_stalls_ = 0;
   Pacer pacer_;
 };
 

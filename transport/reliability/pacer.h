@@ -20,16 +20,12 @@ class Pacer {
     burst_ = double(burst);
     tokens_ = std::min(tokens_, burst_);
   }
-  bool on() const { return rate_ > 0; }
-  double rate() const { return rate_; }
 
   // Takes `bytes` if the bucket holds them now; false: wait (the link's next tick retries).
   bool take(size_t bytes, Clock::time_point now) {
     if (rate_ <= 0) return true;
-    if (last_ != Clock::time_point{})
-      tokens_ = std::min(burst_, tokens_ + rate_ * std::chrono::duration<double>(now - last_).count());
-    else
-      tokens_ = burst_;
+    const double elapsed_s = std::chrono::duration<double>(now - last_).count();
+    tokens_ = last_ == Clock::time_point{} ? burst_ : std::min(burst_, tokens_ + rate_ * elapsed_s);
     last_ = now;
     if (tokens_ < double(bytes)) return false;
     tokens_ -= double(bytes);
