@@ -15,22 +15,29 @@ namespace {
 // A sparse element on the wire: 31 bits of index and a sign (docs/architecture/core.md).
 constexpr double kBytesPerElement = 4.0;
 
+double step_goodput(const LinkFigures& link) {
+  return link.step_goodput_bytes_s > 0 ? link.step_goodput_bytes_s : link.goodput_bytes_s;
+}
+
 std::string figures(const SyncChoiceInputs& in) {
-  char text[192];
+  char text[256];
   std::snprintf(text, sizeof text,
-                "RTT %.2f ms, %.1f MB/s, a step computes %.2f ms and shares in %.2f ms",
-                in.link.rtt_s * 1e3, in.link.goodput_bytes_s / 1e6, in.step_s * 1e3,
+                "RTT %.2f ms (%d hop%s apart), %.1f MB/s for a step's messages and %.1f MB/s for "
+                "a round's, a step computes %.2f ms and shares in %.2f ms",
+                in.link.rtt_s * 1e3, in.path_hops, in.path_hops == 1 ? "" : "s",
+                step_goodput(in.link) / 1e6, in.link.goodput_bytes_s / 1e6, in.step_s * 1e3,
                 in.step_work_s * 1e3);
   return text;
 }
 
 // What one node waits for each step under bsp: the others' messages of the step before, sent
-// about half a round trip ago, and the step's own encoding and applying.
+// from up to the mesh's longest path away (half a round trip a hop), and the step's own
+// encoding and applying.
 double per_step_wait_s(const TrainingSpec& t, const SyncChoiceInputs& in) {
   const double others = double(in.workers) * double(in.nodes - 1) / double(in.nodes);
-  const double bytes =
-      others * kBytesPerElement * double(in.num_params) * per_step_density(t.threshold);
-  return in.link.rtt_s / 2 + bytes / in.link.goodput_bytes_s + in.step_work_s;
+  const double bytes = others * step_message_bytes(t, in.num_params);
+  return double(std::max(1, in.path_hops)) * in.link.rtt_s / 2 + bytes / step_goodput(in.link) +
+         in.step_work_s;
 }
 
 // A round of local steps: every other node's levels of the pseudo-gradient, a round trip, and
@@ -73,6 +80,10 @@ double round_message_bytes(const LocalStepsSpec& local, const float* values, int
                                                             : double(bitmap_words(n)) * 4.0;
   }
   return bytes;
+}
+
+double step_message_bytes(const TrainingSpec& training, int64_t num_params) {
+  return kBytesPerElement * double(num_params) * per_step_density(training.threshold);
 }
 
 double per_step_density(const ThresholdSpec& t) {

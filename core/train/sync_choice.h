@@ -1,10 +1,10 @@
 #pragma once
 // `training.sync: auto` (docs/user-guide.md, "Choosing how workers synchronise"): per-step
 // sharing or local steps, and H, chosen from the link the job's nodes measured and the time a
-// step computes. Per-step sharing (bsp) waits about half a round trip and a step's messages
-// every step; local steps wait one round trip, one pseudo-gradient and the round's own work
-// (encoding, decoding, the outer step) every H steps. The rule
-// keeps the waiting under a tenth of the compute: per-step sharing where it already is, else
+// step computes. Per-step sharing (bsp) waits every step for a step's messages, sent half a
+// round trip a hop along the mesh's longest path (a relay doubles it); local steps wait one
+// round trip, one pseudo-gradient and the round's own work (encoding, decoding, the outer step)
+// every H steps. The rule keeps the waiting under a tenth of the compute: per-step sharing where it already is, else
 // the smallest H that gets there, at least kMinLocalSteps and at most kMaxLocalSteps: past 20
 // the replicas drift apart (the example MLP: 0.6 points less at H = 50 after 4 epochs, and as
 // fast or slower to 0.87 on every link measured but a 200 ms round trip; docs/performance.md,
@@ -18,9 +18,12 @@
 namespace dtrain::core {
 
 // The slowest peer's figures, as the chooser measured them on the job's mesh.
+// Each mode's goodput is measured with a message of its own size: a step's messages fit in
+// the hosts' queues where a round's may overflow them (docs/performance.md, "Every cell").
 struct LinkFigures {
   double rtt_s = 0.0;            // round trip of a small message
   double goodput_bytes_s = 0.0;  // of one the size of a round's message, its round trip taken off
+  double step_goodput_bytes_s = 0.0;  // of one the size of a step's (0: taken as the above)
 };
 
 struct SyncChoiceInputs {
@@ -36,6 +39,10 @@ struct SyncChoiceInputs {
   // other worker's message (core/train/step_timing.h).
   double step_work_s = 0.0;
   int nodes = 1, workers = 1;  // in the job
+  // Sends on the way between the two nodes farthest apart on the job's mesh
+  // (transport::MeshMap::longest_path): a step's messages wait that many half round trips
+  // (2 in a plain mesh of three or more nodes: the root relays).
+  int path_hops = 1;
 };
 
 struct SyncChoice {
@@ -48,6 +55,8 @@ constexpr int64_t kMinLocalSteps = 10;
 constexpr int64_t kMaxLocalSteps = 20;
 
 SyncChoice choose_sync(const TrainingSpec& training, const SyncChoiceInputs& in);
+// One worker's message of a step under per-step sharing, at per_step_density.
+double step_message_bytes(const TrainingSpec& training, int64_t num_params);
 // The bytes of one node's message in a round of local steps if `values` were its
 // pseudo-gradient: the levels at tau, tau/2, ... on what the earlier ones left, each sparse (4
 // bytes an element) up to a sixteenth of the elements and a bitmap (2 bits an element) above,

@@ -500,8 +500,11 @@ core::SyncChoice JobRunner::choose_sync(const core::JobSpec& job, MeshExchange& 
     in.step_work_s = step.step_work_s;
     in.nodes = nodes;
     in.workers = workers;
+    in.path_hops =
+        int(transport::MeshMap::build(start_.mesh, member_lists(start_).mesh).longest_path());
     in.link = election.measure(std::max(std::chrono::milliseconds(5000), peer_timeout()),
-                               size_t(step.round_bytes));
+                               size_t(step.round_bytes),
+                               size_t(core::step_message_bytes(job.training, step.num_params)));
     choice = core::choose_sync(job.training, in);
   }
   election.announce(choice);

@@ -88,29 +88,44 @@ std::map<uint32_t, double> SyncElection::time_probe(size_t bytes, Clock::time_po
   }
 }
 
-core::LinkFigures SyncElection::measure(std::chrono::milliseconds deadline, size_t bytes) {
+std::pair<double, double> SyncElection::time_transfer(size_t bytes,
+                                                     const std::map<uint32_t, double>& small,
+                                                     std::chrono::milliseconds deadline) {
   bytes = std::clamp(bytes, kMinLargeProbeBytes, kMaxLargeProbeBytes);
-  const auto first = time_probe(kSmallProbeBytes, Clock::now() + deadline, kResendAfter);
-  const auto second = time_probe(kSmallProbeBytes, Clock::now() + deadline, kResendAfter);
   const auto large = time_probe(bytes, Clock::now() + deadline, std::chrono::milliseconds(0));
-  core::LinkFigures slowest;
+  double slowest = 0.0, rtt_s = 0.0;
   bool any = false;
   for (const auto& [id, seconds] : large) {
-    double rtt = seconds;
-    if (first.count(id)) rtt = std::min(rtt, first.at(id));
-    if (second.count(id)) rtt = std::min(rtt, second.at(id));
-    if (!first.count(id) && !second.count(id)) continue;  // no round trip to take off
+    auto shortest = small.find(id);
+    if (shortest == small.end()) continue;  // no round trip to take off
+    const double rtt = std::min(seconds, shortest->second);
     // A transfer too quick to time is taken as a microsecond: the goodput is then a bound.
     const double goodput = double(bytes) / std::max(seconds - rtt, 1e-6);
-    slowest.rtt_s = std::max(slowest.rtt_s, rtt);
-    slowest.goodput_bytes_s = any ? std::min(slowest.goodput_bytes_s, goodput) : goodput;
+    rtt_s = std::max(rtt_s, rtt);
+    slowest = any ? std::min(slowest, goodput) : goodput;
     any = true;
   }
-  if (!any)
+  return {slowest, rtt_s};
+}
+
+core::LinkFigures SyncElection::measure(std::chrono::milliseconds deadline, size_t round_bytes,
+                                        size_t step_bytes) {
+  std::map<uint32_t, double> small =
+      time_probe(kSmallProbeBytes, Clock::now() + deadline, kResendAfter);
+  for (const auto& [id, seconds] :
+       time_probe(kSmallProbeBytes, Clock::now() + deadline, kResendAfter))
+    small[id] = small.count(id) ? std::min(small[id], seconds) : seconds;
+  const auto [step_goodput, step_rtt] = time_transfer(step_bytes, small, deadline);
+  const auto [round_goodput, round_rtt] = time_transfer(round_bytes, small, deadline);
+  if (round_goodput <= 0 || step_goodput <= 0)
     throw core::UserError("no node answered the link probes for training.sync: auto within " +
                               std::to_string(deadline.count() / 1000) + " s",
                           "check the data network between the nodes (dtrain-submit nodes), or " +
                               std::string(kSetItYourself));
+  core::LinkFigures slowest;
+  slowest.rtt_s = std::max(step_rtt, round_rtt);
+  slowest.goodput_bytes_s = round_goodput;
+  slowest.step_goodput_bytes_s = step_goodput;
   return slowest;
 }
 

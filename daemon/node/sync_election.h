@@ -48,11 +48,13 @@ class SyncElection {
   void on_restarted(uint32_t id);
   void cancel();
 
-  // The chooser: the slowest live peer's round trip and goodput, the goodput of a message of
-  // `bytes` (within kMinLargeProbeBytes..kMaxLargeProbeBytes). Each probe waits at most
-  // `deadline` for the live peers' answers; a peer that answered none of the small ones is left
-  // out. Throws UserError when no peer answered.
-  core::LinkFigures measure(std::chrono::milliseconds deadline, size_t bytes);
+  // The chooser: the slowest live peer's round trip and goodputs, of a message of
+  // `round_bytes` and of one of `step_bytes` (each within
+  // kMinLargeProbeBytes..kMaxLargeProbeBytes). Each probe waits at most `deadline` for the live
+  // peers' answers; a peer that answered none of the small ones is left out. Throws UserError
+  // when no peer answered.
+  core::LinkFigures measure(std::chrono::milliseconds deadline, size_t round_bytes,
+                            size_t step_bytes);
   // The chooser: every node trains the way `choice` says (this one remembers it).
   void announce(const core::SyncChoice& choice);
   // A member rejoined or joined: it hears the choice this node knows (if any), sent from a
@@ -73,6 +75,10 @@ class SyncElection {
   // or `until`: seconds from each send to its answer, per peer.
   std::map<uint32_t, double> time_probe(size_t bytes, Clock::time_point until,
                                         std::chrono::milliseconds resend);
+  // A probe of `bytes`: the slowest goodput of the peers with a round trip in `small` (0 if
+  // none answered), and the largest of those peers' shortest round trips.
+  std::pair<double, double> time_transfer(size_t bytes, const std::map<uint32_t, double>& small,
+                                          std::chrono::milliseconds deadline);
   bool all_answered() const;  // under mutex_
   // Under mutex_: the chooser's choice heard (any live member's for a rejoining node).
   const core::SyncChoice* usable_choice(std::optional<uint32_t> chooser) const;

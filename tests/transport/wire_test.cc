@@ -500,6 +500,14 @@ TEST_CASE("mesh maps: plain star, breadth-first tree, repair after a loss") {
   MeshMap rootless = plain.without(0, &missed);
   REQUIRE(rootless.root() == 1);
   REQUIRE(rootless.children(1).size() == 10);  // plain stays a star around the new root
+
+  // The longest way a message travels: leaf to leaf through the root in the star; in the tree
+  // from 9 (under 1) to 8 (under the root) is 3 hops; one member or two neighbours.
+  REQUIRE(plain.longest_path() == 2);
+  REQUIRE(tree.longest_path() == 3);
+  REQUIRE(MeshMap::build("plain", {m[0], m[1]}).longest_path() == 1);
+  REQUIRE(MeshMap::build("plain", {m[0]}).longest_path() == 0);
+  REQUIRE(plain.without(0).longest_path() == 2);
 }
 
 TEST_CASE("a union type without its table is malformed, not a crash (found by the fuzzer)") {

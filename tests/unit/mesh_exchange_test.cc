@@ -528,10 +528,12 @@ TEST_CASE("training.sync: auto: the chooser measures every node, and all train i
   auto second = follow_choice(*ex[1], milliseconds(5000));
   auto third = follow_choice(*ex[2], milliseconds(5000));
   // Each probe is answered by both followers (their threads answer while they wait).
-  const core::LinkFigures link = ex[0]->sync_election().measure(milliseconds(5000), 100000);
+  const core::LinkFigures link =
+      ex[0]->sync_election().measure(milliseconds(5000), 100000, 10000);
   CHECK(link.rtt_s > 0);
   CHECK(link.rtt_s < 2.0);
   CHECK(link.goodput_bytes_s > 0);
+  CHECK(link.step_goodput_bytes_s > 0);
   ex[0]->sync_election().announce({20, "RTT 50 ms: local steps, H = 20"});
   const core::SyncChoice b = second.get(), c = third.get();
   CHECK(b.local_steps == 20);
@@ -565,8 +567,9 @@ TEST_CASE("training.sync: auto: a chooser lost before it chose ends the wait wit
   SECTION("and a chooser none answers names the probe, not a hang") {
     mesh.cut(2);
     mesh.cut(3);
-    CHECK_THAT(user_error_of([&] { ex[0]->sync_election().measure(milliseconds(300), 100000); },
-                             "no peer answered, yet figures came back"),
+    CHECK_THAT(user_error_of(
+                   [&] { ex[0]->sync_election().measure(milliseconds(300), 100000, 10000); },
+                   "no peer answered, yet figures came back"),
                Catch::Contains("no node answered the link probes"));
   }
 }
@@ -598,7 +601,8 @@ TEST_CASE("training.sync: auto: a silent peer costs the probes their deadline, n
   std::vector<std::unique_ptr<MeshExchange>> ex = three_nodes(mesh);
   auto second = follow_choice(*ex[1], milliseconds(10000));
   mesh.cut(3);  // silent, not yet declared lost
-  const core::LinkFigures link = ex[0]->sync_election().measure(milliseconds(300), 100000);
+  const core::LinkFigures link =
+      ex[0]->sync_election().measure(milliseconds(300), 100000, 10000);
   CHECK(link.goodput_bytes_s > 0);  // node-2's figures
   ex[0]->sync_election().announce({0, "per-step"});
   CHECK(second.get().local_steps == 0);
@@ -616,7 +620,7 @@ TEST_CASE("training.sync: auto: a node that attaches after the first probe is pr
     return ex[2]->sync_election().await(1u, milliseconds(10000));
   });
   const auto start = std::chrono::steady_clock::now();
-  ex[0]->sync_election().measure(milliseconds(5000), 100000);
+  ex[0]->sync_election().measure(milliseconds(5000), 100000, 10000);
   // Answered by both: no probe waited out its 5 s.
   CHECK(std::chrono::steady_clock::now() - start < milliseconds(3000));
   ex[0]->sync_election().announce({12, "local"});

@@ -30,13 +30,15 @@ TEST_CASE("a fast link keeps per-step sharing; slower ones get local steps, H fr
   // 0.1 ms, 1000 MB/s: 0.05 + 0.008 ms of a 10 ms step.
   core::SyncChoice c = core::choose_sync(t, inputs(0.1, 1000, 10));
   CHECK(c.local_steps == 0);
-  CHECK(c.reason == "RTT 0.10 ms, 1000.0 MB/s, a step computes 10.00 ms and shares in 0.00 ms: "
+  CHECK(c.reason == "RTT 0.10 ms (1 hop apart), 1000.0 MB/s for a step's messages and "
+                    "1000.0 MB/s for a round's, a step computes 10.00 ms and shares in 0.00 ms: "
                     "per-step sharing waits 0.06 ms a step (1% of compute)");
   // 2 ms, 100 MB/s: bsp waits 1.08 ms > 1 ms. A round waits 2 ms + 2 nodes * 48 kB / 1e8 =
   // 2.96 ms: 3 steps would do, the least is 10.
   c = core::choose_sync(t, inputs(2, 100, 10));
   CHECK(c.local_steps == 10);
-  CHECK(c.reason == "RTT 2.00 ms, 100.0 MB/s, a step computes 10.00 ms and shares in 0.00 ms: "
+  CHECK(c.reason == "RTT 2.00 ms (1 hop apart), 100.0 MB/s for a step's messages and "
+                    "100.0 MB/s for a round's, a step computes 10.00 ms and shares in 0.00 ms: "
                     "per-step sharing would wait 1.08 ms a step (11% of compute); local steps, H "
                     "= 10 (a round waits 2.96 ms: its message 48 kB, its work 0.00 ms)");
   // 15 ms: a round waits 15.96 ms, 16 steps of 10 ms.
@@ -70,7 +72,8 @@ TEST_CASE("local steps only where their wait per step is below per-step sharing'
   heavy.round_bytes = 320000;
   const core::SyncChoice c = core::choose_sync(t, heavy);
   CHECK(c.local_steps == 0);
-  CHECK(c.reason == "RTT 0.00 ms, 5.0 MB/s, a step computes 1.00 ms and shares in 0.00 ms: "
+  CHECK(c.reason == "RTT 0.00 ms (1 hop apart), 5.0 MB/s for a step's messages and "
+                    "5.0 MB/s for a round's, a step computes 1.00 ms and shares in 0.00 ms: "
                     "per-step sharing waits 1.60 ms a step (160% of compute), local steps 6.40 ms "
                     "(H = 20; a round waits 128.00 ms: its message 320 kB, its work 0.00 ms): "
                     "per-step sharing");
@@ -122,7 +125,8 @@ TEST_CASE("per-step sharing's own work a step counts in its wait") {
   in.part_decode_s = 0.0005;
   const core::SyncChoice c = core::choose_sync(t, in);
   CHECK(c.local_steps == 10);
-  CHECK(c.reason == "RTT 0.10 ms, 1000.0 MB/s, a step computes 10.00 ms and shares in 1.00 ms: "
+  CHECK(c.reason == "RTT 0.10 ms (1 hop apart), 1000.0 MB/s for a step's messages and "
+                    "1000.0 MB/s for a round's, a step computes 10.00 ms and shares in 1.00 ms: "
                     "per-step sharing would wait 1.06 ms a step (11% of compute); local steps, H "
                     "= 10 (a round waits 3.20 ms: its message 48 kB, its work 3.00 ms)");
 }
@@ -147,6 +151,33 @@ TEST_CASE("a round is weighed as a pseudo-gradient: near normal, levels past the
   CHECK(core::pseudo_gradient_round_bytes(l, n) ==
         Approx(4 * 0.003 * n + 7 * bitmap).epsilon(0.02));
   CHECK(core::pseudo_gradient_round_bytes(l, 0) == 0.0);
+}
+
+TEST_CASE("each mode is weighed with the goodput of its own message and the mesh's longest path") {
+  core::TrainingSpec t;
+  // 1e6 parameters: a step's message 40 kB (1e-2 of them, 4 bytes each), two of them to each
+  // node; a round's 400 kB, two of them. 20 ms steps, no round trip.
+  core::SyncChoiceInputs in = inputs(0, 2, 20);
+  in.num_params = 1000000;
+  in.round_bytes = 400000;
+  // One goodput for both (2 MB/s): per-step sharing waits 80 kB / 2 MB/s = 40 ms a step, a
+  // round 800 kB / 2 MB/s = 400 ms, 20 ms a step at H = 20: local steps.
+  CHECK(core::choose_sync(t, in).local_steps == 20);
+  // A step's messages fit where a round's overflow: 8 MB/s for them, 10 ms a step: bsp.
+  in.link.step_goodput_bytes_s = 8e6;
+  const core::SyncChoice c = core::choose_sync(t, in);
+  CHECK(c.local_steps == 0);
+  CHECK_THAT(c.reason, Catch::StartsWith("RTT 0.00 ms (1 hop apart), 8.0 MB/s for a step's "
+                                         "messages and 2.0 MB/s for a round's"));
+  CHECK_THAT(c.reason, Catch::Contains("per-step sharing waits 10.00 ms a step"));
+
+  // A 3 ms round trip and 20 ms steps at 1000 MB/s: neighbours wait 1.5 ms a step, under the
+  // tenth (2 ms); through a relay (2 hops) 3 ms, over it: local steps, H = 10.
+  in = inputs(3, 1000, 20);
+  CHECK(core::choose_sync(t, in).local_steps == 0);
+  in.path_hops = 2;
+  CHECK(core::choose_sync(t, in).local_steps == 10);
+  CHECK_THAT(core::choose_sync(t, in).reason, Catch::StartsWith("RTT 3.00 ms (2 hops apart)"));
 }
 
 TEST_CASE("one node, or nothing measured, shares every step") {

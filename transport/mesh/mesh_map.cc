@@ -65,6 +65,33 @@ size_t MeshMap::depth(uint32_t id) const {
   return d;
 }
 
+size_t MeshMap::hops(uint32_t a, uint32_t b) const {
+  // a's ancestors with their distance from a; b climbs until it meets one of them.
+  std::vector<std::pair<uint32_t, size_t>> up;
+  size_t d = 0;
+  for (const MeshMember* m = find(a); m && d <= members_.size(); ++d) {
+    up.emplace_back(m->id, d);
+    if (m->parent == m->id) break;
+    m = find(m->parent);
+  }
+  d = 0;
+  for (const MeshMember* m = find(b); m && d <= members_.size(); ++d) {
+    for (const auto& [id, from_a] : up)
+      if (id == m->id) return from_a + d;
+    if (m->parent == m->id) break;
+    m = find(m->parent);
+  }
+  return depth(a) + depth(b);  // not one tree: through both roots
+}
+
+size_t MeshMap::longest_path() const {
+  size_t longest = 0;
+  for (size_t i = 0; i < members_.size(); ++i)
+    for (size_t j = i + 1; j < members_.size(); ++j)
+      longest = std::max(longest, hops(members_[i].id, members_[j].id));
+  return longest;
+}
+
 MeshMap MeshMap::without(uint32_t lost, std::vector<uint32_t>* cut_off) const {
   MeshMap next = *this;
   next.version_ = version_ + 1;

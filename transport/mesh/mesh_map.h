@@ -38,6 +38,9 @@ class MeshMap {
   // The neighbour of `from` that `to`'s messages reach `from` through: `to` itself when they
   // are neighbours (or either is not in the map).
   uint32_t next_hop(uint32_t from, uint32_t to) const;
+  // The hops between the two members farthest apart: how many times a message is sent on its
+  // way between them (0 for one member; 2 in a plain mesh of three or more, the root relaying).
+  size_t longest_path() const;
 
   // The map after `lost` left: its children re-attach to the least-loaded live node (fewest
   // children, nearest the root, first in order; in plain mode, the root); a lost root is
@@ -52,6 +55,7 @@ class MeshMap {
 
  private:
   size_t depth(uint32_t id) const;
+  size_t hops(uint32_t a, uint32_t b) const;
   uint64_t version_ = 0;
   std::string mode_;
   std::vector<MeshMember> members_;
