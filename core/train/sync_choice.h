@@ -19,7 +19,8 @@ namespace dtrain::core {
 
 // The slowest peer's figures, as the chooser measured them on the job's mesh.
 // Each mode's goodput is measured with a message of its own size: a step's messages fit in
-// the hosts' queues where a round's may overflow them (docs/performance.md, "Every cell").
+// the hosts' queues where a round's may overflow them (docs/performance.md, "Every cell, each
+// mode weighed at its own message size").
 struct LinkFigures {
   double rtt_s = 0.0;            // round trip of a small message
   double goodput_bytes_s = 0.0;  // of one the size of a round's message, its round trip taken off

@@ -28,7 +28,10 @@ class SyncElection {
   using Send = std::function<void(PayloadBytes bytes)>;
   static constexpr size_t kSmallProbeBytes = 64;
   static constexpr size_t kMinLargeProbeBytes = size_t(64) << 10;
-  static constexpr size_t kMaxLargeProbeBytes = size_t(1) << 20;
+  // A round's message is probed at its own size: one of megabytes may overrun queues that one
+  // of 1 MiB fits (the wide MLP's 4.4 MB round at 1 Gbit/s: 38 MB/s, against 48 MB/s for 1 MiB;
+  // docs/performance.md, "Every cell, each mode weighed at its own message size").
+  static constexpr size_t kMaxLargeProbeBytes = size_t(16) << 20;
   // A probe not answered by every live node within this is sent again (a node may attach to
   // the job after the first one reached it; the transport does not resend what it delivered).
   static constexpr std::chrono::milliseconds kResendAfter{250};
