@@ -3,6 +3,7 @@
 // client credentials of clients_dir); `dtraind keygen PATH` writes a new cluster key file (mode
 // 0600) to copy to every machine, `dtraind keygen --client NAME PATH` a client credential.
 #include <signal.h>
+#include <unistd.h>
 #include <spdlog/spdlog.h>
 #include <systemd/sd-daemon.h>
 
@@ -49,7 +50,7 @@ class Clients {
   // Daemons prove themselves with the cluster key, clients with their listed credential.
   dtrain::transport::KeyLookup lookup(const dtrain::transport::ClusterKey& cluster_key) {
     using dtrain::transport::ControlIdentity;
-    return [this, cluster_key](const ControlIdentity& who,
+    return [this, cluster_key](ControlIdentity& who,
                                std::string& refusal) -> std::optional<dtrain::transport::ClusterKey> {
       if (who.role == ControlIdentity::Role::kDaemon) return cluster_key;
       std::shared_ptr<const dtrain::transport::ClientList> list;
@@ -57,7 +58,10 @@ class Clients {
         std::lock_guard<std::mutex> lock(mutex_);
         list = list_;
       }
-      if (auto key = list->key_of(who.name)) return key;
+      if (auto key = list->key_of(who.name)) {
+        who.operator_role = list->is_operator(who.name);
+        return key;
+      }
       refusal = "client '" + who.name + "' is not listed in the controller's clients_dir" +
                 (dir_.empty() ? " (none is configured)" : " (or was revoked)");
       return std::nullopt;
@@ -84,6 +88,7 @@ class Daemon {
  private:
   void start_controller();
   void start_status_server();
+  dtrain::daemon::HttpAccess http_access() const;
 
   dtrain::daemon::DaemonConfig config_;
   dtrain::transport::ClusterKey key_;
@@ -141,8 +146,25 @@ void Daemon::start_status_server() {
                         [this](uint64_t id) { return controller_->dashboard_job(id); }}
                   : daemon::DashboardApi{};
   http_ = std::make_unique<daemon::StatusServer>(config_.http_address, config_.http_port, status,
-                                                 dashboard);
+                                                 dashboard, http_access());
   spdlog::info("status: http://{}:{}/status and /metrics", config_.http_address, http_->port());
+}
+
+// The Host names the status port answers, and its token when it is bound beyond loopback
+// (docs/operations.md, "The HTTP port").
+dtrain::daemon::HttpAccess Daemon::http_access() const {
+  dtrain::daemon::HttpAccess access;
+  access.hosts = config_.http_hosts;
+  access.hosts.push_back(config_.http_address);
+  char host[256] = {};
+  if (gethostname(host, sizeof host - 1) == 0 && host[0]) access.hosts.push_back(host);
+  if (dtrain::daemon::loopback_address(config_.http_address)) return access;
+  const std::string path = config_.http_token_file.empty() ? config_.data_dir + "/http.token"
+                                                           : config_.http_token_file;
+  access.token = dtrain::daemon::load_or_make_http_token(path);
+  spdlog::info("status: bound beyond loopback, so requests need the token in {} "
+               "(Authorization: Bearer TOKEN, or /?token=TOKEN once in a browser)", path);
+  return access;
 }
 
 bool Daemon::start() {
@@ -211,7 +233,9 @@ int main(int argc, char** argv) {
       "  dtraind keygen /etc/dtrain/cluster.key      make a cluster key (copy it to every "
       "machine, mode 0600)\n"
       "  dtraind keygen --client alice alice.cred    make a client credential for dtrain-submit "
-      "(its copy goes in the controller's clients_dir)\n\n"
+      "(its copy goes in the controller's clients_dir)\n"
+      "  dtraind keygen --client carol --operator carol.cred   the same for an operator, who may "
+      "act on every user's jobs\n\n"
       "Ports: TCP 7070 control, UDP 40123 data, TCP 7080 status. Every key is in the sample "
       "config: /etc/dtrain/dtraind.yaml as the package installs it, configs/dtraind/ in the "
       "source. Under systemd: systemctl enable --now dtraind; journalctl -u dtraind.",
@@ -221,10 +245,15 @@ int main(int argc, char** argv) {
   auto* keygen = app.add_subcommand(
       "keygen", "write a new random cluster key file, or with --client a client credential (mode 0600)");
   std::string key_path, client_name;
+  bool operator_role = false;
   keygen->add_option("path", key_path, "where to write it (refuses to overwrite)")->required();
-  keygen->add_option("--client", client_name,
-                     "a credential for the client NAME (dtrain-submit --credential) instead of a "
-                     "cluster key");
+  auto* client_option = keygen->add_option(
+      "--client", client_name,
+      "a credential for the client NAME (dtrain-submit --credential) instead of a cluster key");
+  keygen->add_flag("--operator", operator_role,
+                   "with --client: an operator's credential, which may cancel, resume, fetch and "
+                   "read every user's jobs (others act on their own only)")
+      ->needs(client_option);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -235,7 +264,7 @@ int main(int argc, char** argv) {
       if (client_name.empty())
         dtrain::transport::generate_cluster_key(key_path);
       else
-        dtrain::transport::generate_client_credential(key_path, client_name);
+        dtrain::transport::generate_client_credential(key_path, client_name, operator_role);
     } catch (const std::exception& e) {
       std::fprintf(stderr, "dtraind keygen: %s\n", e.what());
       return kExitBadInput;

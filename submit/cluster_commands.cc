@@ -263,6 +263,7 @@ int run_cluster_status(const ClusterArgs& a, const std::string& job, bool json) 
   }
   if (!job.empty()) {
     print_result(reply);
+    std::printf("  owner: %s\n", reply.value("owner", std::string("-")).c_str());
     const Json p = merged_progress(reply);
     if (reply.value("state", "") == "running" && !p.is_null())
       std::printf("  %s\n", progress_line(p).c_str());
@@ -272,11 +273,15 @@ int run_cluster_status(const ClusterArgs& a, const std::string& job, bool json) 
                   (long long)reply["task_parts"].value("total", int64_t(0)));
     return kExitSuccess;
   }
-  std::printf("%-18s %-24s %-10s %-6s %s\n", "JOB", "NAME", "STATE", "NODES", "RESULT");
-  for (const Json& j : reply["jobs"])
-    std::printf("%-18s %-24s %-10s %-6zu %s\n", j.value("id", "").c_str(),
-                j.value("name", "").c_str(), j.value("state", "").c_str(), j["nodes"].size(),
+  std::printf("%-18s %-24s %-14s %-10s %-6s %s\n", "JOB", "NAME", "OWNER", "STATE", "NODES",
+              "RESULT");
+  for (const Json& j : reply["jobs"]) {
+    const std::string owner = j.value("owner", std::string());
+    std::printf("%-18s %-24s %-14s %-10s %-6zu %s\n", j.value("id", "").c_str(),
+                j.value("name", "").c_str(), owner.empty() ? "-" : owner.c_str(),
+                j.value("state", "").c_str(), j["nodes"].size(),
                 result_summary(j["result"]).c_str());
+  }
   return kExitSuccess;
 }
 

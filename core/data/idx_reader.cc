@@ -2,6 +2,7 @@
 
 #include <zlib.h>
 
+#include <algorithm>
 #include <memory>
 
 #include "core/util/error.h"
@@ -54,8 +55,14 @@ IdxArray read_idx(const std::string& path) {
     if (total > (1LL << 34))
       throw UserError("'" + path + "' declares more than 16 GiB of data", "the file is corrupt");
   }
-  a.values.resize(static_cast<size_t>(total));
-  read_exact(f.get(), a.values.data(), a.values.size(), path, "the values");
+  // The values grow as they arrive: a header's dimensions are a claim, and a short file that
+  // claims gigabytes must cost no more than what it holds.
+  constexpr size_t kChunk = size_t(16) << 20;
+  while (a.values.size() < size_t(total)) {
+    const size_t at = a.values.size();
+    a.values.resize(std::min(size_t(total), at + kChunk));
+    read_exact(f.get(), a.values.data() + at, a.values.size() - at, path, "the values");
+  }
   return a;
 }
 

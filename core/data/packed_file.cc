@@ -191,6 +191,9 @@ PackedHeader read_packed_header(const std::string& path) {
 }
 
 PackedSource::PackedSource(const std::vector<std::string>& paths, PackedCoverage coverage) {
+  // Every header first: what the files hold bounds what is allocated for them (a header's
+  // counts are checked against the file's length, not trusted).
+  int64_t held = 0;
   for (const std::string& path : paths) {
     auto f = std::make_unique<File>();
     f->path = path;
@@ -204,51 +207,64 @@ PackedSource::PackedSource(const std::vector<std::string>& paths, PackedCoverage
       normalizer_ = h.normalizer;
       names_ = h.names;
       export_id_ = h.export_id;
-      if (coverage == PackedCoverage::kWholeExport) {
-        total_ = h.total;
-        file_of_.assign(size_t(h.total), UINT32_MAX);
-        record_of_.assign(size_t(h.total), -1);
-      }
     } else if (h.export_id != export_id_) {
       throw UserError("'" + path + "' is from another export than '" + files_[0]->path + "'",
                       "give the files of one export (data.train.path, data.test.path, --data)");
     }
-    if (coverage == PackedCoverage::kPart) {
-      // Some files of an export (a node's local shards): its examples in file and record
-      // order, numbered from 0; the minibatches shuffle them each epoch.
-      for (int64_t r = 0; r < h.records; ++r) {
-        file_of_.push_back(uint32_t(files_.size()));
-        record_of_.push_back(r);
-      }
-      total_ += h.records;
-      files_.push_back(std::move(f));
-      continue;
-    }
-    // Which examples this file holds: the index of every record (one read of the indices).
-    for (int64_t r = 0; r < h.records; ++r) {
-      int64_t index = -1;
-      const off_t at = off_t(h.data_start + uint64_t(r * h.record_bytes));
-      if (pread(f->fd, &index, sizeof index, at) != 8 ||
-          index < 0 || index >= total_ || file_of_[size_t(index)] != UINT32_MAX)
-        throw UserError("packed file '" + path + "' is damaged: record " + std::to_string(r) +
-                            " has a bad or repeated example index",
-                        "export the data again (dtrain-submit export SPEC --out DIR)");
-      file_of_[size_t(index)] = uint32_t(files_.size());
-      record_of_[size_t(index)] = r;
-    }
+    held += h.records;
     files_.push_back(std::move(f));
   }
   if (files_.empty()) throw UserError("no packed files were given", "check the data's path");
-  if (total_ == 0)
-    throw UserError("the packed files given hold no examples", "export the data again");
-  if (coverage == PackedCoverage::kPart) return;
-  int64_t missing = 0;
-  for (uint32_t f : file_of_) missing += f == UINT32_MAX;
-  if (missing > 0)
-    throw UserError(std::to_string(missing) + " of the export's " + std::to_string(total_) +
-                        " examples are in none of the " + std::to_string(files_.size()) +
-                        " files given",
-                    "give every file of the export (data.train.path, data.test.path, --data)");
+  if (held == 0) throw UserError("the packed files given hold no examples", "export the data again");
+  if (coverage == PackedCoverage::kPart)
+    index_part();
+  else
+    index_whole_export(held);
+}
+
+// Some files of an export (a node's local shards): its examples in file and record order,
+// numbered from 0; the minibatches shuffle them each epoch.
+void PackedSource::index_part() {
+  for (uint32_t f = 0; f < files_.size(); ++f)
+    for (int64_t r = 0; r < files_[f]->header.records; ++r) {
+      file_of_.push_back(f);
+      record_of_.push_back(r);
+    }
+  total_ = int64_t(file_of_.size());
+}
+
+// Every file of an export: which example each record holds (one read of the indices).
+void PackedSource::index_whole_export(int64_t held) {
+  total_ = files_[0]->header.total;
+  const std::string give = "give every file of the export, once (data.train.path, "
+                           "data.test.path, --data)";
+  if (held < total_)
+    throw UserError(std::to_string(total_ - held) + " of the export's " +
+                        std::to_string(total_) + " examples are in none of the " +
+                        std::to_string(files_.size()) + " files given",
+                    give);
+  if (held > total_)
+    throw UserError("the " + std::to_string(files_.size()) + " packed files given hold " +
+                        std::to_string(held) + " records, more than their export's " +
+                        std::to_string(total_) + " examples (a file given twice?)",
+                    give);
+  file_of_.assign(size_t(total_), UINT32_MAX);
+  record_of_.assign(size_t(total_), -1);
+  for (uint32_t f = 0; f < files_.size(); ++f) {
+    const File& file = *files_[f];
+    const PackedHeader& h = file.header;
+    for (int64_t r = 0; r < h.records; ++r) {
+      int64_t index = -1;
+      const off_t at = off_t(h.data_start + uint64_t(r * h.record_bytes));
+      if (pread(file.fd, &index, sizeof index, at) != 8 || index < 0 || index >= total_ ||
+          file_of_[size_t(index)] != UINT32_MAX)
+        throw UserError("packed file '" + file.path + "' is damaged: record " +
+                            std::to_string(r) + " has a bad or repeated example index",
+                        "export the data again (dtrain-submit export SPEC --out DIR)");
+      file_of_[size_t(index)] = f;
+      record_of_[size_t(index)] = r;
+    }
+  }
 }
 
 PackedSource::~PackedSource() = default;

@@ -78,6 +78,8 @@ class PackedSource : public ExampleSource {
 
  private:
   struct File;
+  void index_part();
+  void index_whole_export(int64_t held);  // `held`: the records of the files given
   std::vector<std::unique_ptr<File>> files_;
   Shape shape_;
   int64_t classes_ = 0, total_ = 0, row_ = 0;

@@ -152,9 +152,22 @@ void parse_network(const SpecReader& r, const YAML::Node& root, DaemonConfig& c)
   }
   if (const YAML::Node n = root["data"]) parse_data(r, n, c);
   if (const YAML::Node n = root["http"]) {
-    r.expect_map(n, "http", {"address", "port"});
+    r.expect_map(n, "http", {"address", "port", "hosts", "token_file"});
     c.http_address = r.text(n, "address", "http", c.http_address);
     c.http_port = port_of(r, n, "http", c.http_port);
+    c.http_token_file = r.text(n, "token_file", "http", c.http_token_file);
+    if (const YAML::Node hosts = n["hosts"]) {
+      if (!hosts.IsSequence())
+        r.fail(hosts, "http.hosts", "http.hosts must be a list of host names",
+               "write hosts: [dtrain-head.example.org]");
+      for (const YAML::Node& h : hosts) {
+        const std::string name = h.IsScalar() ? h.as<std::string>() : "";
+        if (name.empty() || name.size() > 253)
+          r.fail(h, "http.hosts", "'" + name + "' is not a host name",
+                 "give the names browsers and scrapers use for this machine");
+        c.http_hosts.push_back(name);
+      }
+    }
   }
 }
 

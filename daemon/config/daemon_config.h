@@ -11,7 +11,7 @@
 //   controller: 10.0.0.1:7070      # where a node registers (default: this machine)
 //   control: {address: 0.0.0.0, port: 7070}
 //   data: {network: 10.0.0.0/16, port: 40123}    # or interface: eth0
-//   http: {address: 127.0.0.1, port: 7080}
+//   http: {address: 127.0.0.1, port: 7080}   # beyond loopback: hosts: [names], token_file
 //   threads: 0                     # compute threads jobs may use here (0: every core)
 //   gpus: all                      # all | none | [0, 1]: the GPUs jobs may use here
 //   task_outputs: [/shared/dtrain]  # controller: where eval/infer --cluster may write
@@ -66,6 +66,11 @@ struct DaemonConfig {
   transport::FaultSpec data_faults;
   std::string http_address = "127.0.0.1";
   uint16_t http_port = 7080;
+  // Host names the status port answers besides loopback ones and its bound address; and, when it
+  // is bound beyond loopback, the file of its token (empty: data_dir/http.token, made at the
+  // first start). daemon/http/http_access.h.
+  std::vector<std::string> http_hosts;
+  std::string http_token_file;
   int64_t threads = 0;  // compute threads for jobs on this node; 0 = every core
   // GPUs jobs may use: every one found (all), none, or the listed CUDA device ordinals.
   enum class GpuChoice { kAll, kNone, kList };

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "daemon/controller/job_access.h"
 #include "daemon/protocol/control_frames.h"
 #include "transport/mesh/mesh_map.h"
 #include "transport/wire/datagram.h"
@@ -67,6 +68,7 @@ void Controller::serve(ControlConnection& c) {
                          "use dtrain-submit of this release"));
       return;
     }
+    request.who = Requester::of(c.peer_identity());
     c.send(kind == RequestKind::Fetch   ? fetches_.serve(request)
            : kind == RequestKind::Stats ? stats_request(request)
                                         : handle_request(request));
@@ -88,9 +90,12 @@ std::vector<uint8_t> Controller::stats_request(const ClientRequest& request) {
   Json node_ids;  // the link rows name peers by node id
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    if (!store_.find(job_id))
+    const JobRecord* job = store_.find(job_id);
+    if (!job)
       return reply_error("no job " + job_id_text(job_id) + " on this controller",
                          "list the jobs with `dtrain-submit status`");
+    if (auto no = access_refusal(*job, request.who, "read the stats of"))
+      return reply_error(no->what_happened(), no->fix());
     node_ids = members_.node_names();
   }
   try {

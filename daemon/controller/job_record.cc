@@ -104,6 +104,7 @@ void JobRecord::for_each_field(Record& r, Visit&& field) {
                                    std::map<std::string, std::vector<ShardFile>>>;
   field("id", AsJobId<Id>{r.id}, Shown::kStatus);
   field("name", r.name, Shown::kStatus);
+  field("owner", r.owner, Shown::kStatus);
   field("state", AsStateWord<State>{r.state}, Shown::kStatus);
   field("mode", r.mode, Shown::kStatus);
   field("nodes", r.nodes, Shown::kStatus);

@@ -21,6 +21,9 @@ namespace dtrain::daemon {
 struct JobRecord {
   uint64_t id = 0;
   std::string name;
+  // Who submitted it (Requester::name: a client's name, or kClusterKeyHolder); empty for a job
+  // of a release before owners, which only operators may act on (controller/job_access.h).
+  std::string owner;
   JobState state = JobState::kQueued;
   std::string mode;
   std::string spec_text, base_dir;

@@ -1,5 +1,7 @@
 #include "daemon/controller/membership.h"
 
+#include <arpa/inet.h>
+
 #include <algorithm>
 
 #include "transport/wire/datagram.h"
@@ -14,8 +16,43 @@ NodeOffer Member::offer() const {
   return o;
 }
 
+namespace {
+
+// 1 to 64 printable ASCII characters: a name goes into logs, replies and the dashboard.
+bool printable_name(const std::string& name) {
+  if (name.empty() || name.size() > 64) return false;
+  for (char c : name)
+    if (c < 0x20 || c > 0x7e) return false;
+  return true;
+}
+
+bool ip_literal(const std::string& address) {
+  unsigned char buf[sizeof(struct in6_addr)];
+  return inet_pton(AF_INET, address.c_str(), buf) == 1 ||
+         inet_pton(AF_INET6, address.c_str(), buf) == 1;
+}
+
+// What every member's job threads rely on: a name to show and a data address to send to.
+std::optional<Refusal> malformed(const NodeRegistration& node) {
+  const char* const fix = "run the same dtrain release everywhere (a node's name is its "
+                          "dtraind.yaml `name`: 1 to 64 printable characters)";
+  if (!printable_name(node.name))
+    return Refusal{"a node registered with a name that is not 1 to 64 printable characters",
+                   fix};
+  if (!ip_literal(node.address) || node.address.size() > 64)
+    return Refusal{"node " + node.name + " registered with a data address that is not an IP "
+                   "address",
+                   fix};
+  if (node.data_port == 0)
+    return Refusal{"node " + node.name + " registered with data port 0", fix};
+  return std::nullopt;
+}
+
+}  // namespace
+
 std::optional<Refusal> Membership::refusal(const NodeRegistration& node) const {
   const std::string& name = node.name;
+  if (auto bad = malformed(node)) return bad;
   for (const auto& [other_name, other] : members_)
     if (other.id == node.node_id && other_name != name && other.alive)
       return Refusal{"node " + name + " has the same node id (" + std::to_string(node.node_id) +

@@ -1,5 +1,7 @@
 #include "daemon/controller/model_fetches.h"
 
+#include "daemon/controller/job_access.h"
+
 #include <sodium.h>
 #include <spdlog/spdlog.h>
 
@@ -61,6 +63,8 @@ std::vector<uint8_t> ModelFetches::serve_locked(std::unique_lock<std::mutex>& lo
     return reply_error("no job " + job_id_text(request.job_id) + " on this controller",
                        "list the jobs with `dtrain-submit status`");
   const JobRecord& job = *found;  // the store never loses a record: valid while unlocked too
+  if (auto no = access_refusal(job, request.who, "fetch the model of"))
+    return reply_error(no->what_happened(), no->fix());
   if (std::vector<uint8_t> no = refusal(job); !no.empty()) return no;
   const std::string id = job_id_text(job.id);
   std::vector<std::string> holders = model_holders(job);

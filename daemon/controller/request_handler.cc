@@ -2,6 +2,7 @@
 
 #include "core/spec/cluster_rules.h"
 #include "core/spec/job_spec_parser.h"
+#include "daemon/controller/job_access.h"
 #include "daemon/controller/placement.h"
 
 namespace dtrain::daemon {
@@ -71,7 +72,8 @@ Json RequestHandler::submit(const ClientRequest& request) {
   job.mode = core::mode_name(spec.training.mode);
   job.spec_text = request.spec;
   job.base_dir = options.base_dir;
-  job.add_log("submitted (" + request.source + ")");
+  job.owner = request.who.name;
+  job.add_log("submitted (" + request.source + ") by " + request.who.describe());
   return enqueue(std::move(job));
 }
 
@@ -79,19 +81,23 @@ Json RequestHandler::submit_task(const ClientRequest& request) {
   if (!request.task)
     throw core::UserError("a task request without its task",
                           "use dtrain-submit eval|infer --cluster");
-  return enqueue(tasks_.accept(*request.task, request.data));
+  JobRecord job = tasks_.accept(*request.task, request.data);
+  job.owner = request.who.name;
+  job.add_log("submitted by " + request.who.describe());
+  return enqueue(std::move(job));
 }
 
 Json RequestHandler::nodes(const ClientRequest&) { return nodes_(); }
 
 // Without a job: every job. Following a job: the log lines from number log_from on come with
 // its status, so one request every half second does (line numbers count from the job's first
-// line).
+// line); those only to whom may read its log.
 Json RequestHandler::status(const ClientRequest& request) {
   if (request.job_id == 0) return store_.list_json();
   const JobRecord& job = job_of(request);
   Json j = job.to_json();
   if (request.log_from) {
+    check_access(job, request.who, "read the log of");
     const uint64_t from = *request.log_from;
     const size_t first = from > job.log_dropped ? size_t(from - job.log_dropped) : 0;
     Json lines = Json::array();
@@ -104,24 +110,28 @@ Json RequestHandler::status(const ClientRequest& request) {
 
 Json RequestHandler::logs(const ClientRequest& request) {
   const JobRecord& job = job_of(request);
+  check_access(job, request.who, "read the log of");
   return {{"id", job_id_text(job.id)}, {"log", job.log}};
 }
 
 Json RequestHandler::resume(const ClientRequest& request) {
-  return training_.resume_request(job_of(request));
+  JobRecord& job = job_of(request);
+  check_access(job, request.who, "resume");
+  return training_.resume_request(job, request.who.describe());
 }
 
 // A job that ended is left as it ended (the client says so); a queued one leaves the queue; a
 // running one is told to stop on its nodes (a task ends at once).
 Json RequestHandler::cancel(const ClientRequest& request) {
   JobRecord& job = job_of(request);
+  check_access(job, request.who, "cancel");
   if (job.finished()) {
     Json j = job.to_json();
     j["already_ended"] = true;
     return j;
   }
   job.cancel_requested = true;
-  job.add_log("cancel requested");
+  job.add_log("cancel requested by " + request.who.describe());
   if (job.is_task() && job.state == JobState::kRunning) {
     tasks_.finish(job, JobState::kCancelled, "", "");
     return job.to_json();

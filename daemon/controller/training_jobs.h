@@ -47,7 +47,7 @@ class TrainingJobs {
 
   // ---- training_resume.cc ----
   // `dtrain-submit resume JOB`: queued again to go on from its consistent checkpoint.
-  Json resume_request(JobRecord& job);
+  Json resume_request(JobRecord& job, const std::string& by);
 
  private:
   JobRecord* running_job();

@@ -118,7 +118,7 @@ bool TrainingJobs::resume_from_checkpoint(JobRecord& job) {
 
 // `dtrain-submit resume JOB`: a failed or cancelled job with a consistent checkpoint is queued
 // again; it starts (start_next) on the holders of its checkpoint that are registered then.
-Json TrainingJobs::resume_request(JobRecord& job) {
+Json TrainingJobs::resume_request(JobRecord& job, const std::string& by) {
   const std::string id = job_id_text(job.id);
   if (!job.finished())
     throw core::UserError("job " + id + " is " + job_state_name(job.state) +
@@ -135,7 +135,7 @@ Json TrainingJobs::resume_request(JobRecord& job) {
   job.resume_epoch = epoch;
   job.state = JobState::kQueued;
   job.cancel_requested = false;
-  job.add_log("resume requested: from the checkpoint at the end of epoch " +
+  job.add_log("resume requested by " + by + ": from the checkpoint at the end of epoch " +
               std::to_string(epoch));
   scheduler_.enqueue(job.id);
   save(job);

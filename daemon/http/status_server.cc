@@ -269,9 +269,32 @@ void serve_dashboard(httplib::Server& server, const DashboardApi& api) {
 
 }  // namespace
 
+// Every request passes http_refusal first; a token given as ?token= becomes a cookie, so the
+// dashboard's own requests carry it. Nothing served takes a body: 4 KiB is plenty.
+void StatusServer::guard(HttpAccess access) {
+  server_->set_payload_max_length(4096);
+  server_->set_read_timeout(5, 0);
+  server_->set_pre_routing_handler([access](const httplib::Request& req,
+                                            httplib::Response& res) {
+    const HttpCredentials presented{req.get_header_value("Host"),
+                                    req.get_header_value("Authorization"),
+                                    req.get_param_value("token"), req.get_header_value("Cookie")};
+    if (auto no = http_refusal(access, presented)) {
+      send_json(res, {{"error", no->error}, {"fix", no->fix}}, no->status);
+      return httplib::Server::HandlerResponse::Handled;
+    }
+    if (!access.token.empty() && !presented.token_param.empty())
+      res.set_header("Set-Cookie", std::string(kHttpTokenCookie) + "=" + presented.token_param +
+                                       "; HttpOnly; SameSite=Strict; Path=/");
+    return httplib::Server::HandlerResponse::Unhandled;
+  });
+}
+
 StatusServer::StatusServer(const std::string& address, uint16_t port,
-                           std::function<Json()> status, DashboardApi dashboard)
+                           std::function<Json()> status, DashboardApi dashboard,
+                           HttpAccess access)
     : server_(std::make_unique<httplib::Server>()) {
+  guard(std::move(access));
   serve_dashboard(*server_, dashboard);
   // Neither page may fail: bytes that are not UTF-8 are replaced, and a status that cannot be
   // gathered at all still answers (with the reason) instead of a 500.

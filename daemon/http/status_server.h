@@ -8,6 +8,7 @@
 #include <string>
 #include <thread>
 
+#include "daemon/http/http_access.h"
 #include "daemon/protocol/control_messages.h"
 
 namespace httplib {
@@ -26,13 +27,15 @@ struct DashboardApi {
 class StatusServer {
  public:
   // Binds address:port (0: any free port); throws core::UserError when it cannot. Serves
-  // /status, /metrics, and the dashboard at / (docs/architecture/daemon.md, "Dashboard").
+  // /status, /metrics, and the dashboard at / (docs/architecture/daemon.md, "Dashboard"), to
+  // the requests `access` lets in (http_access.h); bodies and headers are bounded.
   StatusServer(const std::string& address, uint16_t port, std::function<Json()> status,
-               DashboardApi dashboard = {});
+               DashboardApi dashboard = {}, HttpAccess access = {});
   ~StatusServer();
   uint16_t port() const { return port_; }
 
  private:
+  void guard(HttpAccess access);
   std::unique_ptr<httplib::Server> server_;
   uint16_t port_ = 0;
   std::thread thread_;

@@ -334,7 +334,26 @@ void JobRunner::run() {
     predecessor_.reset();  // stopped and joined: it leaves the job's mesh before this one joins
     spdlog::info("job {}: this node's dropped part stopped; rejoining", job_id_text(job_id_));
   }
+  try {
+    join_and_train();
+  } catch (const core::UserError& e) {
+    fail(e.what_happened(), e.fix());
+  } catch (const std::exception& e) {
+    fail(std::string("this node could not join the job's mesh: ") + e.what(),
+         "run the same dtrain release on every machine; see the node's log (journalctl -u "
+         "dtraind)");
+  }
+  done_ = true;
+}
+
+void JobRunner::join_and_train() {
   const MemberLists lists = member_lists(start_);
+  bool listed_self = false;
+  for (const transport::MeshMember& m : lists.mesh) listed_self = listed_self || m.id == self_;
+  if (!listed_self)
+    throw core::UserError("the job's start message does not list this node (id " +
+                              std::to_string(self_) + ") among its members",
+                          "run the same dtrain release on every machine");
   // Peers' datagrams are taken only from the boot the controller registered for them.
   for (const JobMemberInfo& m : start_.members)
     if (!m.address.empty() && m.boot != 0 && m.id != self_)
@@ -347,8 +366,8 @@ void JobRunner::run() {
   JobMesh job_mesh(mesh, job_id_);
   exchange.set_mesh(&job_mesh);
   expose(&exchange);
-  channel_.attach(job_id_, &mesh);
   try {
+    channel_.attach(job_id_, &mesh);
     train(exchange, lists.members);
   } catch (const core::UserError& e) {
     fail(e.what_happened(), e.fix());
@@ -358,7 +377,6 @@ void JobRunner::run() {
   expose(nullptr);
   exchange.sync_election().finish();  // no repeat of the sync choice outlives the mesh
   channel_.detach(job_id_);
-  done_ = true;
 }
 
 void JobRunner::fail(const std::string& error, const std::string& fix) {

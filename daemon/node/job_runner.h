@@ -61,6 +61,9 @@ class JobRunner : public JobPart {
   struct TrainingInputs;
   // run()'s phases: join the job's mesh, train, report the result (or the failure).
   void run();
+  // run()'s body: joins the job's mesh and trains. Anything it throws fails the job only
+  // (a start message naming an address that is not an IP, or not naming this node).
+  void join_and_train();
   std::chrono::milliseconds barrier_deadline() const;
   // The start message's peer timeout, within 0.5 s..10 min.
   std::chrono::milliseconds peer_timeout() const;

@@ -11,8 +11,9 @@
 #include <string>
 #include <vector>
 
-#include "transport/control/control_connection.h"
 #include "daemon/protocol/control_generated.h"
+#include "daemon/protocol/requester.h"
+#include "transport/control/control_connection.h"
 
 namespace dtrain::daemon {
 
@@ -57,6 +58,8 @@ struct ClientRequest {
   // Task: the job, with the model file in `data`.
   std::optional<TaskRequest> task;
   std::vector<uint8_t> data;
+  // Set by the controller from the authenticated connection; no frame carries it.
+  Requester who;
 };
 
 // A request of `kind` about `job_id` (0: none), its arguments left at their defaults.

@@ -6,6 +6,9 @@
 #   the reason and the fix;
 # - once its copy is in clients_dir and the controller got SIGHUP, alice submits a job (it
 #   succeeds), lists nodes and jobs, reads its log, all without the cluster key;
+# - bob, another client, sees alice's job and its owner but his logs, stats, fetch, resume and
+#   cancel of it are refused (exit 2) naming the owner; carol, an operator (`keygen --operator`),
+#   reads and fetches it, as alice does;
 # - revoked (the copy removed, SIGHUP), the same credential is refused again.
 # Every wait has a deadline and says what it was waiting for.
 set -u
@@ -46,6 +49,35 @@ state=$(python3 -c "import json; print(json.load(open('jobs.json'))['jobs'][-1][
 [[ $state == succeeded ]] || fail "alice's job is $state"
 as_alice nodes --json > nodes.json || fail "alice: nodes --json"
 as_alice logs "$id" > log.txt && grep -q "started on 1 nodes" log.txt || fail "alice: logs $id"
+
+echo "== bob's credential: alice's job is not his; carol, an operator, may act on it"
+"$DTRAIND" keygen --client bob "$WORK/bob.cred" > /dev/null || fail "keygen --client bob"
+"$DTRAIND" keygen --client carol --operator "$WORK/carol.cred" > /dev/null || fail "keygen --operator"
+head -n 1 "$WORK/carol.cred" | grep -qx "dtrain-client carol operator" || fail "carol's credential does not say operator"
+cp "$WORK/bob.cred" "$WORK/carol.cred" "$WORK/c/clients/"
+kill -HUP "$controller_pid"
+as_bob() { "$SUBMIT" "$@" --credential "$WORK/bob.cred" --key-file /nonexistent; }
+as_carol() { "$SUBMIT" "$@" --credential "$WORK/carol.cred" --key-file /nonexistent; }
+listed=""
+for _ in $(seq 1 100); do as_bob status > /dev/null 2>&1 && as_carol status > /dev/null 2>&1 && { listed=yes; break; }; sleep 0.1; done
+[[ -n $listed ]] || fail "waited 10 s for the controller to let bob and carol in after SIGHUP"
+as_bob status > bob-status.txt 2>&1 && grep -q "$id .* alice " bob-status.txt ||
+  { fail "bob's status does not list alice's job with its owner"; cat bob-status.txt; }
+for cmd in "logs $id" "stats $id" "fetch $id -o $WORK/bob.dtm" "resume $id" "cancel $id"; do
+  as_bob $cmd > bob.out 2>&1
+  rc=$?
+  verb=${cmd%% *}
+  [[ $rc -eq 2 ]] || fail "bob's $verb of alice's job: exit $rc (expected 2)"
+  grep -q "client 'bob' may not .* job $id: it belongs to client 'alice'" bob.out &&
+    grep -q "fix: ask its owner or an operator" bob.out || { fail "bob's $verb: the refusal"; cat bob.out; }
+done
+[[ ! -e $WORK/bob.dtm ]] || fail "bob's refused fetch left a model file"
+as_carol logs "$id" > carol-log.txt && grep -q "submitted (.*) by client 'alice'" carol-log.txt ||
+  { fail "carol (operator): logs $id, or the log does not say who submitted"; cat carol-log.txt; }
+as_carol fetch "$id" -o "$WORK/carol.dtm" > carol-fetch.out 2>&1 && [[ -s $WORK/carol.dtm ]] ||
+  { fail "carol (operator): fetch $id"; cat carol-fetch.out; }
+as_alice fetch "$id" -o "$WORK/alice.dtm" > alice-fetch.out 2>&1 && cmp -s "$WORK/alice.dtm" "$WORK/carol.dtm" ||
+  { fail "alice: fetch $id of her own job"; cat alice-fetch.out; }
 
 echo "== revoked (removed + SIGHUP): refused again"
 rm "$WORK/c/clients/alice.cred"

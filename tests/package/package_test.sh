@@ -41,7 +41,8 @@ x=$out/x
 dpkg-deb -x "$deb" "$x"
 unit=$x/lib/systemd/system/dtraind.service
 for setting in User=dtrain ProtectSystem=strict NoNewPrivileges=yes PrivateTmp=yes \
-    "CapabilityBoundingSet=" StateDirectory=dtrain Type=notify; do
+    "CapabilityBoundingSet=" StateDirectory=dtrain Type=notify SystemCallFilter=@system-service \
+    TasksMax=4096 MemoryMax=90%; do
   grep -qx -- "$setting" "$unit" || fail "the unit lacks $setting"
 done
 sed "s|/usr/bin/dtraind|$x/usr/bin/dtraind|" "$unit" > "$out/dtraind.service"

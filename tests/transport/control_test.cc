@@ -4,6 +4,7 @@
 // length, an unauthenticated frame, a stalled handshake) refused without hurting the server.
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -17,6 +18,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -85,6 +87,20 @@ int raw_connect(uint16_t port, const char* source = "127.0.0.1") {
   REQUIRE(connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
   timeval tv{5, 0};
   setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  return fd;
+}
+
+// A TCP listener on a free loopback port (`port`), which never answers by itself.
+int loopback_listener(uint16_t& port) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  REQUIRE(bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+  REQUIRE(listen(fd, 4) == 0);
+  socklen_t len = sizeof a;
+  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  port = ntohs(a.sin_port);
   return fd;
 }
 
@@ -168,16 +184,10 @@ TEST_CASE("nothing listening: unreachable at once, naming the address and the fi
 
 TEST_CASE("a listener that never answers: timeout at the deadline", "[control]") {
   // A bare TCP listener: connect succeeds (the kernel accepts), the handshake never comes.
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  REQUIRE(bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
-  REQUIRE(listen(fd, 4) == 0);
-  socklen_t len = sizeof a;
-  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  uint16_t port = 0;
+  const int fd = loopback_listener(port);
   const auto start = Clock::now();
-  CHECK(kind_of([&] { ControlConnection::connect("127.0.0.1", ntohs(a.sin_port), key_of(1), 700ms); }) ==
+  CHECK(kind_of([&] { ControlConnection::connect("127.0.0.1", port, key_of(1), 700ms); }) ==
         Kind::kTimeout);
   const auto took = Clock::now() - start;
   CHECK(took >= 600ms);
@@ -306,7 +316,7 @@ TEST_CASE("200 hostile connections from one address cost the server little; othe
 TEST_CASE("200 connections in their handshake at once cost no thread and little memory",
           "[control]") {
   ControlServer::Limits limits;
-  limits.handshakes = limits.handshakes_per_source = 256;  // all 200 are admitted
+  limits.handshakes = limits.handshakes_per_source = limits.handshakes_per_range = 256;  // all 200
   ControlServer server("127.0.0.1", 0, daemons_only(key_of(1)), [](ControlConnection& c) {
     for (;;) c.send(c.receive(5s));
   }, 5s, limits);
@@ -487,6 +497,24 @@ TEST_CASE("client credential files: made, read back, checked", "[control]") {
   CHECK(list.size() == 1);
   CHECK(list.key_of("alice") == a.key);
   CHECK_FALSE(list.key_of("bob"));
+  CHECK_FALSE(a.operator_role);
+  CHECK_FALSE(list.is_operator("alice"));
+  // An operator's credential says so on its first line; the controller's copy decides.
+  generate_client_credential(dir + "/clients/carol.cred", "carol", /*operator_role=*/true);
+  CHECK(load_client_credential(dir + "/clients/carol.cred").operator_role);
+  CHECK(ClientList::load(dir + "/clients").is_operator("carol"));
+  CHECK_FALSE(ClientList::load(dir + "/clients").is_operator("alice"));
+  std::filesystem::remove(dir + "/clients/carol.cred");
+  // Another word after the name is no role this release knows: refused.
+  for (const char* header : {"dtrain-client dave admin", "dtrain-client dave operator extra"}) {
+    const std::string path = dir + "/dave.cred";
+    std::filesystem::remove(path);
+    {
+      std::ofstream(path) << header << "\n" << std::string(64, 'a') << "\n";
+    }
+    chmod(path.c_str(), 0600);
+    CHECK_THROWS_WITH(load_client_credential(path), Catch::Contains("dtrain-client NAME operator"));
+  }
   // A credential under another client's file name is refused, naming the fix.
   std::filesystem::copy_file(dir + "/alice.cred", dir + "/clients/bob.cred");
   CHECK_THROWS_WITH(ClientList::load(dir + "/clients"), Catch::Contains("name the file alice.cred"));
@@ -495,4 +523,132 @@ TEST_CASE("client credential files: made, read back, checked", "[control]") {
   chmod((dir + "/clients/alice.cred").c_str(), 0644);
   CHECK_THROWS_WITH(ClientList::load(dir + "/clients"), Catch::Contains("chmod 600"));
   std::filesystem::remove_all(dir);
+}
+
+namespace {
+
+// A TCP relay on loopback that keeps every byte it passes: what someone on the path would see.
+class Eavesdropper {
+ public:
+  explicit Eavesdropper(uint16_t server_port) : server_port_(server_port) {
+    listener_ = loopback_listener(port_);
+    thread_ = std::thread([this] { relay(); });
+  }
+  ~Eavesdropper() {
+    stop_ = true;
+    thread_.join();
+    close(listener_);
+  }
+  uint16_t port() const { return port_; }
+  std::string seen() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return seen_;
+  }
+
+ private:
+  void relay() {
+    pollfd l{listener_, POLLIN, 0};
+    while (!stop_ && poll(&l, 1, 50) == 0) {}
+    if (stop_) return;
+    const int client = accept(listener_, nullptr, nullptr);
+    const int server = socket(AF_INET, SOCK_STREAM, 0);  // no REQUIRE off the test's thread
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(server_port_);
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (client < 0 || connect(server, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0)
+      stop_ = true;
+    pollfd p[2] = {{client, POLLIN, 0}, {server, POLLIN, 0}};
+    char buf[65536];
+    while (!stop_) {
+      if (poll(p, 2, 50) <= 0) continue;
+      for (int i = 0; i < 2; ++i) {
+        if (!(p[i].revents & (POLLIN | POLLHUP))) continue;
+        const ssize_t n = read(p[i].fd, buf, sizeof buf);
+        if (n <= 0) {
+          stop_ = true;
+          break;
+        }
+        {
+          std::lock_guard<std::mutex> lock(mutex_);
+          seen_.append(buf, size_t(n));
+        }
+        if (write(p[1 - i].fd, buf, size_t(n)) != n) stop_ = true;
+      }
+    }
+    close(client);
+    close(server);
+  }
+  uint16_t server_port_, port_ = 0;
+  int listener_ = -1;
+  std::atomic<bool> stop_{false};
+  std::mutex mutex_;
+  std::string seen_;
+  std::thread thread_;
+};
+
+}  // namespace
+
+TEST_CASE("a capture of a control session shows no frame body in clear", "[control]") {
+  ControlServer server = echo_server(key_of(1));
+  Eavesdropper tap(server.port());
+  auto c = ControlConnection::connect("127.0.0.1", tap.port(), key_of(1), 5s);
+  const std::string spec = "name: secret-experiment-7f3a\nmodel: {layers: [...]}\n";
+  c->send(std::vector<uint8_t>(spec.begin(), spec.end()));
+  const std::vector<uint8_t> back = c->receive(5s);
+  CHECK(std::string(back.begin(), back.end()) == spec);  // the peers read it
+  const std::string wire = tap.seen();
+  CHECK(wire.size() > 2 * spec.size());  // both ways passed the tap
+  CHECK(wire.find("secret-experiment") == std::string::npos);
+  CHECK(wire.find("model:") == std::string::npos);
+}
+
+TEST_CASE("one client holds at most its share of sessions; daemons and other clients get in",
+          "[control]") {
+  std::map<std::string, ClusterKey> clients{{"alice", key_of(5)}, {"bob", key_of(6)}};
+  ControlServerLimits limits;
+  limits.sessions_per_client = 3;
+  ControlServer server("127.0.0.1", 0, clients_lookup(key_of(1), &clients),
+                       [](ControlConnection& c) { for (;;) c.send(c.receive(5s)); }, 2s, limits);
+  auto echoes = [](ControlConnection& c) {
+    c.send({7});
+    return c.receive(5s) == std::vector<uint8_t>{7};
+  };
+  std::vector<std::unique_ptr<ControlConnection>> alice;
+  for (int i = 0; i < 3; ++i) {
+    alice.push_back(
+        ControlConnection::connect("127.0.0.1", server.port(), client("alice", key_of(5)), 5s));
+    CHECK(echoes(*alice.back()));
+  }
+  // Her fourth passes the handshake and is then closed, unserved.
+  auto fourth =
+      ControlConnection::connect("127.0.0.1", server.port(), client("alice", key_of(5)), 5s);
+  CHECK(kind_of([&] { echoes(*fourth); }) == Kind::kClosed);
+  auto bob = ControlConnection::connect("127.0.0.1", server.port(), client("bob", key_of(6)), 5s);
+  CHECK(echoes(*bob));
+  auto node = ControlConnection::connect("127.0.0.1", server.port(), key_of(1), 5s);
+  CHECK(echoes(*node));
+  // One of hers ends: she may open another.
+  alice.pop_back();
+  REQUIRE(wait_for([&] { return server.sessions() == 4; }, 5s, "her session to end"));
+  auto again =
+      ControlConnection::connect("127.0.0.1", server.port(), client("alice", key_of(5)), 5s);
+  CHECK(echoes(*again));
+}
+
+TEST_CASE("a few addresses of one range cannot hold every handshake slot", "[control]") {
+  ControlServer server = echo_server(key_of(1));  // 8 per address, 16 per /24, 64 in all
+  std::vector<int> held;
+  for (const char* source : {"127.0.0.2", "127.0.0.3"})
+    for (int i = 0; i < 8; ++i) held.push_back(raw_connect(server.port(), source));
+  REQUIRE(wait_for([&] { return server.handshaking() == 16; }, 5s, "16 silent handshakes"));
+  // A third address of 127.0.0.0/24 is over its range's share; another range is not.
+  const int over = raw_connect(server.port(), "127.0.0.4");
+  CHECK(closed_by_server(over));
+  close(over);
+  CHECK(server.over_limit() == 1);
+  held.push_back(raw_connect(server.port(), "127.0.1.5"));
+  CHECK(wait_for([&] { return server.handshaking() == 17; }, 5s, "a handshake from 127.0.1.5"));
+  CHECK(server.over_limit() == 1);
+  for (int fd : held) close(fd);
 }

@@ -1,6 +1,7 @@
 #pragma once
-// An in-process controller on a real loopback control channel, with fake nodes and a client
-// credential, for the controller's unit tests (controller_roles_test, controller_test).
+// An in-process controller on a real loopback control channel, with fake nodes and client
+// credentials (alice and bob, users; carol, an operator), for the controller's unit tests
+// (controller_roles_test, controller_test, job_ownership_test).
 // A FakeNode registers with the cluster key and reads the job frames the controller sends it,
 // as a node agent would, without training anything.
 #include <catch2/catch.hpp>
@@ -41,10 +42,13 @@ struct ControllerUnderTest {
     using transport::ControlIdentity;
     server = std::make_unique<transport::ControlServer>(
         "127.0.0.1", 0,
-        [cluster](const ControlIdentity& who,
+        [cluster](ControlIdentity& who,
                   std::string& refusal) -> std::optional<transport::ClusterKey> {
           if (who.role == ControlIdentity::Role::kDaemon) return cluster;
-          if (who.name == "alice") return key_of(5);
+          if (auto key = client_key(who.name)) {
+            who.operator_role = who.name == "carol";
+            return key;
+          }
           refusal = "not listed";
           return std::nullopt;
         },
@@ -54,11 +58,18 @@ struct ControllerUnderTest {
     server->stop();
     controller->stop();
   }
-  std::unique_ptr<transport::ControlConnection> as_alice() {
+  static std::optional<transport::ClusterKey> client_key(const std::string& name) {
+    if (name == "alice") return key_of(5);
+    if (name == "bob") return key_of(6);
+    if (name == "carol") return key_of(7);
+    return std::nullopt;
+  }
+  std::unique_ptr<transport::ControlConnection> as_client(const std::string& name) {
     return transport::ControlConnection::connect(
         "127.0.0.1", server->port(),
-        {{transport::ControlIdentity::Role::kClient, "alice"}, key_of(5)}, 5s);
+        {{transport::ControlIdentity::Role::kClient, name}, *client_key(name)}, 5s);
   }
+  std::unique_ptr<transport::ControlConnection> as_alice() { return as_client("alice"); }
   std::unique_ptr<transport::ControlConnection> as_daemon() {
     return transport::ControlConnection::connect("127.0.0.1", server->port(), key_of(1), 5s);
   }

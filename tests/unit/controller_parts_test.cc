@@ -155,6 +155,7 @@ TEST_CASE("a job record is written from one field list and read back whole") {
   JobRecord r;
   r.id = 0x1234abcd;
   r.name = "n";
+  r.owner = "alice";
   r.state = JobState::kRunning;
   r.mode = "gradient_sharing";
   r.nodes = {"a", "b"};
@@ -173,6 +174,8 @@ TEST_CASE("a job record is written from one field list and read back whole") {
   CHECK(back.id == r.id);
   CHECK(back.state == JobState::kRunning);
   CHECK(back.parts.at("a") == 77);
+  CHECK(back.owner == "alice");
+  CHECK(r.to_json().at("owner") == "alice");  // status shows it
   // status leaves the record-only fields out
   const Json status = r.to_json();
   CHECK_FALSE(status.contains("spec"));
@@ -373,16 +376,22 @@ TEST_CASE("requests: an unknown job is named, a queued job is cancelled off the 
   const Reply unknown = reply(requests.answer(client_request(RequestKind::Status, 42)));
   CHECK_FALSE(unknown.ok);
   CHECK(unknown.error == "no job 000000000000002a on this controller");
-  ClientRequest submit = client_request(RequestKind::Submit);
+  // Who asks: the controller sets it from the connection (alice's credential here).
+  auto as_alice = [](ClientRequest r) {
+    r.who = Requester{"alice", false};
+    return r;
+  };
+  ClientRequest submit = as_alice(client_request(RequestKind::Submit));
   submit.spec = kSpec;
   REQUIRE(reply(requests.answer(submit)).ok);
   CHECK(started == 1);
   const uint64_t id = scheduler.next();
   REQUIRE(id != 0);
-  REQUIRE(reply(requests.answer(client_request(RequestKind::Cancel, id))).ok);
+  CHECK(store.find(id)->owner == "alice");
+  REQUIRE(reply(requests.answer(as_alice(client_request(RequestKind::Cancel, id)))).ok);
   CHECK(store.find(id)->state == JobState::kCancelled);
   CHECK(scheduler.next() == 0);
-  const Reply again = reply(requests.answer(client_request(RequestKind::Cancel, id)));
+  const Reply again = reply(requests.answer(as_alice(client_request(RequestKind::Cancel, id))));
   REQUIRE(again.ok);
   CHECK(again.body.value("already_ended", false));
   ClientRequest bad = submit;

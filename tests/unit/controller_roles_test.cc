@@ -63,3 +63,27 @@ TEST_CASE("a client credential cannot register a node; the cluster key can") {
   }
   CHECK(registered);
 }
+
+TEST_CASE("a registration whose name or data address no job could use is refused by name") {
+  ControllerUnderTest t;
+  daemon::NodeRegistration bad = node_named("node-x");
+  bad.address = "not-an-ip";
+  auto d = t.as_daemon();
+  CHECK(testing::register_reply(*d, bad) ==
+        "node node-x registered with a data address that is not an IP address");
+  bad = node_named("node\x1b[2Jx");  // a terminal escape in a name bound for logs
+  d = t.as_daemon();
+  CHECK(testing::register_reply(*d, bad) ==
+        "a node registered with a name that is not 1 to 64 printable characters");
+  bad = node_named("node-y");
+  bad.data_port = 0;
+  d = t.as_daemon();
+  CHECK(testing::register_reply(*d, bad) == "node node-y registered with data port 0");
+  auto c = t.as_alice();
+  CHECK(daemon::request(*c, daemon::client_request(daemon::RequestKind::Nodes), 5s)["nodes"]
+            .empty());  // none of them was taken
+  bad = node_named("::1-is-fine");
+  bad.address = "::1";  // IPv6 is an IP address
+  d = t.as_daemon();
+  CHECK(testing::register_reply(*d, bad) == "");
+}

@@ -142,6 +142,7 @@ daemon::JobRecord record(uint64_t id, const std::string& name, const std::string
   daemon::JobRecord r;
   r.id = id;
   r.name = name;
+  r.owner = "alice";  // the harness's client
   r.state = daemon::parse_job_state(state_name).value();
   r.mode = "gradient_sharing";
   r.spec_text = spec(name, std::max(1, int(nodes.size())));

@@ -1,4 +1,6 @@
 // IDX and CSV readers on small files the test writes; normalizers; shard iteration.
+#include <sys/resource.h>
+
 #include <catch2/catch.hpp>
 #include <zlib.h>
 
@@ -67,6 +69,14 @@ TEST_CASE("IDX errors name the problem") {
   write_raw(dir + "/text", "hello world, not idx");
   CHECK_THROWS_WITH(core::read_idx(dir + "/text"), Catch::Contains("not an IDX file"));
   CHECK_THROWS_WITH(core::read_idx(dir + "/missing"), Catch::Contains("cannot open"));
+  // A short file whose header claims 2 GiB costs what it holds, not what it claims: the read
+  // fails as truncated, and the process's peak memory grew by less than 64 MiB.
+  write_raw(dir + "/liar", idx_bytes({2, 32768, 32768}, std::vector<uint8_t>(100, 7)));
+  struct rusage before {}, after {};
+  getrusage(RUSAGE_SELF, &before);
+  CHECK_THROWS_WITH(core::read_idx(dir + "/liar"), Catch::Contains("truncated"));
+  getrusage(RUSAGE_SELF, &after);
+  CHECK(after.ru_maxrss - before.ru_maxrss < 64 * 1024);  // kilobytes
   write_raw(dir + "/img", idx_bytes({2, 1, 1}, {1, 2}));
   write_raw(dir + "/lab", idx_bytes({3}, {0, 1, 1}));
   CHECK_THROWS_WITH(core::load_idx_dataset(dir + "/img", dir + "/lab", 2),

@@ -104,6 +104,33 @@ TEST_CASE("a part whose spec does not parse reports Failed, naming the problem")
   CHECK(reports.of<ResultReport>().empty());
 }
 
+TEST_CASE("a start message that omits this node, or names a peer by no IP, fails the part only") {
+  NodeUnderTest node;
+  const std::string csv = testing::write_separable_csv(node.dir);
+  const std::string spec =
+      node.spec(1, "  train: {format: csv, path: " + csv + "}\n");
+  StartMessage without_me = node.start(spec);
+  without_me.members[0].id = kSelf + 1;  // someone else only
+  JobMemberInfo by_name = node.start(spec).members[0];
+  by_name.id = kSelf + 2;
+  by_name.name = "node-b";
+  by_name.address = "node-b.example";  // a host name, not an IP address
+  StartMessage with_bad_peer = node.start(spec);
+  with_bad_peer.members.push_back(by_name);
+  const std::pair<StartMessage, std::string> cases[] = {
+      {without_me, "does not list this node (id 41)"},
+      {with_bad_peer, "peer address 'node-b.example' is not an IP address"}};
+  uint64_t job = 20;
+  for (const auto& [start, error] : cases) {
+    Reports reports;
+    JobRunner runner(node.config, *node.channel, kSelf, ++job, start, reports.sink());
+    REQUIRE(wait_for([&] { return runner.done(); }, 10s, "the part to end"));
+    const auto failed = reports.of<FailedReport>();
+    REQUIRE(failed.size() == 1);
+    CHECK_THAT(failed[0].error, Catch::Contains(error));
+  }
+}
+
 TEST_CASE("a one-node job trains to its end and reports its result, audited") {
   NodeUnderTest node;
   Reports reports;

@@ -83,6 +83,7 @@ TEST_CASE("the controller fetches a finished job's model from the node that hold
   daemon::JobRecord r;
   r.id = done;
   r.name = "mlp";
+  r.owner = "alice";  // the harness's client asks
   r.state = daemon::JobState::kSucceeded;
   r.spec_text =
       "name: mlp\nmodel:\n  input: [4]\n  layers:\n"

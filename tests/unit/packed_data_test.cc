@@ -4,9 +4,12 @@
 // files are refused naming the file.
 #include <catch2/catch.hpp>
 
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <numeric>
+
+#include <zlib.h>
 
 #include "core/data/minibatch_iterator.h"
 #include "core/data/packed_file.h"
@@ -160,6 +163,32 @@ TEST_CASE("damaged, incomplete or mixed exports are refused naming the file") {
   REQUIRE(error_of(files).empty());
   SECTION("a file missing: the examples it held are in none of the others") {
     CHECK_THAT(error_of({files[0]}), Catch::Contains("examples are in none of the 1 files given"));
+  }
+  SECTION("a header claiming 2^40 examples: refused from the files' records, nothing allocated") {
+    // total (after magic, version, encoding, rank, nonce, the shape and the classes), then the
+    // header's checksum made anew: a well-formed header that lies.
+    const core::PackedHeader h = core::read_packed_header(files[0]);
+    std::string bytes(size_t(h.data_start), '\0');
+    {
+      std::ifstream in(files[0], std::ios::binary);
+      in.read(bytes.data(), std::streamsize(bytes.size()));
+    }
+    const int64_t huge = int64_t(1) << 40;
+    std::memcpy(bytes.data() + 24 + 8 * h.shape.size() + 8, &huge, sizeof huge);
+    const uint32_t crc = uint32_t(crc32(0L, reinterpret_cast<const Bytef*>(bytes.data()),
+                                        uInt(bytes.size() - 4)));
+    std::memcpy(bytes.data() + bytes.size() - 4, &crc, 4);
+    {
+      std::fstream out(files[0], std::ios::in | std::ios::out | std::ios::binary);
+      out.write(bytes.data(), std::streamsize(bytes.size()));
+    }
+    REQUIRE(core::read_packed_header(files[0]).total == huge);
+    CHECK_THAT(error_of({files[0]}),
+               Catch::Contains(std::to_string(huge - h.records) + " of the export's " +
+                               std::to_string(huge) + " examples are in none of the 1 files"));
+  }
+  SECTION("a file given twice") {
+    CHECK_THAT(error_of({files[0], files[1], files[0]}), Catch::Contains("a file given twice?"));
   }
   SECTION("a truncated file") {
     std::filesystem::resize_file(files[1], std::filesystem::file_size(files[1]) - 7);

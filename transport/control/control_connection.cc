@@ -239,9 +239,17 @@ std::vector<uint8_t> ControlConnection::receive_at_most(Millis timeout, uint32_t
                            (max_bytes == 0 ? ", the key proof is empty)" : ")"),
                        "check that " + peer_ + " runs dtrain");
   }
-  std::vector<uint8_t> frame(kFrameHeaderBytes + size_t(len) + kTagBytes);
+  // The frame grows as its bytes arrive: an announced length is a claim, and a peer that
+  // announces the most and sends nothing holds one piece, not the frame.
+  constexpr size_t kPiece = size_t(64) << 10;
+  const size_t whole = kFrameHeaderBytes + size_t(len) + kTagBytes;
+  std::vector<uint8_t> frame(std::min(whole, kFrameHeaderBytes + kPiece));
   std::memcpy(frame.data(), &len, kFrameHeaderBytes);
-  read(frame.data() + kFrameHeaderBytes, len + kTagBytes);
+  for (size_t at = kFrameHeaderBytes; at < whole;) {
+    if (frame.size() < std::min(whole, at + kPiece)) frame.resize(std::min(whole, at + kPiece));
+    read(frame.data() + at, frame.size() - at);
+    at = frame.size();
+  }
   if (!cipher_.open(frame.data(), len)) {
     close();
     throw ControlError(Kind::kAuthentication,

@@ -66,7 +66,8 @@ FrameCipher::~FrameCipher() {
   sodium_memzero(receive_key_.data(), receive_key_.size());
 }
 
-// The tag covers the header and the body; nothing is encrypted (the body is associated data).
+// The body is encrypted (specs, logs and models cross the network); the tag covers it and the
+// header, which is associated data (its length is read before the body arrives).
 std::vector<uint8_t> FrameCipher::seal(const uint8_t* body, size_t size) {
   std::vector<uint8_t> frame(kFrameHeaderBytes + size + kTagBytes);
   const uint32_t len = static_cast<uint32_t>(size);
@@ -75,20 +76,20 @@ std::vector<uint8_t> FrameCipher::seal(const uint8_t* body, size_t size) {
   unsigned char nonce[crypto_aead_chacha20poly1305_ietf_NPUBBYTES];
   frame_nonce(sent_++, nonce);
   unsigned long long tag_len = 0;
-  unsigned char none[1] = {0};
-  crypto_aead_chacha20poly1305_ietf_encrypt_detached(
-      none, frame.data() + kFrameHeaderBytes + size, &tag_len, none, 0, frame.data(),
-      kFrameHeaderBytes + size, nullptr, nonce, send_key_.data());
+  uint8_t* text = frame.data() + kFrameHeaderBytes;  // encrypted in place
+  crypto_aead_chacha20poly1305_ietf_encrypt_detached(text, text + size, &tag_len, text, size,
+                                                     frame.data(), kFrameHeaderBytes, nullptr,
+                                                     nonce, send_key_.data());
   return frame;
 }
 
-bool FrameCipher::open(const uint8_t* frame, uint32_t len) {
+bool FrameCipher::open(uint8_t* frame, uint32_t len) {
   unsigned char nonce[crypto_aead_chacha20poly1305_ietf_NPUBBYTES];
   frame_nonce(received_++, nonce);
-  unsigned char none[1] = {0};
+  uint8_t* text = frame + kFrameHeaderBytes;  // decrypted in place once it authenticates
   return crypto_aead_chacha20poly1305_ietf_decrypt_detached(
-             none, nullptr, none, 0, frame + kFrameHeaderBytes + len, frame,
-             kFrameHeaderBytes + size_t(len), nonce, receive_key_.data()) == 0;
+             text, nullptr, text, len, text + len, frame, kFrameHeaderBytes, nonce,
+             receive_key_.data()) == 0;
 }
 
 }  // namespace dtrain::transport::handshake

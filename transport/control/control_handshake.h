@@ -19,8 +19,8 @@ namespace dtrain::transport {
 // The control protocol's version (2: identities in the hello; 3: typed job start and rejoin
 // messages; 4: request kinds are an enum; 5: every node report is a typed table; 7: a job
 // spec without training.sync means `auto`, so a node of 6 would read the same start message
-// as bsp). Both ends must speak the same.
-constexpr uint8_t kControlVersion = 7;
+// as bsp; 8: frame bodies are encrypted, not only authenticated). Both ends must speak the same.
+constexpr uint8_t kControlVersion = 8;
 
 namespace handshake {
 
@@ -57,10 +57,12 @@ class FrameCipher {
   FrameCipher& operator=(FrameCipher&&) noexcept = default;
   ~FrameCipher();
 
-  // The next outgoing frame: header, body, tag.
+  // The next outgoing frame: header, the body encrypted, tag (ChaCha20-Poly1305, the header
+  // as associated data).
   std::vector<uint8_t> seal(const uint8_t* body, size_t size);
-  // Checks the next incoming frame (header, `len` body bytes, tag) in place.
-  bool open(const uint8_t* frame, uint32_t len);
+  // Checks the next incoming frame (header, `len` body bytes, tag) and decrypts its body in
+  // place; false (the body unusable) when it does not authenticate.
+  bool open(uint8_t* frame, uint32_t len);
 
  private:
   std::array<uint8_t, 32> send_key_{}, receive_key_{};

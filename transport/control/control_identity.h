@@ -15,6 +15,9 @@ struct ControlIdentity {
   enum class Role : uint8_t { kDaemon = 'D', kClient = 'C' };
   Role role = Role::kDaemon;
   std::string name;  // a client's name; empty for daemons (a node names itself when it registers)
+  // Set by the server's KeyLookup, never by what the client says: a client whose credential
+  // the server lists as an operator's (docs/operations.md, "Who may do what").
+  bool operator_role = false;
   std::string describe() const { return role == Role::kDaemon ? "a daemon" : "client '" + name + "'"; }
 };
 
@@ -26,8 +29,9 @@ struct ControlCredential {
 };
 
 // The server's side: the key that proves `who`, or nullopt with `refusal` set to why not (an
-// unknown or revoked client, or a role this server does not serve).
-using KeyLookup = std::function<std::optional<ClusterKey>(const ControlIdentity& who,
+// unknown or revoked client, or a role this server does not serve). It may grant `who` the
+// operator role.
+using KeyLookup = std::function<std::optional<ClusterKey>(ControlIdentity& who,
                                                           std::string& refusal)>;
 
 // Daemons with the cluster key only (what a node's own control server, and tests, take).

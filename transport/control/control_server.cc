@@ -2,6 +2,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+
 namespace dtrain::transport {
 
 ControlServer::ControlServer(const std::string& address, uint16_t port, KeyLookup lookup,
@@ -28,10 +30,63 @@ ControlServer::ControlServer(const std::string& address, uint16_t port, KeyLooku
   port_ = acceptor_.local_endpoint().port();
   accept_next();
   reap_finished();
-  io_thread_ = std::thread([this] { io_.run(); });
+  io_thread_ = std::thread([this] { run_io(); });
 }
 
 ControlServer::~ControlServer() { stop(); }
+
+// A handler that throws ends only itself: the io thread logs it and goes on (run() returns
+// normally only once it is stopped or out of work).
+void ControlServer::run_io() {
+  for (;;) {
+    try {
+      io_.run();
+      return;
+    } catch (const std::exception& e) {
+      spdlog::error("control: a connection's handler failed: {} (the server goes on)", e.what());
+    }
+  }
+}
+
+namespace {
+
+// The /24 of an IPv4 address, the /64 of an IPv6 one: addresses one party tends to hold many of.
+std::string address_range(const std::string& source) {
+  asio::error_code ec;
+  const asio::ip::address a = asio::ip::make_address(source, ec);
+  if (ec) return source;
+  if (a.is_v4()) {
+    auto b = a.to_v4().to_bytes();
+    return std::to_string(b[0]) + "." + std::to_string(b[1]) + "." + std::to_string(b[2]) +
+           ".0/24";
+  }
+  auto b = a.to_v6().to_bytes();
+  std::fill(b.begin() + 8, b.end(), 0);
+  return asio::ip::make_address_v6(b).to_string() + "/64";
+}
+
+bool is_client(const ControlConnection& c) {
+  return c.peer_identity().role == ControlIdentity::Role::kClient;
+}
+
+}  // namespace
+
+std::string ControlServer::over_session_bound(const ControlConnection& c,
+                                              const std::string& source) const {
+  if (authenticated_ >= limits_.sessions)
+    return std::to_string(authenticated_) + " sessions are open (the most)";
+  if (!is_client(c)) return "";
+  const std::string& name = c.peer_identity().name;
+  auto mine = sessions_of_client_.find(name);
+  if (mine != sessions_of_client_.end() && mine->second >= limits_.sessions_per_client)
+    return "client '" + name + "' has " + std::to_string(mine->second) +
+           " sessions open (the most for one client)";
+  auto from = client_sessions_from_.find(source);
+  if (from != client_sessions_from_.end() && from->second >= limits_.client_sessions_per_source)
+    return std::to_string(from->second) + " client sessions from " + source +
+           " are open (the most from one address)";
+  return "";
+}
 
 std::string ControlServer::over_bound(const std::string& source) const {
   if (authenticated_ >= limits_.sessions)
@@ -42,6 +97,11 @@ std::string ControlServer::over_bound(const std::string& source) const {
   if (it != handshaking_from_.end() && it->second >= limits_.handshakes_per_source)
     return std::to_string(it->second) + " connections from " + source +
            " are in their handshake (the most from one address)";
+  const std::string range = address_range(source);
+  const auto r = handshaking_from_range_.find(range);
+  if (r != handshaking_from_range_.end() && r->second >= limits_.handshakes_per_range)
+    return std::to_string(r->second) + " connections from " + range +
+           " are in their handshake (the most from one address range)";
   return "";
 }
 
@@ -70,6 +130,7 @@ void ControlServer::admit(asio::ip::tcp::socket socket) {
     }
     ++handshaking_;
     ++handshaking_from_[source];
+    ++handshaking_from_range_[address_range(source)];
   }
   socket.set_option(asio::ip::tcp::no_delay(true), ec);
   const std::string peer = ec ? source : source + ":" + std::to_string(remote.port());
@@ -89,11 +150,18 @@ void ControlServer::handshake_done(const std::string& source,
     std::lock_guard<std::mutex> lock(mutex_);
     --handshaking_;
     if (--handshaking_from_[source] == 0) handshaking_from_.erase(source);
-    if (c && authenticated_ >= limits_.sessions)
-      why = std::to_string(authenticated_) + " sessions are open (the most)";
+    const std::string range = address_range(source);
+    if (--handshaking_from_range_[range] == 0) handshaking_from_range_.erase(range);
+    if (c && why.empty()) why = over_session_bound(*c, source);
     if (c && why.empty()) {
       ++authenticated_;
       s = &sessions_.emplace_back();
+      if (is_client(*c)) {
+        s->client = c->peer_identity().name;
+        s->source = source;
+        ++sessions_of_client_[s->client];
+        ++client_sessions_from_[source];
+      }
       s->connection = std::move(c);
       if (stopping_) s->connection->close();
       s->thread = std::thread([this, s] { serve(*s); });
@@ -118,6 +186,10 @@ void ControlServer::serve(Session& s) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     --authenticated_;
+    if (!s.source.empty()) {
+      if (--sessions_of_client_[s.client] == 0) sessions_of_client_.erase(s.client);
+      if (--client_sessions_from_[s.source] == 0) client_sessions_from_.erase(s.source);
+    }
   }
   s.done = true;
 }

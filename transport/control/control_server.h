@@ -28,7 +28,12 @@ namespace dtrain::transport {
 struct ControlServerLimits {
   int handshakes = 64;            // connections not yet authenticated, in total
   int handshakes_per_source = 8;  // ... from one IP address
+  int handshakes_per_range = 16;  // ... from one /24 (IPv4) or /64 (IPv6)
   int sessions = 1024;            // authenticated connections (nodes and clients)
+  // A client credential's sessions (dtrain-submit opens one a request), and clients' sessions
+  // from one IP address: one user cannot hold the slots nodes and other users need.
+  int sessions_per_client = 16;
+  int client_sessions_per_source = 64;
 };
 
 class ControlServer {
@@ -71,7 +76,9 @@ class ControlServer {
     std::thread thread;
     std::shared_ptr<ControlConnection> connection;
     std::atomic<bool> done{false};
+    std::string client, source;  // a client's name and address ("" for daemons)
   };
+  void run_io();  // the I/O thread; a handler's exception is logged, not fatal
   // On the I/O thread: the next connection, and what becomes of it.
   void accept_next();
   void admit(asio::ip::tcp::socket socket);
@@ -82,6 +89,8 @@ class ControlServer {
   void reap_finished();
   // Under mutex_: why a new connection from `source` may not be taken now ("" if it may).
   std::string over_bound(const std::string& source) const;
+  // Under mutex_: why an authenticated connection may not have a session ("" if it may).
+  std::string over_session_bound(const ControlConnection& c, const std::string& source) const;
 
   KeyLookup lookup_;
   Handler handler_;
@@ -93,7 +102,8 @@ class ControlServer {
   std::mutex mutex_;
   std::list<Session> sessions_;  // guarded by mutex_, as are the counts below
   int handshaking_ = 0, authenticated_ = 0;
-  std::map<std::string, int> handshaking_from_;
+  std::map<std::string, int> handshaking_from_, handshaking_from_range_;
+  std::map<std::string, int> sessions_of_client_, client_sessions_from_;
   std::list<std::weak_ptr<ServerHandshake>> handshakes_;  // the I/O thread's only
   // Declared last: destroyed first, with any handler still holding a handshake.
   asio::io_context io_;

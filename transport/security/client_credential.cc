@@ -4,6 +4,7 @@
 
 #include <filesystem>
 #include <sstream>
+#include <vector>
 
 #include "transport/security/secret_file.h"
 #include "transport/transport_error.h"
@@ -24,23 +25,34 @@ ClientCredential load_client_credential(const std::string& path) {
       path, "the client credential",
       "ask the cluster's operator for one (`" + make + "` on the controller)");
   std::istringstream in(text);
-  std::string tag, hex;
+  std::string first, hex;
+  std::getline(in, first);
+  std::istringstream header(first);
+  std::vector<std::string> words;
+  for (std::string w; words.size() < 4 && header >> w;) words.push_back(w);
   ClientCredential c;
-  in >> tag >> c.name >> hex;
-  if (tag != "dtrain-client" || !valid_client_name(c.name))
+  if (words.size() >= 2) c.name = words[1];
+  const std::string role = words.size() == 3 ? words[2] : "";
+  if (words.size() < 2 || words.size() > 3 || words[0] != "dtrain-client" ||
+      !valid_client_name(c.name) || (words.size() == 3 && role != "operator"))
     throw TransportError("the client credential " + path +
-                             " does not start with `dtrain-client NAME`",
+                             " does not start with `dtrain-client NAME` or `dtrain-client NAME "
+                             "operator`",
                          "use a file made by `" + make + "`");
+  c.operator_role = role == "operator";
+  in >> hex;
   c.key = parse_key_hex(hex, path, "the client credential", make);
   return c;
 }
 
-void generate_client_credential(const std::string& path, const std::string& name) {
+void generate_client_credential(const std::string& path, const std::string& name,
+                                bool operator_role) {
   if (!valid_client_name(name))
     throw TransportError("'" + name + "' is not a client name",
                          "use 1 to 64 letters, digits, '-', '_' or '.'");
   ClusterKey key = random_key();
-  write_secret_file(path, "dtrain-client " + name + "\n" + key_hex(key) + "\n");
+  write_secret_file(path, "dtrain-client " + name + (operator_role ? " operator" : "") + "\n" +
+                              key_hex(key) + "\n");
   sodium_memzero(key.data(), key.size());
 }
 
@@ -56,22 +68,27 @@ ClientList ClientList::load(const std::string& dir) {
     if (ec) break;
     const auto& path = it->path();
     if (path.extension() != ".cred") continue;
-    if (list.keys_.size() == kMaxClients)
+    if (list.clients_.size() == kMaxClients)
       throw TransportError(dir + " holds more than " + std::to_string(kMaxClients) + " clients",
                            "remove the credentials of clients that left");
     const ClientCredential c = load_client_credential(path.string());
     if (c.name != path.stem().string())
       throw TransportError("the credential " + path.string() + " is for client '" + c.name + "'",
                            "name the file " + c.name + ".cred");
-    list.keys_[c.name] = c.key;
+    list.clients_[c.name] = c;
   }
   return list;
 }
 
 std::optional<ClusterKey> ClientList::key_of(const std::string& name) const {
-  auto it = keys_.find(name);
-  if (it == keys_.end()) return std::nullopt;
-  return it->second;
+  auto it = clients_.find(name);
+  if (it == clients_.end()) return std::nullopt;
+  return it->second.key;
+}
+
+bool ClientList::is_operator(const std::string& name) const {
+  auto it = clients_.find(name);
+  return it != clients_.end() && it->second.operator_role;
 }
 
 }  // namespace dtrain::transport

@@ -1,10 +1,11 @@
 #pragma once
 // Client credentials (docs/architecture/daemon.md, "Credentials"): users of dtrain-submit hold
-// one instead of the cluster key, which stays with the daemons. A credential is a name and a
-// 32-byte key in a file of mode 0600:
-//   dtrain-client NAME
+// one instead of the cluster key, which stays with the daemons. A credential is a name, a role
+// and a 32-byte key in a file of mode 0600:
+//   dtrain-client NAME [operator]
 //   <64 hex digits>
-// made by `dtraind keygen --client NAME FILE`. The controller lets in the clients whose
+// made by `dtraind keygen --client NAME [--operator] FILE`. An operator may act on every job
+// (docs/operations.md, "Who may do what"); the controller reads the role from its own copy. The controller lets in the clients whose
 // credential files lie in its `clients_dir` (NAME.cred); revoking one is deleting its file and
 // sending the controller SIGHUP.
 #include <map>
@@ -18,6 +19,7 @@ namespace dtrain::transport {
 struct ClientCredential {
   std::string name;
   ClusterKey key{};
+  bool operator_role = false;
 };
 
 // 1 to 64 of letters, digits, '-', '_' and '.'.
@@ -25,7 +27,8 @@ bool valid_client_name(const std::string& name);
 
 // Throws TransportError naming the problem and the fix.
 ClientCredential load_client_credential(const std::string& path);
-void generate_client_credential(const std::string& path, const std::string& name);
+void generate_client_credential(const std::string& path, const std::string& name,
+                                bool operator_role = false);
 
 // The clients a controller lets in: every *.cred file in a folder, by name.
 class ClientList {
@@ -35,10 +38,11 @@ class ClientList {
   // credential, or one whose name differs from its file name.
   static ClientList load(const std::string& dir);
   std::optional<ClusterKey> key_of(const std::string& name) const;
-  size_t size() const { return keys_.size(); }
+  bool is_operator(const std::string& name) const;
+  size_t size() const { return clients_.size(); }
 
  private:
-  std::map<std::string, ClusterKey> keys_;
+  std::map<std::string, ClientCredential> clients_;
 };
 
 }  // namespace dtrain::transport
