@@ -51,9 +51,10 @@ IdxArray read_idx(const std::string& path) {
       throw UserError("'" + path + "' declares an invalid dimension " + std::to_string(d),
                       "the file is corrupt; regenerate it");
     a.dims.push_back(d);
-    total *= d;
-    if (total > (1LL << 34))
+    // Checked before multiplying: a product past 2^63 would wrap to a small count.
+    if (total > (int64_t(1) << 34) / d)
       throw UserError("'" + path + "' declares more than 16 GiB of data", "the file is corrupt");
+    total *= d;
   }
   // The values grow as they arrive: a header's dimensions are a claim, and a short file that
   // claims gigabytes must cost no more than what it holds.
@@ -81,6 +82,11 @@ Dataset load_idx_dataset(const std::string& images_path, const std::string& labe
                     "pair each images file with its own labels file");
   Dataset d;
   const int64_t row = static_cast<int64_t>(images.values.size()) / n;
+  if (row < 1 || row * n != static_cast<int64_t>(images.values.size()))
+    throw UserError("'" + images_path + "' holds " + std::to_string(images.values.size()) +
+                        " values, not a whole row for each of its " + std::to_string(n) +
+                        " images",
+                    "the file is corrupt; regenerate it");
   d.features.resize({n, row});
   for (size_t i = 0; i < images.values.size(); ++i) d.features[i] = images.values[i];
   std::vector<int32_t> y(labels.values.begin(), labels.values.end());

@@ -134,8 +134,12 @@ static PackedHeader read_packed_header(int fd, const std::string& path) {
   out.total = h.get<int64_t>();
   const size_t records_at = h.pos();
   out.records = h.get<int64_t>();
-  for (int64_t d : out.shape)
-    if (d < 1 || d > (int64_t(1) << 24)) h.fail("a shape of " + shape_string(out.shape));
+  int64_t features = 1;  // checked before each multiply: no product may wrap
+  for (int64_t d : out.shape) {
+    if (d < 1 || d > (int64_t(1) << 24) || features > (int64_t(1) << 28) / d)
+      h.fail("a shape of " + shape_string(out.shape));
+    features *= d;
+  }
   if (out.classes < 1 || out.classes > kMaxClasses || out.total < 1 ||
       out.total > (int64_t(1) << 40) || out.records < 0 || out.records > out.total)
     h.fail("impossible counts");
@@ -164,8 +168,10 @@ static PackedHeader read_packed_header(int fd, const std::string& path) {
   out.data_start = h.pos();
   out.record_bytes = 12 + shape_size(out.shape) * (encoding == 1 ? 1 : 4);
   struct stat st;
-  if (fstat(fd, &st) != 0 ||
-      uint64_t(st.st_size) != out.data_start + uint64_t(out.records * out.record_bytes))
+  uint64_t data_bytes = 0, length = 0;
+  if (__builtin_mul_overflow(uint64_t(out.records), uint64_t(out.record_bytes), &data_bytes) ||
+      __builtin_add_overflow(uint64_t(out.data_start), data_bytes, &length) ||
+      fstat(fd, &st) != 0 || uint64_t(st.st_size) != length)
     h.fail("it is not as long as its " + std::to_string(out.records) + " records");
   out.normalizer = Normalizer::restore(Normalizer::Kind(kind), values);
   return out;

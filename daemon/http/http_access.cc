@@ -1,5 +1,6 @@
 #include "daemon/http/http_access.h"
 
+#include <arpa/inet.h>
 #include <sodium.h>
 
 #include <algorithm>
@@ -45,6 +46,14 @@ std::string cookie_value(const std::string& header, const std::string& name) {
   return "";
 }
 
+}  // namespace
+
+bool http_token_matches(const HttpAccess& access, const std::string& presented) {
+  return !access.token.empty() && same_secret(presented, access.token);
+}
+
+namespace {
+
 std::string presented_token(const HttpCredentials& r) {
   const std::string bearer = "Bearer ";
   if (r.authorization.compare(0, bearer.size(), bearer) == 0)
@@ -55,9 +64,14 @@ std::string presented_token(const HttpCredentials& r) {
 
 }  // namespace
 
+// Literals only: a name such as 127.x.rebind.example is anyone's to point anywhere.
 bool loopback_address(const std::string& address) {
   const std::string a = lower(address);
-  return a == "localhost" || a == "::1" || a.compare(0, 4, "127.") == 0;
+  if (a == "localhost") return true;
+  in_addr v4{};
+  in6_addr v6{};
+  if (inet_pton(AF_INET, a.c_str(), &v4) == 1) return (ntohl(v4.s_addr) >> 24) == 127;
+  return inet_pton(AF_INET6, a.c_str(), &v6) == 1 && IN6_IS_ADDR_LOOPBACK(&v6);
 }
 
 std::optional<HttpRefusal> http_refusal(const HttpAccess& access, const HttpCredentials& r) {

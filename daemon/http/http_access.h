@@ -31,6 +31,8 @@ struct HttpRefusal {
 constexpr const char* kHttpTokenCookie = "dtrain_token";
 
 std::optional<HttpRefusal> http_refusal(const HttpAccess& access, const HttpCredentials& request);
+// `presented` is the token (compared in constant time); false when none is set.
+bool http_token_matches(const HttpAccess& access, const std::string& presented);
 // 127.0.0.0/8, ::1 and "localhost".
 bool loopback_address(const std::string& address);
 // The token in `path` (one line, mode 0600); made there first when there is no such file.

@@ -283,7 +283,7 @@ void StatusServer::guard(HttpAccess access) {
       send_json(res, {{"error", no->error}, {"fix", no->fix}}, no->status);
       return httplib::Server::HandlerResponse::Handled;
     }
-    if (!access.token.empty() && !presented.token_param.empty())
+    if (http_token_matches(access, presented.token_param))  // never an unchecked value
       res.set_header("Set-Cookie", std::string(kHttpTokenCookie) + "=" + presented.token_param +
                                        "; HttpOnly; SameSite=Strict; Path=/");
     return httplib::Server::HandlerResponse::Unhandled;

@@ -221,11 +221,18 @@ void JobRunner::rejoin(const RejoinMessage& r) {
   if (!done_ && early_rejoins_.size() < 4096) early_rejoins_.push_back(r);
 }
 
+// A rejoin this node cannot use (a newcomer's address that is not an IP) is logged and left
+// out: it must not end the caller, the control conversation or the job's own thread.
 void JobRunner::apply(MeshExchange& exchange, const RejoinMessage& r) {
-  if (r.withdrawn) return exchange.on_withdrawn(r.id);
-  if (!r.member) return exchange.on_rejoin(r.id);
-  exchange.on_join(r.slot, r.id, r.member->name,
-                   {r.member->id, r.member->address, r.member->port, 0});
+  try {
+    if (r.withdrawn) return exchange.on_withdrawn(r.id);
+    if (!r.member) return exchange.on_rejoin(r.id);
+    exchange.on_join(r.slot, r.id, r.member->name,
+                     {r.member->id, r.member->address, r.member->port, 0});
+  } catch (const std::exception& e) {
+    spdlog::error("job {}: a rejoin of node {} could not be applied: {}", job_id_text(job_id_),
+                  r.id, e.what());
+  }
 }
 
 void JobRunner::plan(const DataPlanMessage& plan) {
@@ -365,8 +372,19 @@ void JobRunner::join_and_train() {
                            mesh_handlers(exchange));
   JobMesh job_mesh(mesh, job_id_);
   exchange.set_mesh(&job_mesh);
-  expose(&exchange);
+  // However this part ends, an exception included, nothing outlives the exchange: the pointer
+  // cancel() and rejoin() reach it by, the sync choice's repeats, the channel's route to the mesh.
+  struct Unexpose {
+    JobRunner& runner;
+    MeshExchange& exchange;
+    ~Unexpose() {
+      runner.expose(nullptr);
+      exchange.sync_election().finish();
+      runner.channel_.detach(runner.job_id_);
+    }
+  } unexpose{*this, exchange};
   try {
+    expose(&exchange);
     channel_.attach(job_id_, &mesh);
     train(exchange, lists.members);
   } catch (const core::UserError& e) {
@@ -374,9 +392,6 @@ void JobRunner::join_and_train() {
   } catch (const std::exception& e) {
     fail(e.what(), "see the node's log (journalctl -u dtraind)");
   }
-  expose(nullptr);
-  exchange.sync_election().finish();  // no repeat of the sync choice outlives the mesh
-  channel_.detach(job_id_);
 }
 
 void JobRunner::fail(const std::string& error, const std::string& fix) {

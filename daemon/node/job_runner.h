@@ -112,7 +112,7 @@ class JobRunner : public JobPart {
   std::mutex plan_mutex_;
   std::condition_variable plan_arrived_;
   std::optional<DataPlanMessage> plan_;
-  static void apply(MeshExchange& exchange, const RejoinMessage& rejoin);
+  void apply(MeshExchange& exchange, const RejoinMessage& rejoin);
   std::thread thread_;
 };
 

@@ -77,6 +77,9 @@ TEST_CASE("IDX errors name the problem") {
   CHECK_THROWS_WITH(core::read_idx(dir + "/liar"), Catch::Contains("truncated"));
   getrusage(RUSAGE_SELF, &after);
   CHECK(after.ru_maxrss - before.ru_maxrss < 64 * 1024);  // kilobytes
+  // Dimensions whose product passes 2^64 (and would wrap to 4) are refused, not multiplied.
+  write_raw(dir + "/wrap", idx_bytes({5, 1718039348, 2147418113}, {}));
+  CHECK_THROWS_WITH(core::read_idx(dir + "/wrap"), Catch::Contains("more than 16 GiB"));
   write_raw(dir + "/img", idx_bytes({2, 1, 1}, {1, 2}));
   write_raw(dir + "/lab", idx_bytes({3}, {0, 1, 1}));
   CHECK_THROWS_WITH(core::load_idx_dataset(dir + "/img", dir + "/lab", 2),

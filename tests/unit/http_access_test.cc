@@ -51,6 +51,9 @@ TEST_CASE("the rule: loopback names and the configured ones; the token when one 
                                            "dtrain_token=" + std::string(40, 'j'))));
   CHECK(daemon::loopback_address("127.0.0.2"));
   CHECK_FALSE(daemon::loopback_address("0.0.0.0"));
+  // A name that merely starts like a loopback address is anyone's to point anywhere.
+  CHECK_FALSE(daemon::loopback_address("127.0.0.1.rebind.example"));
+  CHECK(daemon::http_refusal(open, from("127.0.0.1.rebind.example:7080")));
 }
 
 TEST_CASE("the token file is made once, mode 0600, and a short one is refused") {

@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <system_error>
 
 namespace dtrain::transport {
 
@@ -53,8 +54,11 @@ namespace {
 // The /24 of an IPv4 address, the /64 of an IPv6 one: addresses one party tends to hold many of.
 std::string address_range(const std::string& source) {
   asio::error_code ec;
-  const asio::ip::address a = asio::ip::make_address(source, ec);
+  asio::ip::address a = asio::ip::make_address(source, ec);
   if (ec) return source;
+  // An IPv4 peer of a dual-stack listener arrives as ::ffff:a.b.c.d: its /24, not ::/64.
+  if (a.is_v6() && a.to_v6().is_v4_mapped())
+    a = asio::ip::make_address_v4(asio::ip::v4_mapped, a.to_v6());
   if (a.is_v4()) {
     auto b = a.to_v4().to_bytes();
     return std::to_string(b[0]) + "." + std::to_string(b[1]) + "." + std::to_string(b[2]) +
@@ -154,23 +158,32 @@ void ControlServer::handshake_done(const std::string& source,
     if (--handshaking_from_range_[range] == 0) handshaking_from_range_.erase(range);
     if (c && why.empty()) why = over_session_bound(*c, source);
     if (c && why.empty()) {
-      ++authenticated_;
       s = &sessions_.emplace_back();
-      if (is_client(*c)) {
-        s->client = c->peer_identity().name;
-        s->source = source;
-        ++sessions_of_client_[s->client];
-        ++client_sessions_from_[source];
-      }
       s->connection = std::move(c);
       if (stopping_) s->connection->close();
-      s->thread = std::thread([this, s] { serve(*s); });
+      try {
+        s->thread = std::thread([this, s] { serve(*s); });
+      } catch (const std::system_error& e) {  // no thread to be had (TasksMax, say)
+        why = std::string("no thread for its session: ") + e.what();
+        sessions_.pop_back();
+        s = nullptr;
+      }
     }
+    if (s) count_session(*s, source);
   }
   if (!s && !stopping_) {
     ++refused_;
     spdlog::warn("control: refused a connection from {}: {}", source, why);
   }
+}
+
+void ControlServer::count_session(Session& s, const std::string& source) {
+  ++authenticated_;
+  if (!is_client(*s.connection)) return;
+  s.client = s.connection->peer_identity().name;
+  s.source = source;
+  ++sessions_of_client_[s.client];
+  ++client_sessions_from_[source];
 }
 
 void ControlServer::serve(Session& s) {

@@ -85,6 +85,8 @@ class ControlServer {
   void handshake_done(const std::string& source, std::unique_ptr<ControlConnection> c,
                       const std::string& refusal);
   void serve(Session& s);
+  // Under mutex_: a session started (its thread is running); serve() counts it out.
+  void count_session(Session& s, const std::string& source);
   // Every 100 ms on the I/O thread: joins the threads of sessions that ended.
   void reap_finished();
   // Under mutex_: why a new connection from `source` may not be taken now ("" if it may).
