@@ -16,7 +16,10 @@
 # data.tag_threads (default 0); $LANES its data.lanes (default 1); $CREDIT_KB its
 # data.credit_kb (default 512).
 # $TASK_OUTPUTS: the folder under which eval/infer --cluster may write (task_outputs; default
-# DIR).
+# DIR). $LIMITS: the controller's per-user limits (dtraind.yaml's `limits`, e.g.
+# "{users: {bob: {running_jobs: 1, nodes: 2}}}"; default none). $DATA_ROOTS: the folders the
+# daemons let jobs read inputs from (data_roots; default the folder DIR is in, and
+# /usr/share/datasets).
 # $GPU_NODES=K: nodes 1..K offer their GPUs (gpus: all), the others none (gpus: none), e.g. one
 # GPU node and two CPU nodes on one GPU machine; with $EMULATED_GPUS=G those K nodes get G
 # emulated GPUs instead (tests on machines without one; CPU arithmetic, see kernels/emulated).
@@ -52,6 +55,7 @@ start() {
     exit 2
   fi
   mkdir -p "$dir"
+  dir=$(cd "$dir" && pwd)  # absolute: data_roots and the env file name it
   [[ -f $dir/cluster.key ]] || "$DTRAIND" keygen "$dir/cluster.key" > /dev/null
   local control_port="" threads
   # The daemons share this machine's cores: each gets its part (at least one thread).
@@ -64,6 +68,7 @@ start() {
     # credentials"). It names no controller: its own node reaches the port it bound.
     if [[ $i -eq 1 ]]; then
       roles="[node, controller]"; clients="clients_dir: $dir/clients"; mkdir -p -m 700 "$dir/clients"
+      [[ -n ${LIMITS:-} ]] && clients+=$'\n'"limits: $LIMITS"
     else
       controller="controller: 127.0.0.1:$control_port"
     fi
@@ -87,6 +92,7 @@ gpus: $gpus
 heartbeat_ms: ${HEARTBEAT_MS:-1000}
 peer_timeout_ms: ${PEER_TIMEOUT_MS:-10000}
 task_outputs: [${TASK_OUTPUTS:-$dir}]
+data_roots: [${DATA_ROOTS:-$(dirname "$dir"), /usr/share/datasets}]
 YAML
     local node_env="NODE_ENV_$i"
     # shellcheck disable=SC2086  # NAME=VALUE words, split on purpose

@@ -80,8 +80,10 @@ Dataset read_csv_dataset(const std::string& path, const CsvOptions& options) {
       const std::string& cell = cells[c];
       double v = std::strtod(cell.c_str(), &end);
       if (cell.empty() || *end != '\0' || !std::isfinite(v))
+        // The cell itself is not shown: a refusal must not read a file out to whoever named it
+        // (docs/operations.md, "Who may do what").
         throw UserError(path + ":" + std::to_string(line_no) + ": column " + std::to_string(c) +
-                            " is '" + cell + "', not a finite number",
+                            " is not a finite number",
                         options.header || line_no != 1
                             ? "fix or remove the row"
                             : "if the first line is a header, set 'header: true'");
@@ -91,8 +93,8 @@ Dataset read_csv_dataset(const std::string& path, const CsvOptions& options) {
         targets.push_back(static_cast<float>(v));
       } else {
         if (v != std::floor(v) || std::fabs(v) > 1e9)
-          throw UserError(path + ":" + std::to_string(line_no) + ": label '" + cell +
-                              "' is not a class number",
+          throw UserError(path + ":" + std::to_string(line_no) + ": the label in column " +
+                              std::to_string(c) + " is not a class number",
                           "labels must be integers 0..classes-1; for values set "
                           "'labels: regression'");
         labels.push_back(static_cast<int32_t>(v));

@@ -69,12 +69,6 @@ void read_example(const fs::path& file, const Shape& shape, float* out) {
   }
 }
 
-std::string list(const std::vector<std::string>& names) {
-  std::string s;
-  for (size_t i = 0; i < names.size() && i < 12; ++i) s += (i ? ", " : "") + names[i];
-  return names.size() > 12 ? s + ", ..." : s;
-}
-
 }  // namespace
 
 Dataset read_image_folder(const std::string& dir, const ImageFolderOptions& options,
@@ -87,8 +81,8 @@ Dataset read_image_folder(const std::string& dir, const ImageFolderOptions& opti
                     "point path at a folder with one subfolder of images per class");
   const std::vector<std::string> classes = sorted_entries(dir, true);
   if (int64_t(classes.size()) != options.num_classes)
-    throw UserError("'" + dir + "' has " + std::to_string(classes.size()) + " class folders (" +
-                        list(classes) + "), the output layer has " +
+    throw UserError("'" + dir + "' has " + std::to_string(classes.size()) +
+                        " class folders, the output layer has " +
                         std::to_string(options.num_classes) + " units",
                     "make the output layer's units the number of classes, or fix the folder");
   // Every file first, so the features are decoded straight into their tensor (one copy of the

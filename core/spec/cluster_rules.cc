@@ -10,7 +10,7 @@ void check_cluster_rules(const JobSpec& spec) {
     throw UserError("output.model '" + spec.output.model +
                         "' is not a file path inside the daemon's data directory",
                     "give a relative file path without '..', e.g. runs/model.dtm (a cluster "
-                    "writes it under each node's data_dir/models/)");
+                    "writes it under each node's data_dir/jobs/<job id>/)");
 }
 
 }  // namespace dtrain::core

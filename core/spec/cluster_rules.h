@@ -6,8 +6,8 @@
 namespace dtrain::core {
 
 // Throws UserError (what is wrong and the fix) when a cluster cannot run `spec` whatever nodes it
-// has: output.model must stay inside the nodes' data_dir/models/ (`--local` writes it where the
-// path says).
+// has: output.model must stay inside the job's folder on the nodes, data_dir/jobs/<job id>/
+// (`--local` writes it where the path says).
 void check_cluster_rules(const JobSpec& spec);
 
 }  // namespace dtrain::core

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <limits>
 #include <sstream>
@@ -180,8 +181,10 @@ class JobSpecParser {
     } else if (d.format == "packed" && node["shards"]) {
       // On the nodes, not here: the controller asks each which files it holds.
       d.shards = resolve(options_.base_dir, r_.text(node, "shards", p, std::nullopt));
+      confine(node, "shards", p, std::filesystem::path(d.shards).parent_path().string());
     } else if (d.format == "packed") {
       d.path = resolve(options_.base_dir, r_.text(node, "path", p, std::nullopt));
+      confine(node, "path", p, d.path);
       if (options_.check_files) {
         try {
           packed_files(d.path);
@@ -206,9 +209,18 @@ class JobSpecParser {
     return d;
   }
 
+  // A path outside the node's data_roots is refused before anything looks at it.
+  void confine(const YAML::Node& map, const std::string& key, const std::string& p,
+               const std::string& path) {
+    if (!options_.check_files || options_.data_roots.allows(path)) return;
+    const auto [what, fix] = options_.data_roots.refusal(path);
+    r_.fail(map[key], p + "." + key, what, fix);
+  }
+
   std::string existing_folder(const YAML::Node& map, const std::string& key, const std::string& p) {
     const std::string path = resolve(options_.base_dir, r_.text(map, key, p, std::nullopt));
     if (!options_.check_files) return path;
+    confine(map, key, p, path);
     struct stat st;
     if (::stat(path.c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || ::access(path.c_str(), R_OK | X_OK))
       r_.fail(map[key], p + "." + key, "cannot read folder '" + path + "'",
@@ -220,6 +232,7 @@ class JobSpecParser {
   std::string existing_file(const YAML::Node& map, const std::string& key, const std::string& p) {
     const std::string path = resolve(options_.base_dir, r_.text(map, key, p, std::nullopt));
     if (!options_.check_files) return path;
+    confine(map, key, p, path);
     struct stat st;
     if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode) || ::access(path.c_str(), R_OK))
       r_.fail(map[key], p + "." + key, "cannot read file '" + path + "'",

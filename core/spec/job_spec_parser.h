@@ -6,6 +6,7 @@
 
 #include "core/spec/job_spec.h"
 #include "core/spec/spec_reader.h"
+#include "core/util/data_roots.h"
 
 namespace dtrain::core {
 
@@ -18,6 +19,9 @@ struct SpecParseOptions {
   // files, in job records, and the controller's copy sent to its nodes), which read as they
   // always did: the first entry counts.
   bool refuse_repeated_keys = true;
+  // A cluster node's: the folders its jobs may read inputs from (data paths, model.init_from);
+  // a path outside them is refused before it is looked at. Empty: any path.
+  DataRoots data_roots;
 };
 // The options for a spec the project stored itself (a model file's or checkpoint's embedded
 // spec, a job record, the controller's copy sent to its nodes): its data files need not exist

@@ -86,22 +86,58 @@ void parse_identity(const SpecReader& r, const YAML::Node& root, DaemonConfig& c
   }
 }
 
-// data_dir, key_file, clients_dir, task_outputs: where it keeps and may write things.
+// `key`: a list of absolute folders (`example` one of them, for the fixes).
+std::vector<std::string> absolute_folders(const SpecReader& r, const YAML::Node& list,
+                                          const std::string& key, const std::string& example) {
+  if (!list.IsSequence())
+    r.fail(list, key, key + " must be a list of folders", "write " + key + ": [" + example + "]");
+  std::vector<std::string> out;
+  for (const YAML::Node& o : list) {
+    const std::string folder = o.IsScalar() ? o.as<std::string>() : "";
+    if (folder.empty() || folder[0] != '/')
+      r.fail(o, key, "'" + folder + "' is not an absolute folder",
+             "give absolute paths, e.g. " + example);
+    out.push_back(folder);
+  }
+  return out;
+}
+
+// data_dir, key_file, clients_dir, task_outputs, data_roots: where it keeps things, may write
+// task outputs, and lets jobs read inputs (default: data_dir and /usr/share/datasets).
 void parse_paths(const SpecReader& r, const YAML::Node& root, DaemonConfig& c) {
   c.data_dir = r.text(root, "data_dir", "", c.data_dir);
   c.key_file = r.text(root, "key_file", "", c.key_file);
   c.clients_dir = r.text(root, "clients_dir", "", c.clients_dir);
-  const YAML::Node outputs = root["task_outputs"];
-  if (!outputs) return;
-  if (!outputs.IsSequence())
-    r.fail(outputs, "task_outputs", "task_outputs must be a list of folders",
-           "write task_outputs: [/shared/dtrain-out]");
-  for (const YAML::Node& o : outputs) {
-    const std::string folder = o.IsScalar() ? o.as<std::string>() : "";
-    if (folder.empty() || folder[0] != '/')
-      r.fail(o, "task_outputs", "'" + folder + "' is not an absolute folder",
-             "give absolute paths, e.g. /shared/dtrain-out");
-    c.task_outputs.push_back(folder);
+  if (const YAML::Node outputs = root["task_outputs"])
+    c.task_outputs = absolute_folders(r, outputs, "task_outputs", "/shared/dtrain-out");
+  c.data_roots = {c.data_dir, "/usr/share/datasets"};
+  if (const YAML::Node roots = root["data_roots"])
+    c.data_roots = absolute_folders(r, roots, "data_roots", "/srv/datasets");
+}
+
+// limits.default and limits.users.NAME: {running_jobs, nodes}.
+UserLimits parse_user_limits(const SpecReader& r, const YAML::Node& n, const std::string& p,
+                             const UserLimits& base) {
+  r.expect_map(n, p, {"running_jobs", "nodes"});
+  UserLimits u;
+  u.running_jobs = r.integer(n, "running_jobs", p, base.running_jobs, 0, 1 << 20);
+  u.nodes = r.integer(n, "nodes", p, base.nodes, 0, 1 << 20);
+  return u;
+}
+
+void parse_limits(const SpecReader& r, const YAML::Node& n, SchedulingLimits& limits) {
+  r.expect_map(n, "limits", {"default", "users"});
+  if (const YAML::Node d = n["default"])
+    limits.defaults = parse_user_limits(r, d, "limits.default", UserLimits{});
+  const YAML::Node users = n["users"];
+  if (!users) return;
+  if (!users.IsMap())
+    r.fail(users, "limits.users", "limits.users must map client names to their limits",
+           "write users: {alice: {running_jobs: 1, nodes: 4}}");
+  for (const auto& entry : users) {
+    const std::string name = entry.first.as<std::string>();
+    limits.users[name] =
+        parse_user_limits(r, entry.second, "limits.users." + name, limits.defaults);
   }
 }
 
@@ -200,12 +236,22 @@ DaemonConfig parse_daemon_config(const std::string& text, const std::string& sou
   if (!root || root.IsNull()) root = YAML::Node(YAML::NodeType::Map);
   r.expect_map(root, "", {"name", "roles", "data_dir", "key_file", "clients_dir", "controller",
                           "control", "data", "http", "threads", "gpus", "heartbeat_ms",
-                          "peer_timeout_ms", "task_outputs"});
+                          "peer_timeout_ms", "task_outputs", "limits", "data_roots"});
   parse_identity(r, root, c);
   parse_paths(r, root, c);
   parse_network(r, root, c);
   parse_resources(r, root, c);
+  if (const YAML::Node n = root["limits"]) parse_limits(r, n, c.limits);
   return c;
+}
+
+core::DataRoots DaemonConfig::input_roots() const {
+  return core::DataRoots{data_roots, {data_dir + "/jobs", data_dir + "/controller"}};
+}
+
+UserLimits SchedulingLimits::of(const std::string& owner) const {
+  auto it = users.find(owner);
+  return it == users.end() ? defaults : it->second;
 }
 
 DaemonConfig load_daemon_config(const std::string& path) {

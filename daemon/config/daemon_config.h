@@ -15,13 +15,32 @@
 //   threads: 0                     # compute threads jobs may use here (0: every core)
 //   gpus: all                      # all | none | [0, 1]: the GPUs jobs may use here
 //   task_outputs: [/shared/dtrain]  # controller: where eval/infer --cluster may write
+//   data_roots: [/srv/datasets]    # node: where jobs may read inputs (default: data_dir and
+//                                  # /usr/share/datasets)
+//   limits: {default: {running_jobs: 2, nodes: 8}, users: {alice: {running_jobs: 4}}}
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
+#include "core/util/data_roots.h"
 #include "transport/faults/fault_injector.h"
 
 namespace dtrain::daemon {
+
+// What one owner's jobs may hold at once on a controller (0: no limit). Jobs submitted with the
+// cluster key have none.
+struct UserLimits {
+  int64_t running_jobs = 0;
+  int64_t nodes = 0;
+};
+// Controller: the limits of every owner (`default`) and of named ones (`users`, each key it gives
+// replacing the default's).
+struct SchedulingLimits {
+  UserLimits defaults;
+  std::map<std::string, UserLimits> users;
+  UserLimits of(const std::string& owner) const;
+};
 
 struct DaemonConfig {
   std::string source;  // the file, for messages
@@ -79,6 +98,12 @@ struct DaemonConfig {
   // Controller: the folders under which cluster evaluation and inference jobs may write (infer
   // --output, eval --roc-csv), shared with every node; none by default.
   std::vector<std::string> task_outputs;
+  SchedulingLimits limits;
+  // Node: the folders jobs and tasks may read their inputs from (absolute; default data_dir and
+  // /usr/share/datasets). data_dir's jobs/ and controller/ are never inputs: another job's model
+  // or the controller's records cannot be named as data.
+  std::vector<std::string> data_roots;
+  core::DataRoots input_roots() const;
   int64_t heartbeat_ms = 1000;
   int64_t peer_timeout_ms = 10000;
 };

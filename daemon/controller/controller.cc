@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "daemon/controller/job_access.h"
+#include "daemon/controller/node_use.h"
 #include "daemon/protocol/control_frames.h"
 #include "transport/mesh/mesh_map.h"
 #include "transport/wire/datagram.h"
@@ -24,12 +25,14 @@ Controller::Controller(const DaemonConfig& config)
       requests_(store_, members_, scheduler_, training_, tasks_, [this] { start_next(); },
                 [this] { return nodes_locked(); }) {
   const JobStore::Recovered found = store_.recover();
-  if (found.running != 0) {
-    scheduler_.set_running(found.running);
-    training_.begin_adoption(*store_.find(found.running));
+  for (uint64_t id : found.running) {
+    JobRecord& job = *store_.find(id);
+    scheduler_.set_running(id, job.owner);
+    training_.begin_adoption(job);
   }
-  for (uint64_t id : found.queued) scheduler_.enqueue(id);
-  spdlog::info("controller: {} past jobs, {} queued", store_.size(), found.queued.size());
+  for (uint64_t id : found.queued) scheduler_.enqueue(id, store_.find(id)->owner);
+  spdlog::info("controller: {} past jobs, {} running, {} queued", store_.size(),
+               found.running.size(), found.queued.size());
 }
 
 void Controller::serve(ControlConnection& c) {
@@ -109,16 +112,39 @@ std::vector<uint8_t> Controller::stats_request(const ClientRequest& request) {
   }
 }
 
+// Offers the free nodes to the queued jobs in their fair order until one waits for nodes that
+// running jobs hold. A job ending meanwhile (its close calls this again) makes another pass.
 void Controller::start_next() {
-  const uint64_t id = scheduler_.next();
-  if (id == 0 || stopping_) return;
-  JobRecord& job = *store_.find(id);
-  if (!job.is_task()) return training_.start(job);
-  try {
-    tasks_.start(job);
-  } catch (const std::exception& e) {  // never leaves the queue stuck behind it
-    scheduler_.drop(job.id);
-    tasks_.finish(job, JobState::kFailed, std::string("it could not start: ") + e.what(), "");
+  if (stopping_) return;
+  if (starting_) {
+    start_again_ = true;
+    return;
+  }
+  starting_ = true;
+  do {
+    start_again_ = false;
+    start_pass();
+  } while (start_again_ && !stopping_);
+  starting_ = false;
+}
+
+void Controller::start_pass() {
+  for (uint64_t id : scheduler_.offer_order(config_.limits)) {
+    if (stopping_ || !scheduler_.queued(id)) continue;
+    JobRecord& job = *store_.find(id);
+    const NodeUse use = node_use(store_, scheduler_.running_ids());
+    StartOutcome outcome = StartOutcome::kEnded;
+    if (!job.is_task()) {
+      outcome = training_.start(job, use);
+    } else {
+      try {
+        outcome = tasks_.start(job, use.busy());
+      } catch (const std::exception& e) {  // never leaves the queue stuck behind it
+        scheduler_.drop(job.id);
+        tasks_.finish(job, JobState::kFailed, std::string("it could not start: ") + e.what(), "");
+      }
+    }
+    if (outcome == StartOutcome::kWaitsForBusy) return;
   }
 }
 
@@ -144,17 +170,17 @@ void Controller::stop() {
   std::lock_guard<std::mutex> lock(mutex_);
   stopping_ = true;
   fetches_.wake();
-  const uint64_t running = scheduler_.running();
-  if (running == 0) return;
-  JobRecord& job = *store_.find(running);
-  for (const std::string& n : job.nodes) members_.send(n, cancel_frame(job.id));
-  job.state = JobState::kCancelled;
-  job.error = "the controller was stopped";
-  job.fix = job.resume_hint().empty() ? "submit the job again" : job.resume_hint();
-  job.finished_at = unix_now();
-  job.add_log("cancelled: the controller was stopped");
-  store_.save(job);
-  scheduler_.ended(running);
+  for (uint64_t running : scheduler_.running_ids()) {
+    JobRecord& job = *store_.find(running);
+    for (const std::string& n : job.nodes) members_.send(n, cancel_frame(job.id));
+    job.state = JobState::kCancelled;
+    job.error = "the controller was stopped";
+    job.fix = job.resume_hint().empty() ? "submit the job again" : job.resume_hint();
+    job.finished_at = unix_now();
+    job.add_log("cancelled: the controller was stopped");
+    store_.save(job);
+    scheduler_.ended(running);
+  }
 }
 
 // The job's mesh as it was built at the start (the nodes repair it themselves after a loss):
@@ -203,15 +229,16 @@ Json Controller::dashboard_job(uint64_t job_id) {
 
 Json Controller::nodes_locked() {
   Json nodes = Json::array();
-  const JobRecord* running = scheduler_.running() ? store_.find(scheduler_.running()) : nullptr;
+  const NodeUse use = node_use(store_, scheduler_.running_ids());
   members_.for_each([&](const Member& m) {
-    const bool runs = running && m.alive && listed(running->nodes, m.name);
+    auto held = use.holder.find(m.name);
+    const bool runs = m.alive && held != use.holder.end();
     nodes.push_back({{"name", m.name}, {"id", m.id}, {"address", m.address},
                      {"data_port", m.data_port}, {"data_lanes", m.data_lanes},
                      {"cores", m.cores}, {"gpus", gpus_json(m.gpus)},
                      {"state", m.alive ? "alive" : "lost"},
                      {"last_heard_seconds_ago", members_.seconds_since_heard(m)},
-                     {"running_job", runs ? job_id_text(running->id) : ""}});
+                     {"running_job", runs ? job_id_text(held->second) : ""}});
   });
   // What a node or a client must speak to join or talk to this cluster, and where.
   const Json protocol = {{"control_version", transport::kControlVersion},

@@ -66,6 +66,7 @@ class Controller {
 
   // The running job's lifecycle, training or task.
   void start_next();
+  void start_pass();
   void drop_from_job(JobRecord& job, const std::string& name, const std::string& why);
   // The end shared by every job: the log line, the record saved, the next job.
   void close_job(JobRecord& job);
@@ -76,6 +77,7 @@ class Controller {
   std::atomic<uint16_t> control_port_{0};
   std::mutex mutex_;  // guards everything below
   bool stopping_ = false;
+  bool starting_ = false, start_again_ = false;  // start_next is running; run it once more
   JobStore store_;
   Membership members_;
   Scheduler scheduler_;

@@ -135,11 +135,10 @@ void Controller::on_job_message(Member& m, const JobMessageIn& in) {
 // A node that trains a job this controller is not running (it restarted mid-job and marked the
 // job failed, or never heard of it) is told to stop, so no orphan trains beside the next job.
 void Controller::stop_orphans(Member& m, const std::vector<uint64_t>& running) {
-  const uint64_t now = scheduler_.running();
   for (uint64_t id : running) {
     JobRecord* job = store_.find(id);
-    // The running job's members keep it; anyone else (left out when it resumed) stops.
-    if (id == now && job && listed(job->nodes, m.name)) continue;
+    // A running job's members keep it; anyone else (left out when it resumed) stops.
+    if (scheduler_.running(id) && job && listed(job->nodes, m.name)) continue;
     m.send(cancel_frame(id));
     spdlog::warn("controller: node {} is still training job {}, which is not running here; "
                  "told it to stop", m.name, job_id_text(id));
@@ -153,8 +152,9 @@ void Controller::node_lost(Member& m, const std::string& why) {
   m.alive = false;
   fetches_.wake();  // a fetch waiting for it asks the next node
   spdlog::warn("controller: node {} lost: {}", m.name, why);
-  if (const uint64_t running = scheduler_.running())
-    drop_from_job(*store_.find(running), m.name, why);
+  for (uint64_t running : scheduler_.running_ids())
+    if (JobRecord& job = *store_.find(running); listed(job.nodes, m.name))
+      drop_from_job(job, m.name, why);
 }
 
 }  // namespace dtrain::daemon

@@ -38,16 +38,16 @@ JobStore::Recovered JobStore::recover() {
                   "submit it again");
       save(job);
     }
-    if (job.state == JobState::kRunning && out.running == 0) {
-      out.running = job.id;
-    } else if (job.state == JobState::kRunning) {  // two running jobs on disk: one can be real
-      fail_record(job, "the controller stopped while the job was running", "submit the job again");
-      save(job);
-    }
+    if (job.state == JobState::kRunning) out.running.push_back(job.id);
     if (job.state == JobState::kQueued) out.queued.push_back(job.id);
     const uint64_t id = job.id;
     jobs_[id] = std::move(job);
   }
+  auto submitted = [&](uint64_t a, uint64_t b) {
+    return jobs_[a].submitted_at < jobs_[b].submitted_at;
+  };
+  std::stable_sort(out.running.begin(), out.running.end(), submitted);
+  std::stable_sort(out.queued.begin(), out.queued.end(), submitted);
   return out;
 }
 

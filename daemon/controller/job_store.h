@@ -19,10 +19,10 @@ class JobStore {
   explicit JobStore(const std::string& data_dir);
 
   // Reads the folder back after a restart. What cannot go on is failed and saved: a task job
-  // (its model and parts were in memory only) and every running job but the first one found
-  // (one job runs at a time). Returns the running job's id (0: none) and the queued ones.
+  // (its model and parts were in memory only). Returns the running jobs' ids and the queued
+  // ones, each in the order submitted.
   struct Recovered {
-    uint64_t running = 0;
+    std::vector<uint64_t> running;
     std::vector<uint64_t> queued;
   };
   Recovered recover();

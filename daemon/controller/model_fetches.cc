@@ -77,7 +77,8 @@ std::vector<uint8_t> ModelFetches::serve_locked(std::unique_lock<std::mutex>& lo
   if (holders.empty())
     return reply_error("no node of job " + id + " reported the checksum of its model (a job "
                        "from an older release?)",
-                       "copy it from the first node's data_dir/models/ (status shows the path)");
+                       "copy it from the first node's data_dir/jobs/" + id +
+                           "/ (status shows the path)");
   std::string model;
   try {
     model = job.spec().output.model;
@@ -124,7 +125,7 @@ std::vector<uint8_t> ModelFetches::fetch_from(std::unique_lock<std::mutex>& lock
   }
   return reply_error("cannot fetch job " + job_id_text(job.id) + "'s model" + tried,
                      "start dtraind again on one of those nodes, or copy the file from its "
-                     "data_dir/models/");
+                     "data_dir/jobs/" + job_id_text(job.id) + "/");
 }
 
 // Sends `fetch` to node `n` and waits (unlocked) until it answers, its session ends (a

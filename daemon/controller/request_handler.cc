@@ -4,6 +4,7 @@
 #include "core/spec/job_spec_parser.h"
 #include "daemon/controller/job_access.h"
 #include "daemon/controller/placement.h"
+#include "daemon/protocol/job_folder.h"
 
 namespace dtrain::daemon {
 
@@ -52,9 +53,25 @@ JobRecord& RequestHandler::job_of(const ClientRequest& request) {
 
 Json RequestHandler::enqueue(JobRecord job) {
   const uint64_t id = store_.add(std::move(job)).id;
-  scheduler_.enqueue(id);
+  scheduler_.enqueue(id, store_.find(id)->owner);
   start_next_();
   return store_.find(id)->to_json();
+}
+
+// A model.init_from in a job's folder on the nodes (data_dir/jobs/<id>/) is read only if its
+// submitter may fetch that job's model; the nodes let the job read that folder then
+// (StartMessage::readable_jobs).
+void RequestHandler::refuse_foreign_init_from(const std::string& init_from,
+                                              const Requester& who) {
+  const std::optional<uint64_t> from = job_of_folder_path(init_from);
+  if (!from) return;
+  const JobRecord* source = store_.find(*from);
+  if (!source)
+    throw core::UserError("model.init_from '" + init_from + "' is in the folder of job " +
+                              job_id_text(*from) + ", which this controller does not know",
+                          "name the model of one of your jobs, or put the model under the "
+                          "nodes' data_roots");
+  check_access(*source, who, "start from the model of");
 }
 
 // The spec is checked as the nodes will read it (their data files each node checks itself when
@@ -67,6 +84,8 @@ Json RequestHandler::submit(const ClientRequest& request) {
   core::check_cluster_rules(spec);
   if (const auto refusal = refuse_placement(spec.training, members_.alive_offers()))
     throw core::UserError(refusal->error, refusal->fix);
+  training_.refuse_over_limits(spec.training, request.who.name);
+  refuse_foreign_init_from(spec.model.init_from, request.who);
   JobRecord job;
   job.name = spec.name;
   job.mode = core::mode_name(spec.training.mode);

@@ -37,6 +37,7 @@ class RequestHandler {
   static const Route kRoutes[];
 
   Json submit(const ClientRequest& request);
+  void refuse_foreign_init_from(const std::string& init_from, const Requester& who);
   Json submit_task(const ClientRequest& request);
   Json nodes(const ClientRequest& request);
   Json status(const ClientRequest& request);

@@ -1,13 +1,18 @@
 #pragma once
-// Which job runs next and where (docs/architecture/daemon.md, "The controller"): jobs queue in the
-// order submitted and run one at a time; a training job starts once enough live nodes can take it,
-// on those with the lowest node ids. Not thread-safe: the controller calls it under its lock.
+// Which jobs run and where (docs/architecture/daemon.md, "The controller"): several jobs run at
+// once, each on nodes no other running job holds. Queued jobs are offered the free nodes in a
+// fair order between their owners (fair_order.h); a training job starts once enough free live
+// nodes can take it, on those with the lowest node ids. Not thread-safe: the controller calls it
+// under its lock.
 #include <cstdint>
-#include <deque>
+#include <map>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "core/spec/job_spec.h"
+#include "daemon/config/daemon_config.h"
+#include "daemon/controller/fair_order.h"
 #include "daemon/controller/membership.h"
 
 namespace dtrain::daemon {
@@ -16,37 +21,52 @@ namespace dtrain::daemon {
 struct NodeChoice {
   std::vector<Member*> nodes;
   std::string waiting;  // "waiting for 3 nodes (2 registered)"; empty when it can start
+  // It waits only for nodes other jobs hold: it keeps its place, and the jobs after it in the
+  // queue wait behind it (else a stream of small jobs could hold a large one back forever).
+  bool waits_for_busy = false;
 };
 
-// A training job: the live nodes it may run on (a GPU job: those with a GPU), as many as
-// training.nodes asks (all of them for `all`; an elastic job: up to its max, at least its min).
-NodeChoice choose_training_nodes(const core::TrainingSpec& training, Membership& members);
-// A cluster evaluation or inference job: `wanted` live nodes (0: all of them).
-NodeChoice choose_task_nodes(int64_t wanted, Membership& members);
+// A training job: the free live nodes it may run on (a GPU job: those with a GPU), as many as
+// training.nodes asks (all of them for `all`: it waits until every eligible node is free; an
+// elastic job: up to its max, at least its min). `busy`: nodes other running jobs hold.
+NodeChoice choose_training_nodes(const core::TrainingSpec& training, Membership& members,
+                                 const std::set<std::string>& busy);
+// A cluster evaluation or inference job: `wanted` free live nodes (0: every free one, at least 1).
+NodeChoice choose_task_nodes(int64_t wanted, Membership& members,
+                             const std::set<std::string>& busy);
+
+// What came of offering a queued job the free nodes.
+enum class StartOutcome {
+  kStarted,
+  kWaits,          // for nodes not registered, or its owner's limit: the jobs after it may go
+  kWaitsForBusy,   // for nodes other jobs hold: it keeps its place, the jobs after it wait
+  kEnded,          // it failed before starting (a record that no longer parses)
+};
 
 class Scheduler {
  public:
-  void enqueue(uint64_t id) { queue_.push_back(id); }
+  void enqueue(uint64_t id, const std::string& owner);
   void remove(uint64_t id);
   bool queued(uint64_t id) const;
-  // The job to start next: the oldest queued one while none runs (0: none).
-  uint64_t next() const { return running_ != 0 || queue_.empty() ? 0 : queue_.front(); }
-  // `id`, the front of the queue, runs now.
+  // The queued jobs in the order they are offered the free nodes (fair_order.h).
+  std::vector<uint64_t> offer_order(const SchedulingLimits& limits) const;
+  // `id` leaves the queue and runs now.
   void start(uint64_t id);
   // `id` leaves the queue without running (it could not start).
   void drop(uint64_t id) { remove(id); }
   // A job found running (a restarted controller adopts it), or resumed in place.
-  void set_running(uint64_t id) { running_ = id; }
-  // `id` has ended: the next one may start.
-  void ended(uint64_t id) {
-    if (running_ == id) running_ = 0;
-  }
-  uint64_t running() const { return running_; }
+  void set_running(uint64_t id, const std::string& owner);
+  // `id` has ended: its nodes are free.
+  void ended(uint64_t id) { running_.erase(id); }
+  bool running(uint64_t id) const { return running_.count(id) > 0; }
+  std::vector<uint64_t> running_ids() const;
+  // Each owner's running jobs.
+  std::map<std::string, int64_t> running_per_owner() const;
   size_t queued_count() const { return queue_.size(); }
 
  private:
-  std::deque<uint64_t> queue_;
-  uint64_t running_ = 0;  // 0: none
+  std::vector<QueuedJob> queue_;  // in the order submitted (a resume: when it was asked)
+  std::map<uint64_t, std::string> running_;  // id -> owner
 };
 
 }  // namespace dtrain::daemon

@@ -25,10 +25,11 @@ TaskJobs::TaskJobs(const DaemonConfig& config, JobStore& store, Membership& memb
       scheduler_(scheduler),
       closed_(std::move(closed)) {}
 
-JobRecord* TaskJobs::running_task() {
-  const uint64_t id = scheduler_.running();
-  JobRecord* job = id ? store_.find(id) : nullptr;
-  return job && job->is_task() ? job : nullptr;
+std::vector<JobRecord*> TaskJobs::running_tasks() {
+  std::vector<JobRecord*> out;
+  for (uint64_t id : scheduler_.running_ids())
+    if (JobRecord* job = store_.find(id); job && job->is_task()) out.push_back(job);
+  return out;
 }
 
 JobRecord TaskJobs::accept(const TaskRequest& request, const std::vector<uint8_t>& model) const {
@@ -73,13 +74,13 @@ void TaskJobs::send_parts(JobRecord& job, Member& m, const std::vector<uint32_t>
   m.send(task_frame(job.id, task_message(job, parts, m.name)));
 }
 
-void TaskJobs::start(JobRecord& job) {
+StartOutcome TaskJobs::start(JobRecord& job, const std::set<std::string>& busy) {
   const NodeChoice choice =
-      choose_task_nodes(job.task_request.value("nodes", int64_t(0)), members_);
+      choose_task_nodes(job.task_request.value("nodes", int64_t(0)), members_, busy);
   if (!choice.waiting.empty()) {
     if (job.log.empty() || job.log.back().find(choice.waiting) == std::string::npos)
       job.add_log(choice.waiting);
-    return;
+    return choice.waits_for_busy ? StartOutcome::kWaitsForBusy : StartOutcome::kWaits;
   }
   const std::vector<Member*>& nodes = choice.nodes;
   scheduler_.start(job.id);
@@ -91,7 +92,7 @@ void TaskJobs::start(JobRecord& job) {
     job.add_log("started on " + std::to_string(nodes.size()) + " nodes; each lists the files " +
                 job.task_request.value("shards", "") + " matches there");
     save(job);
-    return;
+    return StartOutcome::kStarted;
   }
   job.part_count = std::min<uint32_t>(kMaxTaskParts, kPartsPerNode * uint32_t(nodes.size()));
   std::vector<uint32_t> parts(job.part_count);
@@ -102,6 +103,7 @@ void TaskJobs::start(JobRecord& job) {
   spdlog::info("controller: {} job {} ({}) started on {} nodes", job.mode, job_id_text(job.id),
                job.name, nodes.size());
   save(job);
+  return StartOutcome::kStarted;
 }
 
 void TaskJobs::on_report(JobRecord& job, Member& m, const JobMessageIn& in) {
@@ -198,9 +200,11 @@ std::vector<std::vector<uint32_t>> TaskJobs::deal_parts(JobRecord& job,
 }
 
 void TaskJobs::on_registered(Member& m, const std::vector<uint64_t>& running_jobs) {
-  JobRecord* running = running_task();
-  if (!running) return;
-  JobRecord& job = *running;
+  for (JobRecord* job : running_tasks()) on_registered_to(*job, m, running_jobs);
+}
+
+void TaskJobs::on_registered_to(JobRecord& job, Member& m,
+                                const std::vector<uint64_t>& running_jobs) {
   if (job.finished() || !listed(job.nodes, m.name)) return;
   if (job.dropped(m.name)) {
     if (std::find(running_jobs.begin(), running_jobs.end(), job.id) == running_jobs.end()) return;

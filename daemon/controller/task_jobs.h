@@ -6,6 +6,7 @@
 // end. Not thread-safe: the controller calls it under its lock.
 #include <cstdint>
 #include <functional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -28,8 +29,9 @@ class TaskJobs {
   // A checked task request with its model, as a record to queue; throws core::UserError when
   // the request is refused (bounds, paths, too many tasks already).
   JobRecord accept(const TaskRequest& request, const std::vector<uint8_t>& model) const;
-  // Starts the queued task at the front on its nodes, or logs what it waits for.
-  void start(JobRecord& job);
+  // Starts the queued task on free nodes (`busy`: those running jobs hold), or logs what it
+  // waits for.
+  StartOutcome start(JobRecord& job, const std::set<std::string>& busy);
   void on_report(JobRecord& job, Member& m, const JobMessageIn& in);
   // A node of the running task is lost: its parts go to the others.
   void drop(JobRecord& job, const std::string& name, const std::string& why);
@@ -41,7 +43,8 @@ class TaskJobs {
   void finish(JobRecord& job, JobState state, const std::string& error, const std::string& fix);
 
  private:
-  JobRecord* running_task();
+  std::vector<JobRecord*> running_tasks();
+  void on_registered_to(JobRecord& job, Member& m, const std::vector<uint64_t>& running_jobs);
   void save(const JobRecord& job) { store_.save(job); }
   TaskMessage task_message(const JobRecord& job, std::vector<uint32_t> parts,
                            const std::string& node) const;

@@ -37,9 +37,10 @@ void TrainingJobs::begin_adoption(JobRecord& job) {
 }
 
 void TrainingJobs::adopt(Member& m, const std::vector<uint64_t>& running) {
-  JobRecord* running_now = running_job();
-  if (!running_now) return;
-  JobRecord& job = *running_now;
+  for (JobRecord* job : running_jobs()) adopt_into(*job, m, running);
+}
+
+void TrainingJobs::adopt_into(JobRecord& job, Member& m, const std::vector<uint64_t>& running) {
   if (!job.adopting || !listed(job.nodes, m.name) || listed(job.adopted, m.name) ||
       job.dropped(m.name) || job.results.count(m.name) || job.failures.count(m.name))
     return;
@@ -66,9 +67,10 @@ void TrainingJobs::adopt(Member& m, const std::vector<uint64_t>& running) {
 }
 
 void TrainingJobs::end_adoption_if_due() {
-  JobRecord* job = running_job();
-  if (job && job->adopting && std::chrono::steady_clock::now() >= job->adopt_until)
-    end_adoption(*job);
+  for (JobRecord* job : running_jobs())
+    if (job->adopting && !job->finished() &&
+        std::chrono::steady_clock::now() >= job->adopt_until)
+      end_adoption(*job);
 }
 
 void TrainingJobs::end_adoption(JobRecord& job) {
@@ -78,7 +80,7 @@ void TrainingJobs::end_adoption(JobRecord& job) {
   auto leave = [&](const std::string& n, const std::string& why) {
     drop(job, n, why);
     if (job.finished()) return false;
-    if (Member* back = members_.find(n); back && back->alive) offer_rejoin(*back);
+    if (Member* back = members_.find(n); back && back->alive) offer_rejoin_to(job, *back);
     return true;
   };
   const std::vector<std::string> restarted = std::move(job.restarted);

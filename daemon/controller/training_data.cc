@@ -52,13 +52,13 @@ void TrainingJobs::plan_data_if_ready(JobRecord& job) {
 // A node registering again (the same process on a new session, or an adopting controller's
 // first contact) lost what its old session had queued: the plan, if it may still wait for it.
 void TrainingJobs::resend_data_plan(Member& m) {
-  JobRecord* running = running_job();
-  if (!running) return;
-  JobRecord& job = *running;
-  if (job.data_plan.is_null() || job.finished() || !listed(job.nodes, m.name) ||
-      (job.dropped(m.name) && !listed(job.rejoining, m.name)))
-    return;
-  send_kept_plan(job, m);
+  for (JobRecord* running : running_jobs()) {
+    const JobRecord& job = *running;
+    if (job.data_plan.is_null() || job.finished() || !listed(job.nodes, m.name) ||
+        (job.dropped(m.name) && !listed(job.rejoining, m.name)))
+      continue;
+    send_kept_plan(job, m);
+  }
 }
 
 void TrainingJobs::send_kept_plan(const JobRecord& job, Member& m) {

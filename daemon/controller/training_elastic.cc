@@ -38,22 +38,27 @@ void TrainingJobs::add_vacant_slots(JobRecord& job, const core::TrainingSpec& tr
 }
 
 void TrainingJobs::offer_join(Member& m) {
-  JobRecord* running = running_job();
-  if (!running || !m.alive) return;
-  JobRecord& job = *running;
+  if (!m.alive || node_use_now().holder.count(m.name)) return;  // it works for a job already
+  for (JobRecord* job : running_jobs())
+    if (offer_join_to(*job, m)) return;
+}
+
+// True when `m` took one of the job's vacant slots.
+bool TrainingJobs::offer_join_to(JobRecord& job, Member& m) {
   if (job.finished() || job.cancel_requested || job.adopting || listed(job.nodes, m.name))
-    return;
+    return false;
   size_t slot = job.members.size();
   for (size_t i = 0; i < job.members.size() && slot == job.members.size(); ++i)
     if (job.members[i].value("address", std::string()).empty()) slot = i;
-  if (slot == job.members.size()) return;  // not elastic, or every slot taken
+  if (slot == job.members.size()) return false;  // not elastic, or every slot taken
+  if (owner_allowance(job, node_use_now()) == 0) return false;  // its owner's node limit
   core::JobSpec spec;
   try {
     spec = job.spec();
   } catch (const core::UserError&) {
-    return;  // it parsed when the job started; a record from another release: no joins
+    return false;  // it parsed when the job started; a record from another release: no joins
   }
-  if (!node_eligible(spec.training, m.offer())) return;
+  if (!node_eligible(spec.training, m.offer())) return false;
   Json& entry = job.members[slot];
   const uint32_t slot_id = entry.value("id", 0u);
   const std::string slot_name = entry.value("name", std::string("a slot"));
@@ -77,6 +82,7 @@ void TrainingJobs::offer_join(Member& m) {
               "); it is admitted at the next epoch end");
   spdlog::info("controller: node {} joins job {}", m.name, job_id_text(job.id));
   save(job);
+  return true;
 }
 
 bool TrainingJobs::below_minimum(JobRecord& job) {

@@ -3,7 +3,10 @@
 #include <sodium.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+
 #include "daemon/controller/placement.h"
+#include "daemon/protocol/job_folder.h"
 
 namespace dtrain::daemon {
 
@@ -19,10 +22,18 @@ TrainingJobs::TrainingJobs(const DaemonConfig& config, JobStore& store, Membersh
       closed_(std::move(closed)),
       start_next_(std::move(start_next)) {}
 
-JobRecord* TrainingJobs::running_job() {
-  const uint64_t id = scheduler_.running();
-  JobRecord* job = id ? store_.find(id) : nullptr;
-  return job && !job->is_task() ? job : nullptr;
+std::vector<JobRecord*> TrainingJobs::running_jobs() {
+  std::vector<JobRecord*> out;
+  for (uint64_t id : scheduler_.running_ids())
+    if (JobRecord* job = store_.find(id); job && !job->is_task()) out.push_back(job);
+  return out;
+}
+
+int64_t TrainingJobs::owner_allowance(const JobRecord& job, const NodeUse& use) const {
+  const int64_t limit = has_limits(job.owner) ? config_.limits.of(job.owner).nodes : 0;
+  if (limit <= 0) return -1;
+  auto held = use.held_by_owner.find(job.owner);
+  return std::max<int64_t>(0, limit - (held == use.held_by_owner.end() ? 0 : held->second));
 }
 
 void TrainingJobs::fail_unparsable(JobRecord& job, const core::UserError& e) {
@@ -33,27 +44,46 @@ void TrainingJobs::fail_unparsable(JobRecord& job, const core::UserError& e) {
   job.finished_at = unix_now();
   job.add_log("failed before it started: " + job.error);
   save(job);
-  start_next_();
 }
 
-void TrainingJobs::start(JobRecord& job) {
+void TrainingJobs::refuse_over_limits(const core::TrainingSpec& training,
+                                      const std::string& owner) const {
+  const int64_t limit = has_limits(owner) ? config_.limits.of(owner).nodes : 0;
+  if (limit > 0 && training.nodes > limit)
+    throw core::UserError("the job needs " + std::to_string(training.nodes) + " nodes; " + owner +
+                              "'s jobs may hold " + std::to_string(limit) + " at once",
+                          "ask for at most " + std::to_string(limit) +
+                              " (training.nodes), or ask the operator to raise your limit "
+                              "(limits in the controller's dtraind.yaml)");
+}
+
+StartOutcome TrainingJobs::start(JobRecord& job, const NodeUse& use) {
   core::JobSpec spec;
   try {
     spec = job.spec();
   } catch (const core::UserError& e) {
     // Checked at submit; a record from another release may still not parse. That job fails,
     // the queue goes on.
-    return fail_unparsable(job, e);
+    fail_unparsable(job, e);
+    return StartOutcome::kEnded;
   }
-  if (job.resume_epoch >= 0) {
-    start_resumed(job);
-    return;
+  if (job.resume_epoch >= 0) return start_resumed(job, use);
+  NodeChoice choice = choose_training_nodes(spec.training, members_, use.busy());
+  const int64_t allowance = owner_allowance(job, use);
+  if (choice.waiting.empty() && allowance >= 0 && int64_t(choice.nodes.size()) > allowance) {
+    const int64_t least = spec.training.nodes_max > 0 ? spec.training.nodes : 0;
+    if (least > 0 && allowance >= least)  // elastic: as many as the owner may still take
+      choice.nodes.resize(size_t(allowance));
+    else
+      choice.waiting = "waiting: " + job.owner + "'s running jobs hold " +
+                       std::to_string(config_.limits.of(job.owner).nodes - allowance) +
+                       " nodes of the " + std::to_string(config_.limits.of(job.owner).nodes) +
+                       " they may (limits in the controller's dtraind.yaml)";
   }
-  const NodeChoice choice = choose_training_nodes(spec.training, members_);
   if (!choice.waiting.empty()) {
     if (job.log.empty() || job.log.back().find(choice.waiting) == std::string::npos)
       job.add_log(choice.waiting);
-    return;
+    return choice.waits_for_busy ? StartOutcome::kWaitsForBusy : StartOutcome::kWaits;
   }
   scheduler_.start(job.id);
   job.state = JobState::kRunning;
@@ -65,6 +95,7 @@ void TrainingJobs::start(JobRecord& job) {
   spdlog::info("controller: job {} ({}) started on {} nodes", job_id_text(job.id), job.name,
                choice.nodes.size());
   save(job);
+  return StartOutcome::kStarted;
 }
 
 // Where each member runs (its workers, on its CPU or GPUs), kept in the record: a restarted
@@ -89,6 +120,11 @@ void TrainingJobs::place(JobRecord& job, const core::JobSpec& spec,
 
 StartMessage TrainingJobs::start_message(const JobRecord& job, size_t rank) const {
   StartMessage start;
+  try {  // the job folder its model.init_from names: submit checked that its owner may read it
+    if (const auto from = job_of_folder_path(job.spec().model.init_from))
+      start.readable_jobs.push_back(*from);
+  } catch (const core::UserError&) {  // parsed when it started; a record of another release
+  }
   start.spec = job.spec_text;
   start.base_dir = job.base_dir;
   start.name = job.name;

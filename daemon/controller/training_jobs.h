@@ -14,6 +14,7 @@
 #include "daemon/config/daemon_config.h"
 #include "daemon/controller/job_store.h"
 #include "daemon/controller/membership.h"
+#include "daemon/controller/node_use.h"
 #include "daemon/controller/scheduler.h"
 #include "daemon/controller/stats_store.h"
 #include "daemon/protocol/control_messages.h"
@@ -29,8 +30,12 @@ class TrainingJobs {
                std::function<void()> start_next);
 
   // ---- training_jobs.cc: start, reports, the end ----
-  // Starts the queued job at the front on the nodes it asks for, or logs what it waits for.
-  void start(JobRecord& job);
+  // Throws UserError when `owner` may never hold as many nodes as the job needs (its node limit
+  // in dtraind.yaml's `limits`).
+  void refuse_over_limits(const core::TrainingSpec& training, const std::string& owner) const;
+  // Starts the queued job on free nodes (`use`: what the running jobs hold), or logs what it
+  // waits for.
+  StartOutcome start(JobRecord& job, const NodeUse& use);
   // A report of member `m` about `job` (one it is a member of; not a task).
   void on_report(JobRecord& job, Member& m, const JobMessageIn& in);
   // `name` leaves the running `job` (it goes on without it), whether or not its daemon is alive.
@@ -50,7 +55,9 @@ class TrainingJobs {
   Json resume_request(JobRecord& job, const std::string& by);
 
  private:
-  JobRecord* running_job();
+  // The running training jobs (not tasks), in id order.
+  std::vector<JobRecord*> running_jobs();
+  NodeUse node_use_now() { return node_use(store_, scheduler_.running_ids()); }
   void save(const JobRecord& job) { store_.save(job); }
   // Queues `frame` for every live node of `job` but `except` (those not admitted yet too).
   void tell_others(const JobRecord& job, const std::string& except,
@@ -63,6 +70,8 @@ class TrainingJobs {
   void stop_job(JobRecord& job, const Json& failure);
   // A job whose spec no longer parses (a record of another release) fails; the queue goes on.
   void fail_unparsable(JobRecord& job, const core::UserError& e);
+  // The nodes `job`'s owner may still take under dtraind.yaml's limits (-1: any number).
+  int64_t owner_allowance(const JobRecord& job, const NodeUse& use) const;
   void place(JobRecord& job, const core::JobSpec& spec, const std::vector<Member*>& nodes);
 
   // training_reports.cc: what each report does.
@@ -79,24 +88,28 @@ class TrainingJobs {
 
   // training_rejoin.cc: lost members coming back.
   void recall_dropped(Member& m, const std::vector<uint64_t>& running);
-  void offer_rejoin(Member& m);
+  void recall_dropped_from(JobRecord& job, Member& m, const std::vector<uint64_t>& running);
+  void offer_rejoin(Member& m);  // by whichever running job dropped it
+  void offer_rejoin_to(JobRecord& job, Member& m);
   void announce_rejoin(JobRecord& job, const std::string& name);
   void stop_rejoining(JobRecord& job, const std::string& name);
 
   // training_adoption.cc
   void adopt(Member& m, const std::vector<uint64_t>& running);
+  void adopt_into(JobRecord& job, Member& m, const std::vector<uint64_t>& running);
   void end_adoption(JobRecord& job);
 
   // training_resume.cc: a job goes on from its consistent checkpoint.
   bool resume_from_checkpoint(JobRecord& job);
-  bool start_resumed(JobRecord& job);
+  StartOutcome start_resumed(JobRecord& job, const NodeUse& use);
   std::vector<std::string> checkpoint_holders(const JobRecord& job, int64_t epoch) const;
   void resume_on(JobRecord& job, const std::vector<std::string>& names, int64_t epoch);
   void forget_run(JobRecord& job);
 
   // training_elastic.cc: training.nodes {min, max}.
   void add_vacant_slots(JobRecord& job, const core::TrainingSpec& training);
-  void offer_join(Member& m);
+  void offer_join(Member& m);  // a vacant slot of a running elastic job, if it is free
+  bool offer_join_to(JobRecord& job, Member& m);
   bool below_minimum(JobRecord& job);  // true when it stopped the job for it
 
   // training_data.cc: node-local data (data.train.shards).

@@ -27,8 +27,13 @@ bool takes_nodes_back(const JobRecord& job) {
 // with a live replica (offer_rejoin; the node stops its old part for the new one), or, by a job
 // that cannot take nodes back, told to stop its part.
 void TrainingJobs::recall_dropped(Member& m, const std::vector<uint64_t>& running) {
-  JobRecord* job = running_job();
-  if (!job || std::find(running.begin(), running.end(), job->id) == running.end()) return;
+  for (JobRecord* job : running_jobs()) recall_dropped_from(*job, m, running);
+}
+
+void TrainingJobs::recall_dropped_from(JobRecord& dropping, Member& m,
+                                       const std::vector<uint64_t>& running) {
+  JobRecord* job = &dropping;
+  if (std::find(running.begin(), running.end(), job->id) == running.end()) return;
   if (!job->dropped(m.name) || listed(job->rejoining, m.name)) return;
   spdlog::warn("controller: node {} is back and still trains job {}, which dropped it", m.name,
                job_id_text(job->id));
@@ -44,11 +49,14 @@ void TrainingJobs::recall_dropped(Member& m, const std::vector<uint64_t>& runnin
 }
 
 void TrainingJobs::offer_rejoin(Member& m) {
-  JobRecord* running = running_job();
-  if (!running) return;
-  JobRecord& job = *running;
+  for (JobRecord* job : running_jobs()) offer_rejoin_to(*job, m);
+}
+
+// A node another job took meanwhile stays with that one.
+void TrainingJobs::offer_rejoin_to(JobRecord& job, Member& m) {
   if (!job.dropped(m.name) || listed(job.rejoining, m.name) || job.results.count(m.name) ||
-      job.failures.count(m.name) || job.cancel_requested || !takes_nodes_back(job))
+      job.failures.count(m.name) || job.cancel_requested || !takes_nodes_back(job) ||
+      node_use_now().held_by_other(m.name, job.id))
     return;
   int rank = -1;
   std::vector<uint32_t> lost;

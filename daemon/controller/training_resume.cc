@@ -58,7 +58,7 @@ void TrainingJobs::resume_on(JobRecord& job, const std::vector<std::string>& nam
     it = listed(names, it->first) ? std::next(it) : job.checkpoints.erase(it);
   forget_run(job);
   job.state = JobState::kRunning;
-  scheduler_.set_running(job.id);
+  scheduler_.set_running(job.id, job.owner);
   std::string line = "the job resumes from its checkpoint at the end of epoch " +
                      std::to_string(epoch) + " on " + std::to_string(names.size()) + " nodes";
   if (!left_out.empty()) {
@@ -137,15 +137,20 @@ Json TrainingJobs::resume_request(JobRecord& job, const std::string& by) {
   job.cancel_requested = false;
   job.add_log("resume requested by " + by + ": from the checkpoint at the end of epoch " +
               std::to_string(epoch));
-  scheduler_.enqueue(job.id);
+  scheduler_.enqueue(job.id, job.owner);
   save(job);
   start_next_();
   return job.to_json();
 }
 
-// start_next for a queued resume: it waits until a holder of the checkpoint is registered.
-bool TrainingJobs::start_resumed(JobRecord& job) {
-  const std::vector<std::string> holders = checkpoint_holders(job, job.resume_epoch);
+// start_next for a queued resume: it waits until a holder of the checkpoint is registered and
+// free of other jobs.
+StartOutcome TrainingJobs::start_resumed(JobRecord& job, const NodeUse& use) {
+  std::vector<std::string> holders = checkpoint_holders(job, job.resume_epoch);
+  const size_t registered = holders.size();
+  holders.erase(std::remove_if(holders.begin(), holders.end(),
+                               [&](const std::string& n) { return use.holder.count(n) > 0; }),
+                holders.end());
   const size_t needed = size_t(std::max<int64_t>(1, job.min_nodes));  // elastic: its minimum
   if (holders.size() < needed) {
     std::string line = "waiting for " + std::to_string(needed) + " nodes that hold its "
@@ -156,13 +161,13 @@ bool TrainingJobs::start_resumed(JobRecord& job) {
       line += (first ? "" : ", ") + n;
       first = false;
     }
-    line += ")";
+    line += registered > holders.size() ? "; some busy with other jobs)" : ")";
     if (job.log.empty() || job.log.back().find(line) == std::string::npos) job.add_log(line);
-    return false;
+    return registered >= needed ? StartOutcome::kWaitsForBusy : StartOutcome::kWaits;
   }
   scheduler_.drop(job.id);
   resume_on(job, holders, job.resume_epoch);
-  return true;
+  return StartOutcome::kStarted;
 }
 
 }  // namespace dtrain::daemon

@@ -18,6 +18,7 @@
 #include "core/train/local_steps.h"
 #include "core/train/step_timing.h"
 #include "core/train/sync_choice.h"
+#include "daemon/protocol/job_folder.h"
 #include "daemon/node/local_shards.h"
 #include "daemon/node/mesh_exchange.h"
 #include "daemon/node/stats_recorder.h"
@@ -481,7 +482,10 @@ struct JobRunner::TrainingInputs {
 void JobRunner::train(MeshExchange& exchange, const std::vector<JobMember>& members) {
   TrainingInputs in;
   core::SpecParseOptions parse = core::stored_spec_options(start_.base_dir);
-  parse.check_files = true;  // this node trains on them
+  parse.check_files = true;  // this node trains on them, from its data_roots only
+  parse.data_roots = config_.input_roots();
+  for (uint64_t readable : start_.readable_jobs)  // the controller checked the owner may
+    parse.data_roots.granted.push_back(job_folder(config_.data_dir, readable));
   in.job = core::parse_job_spec_text(start_.spec, start_.name, parse);
   if (!start_.rejoin) resolve_auto_sync(in, exchange, members);
   describe_part(in.job, exchange, members);
@@ -583,7 +587,7 @@ void JobRunner::prepare(TrainingInputs& in, MeshExchange& exchange,
   o.evaluate_each_epoch = rank == 0;
   o.test_fault = core::TestFault::from_environment();  // a test's, warned about at start
   const std::filesystem::path model =
-      std::filesystem::path(config_.data_dir) / "models" / in.job.output.model;
+      std::filesystem::path(job_folder(config_.data_dir, job_id_)) / in.job.output.model;
   std::filesystem::create_directories(model.parent_path());
   o.output_path = model.string();
   if (start_.resume_epoch >= 0) resume_from_checkpoint(in, exchange);

@@ -12,6 +12,7 @@
 
 #include "core/train/test_fault.h"
 #include "core/util/error.h"
+#include "daemon/protocol/job_folder.h"
 #include "daemon/protocol/control_frames.h"
 #include "transport/endpoint/interface_select.h"
 
@@ -220,9 +221,12 @@ void NodeAgent::on_job_message(const JobMessageIn& m) {
     spdlog::info("node {}: cancelling job {}", config_.name, job_id_text(job_id));
     it->second->cancel();
   } else if (m.kind == JobKind::FetchModel) {
-    // dtrain-submit fetch: a chunk of a finished job's model, from this node's models folder.
-    const ChunkMessage chunk =
-        read_model_chunk(config_.data_dir + "/models", m.fetch);
+    // dtrain-submit fetch: a chunk of a finished job's model, from that job's folder here.
+    // A job of a release before job folders has its model in data_dir/models/.
+    std::string folder = job_folder(config_.data_dir, job_id);
+    std::error_code unreadable;
+    if (!std::filesystem::is_directory(folder, unreadable)) folder = config_.data_dir + "/models";
+    const ChunkMessage chunk = read_model_chunk(folder, m.fetch);
     if (!chunk.error.empty())
       spdlog::warn("node {}: fetch of job {}'s model: {}", config_.name, job_id_text(job_id),
                    chunk.error);

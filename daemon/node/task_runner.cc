@@ -112,6 +112,14 @@ bool TaskRunner::next_part(uint32_t& part) {
 }
 
 void TaskRunner::load(Loaded& l) {
+  // Inputs only from the node's data_roots, refused before anything looks at them.
+  const core::DataRoots roots = config_.input_roots();
+  const std::string shards_folder = std::filesystem::path(task_.shards).parent_path().string();
+  for (const std::string& input : {task_.path, task_.labels, shards_folder})
+    if (!input.empty() && !roots.allows(input)) {
+      const auto [what, fix] = roots.refusal(input);
+      throw core::UserError(what, fix);
+    }
   // The model arrives as bytes; the reader takes a file: a private one, removed at once.
   const std::string dir = config_.data_dir + "/tasks";
   std::filesystem::create_directories(dir);

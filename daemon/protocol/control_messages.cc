@@ -97,7 +97,8 @@ bool read_member(const control::JobMember& m, JobMemberInfo& out) {
 bool read_start(const control::StartJob& s, StartMessage& out) {
   if (!s.spec() || s.spec()->size() > kMaxSpec || !s.members() ||
       s.members()->size() > kMaxMembers || s.rank() >= s.members()->size() ||
-      (s.lost() && s.lost()->size() > kMaxMembers) || s.resume_epoch() < -1 ||
+      (s.lost() && s.lost()->size() > kMaxMembers) ||
+      (s.readable_jobs() && s.readable_jobs()->size() > kMaxReadableJobs) || s.resume_epoch() < -1 ||
       s.resume_epoch() > (int64_t(1) << 40))
     return false;
   out.spec = s.spec()->str();
@@ -118,6 +119,9 @@ bool read_start(const control::StartJob& s, StartMessage& out) {
   }
   out.lost.clear();
   if (s.lost()) out.lost.assign(s.lost()->begin(), s.lost()->end());
+  out.readable_jobs.clear();
+  if (s.readable_jobs())
+    out.readable_jobs.assign(s.readable_jobs()->begin(), s.readable_jobs()->end());
   return true;
 }
 
@@ -246,7 +250,8 @@ std::vector<uint8_t> start_frame(uint64_t job_id, const StartMessage& start) {
       fbb, fbb.CreateString(start.spec), fbb.CreateString(start.base_dir),
       fbb.CreateString(start.name), start.rank, fbb.CreateVector(members),
       fbb.CreateString(start.mesh), start.peer_timeout_ms, start.rejoin,
-      fbb.CreateVector(start.lost), start.resume_epoch, start.joining, start.part);
+      fbb.CreateVector(start.lost), start.resume_epoch, start.joining, start.part,
+      fbb.CreateVector(start.readable_jobs));
   return job_message_bytes(fbb, job_id, JobKind::Start, s, 0);
 }
 

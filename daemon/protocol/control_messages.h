@@ -65,7 +65,10 @@ struct StartMessage {
   int64_t resume_epoch = -1;  // >= 0: go on from the checkpoint with this many epochs done
   bool joining = false;       // with rejoin: new to the job, in a vacant slot
   uint64_t part = 0;          // echoed in the node's reports as "part" (0: none)
+  // Other jobs' folders on the node this job may read (daemon/protocol/job_folder.h).
+  std::vector<uint64_t> readable_jobs;
 };
+constexpr size_t kMaxReadableJobs = 4;
 // Member ids of an elastic job's vacant slots (node ids are drawn below them): slot k is
 // kFirstSlotId + k; its member entry has no address until a node takes it.
 constexpr uint32_t kFirstSlotId = 0xFFFFFFF0u;

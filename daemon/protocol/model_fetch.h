@@ -17,7 +17,7 @@ constexpr uint32_t kMaxModelChunk = 8u << 20;
 
 struct FetchMessage {
   uint64_t request = 0;
-  std::string path;  // relative to the node's data_dir/models/
+  std::string path;  // relative to the job's folder on the node, data_dir/jobs/<job id>/
   uint64_t offset = 0;
   uint32_t length = 0;
 };

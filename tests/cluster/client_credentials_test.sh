@@ -7,7 +7,8 @@
 # - once its copy is in clients_dir and the controller got SIGHUP, alice submits a job (it
 #   succeeds), lists nodes and jobs, reads its log, all without the cluster key;
 # - bob, another client, sees alice's job and its owner but his logs, stats, fetch, resume and
-#   cancel of it are refused (exit 2) naming the owner; carol, an operator (`keygen --operator`),
+#   cancel of it are refused (exit 2) naming the owner, and so is a job of his whose
+#   model.init_from names her model's place on the nodes; carol, an operator (`keygen --operator`),
 #   reads and fetches it, as alice does;
 # - revoked (the copy removed, SIGHUP), the same credential is refused again.
 # Every wait has a deadline and says what it was waiting for.
@@ -72,6 +73,14 @@ for cmd in "logs $id" "stats $id" "fetch $id -o $WORK/bob.dtm" "resume $id" "can
     grep -q "fix: ask its owner or an operator" bob.out || { fail "bob's $verb: the refusal"; cat bob.out; }
 done
 [[ ! -e $WORK/bob.dtm ]] || fail "bob's refused fetch left a model file"
+# Nor may he start from her model by naming its place on the nodes (data_dir/jobs/<id>/).
+alice_model=$(python3 -c "import json; print([x for x in json.load(open('jobs.json'))['jobs'] if x['id'] == '$id'][0]['result']['model_path'])")
+sed -e "s|^model:$|model:\n  init_from: $alice_model|" job.yaml > bob-tune.yaml
+as_bob bob-tune.yaml --detach > bob-tune.out 2>&1
+rc=$?
+[[ $rc -eq 2 ]] || fail "bob's job starting from alice's model: exit $rc (expected 2, refused at submit)"
+grep -q "client 'bob' may not start from the model of job $id: it belongs to client 'alice'" bob-tune.out ||
+  { fail "the refusal of bob's init_from"; cat bob-tune.out; }
 as_carol logs "$id" > carol-log.txt && grep -q "submitted (.*) by client 'alice'" carol-log.txt ||
   { fail "carol (operator): logs $id, or the log does not say who submitted"; cat carol-log.txt; }
 as_carol fetch "$id" -o "$WORK/carol.dtm" > carol-fetch.out 2>&1 && [[ -s $WORK/carol.dtm ]] ||

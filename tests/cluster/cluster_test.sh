@@ -61,11 +61,11 @@ echo "accuracy $acc, replicas within $diff, eval $eval_acc"
 [[ $(json job.json "j.get('checkpoint', {}).get('epoch')") == 8 ]] ||
   fail "the job's consistent checkpoint is $(json job.json "j.get('checkpoint')"), not epoch 8"
 for i in 1 2 3; do
-  n=$(ls "$WORK/c/data-$i/models/" | grep -c '^cluster-test\.ckpt-[0-9]*\.dtm$')
-  [[ $n == 2 ]] || fail "node-$i keeps $n checkpoints, not 2: $(ls "$WORK/c/data-$i/models/")"
+  n=$(ls "$WORK/c/data-$i/jobs/$id/" | grep -c '^cluster-test\.ckpt-[0-9]*\.dtm$')
+  [[ $n == 2 ]] || fail "node-$i keeps $n checkpoints, not 2: $(ls "$WORK/c/data-$i/jobs/$id/")"
 done
-last=$(ls "$WORK/c/data-2/models" | sed -n 's/^cluster-test\.ckpt-\([0-9]*\)\.dtm$/\1/p' | sort -n | tail -n 1)
-newest="$WORK/c/data-2/models/cluster-test.ckpt-$last.dtm"
+last=$(ls "$WORK/c/data-2/jobs/$id" | sed -n 's/^cluster-test\.ckpt-\([0-9]*\)\.dtm$/\1/p' | sort -n | tail -n 1)
+newest="$WORK/c/data-2/jobs/$id/cluster-test.ckpt-$last.dtm"
 "$SUBMIT" eval "$newest" --json > ckpt.json || fail "eval of the checkpoint $newest"
 python3 -c "import sys; sys.exit(0 if abs($(json ckpt.json "j['accuracy']") - $eval_acc) <= 3e-4 else 1)" ||
   fail "node-2's last checkpoint evaluates to $(json ckpt.json "j['accuracy']"), the model to $eval_acc"

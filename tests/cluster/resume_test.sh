@@ -91,7 +91,7 @@ grep -q "nothing to resume" again.out || fail "resume of a succeeded job: $(cat 
 # dtrain-submit fetch: the model, from the node that speaks for the job (the lowest rank; the
 # result names its file), without knowing where.
 model=$(json job.json "j['result']['model_path']")
-lead=$(echo "$model" | grep -o "data-[0-9]*/models" | sed -e 's/data-/node-/' -e 's|/models||')
+lead=$(echo "$model" | grep -o "data-[0-9]*/jobs" | sed -e 's/data-/node-/' -e 's|/jobs||')
 "$SUBMIT" fetch "$id" -o got.dtm --chunk-kb 64 > fetch.out 2>&1 || fail "fetch: $(cat fetch.out)"
 grep -q "fetched job $id's model from $lead: got.dtm" fetch.out || fail "fetch said: $(cat fetch.out)"
 cmp -s got.dtm "$model" || fail "the fetched model differs from $lead's $model"

@@ -636,6 +636,45 @@ TEST_CASE("one client holds at most its share of sessions; daemons and other cli
   CHECK(echoes(*again));
 }
 
+TEST_CASE("a client holding every session it may, each announcing the largest frame, costs the "
+          "server under 100 MB; daemons and other clients get in", "[control]") {
+  std::map<std::string, ClusterKey> clients{{"alice", key_of(5)}, {"bob", key_of(6)}};
+  ControlServer server("127.0.0.1", 0, clients_lookup(key_of(1), &clients),
+                       [](ControlConnection& c) { for (;;) c.send(c.receive(30s)); }, 2s);
+  const int64_t before = resident_kib();
+  const int held = ControlServerLimits().sessions_per_client;
+  // Each of her sessions announces 64 MiB and sends 1 MiB of it; she opens four more than she
+  // may hold (those are closed after their handshake).
+  std::vector<std::unique_ptr<ControlConnection>> alice;
+  const std::vector<uint8_t> part(1 << 20, 0x5a);
+  for (int i = 0; i < held + 4; ++i) {
+    alice.push_back(
+        ControlConnection::connect("127.0.0.1", server.port(), client("alice", key_of(5)), 5s));
+    const int fd = alice.back()->native_handle_for_tests();
+    const uint32_t announced = ControlConnection::kMaxFrameBytes;
+    CHECK(::send(fd, &announced, sizeof announced, MSG_NOSIGNAL) == sizeof announced);
+    size_t sent = 0;
+    while (sent < part.size()) {
+      const ssize_t n = ::send(fd, part.data() + sent, part.size() - sent, MSG_NOSIGNAL);
+      if (n <= 0) break;  // one over her share: the server closed it
+      sent += size_t(n);
+    }
+  }
+  REQUIRE(wait_for([&] { return server.sessions() == held; }, 5s,
+                   std::to_string(held) + " of her sessions held, the rest closed"));
+  std::this_thread::sleep_for(500ms);  // the server reads what was sent
+  const int64_t grew_kib = resident_kib() - before;
+  std::printf("%d sessions announcing %u-byte frames, 1 MiB sent on each: resident memory +%lld "
+              "MiB\n", held, ControlConnection::kMaxFrameBytes, (long long)(grew_kib / 1024));
+  CHECK(grew_kib < 100 * 1024);
+  auto bob = ControlConnection::connect("127.0.0.1", server.port(), client("bob", key_of(6)), 5s);
+  bob->send({7});
+  CHECK(bob->receive(5s) == std::vector<uint8_t>{7});
+  auto node = ControlConnection::connect("127.0.0.1", server.port(), key_of(1), 5s);
+  node->send({8});
+  CHECK(node->receive(5s) == std::vector<uint8_t>{8});
+}
+
 TEST_CASE("a few addresses of one range cannot hold every handshake slot", "[control]") {
   ControlServer server = echo_server(key_of(1));  // 8 per address, 16 per /24, 64 in all
   std::vector<int> held;

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "daemon/controller/fair_order.h"
 #include "daemon/controller/job_store.h"
 #include "daemon/controller/membership.h"
 #include "daemon/controller/request_handler.h"
@@ -14,6 +15,7 @@
 #include "daemon/controller/task_jobs.h"
 #include "daemon/controller/training_jobs.h"
 #include "daemon/protocol/node_reports.h"
+#include "daemon/protocol/requester.h"
 #include "tests/test_util.h"
 #include "daemon/protocol/control_frames.h"
 
@@ -140,10 +142,9 @@ TEST_CASE("the job store gives fresh ids, keeps records durably and recovers the
   const JobStore::Recovered found = again.recover();
   CHECK(found.queued.size() == 1);  // the task failed instead of queueing again
   CHECK(found.queued[0] == queued);
-  CHECK((found.running == running || found.running == second_running));
-  const uint64_t other = found.running == running ? second_running : running;
-  CHECK(again.find(other)->state == JobState::kFailed);
-  CHECK(again.find(other)->error == "the controller stopped while the job was running");
+  // Several jobs run at once: every running one goes on (adopted), in the order submitted.
+  CHECK(found.running == std::vector<uint64_t>{running, second_running});
+  CHECK(again.find(second_running)->state == JobState::kRunning);
   CHECK(again.find(task)->state == JobState::kFailed);
   CHECK(again.find(task)->error == "the controller restarted before the eval job ended");
   JobStore third(dir);  // the failures were saved
@@ -192,17 +193,46 @@ TEST_CASE("a job record is written from one field list and read back whole") {
 
 // ---- Scheduler ----
 
-TEST_CASE("the scheduler runs jobs one at a time in the order queued") {
+TEST_CASE("the scheduler keeps the queue in order and several jobs running") {
   Scheduler s;
-  s.enqueue(1);
-  s.enqueue(2);
-  s.enqueue(3);
-  CHECK(s.next() == 1);
+  s.enqueue(1, "alice");
+  s.enqueue(2, "alice");
+  s.enqueue(3, "alice");
+  CHECK(s.offer_order({}) == std::vector<uint64_t>{1, 2, 3});
   s.start(1);
-  CHECK(s.next() == 0);  // one at a time
-  s.remove(2);           // cancelled while queued
+  s.start(2);  // several at once
+  CHECK(s.running_ids() == std::vector<uint64_t>{1, 2});
+  CHECK(s.running_per_owner() == std::map<std::string, int64_t>{{"alice", 2}});
+  s.enqueue(4, "bob");
+  s.remove(3);  // cancelled while queued
+  CHECK(s.offer_order({}) == std::vector<uint64_t>{4});
   s.ended(1);
-  CHECK(s.next() == 3);
+  CHECK_FALSE(s.running(1));
+  CHECK(s.running(2));
+}
+
+TEST_CASE("the queue is fair between owners: the one holding fewer running jobs goes first") {
+  // alice queued ten jobs before bob's one; carol's came last.
+  std::vector<QueuedJob> queue;
+  for (uint64_t id = 1; id <= 10; ++id) queue.push_back({id, "alice"});
+  queue.push_back({11, "bob"});
+  queue.push_back({12, "carol"});
+  // Nobody runs anything: each owner's oldest in turn, then alice's others.
+  CHECK(fair_order(queue, {}, {}) ==
+        std::vector<uint64_t>{1, 11, 12, 2, 3, 4, 5, 6, 7, 8, 9, 10});
+  // alice runs two already: bob and carol go before any more of hers.
+  const std::vector<uint64_t> after = fair_order(queue, {{"alice", 2}}, {});
+  CHECK(std::vector<uint64_t>(after.begin(), after.begin() + 3) ==
+        std::vector<uint64_t>{11, 12, 1});
+  // A limit of one running job: alice, who runs one, is left out; bob may start one.
+  SchedulingLimits limits;
+  limits.defaults.running_jobs = 1;
+  CHECK(fair_order(queue, {{"alice", 1}}, limits) == std::vector<uint64_t>{11, 12});
+  // Named users' limits replace the default's; the cluster key's holder has none.
+  limits.users["alice"].running_jobs = 3;
+  CHECK(fair_order(queue, {{"alice", 1}}, limits) == std::vector<uint64_t>{11, 12, 1, 2});
+  queue = {{20, kClusterKeyHolder}, {21, kClusterKeyHolder}};
+  CHECK(fair_order(queue, {{kClusterKeyHolder, 5}}, limits) == std::vector<uint64_t>{20, 21});
 }
 
 TEST_CASE("a training job waits for its nodes, GPU jobs for nodes with a GPU; elastic takes up "
@@ -213,24 +243,51 @@ TEST_CASE("a training job waits for its nodes, GPU jobs for nodes with a GPU; el
   members.admit(node("a", 10));
   core::TrainingSpec t;
   t.nodes = 3;
-  NodeChoice wait = choose_training_nodes(t, members);
+  NodeChoice wait = choose_training_nodes(t, members, {});
   CHECK(wait.nodes.empty());
   CHECK(wait.waiting == "waiting for 3 nodes (2 registered)");
   NodeRegistration b = node("b", 20);
   b.gpus.push_back({0, "H100", 80ull << 30});
   members.admit(b);
-  NodeChoice go = choose_training_nodes(t, members);
+  NodeChoice go = choose_training_nodes(t, members, {});
   REQUIRE(go.nodes.size() == 3);
   CHECK(go.nodes[0]->name == "a");  // by node id
   CHECK(go.nodes[2]->name == "c");
   t.device = dtrain::core::Device::kGpu;
   t.nodes = 2;
-  CHECK(choose_training_nodes(t, members).waiting ==
+  CHECK(choose_training_nodes(t, members, {}).waiting ==
         "waiting for 2 nodes with a GPU (1 of 3 registered have one)");
   t.device = dtrain::core::Device::kCpu;
   t.nodes = 1;
   t.nodes_max = 2;
-  CHECK(choose_training_nodes(t, members).nodes.size() == 2);
+  CHECK(choose_training_nodes(t, members, {}).nodes.size() == 2);
+}
+
+TEST_CASE("a job starts on free nodes only; one that would fit once others end keeps its place") {
+  FakeClock clock;
+  Membership members(clock.fn());
+  for (const auto& [name, id] : {std::pair<std::string, uint32_t>{"a", 10}, {"b", 20},
+                                 {"c", 30}, {"d", 40}})
+    members.admit(node(name, id));
+  core::TrainingSpec t;
+  t.nodes = 2;
+  const NodeChoice beside = choose_training_nodes(t, members, {"a", "b"});
+  REQUIRE(beside.nodes.size() == 2);
+  CHECK(beside.nodes[0]->name == "c");
+  CHECK(beside.nodes[1]->name == "d");
+  t.nodes = 3;
+  const NodeChoice held = choose_training_nodes(t, members, {"a", "b"});
+  CHECK(held.nodes.empty());
+  CHECK(held.waiting == "waiting for 3 nodes (4 registered, 2 of them busy with other jobs)");
+  CHECK(held.waits_for_busy);  // it fits once they end: the jobs after it wait behind it
+  t.nodes = 5;
+  const NodeChoice never = choose_training_nodes(t, members, {"a"});
+  CHECK_FALSE(never.waits_for_busy);  // more than are registered: the others may pass it
+  t.nodes = 0;  // all: every eligible node, so it waits until all four are free
+  CHECK(choose_training_nodes(t, members, {"d"}).waits_for_busy);
+  CHECK(choose_training_nodes(t, members, {}).nodes.size() == 4);
+  CHECK(choose_task_nodes(0, members, {"a", "c"}).nodes.size() == 2);  // every free one
+  CHECK(choose_task_nodes(3, members, {"a", "c"}).waits_for_busy);
 }
 
 // ---- TrainingJobs: the reports move a job; the result guard ----
@@ -259,8 +316,8 @@ struct TrainingFixture {
     r.mode = "gradient_sharing";
     r.spec_text = kSpec;
     job = &store.add(r);
-    scheduler.enqueue(job->id);
-    training.start(*job);
+    scheduler.enqueue(job->id, "alice");
+    training.start(*job, NodeUse{});
   }
   uint64_t part_of(const std::string& n) { return job->parts.at(n); }
   // A finished node's result: its applied updates and a parameter sample.
@@ -385,12 +442,12 @@ TEST_CASE("requests: an unknown job is named, a queued job is cancelled off the 
   submit.spec = kSpec;
   REQUIRE(reply(requests.answer(submit)).ok);
   CHECK(started == 1);
-  const uint64_t id = scheduler.next();
-  REQUIRE(id != 0);
+  REQUIRE(scheduler.offer_order({}).size() == 1);
+  const uint64_t id = scheduler.offer_order({})[0];
   CHECK(store.find(id)->owner == "alice");
   REQUIRE(reply(requests.answer(as_alice(client_request(RequestKind::Cancel, id)))).ok);
   CHECK(store.find(id)->state == JobState::kCancelled);
-  CHECK(scheduler.next() == 0);
+  CHECK_FALSE(scheduler.queued(id));
   const Reply again = reply(requests.answer(as_alice(client_request(RequestKind::Cancel, id))));
   REQUIRE(again.ok);
   CHECK(again.body.value("already_ended", false));

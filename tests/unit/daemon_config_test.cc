@@ -93,3 +93,21 @@ TEST_CASE("gpus: all by default, none, or a list of device numbers", "[daemon][g
   CHECK(error_of("gpus: [-1]\n").find("0 to 255") != std::string::npos);
   CHECK(error_of("gpus: []\n").find("gpus: [0, 1]") != std::string::npos);  // the fix
 }
+
+TEST_CASE("limits: a default for every owner, named users' keys replacing it", "[daemon]") {
+  const auto c = parse_daemon_config(
+      "limits:\n  default: {running_jobs: 2, nodes: 8}\n  users: {alice: {running_jobs: 4}}\n",
+      "d.yaml");
+  CHECK(c.limits.of("bob").running_jobs == 2);
+  CHECK(c.limits.of("bob").nodes == 8);
+  CHECK(c.limits.of("alice").running_jobs == 4);
+  CHECK(c.limits.of("alice").nodes == 8);  // the default's, where alice's entry says nothing
+  const auto none = parse_daemon_config("", "d.yaml");
+  CHECK(none.limits.of("anyone").running_jobs == 0);  // no limit
+  CHECK(error_of("limits: {default: {running_job: 1}}\n").find("running_jobs") !=
+        std::string::npos);  // did you mean
+  CHECK(error_of("limits: {users: [alice]}\n").find("limits.users must map client names") !=
+        std::string::npos);
+  CHECK(error_of("limits: {default: {nodes: -1}}\n").find("limits.default.nodes: value -1") !=
+        std::string::npos);
+}

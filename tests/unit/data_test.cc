@@ -116,6 +116,14 @@ TEST_CASE("CSV datasets with a label column, header and errors") {
   testing::write_text(dir + "/bad.csv", "x,y,label\n1,2,0\n");
   CHECK_THROWS_WITH(core::read_csv_dataset(dir + "/bad.csv", options),
                     Catch::Contains("header: true"));
+  // A refusal names the place, never the cell: a file is not read out to whoever named it.
+  testing::write_text(dir + "/secret.csv", "1,2,0\n3,hunter2,1\n");
+  CHECK_THROWS_WITH(core::read_csv_dataset(dir + "/secret.csv", options),
+                    Catch::Contains("secret.csv:2: column 1 is not a finite number") &&
+                        !Catch::Contains("hunter2"));
+  testing::write_text(dir + "/label.csv", "1,2,0\n3,4,s3cret\n");
+  CHECK_THROWS_WITH(core::read_csv_dataset(dir + "/label.csv", options),
+                    !Catch::Contains("s3cret"));
 }
 
 TEST_CASE("CSV regression labels: as many value columns as the outputs, where label_column says") {

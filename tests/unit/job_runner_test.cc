@@ -6,11 +6,14 @@
 // deadline and says what it waited for.
 #include <catch2/catch.hpp>
 
+#include <filesystem>
 #include <fstream>
+#include <map>
 #include <mutex>
 #include <random>
 
 #include "daemon/node/job_runner.h"
+#include "daemon/protocol/job_folder.h"
 #include "daemon/protocol/model_fetch.h"
 #include "daemon/protocol/node_reports.h"
 #include "tests/test_util.h"
@@ -151,12 +154,105 @@ TEST_CASE("a one-node job trains to its end and reports its result, audited") {
   CHECK(r.applied->deviation < 1e-4);
   REQUIRE(r.evaluation.has_value());
   CHECK(r.evaluation->examples == 512);
-  CHECK(r.model_path == node.dir + "/models/t.dtm");
+  CHECK(r.model_path == node.dir + "/jobs/0000000000000006/t.dtm");
   CHECK(r.model_sha256 == file_sha256(r.model_path));
   CHECK_FALSE(r.params_sample.empty());
   CHECK(reports.has_log("epoch 2: train loss"));
   std::lock_guard<std::mutex> lock(reports.mutex);
   for (const auto& [report, part] : reports.got) CHECK(part == 77);  // every report its part's
+}
+
+TEST_CASE("two jobs naming the same output.model keep their own model and checkpoints") {
+  NodeUnderTest node;
+  const std::string csv = testing::write_separable_csv(node.dir);
+  const std::string data = "  train: {format: csv, path: " + csv + "}\n";
+  std::map<uint64_t, ResultReport> results;
+  for (const auto& [job, seed] : {std::pair<uint64_t, int>{8, 3}, {9, 4}}) {
+    std::string spec = node.spec(2, data);
+    spec.replace(spec.find("seed: 3"), 7, "seed: " + std::to_string(seed));
+    spec.replace(spec.find("{model: t.dtm}"), 14, "{model: t.dtm, checkpoint_every: 8}");
+    Reports reports;
+    JobRunner runner(node.config, *node.channel, kSelf, job, node.start(spec), reports.sink());
+    REQUIRE(wait_for([&] { return runner.done(); }, 60s, "job " + std::to_string(job) + " to end"));
+    REQUIRE(reports.of<ResultReport>().size() == 1);
+    results[job] = reports.of<ResultReport>()[0];
+  }
+  const std::string first = node.dir + "/jobs/0000000000000008/";
+  const std::string second = node.dir + "/jobs/0000000000000009/";
+  CHECK(results[8].model_path == first + "t.dtm");
+  CHECK(results[9].model_path == second + "t.dtm");
+  // The second job replaced and pruned nothing of the first's: its model is the one it
+  // reported, and its checkpoints are all there.
+  CHECK(file_sha256(first + "t.dtm") == results[8].model_sha256);
+  CHECK(results[8].model_sha256 != results[9].model_sha256);
+  for (const std::string& folder : {first, second}) {
+    int checkpoints = 0;
+    for (const auto& entry : std::filesystem::directory_iterator(folder))
+      checkpoints += entry.path().filename().string().rfind("t.ckpt-", 0) == 0;
+    CHECK(checkpoints == 2);
+  }
+}
+
+TEST_CASE("inputs outside the node's data_roots are refused without a word of their content") {
+  NodeUnderTest node;
+  const std::string data = node.dir + "/data";
+  std::filesystem::create_directories(data);
+  node.config.data_roots = {data};
+  const std::string csv = testing::write_separable_csv(data);
+  std::filesystem::create_symlink("/etc", data + "/etc-link");
+  std::filesystem::create_directories(node.dir + "/jobs/00000000000000aa");
+  testing::write_text(node.dir + "/jobs/00000000000000aa/their.csv", "1,2,0\n");
+  const std::string outside = "is outside the folders the nodes read job data from (data_roots: " +
+                              data + ")";
+  const std::pair<std::string, std::string> refused[] = {
+      {"/etc/passwd", outside},
+      {data + "/etc-link/passwd", outside},      // a link does not lead out
+      {data + "/../jobs/00000000000000aa/their.csv", outside},  // nor '..'
+      {data + "/no-such.csv", "cannot read file"},  // inside: looked up as usual
+  };
+  uint64_t job = 30;
+  for (const auto& [path, error] : refused) {
+    Reports reports;
+    JobRunner runner(node.config, *node.channel, kSelf, ++job,
+                     node.start(node.spec(1, "  train: {format: csv, path: " + path + "}\n")),
+                     reports.sink());
+    REQUIRE(wait_for([&] { return runner.done(); }, 10s, "the part reading " + path + " to end"));
+    const auto failed = reports.of<FailedReport>();
+    REQUIRE(failed.size() == 1);
+    CHECK_THAT(failed[0].error, Catch::Contains(error));
+    CHECK_THAT(failed[0].error, !Catch::Contains("root:"));  // nothing of /etc/passwd
+  }
+  // data_dir's jobs/ is never an input, even where data_roots holds data_dir.
+  node.config.data_roots = {node.dir};
+  Reports theirs;
+  JobRunner reading_theirs(
+      node.config, *node.channel, kSelf, ++job,
+      node.start(node.spec(1, "  train: {format: csv, path: " + node.dir +
+                                  "/jobs/00000000000000aa/their.csv}\n")),
+      theirs.sink());
+  REQUIRE(wait_for([&] { return reading_theirs.done(); }, 10s, "the part reading jobs/ to end"));
+  REQUIRE(theirs.of<FailedReport>().size() == 1);
+  CHECK_THAT(theirs.of<FailedReport>()[0].error, Catch::Contains("is outside the folders"));
+  // Unless the controller says this job may read that one's folder (its owner may).
+  testing::write_text(node.dir + "/jobs/00000000000000aa/their.csv",
+                      std::string(std::istreambuf_iterator<char>(std::ifstream(csv).rdbuf()), {}));
+  StartMessage granted = node.start(node.spec(
+      1, "  train: {format: csv, path: " + node.dir + "/jobs/00000000000000aa/their.csv}\n"));
+  granted.readable_jobs = {0xaa};
+  Reports readable;
+  JobRunner reading_granted(node.config, *node.channel, kSelf, ++job, granted, readable.sink());
+  REQUIRE(wait_for([&] { return reading_granted.done(); }, 60s, "the granted part to end"));
+  CHECK(readable.of<ResultReport>().size() == 1);
+  CHECK(job_of_folder_path("/d/jobs/00000000000000aa/m.dtm") == std::optional<uint64_t>(0xaa));
+  CHECK(job_of_folder_path("/d/x/../jobs/./00000000000000ab/m.dtm") ==
+        std::optional<uint64_t>(0xab));
+  CHECK_FALSE(job_of_folder_path("/d/models/m.dtm").has_value());
+  Reports inside;
+  JobRunner training(node.config, *node.channel, kSelf, ++job,
+                     node.start(node.spec(1, "  train: {format: csv, path: " + csv + "}\n")),
+                     inside.sink());
+  REQUIRE(wait_for([&] { return training.done(); }, 60s, "the part reading its data to end"));
+  CHECK(inside.of<ResultReport>().size() == 1);
 }
 
 TEST_CASE("a cancelled part reports Failed, as cancelled") {

@@ -266,6 +266,8 @@ bool ControlConnection::wait_readable(Millis timeout) {
   return ::poll(&p, 1, static_cast<int>(timeout.count())) != 0;
 }
 
+int ControlConnection::native_handle_for_tests() const { return io_->socket.native_handle(); }
+
 void ControlConnection::close() {
   io_->closed = true;
   ::shutdown(io_->socket.native_handle(), SHUT_RDWR);  // a plain syscall: safe from any thread

@@ -71,6 +71,8 @@ class ControlConnection {
   const std::string& peer() const { return peer_; }
   // Who the other side proved to be (on a client: the daemon it reached).
   const ControlIdentity& peer_identity() const { return peer_identity_; }
+  // The socket: for tests that play a hostile client writing raw bytes after the handshake.
+  int native_handle_for_tests() const;
 
  private:
   struct Io;

@@ -1,0 +1,38 @@
+#include "daemon/controller/fair_order.h"
+
+#include <deque>
+
+#include "daemon/protocol/requester.h"
+
+namespace dtrain::daemon {
+
+bool has_limits(const std::string& owner) { return owner != kClusterKeyHolder; }
+
+std::vector<uint64_t> fair_order(const std::vector<QueuedJob>& queue,
+                                 const std::map<std::string, int64_t>& running,
+                                 const SchedulingLimits& limits) {
+  std::map<std::string, std::deque<size_t>> waiting;  // each owner's, by position in the queue
+  for (size_t i = 0; i < queue.size(); ++i) waiting[queue[i].owner].push_back(i);
+  std::map<std::string, int64_t> holds = running;  // and the jobs already put in the order
+  auto may_take = [&](const std::string& owner) {
+    const int64_t limit = has_limits(owner) ? limits.of(owner).running_jobs : 0;
+    return limit <= 0 || holds[owner] < limit;
+  };
+  std::vector<uint64_t> order;
+  for (;;) {
+    const std::string* next = nullptr;
+    for (const auto& [owner, jobs] : waiting) {
+      if (jobs.empty() || !may_take(owner)) continue;
+      if (!next || holds[owner] < holds[*next] ||
+          (holds[owner] == holds[*next] && jobs.front() < waiting[*next].front()))
+        next = &owner;
+    }
+    if (!next) return order;
+    std::deque<size_t>& jobs = waiting[*next];
+    order.push_back(queue[jobs.front()].id);
+    jobs.pop_front();
+    ++holds[*next];
+  }
+}
+
+}  // namespace dtrain::daemon
