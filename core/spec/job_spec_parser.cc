@@ -181,16 +181,18 @@ class JobSpecParser {
     } else if (d.format == "packed" && node["shards"]) {
       // On the nodes, not here: the controller asks each which files it holds.
       d.shards = resolve(options_.base_dir, r_.text(node, "shards", p, std::nullopt));
-      confine(node, "shards", p, std::filesystem::path(d.shards).parent_path().string());
+      confine_pattern(node, "shards", p, d.shards);
     } else if (d.format == "packed") {
       d.path = resolve(options_.base_dir, r_.text(node, "path", p, std::nullopt));
-      confine(node, "path", p, d.path);
+      confine_pattern(node, "path", p, d.path);
       if (options_.check_files) {
+        std::vector<std::string> files;
         try {
-          packed_files(d.path);
+          files = packed_files(d.path);
         } catch (const UserError& e) {
           r_.fail(node["path"], p + ".path", e.what_happened(), e.fix());
         }
+        for (const std::string& f : files) confine(node, "path", p, f);  // a match may be a link
       }
     } else if (d.format == "images") {
       d.path = existing_folder(node, "path", p);
@@ -215,6 +217,17 @@ class JobSpecParser {
     if (!options_.check_files || options_.data_roots.allows(path)) return;
     const auto [what, fix] = options_.data_roots.refusal(path);
     r_.fail(map[key], p + "." + key, what, fix);
+  }
+
+  // A file pattern (packed exports): wildcards only in its last part, its folder confined.
+  void confine_pattern(const YAML::Node& map, const std::string& key, const std::string& p,
+                       const std::string& pattern) {
+    if (!options_.check_files || !options_.data_roots.confines()) return;
+    const std::string folder = std::filesystem::path(pattern).parent_path().string();
+    if (folder.find_first_of("*?[") != std::string::npos)
+      r_.fail(map[key], p + "." + key, "'" + pattern + "' has wildcards in its folder",
+              "name the folder; wildcards only in the file name (DIR/train-*.dtb)");
+    confine(map, key, p, folder);
   }
 
   std::string existing_folder(const YAML::Node& map, const std::string& key, const std::string& p) {

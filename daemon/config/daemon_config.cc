@@ -246,7 +246,12 @@ DaemonConfig parse_daemon_config(const std::string& text, const std::string& sou
 }
 
 core::DataRoots DaemonConfig::input_roots() const {
-  return core::DataRoots{data_roots, {data_dir + "/jobs", data_dir + "/controller"}};
+  // What the daemon keeps in data_dir is nobody's input: jobs' models and checkpoints, models
+  // of earlier releases, tasks' shipped models, the controller's records, the token, the id.
+  return core::DataRoots{data_roots,
+                         {data_dir + "/jobs", data_dir + "/models", data_dir + "/tasks",
+                          data_dir + "/controller", data_dir + "/http.token",
+                          data_dir + "/node_id"}};
 }
 
 UserLimits SchedulingLimits::of(const std::string& owner) const {

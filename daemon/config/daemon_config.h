@@ -100,8 +100,9 @@ struct DaemonConfig {
   std::vector<std::string> task_outputs;
   SchedulingLimits limits;
   // Node: the folders jobs and tasks may read their inputs from (absolute; default data_dir and
-  // /usr/share/datasets). data_dir's jobs/ and controller/ are never inputs: another job's model
-  // or the controller's records cannot be named as data.
+  // /usr/share/datasets). What the daemon keeps in data_dir (jobs/, models/, tasks/,
+  // controller/, http.token, node_id) is never an input: another job's model or the
+  // controller's records cannot be named as data.
   std::vector<std::string> data_roots;
   core::DataRoots input_roots() const;
   int64_t heartbeat_ms = 1000;

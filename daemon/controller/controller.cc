@@ -120,25 +120,29 @@ void Controller::start_next() {
     start_again_ = true;
     return;
   }
-  starting_ = true;
+  struct Starting {  // cleared however the passes end (an exception must not freeze the queue)
+    bool& flag;
+    ~Starting() { flag = false; }
+  } starting{starting_ = true};
   do {
     start_again_ = false;
     start_pass();
   } while (start_again_ && !stopping_);
-  starting_ = false;
 }
 
 void Controller::start_pass() {
-  for (uint64_t id : scheduler_.offer_order(config_.limits)) {
+  for (uint64_t id : scheduler_.offer_order()) {
     if (stopping_ || !scheduler_.queued(id)) continue;
     JobRecord& job = *store_.find(id);
+    // Its owner's running-jobs limit, as jobs start: one that waits uses up nobody's share.
+    if (!may_run_another(job.owner, scheduler_.running_per_owner(), config_.limits)) continue;
     const NodeUse use = node_use(store_, scheduler_.running_ids());
     StartOutcome outcome = StartOutcome::kEnded;
     if (!job.is_task()) {
       outcome = training_.start(job, use);
     } else {
       try {
-        outcome = tasks_.start(job, use.busy());
+        outcome = tasks_.start(job, use);
       } catch (const std::exception& e) {  // never leaves the queue stuck behind it
         scheduler_.drop(job.id);
         tasks_.finish(job, JobState::kFailed, std::string("it could not start: ") + e.what(), "");

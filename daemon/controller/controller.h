@@ -60,6 +60,7 @@ class Controller {
   void on_job_message_safely(Member& m, const JobMessageIn& in);
   // A node that trains a job this controller is not running is told to stop.
   void stop_orphans(Member& m, const std::vector<uint64_t>& running);
+  void stop_dropped_parts(Member& m, const std::vector<uint64_t>& running);
   void node_lost(Member& m, const std::string& why);
   std::vector<uint8_t> handle_request(const ClientRequest& request);
   std::vector<uint8_t> stats_request(const ClientRequest& request);

@@ -58,6 +58,7 @@ std::optional<uint64_t> Controller::register_node(ControlConnection& c,
   stop_orphans(m, node.running_jobs);
   training_.on_registered(m, node.running_jobs);
   tasks_.on_registered(m, node.running_jobs);
+  stop_dropped_parts(m, node.running_jobs);
   start_next();
   return m.session;
 }
@@ -144,6 +145,21 @@ void Controller::stop_orphans(Member& m, const std::vector<uint64_t>& running) {
                  "told it to stop", m.name, job_id_text(id));
     if (!job) continue;
     job->add_log("node " + m.name + " was still training it; told it to stop");
+    store_.save(*job);
+  }
+}
+
+// A part the node still runs of a running job that dropped it and did not take it back (the job
+// is stopping, or cannot take nodes back) stops: the node is free for other jobs then.
+void Controller::stop_dropped_parts(Member& m, const std::vector<uint64_t>& running) {
+  for (uint64_t id : running) {
+    JobRecord* job = store_.find(id);
+    if (!job || job->is_task() || !scheduler_.running(id) || !job->dropped(m.name) ||
+        listed(job->rejoining, m.name))
+      continue;
+    m.send(cancel_frame(id));
+    job->add_log("node " + m.name + " still ran its part after the job dropped it; told it to "
+                 "stop");
     store_.save(*job);
   }
 }

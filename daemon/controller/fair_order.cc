@@ -8,21 +8,23 @@ namespace dtrain::daemon {
 
 bool has_limits(const std::string& owner) { return owner != kClusterKeyHolder; }
 
+bool may_run_another(const std::string& owner, const std::map<std::string, int64_t>& running,
+                     const SchedulingLimits& limits) {
+  const int64_t limit = has_limits(owner) ? limits.of(owner).running_jobs : 0;
+  auto it = running.find(owner);
+  return limit <= 0 || (it == running.end() ? 0 : it->second) < limit;
+}
+
 std::vector<uint64_t> fair_order(const std::vector<QueuedJob>& queue,
-                                 const std::map<std::string, int64_t>& running,
-                                 const SchedulingLimits& limits) {
+                                 const std::map<std::string, int64_t>& running) {
   std::map<std::string, std::deque<size_t>> waiting;  // each owner's, by position in the queue
   for (size_t i = 0; i < queue.size(); ++i) waiting[queue[i].owner].push_back(i);
   std::map<std::string, int64_t> holds = running;  // and the jobs already put in the order
-  auto may_take = [&](const std::string& owner) {
-    const int64_t limit = has_limits(owner) ? limits.of(owner).running_jobs : 0;
-    return limit <= 0 || holds[owner] < limit;
-  };
   std::vector<uint64_t> order;
   for (;;) {
     const std::string* next = nullptr;
     for (const auto& [owner, jobs] : waiting) {
-      if (jobs.empty() || !may_take(owner)) continue;
+      if (jobs.empty()) continue;
       if (!next || holds[owner] < holds[*next] ||
           (holds[owner] == holds[*next] && jobs.front() < waiting[*next].front()))
         next = &owner;

@@ -1,5 +1,9 @@
 #include "daemon/controller/node_use.h"
 
+#include <algorithm>
+
+#include "daemon/controller/fair_order.h"
+
 namespace dtrain::daemon {
 
 std::set<std::string> NodeUse::busy() const {
@@ -11,6 +15,14 @@ std::set<std::string> NodeUse::busy() const {
 bool NodeUse::held_by_other(const std::string& node, uint64_t job) const {
   auto it = holder.find(node);
   return it != holder.end() && it->second != job;
+}
+
+int64_t owner_allowance(const SchedulingLimits& limits, const std::string& owner,
+                        const NodeUse& use) {
+  const int64_t limit = has_limits(owner) ? limits.of(owner).nodes : 0;
+  if (limit <= 0) return -1;
+  auto held = use.held_by_owner.find(owner);
+  return std::max<int64_t>(0, limit - (held == use.held_by_owner.end() ? 0 : held->second));
 }
 
 NodeUse node_use(JobStore& store, const std::vector<uint64_t>& running) {

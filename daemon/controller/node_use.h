@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "daemon/config/daemon_config.h"
 #include "daemon/controller/job_store.h"
 
 namespace dtrain::daemon {
@@ -22,5 +23,10 @@ struct NodeUse {
 };
 
 NodeUse node_use(JobStore& store, const std::vector<uint64_t>& running);
+
+// The nodes `owner` may still take under `limits` beside what its running jobs hold (-1: any
+// number; jobs of the cluster key's holder have no limits).
+int64_t owner_allowance(const SchedulingLimits& limits, const std::string& owner,
+                        const NodeUse& use);
 
 }  // namespace dtrain::daemon

@@ -76,8 +76,8 @@ bool Scheduler::queued(uint64_t id) const {
   return std::any_of(queue_.begin(), queue_.end(), [&](const QueuedJob& q) { return q.id == id; });
 }
 
-std::vector<uint64_t> Scheduler::offer_order(const SchedulingLimits& limits) const {
-  return fair_order(queue_, running_per_owner(), limits);
+std::vector<uint64_t> Scheduler::offer_order() const {
+  return fair_order(queue_, running_per_owner());
 }
 
 void Scheduler::start(uint64_t id) {

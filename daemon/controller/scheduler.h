@@ -49,7 +49,7 @@ class Scheduler {
   void remove(uint64_t id);
   bool queued(uint64_t id) const;
   // The queued jobs in the order they are offered the free nodes (fair_order.h).
-  std::vector<uint64_t> offer_order(const SchedulingLimits& limits) const;
+  std::vector<uint64_t> offer_order() const;
   // `id` leaves the queue and runs now.
   void start(uint64_t id);
   // `id` leaves the queue without running (it could not start).

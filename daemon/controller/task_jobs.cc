@@ -74,14 +74,22 @@ void TaskJobs::send_parts(JobRecord& job, Member& m, const std::vector<uint32_t>
   m.send(task_frame(job.id, task_message(job, parts, m.name)));
 }
 
-StartOutcome TaskJobs::start(JobRecord& job, const std::set<std::string>& busy) {
-  const NodeChoice choice =
-      choose_task_nodes(job.task_request.value("nodes", int64_t(0)), members_, busy);
+StartOutcome TaskJobs::start(JobRecord& job, const NodeUse& use) {
+  const int64_t wanted = job.task_request.value("nodes", int64_t(0));
+  const int64_t allowance = owner_allowance(config_.limits, job.owner, use);
+  NodeChoice choice;
+  if (allowance >= 0 && allowance < std::max<int64_t>(1, wanted))
+    choice.waiting = "waiting: " + job.owner + "'s running jobs hold every node they may "
+                     "(limits in the controller's dtraind.yaml)";
+  else
+    choice = choose_task_nodes(wanted, members_, use.busy());
   if (!choice.waiting.empty()) {
     if (job.log.empty() || job.log.back().find(choice.waiting) == std::string::npos)
       job.add_log(choice.waiting);
     return choice.waits_for_busy ? StartOutcome::kWaitsForBusy : StartOutcome::kWaits;
   }
+  if (allowance >= 0 && int64_t(choice.nodes.size()) > allowance)
+    choice.nodes.resize(size_t(allowance));  // every free node: as many as the limit leaves
   const std::vector<Member*>& nodes = choice.nodes;
   scheduler_.start(job.id);
   job.state = JobState::kRunning;

@@ -13,6 +13,7 @@
 #include "daemon/config/daemon_config.h"
 #include "daemon/controller/job_store.h"
 #include "daemon/controller/membership.h"
+#include "daemon/controller/node_use.h"
 #include "daemon/controller/scheduler.h"
 #include "daemon/protocol/client_requests.h"
 #include "daemon/protocol/control_messages.h"
@@ -29,9 +30,9 @@ class TaskJobs {
   // A checked task request with its model, as a record to queue; throws core::UserError when
   // the request is refused (bounds, paths, too many tasks already).
   JobRecord accept(const TaskRequest& request, const std::vector<uint8_t>& model) const;
-  // Starts the queued task on free nodes (`busy`: those running jobs hold), or logs what it
-  // waits for.
-  StartOutcome start(JobRecord& job, const std::set<std::string>& busy);
+  // Starts the queued task on free nodes (`use`: what running jobs hold) within its owner's
+  // node limit, or logs what it waits for.
+  StartOutcome start(JobRecord& job, const NodeUse& use);
   void on_report(JobRecord& job, Member& m, const JobMessageIn& in);
   // A node of the running task is lost: its parts go to the others.
   void drop(JobRecord& job, const std::string& name, const std::string& why);

@@ -30,10 +30,7 @@ std::vector<JobRecord*> TrainingJobs::running_jobs() {
 }
 
 int64_t TrainingJobs::owner_allowance(const JobRecord& job, const NodeUse& use) const {
-  const int64_t limit = has_limits(job.owner) ? config_.limits.of(job.owner).nodes : 0;
-  if (limit <= 0) return -1;
-  auto held = use.held_by_owner.find(job.owner);
-  return std::max<int64_t>(0, limit - (held == use.held_by_owner.end() ? 0 : held->second));
+  return daemon::owner_allowance(config_.limits, job.owner, use);
 }
 
 void TrainingJobs::fail_unparsable(JobRecord& job, const core::UserError& e) {
@@ -49,12 +46,30 @@ void TrainingJobs::fail_unparsable(JobRecord& job, const core::UserError& e) {
 void TrainingJobs::refuse_over_limits(const core::TrainingSpec& training,
                                       const std::string& owner) const {
   const int64_t limit = has_limits(owner) ? config_.limits.of(owner).nodes : 0;
+  if (limit > 0 && training.nodes == 0)
+    throw core::UserError("the job asks for every node (training.nodes: all); " + owner +
+                              "'s jobs may hold " + std::to_string(limit) + " at once",
+                          "ask for at most " + std::to_string(limit) +
+                              " (training.nodes: N), or ask the operator to raise your limit "
+                              "(limits in the controller's dtraind.yaml)");
   if (limit > 0 && training.nodes > limit)
     throw core::UserError("the job needs " + std::to_string(training.nodes) + " nodes; " + owner +
                               "'s jobs may hold " + std::to_string(limit) + " at once",
                           "ask for at most " + std::to_string(limit) +
                               " (training.nodes), or ask the operator to raise your limit "
                               "(limits in the controller's dtraind.yaml)");
+}
+
+void TrainingJobs::log_wait(JobRecord& job, const std::string& line) {
+  if (job.log.empty() || job.log.back().find(line) == std::string::npos) job.add_log(line);
+}
+
+StartOutcome TrainingJobs::wait_for_limit(JobRecord& job, int64_t allowance) {
+  const int64_t limit = config_.limits.of(job.owner).nodes;
+  log_wait(job, "waiting: " + job.owner + "'s running jobs hold " +
+                    std::to_string(limit - allowance) + " nodes of the " + std::to_string(limit) +
+                    " they may (limits in the controller's dtraind.yaml)");
+  return StartOutcome::kWaits;
 }
 
 StartOutcome TrainingJobs::start(JobRecord& job, const NodeUse& use) {
@@ -68,23 +83,17 @@ StartOutcome TrainingJobs::start(JobRecord& job, const NodeUse& use) {
     return StartOutcome::kEnded;
   }
   if (job.resume_epoch >= 0) return start_resumed(job, use);
-  NodeChoice choice = choose_training_nodes(spec.training, members_, use.busy());
+  // The owner's node limit first: a job it holds back must not hold the queue.
   const int64_t allowance = owner_allowance(job, use);
-  if (choice.waiting.empty() && allowance >= 0 && int64_t(choice.nodes.size()) > allowance) {
-    const int64_t least = spec.training.nodes_max > 0 ? spec.training.nodes : 0;
-    if (least > 0 && allowance >= least)  // elastic: as many as the owner may still take
-      choice.nodes.resize(size_t(allowance));
-    else
-      choice.waiting = "waiting: " + job.owner + "'s running jobs hold " +
-                       std::to_string(config_.limits.of(job.owner).nodes - allowance) +
-                       " nodes of the " + std::to_string(config_.limits.of(job.owner).nodes) +
-                       " they may (limits in the controller's dtraind.yaml)";
-  }
+  if (allowance >= 0 && allowance < std::max<int64_t>(1, spec.training.nodes))
+    return wait_for_limit(job, allowance);
+  NodeChoice choice = choose_training_nodes(spec.training, members_, use.busy());
   if (!choice.waiting.empty()) {
-    if (job.log.empty() || job.log.back().find(choice.waiting) == std::string::npos)
-      job.add_log(choice.waiting);
+    log_wait(job, choice.waiting);
     return choice.waits_for_busy ? StartOutcome::kWaitsForBusy : StartOutcome::kWaits;
   }
+  if (allowance >= 0 && int64_t(choice.nodes.size()) > allowance)
+    choice.nodes.resize(size_t(allowance));  // elastic: as many as the owner may still take
   scheduler_.start(job.id);
   job.state = JobState::kRunning;
   job.started_at = unix_now();

@@ -152,6 +152,10 @@ StartOutcome TrainingJobs::start_resumed(JobRecord& job, const NodeUse& use) {
                                [&](const std::string& n) { return use.holder.count(n) > 0; }),
                 holders.end());
   const size_t needed = size_t(std::max<int64_t>(1, job.min_nodes));  // elastic: its minimum
+  if (const int64_t allowance = owner_allowance(job, use); allowance >= 0) {
+    if (allowance < int64_t(needed)) return wait_for_limit(job, allowance);
+    if (int64_t(holders.size()) > allowance) holders.resize(size_t(allowance));
+  }
   if (holders.size() < needed) {
     std::string line = "waiting for " + std::to_string(needed) + " nodes that hold its "
                        "checkpoint of epoch " + std::to_string(job.resume_epoch) + " (";

@@ -115,6 +115,9 @@ void TaskRunner::load(Loaded& l) {
   // Inputs only from the node's data_roots, refused before anything looks at them.
   const core::DataRoots roots = config_.input_roots();
   const std::string shards_folder = std::filesystem::path(task_.shards).parent_path().string();
+  if (shards_folder.find_first_of("*?[") != std::string::npos)
+    throw core::UserError("'" + task_.shards + "' has wildcards in its folder",
+                          "name the folder; wildcards only in the file name (DIR/test-*.dtb)");
   for (const std::string& input : {task_.path, task_.labels, shards_folder})
     if (!input.empty() && !roots.allows(input)) {
       const auto [what, fix] = roots.refusal(input);

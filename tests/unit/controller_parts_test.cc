@@ -198,14 +198,14 @@ TEST_CASE("the scheduler keeps the queue in order and several jobs running") {
   s.enqueue(1, "alice");
   s.enqueue(2, "alice");
   s.enqueue(3, "alice");
-  CHECK(s.offer_order({}) == std::vector<uint64_t>{1, 2, 3});
+  CHECK(s.offer_order() == std::vector<uint64_t>{1, 2, 3});
   s.start(1);
   s.start(2);  // several at once
   CHECK(s.running_ids() == std::vector<uint64_t>{1, 2});
   CHECK(s.running_per_owner() == std::map<std::string, int64_t>{{"alice", 2}});
   s.enqueue(4, "bob");
   s.remove(3);  // cancelled while queued
-  CHECK(s.offer_order({}) == std::vector<uint64_t>{4});
+  CHECK(s.offer_order() == std::vector<uint64_t>{4});
   s.ended(1);
   CHECK_FALSE(s.running(1));
   CHECK(s.running(2));
@@ -218,21 +218,26 @@ TEST_CASE("the queue is fair between owners: the one holding fewer running jobs 
   queue.push_back({11, "bob"});
   queue.push_back({12, "carol"});
   // Nobody runs anything: each owner's oldest in turn, then alice's others.
-  CHECK(fair_order(queue, {}, {}) ==
+  CHECK(fair_order(queue, {}) ==
         std::vector<uint64_t>{1, 11, 12, 2, 3, 4, 5, 6, 7, 8, 9, 10});
   // alice runs two already: bob and carol go before any more of hers.
-  const std::vector<uint64_t> after = fair_order(queue, {{"alice", 2}}, {});
+  const std::vector<uint64_t> after = fair_order(queue, {{"alice", 2}});
   CHECK(std::vector<uint64_t>(after.begin(), after.begin() + 3) ==
         std::vector<uint64_t>{11, 12, 1});
-  // A limit of one running job: alice, who runs one, is left out; bob may start one.
+}
+
+TEST_CASE("an owner's limit of running jobs counts the jobs it runs, not the ones it queued") {
   SchedulingLimits limits;
   limits.defaults.running_jobs = 1;
-  CHECK(fair_order(queue, {{"alice", 1}}, limits) == std::vector<uint64_t>{11, 12});
+  CHECK(may_run_another("bob", {}, limits));
+  CHECK(may_run_another("bob", {{"alice", 1}}, limits));
+  CHECK_FALSE(may_run_another("alice", {{"alice", 1}}, limits));
   // Named users' limits replace the default's; the cluster key's holder has none.
   limits.users["alice"].running_jobs = 3;
-  CHECK(fair_order(queue, {{"alice", 1}}, limits) == std::vector<uint64_t>{11, 12, 1, 2});
-  queue = {{20, kClusterKeyHolder}, {21, kClusterKeyHolder}};
-  CHECK(fair_order(queue, {{kClusterKeyHolder, 5}}, limits) == std::vector<uint64_t>{20, 21});
+  CHECK(may_run_another("alice", {{"alice", 2}}, limits));
+  CHECK_FALSE(may_run_another("alice", {{"alice", 3}}, limits));
+  CHECK(may_run_another(kClusterKeyHolder, {{kClusterKeyHolder, 50}}, limits));
+  CHECK(may_run_another("carol", {{"carol", 9}}, SchedulingLimits{}));  // no limits: no bound
 }
 
 TEST_CASE("a training job waits for its nodes, GPU jobs for nodes with a GPU; elastic takes up "
@@ -288,6 +293,43 @@ TEST_CASE("a job starts on free nodes only; one that would fit once others end k
   CHECK(choose_training_nodes(t, members, {}).nodes.size() == 4);
   CHECK(choose_task_nodes(0, members, {"a", "c"}).nodes.size() == 2);  // every free one
   CHECK(choose_task_nodes(3, members, {"a", "c"}).waits_for_busy);
+}
+
+TEST_CASE("a job its owner's node limit holds back waits without holding the queue") {
+  FakeClock clock;
+  DaemonConfig config;
+  config.limits.defaults.nodes = 1;
+  const std::string dir = temp_dir();
+  JobStore store(dir);
+  Membership members(clock.fn());
+  for (const auto& [name, id] : {std::pair<std::string, uint32_t>{"a", 10}, {"b", 20},
+                                 {"c", 30}, {"d", 40}})
+    members.admit(node(name, id));
+  Scheduler scheduler;
+  StatsStore stats(dir + "/stats.db");
+  TrainingJobs training(config, store, members, scheduler, stats, [](JobRecord&) {}, [] {});
+  JobRecord r;
+  r.name = "t";
+  r.owner = "bob";
+  r.spec_text = std::string(kSpec) + "  nodes: 1\n";
+  JobRecord& job = store.add(r);
+  scheduler.enqueue(job.id, "bob");
+  NodeUse use;
+  use.holder = {{"a", 99}, {"b", 99}, {"c", 98}, {"d", 97}};
+  use.held_by_owner = {{"bob", 1}};  // his other job holds c; every node is busy
+  // Waiting for his own limit, not for busy nodes: the jobs queued after it may pass (it
+  // would keep its place, holding them, were it waiting for the busy nodes).
+  CHECK(training.start(job, use) == StartOutcome::kWaits);
+  CHECK_THAT(job.log.back(), Catch::Contains("bob's running jobs hold 1 nodes of the 1 they may"));
+  use.holder.erase("c");
+  use.held_by_owner.clear();  // that job ended
+  CHECK(training.start(job, use) == StartOutcome::kStarted);
+  CHECK(job.nodes == std::vector<std::string>{"c"});
+  // Every node (`all`) is more than a node limit allows: refused at submit, naming it.
+  core::TrainingSpec all;
+  CHECK_THROWS_WITH(training.refuse_over_limits(all, "bob"),
+                    Catch::Contains("asks for every node (training.nodes: all)"));
+  CHECK_NOTHROW(training.refuse_over_limits(all, kClusterKeyHolder));
 }
 
 // ---- TrainingJobs: the reports move a job; the result guard ----
@@ -442,8 +484,8 @@ TEST_CASE("requests: an unknown job is named, a queued job is cancelled off the 
   submit.spec = kSpec;
   REQUIRE(reply(requests.answer(submit)).ok);
   CHECK(started == 1);
-  REQUIRE(scheduler.offer_order({}).size() == 1);
-  const uint64_t id = scheduler.offer_order({})[0];
+  REQUIRE(scheduler.offer_order().size() == 1);
+  const uint64_t id = scheduler.offer_order()[0];
   CHECK(store.find(id)->owner == "alice");
   REQUIRE(reply(requests.answer(as_alice(client_request(RequestKind::Cancel, id)))).ok);
   CHECK(store.find(id)->state == JobState::kCancelled);

@@ -222,6 +222,15 @@ TEST_CASE("inputs outside the node's data_roots are refused without a word of th
     CHECK_THAT(failed[0].error, Catch::Contains(error));
     CHECK_THAT(failed[0].error, !Catch::Contains("root:"));  // nothing of /etc/passwd
   }
+  // A wildcard in a pattern's folder could reach into any folder: refused.
+  Reports wild;
+  JobRunner wildcard(node.config, *node.channel, kSelf, ++job,
+                     node.start(node.spec(1, "  train: {format: packed, path: '" + node.dir +
+                                                 "/job?/00000000000000aa/*.dtb'}\n")),
+                     wild.sink());
+  REQUIRE(wait_for([&] { return wildcard.done(); }, 10s, "the part with a wildcard folder"));
+  REQUIRE(wild.of<FailedReport>().size() == 1);
+  CHECK_THAT(wild.of<FailedReport>()[0].error, Catch::Contains("has wildcards in its folder"));
   // data_dir's jobs/ is never an input, even where data_roots holds data_dir.
   node.config.data_roots = {node.dir};
   Reports theirs;
