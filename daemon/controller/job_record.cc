@@ -199,6 +199,10 @@ int64_t JobRecord::consistent_checkpoint() const {
   return epoch;
 }
 
+void JobRecord::add_log_once(const std::string& line) {
+  if (log.empty() || log.back().find(line) == std::string::npos) add_log(line);
+}
+
 void JobRecord::add_log(const std::string& line) {
   const std::time_t t = std::time(nullptr);
   char stamp[32];

@@ -106,6 +106,8 @@ struct JobRecord {
   Json to_json(bool with_log = false) const;
   static JobRecord from_json(const Json& j);
   void add_log(const std::string& line);
+  // add_log unless the last line says it already (a wait logged once, not at every pass).
+  void add_log_once(const std::string& line);
 
  private:
   template <class Record, class Visit>

@@ -84,8 +84,7 @@ StartOutcome TaskJobs::start(JobRecord& job, const NodeUse& use) {
   else
     choice = choose_task_nodes(wanted, members_, use.busy());
   if (!choice.waiting.empty()) {
-    if (job.log.empty() || job.log.back().find(choice.waiting) == std::string::npos)
-      job.add_log(choice.waiting);
+    job.add_log_once(choice.waiting);
     return choice.waits_for_busy ? StartOutcome::kWaitsForBusy : StartOutcome::kWaits;
   }
   if (allowance >= 0 && int64_t(choice.nodes.size()) > allowance)

@@ -60,13 +60,9 @@ void TrainingJobs::refuse_over_limits(const core::TrainingSpec& training,
                               "(limits in the controller's dtraind.yaml)");
 }
 
-void TrainingJobs::log_wait(JobRecord& job, const std::string& line) {
-  if (job.log.empty() || job.log.back().find(line) == std::string::npos) job.add_log(line);
-}
-
 StartOutcome TrainingJobs::wait_for_limit(JobRecord& job, int64_t allowance) {
   const int64_t limit = config_.limits.of(job.owner).nodes;
-  log_wait(job, "waiting: " + job.owner + "'s running jobs hold " +
+  job.add_log_once("waiting: " + job.owner + "'s running jobs hold " +
                     std::to_string(limit - allowance) + " nodes of the " + std::to_string(limit) +
                     " they may (limits in the controller's dtraind.yaml)");
   return StartOutcome::kWaits;
@@ -89,7 +85,7 @@ StartOutcome TrainingJobs::start(JobRecord& job, const NodeUse& use) {
     return wait_for_limit(job, allowance);
   NodeChoice choice = choose_training_nodes(spec.training, members_, use.busy());
   if (!choice.waiting.empty()) {
-    log_wait(job, choice.waiting);
+    job.add_log_once(choice.waiting);
     return choice.waits_for_busy ? StartOutcome::kWaitsForBusy : StartOutcome::kWaits;
   }
   if (allowance >= 0 && int64_t(choice.nodes.size()) > allowance)

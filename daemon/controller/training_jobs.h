@@ -72,8 +72,6 @@ class TrainingJobs {
   void fail_unparsable(JobRecord& job, const core::UserError& e);
   // The nodes `job`'s owner may still take under dtraind.yaml's limits (-1: any number).
   int64_t owner_allowance(const JobRecord& job, const NodeUse& use) const;
-  // `line` in the job's log unless it is the last one there already.
-  void log_wait(JobRecord& job, const std::string& line);
   // The job waits for its owner's running jobs to free nodes (kWaits: others may pass).
   StartOutcome wait_for_limit(JobRecord& job, int64_t allowance);
   void place(JobRecord& job, const core::JobSpec& spec, const std::vector<Member*>& nodes);

@@ -166,7 +166,7 @@ StartOutcome TrainingJobs::start_resumed(JobRecord& job, const NodeUse& use) {
       first = false;
     }
     line += registered > holders.size() ? "; some busy with other jobs)" : ")";
-    if (job.log.empty() || job.log.back().find(line) == std::string::npos) job.add_log(line);
+    job.add_log_once(line);
     return registered >= needed ? StartOutcome::kWaitsForBusy : StartOutcome::kWaits;
   }
   scheduler_.drop(job.id);
