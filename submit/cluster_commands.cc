@@ -120,8 +120,9 @@ void print_result(const Json& job) {
     std::printf("  %lld predictions in %s\n", (long long)r.value("rows", int64_t(0)),
                 r.value("output", "").c_str());
   if (r.contains("files") && r["files"].is_array())
-    std::printf("  %lld predictions in %zu part files (part-NNNNN.csv, in key order)\n",
-                (long long)r.value("rows", int64_t(0)), r["files"].size());
+    std::printf("  %lld predictions in %zu part files in %s (part-NNNNN.csv, in key order)\n",
+                (long long)r.value("rows", int64_t(0)), r["files"].size(),
+                r.value("folder", "").c_str());
   if (r.contains("model_path"))
     std::printf("  model written on the first node: %s\n  (dtrain-submit fetch %s copies it "
                 "here)\n", r.value("model_path", "").c_str(), job.value("id", "").c_str());

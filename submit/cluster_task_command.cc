@@ -108,6 +108,7 @@ int print_task_evaluation(const EvalArgs& args, const core::SavedModel& saved,
     roc.emplace();
     for (const Json& a : r.value("auc", Json::array()))
       roc->auc.push_back(a.is_number() ? a.get<double>() : NAN);
+    roc->curves_file = r.value("roc_csv", "");
     roc->macro_auc = r.contains("macro_auc") && r["macro_auc"].is_number()
                          ? r["macro_auc"].get<double>() : NAN;
   }

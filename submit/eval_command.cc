@@ -8,6 +8,8 @@
 #include <set>
 #include <sstream>
 
+#include <nlohmann/json.hpp>
+
 #include "core/eval/evaluate.h"
 #include "core/io/saved_model.h"
 #include "core/train/training_data.h"
@@ -113,7 +115,10 @@ std::string roc_report(const core::SavedModel& saved, const RocFigures& roc, boo
   }
   std::snprintf(line, sizeof line, json ? "], \"macro_auc\": %.6f" : "macro AUC: %.6f\n",
                 roc.macro_auc);
-  return out + line;
+  out += line;
+  if (roc.curves_file.empty()) return out;
+  return out + (json ? ", \"roc_csv\": " + nlohmann::json(roc.curves_file).dump()
+                     : "ROC curves in " + roc.curves_file + "\n");
 }
 
 void print_regression(const EvalArgs& args, const core::SavedModel& saved,
@@ -210,7 +215,8 @@ int run_eval(const EvalArgs& args) {
       return kExitBadInput;
     }
   }
-  const RocFigures figures = RocFigures::of(per_class);
+  RocFigures figures = RocFigures::of(per_class);
+  figures.curves_file = args.roc_csv;
   return print_evaluation(args, saved, metrics, eval, want_roc ? &figures : nullptr);
 }
 

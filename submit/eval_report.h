@@ -23,6 +23,7 @@ std::set<std::string> parse_metrics(const std::string& list, bool regression);
 struct RocFigures {
   std::vector<double> auc;
   double macro_auc = 0;
+  std::string curves_file;  // where the curves were written (a cluster job's: its own folder)
   static RocFigures of(const core::RocOneVsAll& roc);
 };
 // The model's class names (or numbers), as reports and the ROC curve CSV name them.

@@ -66,6 +66,15 @@ void NoFollowFolder::rename(const std::string& from, const std::string& to) {
                     "check the folder");
 }
 
+void NoFollowFolder::make_folder(const std::string& name) {
+  if (::mkdirat(fd_, name.c_str(), 0755) == 0) return;
+  const int saved = errno;
+  throw UserError("cannot make the folder '" + path_ + "/" + name + "': " +
+                      (saved == EEXIST ? std::string("it exists already") : std::strerror(saved)),
+                  saved == EEXIST ? "move it away, or write into another folder"
+                                  : "check that the folder is writable");
+}
+
 bool NoFollowFolder::remove(const std::string& name) {
   return ::unlinkat(fd_, name.c_str(), 0) == 0 || errno == ENOENT;
 }

@@ -40,7 +40,8 @@ enum class StartOutcome {
   kStarted,
   kWaits,          // for nodes not registered, or its owner's limit: the jobs after it may go
   kWaitsForBusy,   // for nodes other jobs hold: it keeps its place, the jobs after it wait
-  kEnded,          // it failed before starting (a record that no longer parses)
+  kEnded,          // it failed before starting (a record that no longer parses, a task whose
+                   // folder cannot be made)
 };
 
 class Scheduler {

@@ -89,6 +89,7 @@ StartOutcome TaskJobs::start(JobRecord& job, const NodeUse& use) {
   }
   if (allowance >= 0 && int64_t(choice.nodes.size()) > allowance)
     choice.nodes.resize(size_t(allowance));  // every free node: as many as the limit leaves
+  if (!give_task_folder(job)) return StartOutcome::kEnded;
   const std::vector<Member*>& nodes = choice.nodes;
   scheduler_.start(job.id);
   job.state = JobState::kRunning;
@@ -111,6 +112,19 @@ StartOutcome TaskJobs::start(JobRecord& job, const NodeUse& use) {
                job.name, nodes.size());
   save(job);
   return StartOutcome::kStarted;
+}
+
+// Its outputs into a folder of its own, made as it starts (task_request.h); false when it could
+// not be made: the job failed, naming the folder.
+bool TaskJobs::give_task_folder(JobRecord& job) {
+  try {
+    job.task_request = with_task_folder(job.task_request, job_id_text(job.id));
+    return true;
+  } catch (const core::UserError& e) {
+    scheduler_.drop(job.id);
+    finish(job, JobState::kFailed, e.what_happened(), e.fix());
+    return false;
+  }
 }
 
 void TaskJobs::on_report(JobRecord& job, Member& m, const JobMessageIn& in) {

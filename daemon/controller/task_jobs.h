@@ -45,6 +45,7 @@ class TaskJobs {
 
  private:
   std::vector<JobRecord*> running_tasks();
+  bool give_task_folder(JobRecord& job);
   void on_registered_to(JobRecord& job, Member& m, const std::vector<uint64_t>& running_jobs);
   void save(const JobRecord& job) { store_.save(job); }
   TaskMessage task_message(const JobRecord& job, std::vector<uint32_t> parts,

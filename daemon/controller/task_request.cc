@@ -4,6 +4,7 @@
 #include <filesystem>
 
 #include "core/util/error.h"
+#include "core/util/nofollow_folder.h"
 
 namespace dtrain::daemon {
 namespace {
@@ -151,6 +152,20 @@ Json checked_task_request(const TaskRequest& q, const TaskLimits& limits) {
       refuse("roc_csv without the roc metric", "add roc to --metrics");
     r["roc_csv"] = output_place("the ROC curves' file", roc_csv, false, limits);
     r["roc_classes"] = texts("roc_classes", q.roc_classes, kMaxClasses, kMaxClassName);
+  }
+  return r;
+}
+
+Json with_task_folder(const Json& checked, const std::string& job_folder_name) {
+  Json r = checked;
+  auto fresh = [&](const std::string& parent) {
+    core::NoFollowFolder(parent).make_folder(job_folder_name);  // links not followed
+    return parent + "/" + job_folder_name;
+  };
+  if (r.contains("output_dir")) r["output_dir"] = fresh(r["output_dir"].get<std::string>());
+  if (r.contains("roc_csv")) {
+    const fs::path csv(r["roc_csv"].get<std::string>());
+    r["roc_csv"] = fresh(csv.parent_path().string()) + "/" + csv.filename().string();
   }
   return r;
 }

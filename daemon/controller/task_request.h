@@ -20,6 +20,12 @@ struct TaskLimits {
 // The request as the job record keeps it. Throws core::UserError naming the field and the fix.
 Json checked_task_request(const TaskRequest& request, const TaskLimits& limits);
 
+// The checked request with its output places (infer's folder, the ROC curves' file) moved into
+// a folder of this job's own, `job_folder_name`, made now inside the one the client named: two
+// tasks naming the same place never replace each other's files. Throws core::UserError when that
+// folder exists already or cannot be made.
+Json with_task_folder(const Json& checked, const std::string& job_folder_name);
+
 // The Task frame's fields of a checked request (no model, no parts yet).
 TaskMessage task_fields(const Json& checked);
 

@@ -123,7 +123,7 @@ Json merge_infer_parts(const std::map<uint32_t, Json>& parts, const std::string&
     rows += body.value("examples", int64_t(0));
     files.push_back(part_file(output_dir, part));
   }
-  if (keep_parts) return {{"rows", rows}, {"files", files}};
+  if (keep_parts) return {{"rows", rows}, {"files", files}, {"folder", output_dir}};
   core::NoFollowFolder folder(output_dir);
   std::string temporary;
   std::FILE* out = folder.create_temporary("predictions.csv", temporary);

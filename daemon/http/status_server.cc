@@ -9,6 +9,7 @@
 
 #include "core/util/error.h"
 #include "daemon/http/dashboard_assets.h"
+#include "daemon/protocol/job_id.h"
 
 namespace dtrain::daemon {
 namespace {

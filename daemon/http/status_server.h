@@ -8,14 +8,17 @@
 #include <string>
 #include <thread>
 
+#include <nlohmann/json.hpp>
+
 #include "daemon/http/http_access.h"
-#include "daemon/protocol/control_messages.h"
 
 namespace httplib {
 class Server;
 }
 
 namespace dtrain::daemon {
+
+using Json = nlohmann::json;
 
 // What the dashboard reads (the controller's daemon only; elsewhere left empty and the
 // dashboard says which port to open instead).

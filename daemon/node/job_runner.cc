@@ -354,6 +354,17 @@ void JobRunner::run() {
   done_ = true;
 }
 
+// What train_local reads, kept alive for its run: the node's form of the spec, the options, and
+// what the options point at.
+struct JobRunner::TrainingInputs {
+  core::JobSpec job;    // as submitted
+  core::JobSpec local;  // this node's: its workers, a checkpoint to resume
+  core::LocalTrainingOptions options;
+  core::ResumePoint checkpoint;
+  core::NodeLocalData local_data;
+  std::vector<float> final_params;
+};
+
 void JobRunner::join_and_train() {
   const MemberLists lists = member_lists(start_);
   bool listed_self = false;
@@ -369,6 +380,12 @@ void JobRunner::join_and_train() {
   MeshExchange exchange(job_id_, self_, lists.members, barrier_deadline());
   watch(exchange, lists.members);
   exchange.set_vacant(lists.vacant);
+  TrainingInputs in;
+  // A node new to a running job (restarted, or joining a vacant slot) loads its data before it
+  // joins the mesh: the others hear of it only once it reports Attached, so links made before
+  // the load would count their silence during it and declare live peers lost.
+  if (start_.rejoin && !fails_part_on_throw([&] { load_inputs(in, exchange, lists.members); }))
+    return;
   transport::MeshNode mesh(channel_.endpoint(), mesh_map(exchange, lists.mesh),
                            mesh_handlers(exchange));
   JobMesh job_mesh(mesh, job_id_);
@@ -384,15 +401,25 @@ void JobRunner::join_and_train() {
       runner.channel_.detach(runner.job_id_);
     }
   } unexpose{*this, exchange};
-  try {
+  fails_part_on_throw([&] {
     expose(&exchange);
     channel_.attach(job_id_, &mesh);
-    train(exchange, lists.members);
+    if (!start_.rejoin) load_inputs(in, exchange, lists.members);
+    train(in, exchange, lists.members);
+  });
+}
+
+// Runs one phase of the part; whatever it throws fails this part (and only it), by name.
+bool JobRunner::fails_part_on_throw(const std::function<void()>& phase) {
+  try {
+    phase();
+    return true;
   } catch (const core::UserError& e) {
     fail(e.what_happened(), e.fix());
   } catch (const std::exception& e) {
     fail(e.what(), "see the node's log (journalctl -u dtraind)");
   }
+  return false;
 }
 
 void JobRunner::fail(const std::string& error, const std::string& fix) {
@@ -468,19 +495,11 @@ void JobRunner::expose(MeshExchange* exchange) {
 
 // ---- train(): the spec, the options, the training, the result ----
 
-// What train_local reads, kept alive for its run: the node's form of the spec, the options, and
-// what the options point at.
-struct JobRunner::TrainingInputs {
-  core::JobSpec job;    // as submitted
-  core::JobSpec local;  // this node's: its workers, a checkpoint to resume
-  core::LocalTrainingOptions options;
-  core::ResumePoint checkpoint;
-  core::NodeLocalData local_data;
-  std::vector<float> final_params;
-};
 
-void JobRunner::train(MeshExchange& exchange, const std::vector<JobMember>& members) {
-  TrainingInputs in;
+// The spec as this node reads it (its data_roots), the sync choice (a fresh start's: the
+// election needs the mesh), and the node's data and options.
+void JobRunner::load_inputs(TrainingInputs& in, MeshExchange& exchange,
+                            const std::vector<JobMember>& members) {
   core::SpecParseOptions parse = core::stored_spec_options(start_.base_dir);
   parse.check_files = true;  // this node trains on them, from its data_roots only
   parse.data_roots = config_.input_roots();
@@ -490,6 +509,10 @@ void JobRunner::train(MeshExchange& exchange, const std::vector<JobMember>& memb
   if (!start_.rejoin) resolve_auto_sync(in, exchange, members);
   describe_part(in.job, exchange, members);
   prepare(in, exchange, members);
+}
+
+void JobRunner::train(TrainingInputs& in, MeshExchange& exchange,
+                      const std::vector<JobMember>& members) {
   // Only now may the others be told to admit this node: it takes the job's datagrams (the
   // parameters they send it would be dropped before), and it has its data.
   if (start_.rejoin) {
@@ -603,7 +626,7 @@ void JobRunner::prepare(TrainingInputs& in, MeshExchange& exchange,
 
 // Every member restarted: the job goes on from its consistent checkpoint, this node's copy.
 void JobRunner::resume_from_checkpoint(TrainingInputs& in, MeshExchange& exchange) {
-  in.checkpoint = core::find_epoch_checkpoint(in.options.output_path, start_.resume_epoch);
+  in.checkpoint = epoch_checkpoint(in.options.output_path, in.job.output.model);
   in.local.model.init_from = in.checkpoint.path;
   in.local.model.init_from_updater = in.checkpoint.model.has_updater;
   in.options.resume = &in.checkpoint.model;
@@ -612,6 +635,17 @@ void JobRunner::resume_from_checkpoint(TrainingInputs& in, MeshExchange& exchang
   report_(LogReport{"resuming from " + in.checkpoint.path + " (" +
                     std::to_string(start_.resume_epoch) + " epochs done, parameters sha256 " +
                     floats_sha256(params.data(), params.size()) + ")"});
+}
+
+// This node's checkpoint of the job with resume_epoch epochs done: in the job's folder, or for a
+// job a release before job folders started, in data_dir/models/ where that release wrote it (new
+// checkpoints go to the job's folder).
+core::ResumePoint JobRunner::epoch_checkpoint(const std::string& model_path,
+                                              const std::string& model_name) const {
+  const std::string earlier = config_.data_dir + "/models/" + model_name;
+  if (core::list_checkpoints(model_path).empty() && !core::list_checkpoints(earlier).empty())
+    return core::find_epoch_checkpoint(earlier, start_.resume_epoch);
+  return core::find_epoch_checkpoint(model_path, start_.resume_epoch);
 }
 
 // The stats history's link rows: this job's peers' counters.

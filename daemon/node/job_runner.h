@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "core/spec/job_spec.h"
+#include "core/train/checkpoints.h"
 #include "core/train/sync_choice.h"
 #include "core/train/training_types.h"
 #include "daemon/config/daemon_config.h"
@@ -61,8 +62,9 @@ class JobRunner : public JobPart {
   struct TrainingInputs;
   // run()'s phases: join the job's mesh, train, report the result (or the failure).
   void run();
-  // run()'s body: joins the job's mesh and trains. Anything it throws fails the job only
-  // (a start message naming an address that is not an IP, or not naming this node).
+  // run()'s body: joins the job's mesh and trains (a node new to a running job loads its data
+  // first). Anything it throws fails the job only (a start message naming an address that is
+  // not an IP, or not naming this node).
   void join_and_train();
   std::chrono::milliseconds barrier_deadline() const;
   // The start message's peer timeout, within 0.5 s..10 min.
@@ -72,7 +74,12 @@ class JobRunner : public JobPart {
   transport::MeshMap mesh_map(MeshExchange& exchange,
                               const std::vector<transport::MeshMember>& members);
   void expose(MeshExchange* exchange);
-  void train(MeshExchange& exchange, const std::vector<JobMember>& members);
+  // Runs `phase`; whatever it throws fails this part, by name. False when it threw.
+  bool fails_part_on_throw(const std::function<void()>& phase);
+  // The spec as this node reads it, the sync choice (a fresh start's), the data and options.
+  void load_inputs(TrainingInputs& in, MeshExchange& exchange,
+                   const std::vector<JobMember>& members);
+  void train(TrainingInputs& in, MeshExchange& exchange, const std::vector<JobMember>& members);
   void describe_part(const core::JobSpec& job, const MeshExchange& exchange,
                      const std::vector<JobMember>& members);
   void prepare(TrainingInputs& in, MeshExchange& exchange, const std::vector<JobMember>& members);
@@ -83,6 +90,8 @@ class JobRunner : public JobPart {
   core::SyncChoice choose_sync(const core::JobSpec& job, MeshExchange& exchange,
                                const std::vector<JobMember>& members);
   void resume_from_checkpoint(TrainingInputs& in, MeshExchange& exchange);
+  core::ResumePoint epoch_checkpoint(const std::string& model_path,
+                                     const std::string& model_name) const;
   void sample_links(const std::vector<JobMember>& members);
   void leave_mesh_when_all_done(MeshExchange& exchange);
   ResultReport result_report(const TrainingInputs& in, const core::TrainingResult& r,

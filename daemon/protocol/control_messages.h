@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "daemon/protocol/client_requests.h"
+#include "daemon/protocol/job_id.h"
 #include "daemon/protocol/model_fetch.h"
 #include "daemon/protocol/node_reports.h"
 #include "transport/control/control_connection.h"
@@ -134,9 +135,5 @@ struct JobMessageIn {
 // job has (a rank outside the members, more members than a cluster has, unbounded lists).
 bool read_job_message(const std::vector<uint8_t>& frame, JobMessageIn& out);
 
-// Job ids are random 64-bit values, shown as 16 hex digits.
-std::string job_id_text(uint64_t id);
-// Parses 16 (or fewer) hex digits; false if it is not one.
-bool parse_job_id(const std::string& text, uint64_t& id);
 
 }  // namespace dtrain::daemon

@@ -2,7 +2,7 @@
 
 #include <filesystem>
 
-#include "daemon/protocol/control_messages.h"
+#include "daemon/protocol/job_id.h"
 
 namespace dtrain::daemon {
 

@@ -89,8 +89,12 @@ a, b = (json.load(open(p)) for p in sys.argv[1:])
 print("auc here", a["auc"], a["macro_auc"], "cluster", b["auc"], b["macro_auc"])
 sys.exit(0 if a["auc"] == b["auc"] and a["macro_auc"] == b["macro_auc"] and a["accuracy"] == b["accuracy"] else 1)
 PY
-cmp -s local_roc.csv cluster_roc.csv && [[ $(wc -l < cluster_roc.csv) -gt 1000 ]] ||
-  fail "the cluster's ROC curves differ from this machine's ($(wc -l < cluster_roc.csv) lines)"
+# Written into a folder of the job's own beside the file named: WORK/<job id>/cluster_roc.csv.
+roc_csv=$(json cluster_roc.json "j.get('roc_csv', '')")
+[[ $roc_csv =~ ^$WORK/[0-9a-f]{16}/cluster_roc.csv$ && ! -e $WORK/cluster_roc.csv ]] ||
+  fail "the ROC curves went to '$roc_csv', not to a folder of the job's own"
+cmp -s local_roc.csv "$roc_csv" && [[ $(wc -l < "$roc_csv") -gt 1000 ]] ||
+  fail "the cluster's ROC curves differ from this machine's ($(wc -l < "$roc_csv") lines)"
 
 # Node-local evaluation (--shards): the test set exported as 6 packed files spread over the
 # nodes' own folders, node-1 holding 0-2, node-2 2-4, node-3 5 and a copy of 0. Every file is
@@ -138,8 +142,10 @@ done
 touch "$RELEASE"
 [[ $done_parts -ge 8 ]] || fail "nodes 1 and 3 did $done_parts of their 8 parts within 60 s"
 wait "$infer_pid" || fail "infer --cluster: $(tail -n 5 infer.out)"
-cmp -s local_preds.csv preds/predictions.csv || fail "the cluster predictions differ from this machine's ($(wc -l < preds/predictions.csv) lines)"
-[[ $(wc -l < preds/predictions.csv) -eq 10001 ]] || fail "predictions.csv has $(wc -l < preds/predictions.csv) lines, want 10001"
+preds="preds/$id/predictions.csv"  # a folder of the job's own inside --output
+grep -q "10000 predictions in .*/$preds$" infer.out || fail "infer did not say where: $(tail -n 3 infer.out)"
+cmp -s local_preds.csv "$preds" || fail "the cluster predictions differ from this machine's ($(wc -l < "$preds") lines)"
+[[ $(wc -l < "$preds") -eq 10001 ]] || fail "predictions.csv has $(wc -l < "$preds") lines, want 10001"
 order=$(sed -nE 's/.*node-[0-9]: part ([0-9]+) of 12 done.*/\1/p' infer.out | tr '\n' ' ')
 last_node=$(sed -nE 's/.*(node-[0-9]): part [0-9]+ of 12 done.*/\1/p' infer.out | tail -n 1)
 [[ $last_node == node-2 && $order != "1 2 3 4 5 6 7 8 9 10 11 12 " ]] ||
@@ -148,12 +154,21 @@ echo "parts finished in the order: $order"
 
 # Keys from a key column, and --parts.
 "$SUBMIT" infer regression-mlp.dtm --input keyed.csv --key-column 0 --output local_keyed.csv 2> /dev/null || fail "local keyed infer"
-timeout 60 "$SUBMIT" infer regression-mlp.dtm --cluster --input keyed.csv --key-column 0 --output "$WORK/keyed" > keyed.out 2>&1 || fail "keyed infer --cluster: $(tail -n 3 keyed.out)"
-cmp -s local_keyed.csv keyed/predictions.csv || fail "keyed predictions differ"
-[[ $(cut -d, -f1 keyed/predictions.csv | tail -n +2) == $(cut -d, -f1 keyed.csv) ]] || fail "the keys are not the input's, in its order"
+# Twice into the same --output: each job its own folder, neither replaces the other's.
+for run in 1 2; do
+  timeout 60 "$SUBMIT" infer regression-mlp.dtm --cluster --input keyed.csv --key-column 0 --output "$WORK/keyed" > keyed$run.out 2>&1 || fail "keyed infer --cluster: $(tail -n 3 keyed$run.out)"
+done
+keyed=()
+for run in 1 2; do keyed+=("keyed/$(sed -nE 's/^submitted infer job ([0-9a-f]{16}).*/\1/p' keyed$run.out)/predictions.csv"); done
+for f in "${keyed[@]}"; do
+  cmp -s local_keyed.csv "$f" || fail "keyed predictions differ ($f)"
+done
+[[ $(ls keyed | wc -l) -eq 2 && ${keyed[0]} != "${keyed[1]}" ]] || fail "two jobs into one --output left: $(ls keyed | tr '\n' ' ')"
+[[ $(cut -d, -f1 "${keyed[0]}" | tail -n +2) == $(cut -d, -f1 keyed.csv) ]] || fail "the keys are not the input's, in its order"
 timeout 60 "$SUBMIT" infer regression-mlp.dtm --cluster --parts --input keyed.csv --key-column 0 --output "$WORK/parts" > parts.out 2>&1 || fail "infer --parts"
-[[ $(ls parts | wc -l) -eq 12 && ! -e parts/predictions.csv ]] || fail "--parts left $(ls parts | tr '\n' ' ')"
-{ head -n 1 parts/part-00000.csv; for f in parts/part-*.csv; do tail -n +2 "$f"; done; } > joined.csv
+parts="parts/$(sed -nE 's/^submitted infer job ([0-9a-f]{16}).*/\1/p' parts.out)"
+[[ $(ls "$parts" | wc -l) -eq 12 && ! -e $parts/predictions.csv ]] || fail "--parts left $(ls "$parts" | tr '\n' ' ')"
+{ head -n 1 "$parts/part-00000.csv"; for f in "$parts"/part-*.csv; do tail -n +2 "$f"; done; } > joined.csv
 cmp -s local_keyed.csv joined.csv || fail "the part files, joined, differ from one machine's predictions"
 
 # A node lost mid-evaluation: node-3 stops as the job starts and stays silent past the peer

@@ -24,6 +24,7 @@
 #include "transport/endpoint/endpoint.h"
 #include "transport/endpoint/tag_workers.h"
 #include "transport/wire/datagram.h"
+#include "tests/loopback_udp.h"
 #include "tests/transport/loopback.h"
 #include "tests/transport/received_messages.h"
 #include "tests/wait_for.h"
@@ -61,30 +62,7 @@ std::vector<uint8_t> pattern(size_t size, uint64_t seed) {
 
 
 // A UDP socket on loopback to receive what a DatagramBatch sends.
-struct Sink {
-  int fd = ::socket(AF_INET, SOCK_DGRAM, 0);
-  uint16_t port = 0;
-  Sink() {
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
-    socklen_t len = sizeof a;
-    REQUIRE(::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0);
-    port = ntohs(a.sin_port);
-    const int big = 8 << 20;
-    ::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &big, sizeof big);
-    timeval t{5, 0};
-    ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &t, sizeof t);
-  }
-  ~Sink() { ::close(fd); }
-  std::vector<uint8_t> next() {
-    std::vector<uint8_t> buffer(65536);
-    const ssize_t n = ::recv(fd, buffer.data(), buffer.size(), 0);
-    buffer.resize(n > 0 ? size_t(n) : 0);
-    return buffer;
-  }
-};
+using Sink = dtrain::testing::LoopbackUdp;
 
 }  // namespace
 

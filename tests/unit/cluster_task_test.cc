@@ -372,6 +372,53 @@ TEST_CASE("a task's node failure fails the job with its reason; cancel ends a ru
   CHECK(t.ask(daemon::RequestKind::Status)["jobs"].size() == jobs_before);
 }
 
+TEST_CASE("each task writes into a folder of its own; one whose folder exists fails, naming it",
+          "[controller]") {
+  ControllerUnderTest t;
+  const std::string out = t.config.task_outputs[0] + "/shared";
+  std::filesystem::create_directories(out);
+  auto submit = [&](daemon::TaskRequest request) {
+    const daemon::Json job = submit_task(t, request, {1});
+    uint64_t id = 0;
+    REQUIRE(daemon::parse_job_id(job.at("id").get<std::string>(), id));
+    return id;
+  };
+  daemon::TaskRequest infer = task_request(daemon::TaskKind::Infer, "/data/in.csv");
+  infer.output_dir = out;
+  // Queued (no node yet), its folder taken meanwhile by a link to a folder elsewhere: when it
+  // starts it fails naming the folder, nothing is written through the link, the queue goes on.
+  const uint64_t taken = submit(infer);
+  const std::string elsewhere = testing::temp_dir();
+  std::filesystem::create_directory_symlink(elsewhere, out + "/" + daemon::job_id_text(taken));
+  FakeNode a(t, node_named("node-a", 1));
+  REQUIRE(wait_for([&] { return t.job(taken)["state"] == "failed"; }, 5s, "the job to fail"));
+  CHECK_THAT(t.job(taken)["error"].get<std::string>(),
+             Catch::Contains(daemon::job_id_text(taken) + "': it exists already"));
+  CHECK(std::filesystem::is_empty(elsewhere));
+
+  std::set<std::string> folders;
+  for (int k = 0; k < 2; ++k) {  // the same output folder twice
+    const uint64_t id = submit(infer);
+    const daemon::JobMessageIn in = a.next();
+    REQUIRE(in.kind == daemon::JobKind::Task);
+    CHECK(in.task.output_dir == out + "/" + daemon::job_id_text(id));
+    CHECK(std::filesystem::is_directory(in.task.output_dir));
+    folders.insert(in.task.output_dir);
+    a.send(id, daemon::FailedReport{-1, "stop here", "", false});
+    CHECK(a.next().kind == daemon::JobKind::Cancel);
+  }
+  CHECK(folders.size() == 2);
+
+  daemon::TaskRequest roc = task_request(daemon::TaskKind::Eval, "/d.csv", "csv");
+  roc.metrics = {"roc"};
+  roc.roc_csv = out + "/roc.csv";
+  const uint64_t eval = submit(roc);
+  REQUIRE(a.next().kind == daemon::JobKind::Task);
+  CHECK(t.job(eval)["task_request"]["roc_csv"] ==
+        out + "/" + daemon::job_id_text(eval) + "/roc.csv");
+  CHECK(std::filesystem::is_directory(out + "/" + daemon::job_id_text(eval)));
+}
+
 TEST_CASE("a node registering again from the same process gets its unfinished parts again",
           "[controller]") {
   ControllerUnderTest t;

@@ -2,8 +2,9 @@
 // loopback data channel, its reports caught by the test instead of sent to a controller. A part
 // whose spec does not parse fails by name; a one-node job trains to its end and reports its
 // result with the update audit and the model file's digest; a cancelled part says it was
-// cancelled; a data plan naming a file the node did not list fails the part. Every wait has a
-// deadline and says what it waited for.
+// cancelled; a data plan naming a file the node did not list fails the part; a node joining a
+// running job does not declare its (not yet told) peers lost while its data loads. Every wait
+// has a deadline and says what it waited for.
 #include <catch2/catch.hpp>
 
 #include <filesystem>
@@ -12,10 +13,13 @@
 #include <mutex>
 #include <random>
 
+#include "core/data/packed_file.h"
+#include "core/train/training_data.h"
 #include "daemon/node/job_runner.h"
 #include "daemon/protocol/job_folder.h"
 #include "daemon/protocol/model_fetch.h"
 #include "daemon/protocol/node_reports.h"
+#include "tests/loopback_udp.h"
 #include "tests/test_util.h"
 #include "tests/wait_for.h"
 
@@ -65,6 +69,7 @@ struct NodeUnderTest {
     ec.bind_address = "127.0.0.1";
     ec.port = 0;
     ec.key.fill(3);
+    ec.peer_timeout = 1000ms;  // as the start messages say
     channel = std::make_unique<DataChannel>(ec);
   }
   // This node the job's only member.
@@ -193,6 +198,31 @@ TEST_CASE("two jobs naming the same output.model keep their own model and checkp
   }
 }
 
+TEST_CASE("a job from before job folders resumes from its checkpoint in data_dir/models") {
+  NodeUnderTest node;
+  const std::string csv = testing::write_separable_csv(node.dir);
+  std::string spec = node.spec(2, "  train: {format: csv, path: " + csv + "}\n");
+  spec.replace(spec.find("{model: t.dtm}"), 14, "{model: t.dtm, checkpoint_every: 32}");
+  {
+    Reports reports;
+    JobRunner first(node.config, *node.channel, kSelf, 10, node.start(spec), reports.sink());
+    REQUIRE(wait_for([&] { return first.done(); }, 60s, "the first run to end"));
+    REQUIRE(reports.of<ResultReport>().size() == 1);
+  }
+  // Where the earlier release kept the model and its checkpoints.
+  const std::string folder = node.dir + "/jobs/000000000000000a";
+  std::filesystem::rename(folder, node.dir + "/models");
+  StartMessage resume = node.start(spec);
+  resume.resume_epoch = 1;
+  Reports reports;
+  JobRunner again(node.config, *node.channel, kSelf, 10, resume, reports.sink());
+  REQUIRE(wait_for([&] { return again.done(); }, 60s, "the resumed run to end"));
+  INFO("failures: " << (reports.of<FailedReport>().empty() ? "" : reports.of<FailedReport>()[0].error));
+  REQUIRE(reports.of<ResultReport>().size() == 1);
+  CHECK(reports.has_log("resuming from " + node.dir + "/models/t.ckpt-32.dtm (1 epochs done"));
+  CHECK(reports.of<ResultReport>()[0].model_path == folder + "/t.dtm");  // new outputs: its folder
+}
+
 TEST_CASE("inputs outside the node's data_roots are refused without a word of their content") {
   NodeUnderTest node;
   const std::string data = node.dir + "/data";
@@ -297,6 +327,56 @@ TEST_CASE("a data plan naming a file this node did not list fails the part") {
   const auto failed = reports.of<FailedReport>();
   REQUIRE(failed.size() == 1);
   CHECK(failed[0].error == "the data plan names '/etc/passwd', which this node did not list");
+}
+
+// A UDP port on loopback that takes datagrams and never answers: a peer that has not heard of
+// this node yet.
+using SilentPeer = testing::LoopbackUdp;
+
+// One packed shard of 64 examples of the spec's shape (4 features, 2 classes).
+void write_shard(const std::string& path) {
+  core::Dataset d;
+  d.features.resize({64, 4});
+  for (int64_t i = 0; i < d.features.size(); ++i) d.features[i] = float(i % 7);
+  std::vector<int32_t> labels;
+  for (int i = 0; i < 64; ++i) labels.push_back(i % 2);
+  core::set_class_labels(d, labels, 2, "test");
+  std::vector<int64_t> order(64);
+  for (int i = 0; i < 64; ++i) order[size_t(i)] = i;
+  core::write_packed_file(path, d, order, 0, 64, core::smallest_encoding(d), core::Normalizer());
+}
+
+TEST_CASE("a node joining a running job does not count its peers' silence while it loads data") {
+  NodeUnderTest node;
+  SilentPeer peer;
+  const std::string shards = node.dir + "/shards";
+  std::filesystem::create_directories(shards);
+  write_shard(shards + "/node-a-0.dtb");
+  StartMessage start = node.start(
+      node.spec(1, "  train: {format: packed, shards: \"" + shards + "/{node}-*.dtb\"}\n"));
+  JobMemberInfo live = start.members[0];
+  live.id = 42;
+  live.name = "node-b";
+  live.port = peer.port;
+  start.members.insert(start.members.begin(), live);  // the live node is rank 0, this one 1
+  start.rank = 1;
+  start.rejoin = start.joining = true;
+  Reports reports;
+  JobRunner runner(node.config, *node.channel, kSelf, 30, start, reports.sink());
+  REQUIRE(wait_for([&] { return !reports.of<ShardsReport>().empty(); }, 10s,
+                   "the node's list of its files"));
+  // Its data comes later than the peer timeout (1 s): a slow load, or a slow controller.
+  std::this_thread::sleep_for(2000ms);
+  runner.plan({{shards + "/node-a-0.dtb"}, {64, 64}});
+  REQUIRE(wait_for([&] { return !reports.of<AttachedReport>().empty(); }, 10s,
+                   "the node to report it takes the job's datagrams"));
+  // Only now are the others told of it; until they answer, their silence counts from here.
+  const auto counters = node.channel->endpoint().counters();
+  REQUIRE(counters.count(42) == 1);
+  CHECK_FALSE(counters.at(42).lost);
+  CHECK(reports.of<FailedReport>().empty());
+  runner.cancel();
+  REQUIRE(wait_for([&] { return runner.done(); }, 30s, "the cancelled part to end"));
 }
 
 }  // namespace dtrain::daemon
