@@ -184,7 +184,8 @@ void CommandLine::add_eval_command() {
                   "(MSE, MAE, RMSE, R\u00b2 per column); default: classification, or regression "
                   "for a model trained on labels: regression");
   sub->add_option("--roc-csv", eval.roc_csv,
-                  "with roc: write the curves to this CSV (class,threshold,fpr,tpr)");
+                  "with roc: write the curves to this CSV (class,threshold,fpr,tpr); with "
+                  "--cluster the controller writes DIR/<job id>/FILE and says where");
   sub->add_flag("--cluster", eval.cluster,
                 "evaluate as a job of the cluster's: the model (a file, or a finished job's id) "
                 "is shipped to the nodes, each evaluates its parts of the data (read at the same "
@@ -210,7 +211,7 @@ void CommandLine::add_infer_command() {
       ->required();
   sub->add_option("--output", infer.output,
                   "CSV to write ('-' = standard output); with --cluster a folder, which gets "
-                  "predictions.csv")
+                  "a folder of the job's own: DIR/<job id>/predictions.csv")
       ->required();
   sub->add_flag("--cluster", infer.cluster,
                 "predict as a job of the cluster's: each node predicts its parts of the input "
