@@ -29,11 +29,12 @@ void read_exact(gzFile f, void* buf, size_t n, const std::string& path, const ch
 
 }  // namespace
 
-IdxArray read_idx(const std::string& path) {
-  std::unique_ptr<gzFile_s, GzCloser> f(gzopen(path.c_str(), "rb"));
-  if (!f) throw UserError("cannot open IDX file '" + path + "'", "check the path");
+namespace {
+
+// The header of an open IDX file: its dimensions, checked (unsigned bytes, at most 16 GiB).
+std::vector<int64_t> read_header(gzFile f, const std::string& path) {
   uint8_t magic[4];
-  read_exact(f.get(), magic, 4, path, "the header");
+  read_exact(f, magic, 4, path, "the header");
   if (magic[0] != 0 || magic[1] != 0 || magic[3] < 1 || magic[3] > 4)
     throw UserError("'" + path + "' is not an IDX file (bad magic number)",
                     "pass IDX image/label files such as train-images-idx3-ubyte.gz");
@@ -41,21 +42,43 @@ IdxArray read_idx(const std::string& path) {
     throw UserError("'" + path + "' holds IDX type 0x" + std::to_string(magic[2]) +
                         ", only unsigned bytes (0x08) are supported",
                     "convert the data to unsigned-byte IDX or to CSV");
-  IdxArray a;
+  std::vector<int64_t> dims;
   int64_t total = 1;
   for (int i = 0; i < magic[3]; ++i) {
     uint8_t b[4];
-    read_exact(f.get(), b, 4, path, "the dimensions");
+    read_exact(f, b, 4, path, "the dimensions");
     int64_t d = (int64_t(b[0]) << 24) | (int64_t(b[1]) << 16) | (int64_t(b[2]) << 8) | b[3];
     if (d <= 0 || d > (1LL << 31))
       throw UserError("'" + path + "' declares an invalid dimension " + std::to_string(d),
                       "the file is corrupt; regenerate it");
-    a.dims.push_back(d);
+    dims.push_back(d);
     // Checked before multiplying: a product past 2^63 would wrap to a small count.
     if (total > (int64_t(1) << 34) / d)
       throw UserError("'" + path + "' declares more than 16 GiB of data", "the file is corrupt");
     total *= d;
   }
+  return dims;
+}
+
+gzFile open_idx(const std::string& path) {
+  gzFile f = gzopen(path.c_str(), "rb");
+  if (!f) throw UserError("cannot open IDX file '" + path + "'", "check the path");
+  return f;
+}
+
+}  // namespace
+
+std::vector<int64_t> read_idx_dims(const std::string& path) {
+  std::unique_ptr<gzFile_s, GzCloser> f(open_idx(path));
+  return read_header(f.get(), path);
+}
+
+IdxArray read_idx(const std::string& path) {
+  std::unique_ptr<gzFile_s, GzCloser> f(open_idx(path));
+  IdxArray a;
+  a.dims = read_header(f.get(), path);
+  int64_t total = 1;
+  for (int64_t d : a.dims) total *= d;
   // The values grow as they arrive: a header's dimensions are a claim, and a short file that
   // claims gigabytes must cost no more than what it holds.
   constexpr size_t kChunk = size_t(16) << 20;

@@ -15,6 +15,8 @@ struct IdxArray {
 
 // Throws UserError for a missing, truncated or non-IDX file.
 IdxArray read_idx(const std::string& path);
+// The dimensions its header declares (checked as read_idx checks them), nothing more read.
+std::vector<int64_t> read_idx_dims(const std::string& path);
 
 // images [N, rows, cols] + labels [N] -> features [N, rows*cols] (raw 0..255), one-hot targets.
 Dataset load_idx_dataset(const std::string& images_path, const std::string& labels_path,

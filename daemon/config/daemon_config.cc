@@ -207,9 +207,11 @@ void parse_network(const SpecReader& r, const YAML::Node& root, DaemonConfig& c)
   }
 }
 
-// threads, gpus, heartbeat_ms, peer_timeout_ms: what jobs may use and how soon a peer is lost.
+// threads, gpus, job_memory_mb, heartbeat_ms, peer_timeout_ms: what jobs may use and how soon
+// a peer is lost.
 void parse_resources(const SpecReader& r, const YAML::Node& root, DaemonConfig& c) {
   c.threads = r.integer(root, "threads", "", c.threads, 0, 4096);
+  c.job_memory_mb = r.integer(root, "job_memory_mb", "", c.job_memory_mb, 0, int64_t(1) << 30);
   parse_gpus(r, root, c);
   c.heartbeat_ms = r.integer(root, "heartbeat_ms", "", c.heartbeat_ms, 50, 60000);
   c.peer_timeout_ms = r.integer(root, "peer_timeout_ms", "", c.peer_timeout_ms, 500, 600000);
@@ -220,6 +222,12 @@ void parse_resources(const SpecReader& r, const YAML::Node& root, DaemonConfig& 
 }
 
 }  // namespace
+
+int64_t DaemonConfig::job_memory_bytes() const {
+  if (job_memory_mb > 0) return job_memory_mb << 20;
+  const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
+  return pages > 0 && page > 0 ? int64_t(pages) * page / 4 * 3 : 0;
+}
 
 DaemonConfig parse_daemon_config(const std::string& text, const std::string& source_name) {
   SpecReader r(source_name);
@@ -236,7 +244,8 @@ DaemonConfig parse_daemon_config(const std::string& text, const std::string& sou
   if (!root || root.IsNull()) root = YAML::Node(YAML::NodeType::Map);
   r.expect_map(root, "", {"name", "roles", "data_dir", "key_file", "clients_dir", "controller",
                           "control", "data", "http", "threads", "gpus", "heartbeat_ms",
-                          "peer_timeout_ms", "task_outputs", "limits", "data_roots"});
+                          "peer_timeout_ms", "task_outputs", "limits", "data_roots",
+                          "job_memory_mb"});
   parse_identity(r, root, c);
   parse_paths(r, root, c);
   parse_network(r, root, c);

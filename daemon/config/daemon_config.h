@@ -107,6 +107,10 @@ struct DaemonConfig {
   core::DataRoots input_roots() const;
   int64_t heartbeat_ms = 1000;
   int64_t peer_timeout_ms = 10000;
+  // Node: what one job's data may take in memory (core/train/data_memory.h); 0: three quarters
+  // of the machine's memory.
+  int64_t job_memory_mb = 0;
+  int64_t job_memory_bytes() const;
 };
 
 // Throws core::SpecError (a UserError) naming the problem and the fix.

@@ -14,6 +14,7 @@
 #include "core/spec/job_spec_parser.h"
 #include "core/train/batch_split.h"
 #include "core/train/checkpoints.h"
+#include "core/train/data_memory.h"
 #include "core/train/training_run.h"
 #include "core/train/local_steps.h"
 #include "core/train/step_timing.h"
@@ -506,6 +507,7 @@ void JobRunner::load_inputs(TrainingInputs& in, MeshExchange& exchange,
   for (uint64_t readable : start_.readable_jobs)  // the controller checked the owner may
     parse.data_roots.granted.push_back(job_folder(config_.data_dir, readable));
   in.job = core::parse_job_spec_text(start_.spec, start_.name, parse);
+  core::check_data_memory(in.job, config_.job_memory_bytes());  // from headers, before loading
   if (!start_.rejoin) resolve_auto_sync(in, exchange, members);
   describe_part(in.job, exchange, members);
   prepare(in, exchange, members);

@@ -16,6 +16,7 @@
 #include "core/infer/keyed_examples.h"
 #include "core/infer/prediction_writer.h"
 #include "core/io/saved_model.h"
+#include "core/train/data_memory.h"
 #include "core/train/training_data.h"
 #include "core/util/error.h"
 #include "core/util/nofollow_folder.h"
@@ -160,6 +161,9 @@ void TaskRunner::load(Loaded& l) {
   source.label_column = task_.label_column;
   source.header = task_.header;
   source.regression = l.saved.spec.regression();
+  core::check_memory(core::source_memory_bytes(source, l.saved.model->num_outputs(),
+                                               l.saved.model->input_shape()),
+                     config_.job_memory_bytes(), "the data " + task_.path);
   l.data = core::load_source(source, l.saved.model->num_outputs(), l.saved.model->input_shape(),
                              task_.path);
   l.saved.normalizer.apply(l.data.features);

@@ -43,6 +43,12 @@ TEST_CASE("defaults: a node of its own host, the documented ports", "[daemon]") 
   CHECK(c.data_port == 40123);
   CHECK(c.http_address == "127.0.0.1");
   CHECK_FALSE(c.name.empty());
+  CHECK(c.job_memory_mb == 0);
+  CHECK(c.job_memory_bytes() > (int64_t(100) << 20));  // three quarters of the machine's
+  const auto set = parse_daemon_config("job_memory_mb: 2048\n", "d.yaml");
+  CHECK(set.job_memory_bytes() == (int64_t(2048) << 20));
+  CHECK(error_of("job_memory_mb: -1\n").find("job_memory_mb: value -1 is out of range") !=
+        std::string::npos);
 }
 
 TEST_CASE("daemon config mistakes name the key and the fix", "[daemon]") {

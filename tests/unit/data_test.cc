@@ -1,4 +1,5 @@
-// IDX and CSV readers on small files the test writes; normalizers; shard iteration.
+// IDX and CSV readers on small files the test writes; what data takes in memory, judged from
+// headers; normalizers; shard iteration.
 #include <sys/resource.h>
 
 #include <catch2/catch.hpp>
@@ -11,6 +12,7 @@
 #include "core/data/idx_reader.h"
 #include "core/data/minibatch_iterator.h"
 #include "core/data/normalizer.h"
+#include "core/train/data_memory.h"
 #include "tests/test_util.h"
 
 namespace dtrain {
@@ -87,6 +89,41 @@ TEST_CASE("IDX errors name the problem") {
   write_raw(dir + "/lab9", idx_bytes({2}, {0, 9}));
   CHECK_THROWS_WITH(core::load_idx_dataset(dir + "/img", dir + "/lab9", 2),
                     Catch::Contains("label 9 in row 1"));
+}
+
+TEST_CASE("what data will take in memory is judged from headers, and a job over budget refused") {
+  const std::string dir = testing::temp_dir();
+  // 1000 images of 28 x 28 claimed by a header that is all the file holds: nothing past it read.
+  write_gz(dir + "/img.gz", idx_bytes({1000, 28, 28}, {}));
+  write_gz(dir + "/lab.gz", idx_bytes({1000}, {}));
+  core::DataSourceSpec idx;
+  idx.format = "idx";
+  idx.images = dir + "/img.gz";
+  idx.labels = dir + "/lab.gz";
+  // The raw bytes and the floats of 784 pixels, and 10 targets, for each of 1000 examples.
+  CHECK(core::source_memory_bytes(idx, 10, {784}) == 1000 * (784 * 5 + 10 * 4));
+  write_raw(dir + "/d.csv", "1.5,2.5,0\n3.5,4.5,1\n");
+  core::DataSourceSpec csv;
+  csv.format = "csv";
+  csv.path = dir + "/d.csv";
+  CHECK(core::source_memory_bytes(csv, 2, {2}) == 3 * (3 + 2) * 4);  // 2 rows judged as 3
+
+  core::JobSpec job = testing::job_with_model(
+      "  input: [784]\n  layers:\n    - output: {units: 10, activation: softmax, loss: mcxent}\n");
+  job.data.train = idx;
+  core::check_data_memory(job, 4 << 20);  // 3.8 MB: fits
+  core::check_data_memory(job, 0);        // no budget
+  try {
+    core::check_data_memory(job, 1 << 20);
+    FAIL("a job over the budget was not refused");
+  } catch (const core::UserError& e) {
+    CHECK(std::string(e.what()).find("data.train would take about 4 MB in memory, more than the "
+                                     "1 MB a job may hold on this node") != std::string::npos);
+    CHECK(e.fix().find("job_memory_mb") != std::string::npos);
+  }
+  job.data.train.format = "packed";  // streamed: not held
+  job.data.train.path = dir + "/none-*.dtb";
+  core::check_data_memory(job, 1 << 20);
 }
 
 TEST_CASE("CSV datasets with a label column, header and errors") {

@@ -294,6 +294,27 @@ TEST_CASE("inputs outside the node's data_roots are refused without a word of th
   CHECK(inside.of<ResultReport>().size() == 1);
 }
 
+TEST_CASE("a part whose data would take more memory than a job may hold fails, naming both") {
+  NodeUnderTest node;
+  node.config.job_memory_mb = 1;
+  const std::string csv = node.dir + "/big.csv";
+  {
+    std::ofstream out(csv);
+    for (int row = 0; row < 50000; ++row) out << "0.5,0.25,0.125,1.0," << row % 2 << "\n";
+  }
+  Reports reports;
+  JobRunner runner(node.config, *node.channel, kSelf, 12,
+                   node.start(node.spec(1, "  train: {format: csv, path: " + csv + "}\n")),
+                   reports.sink());
+  REQUIRE(wait_for([&] { return runner.done(); }, 30s, "the part to end"));
+  const auto failed = reports.of<FailedReport>();
+  REQUIRE(failed.size() == 1);
+  CHECK_THAT(failed[0].error, Catch::Contains("data.train would take about 2 MB in memory, more "
+                                              "than the 1 MB a job may hold on this node"));
+  CHECK_THAT(failed[0].fix, Catch::Contains("job_memory_mb"));
+  CHECK(reports.of<ResultReport>().empty());
+}
+
 TEST_CASE("a cancelled part reports Failed, as cancelled") {
   NodeUnderTest node;
   Reports reports;
