@@ -36,9 +36,14 @@ Controller::Controller(const DaemonConfig& config)
 }
 
 void Controller::serve(ControlConnection& c) {
-  const std::vector<uint8_t> first = c.receive(std::chrono::seconds(10));
-  const control::ControlFrame& frame = read_control_frame(first);
   const bool client = c.peer_identity().role == transport::ControlIdentity::Role::kClient;
+  // A client's request is small; what it brings (a task's model) follows in a frame of its own,
+  // taken only once the request, read and authenticated, said how large (receive_request_data).
+  const std::vector<uint8_t> first = client
+                                         ? c.receive_at_most(std::chrono::seconds(10),
+                                                             kClientRequestFrameBytes)
+                                         : c.receive(std::chrono::seconds(10));
+  const control::ControlFrame& frame = read_control_frame(first);
   if (frame.body_as_Register() && client) {
     spdlog::warn("controller: {} ({}) tried to register as a node: refused", c.peer(),
                  c.peer_identity().describe());
@@ -56,28 +61,58 @@ void Controller::serve(ControlConnection& c) {
     serve_node(c, node);
     return;
   }
-  if (const auto* q = frame.body_as_Request()) {
-    const RequestKind kind = q->kind();
-    if (kind <= RequestKind::Unknown || kind > RequestKind::MAX) {
-      c.send(reply_error("unknown request kind " + std::to_string(int(kind)),
-                         "use dtrain-submit of this release (control protocol " +
-                             std::to_string(transport::kControlVersion) + ")"));
-      return;
-    }
-    ClientRequest request;
-    if (!read_request(*q, first.size(), request)) {
-      c.send(reply_error("a " + request_kind_name(kind) + " request with a text or list longer "
-                             "than any real request's",
-                         "use dtrain-submit of this release"));
-      return;
-    }
-    request.who = Requester::of(c.peer_identity());
-    c.send(kind == RequestKind::Fetch   ? fetches_.serve(request)
-           : kind == RequestKind::Stats ? stats_request(request)
-                                        : handle_request(request));
+  if (const auto* q = frame.body_as_Request()) return serve_request(c, *q, first.size());
+  c.send(reply_error("unexpected first control frame", "run the same dtrain release everywhere"));
+}
+
+void Controller::serve_request(ControlConnection& c, const control::Request& q,
+                               size_t frame_bytes) {
+  const RequestKind kind = q.kind();
+  if (kind <= RequestKind::Unknown || kind > RequestKind::MAX) {
+    c.send(reply_error("unknown request kind " + std::to_string(int(kind)),
+                       "use dtrain-submit of this release (control protocol " +
+                           std::to_string(transport::kControlVersion) + ")"));
     return;
   }
-  c.send(reply_error("unexpected first control frame", "run the same dtrain release everywhere"));
+  ClientRequest request;
+  if (!read_request(q, frame_bytes, request)) {
+    c.send(reply_error("a " + request_kind_name(kind) + " request with a text or list longer "
+                           "than any real request's",
+                       "use dtrain-submit of this release"));
+    return;
+  }
+  if (request.data_bytes > 0 && !receive_request_data(c, request)) return;
+  request.who = Requester::of(c.peer_identity());
+  c.send(kind == RequestKind::Fetch   ? fetches_.serve(request)
+         : kind == RequestKind::Stats ? stats_request(request)
+                                      : handle_request(request));
+}
+
+// The data a request announced (a task's model), in the frame after it: only a task may bring
+// any, at most kMaxRequestDataBytes, and the frame must hold exactly what was announced. False
+// (refused, with the reason sent) otherwise.
+bool Controller::receive_request_data(ControlConnection& c, ClientRequest& request) {
+  const std::string size = std::to_string(request.data_bytes) + " bytes";
+  if (request.kind != RequestKind::Task || request.data_bytes > kMaxRequestDataBytes) {
+    c.send(request.kind != RequestKind::Task
+               ? reply_error("a " + request_kind_name(request.kind) + " request announced " +
+                                 size + " of data; only a task brings any (its model)",
+                             "use dtrain-submit of this release")
+               : reply_error("the task's model of " + size + " is larger than the " +
+                                 std::to_string(kMaxRequestDataBytes) + " a request may bring",
+                             "evaluate a smaller model, or run eval/infer on one machine"));
+    return false;
+  }
+  const std::vector<uint8_t> body =
+      c.receive_at_most(std::chrono::seconds(60), uint32_t(request.data_bytes) + 1024);
+  const control::RequestData* d = read_control_frame(body).body_as_RequestData();
+  if (!d || !d->data() || d->data()->size() != request.data_bytes) {
+    c.send(reply_error("the task's model did not follow its request as announced (" + size + ")",
+                       "use dtrain-submit of this release"));
+    return false;
+  }
+  request.data.assign(d->data()->begin(), d->data()->end());
+  return true;
 }
 
 std::vector<uint8_t> Controller::handle_request(const ClientRequest& request) {

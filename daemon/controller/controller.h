@@ -47,6 +47,9 @@ class Controller {
  private:
   // controller_sessions.cc: a node's session.
   void serve_node(transport::ControlConnection& c, const NodeRegistration& node);
+  void serve_request(transport::ControlConnection& c, const control::Request& q,
+                     size_t frame_bytes);
+  bool receive_request_data(transport::ControlConnection& c, ClientRequest& request);
   // Registers `node` (refused: the reply says why); its session number.
   std::optional<uint64_t> register_node(transport::ControlConnection& c,
                                         const NodeRegistration& node);

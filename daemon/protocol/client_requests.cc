@@ -98,15 +98,14 @@ std::string request_kind_name(RequestKind kind) {
 }
 
 std::vector<uint8_t> request_frame(const ClientRequest& r) {
-  FlatBufferBuilder fbb(1024 + r.spec.size() + r.data.size());
+  FlatBufferBuilder fbb(1024 + r.spec.size());
   const auto task = r.task ? task_table(fbb, *r.task) : 0;
-  const auto data = r.data.empty() ? 0 : fbb.CreateVector(r.data);
   const auto spec = fbb.CreateString(r.spec), base_dir = fbb.CreateString(r.base_dir),
              source = fbb.CreateString(r.source), node = fbb.CreateString(r.node);
   control::RequestBuilder b(fbb);
   b.add_kind(r.kind);
   b.add_job_id(r.job_id);
-  b.add_data(data);
+  b.add_data_bytes(r.data.size());
   b.add_spec(spec);
   b.add_base_dir(base_dir);
   b.add_source(source);
@@ -119,6 +118,13 @@ std::vector<uint8_t> request_frame(const ClientRequest& r) {
   return control_frame_bytes(fbb, control::ControlBody::Request, b.Finish().Union());
 }
 
+std::vector<uint8_t> request_data_frame(const std::vector<uint8_t>& data) {
+  FlatBufferBuilder fbb(1024 + data.size());
+  const auto d = fbb.CreateVector(data);
+  return control_frame_bytes(fbb, control::ControlBody::RequestData,
+                             control::CreateRequestData(fbb, d).Union());
+}
+
 bool read_request(const control::Request& q, size_t frame_bytes, ClientRequest& out) {
   out = ClientRequest{};
   Reader in{TextBudget(frame_bytes)};
@@ -127,7 +133,7 @@ bool read_request(const control::Request& q, size_t frame_bytes, ClientRequest& 
   if (q.follow_log()) out.log_from = q.log_from();
   out.offset = q.offset();
   out.length = q.length();
-  if (q.data()) out.data.assign(q.data()->begin(), q.data()->end());
+  out.data_bytes = q.data_bytes();
   if (const control::TaskRequest* t = q.task()) {
     TaskRequest task;
     read_task(in, *t, task);
@@ -159,6 +165,7 @@ std::vector<uint8_t> reply_error(const std::string& error, const std::string& fi
 Json request(ControlConnection& c, const ClientRequest& request, std::chrono::milliseconds timeout,
              std::vector<uint8_t>* data) {
   c.send(request_frame(request), timeout);
+  if (!request.data.empty()) c.send(request_data_frame(request.data), timeout);
   const std::vector<uint8_t> bytes = c.receive(timeout);
   const control::ControlFrame& f = read_control_frame(bytes);
   const control::Reply* r = f.body_as_Reply();

@@ -55,9 +55,11 @@ struct ClientRequest {
   uint64_t offset = 0;
   uint32_t length = 8u << 20;
   std::string node;
-  // Task: the job, with the model file in `data`.
+  // Task: the job, with the model file in `data` (sent in a RequestData frame of its own after
+  // the request's, which announces its size: data_bytes).
   std::optional<TaskRequest> task;
   std::vector<uint8_t> data;
+  uint64_t data_bytes = 0;
   // Set by the controller from the authenticated connection; no frame carries it.
   Requester who;
 };
@@ -70,7 +72,14 @@ inline ClientRequest client_request(RequestKind kind, uint64_t job_id = 0) {
   return r;
 }
 
+// The request's frame (without `data`: it announces data.size() in data_bytes), and the frame
+// that carries the data after it.
 std::vector<uint8_t> request_frame(const ClientRequest& request);
+std::vector<uint8_t> request_data_frame(const std::vector<uint8_t>& data);
+// The largest first frame a client session may send (the request: a spec of at most 1 MiB and
+// its texts), and the largest data a request may announce (a task's model).
+constexpr uint32_t kClientRequestFrameBytes = (1u << 20) + (64u << 10);
+constexpr uint64_t kMaxRequestDataBytes = (64u << 20) - (64u << 10);
 // The request in a received (verified) Request table of a frame of `frame_bytes` (its texts
 // together take no more; daemon/protocol/wire_text.h). False when a text is longer than any real
 // request's (a spec of more than 1 MiB, a path of more than 4096 bytes), or a list longer.

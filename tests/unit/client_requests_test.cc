@@ -68,7 +68,20 @@ TEST_CASE("each request kind's arguments come back as they were built", "[reques
   CHECK(t->task->nodes == 3);
   CHECK(t->task->metrics == eval.metrics);
   CHECK(t->task->roc_classes == eval.roc_classes);
-  CHECK(t->data == task.data);
+  // The model is not in the request's frame: the request announces its size, and it follows
+  // in a frame of its own.
+  CHECK(t->data.empty());
+  CHECK(t->data_bytes == 4);
+  CHECK(request_frame(task).size() < kClientRequestFrameBytes);
+  const std::vector<uint8_t> data_frame = request_data_frame(task.data);
+  const daemon::control::RequestData* d = read_control_frame(data_frame).body_as_RequestData();
+  REQUIRE(d);
+  CHECK(std::vector<uint8_t>(d->data()->begin(), d->data()->end()) == task.data);
+  // The largest spec a request may hold still fits a client's first frame.
+  ClientRequest big = client_request(RequestKind::Submit);
+  big.spec = std::string(1 << 20, 'x');
+  big.base_dir = big.source = std::string(4096, 'p');
+  CHECK(request_frame(big).size() <= kClientRequestFrameBytes);
   CHECK_FALSE(round_trip(client_request(RequestKind::Nodes))->task);
 }
 

@@ -87,3 +87,41 @@ TEST_CASE("a registration whose name or data address no job could use is refused
   d = t.as_daemon();
   CHECK(testing::register_reply(*d, bad) == "");
 }
+
+TEST_CASE("a client's first frame is small; a task's model follows only as its request announced") {
+  ControllerUnderTest t;
+  // A request frame beyond the client limit (a 2 MiB spec): the connection is closed before
+  // the frame is read, and the controller goes on serving.
+  auto c = t.as_alice();
+  daemon::ClientRequest huge = daemon::client_request(daemon::RequestKind::Submit);
+  huge.spec = std::string(2 << 20, 'x');
+  CHECK_THROWS_AS((c->send(daemon::request_frame(huge), 5s), c->receive(5s)),  // either end
+                  transport::ControlError);
+  c = t.as_alice();
+  CHECK(daemon::request(*c, daemon::client_request(daemon::RequestKind::Nodes), 5s)
+            .contains("nodes"));
+  auto refusal = [&](daemon::ClientRequest q, const std::vector<uint8_t>& data_frame) {
+    auto conn = t.as_alice();
+    conn->send(daemon::request_frame(q), 5s);
+    if (!data_frame.empty()) conn->send(data_frame, 5s);
+    const std::vector<uint8_t> reply = conn->receive(5s);
+    const daemon::control::Reply* r = daemon::read_control_frame(reply).body_as_Reply();
+    REQUIRE(r);
+    CHECK_FALSE(r->ok());
+    return r->error() ? r->error()->str() : std::string();
+  };
+  // Data announced by a request that brings none.
+  daemon::ClientRequest status = daemon::client_request(daemon::RequestKind::Status);
+  status.data = {1, 2, 3};
+  CHECK(refusal(status, daemon::request_data_frame(status.data)) ==
+        "a status request announced 3 bytes of data; only a task brings any (its model)");
+  // A task announcing more than a request may bring: refused before any of it is read.
+  daemon::ClientRequest task = daemon::client_request(daemon::RequestKind::Task);
+  task.task = daemon::TaskRequest{};
+  task.data.assign(daemon::kMaxRequestDataBytes + 1, 0);
+  CHECK(refusal(task, {}).find("is larger than the") != std::string::npos);
+  // A data frame that is not what was announced.
+  task.data = {9, 9, 9, 9};
+  CHECK(refusal(task, daemon::request_data_frame({9, 9})) ==
+        "the task's model did not follow its request as announced (4 bytes)");
+}

@@ -62,6 +62,10 @@ class ControlConnection {
   // The next frame's body. Throws ControlError: kClosed, kTimeout, kAuthentication (a tag that
   // does not verify), kMalformed (oversized).
   std::vector<uint8_t> receive(Millis timeout = kDefaultTimeout);
+  // receive() with a smaller bound on the announced length, checked before anything is
+  // allocated (0 for the handshake's proof; a client session's first frame); a frame over it
+  // closes the connection (kMalformed).
+  std::vector<uint8_t> receive_at_most(Millis timeout, uint32_t max_bytes);
   // True when a frame (or the connection's end) is ready to read within `timeout`: lets one
   // thread both serve a connection and send on it without a receive timing out mid-frame.
   bool wait_readable(Millis timeout);
@@ -82,9 +86,6 @@ class ControlConnection {
   void handshake_io(bool write, uint8_t* data, size_t n,
                     std::chrono::steady_clock::time_point deadline);
   void prove_key(Millis timeout, const ControlIdentity& client);
-  // receive() with a smaller bound on the announced length (0 for the handshake's proof), checked
-  // before anything is allocated; a frame over it closes the connection.
-  std::vector<uint8_t> receive_at_most(Millis timeout, uint32_t max_bytes);
 
   std::unique_ptr<Io> io_;
   std::string peer_;

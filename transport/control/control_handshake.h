@@ -19,8 +19,9 @@ namespace dtrain::transport {
 // The control protocol's version (2: identities in the hello; 3: typed job start and rejoin
 // messages; 4: request kinds are an enum; 5: every node report is a typed table; 7: a job
 // spec without training.sync means `auto`, so a node of 6 would read the same start message
-// as bsp; 8: frame bodies are encrypted, not only authenticated). Both ends must speak the same.
-constexpr uint8_t kControlVersion = 8;
+// as bsp; 8: frame bodies are encrypted, not only authenticated; 9: a client's first frame is
+// small, and a task's model follows it in a frame of its own). Both ends must speak the same.
+constexpr uint8_t kControlVersion = 9;
 
 namespace handshake {
 
