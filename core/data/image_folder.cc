@@ -20,10 +20,14 @@ bool is_image_name(const fs::path& p) {
   return ext == ".png" || ext == ".jpg" || ext == ".jpeg";
 }
 
-std::vector<std::string> sorted_entries(const fs::path& dir, bool directories) {
+std::vector<std::string> sorted_entries(const fs::path& dir, bool directories, bool refuse_links) {
   std::vector<std::string> out;
   std::error_code ec;
   for (const auto& e : fs::directory_iterator(dir, ec)) {
+    if (refuse_links && e.is_symlink(ec))
+      throw UserError("'" + e.path().string() + "' is a symbolic link; a cluster node reads no "
+                          "links inside an image folder (they could lead outside its data_roots)",
+                      "copy what it points at into the folder");
     const bool is_dir = e.is_directory(ec);
     if (directories ? is_dir : (!is_dir && is_image_name(e.path())))
       out.push_back(e.path().filename().string());
@@ -79,7 +83,7 @@ Dataset read_image_folder(const std::string& dir, const ImageFolderOptions& opti
   if (!fs::is_directory(dir, ec))
     throw UserError("'" + dir + "' is not a folder",
                     "point path at a folder with one subfolder of images per class");
-  const std::vector<std::string> classes = sorted_entries(dir, true);
+  const std::vector<std::string> classes = sorted_entries(dir, true, options.refuse_links);
   if (int64_t(classes.size()) != options.num_classes)
     throw UserError("'" + dir + "' has " + std::to_string(classes.size()) +
                         " class folders, the output layer has " +
@@ -90,7 +94,7 @@ Dataset read_image_folder(const std::string& dir, const ImageFolderOptions& opti
   std::vector<std::pair<fs::path, int32_t>> files;
   for (size_t c = 0; c < classes.size(); ++c) {
     const fs::path class_dir = fs::path(dir) / classes[c];
-    for (const std::string& name : sorted_entries(class_dir, false))
+    for (const std::string& name : sorted_entries(class_dir, false, options.refuse_links))
       files.push_back({class_dir / name, int32_t(c)});
   }
   Dataset data;

@@ -15,6 +15,9 @@ struct ImageFolderOptions {
   Shape example_shape;        // [channels (1 or 3), height, width]: every image must be this size
   int64_t num_classes = 0;    // the model's outputs: the folder must have that many classes
   bool skip_corrupt = false;  // false: an unreadable image fails the load, naming the file
+  // A cluster node's job: a symbolic link among the class folders or images is refused (it
+  // could lead outside the node's data_roots, which confine the folder itself).
+  bool refuse_links = false;
 };
 
 struct ImageFolderReport {

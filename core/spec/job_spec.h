@@ -82,6 +82,7 @@ struct DataSourceSpec {
   // in it becomes the node's name. The controller gives every file to one node that holds it.
   std::string shards;
   bool skip_corrupt = false; // images: skip an unreadable image (listed) instead of failing
+  bool refuse_links = false; // images: a link inside the folder is refused (a node's data_roots)
   int64_t label_column = -1; // csv: class label column, -1 = last
   bool header = false;       // csv: skip the first line
   // csv `labels: regression`: the labels are values, as many columns as the output layer has

@@ -197,6 +197,7 @@ class JobSpecParser {
     } else if (d.format == "images") {
       d.path = existing_folder(node, "path", p);
       d.skip_corrupt = r_.choice(node, "corrupt", p, std::string("fail"), {"fail", "skip"}) == "skip";
+      d.refuse_links = options_.check_files && options_.data_roots.confines();
     } else {
       d.path = existing_file(node, "path", p);
       d.label_column = r_.integer(node, "label_column", p, -1, -1, 1 << 20);

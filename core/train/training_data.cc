@@ -18,7 +18,8 @@ Dataset read_source(const DataSourceSpec& source, int64_t outputs, const Shape& 
   if (source.format == "idx") return load_idx_dataset(source.images, source.labels, num_classes);
   if (source.format == "images") {
     ImageFolderReport report;
-    Dataset d = read_image_folder(source.path, {input, num_classes, source.skip_corrupt}, &report);
+    Dataset d = read_image_folder(
+        source.path, {input, num_classes, source.skip_corrupt, source.refuse_links}, &report);
     for (const std::string& why : report.skipped)
       std::fprintf(stderr, "skipped a corrupt image (corrupt: skip): %s\n", why.c_str());
     return d;

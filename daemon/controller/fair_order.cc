@@ -8,9 +8,13 @@ namespace dtrain::daemon {
 
 bool has_limits(const std::string& owner) { return owner != kClusterKeyHolder; }
 
+UserLimits limits_of(const SchedulingLimits& limits, const std::string& owner) {
+  return has_limits(owner) ? limits.of(owner) : UserLimits{};
+}
+
 bool may_run_another(const std::string& owner, const std::map<std::string, int64_t>& running,
                      const SchedulingLimits& limits) {
-  const int64_t limit = has_limits(owner) ? limits.of(owner).running_jobs : 0;
+  const int64_t limit = limits_of(limits, owner).running_jobs;
   auto it = running.find(owner);
   return limit <= 0 || (it == running.end() ? 0 : it->second) < limit;
 }

@@ -29,5 +29,7 @@ bool may_run_another(const std::string& owner, const std::map<std::string, int64
 
 // Owners without limits: the cluster key's holder (daemon/protocol/requester.h).
 bool has_limits(const std::string& owner);
+// The limits that apply to `owner`: none (zeros) for the cluster key's holder.
+UserLimits limits_of(const SchedulingLimits& limits, const std::string& owner);
 
 }  // namespace dtrain::daemon

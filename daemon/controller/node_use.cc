@@ -19,7 +19,7 @@ bool NodeUse::held_by_other(const std::string& node, uint64_t job) const {
 
 int64_t owner_allowance(const SchedulingLimits& limits, const std::string& owner,
                         const NodeUse& use) {
-  const int64_t limit = has_limits(owner) ? limits.of(owner).nodes : 0;
+  const int64_t limit = limits_of(limits, owner).nodes;
   if (limit <= 0) return -1;
   auto held = use.held_by_owner.find(owner);
   return std::max<int64_t>(0, limit - (held == use.held_by_owner.end() ? 0 : held->second));

@@ -45,7 +45,7 @@ void TrainingJobs::fail_unparsable(JobRecord& job, const core::UserError& e) {
 
 void TrainingJobs::refuse_over_limits(const core::TrainingSpec& training,
                                       const std::string& owner) const {
-  const int64_t limit = has_limits(owner) ? config_.limits.of(owner).nodes : 0;
+  const int64_t limit = limits_of(config_.limits, owner).nodes;
   if (limit > 0 && training.nodes == 0)
     throw core::UserError("the job asks for every node (training.nodes: all); " + owner +
                               "'s jobs may hold " + std::to_string(limit) + " at once",
@@ -61,7 +61,7 @@ void TrainingJobs::refuse_over_limits(const core::TrainingSpec& training,
 }
 
 StartOutcome TrainingJobs::wait_for_limit(JobRecord& job, int64_t allowance) {
-  const int64_t limit = config_.limits.of(job.owner).nodes;
+  const int64_t limit = limits_of(config_.limits, job.owner).nodes;
   job.add_log_once("waiting: " + job.owner + "'s running jobs hold " +
                     std::to_string(limit - allowance) + " nodes of the " + std::to_string(limit) +
                     " they may (limits in the controller's dtraind.yaml)");

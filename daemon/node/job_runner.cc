@@ -247,7 +247,8 @@ void JobRunner::plan(const DataPlanMessage& plan) {
 
 core::NodeLocalData JobRunner::await_data_plan(const core::JobSpec& job,
                                                std::chrono::milliseconds deadline) {
-  const std::vector<ShardFile> listed = list_local_shards(job.data.train.shards, config_.name);
+  const std::vector<ShardFile> listed =
+      list_local_shards(job.data.train.shards, config_.name, input_roots());
   report_(ShardsReport{listed});
   DataPlanMessage plan;
   {
@@ -497,15 +498,22 @@ void JobRunner::expose(MeshExchange* exchange) {
 // ---- train(): the spec, the options, the training, the result ----
 
 
+// Where this part may read inputs: the node's data_roots, and the folders of the jobs whose
+// models the controller checked its owner may start from.
+core::DataRoots JobRunner::input_roots() const {
+  core::DataRoots roots = config_.input_roots();
+  for (uint64_t readable : start_.readable_jobs)
+    roots.granted.push_back(job_folder(config_.data_dir, readable));
+  return roots;
+}
+
 // The spec as this node reads it (its data_roots), the sync choice (a fresh start's: the
 // election needs the mesh), and the node's data and options.
 void JobRunner::load_inputs(TrainingInputs& in, MeshExchange& exchange,
                             const std::vector<JobMember>& members) {
   core::SpecParseOptions parse = core::stored_spec_options(start_.base_dir);
   parse.check_files = true;  // this node trains on them, from its data_roots only
-  parse.data_roots = config_.input_roots();
-  for (uint64_t readable : start_.readable_jobs)  // the controller checked the owner may
-    parse.data_roots.granted.push_back(job_folder(config_.data_dir, readable));
+  parse.data_roots = input_roots();
   in.job = core::parse_job_spec_text(start_.spec, start_.name, parse);
   core::check_data_memory(in.job, config_.job_memory_bytes());  // from headers, before loading
   if (!start_.rejoin) resolve_auto_sync(in, exchange, members);

@@ -76,6 +76,7 @@ class JobRunner : public JobPart {
   void expose(MeshExchange* exchange);
   // Runs `phase`; whatever it throws fails this part, by name. False when it threw.
   bool fails_part_on_throw(const std::function<void()>& phase);
+  core::DataRoots input_roots() const;
   // The spec as this node reads it, the sync choice (a fresh start's), the data and options.
   void load_inputs(TrainingInputs& in, MeshExchange& exchange,
                    const std::vector<JobMember>& members);

@@ -161,6 +161,7 @@ void TaskRunner::load(Loaded& l) {
   source.label_column = task_.label_column;
   source.header = task_.header;
   source.regression = l.saved.spec.regression();
+  source.refuse_links = true;  // an image folder's entries: none may lead outside data_roots
   core::check_memory(core::source_memory_bytes(source, l.saved.model->num_outputs(),
                                                l.saved.model->input_shape()),
                      config_.job_memory_bytes(), "the data " + task_.path);
@@ -171,7 +172,8 @@ void TaskRunner::load(Loaded& l) {
 }
 
 void TaskRunner::list_shards() {
-  const std::vector<ShardFile> files = list_local_shards(task_.shards, config_.name);
+  const std::vector<ShardFile> files =
+      list_local_shards(task_.shards, config_.name, config_.input_roots());
   const ShardsReport report{files};
   {
     std::lock_guard<std::mutex> lock(mutex_);

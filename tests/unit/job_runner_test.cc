@@ -223,6 +223,33 @@ TEST_CASE("a job from before job folders resumes from its checkpoint in data_dir
   CHECK(reports.of<ResultReport>()[0].model_path == folder + "/t.dtm");  // new outputs: its folder
 }
 
+// A UDP port on loopback that takes datagrams and never answers: a peer that has not heard of
+// this node yet.
+using SilentPeer = testing::LoopbackUdp;
+
+// One packed shard of 64 examples of the spec's shape (4 features, 2 classes).
+void write_shard(const std::string& path) {
+  core::Dataset d;
+  d.features.resize({64, 4});
+  for (int64_t i = 0; i < d.features.size(); ++i) d.features[i] = float(i % 7);
+  std::vector<int32_t> labels;
+  for (int i = 0; i < 64; ++i) labels.push_back(i % 2);
+  core::set_class_labels(d, labels, 2, "test");
+  std::vector<int64_t> order(64);
+  for (int i = 0; i < 64; ++i) order[size_t(i)] = i;
+  core::write_packed_file(path, d, order, 0, 64, core::smallest_encoding(d), core::Normalizer());
+}
+
+// Runs one part to its end; the error of its one failure ("" when it reported its result).
+std::string failure_of(NodeUnderTest& node, uint64_t job, const StartMessage& start) {
+  Reports reports;
+  JobRunner runner(node.config, *node.channel, kSelf, job, start, reports.sink());
+  REQUIRE(wait_for([&] { return runner.done(); }, 60s, "part " + std::to_string(job) + " to end"));
+  const auto failed = reports.of<FailedReport>();
+  if (failed.empty()) return reports.of<ResultReport>().size() == 1 ? "" : "no result";
+  return failed.size() == 1 ? failed[0].error : "failed " + std::to_string(failed.size()) + " times";
+}
+
 TEST_CASE("inputs outside the node's data_roots are refused without a word of their content") {
   NodeUnderTest node;
   const std::string data = node.dir + "/data";
@@ -234,6 +261,9 @@ TEST_CASE("inputs outside the node's data_roots are refused without a word of th
   testing::write_text(node.dir + "/jobs/00000000000000aa/their.csv", "1,2,0\n");
   const std::string outside = "is outside the folders the nodes read job data from (data_roots: " +
                               data + ")";
+  auto csv_job = [&](const std::string& path) {
+    return node.start(node.spec(1, "  train: {format: csv, path: " + path + "}\n"));
+  };
   const std::pair<std::string, std::string> refused[] = {
       {"/etc/passwd", outside},
       {data + "/etc-link/passwd", outside},      // a link does not lead out
@@ -242,56 +272,39 @@ TEST_CASE("inputs outside the node's data_roots are refused without a word of th
   };
   uint64_t job = 30;
   for (const auto& [path, error] : refused) {
-    Reports reports;
-    JobRunner runner(node.config, *node.channel, kSelf, ++job,
-                     node.start(node.spec(1, "  train: {format: csv, path: " + path + "}\n")),
-                     reports.sink());
-    REQUIRE(wait_for([&] { return runner.done(); }, 10s, "the part reading " + path + " to end"));
-    const auto failed = reports.of<FailedReport>();
-    REQUIRE(failed.size() == 1);
-    CHECK_THAT(failed[0].error, Catch::Contains(error));
-    CHECK_THAT(failed[0].error, !Catch::Contains("root:"));  // nothing of /etc/passwd
+    const std::string failure = failure_of(node, ++job, csv_job(path));
+    CHECK_THAT(failure, Catch::Contains(error));
+    CHECK_THAT(failure, !Catch::Contains("root:"));  // nothing of /etc/passwd
   }
   // A wildcard in a pattern's folder could reach into any folder: refused.
-  Reports wild;
-  JobRunner wildcard(node.config, *node.channel, kSelf, ++job,
-                     node.start(node.spec(1, "  train: {format: packed, path: '" + node.dir +
-                                                 "/job?/00000000000000aa/*.dtb'}\n")),
-                     wild.sink());
-  REQUIRE(wait_for([&] { return wildcard.done(); }, 10s, "the part with a wildcard folder"));
-  REQUIRE(wild.of<FailedReport>().size() == 1);
-  CHECK_THAT(wild.of<FailedReport>()[0].error, Catch::Contains("has wildcards in its folder"));
+  CHECK_THAT(failure_of(node, ++job,
+                        node.start(node.spec(1, "  train: {format: packed, path: '" + node.dir +
+                                                    "/job?/00000000000000aa/*.dtb'}\n"))),
+             Catch::Contains("has wildcards in its folder"));
+  // A node-local shard that the pattern matches inside the roots but that links out of them:
+  // refused before it is read.
+  std::filesystem::create_directories(data + "/shards");
+  write_shard(node.dir + "/elsewhere.dtb");
+  std::filesystem::create_symlink(node.dir + "/elsewhere.dtb", data + "/shards/node-a-0.dtb");
+  CHECK_THAT(failure_of(node, ++job,
+                        node.start(node.spec(1, "  train: {format: packed, shards: \"" + data +
+                                                    "/shards/{node}-*.dtb\"}\n"))),
+             Catch::Contains(data + "/shards/node-a-0.dtb' is outside the folders"));
   // data_dir's jobs/ is never an input, even where data_roots holds data_dir.
   node.config.data_roots = {node.dir};
-  Reports theirs;
-  JobRunner reading_theirs(
-      node.config, *node.channel, kSelf, ++job,
-      node.start(node.spec(1, "  train: {format: csv, path: " + node.dir +
-                                  "/jobs/00000000000000aa/their.csv}\n")),
-      theirs.sink());
-  REQUIRE(wait_for([&] { return reading_theirs.done(); }, 10s, "the part reading jobs/ to end"));
-  REQUIRE(theirs.of<FailedReport>().size() == 1);
-  CHECK_THAT(theirs.of<FailedReport>()[0].error, Catch::Contains("is outside the folders"));
+  CHECK_THAT(failure_of(node, ++job, csv_job(node.dir + "/jobs/00000000000000aa/their.csv")),
+             Catch::Contains("is outside the folders"));
   // Unless the controller says this job may read that one's folder (its owner may).
   testing::write_text(node.dir + "/jobs/00000000000000aa/their.csv",
                       std::string(std::istreambuf_iterator<char>(std::ifstream(csv).rdbuf()), {}));
-  StartMessage granted = node.start(node.spec(
-      1, "  train: {format: csv, path: " + node.dir + "/jobs/00000000000000aa/their.csv}\n"));
+  StartMessage granted = csv_job(node.dir + "/jobs/00000000000000aa/their.csv");
   granted.readable_jobs = {0xaa};
-  Reports readable;
-  JobRunner reading_granted(node.config, *node.channel, kSelf, ++job, granted, readable.sink());
-  REQUIRE(wait_for([&] { return reading_granted.done(); }, 60s, "the granted part to end"));
-  CHECK(readable.of<ResultReport>().size() == 1);
+  CHECK(failure_of(node, ++job, granted).empty());
   CHECK(job_of_folder_path("/d/jobs/00000000000000aa/m.dtm") == std::optional<uint64_t>(0xaa));
   CHECK(job_of_folder_path("/d/x/../jobs/./00000000000000ab/m.dtm") ==
         std::optional<uint64_t>(0xab));
   CHECK_FALSE(job_of_folder_path("/d/models/m.dtm").has_value());
-  Reports inside;
-  JobRunner training(node.config, *node.channel, kSelf, ++job,
-                     node.start(node.spec(1, "  train: {format: csv, path: " + csv + "}\n")),
-                     inside.sink());
-  REQUIRE(wait_for([&] { return training.done(); }, 60s, "the part reading its data to end"));
-  CHECK(inside.of<ResultReport>().size() == 1);
+  CHECK(failure_of(node, ++job, csv_job(csv)).empty());
 }
 
 TEST_CASE("a part whose data would take more memory than a job may hold fails, naming both") {
@@ -348,23 +361,6 @@ TEST_CASE("a data plan naming a file this node did not list fails the part") {
   const auto failed = reports.of<FailedReport>();
   REQUIRE(failed.size() == 1);
   CHECK(failed[0].error == "the data plan names '/etc/passwd', which this node did not list");
-}
-
-// A UDP port on loopback that takes datagrams and never answers: a peer that has not heard of
-// this node yet.
-using SilentPeer = testing::LoopbackUdp;
-
-// One packed shard of 64 examples of the spec's shape (4 features, 2 classes).
-void write_shard(const std::string& path) {
-  core::Dataset d;
-  d.features.resize({64, 4});
-  for (int64_t i = 0; i < d.features.size(); ++i) d.features[i] = float(i % 7);
-  std::vector<int32_t> labels;
-  for (int i = 0; i < 64; ++i) labels.push_back(i % 2);
-  core::set_class_labels(d, labels, 2, "test");
-  std::vector<int64_t> order(64);
-  for (int i = 0; i < 64; ++i) order[size_t(i)] = i;
-  core::write_packed_file(path, d, order, 0, 64, core::smallest_encoding(d), core::Normalizer());
 }
 
 TEST_CASE("a node joining a running job does not count its peers' silence while it loads data") {
