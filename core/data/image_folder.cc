@@ -1,5 +1,8 @@
 #include "core/data/image_folder.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
@@ -14,11 +17,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-bool is_image_name(const fs::path& p) {
-  std::string ext = p.extension().string();
-  std::transform(ext.begin(), ext.end(), ext.begin(), [](unsigned char c) { return std::tolower(c); });
-  return ext == ".png" || ext == ".jpg" || ext == ".jpeg";
-}
+bool is_image_file(const fs::path& p) { return is_image_name(p.string()); }
 
 std::vector<std::string> sorted_entries(const fs::path& dir, bool directories, bool refuse_links) {
   std::vector<std::string> out;
@@ -29,7 +28,7 @@ std::vector<std::string> sorted_entries(const fs::path& dir, bool directories, b
                           "links inside an image folder (they could lead outside its data_roots)",
                       "copy what it points at into the folder");
     const bool is_dir = e.is_directory(ec);
-    if (directories ? is_dir : (!is_dir && is_image_name(e.path())))
+    if (directories ? is_dir : (!is_dir && is_image_file(e.path())))
       out.push_back(e.path().filename().string());
   }
   if (ec)
@@ -39,10 +38,21 @@ std::vector<std::string> sorted_entries(const fs::path& dir, bool directories, b
   return out;
 }
 
-std::vector<uint8_t> file_bytes(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw ImageError("cannot be opened");
-  return std::vector<uint8_t>(std::istreambuf_iterator<char>(in), {});
+// no_follow: a link put in the file's place after the folder was listed is not followed.
+std::vector<uint8_t> file_bytes(const fs::path& path, bool no_follow) {
+  if (!no_follow) {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) throw ImageError("cannot be opened");
+    return std::vector<uint8_t>(std::istreambuf_iterator<char>(in), {});
+  }
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) throw ImageError(errno == ELOOP ? "is a symbolic link" : "cannot be opened");
+  std::vector<uint8_t> bytes;
+  uint8_t buffer[1 << 16];
+  for (ssize_t n; (n = ::read(fd, buffer, sizeof buffer)) > 0;)
+    bytes.insert(bytes.end(), buffer, buffer + n);
+  ::close(fd);
+  return bytes;
 }
 
 // HWC bytes -> CHW floats of one example.
@@ -62,9 +72,9 @@ void check_shape(const Shape& shape) {
 
 // One file into one example's features. An image of another size is the user's mistake, not
 // damage: UserError. A damaged one: ImageError.
-void read_example(const fs::path& file, const Shape& shape, float* out) {
+void read_example(const fs::path& file, const Shape& shape, float* out, bool no_follow = false) {
   try {
-    to_features(decode_image(file_bytes(file), int(shape[0]), {shape[2], shape[1]}), out);
+    to_features(decode_image(file_bytes(file, no_follow), int(shape[0]), {shape[2], shape[1]}), out);
   } catch (const ImageSizeMismatch& e) {
     throw UserError("image '" + file.string() + "' is " + std::to_string(e.width) + "x" +
                         std::to_string(e.height) + ", the model's input is " +
@@ -74,6 +84,12 @@ void read_example(const fs::path& file, const Shape& shape, float* out) {
 }
 
 }  // namespace
+
+bool is_image_name(const std::string& path) {
+  std::string ext = fs::path(path).extension().string();
+  std::transform(ext.begin(), ext.end(), ext.begin(), [](unsigned char c) { return std::tolower(c); });
+  return ext == ".png" || ext == ".jpg" || ext == ".jpeg";
+}
 
 Dataset read_image_folder(const std::string& dir, const ImageFolderOptions& options,
                           ImageFolderReport* report) {
@@ -102,7 +118,7 @@ Dataset read_image_folder(const std::string& dir, const ImageFolderOptions& opti
   std::vector<int32_t> labels;
   for (const auto& [file, label] : files) {
     try {
-      read_example(file, shape, data.features.row(int64_t(labels.size())));
+      read_example(file, shape, data.features.row(int64_t(labels.size())), options.refuse_links);
     } catch (const ImageError& e) {
       if (!options.skip_corrupt)
         throw UserError("image '" + file.string() + "': " + e.what(),
@@ -126,7 +142,7 @@ ImageFiles read_image_files(const std::string& dir, const Shape& example_shape) 
   std::vector<std::string> paths;
   std::error_code ec;
   for (fs::recursive_directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec))
-    if (!it->is_directory(ec) && is_image_name(it->path()))
+    if (!it->is_directory(ec) && is_image_file(it->path()))
       paths.push_back(fs::relative(it->path(), dir, ec).string());
   if (ec)
     throw UserError("cannot list '" + dir + "': " + ec.message(), "check the path and its permissions");

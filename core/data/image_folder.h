@@ -35,5 +35,7 @@ struct ImageFiles {
   std::vector<std::string> paths;
 };
 ImageFiles read_image_files(const std::string& dir, const Shape& example_shape);
+// A .png, .jpg or .jpeg file name (any case): what an image folder's readers take.
+bool is_image_name(const std::string& path);
 
 }  // namespace dtrain::core

@@ -67,7 +67,18 @@ void NoFollowFolder::rename(const std::string& from, const std::string& to) {
 }
 
 void NoFollowFolder::make_folder(const std::string& name) {
-  if (::mkdirat(fd_, name.c_str(), 0755) == 0) return;
+  // With this folder's permissions (a shared folder the nodes write into as another user may be
+  // group-writable, setgid): the umask would take them away, so they are set on the new one.
+  struct stat parent;
+  const mode_t mode = ::fstat(fd_, &parent) == 0 ? parent.st_mode & 07777 : 0755;
+  if (::mkdirat(fd_, name.c_str(), 0700) == 0) {
+    const int made = ::openat(fd_, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    const bool set = made >= 0 && ::fchmod(made, mode) == 0;
+    if (made >= 0) ::close(made);
+    if (set) return;
+    throw UserError("cannot set the permissions of '" + path_ + "/" + name + "'",
+                    "check the folder");
+  }
   const int saved = errno;
   throw UserError("cannot make the folder '" + path_ + "/" + name + "': " +
                       (saved == EEXIST ? std::string("it exists already") : std::strerror(saved)),

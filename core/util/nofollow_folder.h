@@ -22,8 +22,8 @@ class NoFollowFolder {
   std::FILE* create_temporary(const std::string& prefix, std::string& name);
   // Renames `from` to `to` in this folder (a link at `to` is replaced, not followed). Throws.
   void rename(const std::string& from, const std::string& to);
-  // A new folder `name` in this one (mode 0755); throws UserError when it exists already (a
-  // link included) or cannot be made.
+  // A new folder `name` in this one, with this one's permissions; throws UserError when it
+  // exists already (a link included) or cannot be made.
   void make_folder(const std::string& name);
   // Removes `name` if it is there; false when it could not.
   bool remove(const std::string& name);

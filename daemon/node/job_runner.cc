@@ -383,9 +383,10 @@ void JobRunner::join_and_train() {
   watch(exchange, lists.members);
   exchange.set_vacant(lists.vacant);
   TrainingInputs in;
-  // A node new to a running job (restarted, or joining a vacant slot) loads its data before it
-  // joins the mesh: the others hear of it only once it reports Attached, so links made before
-  // the load would count their silence during it and declare live peers lost.
+  // A node new to a running job (restarted, or joining a vacant slot) reads its spec, checks its
+  // inputs and (node-local data) waits for its data plan before it joins the mesh: the others
+  // hear of it only once it reports Attached, so links made before would count their silence
+  // meanwhile and declare live peers lost. (Its dataset is read in training, after Attached.)
   if (start_.rejoin && !fails_part_on_throw([&] { load_inputs(in, exchange, lists.members); }))
     return;
   transport::MeshNode mesh(channel_.endpoint(), mesh_map(exchange, lists.mesh),

@@ -62,9 +62,9 @@ class JobRunner : public JobPart {
   struct TrainingInputs;
   // run()'s phases: join the job's mesh, train, report the result (or the failure).
   void run();
-  // run()'s body: joins the job's mesh and trains (a node new to a running job loads its data
-  // first). Anything it throws fails the job only (a start message naming an address that is
-  // not an IP, or not naming this node).
+  // run()'s body: joins the job's mesh and trains (a node new to a running job checks its
+  // inputs and waits for its data plan first). Anything it throws fails the job only (a start
+  // message naming an address that is not an IP, or not naming this node).
   void join_and_train();
   std::chrono::milliseconds barrier_deadline() const;
   // The start message's peer timeout, within 0.5 s..10 min.

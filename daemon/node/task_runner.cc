@@ -112,18 +112,30 @@ bool TaskRunner::next_part(uint32_t& part) {
   return true;
 }
 
-void TaskRunner::load(Loaded& l) {
-  // Inputs only from the node's data_roots, refused before anything looks at them.
+// Inputs only from the node's data_roots, refused before anything looks at them: the paths,
+// each packed file a pattern matches (one may be a link leading out), no wildcard in a folder.
+void TaskRunner::check_inputs() const {
   const core::DataRoots roots = config_.input_roots();
-  const std::string shards_folder = std::filesystem::path(task_.shards).parent_path().string();
-  if (shards_folder.find_first_of("*?[") != std::string::npos)
-    throw core::UserError("'" + task_.shards + "' has wildcards in its folder",
-                          "name the folder; wildcards only in the file name (DIR/test-*.dtb)");
-  for (const std::string& input : {task_.path, task_.labels, shards_folder})
-    if (!input.empty() && !roots.allows(input)) {
-      const auto [what, fix] = roots.refusal(input);
-      throw core::UserError(what, fix);
-    }
+  auto check = [&](const std::string& input) {
+    if (input.empty() || roots.allows(input)) return;
+    const auto [what, fix] = roots.refusal(input);
+    throw core::UserError(what, fix);
+  };
+  const bool packed = task_.format == "packed" && task_.shards.empty();
+  for (const std::string& pattern : {task_.shards, packed ? task_.path : std::string()}) {
+    const std::string folder = std::filesystem::path(pattern).parent_path().string();
+    if (folder.find_first_of("*?[") != std::string::npos)
+      throw core::UserError("'" + pattern + "' has wildcards in its folder",
+                            "name the folder; wildcards only in the file name (DIR/test-*.dtb)");
+    check(folder);
+  }
+  check(task_.labels);
+  if (!packed) return check(task_.path);
+  for (const std::string& f : core::packed_files(task_.path)) check(f);  // the folder is allowed
+}
+
+void TaskRunner::load(Loaded& l) {
+  check_inputs();
   // The model arrives as bytes; the reader takes a file: a private one, removed at once.
   const std::string dir = config_.data_dir + "/tasks";
   std::filesystem::create_directories(dir);

@@ -45,6 +45,7 @@ class TaskRunner {
  private:
   struct Loaded;
   void run();
+  void check_inputs() const;
   void load(Loaded& loaded);
   PartDoneReport run_part(Loaded& loaded, uint32_t part);
   // Node-local: the part's file, read and normalised for the model.

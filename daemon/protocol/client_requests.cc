@@ -164,7 +164,18 @@ std::vector<uint8_t> reply_error(const std::string& error, const std::string& fi
 
 Json request(ControlConnection& c, const ClientRequest& request, std::chrono::milliseconds timeout,
              std::vector<uint8_t>* data) {
-  c.send(request_frame(request), timeout);
+  // What the controller would close the connection on, said here with the reason.
+  const std::vector<uint8_t> frame = request_frame(request);
+  if (frame.size() > kClientRequestFrameBytes)
+    throw RequestRefused("the request is " + std::to_string(frame.size()) + " bytes, more than the " +
+                             std::to_string(kClientRequestFrameBytes) + " a request may be",
+                         "shorten what it carries (the spec, or the ROC's class names)");
+  if (request.data.size() > kMaxRequestDataBytes)
+    throw RequestRefused("the model of " + std::to_string(request.data.size()) +
+                             " bytes is larger than the " + std::to_string(kMaxRequestDataBytes) +
+                             " a request may bring",
+                         "evaluate a smaller model, or run eval/infer on one machine");
+  c.send(frame, timeout);
   if (!request.data.empty()) c.send(request_data_frame(request.data), timeout);
   const std::vector<uint8_t> bytes = c.receive(timeout);
   const control::ControlFrame& f = read_control_frame(bytes);

@@ -61,6 +61,7 @@ void handshake(const uint8_t* data, size_t size) {
 
 void frame_body(const uint8_t* data, size_t size) {
   const std::vector<uint8_t> body(data, data + size);
+  std::vector<uint8_t> body_copy;
   try {
     const daemon::control::ControlFrame& f = daemon::read_control_frame(body);
     if (const auto* r = f.body_as_Register()) {
@@ -71,6 +72,8 @@ void frame_body(const uint8_t* data, size_t size) {
       daemon::ClientRequest request;
       daemon::read_request(*q, body.size(), request);
     }
+    if (const auto* d = f.body_as_RequestData(); d && d->data())  // as the controller takes it
+      std::vector<uint8_t>(d->data()->begin(), d->data()->end()).swap(body_copy);
   } catch (const transport::ControlError&) {
   }
   daemon::JobMessageIn job;

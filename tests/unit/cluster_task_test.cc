@@ -377,6 +377,9 @@ TEST_CASE("each task writes into a folder of its own; one whose folder exists fa
   ControllerUnderTest t;
   const std::string out = t.config.task_outputs[0] + "/shared";
   std::filesystem::create_directories(out);
+  // A shared folder the nodes write into as another user: group-writable; each task's folder
+  // gets the same permissions (not the daemon's umask's).
+  std::filesystem::permissions(out, std::filesystem::perms(0775));
   auto submit = [&](daemon::TaskRequest request) {
     const daemon::Json job = submit_task(t, request, {1});
     uint64_t id = 0;
@@ -403,6 +406,8 @@ TEST_CASE("each task writes into a folder of its own; one whose folder exists fa
     REQUIRE(in.kind == daemon::JobKind::Task);
     CHECK(in.task.output_dir == out + "/" + daemon::job_id_text(id));
     CHECK(std::filesystem::is_directory(in.task.output_dir));
+    CHECK(std::filesystem::status(in.task.output_dir).permissions() ==
+          std::filesystem::perms(0775));
     folders.insert(in.task.output_dir);
     a.send(id, daemon::FailedReport{-1, "stop here", "", false});
     CHECK(a.next().kind == daemon::JobKind::Cancel);

@@ -5,6 +5,7 @@
 #include <catch2/catch.hpp>
 #include <zlib.h>
 
+#include <filesystem>
 #include <fstream>
 #include <set>
 
@@ -106,7 +107,24 @@ TEST_CASE("what data will take in memory is judged from headers, and a job over 
   core::DataSourceSpec csv;
   csv.format = "csv";
   csv.path = dir + "/d.csv";
-  CHECK(core::source_memory_bytes(csv, 2, {2}) == 3 * (3 + 2) * 4);  // 2 rows judged as 3
+  // 2 rows judged as 3; the reader holds the values and then the features, and the targets.
+  CHECK(core::source_memory_bytes(csv, 2, {2}) == 3 * (2 * 3 + 2) * 4);
+  // A header and a blank line are not rows: the rows' own length judges the rest.
+  write_raw(dir + "/h.csv", "x,y,label\n\n1.5,2.5,0\n3.5,4.5,1\n");
+  csv.path = dir + "/h.csv";
+  csv.header = true;
+  CHECK(core::source_memory_bytes(csv, 2, {2}) == 4 * (2 * 3 + 2) * 4);
+  // An image folder: the class folders' images, as the reader takes them (not other files,
+  // nor deeper ones).
+  for (const char* f : {"/images/a/1.png", "/images/a/notes.txt", "/images/b/2.JPG",
+                        "/images/b/sub/3.png"}) {
+    std::filesystem::create_directories(std::filesystem::path(dir + f).parent_path());
+    write_raw(dir + f, "x");
+  }
+  core::DataSourceSpec images;
+  images.format = "images";
+  images.path = dir + "/images";
+  CHECK(core::source_memory_bytes(images, 2, {1, 4, 4}) == 2 * (16 + 2) * 4);
 
   core::JobSpec job = testing::job_with_model(
       "  input: [784]\n  layers:\n    - output: {units: 10, activation: softmax, loss: mcxent}\n");

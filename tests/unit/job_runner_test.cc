@@ -322,7 +322,7 @@ TEST_CASE("a part whose data would take more memory than a job may hold fails, n
   REQUIRE(wait_for([&] { return runner.done(); }, 30s, "the part to end"));
   const auto failed = reports.of<FailedReport>();
   REQUIRE(failed.size() == 1);
-  CHECK_THAT(failed[0].error, Catch::Contains("data.train would take about 2 MB in memory, more "
+  CHECK_THAT(failed[0].error, Catch::Contains("data.train would take about 3 MB in memory, more "
                                               "than the 1 MB a job may hold on this node"));
   CHECK_THAT(failed[0].fix, Catch::Contains("job_memory_mb"));
   CHECK(reports.of<ResultReport>().empty());
