@@ -64,6 +64,16 @@ class NodeExchange {
     return {mine};
   }
 
+  // Local steps at an epoch's end (TrainingRun::agree_on_global_state): whether every live
+  // node's `values` are the same bits as this node's. Only a digest of them crosses the wire;
+  // every node compares the same digests, so all give the same answer. Waits like
+  // average_parameters; a node that misses the round is left out of it. Without a cluster
+  // (--local): true.
+  virtual bool same_on_every_node(const float* values, int64_t n, int64_t round) {
+    (void)values, (void)n, (void)round;
+    return true;
+  }
+
   // Minibatches of a lost node's worker (global shard `shard` of total_workers) that nobody
   // has done this epoch: from `from_batch` to the end of the shard.
   struct Takeover {

@@ -553,26 +553,32 @@ void TrainingRun::end_averaging_epoch_on_cluster(EpochRun& e) {
   e.takeover_batches =
       average_take_over(end, shards_, batching_, lead(), iterations_[0], options_.cancel);
   if (local_)
-    agree_on_global_state(takeover_round(e.epoch, rounds_per_epoch_));
+    e.averaged_densely = agree_on_global_state(takeover_round(e.epoch, rounds_per_epoch_));
   else
     average_round(*exchange_, lead(), job_.training.average_updater_state,
                   takeover_round(e.epoch, rounds_per_epoch_));
   set_state(workers_, exchange_->end_averaging_epoch(e.epoch, state_sum(workers_)));
 }
 
-// Local steps at an epoch's end: the live nodes average their parameters and outer momentum
-// densely, so that a round one node saw differently (a node lost while its message was on the
-// way) or the lost nodes' minibatches done since the last round leave no difference between
-// the replicas; the result is the global state from here on.
-void TrainingRun::agree_on_global_state(int64_t round) {
+// Local steps at an epoch's end: the replicas should be the same bits already (the epoch's
+// last round is after its last minibatch and is not overlapped), and a digest of each node's
+// parameters and outer momentum shows whether they are. Where they are not, because a round one
+// node saw differently (a node lost while its message was on the way) or the lost nodes'
+// minibatches done since the last round, the live nodes average them densely. Either way the
+// result is the global state from here on. The check costs a round trip; the dense average
+// sent 8 bytes a parameter from every node through the mesh's relays (docs/performance.md,
+// "The epoch end's check").
+bool TrainingRun::agree_on_global_state(int64_t round) {
   Model& m = lead().model();
   const int64_t n = m.num_params();
   std::vector<float> both(m.host_params(), m.host_params() + n);
   const std::vector<float>& momentum = local_->outer().momentum();
   both.insert(both.end(), momentum.begin(), momentum.end());
-  exchange_->average_parameters(both.data(), int64_t(both.size()), round);
+  const bool differed = !exchange_->same_on_every_node(both.data(), int64_t(both.size()), round);
+  if (differed) exchange_->average_parameters(both.data(), int64_t(both.size()), round);
   for (auto& w : workers_) w->worker().model().set_params(both.data());
   local_->rebase(both.data(), std::vector<float>(both.begin() + n, both.end()));
+  return differed;
 }
 
 // Every node's replica is the same here: the job's checkpoint is every node's file. At least two
@@ -591,6 +597,7 @@ EpochSummary TrainingRun::summarize(const EpochRun& e) {
   summary.replica = fingerprint(lead().model().host_params(), lead().model().num_params());
   summary.takeover_batches = e.takeover_batches;
   summary.skipped_batches = e.skipped_batches;
+  summary.averaged_densely = e.averaged_densely;
   summary.seconds = seconds_since(e.start);
   double loss_sum = 0.0, compute_ms = 0.0;
   int64_t samples = 0, loss_samples = 0;

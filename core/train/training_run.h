@@ -72,6 +72,7 @@ class TrainingRun {
     std::vector<WorkerEpoch> workers;
     bool cancelled = false;  // when the workers stopped
     int64_t takeover_batches = 0, skipped_batches = 0;
+    bool averaged_densely = false;  // local steps: the replicas differed at its end
   };
 
   // Setup (the constructor).
@@ -104,7 +105,7 @@ class TrainingRun {
   void end_epoch(EpochRun& e);
   void end_sharing_epoch_on_cluster(EpochRun& e);
   void end_averaging_epoch_on_cluster(EpochRun& e);
-  void agree_on_global_state(int64_t round);
+  bool agree_on_global_state(int64_t round);  // true: they differed, averaged densely
   void write_epoch_checkpoint(int64_t epoch);
   EpochSummary summarize(const EpochRun& e);
   bool observe_early_stopping(const EpochRun& e, EpochSummary& summary);

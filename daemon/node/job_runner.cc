@@ -164,6 +164,7 @@ class JobRunner::ProgressReporter : public core::TrainingListener {
     if (s.skipped_batches > 0)
       line += ", skipped " + std::to_string(s.skipped_batches) +
               " minibatches of lost nodes (their local data is on no other node)";
+    if (s.averaged_densely) line += ", replicas differed: averaged densely";
     if (s.evaluated) {
       accuracy_ = s.eval.accuracy();  // -1 for a regression model: left out of the progress
       line += s.eval.is_regression() ? ", test loss " + std::to_string(s.eval.mean_loss())

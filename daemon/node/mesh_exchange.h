@@ -69,6 +69,9 @@ class MeshExchange : public core::NodeExchange {
   // member order on every node.
   std::vector<PseudoGradient> share_pseudo_gradient(int64_t round,
                                                     const PseudoGradient& mine) override;
+  // Every node broadcasts a digest of its values (BLAKE2b, replica_digest) and compares the
+  // live nodes' digests of the round with its own.
+  bool same_on_every_node(const float* values, int64_t n, int64_t round) override;
 
   // This node is a restarted member rejoining the job; `lost`: the members lost now.
   void set_rejoining(const std::vector<uint32_t>& lost);
@@ -230,6 +233,11 @@ class MeshExchange : public core::NodeExchange {
   std::map<int64_t, std::map<uint32_t, PseudoGradient>> pseudo_rounds_;
   int64_t last_pseudo_round_ = -1;
   void on_pseudo_gradient(PseudoGradientPayload g, uint32_t origin);
+  // Each round's replica digests by origin, for rounds after last_digest_round_, the newest
+  // kPseudoRoundsKept rounds only.
+  std::map<int64_t, std::map<uint32_t, ReplicaDigest>> digests_;
+  int64_t last_digest_round_ = -1;
+  void on_replica_digest(const ReplicaDigestPayload& d, uint32_t origin);
 
   SyncElection election_;
   std::mutex publish_mutex_;  // message ids in order per origin

@@ -1,5 +1,7 @@
 #include "daemon/protocol/mesh_payloads.h"
 
+#include <algorithm>
+
 #include "core/util/error.h"
 #include "daemon/protocol/mesh_payloads_generated.h"
 #include "transport/schema/vector_alignment.h"
@@ -105,6 +107,18 @@ void read_sync_choice(const mesh::SyncChoice& c, MeshPayloadIn& in) {
   in.kind = MeshPayloadIn::Kind::kSyncChoice;
 }
 
+void read_replica_digest(const mesh::ReplicaDigest& d, MeshPayloadIn& in) {
+  const size_t bytes = d.digest() ? d.digest()->size() : 0;
+  if (bytes != kReplicaDigestBytes) {
+    in.error = "a replica digest of " + std::to_string(bytes) + " bytes (" +
+               std::to_string(kReplicaDigestBytes) + " expected)";
+    return;
+  }
+  in.replica_digest.round = d.round();
+  std::copy(d.digest()->begin(), d.digest()->end(), in.replica_digest.digest.begin());
+  in.kind = MeshPayloadIn::Kind::kReplicaDigest;
+}
+
 }  // namespace
 
 namespace {
@@ -167,6 +181,13 @@ PayloadBytes parameters_payload(int64_t round, const float* values, int64_t n) {
   return finish(fbb, mesh::Payload::Parameters, mesh::CreateParameters(fbb, round, v).Union());
 }
 
+PayloadBytes replica_digest_payload(const ReplicaDigestPayload& d) {
+  flatbuffers::FlatBufferBuilder fbb(128);
+  const auto digest = fbb.CreateVector(d.digest.data(), d.digest.size());
+  return finish(fbb, mesh::Payload::ReplicaDigest,
+                mesh::CreateReplicaDigest(fbb, d.round, digest).Union());
+}
+
 PayloadBytes link_probe_payload(uint64_t id, size_t padding) {
   flatbuffers::FlatBufferBuilder fbb(128 + padding);
   const std::vector<uint8_t> zeros(padding);
@@ -217,6 +238,8 @@ MeshPayloadIn read_mesh_payload(const uint8_t* data, size_t size) {
     in.kind = MeshPayloadIn::Kind::kLinkProbeAck;
   } else if (const auto* c = p.payload_as_SyncChoice()) {
     read_sync_choice(*c, in);
+  } else if (const auto* d = p.payload_as_ReplicaDigest()) {
+    read_replica_digest(*d, in);
   } else {
     in.error = "a mesh payload of an unknown kind";  // a newer release, or no body at all
   }

@@ -3,6 +3,7 @@
 // builds each kind, and read_mesh_payload() reads any of them, after the FlatBuffers verifier
 // and the checks that need no model. Whether an update fits the model is the receiver's check
 // (core::check_message), since a node may hear updates before it has built its model.
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -84,10 +85,20 @@ struct SyncChoicePayload {
 };
 PayloadBytes sync_choice_payload(const SyncChoicePayload& c);
 
+// Local steps at an epoch's end: a digest of the node's replica (its parameters and outer
+// momentum) for round `round`; one of another length is malformed.
+constexpr size_t kReplicaDigestBytes = 32;
+using ReplicaDigest = std::array<uint8_t, kReplicaDigestBytes>;
+struct ReplicaDigestPayload {
+  int64_t round = 0;
+  ReplicaDigest digest{};
+};
+PayloadBytes replica_digest_payload(const ReplicaDigestPayload& d);
+
 struct MeshPayloadIn {
   enum class Kind {
     kMalformed, kUpdate, kEpochEnd, kSnapshot, kParameters, kPseudoGradient,
-    kLinkProbe, kLinkProbeAck, kSyncChoice
+    kLinkProbe, kLinkProbeAck, kSyncChoice, kReplicaDigest
   };
   Kind kind = Kind::kMalformed;
   std::string error;               // kMalformed: what is wrong with it
@@ -98,6 +109,7 @@ struct MeshPayloadIn {
   PseudoGradientPayload pseudo_gradient;  // kPseudoGradient
   uint64_t probe_id = 0;                  // kLinkProbe, kLinkProbeAck
   SyncChoicePayload sync_choice;          // kSyncChoice
+  ReplicaDigestPayload replica_digest;    // kReplicaDigest
 };
 // Never throws; anything that is not a well-formed payload is kMalformed with the reason.
 MeshPayloadIn read_mesh_payload(const uint8_t* data, size_t size);

@@ -30,6 +30,10 @@ echo "local steps: accuracy $acc, replicas differ by $diff"
 python3 -c "import sys; sys.exit(0 if $acc >= 0.87 else 1)" || fail "accuracy $acc < 0.87 after 4 epochs"
 grep -q "local steps: 20 inner steps a round, then the outer nesterov step" local.log ||
   fail "the job's log does not say how it combines the replicas"
+# With no node lost the replicas are the same bits at every epoch end: the digests agree and no
+# dense average is sent.
+! grep -q "replicas differed" local.log ||
+  fail "replicas differed with no node lost: $(grep "replicas differed" local.log | head -n 3)"
 # Each epoch end's replica figures, printed by every node: one distinct value per epoch.
 for e in 1 2 3; do
   lines=$(grep -c "node-[123]: epoch $e: .*replica" local.log)
@@ -55,6 +59,11 @@ json kill.json "j['result']['rejoined_nodes']" | grep -q node-3 ||
 grep -q "node-3: rejoined at epoch" kill.log || fail "the log does not say when node-3 rejoined"
 check_trained kill.json "with node-3 killed and back: "
 echo "with node-3 killed and back: accuracy $acc, replicas differ by $diff"
+# The survivors did node-3's remaining minibatches on their own replicas after the epoch's last
+# round: the digests differ at that epoch's end and the nodes average densely.
+dense=$(grep -c "replicas differed: averaged densely" kill.log)
+echo "epoch ends averaged densely: $dense"
+[[ $dense -ge 1 ]] || fail "no epoch end averaged densely after node-3 was lost: $(grep "node-1: epoch" kill.log)"
 # 3. training.sync: auto: node-1 measures the mesh and times a step, logs its figures and choice,
 # and every node trains that way (on loopback either choice may come out: both must hold).
 sed -e 's/  sync: {local: {steps: 20}}/  sync: auto/' <(local_spec 3 local-auto 2) > auto.yaml
