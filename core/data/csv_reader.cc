@@ -5,6 +5,7 @@
 #include <fstream>
 
 #include "core/util/error.h"
+#include "core/util/input_file.h"
 
 namespace dtrain::core {
 
@@ -53,8 +54,9 @@ LabelColumns label_columns(const std::string& path, int64_t columns, const CsvOp
 }  // namespace
 
 Dataset read_csv_dataset(const std::string& path, const CsvOptions& options) {
-  std::ifstream in(path);
-  if (!in) throw UserError("cannot open CSV file '" + path + "'", "check the path");
+  InputStream file(path, options.roots);
+  if (!file.is_open()) throw UserError("cannot open CSV file '" + path + "'", "check the path");
+  std::istream& in = file.stream();
   const bool regression = options.target_columns > 0;
   std::vector<float> values, targets;
   std::vector<int32_t> labels;

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "core/data/dataset.h"
+#include "core/util/data_roots.h"
 
 namespace dtrain::core {
 
@@ -13,6 +14,7 @@ struct CsvOptions {
   int64_t num_classes = 0;    // > 0: classification with one-hot targets
   // > 0: regression: this many target columns from label_column on (-1: the last ones)
   int64_t target_columns = 0;
+  const DataRoots* roots = nullptr;  // a node's data_roots: the file is checked as it is opened
 };
 
 // Throws UserError naming the file, line and column of the first bad value.

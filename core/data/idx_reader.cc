@@ -1,11 +1,13 @@
 #include "core/data/idx_reader.h"
 
+#include <unistd.h>
 #include <zlib.h>
 
 #include <algorithm>
 #include <memory>
 
 #include "core/util/error.h"
+#include "core/util/input_file.h"
 
 namespace dtrain::core {
 namespace {
@@ -60,21 +62,25 @@ std::vector<int64_t> read_header(gzFile f, const std::string& path) {
   return dims;
 }
 
-gzFile open_idx(const std::string& path) {
-  gzFile f = gzopen(path.c_str(), "rb");
-  if (!f) throw UserError("cannot open IDX file '" + path + "'", "check the path");
+gzFile open_idx(const std::string& path, const DataRoots* roots) {
+  const int fd = open_input(path, roots);
+  gzFile f = fd < 0 ? nullptr : gzdopen(fd, "rb");
+  if (!f) {
+    if (fd >= 0) ::close(fd);
+    throw UserError("cannot open IDX file '" + path + "'", "check the path");
+  }
   return f;
 }
 
 }  // namespace
 
-std::vector<int64_t> read_idx_dims(const std::string& path) {
-  std::unique_ptr<gzFile_s, GzCloser> f(open_idx(path));
+std::vector<int64_t> read_idx_dims(const std::string& path, const DataRoots* roots) {
+  std::unique_ptr<gzFile_s, GzCloser> f(open_idx(path, roots));
   return read_header(f.get(), path);
 }
 
-IdxArray read_idx(const std::string& path) {
-  std::unique_ptr<gzFile_s, GzCloser> f(open_idx(path));
+IdxArray read_idx(const std::string& path, const DataRoots* roots) {
+  std::unique_ptr<gzFile_s, GzCloser> f(open_idx(path, roots));
   IdxArray a;
   a.dims = read_header(f.get(), path);
   int64_t total = 1;
@@ -91,9 +97,9 @@ IdxArray read_idx(const std::string& path) {
 }
 
 Dataset load_idx_dataset(const std::string& images_path, const std::string& labels_path,
-                         int64_t num_classes) {
-  IdxArray images = read_idx(images_path);
-  IdxArray labels = read_idx(labels_path);
+                         int64_t num_classes, const DataRoots* roots) {
+  IdxArray images = read_idx(images_path, roots);
+  IdxArray labels = read_idx(labels_path, roots);
   if (labels.dims.size() != 1)
     throw UserError("'" + labels_path + "' is not a label file (expected 1 dimension, got " +
                         std::to_string(labels.dims.size()) + ")",

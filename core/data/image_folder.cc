@@ -11,6 +11,7 @@
 #include "core/data/image_decode.h"
 #include "core/layers/layer.h"
 #include "core/util/error.h"
+#include "core/util/input_file.h"
 
 namespace dtrain::core {
 namespace {
@@ -38,14 +39,15 @@ std::vector<std::string> sorted_entries(const fs::path& dir, bool directories, b
   return out;
 }
 
-// no_follow: a link put in the file's place after the folder was listed is not followed.
-std::vector<uint8_t> file_bytes(const fs::path& path, bool no_follow) {
-  if (!no_follow) {
+// With roots: a link put in the file's place after the folder was listed is not followed, and
+// the file opened must lie inside them (a folder swapped for a link is caught so).
+std::vector<uint8_t> file_bytes(const fs::path& path, const DataRoots* roots) {
+  if (!roots) {
     std::ifstream in(path, std::ios::binary);
     if (!in) throw ImageError("cannot be opened");
     return std::vector<uint8_t>(std::istreambuf_iterator<char>(in), {});
   }
-  const int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+  const int fd = open_input(path.string(), roots, O_NOFOLLOW);
   if (fd < 0) throw ImageError(errno == ELOOP ? "is a symbolic link" : "cannot be opened");
   std::vector<uint8_t> bytes;
   uint8_t buffer[1 << 16];
@@ -72,9 +74,10 @@ void check_shape(const Shape& shape) {
 
 // One file into one example's features. An image of another size is the user's mistake, not
 // damage: UserError. A damaged one: ImageError.
-void read_example(const fs::path& file, const Shape& shape, float* out, bool no_follow = false) {
+void read_example(const fs::path& file, const Shape& shape, float* out,
+                  const DataRoots* roots = nullptr) {
   try {
-    to_features(decode_image(file_bytes(file, no_follow), int(shape[0]), {shape[2], shape[1]}), out);
+    to_features(decode_image(file_bytes(file, roots), int(shape[0]), {shape[2], shape[1]}), out);
   } catch (const ImageSizeMismatch& e) {
     throw UserError("image '" + file.string() + "' is " + std::to_string(e.width) + "x" +
                         std::to_string(e.height) + ", the model's input is " +
@@ -99,7 +102,8 @@ Dataset read_image_folder(const std::string& dir, const ImageFolderOptions& opti
   if (!fs::is_directory(dir, ec))
     throw UserError("'" + dir + "' is not a folder",
                     "point path at a folder with one subfolder of images per class");
-  const std::vector<std::string> classes = sorted_entries(dir, true, options.refuse_links);
+  const bool refuse_links = options.roots != nullptr;
+  const std::vector<std::string> classes = sorted_entries(dir, true, refuse_links);
   if (int64_t(classes.size()) != options.num_classes)
     throw UserError("'" + dir + "' has " + std::to_string(classes.size()) +
                         " class folders, the output layer has " +
@@ -110,7 +114,7 @@ Dataset read_image_folder(const std::string& dir, const ImageFolderOptions& opti
   std::vector<std::pair<fs::path, int32_t>> files;
   for (size_t c = 0; c < classes.size(); ++c) {
     const fs::path class_dir = fs::path(dir) / classes[c];
-    for (const std::string& name : sorted_entries(class_dir, false, options.refuse_links))
+    for (const std::string& name : sorted_entries(class_dir, false, refuse_links))
       files.push_back({class_dir / name, int32_t(c)});
   }
   Dataset data;
@@ -118,7 +122,7 @@ Dataset read_image_folder(const std::string& dir, const ImageFolderOptions& opti
   std::vector<int32_t> labels;
   for (const auto& [file, label] : files) {
     try {
-      read_example(file, shape, data.features.row(int64_t(labels.size())), options.refuse_links);
+      read_example(file, shape, data.features.row(int64_t(labels.size())), options.roots);
     } catch (const ImageError& e) {
       if (!options.skip_corrupt)
         throw UserError("image '" + file.string() + "': " + e.what(),
@@ -137,7 +141,8 @@ Dataset read_image_folder(const std::string& dir, const ImageFolderOptions& opti
   return data;
 }
 
-ImageFiles read_image_files(const std::string& dir, const Shape& example_shape) {
+ImageFiles read_image_files(const std::string& dir, const Shape& example_shape,
+                            const DataRoots* roots) {
   check_shape(example_shape);
   std::vector<std::string> paths;
   std::error_code ec;
@@ -155,7 +160,7 @@ ImageFiles read_image_files(const std::string& dir, const Shape& example_shape) 
   for (size_t i = 0; i < paths.size(); ++i) {
     const fs::path file = fs::path(dir) / paths[i];
     try {
-      read_example(file, example_shape, out.features.data() + int64_t(i) * row);
+      read_example(file, example_shape, out.features.data() + int64_t(i) * row, roots);
     } catch (const ImageError& e) {
       throw UserError("image '" + file.string() + "': " + e.what(), "replace or remove the file");
     }

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/data/dataset.h"
+#include "core/util/data_roots.h"
 
 namespace dtrain::core {
 
@@ -15,9 +16,9 @@ struct ImageFolderOptions {
   Shape example_shape;        // [channels (1 or 3), height, width]: every image must be this size
   int64_t num_classes = 0;    // the model's outputs: the folder must have that many classes
   bool skip_corrupt = false;  // false: an unreadable image fails the load, naming the file
-  // A cluster node's job: a symbolic link among the class folders or images is refused (it
-  // could lead outside the node's data_roots, which confine the folder itself).
-  bool refuse_links = false;
+  // A cluster node's data_roots (null: none): a symbolic link among the class folders or
+  // images is refused, and each image is checked against them as it is opened.
+  const DataRoots* roots = nullptr;
 };
 
 struct ImageFolderReport {
@@ -34,7 +35,8 @@ struct ImageFiles {
   Tensor features;
   std::vector<std::string> paths;
 };
-ImageFiles read_image_files(const std::string& dir, const Shape& example_shape);
+ImageFiles read_image_files(const std::string& dir, const Shape& example_shape,
+                            const DataRoots* roots = nullptr);
 // A .png, .jpg or .jpeg file name (any case): what an image folder's readers take.
 bool is_image_name(const std::string& path);
 

@@ -12,6 +12,7 @@
 
 #include "core/util/durable_file.h"
 #include "core/util/error.h"
+#include "core/util/input_file.h"
 
 namespace dtrain::core {
 namespace {
@@ -177,15 +178,15 @@ static PackedHeader read_packed_header(int fd, const std::string& path) {
   return out;
 }
 
-static int open_packed_file(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+static int open_packed_file(const std::string& path, const DataRoots* roots = nullptr) {
+  const int fd = open_input(path, roots);
   if (fd < 0)
     throw UserError("cannot open packed file '" + path + "'", "check the path and permissions");
   return fd;
 }
 
-PackedHeader read_packed_header(const std::string& path) {
-  const int fd = open_packed_file(path);
+PackedHeader read_packed_header(const std::string& path, const DataRoots* roots) {
+  const int fd = open_packed_file(path, roots);
   try {
     PackedHeader h = read_packed_header(fd, path);
     ::close(fd);
@@ -196,14 +197,15 @@ PackedHeader read_packed_header(const std::string& path) {
   }
 }
 
-PackedSource::PackedSource(const std::vector<std::string>& paths, PackedCoverage coverage) {
+PackedSource::PackedSource(const std::vector<std::string>& paths, PackedCoverage coverage,
+                           const DataRoots* roots) {
   // Every header first: what the files hold bounds what is allocated for them (a header's
   // counts are checked against the file's length, not trusted).
   int64_t held = 0;
   for (const std::string& path : paths) {
     auto f = std::make_unique<File>();
     f->path = path;
-    f->fd = open_packed_file(path);
+    f->fd = open_packed_file(path, roots);
     f->header = read_packed_header(f->fd, path);
     const PackedHeader& h = f->header;
     if (files_.empty()) {
@@ -302,8 +304,9 @@ void PackedSource::read(int64_t index, float* features, float* target) const {
   target[label] = 1.0f;
 }
 
-Dataset read_packed_dataset(const std::vector<std::string>& files, PackedCoverage coverage) {
-  const PackedSource source(files, coverage);
+Dataset read_packed_dataset(const std::vector<std::string>& files, PackedCoverage coverage,
+                            const DataRoots* roots) {
+  const PackedSource source(files, coverage, roots);
   Dataset d;
   Shape shape{source.size()};
   for (int64_t dim : source.example_shape()) shape.push_back(dim);

@@ -22,6 +22,7 @@
 #include "core/data/dataset.h"
 #include "core/data/example_source.h"
 #include "core/data/normalizer.h"
+#include "core/util/data_roots.h"
 
 namespace dtrain::core {
 
@@ -49,8 +50,9 @@ struct PackedHeader {
   uint64_t data_start = 0;
   int64_t record_bytes = 0;
 };
-// Throws UserError naming the file when it is missing or damaged.
-PackedHeader read_packed_header(const std::string& path);
+// Throws UserError naming the file when it is missing or damaged. roots: a cluster node's
+// data_roots (null: none), checked against the file as it is opened.
+PackedHeader read_packed_header(const std::string& path, const DataRoots* roots = nullptr);
 
 // kWholeExport: the files must hold every example of their export, each under its index in the
 // original data (the same minibatches as in memory). kPart: any of an export's files (a node's
@@ -62,8 +64,10 @@ enum class PackedCoverage { kWholeExport, kPart };
 class PackedSource : public ExampleSource {
  public:
   // Throws UserError naming the file when one is missing, damaged or from another export.
+  // roots: a cluster node's data_roots (null: none), checked against each file as it is opened.
   explicit PackedSource(const std::vector<std::string>& files,
-                        PackedCoverage coverage = PackedCoverage::kWholeExport);
+                        PackedCoverage coverage = PackedCoverage::kWholeExport,
+                        const DataRoots* roots = nullptr);
   ~PackedSource() override;
 
   int64_t size() const override { return total_; }
@@ -98,6 +102,7 @@ std::vector<std::string> packed_files(const std::string& pattern);
 
 // Every example of `files` in memory, as written (not normalised: evaluation applies the
 // model's normaliser, as for every other format), in the source's example order.
-Dataset read_packed_dataset(const std::vector<std::string>& files, PackedCoverage coverage);
+Dataset read_packed_dataset(const std::vector<std::string>& files, PackedCoverage coverage,
+                            const DataRoots* roots = nullptr);
 
 }  // namespace dtrain::core

@@ -9,6 +9,7 @@
 #include "core/data/image_folder.h"
 #include "core/layers/layer.h"
 #include "core/util/error.h"
+#include "core/util/input_file.h"
 
 namespace dtrain::core {
 namespace {
@@ -19,8 +20,9 @@ bool is_csv(const std::string& path) {
 
 void read_csv(const KeyedInputSpec& input, int64_t width, std::vector<float>& values,
               std::vector<std::string>& keys) {
-  std::ifstream file(input.path);
-  if (!file) throw UserError("cannot open '" + input.path + "'", "check the path");
+  InputStream opened(input.path, input.roots.get());
+  if (!opened.is_open()) throw UserError("cannot open '" + input.path + "'", "check the path");
+  std::istream& file = opened.stream();
   std::string line;
   int64_t line_no = 0, row = 0;
   const int64_t expected = width + (input.key_column >= 0 ? 1 : 0);
@@ -61,7 +63,7 @@ KeyedExamples read_keyed_examples(const KeyedInputSpec& input, const Shape& exam
   KeyedExamples in;
   const int64_t width = shape_size(example_shape);
   if (std::filesystem::is_directory(input.path)) {
-    ImageFiles files = read_image_files(input.path, example_shape);
+    ImageFiles files = read_image_files(input.path, example_shape, input.roots.get());
     in.features = std::move(files.features);
     in.keys = std::move(files.paths);
     return in;
@@ -70,7 +72,7 @@ KeyedExamples read_keyed_examples(const KeyedInputSpec& input, const Shape& exam
   if (is_csv(input.path)) {
     read_csv(input, width, values, in.keys);
   } else {
-    IdxArray idx = read_idx(input.path);
+    IdxArray idx = read_idx(input.path, input.roots.get());
     const int64_t n = idx.dims[0];
     if (static_cast<int64_t>(idx.values.size()) != n * width)
       throw UserError("'" + input.path + "' examples have " +

@@ -2,10 +2,12 @@
 // The inputs of inference, each with its key: CSV rows (the key from a key column, or the row
 // number), IDX images (the index) or a folder of images (the file's path under it). Raw values:
 // the model's normaliser is applied by the caller.
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "core/tensor/tensor.h"
+#include "core/util/data_roots.h"
 
 namespace dtrain::core {
 
@@ -13,6 +15,8 @@ struct KeyedInputSpec {
   std::string path;         // a .csv file, an IDX images file or a folder of images
   int64_t key_column = -1;  // CSV: the column holding the key; -1: the row number
   bool header = false;      // CSV: skip the first line
+  // A cluster node's data_roots (null: none): each file is checked against them as it is opened.
+  std::shared_ptr<const DataRoots> roots;
 };
 
 struct KeyedExamples {

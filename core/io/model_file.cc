@@ -11,6 +11,7 @@
 
 #include "core/util/durable_file.h"
 #include "core/util/error.h"
+#include "core/util/input_file.h"
 
 namespace dtrain::core {
 namespace {
@@ -170,13 +171,13 @@ void write_model_file(const std::string& path, const ModelFile& m) {
 
 namespace {
 
-std::string read_whole_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in)
+std::string read_whole_file(const std::string& path, const DataRoots* roots) {
+  InputStream in(path, roots);
+  if (!in.is_open())
     throw UserError("cannot open model file '" + path + "'",
                     "check the path; dtrain-submit writes it to output.model of the job spec");
   std::stringstream buffer;
-  buffer << in.rdbuf();
+  buffer << in.stream().rdbuf();
   return buffer.str();
 }
 
@@ -259,8 +260,8 @@ void read_section(uint32_t tag, uint64_t length, Reader& body, ModelFile& m) {
 
 }  // namespace
 
-ModelFile read_model_file(const std::string& path) {
-  const std::string bytes = read_whole_file(path);
+ModelFile read_model_file(const std::string& path, const DataRoots* roots) {
+  const std::string bytes = read_whole_file(path, roots);
   const uint32_t sections = check_frame(bytes, path);
   ModelFile m;
   bool have_spec = false, have_params = false;

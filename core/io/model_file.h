@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "core/data/normalizer.h"
+#include "core/util/data_roots.h"
 
 namespace dtrain::core {
 
@@ -50,7 +51,8 @@ struct ModelFile {
 
 // Throws UserError when the directory is not writable or the disk is full.
 void write_model_file(const std::string& path, const ModelFile& model);
-// Throws UserError for a missing, truncated, corrupt or newer-version file.
-ModelFile read_model_file(const std::string& path);
+// Throws UserError for a missing, truncated, corrupt or newer-version file. roots: a cluster
+// node's data_roots (null: none), checked against the file as it is opened.
+ModelFile read_model_file(const std::string& path, const DataRoots* roots = nullptr);
 
 }  // namespace dtrain::core

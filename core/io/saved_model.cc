@@ -8,9 +8,9 @@
 
 namespace dtrain::core {
 
-SavedModel load_saved_model(const std::string& path) {
+SavedModel load_saved_model(const std::string& path, const DataRoots* roots) {
   SavedModel s;
-  s.file = read_model_file(path);
+  s.file = read_model_file(path, roots);
   s.spec = parse_job_spec_text(s.file.spec_yaml, path + " (embedded spec)", stored_spec_options());
   // Sizes first: nothing is allocated for a spec the file's contents do not match.
   const ModelCounts need = count_model(s.spec.model);

@@ -18,6 +18,7 @@ struct SavedModel {
 };
 
 // Throws UserError if the file is unreadable or its parameters do not fit its spec.
-SavedModel load_saved_model(const std::string& path);
+// roots: a cluster node's data_roots (null: none), checked against the file as it is opened.
+SavedModel load_saved_model(const std::string& path, const DataRoots* roots = nullptr);
 
 }  // namespace dtrain::core

@@ -2,6 +2,7 @@
 // The job spec (docs/architecture/core.md, "Spec, data and files"), parsed and validated
 // (job_spec_parser.h). Defaults here are the documented defaults.
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -13,6 +14,7 @@
 #include "core/layers/weight_init.h"
 #include "core/spec/training_choices.h"
 #include "core/tensor/tensor.h"
+#include "core/util/data_roots.h"
 
 namespace dtrain::core {
 
@@ -70,6 +72,9 @@ struct ModelSpec {
   // statistics) instead of weight_init; with init_from_updater also its updater state.
   std::string init_from;
   bool init_from_updater = false;
+  // A cluster node's data_roots (null: none), which the init_from file is checked against as
+  // it is opened; not for the job's own checkpoint, which the node itself resumes from.
+  std::shared_ptr<const DataRoots> init_from_roots;
 };
 
 struct DataSourceSpec {
@@ -82,7 +87,9 @@ struct DataSourceSpec {
   // in it becomes the node's name. The controller gives every file to one node that holds it.
   std::string shards;
   bool skip_corrupt = false; // images: skip an unreadable image (listed) instead of failing
-  bool refuse_links = false; // images: a link inside the folder is refused (a node's data_roots)
+  // A cluster node's data_roots (null: none): every file of the source is checked against them
+  // as it is opened, and an image folder's links are refused.
+  std::shared_ptr<const DataRoots> roots;
   int64_t label_column = -1; // csv: class label column, -1 = last
   bool header = false;       // csv: skip the first line
   // csv `labels: regression`: the labels are values, as many columns as the output layer has

@@ -114,7 +114,11 @@ class JobSpecParser {
         r_.choice(node, "weight_init", "model", std::string("xavier"), weight_init_names()));
     m.l2 = r_.number(node, "l2", "model", 0.0, 0.0, 1.0, false);
     m.updater = parse_updater(node["updater"]);
-    if (node["init_from"]) m.init_from = existing_file(node, "init_from", "model");
+    if (node["init_from"]) {
+      m.init_from = existing_file(node, "init_from", "model");
+      if (options_.check_files && options_.data_roots.confines())
+        m.init_from_roots = std::make_shared<const DataRoots>(options_.data_roots);
+    }
     m.init_from_updater = r_.boolean(node, "init_from_updater", "model", false);
     if (m.init_from_updater && m.init_from.empty())
       r_.fail(node["init_from_updater"], "model.init_from_updater",
@@ -192,12 +196,11 @@ class JobSpecParser {
         } catch (const UserError& e) {
           r_.fail(node["path"], p + ".path", e.what_happened(), e.fix());
         }
-        for (const std::string& f : files) confine(node, "path", p, f);  // a match may be a link
+        confine(node, "path", p, files);  // a match may be a link
       }
     } else if (d.format == "images") {
       d.path = existing_folder(node, "path", p);
       d.skip_corrupt = r_.choice(node, "corrupt", p, std::string("fail"), {"fail", "skip"}) == "skip";
-      d.refuse_links = options_.check_files && options_.data_roots.confines();
     } else {
       d.path = existing_file(node, "path", p);
       d.label_column = r_.integer(node, "label_column", p, -1, -1, 1 << 20);
@@ -205,6 +208,8 @@ class JobSpecParser {
       d.regression = r_.choice(node, "labels", p, std::string("classes"),
                                {"classes", "regression"}) == "regression";
     }
+    if (options_.check_files && options_.data_roots.confines())
+      d.roots = std::make_shared<const DataRoots>(options_.data_roots);
     if ((d.format == "images" || d.format == "packed") && node["labels"])
       r_.fail(node["labels"], p + ".labels",
               "format " + d.format + " has class labels only (from the folders or the export)",
@@ -214,20 +219,29 @@ class JobSpecParser {
 
   // A path outside the node's data_roots is refused before anything looks at it.
   void confine(const YAML::Node& map, const std::string& key, const std::string& p,
+               const std::vector<std::string>& paths) {
+    if (!options_.check_files) return;
+    try {
+      options_.data_roots.require(paths);
+    } catch (const UserError& e) {
+      r_.fail(map[key], p + "." + key, e.what_happened(), e.fix());
+    }
+  }
+  void confine(const YAML::Node& map, const std::string& key, const std::string& p,
                const std::string& path) {
-    if (!options_.check_files || options_.data_roots.allows(path)) return;
-    const auto [what, fix] = options_.data_roots.refusal(path);
-    r_.fail(map[key], p + "." + key, what, fix);
+    confine(map, key, p, std::vector<std::string>{path});
   }
 
   // A file pattern (packed exports): wildcards only in its last part, its folder confined.
   void confine_pattern(const YAML::Node& map, const std::string& key, const std::string& p,
                        const std::string& pattern) {
     if (!options_.check_files || !options_.data_roots.confines()) return;
-    const std::string folder = std::filesystem::path(pattern).parent_path().string();
-    if (folder.find_first_of("*?[") != std::string::npos)
-      r_.fail(map[key], p + "." + key, "'" + pattern + "' has wildcards in its folder",
-              "name the folder; wildcards only in the file name (DIR/train-*.dtb)");
+    std::string folder;
+    try {
+      folder = pattern_folder(pattern);
+    } catch (const UserError& e) {
+      r_.fail(map[key], p + "." + key, e.what_happened(), e.fix());
+    }
     confine(map, key, p, folder);
   }
 

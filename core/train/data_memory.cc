@@ -1,9 +1,11 @@
 #include "core/train/data_memory.h"
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
-#include <fstream>
 #include <limits>
 #include <string_view>
 #include <utility>
@@ -12,6 +14,7 @@
 #include "core/data/image_folder.h"
 #include "core/data/packed_file.h"
 #include "core/util/error.h"
+#include "core/util/input_file.h"
 
 namespace dtrain::core {
 namespace {
@@ -26,7 +29,7 @@ int64_t saturated(double bytes) {
 }
 
 int64_t idx_bytes(const DataSourceSpec& s, int64_t outputs) {
-  const std::vector<int64_t> dims = read_idx_dims(s.images);
+  const std::vector<int64_t> dims = read_idx_dims(s.images, s.roots.get());
   int64_t per_example = 1;
   for (size_t i = 1; i < dims.size(); ++i) per_example *= dims[i];
   // The raw bytes while they are read, then the features as floats, and the targets.
@@ -37,13 +40,19 @@ int64_t idx_bytes(const DataSourceSpec& s, int64_t outputs) {
 // mean length gives the rows, the first one the columns; the reader holds its values and then
 // the features (twice the floats), and the targets. Nothing past that MiB is read.
 int64_t csv_bytes(const DataSourceSpec& s, int64_t outputs) {
-  std::error_code ec;
-  const int64_t size = int64_t(fs::file_size(s.path, ec));
-  if (ec) throw UserError("cannot read the size of '" + s.path + "'", "check the path");
-  std::ifstream in(s.path, std::ios::binary);
+  const int fd = open_input(s.path, s.roots.get());
+  struct stat st;
+  if (fd < 0 || ::fstat(fd, &st) != 0) {
+    if (fd >= 0) ::close(fd);
+    throw UserError("cannot read the size of '" + s.path + "'", "check the path");
+  }
+  const int64_t size = int64_t(st.st_size);
   std::string sample(size_t(std::min<int64_t>(size, 1 << 20)), '\0');
-  in.read(sample.data(), std::streamsize(sample.size()));
-  sample.resize(size_t(in.gcount()));
+  size_t got = 0;
+  for (ssize_t n; got < sample.size() && (n = ::read(fd, &sample[got], sample.size() - got)) > 0;)
+    got += size_t(n);
+  ::close(fd);
+  sample.resize(got);
   int64_t columns = 0, lines = 0, line_bytes = 0;
   bool skip_header = s.header;
   for (size_t at = 0; at < sample.size();) {
@@ -77,7 +86,8 @@ int64_t image_folder_bytes(const DataSourceSpec& s, int64_t outputs, const Shape
 
 int64_t packed_bytes(const DataSourceSpec& s, int64_t outputs, const Shape& input) {
   int64_t records = 0;
-  for (const std::string& file : packed_files(s.path)) records += read_packed_header(file).records;
+  for (const std::string& file : packed_files(s.path))
+    records += read_packed_header(file, s.roots.get()).records;
   return saturated(double(records) * double(shape_size(input) + outputs) * kFloat);
 }
 
@@ -91,6 +101,23 @@ int64_t source_memory_bytes(const DataSourceSpec& source, int64_t outputs, const
   if (source.format == "images") return image_folder_bytes(source, outputs, input);
   if (source.format == "packed") return packed_bytes(source, outputs, input);
   return 0;
+}
+
+int64_t keyed_memory_bytes(const std::string& path, bool header, const Shape& input,
+                           const std::shared_ptr<const DataRoots>& roots) {
+  std::error_code ec;
+  if (fs::is_directory(path, ec)) {
+    int64_t files = 0;
+    for (fs::recursive_directory_iterator it(path, ec), end; !ec && it != end; it.increment(ec))
+      files += is_image_name(it->path().string());
+    return saturated(double(files) * double(shape_size(input)) * kFloat);
+  }
+  DataSourceSpec s;
+  s.path = s.images = path;
+  s.header = header;
+  s.roots = roots;
+  const bool csv = path.size() >= 4 && path.compare(path.size() - 4, 4, ".csv") == 0;
+  return csv ? csv_bytes(s, 0) : idx_bytes(s, 0);
 }
 
 void check_memory(int64_t bytes, int64_t budget_bytes, const std::string& what) {

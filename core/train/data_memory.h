@@ -5,6 +5,7 @@
 // daemon. Features and targets are held as float32; packed files a job streams (data.train in
 // packed form, node-local shards) hold only their read-ahead and are not counted.
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include "core/spec/job_spec.h"
@@ -16,6 +17,13 @@ namespace dtrain::core {
 // count of files, packed files from their headers' record counts. Throws UserError as the
 // readers would for a missing or damaged file.
 int64_t source_memory_bytes(const DataSourceSpec& source, int64_t outputs, const Shape& input);
+
+// Bytes inference inputs (core/infer/keyed_examples.h) take as floats for input `input`: a
+// folder from its images, a .csv as a source of no outputs (its key column counted as a value's
+// two floats: a floor), anything else as IDX from its header.
+// roots: a cluster node's data_roots (null: none), checked against each file as it is opened.
+int64_t keyed_memory_bytes(const std::string& path, bool header, const Shape& input,
+                           const std::shared_ptr<const DataRoots>& roots = nullptr);
 
 // Throws UserError naming `what` (the data), `bytes` and `budget_bytes` when bytes exceed it
 // (budget_bytes <= 0: no budget).

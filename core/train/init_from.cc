@@ -37,7 +37,7 @@ void check_layers(const JobSpec& job, const ModelSpec& saved) {
 
 std::vector<float> init_from_model(const JobSpec& job, Model& initial) {
   if (job.model.init_from.empty()) return {};
-  SavedModel saved = load_saved_model(job.model.init_from);
+  SavedModel saved = load_saved_model(job.model.init_from, job.model.init_from_roots.get());
   check_layers(job, saved.spec.model);
   initial.set_params(saved.file.params.data());
   if (!saved.file.state.empty()) initial.set_state(saved.file.state.data());

@@ -15,11 +15,13 @@ namespace {
 
 Dataset read_source(const DataSourceSpec& source, int64_t outputs, const Shape& input) {
   const int64_t num_classes = source.regression ? 0 : outputs;
-  if (source.format == "idx") return load_idx_dataset(source.images, source.labels, num_classes);
+  const DataRoots* roots = source.roots.get();
+  if (source.format == "idx")
+    return load_idx_dataset(source.images, source.labels, num_classes, roots);
   if (source.format == "images") {
     ImageFolderReport report;
     Dataset d = read_image_folder(
-        source.path, {input, num_classes, source.skip_corrupt, source.refuse_links}, &report);
+        source.path, {input, num_classes, source.skip_corrupt, roots}, &report);
     for (const std::string& why : report.skipped)
       std::fprintf(stderr, "skipped a corrupt image (corrupt: skip): %s\n", why.c_str());
     return d;
@@ -29,14 +31,15 @@ Dataset read_source(const DataSourceSpec& source, int64_t outputs, const Shape& 
   options.header = source.header;
   options.num_classes = num_classes;
   options.target_columns = source.regression ? outputs : 0;
+  options.roots = roots;
   return read_csv_dataset(source.path, options);
 }
 
 // The files of an export, checked against the job: input shape, classes and normaliser.
 std::shared_ptr<PackedSource> open_packed(const std::vector<std::string>& files,
                                           PackedCoverage coverage, const JobSpec& job,
-                                          const std::string& where) {
-  auto packed = std::make_shared<PackedSource>(files, coverage);
+                                          const DataSourceSpec& source, const std::string& where) {
+  auto packed = std::make_shared<PackedSource>(files, coverage, source.roots.get());
   const int64_t classes = job.model.layers.back().units;
   const std::string fix = "export the data again with this spec (dtrain-submit export SPEC --out DIR)";
   if (shape_size(packed->example_shape()) != shape_size(job.model.input))
@@ -71,8 +74,8 @@ Dataset read_all(const ExampleSource& source, const Shape& input) {
 
 Dataset load_packed(const std::vector<std::string>& files, PackedCoverage coverage,
                     int64_t outputs, bool regression, const Shape& input,
-                    const std::string& where) {
-  Dataset d = read_packed_dataset(files, coverage);
+                    const std::string& where, const DataRoots* roots) {
+  Dataset d = read_packed_dataset(files, coverage, roots);
   if (regression || d.num_classes != outputs)
     throw UserError(where + ": the packed data has " + std::to_string(d.num_classes) +
                         " classes, the model " + std::to_string(outputs) +
@@ -86,7 +89,7 @@ Dataset load_source(const DataSourceSpec& source, int64_t outputs, const Shape& 
                     const std::string& where) {
   if (source.format == "packed")
     return load_packed(packed_files(source.path), PackedCoverage::kWholeExport, outputs,
-                       source.regression, input, where);
+                       source.regression, input, where, source.roots.get());
   Dataset d = read_source(source, outputs, input);
   reshape_features(d, input, where);
   return d;
@@ -111,12 +114,12 @@ TrainingData load_training_data(const JobSpec& job, const std::vector<std::strin
       throw UserError("data.train.shards names {node}, which only a cluster node fills in",
                       "train it with dtrain-submit on the cluster, or write the folder's name");
     auto packed = open_packed(shard_files ? *shard_files : packed_files(pattern),
-                              PackedCoverage::kPart, job, "data.train.shards");
+                              PackedCoverage::kPart, job, job.data.train, "data.train.shards");
     d.normalizer = packed->normalizer();
     d.packed = packed;
   } else if (job.data.train.format == "packed") {
     auto packed = open_packed(packed_files(job.data.train.path), PackedCoverage::kWholeExport,
-                              job, "data.train");
+                              job, job.data.train, "data.train");
     d.normalizer = packed->normalizer();
     d.packed = packed;
   } else {
@@ -128,7 +131,7 @@ TrainingData load_training_data(const JobSpec& job, const std::vector<std::strin
   if (!job.data.test.present()) return d;
   if (job.data.test.format == "packed") {
     d.test = read_all(*open_packed(packed_files(job.data.test.path), PackedCoverage::kWholeExport,
-                                   job, "data.test"),
+                                   job, job.data.test, "data.test"),
                       job.model.input);
   } else {
     d.test = load_source(job.data.test, classes, job.model.input, "data.test");

@@ -38,9 +38,10 @@ Dataset load_source(const DataSourceSpec& source, int64_t outputs, const Shape& 
 // Packed files read whole (as written, not normalised) for a model with `outputs` classes and
 // input `input`: load_source's packed case, and a node's file of `eval --cluster --shards`.
 // Refused naming `where` when the classes differ or the model predicts values (regression).
+// roots: a cluster node's data_roots (null: none), checked against each file as it is opened.
 Dataset load_packed(const std::vector<std::string>& files, PackedCoverage coverage,
                     int64_t outputs, bool regression, const Shape& input,
-                    const std::string& where);
+                    const std::string& where, const DataRoots* roots = nullptr);
 
 // shard_files: with data.train.shards on a cluster node, the files the controller gave it
 // (null: every file the pattern matches here).

@@ -4,6 +4,7 @@
 // path outside them is refused before anything is looked up, so a refusal tells nothing about
 // what exists there; symbolic links are resolved first, so a link cannot lead out.
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace dtrain::core {
@@ -16,8 +17,19 @@ struct DataRoots {
   // True when `path` (absolute), its links resolved, lies inside a granted folder, or inside an
   // allowed folder and no excluded one.
   bool allows(const std::string& path) const;
+  // True when the file open as `fd` lies inside them, by the path the kernel resolved when it
+  // was opened (every link followed then): what was opened, not a name looked up again.
+  bool allows_opened(int fd) const;
   // "'PATH' is outside ..." with the fix, as (what, fix).
   std::pair<std::string, std::string> refusal(const std::string& path) const;
+  // Throws core::UserError (the refusal) for the first of `paths` not allowed; the roots are
+  // resolved once for all of them (a pattern may match thousands of files). Empty paths pass.
+  void require(const std::vector<std::string>& paths) const;
+  void require(const std::string& path) const { require(std::vector<std::string>{path}); }
 };
+
+// The folder of a file pattern (DIR/part-*.dtb), which the data roots confine: throws
+// core::UserError where the folder itself has wildcards (its matches could be anywhere).
+std::string pattern_folder(const std::string& pattern);
 
 }  // namespace dtrain::core

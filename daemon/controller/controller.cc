@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "core/util/error.h"
 #include "daemon/controller/job_access.h"
 #include "daemon/controller/node_use.h"
 #include "daemon/protocol/control_frames.h"
@@ -101,6 +102,13 @@ bool Controller::receive_request_data(ControlConnection& c, ClientRequest& reque
                : reply_error("the task's model of " + size + " is larger than the " +
                                  std::to_string(kMaxRequestDataBytes) + " a request may bring",
                              "evaluate a smaller model, or run eval/infer on one machine"));
+    return false;
+  }
+  try {
+    std::lock_guard<std::mutex> lock(mutex_);
+    tasks_.check_room();
+  } catch (const core::UserError& e) {
+    c.send(reply_error(e.what_happened(), e.fix()));
     return false;
   }
   const std::vector<uint8_t> body =

@@ -32,18 +32,22 @@ std::vector<JobRecord*> TaskJobs::running_tasks() {
   return out;
 }
 
+// Each task holds its model in memory until it ends: a bounded number of them.
+void TaskJobs::check_room() const {
+  const size_t unfinished = store_.unfinished_tasks();
+  if (unfinished >= kMaxUnfinishedTasks)
+    throw core::UserError(std::to_string(unfinished) + " evaluation or inference jobs are queued "
+                              "or running already",
+                          "wait for them (dtrain-submit status) or cancel some");
+}
+
 JobRecord TaskJobs::accept(const TaskRequest& request, const std::vector<uint8_t>& model) const {
   if (model.empty())
     throw core::UserError("the task brings no model", "use dtrain-submit eval|infer MODEL --cluster");
   TaskLimits limits{config_.task_outputs, config_.data_dir, 0};
   limits.alive_nodes = members_.alive_count();
   const Json checked = checked_task_request(request, limits);
-  // Each holds its model in memory until it ends: a bounded number of them.
-  const size_t unfinished = store_.unfinished_tasks();
-  if (unfinished >= kMaxUnfinishedTasks)
-    throw core::UserError(std::to_string(unfinished) + " evaluation or inference jobs are queued "
-                              "or running already",
-                          "wait for them (dtrain-submit status) or cancel some");
+  check_room();
   JobRecord job;
   job.name = checked["name"];
   job.mode = checked["task"];

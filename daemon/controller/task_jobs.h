@@ -30,6 +30,9 @@ class TaskJobs {
   // A checked task request with its model, as a record to queue; throws core::UserError when
   // the request is refused (bounds, paths, too many tasks already).
   JobRecord accept(const TaskRequest& request, const std::vector<uint8_t>& model) const;
+  // Throws core::UserError when as many tasks as the controller holds are unfinished already
+  // (also asked before a task's model is received, so a full queue costs no upload).
+  void check_room() const;
   // Starts the queued task on free nodes (`use`: what running jobs hold) within its owner's
   // node limit, or logs what it waits for.
   StartOutcome start(JobRecord& job, const NodeUse& use);

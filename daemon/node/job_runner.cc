@@ -640,6 +640,7 @@ void JobRunner::prepare(TrainingInputs& in, MeshExchange& exchange,
 void JobRunner::resume_from_checkpoint(TrainingInputs& in, MeshExchange& exchange) {
   in.checkpoint = epoch_checkpoint(in.options.output_path, in.job.output.model);
   in.local.model.init_from = in.checkpoint.path;
+  in.local.model.init_from_roots = nullptr;  // this node's own checkpoint, in the job's folder
   in.local.model.init_from_updater = in.checkpoint.model.has_updater;
   in.options.resume = &in.checkpoint.model;
   exchange.start_at(start_.resume_epoch);

@@ -22,23 +22,16 @@ std::vector<ShardFile> list_local_shards(const std::string& pattern, const std::
                                          const core::DataRoots& roots) {
   std::vector<ShardFile> out;
   glob_t g;
-  if (glob(node_pattern(pattern, node).c_str(), 0, nullptr, &g) == 0) {
-    try {
-      for (size_t i = 0; i < g.gl_pathc; ++i) {
-        if (!roots.allows(g.gl_pathv[i])) {
-          const auto [what, fix] = roots.refusal(g.gl_pathv[i]);
-          throw core::UserError(what, fix);
-        }
-        const core::PackedHeader h = core::read_packed_header(g.gl_pathv[i]);
-        out.push_back({g.gl_pathv[i], h.records, h.total, h.export_id});
-      }
-    } catch (...) {
-      globfree(&g);
-      throw;
-    }
-  }
+  std::vector<std::string> matches;
+  if (glob(node_pattern(pattern, node).c_str(), 0, nullptr, &g) == 0)
+    matches.assign(g.gl_pathv, g.gl_pathv + g.gl_pathc);  // glob sorts
   globfree(&g);
-  return out;  // glob sorts
+  roots.require(matches);  // every match before any is read: one may be a link leading out
+  for (const std::string& m : matches) {
+    const core::PackedHeader h = core::read_packed_header(m, &roots);
+    out.push_back({m, h.records, h.total, h.export_id});
+  }
+  return out;
 }
 
 }  // namespace dtrain::daemon

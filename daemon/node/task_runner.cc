@@ -112,26 +112,24 @@ bool TaskRunner::next_part(uint32_t& part) {
   return true;
 }
 
+// The node's data_roots where they confine (null where they do not: a run on one machine).
+std::shared_ptr<const core::DataRoots> TaskRunner::confining_roots() const {
+  core::DataRoots roots = config_.input_roots();
+  if (!roots.confines()) return nullptr;
+  return std::make_shared<const core::DataRoots>(std::move(roots));
+}
+
 // Inputs only from the node's data_roots, refused before anything looks at them: the paths,
 // each packed file a pattern matches (one may be a link leading out), no wildcard in a folder.
 void TaskRunner::check_inputs() const {
   const core::DataRoots roots = config_.input_roots();
-  auto check = [&](const std::string& input) {
-    if (input.empty() || roots.allows(input)) return;
-    const auto [what, fix] = roots.refusal(input);
-    throw core::UserError(what, fix);
-  };
   const bool packed = task_.format == "packed" && task_.shards.empty();
-  for (const std::string& pattern : {task_.shards, packed ? task_.path : std::string()}) {
-    const std::string folder = std::filesystem::path(pattern).parent_path().string();
-    if (folder.find_first_of("*?[") != std::string::npos)
-      throw core::UserError("'" + pattern + "' has wildcards in its folder",
-                            "name the folder; wildcards only in the file name (DIR/test-*.dtb)");
-    check(folder);
-  }
-  check(task_.labels);
-  if (!packed) return check(task_.path);
-  for (const std::string& f : core::packed_files(task_.path)) check(f);  // the folder is allowed
+  std::vector<std::string> inputs{task_.labels};
+  if (!task_.shards.empty()) inputs.push_back(core::pattern_folder(task_.shards));
+  if (!packed) inputs.push_back(task_.path);
+  if (packed) inputs.push_back(core::pattern_folder(task_.path));
+  roots.require(inputs);
+  if (packed) roots.require(core::packed_files(task_.path));  // their folder is allowed
 }
 
 void TaskRunner::load(Loaded& l) {
@@ -158,8 +156,12 @@ void TaskRunner::load(Loaded& l) {
   std::filesystem::remove(path);
   task_.model = {};  // loaded: the bytes are not needed any more
   if (!task_.shards.empty()) return;  // node-local: each part reads its own file
+  const std::shared_ptr<const core::DataRoots> roots = confining_roots();
   if (task_.kind == TaskKind::Infer) {
-    l.inputs = core::read_keyed_examples({task_.path, task_.key_column, task_.header},
+    core::check_memory(
+        core::keyed_memory_bytes(task_.path, task_.header, l.saved.model->input_shape(), roots),
+        config_.job_memory_bytes(), "the data " + task_.path);
+    l.inputs = core::read_keyed_examples({task_.path, task_.key_column, task_.header, roots},
                                          l.saved.model->input_shape());
     l.saved.normalizer.apply(l.inputs.features);
     l.examples = l.inputs.size();
@@ -173,7 +175,7 @@ void TaskRunner::load(Loaded& l) {
   source.label_column = task_.label_column;
   source.header = task_.header;
   source.regression = l.saved.spec.regression();
-  source.refuse_links = true;  // an image folder's entries: none may lead outside data_roots
+  source.roots = roots;  // every file checked as it is opened; an image folder's links refused
   core::check_memory(core::source_memory_bytes(source, l.saved.model->num_outputs(),
                                                l.saved.model->input_shape()),
                      config_.job_memory_bytes(), "the data " + task_.path);
@@ -209,14 +211,15 @@ core::Dataset TaskRunner::shard_data(Loaded& l, uint32_t part) const {
     listed = listed_.at(it->second);
   }
   const std::string& file = listed.path;
-  const core::PackedHeader now = core::read_packed_header(file);
+  const std::shared_ptr<const core::DataRoots> roots = confining_roots();
+  const core::PackedHeader now = core::read_packed_header(file, roots.get());
   if (now.export_id != listed.export_id || now.records != listed.examples)
     throw core::UserError("'" + file + "' changed since this node listed it",
                           "leave the --shards files as they are while an evaluation runs, and "
                           "submit again");
   core::Dataset d = core::load_packed({file}, core::PackedCoverage::kPart,
                                       l.saved.model->num_outputs(), l.saved.spec.regression(),
-                                      l.saved.model->input_shape(), file);
+                                      l.saved.model->input_shape(), file, roots.get());
   l.saved.normalizer.apply(d.features);
   return d;
 }

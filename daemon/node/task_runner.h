@@ -46,6 +46,7 @@ class TaskRunner {
   struct Loaded;
   void run();
   void check_inputs() const;
+  std::shared_ptr<const core::DataRoots> confining_roots() const;
   void load(Loaded& loaded);
   PartDoneReport run_part(Loaded& loaded, uint32_t part);
   // Node-local: the part's file, read and normalised for the model.

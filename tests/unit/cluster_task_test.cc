@@ -544,3 +544,27 @@ TEST_CASE("a node-local evaluation: parts once every node has listed, a lost nod
   CHECK(status["error"] == "node-a evaluated 99 examples for part 1, whose file held 100 when it "
                            "was listed");
 }
+
+TEST_CASE("with as many tasks unfinished as the controller holds, another is refused before its "
+          "model is sent", "[controller]") {
+  ControllerUnderTest t;
+  FakeNode a(t, node_named("node-a", 1));  // runs the first; the others queue behind it
+  for (int i = 0; i < 8; ++i) {
+    daemon::TaskRequest request = task_request(daemon::TaskKind::Eval, "/data/test.csv", "csv");
+    request.name = "eval-" + std::to_string(i);
+    REQUIRE(submit_task(t, request, {9, 9, 9}).contains("id"));
+  }
+  // The ninth announces its model and never sends it: the answer comes at once, not after the
+  // 60 s the controller would wait for the model.
+  daemon::ClientRequest q = daemon::client_request(daemon::RequestKind::Task);
+  q.task = task_request(daemon::TaskKind::Eval, "/data/test.csv", "csv");
+  q.data = {9, 9, 9};
+  auto c = t.as_alice();
+  c->send(daemon::request_frame(q), 5s);
+  const std::vector<uint8_t> reply = c->receive(5s);
+  const daemon::control::Reply* r = daemon::read_control_frame(reply).body_as_Reply();
+  REQUIRE(r);
+  CHECK_FALSE(r->ok());
+  CHECK(std::string(r->error() ? r->error()->c_str() : "") ==
+        "8 evaluation or inference jobs are queued or running already");
+}

@@ -139,11 +139,13 @@ TEST_CASE("bad image folders and files are refused with the file named, or skipp
     write_bytes(elsewhere + "/secret.png", core::encode_png(pattern(4, 4, 1, 5)));
     fs::create_symlink(elsewhere + "/secret.png", dir + "/a/linked.png");
     CHECK(error_of(dir, options).empty());  // on one machine a link is followed
-    const std::string message = error_of(dir, {{1, 4, 4}, 2, false, true});
+    core::DataRoots roots;
+    roots.allowed = {dir};
+    const std::string message = error_of(dir, {{1, 4, 4}, 2, false, &roots});
     CHECK_THAT(message, Catch::Contains("a/linked.png' is a symbolic link"));
     fs::remove(dir + "/a/linked.png");
     fs::create_directory_symlink(elsewhere, dir + "/c");  // a class folder that is a link
-    CHECK_THAT(error_of(dir, {{1, 4, 4}, 3, false, true}), Catch::Contains("/c' is a symbolic link"));
+    CHECK_THAT(error_of(dir, {{1, 4, 4}, 3, false, &roots}), Catch::Contains("/c' is a symbolic link"));
   }
   SECTION("an input shape images cannot have") {
     CHECK_THAT(error_of(dir, {{784}, 2, false}), Catch::Contains("[channels, height, width]"));
