@@ -112,9 +112,6 @@ SyncChoice choose_sync(const TrainingSpec& training, const SyncChoiceInputs& in)
   const double budget = kWaitShareOfCompute * in.step_s;
   const double wait = per_step_wait_s(training, in);
   const long share = std::lround(std::min(1e9, 100.0 * wait / in.step_s));
-  if (wait <= budget)
-    return SyncChoice{0, figures(in) + ": per-step sharing waits " + milliseconds(wait) +
-                             " a step (" + std::to_string(share) + "% of compute)"};
   const double round = round_wait_s(in);
   const int64_t needed = int64_t(std::ceil(round / budget));
   const int64_t steps = std::clamp(needed, kMinLocalSteps, kMaxLocalSteps);

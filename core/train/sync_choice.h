@@ -4,12 +4,14 @@
 // step computes. Per-step sharing (bsp) waits every step for a step's messages, sent half a
 // round trip a hop along the mesh's longest path (a relay doubles it); local steps wait one
 // round trip, one pseudo-gradient and the round's own work (encoding, decoding, the outer step)
-// every H steps. The rule keeps the waiting under a tenth of the compute: per-step sharing where it already is, else
-// the smallest H that gets there, at least kMinLocalSteps and at most kMaxLocalSteps: past 20
-// the replicas drift apart (the example MLP: 0.6 points less at H = 50 after 4 epochs, and as
-// fast or slower to 0.87 on every link measured but a 200 ms round trip; docs/performance.md,
-// "Choosing the sync"). Local steps are taken only where their wait per step, a round's over
-// H, is below per-step sharing's.
+// every H steps. H is the smallest that keeps a round's wait under a tenth of H steps' compute,
+// at least kMinLocalSteps and at most kMaxLocalSteps: past 20 the replicas drift apart (the
+// example MLP: 0.6 points less at H = 50 after 4 epochs, and as fast or slower to 0.87 on every
+// link measured but a 200 ms round trip; docs/performance.md, "Choosing the sync"). The mode
+// whose wait per step is smaller wins (a round's over H for local steps), also where both are
+// small: at equal epochs local steps were as accurate as per-step sharing or more for every
+// model measured, and reached LeNet's target an epoch sooner (docs/performance.md, "Every cell,
+// after the epoch end's check").
 #include <cstdint>
 #include <string>
 

@@ -1,6 +1,6 @@
-// training.sync: auto's rule (core/train/sync_choice.h) on hand-computed figures: per-step
-// sharing where its wait is under a tenth of a step's compute, else local steps with the
-// smallest H whose round wait is under a tenth of H steps, clamped to [10, 20].
+// training.sync: auto's rule (core/train/sync_choice.h) on hand-computed figures: local steps
+// with the smallest H whose round wait is under a tenth of H steps, clamped to [10, 20], where
+// their wait per step is below per-step sharing's, else per-step sharing.
 #include <catch2/catch.hpp>
 
 #include <vector>
@@ -24,15 +24,17 @@ core::SyncChoiceInputs inputs(double rtt_ms, double mb_s, double step_ms) {
 
 }  // namespace
 
-TEST_CASE("a fast link keeps per-step sharing; slower ones get local steps, H from the wait") {
+TEST_CASE("the smaller wait a step wins, also on a fast link; H from the round's wait") {
   const core::TrainingSpec t;  // max_sparsity 1e-2; a round's message: 48 kB (inputs())
   // bsp waits rtt/2 + 2 workers * 4 B * 1e5 * 1e-2 / goodput.
-  // 0.1 ms, 1000 MB/s: 0.05 + 0.008 ms of a 10 ms step.
+  // 0.1 ms, 1000 MB/s: 0.05 + 0.008 ms of a 10 ms step, 1%. A round: 0.1 + 2 * 48 kB / 1e9 =
+  // 0.196 ms, 0.02 ms a step at H = 10 (the least): smaller still, local steps.
   core::SyncChoice c = core::choose_sync(t, inputs(0.1, 1000, 10));
-  CHECK(c.local_steps == 0);
+  CHECK(c.local_steps == 10);
   CHECK(c.reason == "RTT 0.10 ms (1 hop apart), 1000.0 MB/s for a step's messages and "
                     "1000.0 MB/s for a round's, a step computes 10.00 ms and shares in 0.00 ms: "
-                    "per-step sharing waits 0.06 ms a step (1% of compute)");
+                    "per-step sharing would wait 0.06 ms a step (1% of compute); local steps, H "
+                    "= 10 (a round waits 0.20 ms: its message 48 kB, its work 0.00 ms)");
   // 2 ms, 100 MB/s: bsp waits 1.08 ms > 1 ms. A round waits 2 ms + 2 nodes * 48 kB / 1e8 =
   // 2.96 ms: 3 steps would do, the least is 10.
   c = core::choose_sync(t, inputs(2, 100, 10));
@@ -171,12 +173,17 @@ TEST_CASE("each mode is weighed with the goodput of its own message and the mesh
                                          "messages and 2.0 MB/s for a round's"));
   CHECK_THAT(c.reason, Catch::Contains("per-step sharing waits 10.00 ms a step"));
 
-  // A 3 ms round trip and 20 ms steps at 1000 MB/s: neighbours wait 1.5 ms a step, under the
-  // tenth (2 ms); through a relay (2 hops) 3 ms, over it: local steps, H = 10.
+  // A 3 ms round trip and 20 ms steps at 1000 MB/s: neighbours wait 1.5 ms a step, through a
+  // relay (2 hops) 3 ms; a round's 3.1 ms is 0.31 ms a step at H = 10: local steps either way.
+  // With a round's work of 20 ms the round waits 23.1 ms: H = 12 keeps it under a tenth of H
+  // steps (1.92 ms a step), and the path decides: 1 hop (1.51 ms) per-step sharing, 2 hops
+  // (3.01 ms) local steps.
   in = inputs(3, 1000, 20);
+  CHECK(core::choose_sync(t, in).local_steps == 10);
+  in.round_work_s = 0.020;
   CHECK(core::choose_sync(t, in).local_steps == 0);
   in.path_hops = 2;
-  CHECK(core::choose_sync(t, in).local_steps == 10);
+  CHECK(core::choose_sync(t, in).local_steps == 12);
   CHECK_THAT(core::choose_sync(t, in).reason, Catch::StartsWith("RTT 3.00 ms (2 hops apart)"));
 }
 
