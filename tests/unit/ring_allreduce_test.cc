@@ -1,0 +1,152 @@
+// Ring all-reduce (core/collective/ring_allreduce.h) between threads: for 2 to 7 ranks and
+// buffers of every awkward size (empty, shorter than the ring, one past it, odd), every rank ends
+// with the same bits, within float rounding of a sum in double; each rank sends 2 (R - 1) / R of
+// the buffer; a segment of the wrong size is refused by step.
+#include <catch2/catch.hpp>
+
+#include <chrono>
+#include <cmath>
+#include <condition_variable>
+#include <cstring>
+#include <map>
+#include <functional>
+#include <mutex>
+#include <random>
+#include <stdexcept>
+#include <thread>
+
+#include "core/collective/ring_allreduce.h"
+#include "core/util/error.h"
+
+using namespace dtrain;
+
+namespace {
+
+// Every rank's inbox, keyed by step: what the previous rank sent it.
+class ThreadRing {
+ public:
+  explicit ThreadRing(int ranks) : inbox_(size_t(ranks)), sent_(size_t(ranks), 0) {}
+
+  class Links : public core::RingLinks {
+   public:
+    Links(ThreadRing& ring, int rank) : ring_(ring), rank_(rank) {}
+    void send_next(int step, const float* values, int64_t n) override {
+      ring_.deliver(rank_, step, std::vector<float>(values, values + n));
+    }
+    std::vector<float> receive_previous(int step) override { return ring_.take(rank_, step); }
+
+   private:
+    ThreadRing& ring_;
+    int rank_;
+  };
+
+  int64_t sent(int rank) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return sent_[size_t(rank)];
+  }
+
+  // A test's corruption of what rank `from` sends (none by default).
+  std::function<void(std::vector<float>&)> tamper = [](std::vector<float>&) {};
+
+ private:
+  void deliver(int from, int step, std::vector<float> values) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    tamper(values);
+    sent_[size_t(from)] += int64_t(values.size());
+    inbox_[(size_t(from) + 1) % inbox_.size()][step] = std::move(values);
+    arrived_.notify_all();
+  }
+  std::vector<float> take(int rank, int step) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    auto& box = inbox_[size_t(rank)];
+    if (!arrived_.wait_for(lock, std::chrono::seconds(10), [&] { return box.count(step) > 0; }))
+      throw std::runtime_error("rank " + std::to_string(rank) + " waited 10 s for step " +
+                               std::to_string(step));
+    std::vector<float> v = std::move(box[step]);
+    box.erase(step);
+    return v;
+  }
+
+  std::mutex mutex_;
+  std::condition_variable arrived_;
+  std::vector<std::map<int, std::vector<float>>> inbox_;
+  std::vector<int64_t> sent_;
+};
+
+// Runs the all-reduce on every rank's buffer, one thread each; the first error of any rank.
+std::string all_reduce(std::vector<std::vector<float>>& buffers, ThreadRing& ring) {
+  const int ranks = int(buffers.size());
+  std::vector<std::string> errors(static_cast<size_t>(ranks));
+  std::vector<std::thread> threads;
+  for (int r = 0; r < ranks; ++r)
+    threads.emplace_back([&, r] {
+      ThreadRing::Links links(ring, r);
+      try {
+        core::ring_allreduce(buffers[size_t(r)].data(), int64_t(buffers[size_t(r)].size()), r,
+                             ranks, links);
+      } catch (const std::exception& e) {
+        errors[size_t(r)] = e.what();
+      }
+    });
+  for (auto& t : threads) t.join();
+  for (const std::string& e : errors)
+    if (!e.empty()) return e;
+  return "";
+}
+
+}  // namespace
+
+TEST_CASE("segments cover the buffer once, the first n % R one longer") {
+  for (int64_t n : {0, 1, 5, 6, 7, 1001})
+    for (int ranks = 1; ranks <= 7; ++ranks) {
+      int64_t next = 0;
+      for (int i = 0; i < ranks; ++i) {
+        const core::RingSegment s = core::ring_segment(n, ranks, i);
+        CHECK(s.begin == next);
+        CHECK(s.size() == n / ranks + (i < n % ranks ? 1 : 0));
+        next = s.end;
+      }
+      CHECK(next == n);
+    }
+}
+
+TEST_CASE("every rank ends with the same bits, the sum within float rounding") {
+  std::mt19937 rng(7);
+  std::normal_distribution<float> normal(0.f, 1.f);
+  for (int ranks = 2; ranks <= 7; ++ranks)
+    for (int64_t n : {int64_t(0), int64_t(1), int64_t(ranks - 1), int64_t(ranks),
+                      int64_t(ranks + 1), int64_t(1000), int64_t(1001), int64_t(4099)}) {
+      INFO(ranks << " ranks, " << n << " values");
+      std::vector<std::vector<float>> buffers(static_cast<size_t>(ranks), std::vector<float>(static_cast<size_t>(n)));
+      std::vector<double> sum(static_cast<size_t>(n), 0.0), magnitude(static_cast<size_t>(n), 0.0);
+      for (auto& b : buffers)
+        for (int64_t i = 0; i < n; ++i) {
+          b[size_t(i)] = normal(rng) * float(1 + i % 13);
+          sum[size_t(i)] += b[size_t(i)];
+          magnitude[size_t(i)] += std::fabs(b[size_t(i)]);
+        }
+      ThreadRing ring(ranks);
+      REQUIRE(all_reduce(buffers, ring) == "");
+      for (int r = 1; r < ranks; ++r)
+        CHECK(std::memcmp(buffers[0].data(), buffers[size_t(r)].data(), size_t(n) * 4) == 0);
+      int64_t off = 0;
+      for (int64_t i = 0; i < n; ++i)
+        off += std::fabs(buffers[0][size_t(i)] - sum[size_t(i)]) > 1e-6 * magnitude[size_t(i)] + 1e-30;
+      CHECK(off == 0);
+      // Each rank sent 2 (R - 1) segments: 2 (R - 1) / R of the buffer, give or take the
+      // segments' one extra element.
+      for (int r = 0; r < ranks; ++r) {
+        const double share = double(ring.sent(r)) / double(std::max<int64_t>(n, 1));
+        if (n >= 1000) CHECK(std::fabs(share - 2.0 * (ranks - 1) / ranks) < 0.01);
+      }
+    }
+}
+
+TEST_CASE("a segment of the wrong size is refused, naming the step") {
+  std::vector<std::vector<float>> buffers(3, std::vector<float>(30, 1.f));
+  ThreadRing ring(3);
+  ring.tamper = [](std::vector<float>& v) { v.push_back(0.f); };  // one value too many
+  CHECK_THAT(all_reduce(buffers, ring),
+             Catch::Contains("ring all-reduce step 1: a segment of 11 values arrived where 10 "
+                             "were due"));
+}
