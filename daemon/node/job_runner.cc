@@ -638,7 +638,8 @@ void JobRunner::prepare(TrainingInputs& in, MeshExchange& exchange,
 
 // Every member restarted: the job goes on from its consistent checkpoint, this node's copy.
 void JobRunner::resume_from_checkpoint(TrainingInputs& in, MeshExchange& exchange) {
-  in.checkpoint = epoch_checkpoint(in.options.output_path, in.job.output.model);
+  in.checkpoint =
+      epoch_checkpoint(in.options.output_path, in.job.output.model, in.job.source_text);
   in.local.model.init_from = in.checkpoint.path;
   in.local.model.init_from_roots = nullptr;  // this node's own checkpoint, in the job's folder
   in.local.model.init_from_updater = in.checkpoint.model.has_updater;
@@ -652,12 +653,17 @@ void JobRunner::resume_from_checkpoint(TrainingInputs& in, MeshExchange& exchang
 
 // This node's checkpoint of the job with resume_epoch epochs done: in the job's folder, or for a
 // job a release before job folders started, in data_dir/models/ where that release wrote it (new
-// checkpoints go to the job's folder).
+// checkpoints go to the job's folder). That folder was shared by every job: a checkpoint there
+// counts only when it holds this job's own spec, word for word (`spec_text`), so another job's
+// files of the same name are never taken for this job's.
 core::ResumePoint JobRunner::epoch_checkpoint(const std::string& model_path,
-                                              const std::string& model_name) const {
+                                              const std::string& model_name,
+                                              const std::string& spec_text) const {
   const std::string earlier = config_.data_dir + "/models/" + model_name;
-  if (core::list_checkpoints(model_path).empty() && !core::list_checkpoints(earlier).empty())
-    return core::find_epoch_checkpoint(earlier, start_.resume_epoch);
+  if (core::list_checkpoints(model_path).empty() && !core::list_checkpoints(earlier).empty()) {
+    core::ResumePoint point = core::find_epoch_checkpoint(earlier, start_.resume_epoch);
+    if (point.model.spec_yaml == spec_text) return point;
+  }
   return core::find_epoch_checkpoint(model_path, start_.resume_epoch);
 }
 

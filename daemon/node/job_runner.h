@@ -91,8 +91,8 @@ class JobRunner : public JobPart {
   core::SyncChoice choose_sync(const core::JobSpec& job, MeshExchange& exchange,
                                const std::vector<JobMember>& members);
   void resume_from_checkpoint(TrainingInputs& in, MeshExchange& exchange);
-  core::ResumePoint epoch_checkpoint(const std::string& model_path,
-                                     const std::string& model_name) const;
+  core::ResumePoint epoch_checkpoint(const std::string& model_path, const std::string& model_name,
+                                     const std::string& spec_text) const;
   void sample_links(const std::vector<JobMember>& members);
   void leave_mesh_when_all_done(MeshExchange& exchange);
   ResultReport result_report(const TrainingInputs& in, const core::TrainingResult& r,

@@ -198,11 +198,33 @@ TEST_CASE("two jobs naming the same output.model keep their own model and checkp
   }
 }
 
-TEST_CASE("a job from before job folders resumes from its checkpoint in data_dir/models") {
+TEST_CASE("a job from before job folders resumes from its checkpoint in data_dir/models, "
+          "never from another job's of the same name") {
   NodeUnderTest node;
   const std::string csv = testing::write_separable_csv(node.dir);
   std::string spec = node.spec(2, "  train: {format: csv, path: " + csv + "}\n");
   spec.replace(spec.find("{model: t.dtm}"), 14, "{model: t.dtm, checkpoint_every: 32}");
+  SECTION("another job's") {
+    // The files in models/ were written by a job of another spec (seed 4) with the same
+    // output.model: this job has no checkpoint of its own, and says so.
+    std::string other = spec;
+    other.replace(other.find("seed: 3"), 7, "seed: 4");
+    Reports reports;
+    JobRunner first(node.config, *node.channel, kSelf, 11, node.start(other), reports.sink());
+    REQUIRE(wait_for([&] { return first.done(); }, 60s, "the other job to end"));
+    std::filesystem::rename(node.dir + "/jobs/000000000000000b", node.dir + "/models");
+    StartMessage resume = node.start(spec);
+    resume.resume_epoch = 1;
+    Reports resumed;
+    JobRunner again(node.config, *node.channel, kSelf, 10, resume, resumed.sink());
+    REQUIRE(wait_for([&] { return again.done(); }, 60s, "the refused resume to end"));
+    REQUIRE(resumed.of<FailedReport>().size() == 1);
+    CHECK_THAT(resumed.of<FailedReport>()[0].error,
+               Catch::Contains("no whole checkpoint of " + node.dir +
+                               "/jobs/000000000000000a/t.dtm with 1 epochs done"));
+    CHECK_FALSE(resumed.has_log("resuming from"));
+    return;
+  }
   {
     Reports reports;
     JobRunner first(node.config, *node.channel, kSelf, 10, node.start(spec), reports.sink());
