@@ -73,11 +73,12 @@ int64_t csv_bytes(const DataSourceSpec& s, int64_t outputs) {
 // The images read_image_folder reads: class folders' .png and .jpg files (an entry that cannot
 // be looked at is passed over here; the reader names it).
 int64_t image_folder_bytes(const DataSourceSpec& s, int64_t outputs, const Shape& input) {
+  const InputFolder folder(s.path, s.roots.get());  // listed where it was checked
   int64_t files = 0;
   std::error_code ec;
-  for (const auto& c : fs::directory_iterator(s.path, ec)) {
+  for (const auto& c : fs::directory_iterator(folder.listing_path(), ec)) {
     std::error_code entry;
-    if (!c.is_directory(entry)) continue;
+    if ((s.roots && c.is_symlink(entry)) || !c.is_directory(entry)) continue;  // the reader refuses it
     for (const auto& f : fs::directory_iterator(c.path(), entry))
       files += is_image_name(f.path().string());
   }
@@ -107,8 +108,10 @@ int64_t keyed_memory_bytes(const std::string& path, bool header, const Shape& in
                            const std::shared_ptr<const DataRoots>& roots) {
   std::error_code ec;
   if (fs::is_directory(path, ec)) {
+    const InputFolder folder(path, roots.get());  // listed where it was checked
     int64_t files = 0;
-    for (fs::recursive_directory_iterator it(path, ec), end; !ec && it != end; it.increment(ec))
+    for (fs::recursive_directory_iterator it(folder.listing_path(), ec), end; !ec && it != end;
+         it.increment(ec))
       files += is_image_name(it->path().string());
     return saturated(double(files) * double(shape_size(input)) * kFloat);
   }

@@ -55,6 +55,28 @@ int open_input(const std::string& path, const DataRoots* roots, int extra_flags)
   return open_confined(path, *roots, extra_flags);
 }
 
+InputFolder::InputFolder(const std::string& path, const DataRoots* roots) {
+  if (!roots || !roots->confines()) {
+    listing_ = path;
+    return;
+  }
+  fd_ = ::open(path.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
+  if (fd_ < 0) {
+    if (!roots->allows(path)) refuse(*roots, path);
+    return;
+  }
+  if (!roots->allows_opened(fd_)) {
+    ::close(fd_);
+    fd_ = -1;
+    refuse(*roots, path);
+  }
+  listing_ = "/proc/self/fd/" + std::to_string(fd_);
+}
+
+InputFolder::~InputFolder() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
 // libstdc++'s buffer over a descriptor, which it closes when destroyed.
 struct InputStream::Buffer : __gnu_cxx::stdio_filebuf<char> {
   explicit Buffer(int fd) : __gnu_cxx::stdio_filebuf<char>(fd, std::ios::in, 1 << 16) {}

@@ -20,6 +20,25 @@ namespace dtrain::core {
 // out, throws their refusal for `path` (UserError) before anything is read.
 int open_input(const std::string& path, const DataRoots* roots, int extra_flags = 0);
 
+// A folder of inputs (an image folder), looked up once: where `roots` (null: none) confine, it
+// must lie inside them (else their refusal is thrown) and is then listed through the descriptor
+// held here, so a folder swapped for a link after the lookup lists nothing outside. Without
+// roots it is the path itself. Files under it are still opened with open_input.
+class InputFolder {
+ public:
+  InputFolder(const std::string& path, const DataRoots* roots);
+  ~InputFolder();
+  InputFolder(const InputFolder&) = delete;
+  InputFolder& operator=(const InputFolder&) = delete;
+  // What to list: "/proc/self/fd/N" for a confined folder, else the path; empty when a confined
+  // folder cannot be looked up (the caller's own error then names the path).
+  const std::string& listing_path() const { return listing_; }
+
+ private:
+  int fd_ = -1;
+  std::string listing_;
+};
+
 // A text stream over an input file opened as open_input does.
 class InputStream {
  public:

@@ -17,6 +17,7 @@
 
 #include "core/data/csv_reader.h"
 #include "core/data/idx_reader.h"
+#include "core/data/image_decode.h"
 #include "core/data/image_folder.h"
 #include "core/data/packed_file.h"
 #include "core/infer/keyed_examples.h"
@@ -177,4 +178,26 @@ TEST_CASE("a folder swapped for a link after the spec was checked: training data
   REQUIRE(::mkfifo((r.data + "/job/train.csv").c_str(), 0600) == 0);
   CHECK(core::open_input(r.data + "/job/train.csv", &r.roots) == -1);
   CHECK(errno == EINVAL);
+}
+
+TEST_CASE("an image folder that leads out of the roots is refused before it is listed") {
+  Roots r;
+  for (const std::string& image : {"/imgs/a/secret-name.png", "/imgs/b/other-secret.png"}) {
+    fs::create_directories(fs::path(r.secret_dir + image).parent_path());
+    core::Image img;
+    img.width = img.height = 4;
+    img.channels = 1;
+    img.pixels.assign(16, 128);
+    const std::vector<uint8_t> png = core::encode_png(img);
+    testing::write_text(r.secret_dir + image, std::string(png.begin(), png.end()));
+  }
+  fs::create_symlink(r.secret_dir + "/imgs", r.data + "/imgs");  // or swapped in after a check
+  const std::string folder = r.data + "/imgs";
+  for (const std::string& e :
+       {r.error_of([&] { core::read_image_folder(folder, {{1, 4, 4}, 2, false, &r.roots}); }),
+        r.error_of([&] { core::read_image_files(folder, {1, 4, 4}, &r.roots); })}) {
+    CHECK_THAT(e, Catch::Contains("'" + folder + "' " + kOutside));
+    CHECK_THAT(e, !Catch::Contains("secret"));  // no name from inside it
+  }
+  CHECK(core::read_image_folder(folder, {{1, 4, 4}, 2, false, nullptr}).size() == 2);  // no roots
 }
