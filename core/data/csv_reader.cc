@@ -53,6 +53,10 @@ LabelColumns label_columns(const std::string& path, int64_t columns, const CsvOp
 
 }  // namespace
 
+bool is_csv_name(const std::string& path) {
+  return path.size() >= 4 && path.compare(path.size() - 4, 4, ".csv") == 0;
+}
+
 Dataset read_csv_dataset(const std::string& path, const CsvOptions& options) {
   InputStream file(path, options.roots);
   if (!file.is_open()) throw UserError("cannot open CSV file '" + path + "'", "check the path");

@@ -20,6 +20,9 @@ struct CsvOptions {
 // Throws UserError naming the file, line and column of the first bad value.
 Dataset read_csv_dataset(const std::string& path, const CsvOptions& options);
 
+// A file name ending in .csv: what inference reads as CSV (the rest as IDX).
+bool is_csv_name(const std::string& path);
+
 // Splits one CSV line on commas (no quoting: the data is numeric).
 std::vector<std::string> split_csv_line(const std::string& line);
 

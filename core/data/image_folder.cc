@@ -110,7 +110,7 @@ Dataset read_image_folder(const std::string& dir, const ImageFolderOptions& opti
   const Shape& shape = options.example_shape;
   check_shape(shape);
   const InputFolder folder(dir, options.roots);
-  const fs::path listed = folder.listing_path().empty() ? fs::path(dir) : fs::path(folder.listing_path());
+  const fs::path listed = folder.listing_path();
   std::error_code ec;
   if (!fs::is_directory(listed, ec))
     throw UserError("'" + dir + "' is not a folder",
@@ -159,7 +159,7 @@ ImageFiles read_image_files(const std::string& dir, const Shape& example_shape,
                             const DataRoots* roots) {
   check_shape(example_shape);
   const InputFolder folder(dir, roots);
-  const fs::path listed = folder.listing_path().empty() ? fs::path(dir) : fs::path(folder.listing_path());
+  const fs::path listed = folder.listing_path();
   std::vector<std::string> paths;
   std::error_code ec;
   for (fs::recursive_directory_iterator it(listed, ec), end; !ec && it != end; it.increment(ec))

@@ -14,10 +14,6 @@
 namespace dtrain::core {
 namespace {
 
-bool is_csv(const std::string& path) {
-  return path.size() >= 4 && path.compare(path.size() - 4, 4, ".csv") == 0;
-}
-
 void read_csv(const KeyedInputSpec& input, int64_t width, std::vector<float>& values,
               std::vector<std::string>& keys) {
   InputStream opened(input.path, input.roots.get());
@@ -69,7 +65,7 @@ KeyedExamples read_keyed_examples(const KeyedInputSpec& input, const Shape& exam
     return in;
   }
   std::vector<float> values;
-  if (is_csv(input.path)) {
+  if (is_csv_name(input.path)) {
     read_csv(input, width, values, in.keys);
   } else {
     IdxArray idx = read_idx(input.path, input.roots.get());

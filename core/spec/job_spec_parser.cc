@@ -116,8 +116,7 @@ class JobSpecParser {
     m.updater = parse_updater(node["updater"]);
     if (node["init_from"]) {
       m.init_from = existing_file(node, "init_from", "model");
-      if (options_.check_files && options_.data_roots.confines())
-        m.init_from_roots = std::make_shared<const DataRoots>(options_.data_roots);
+      m.init_from_roots = roots_for_reading();
     }
     m.init_from_updater = r_.boolean(node, "init_from_updater", "model", false);
     if (m.init_from_updater && m.init_from.empty())
@@ -208,13 +207,20 @@ class JobSpecParser {
       d.regression = r_.choice(node, "labels", p, std::string("classes"),
                                {"classes", "regression"}) == "regression";
     }
-    if (options_.check_files && options_.data_roots.confines())
-      d.roots = std::make_shared<const DataRoots>(options_.data_roots);
+    d.roots = roots_for_reading();
     if ((d.format == "images" || d.format == "packed") && node["labels"])
       r_.fail(node["labels"], p + ".labels",
               "format " + d.format + " has class labels only (from the folders or the export)",
               "remove 'labels'; regression data is read from CSV (format: csv, labels: regression)");
     return d;
+  }
+
+  // The node's data_roots for the readers to check each file against as they open it (null
+  // where nothing is confined); one copy for every source of the spec.
+  std::shared_ptr<const DataRoots> roots_for_reading() {
+    if (!roots_ && options_.check_files && options_.data_roots.confines())
+      roots_ = std::make_shared<const DataRoots>(options_.data_roots);
+    return roots_;
   }
 
   // A path outside the node's data_roots is refused before anything looks at it.
@@ -559,6 +565,7 @@ class JobSpecParser {
 
   SpecReader r_;
   SpecParseOptions options_;
+  std::shared_ptr<const DataRoots> roots_;  // roots_for_reading()
 };
 
 }  // namespace

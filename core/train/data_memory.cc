@@ -10,6 +10,7 @@
 #include <string_view>
 #include <utility>
 
+#include "core/data/csv_reader.h"
 #include "core/data/idx_reader.h"
 #include "core/data/image_folder.h"
 #include "core/data/packed_file.h"
@@ -119,8 +120,7 @@ int64_t keyed_memory_bytes(const std::string& path, bool header, const Shape& in
   s.path = s.images = path;
   s.header = header;
   s.roots = roots;
-  const bool csv = path.size() >= 4 && path.compare(path.size() - 4, 4, ".csv") == 0;
-  return csv ? csv_bytes(s, 0) : idx_bytes(s, 0);
+  return is_csv_name(path) ? csv_bytes(s, 0) : idx_bytes(s, 0);
 }
 
 void check_memory(int64_t bytes, int64_t budget_bytes, const std::string& what) {

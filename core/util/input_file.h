@@ -31,7 +31,8 @@ class InputFolder {
   InputFolder(const InputFolder&) = delete;
   InputFolder& operator=(const InputFolder&) = delete;
   // What to list: "/proc/self/fd/N" for a confined folder, else the path; empty when a confined
-  // folder cannot be looked up (the caller's own error then names the path).
+  // folder cannot be looked up, so that listing it fails as listing a missing folder does (never
+  // by its name, where a link could have appeared since).
   const std::string& listing_path() const { return listing_; }
 
  private:

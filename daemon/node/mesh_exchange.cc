@@ -69,10 +69,15 @@ void MeshExchange::set_lost(uint32_t id, bool lost) {
   set_gate_live(id, !lost);
 }
 
-std::string MeshExchange::name_of(uint32_t id) const {
+const JobMember* MeshExchange::member(uint32_t id) const {
   for (const JobMember& m : members_)
-    if (m.id == id) return m.name;
-  return "node " + std::to_string(id);
+    if (m.id == id) return &m;
+  return nullptr;
+}
+
+std::string MeshExchange::name_of(uint32_t id) const {
+  const JobMember* m = member(id);
+  return m ? m->name : "node " + std::to_string(id);
 }
 
 void MeshExchange::attach(core::MessageBus& bus, int64_t num_params) {
@@ -172,9 +177,7 @@ static_assert(kMaxPayloadLevels == size_t(core::kMaxPseudoGradientLevels),
 void MeshExchange::on_pseudo_gradient(PseudoGradientPayload g, uint32_t origin) {
   // Not a member's, not a round id (they are even), or a round averaged here already: kept, it
   // would never be freed.
-  const JobMember* from = nullptr;
-  for (const JobMember& m : members_)
-    if (m.id == origin) from = &m;
+  const JobMember* from = member(origin);
   if (!from || g.round < 0 || g.round % 2 != 0 || g.round <= last_pseudo_round_) return;
   // Its weight is what the job says the node has, not what the message claims.
   pseudo_rounds_[g.round][origin] = PseudoGradient{from->workers, std::move(g.levels)};
@@ -206,9 +209,7 @@ std::vector<core::NodeExchange::PseudoGradient> MeshExchange::share_pseudo_gradi
 
 void MeshExchange::on_replica_digest(const ReplicaDigestPayload& d, uint32_t origin) {
   // A round checked here already, or not a member's: kept, it would never be freed.
-  if (d.round <= last_digest_round_ || !std::any_of(members_.begin(), members_.end(),
-                                                    [&](const JobMember& m) { return m.id == origin; }))
-    return;
+  if (d.round <= last_digest_round_ || !member(origin)) return;
   digests_[d.round][origin] = d.digest;
   while (digests_.size() > kPseudoRoundsKept) digests_.erase(digests_.begin());
 }
