@@ -2,9 +2,26 @@
 // How long one worker's training step computes, measured before a job starts (for
 // `training.sync: auto`, core/train/sync_choice.h): a forward and backward pass of the job's
 // model on a minibatch of its per-worker size, on random inputs, on this machine's CPU.
+#include "core/model/model.h"
 #include "core/spec/job_spec.h"
+#include "core/util/rng.h"
 
 namespace dtrain::core {
+
+// One worker's training step of the job's model on random inputs of its per-worker batch:
+// what time_training_step times, and what a node computes while it rehearses
+// (daemon/node/sync_rehearsal.h).
+class StepComputer {
+ public:
+  StepComputer(const JobSpec& job, int workers);
+  double step();  // a forward and backward pass; its seconds
+  int64_t num_params() const { return model_.num_params(); }
+
+ private:
+  Model model_;
+  Rng rng_;
+  Tensor x_, y_;
+};
 
 struct StepTiming {
   double seconds = 0.0;  // the fastest of a few passes after a warm-up one

@@ -20,13 +20,17 @@ double step_goodput(const LinkFigures& link) {
 }
 
 std::string figures(const SyncChoiceInputs& in) {
-  char text[256];
-  std::snprintf(text, sizeof text,
-                "RTT %.2f ms (%d hop%s apart), %.1f MB/s for a step's messages and %.1f MB/s for "
-                "a round's, a step computes %.2f ms and shares in %.2f ms",
-                in.link.rtt_s * 1e3, in.path_hops, in.path_hops == 1 ? "" : "s",
-                step_goodput(in.link) / 1e6, in.link.goodput_bytes_s / 1e6, in.step_s * 1e3,
-                in.step_work_s * 1e3);
+  char text[384];
+  int n = std::snprintf(
+      text, sizeof text,
+      "RTT %.2f ms (%d hop%s apart), %.1f MB/s for a step's messages and %.1f MB/s for a "
+      "round's, a step computes %.2f ms and shares in %.2f ms",
+      in.link.rtt_s * 1e3, in.path_hops, in.path_hops == 1 ? "" : "s",
+      step_goodput(in.link) / 1e6, in.link.goodput_bytes_s / 1e6, in.step_s * 1e3,
+      in.step_work_s * 1e3);
+  if (in.rehearsal && n > 0 && size_t(n) < sizeof text)
+    std::snprintf(text + n, sizeof text - size_t(n), "; rehearsed %d lock steps and rounds of %.0f kB",
+                  in.rehearsal->steps, in.rehearsal->round_bytes / 1e3);
   return text;
 }
 
@@ -61,6 +65,32 @@ std::string round_figures(const SyncChoiceInputs& in, double round_s) {
   std::snprintf(text, sizeof text, "a round waits %.2f ms: its message %.0f kB, its work %.2f ms",
                 round_s * 1e3, in.round_bytes / 1e3, round_work_s(in) * 1e3);
   return text;
+}
+
+// The smallest H whose rounds wait at most kWaitShareOfCompute of its steps' compute, within
+// kMinLocalSteps..kMaxLocalSteps.
+int64_t local_steps_for(const SyncChoiceInputs& in, double round_s) {
+  const int64_t needed = int64_t(std::ceil(round_s / (kWaitShareOfCompute * in.step_s)));
+  return std::clamp(needed, kMinLocalSteps, kMaxLocalSteps);
+}
+
+// Where the nodes rehearsed: each mode's time a step as they took it, a lock step's for
+// per-step sharing, a step back to back and a round over H for local steps.
+SyncChoice choose_from_rehearsal(const SyncChoiceInputs& in) {
+  const RehearsalFigures& r = *in.rehearsal;
+  const double larger = r.round_bytes > 0 ? std::max(1.0, in.round_bytes / r.round_bytes) : 1.0;
+  const double round = r.round_s * larger;
+  const int64_t steps = local_steps_for(in, round);
+  const double local = r.free_step_s + round / double(steps);
+  const bool sharing = kLocalStepsMargin * r.lock_step_s < local;
+  char text[256];
+  std::snprintf(text, sizeof text,
+                ": per-step sharing takes %.2f ms a step, local steps %.2f ms (H = %lld: %.2f "
+                "ms a step and a round of %.2f ms): %s",
+                r.lock_step_s * 1e3, local * 1e3, static_cast<long long>(steps),
+                r.free_step_s * 1e3, round * 1e3,
+                sharing ? "per-step sharing" : ("local steps, H = " + std::to_string(steps)).c_str());
+  return SyncChoice{sharing ? 0 : steps, figures(in) + text};
 }
 
 }  // namespace
@@ -109,12 +139,11 @@ SyncChoice choose_sync(const TrainingSpec& training, const SyncChoiceInputs& in)
   if (in.nodes <= 1) return per_step_choice("one node");
   if (in.link.goodput_bytes_s <= 0 || in.step_s <= 0)
     return per_step_choice(figures(in) + ": nothing measured");
-  const double budget = kWaitShareOfCompute * in.step_s;
+  if (in.rehearsal) return choose_from_rehearsal(in);
   const double wait = per_step_wait_s(training, in);
   const long share = std::lround(std::min(1e9, 100.0 * wait / in.step_s));
   const double round = round_wait_s(in);
-  const int64_t needed = int64_t(std::ceil(round / budget));
-  const int64_t steps = std::clamp(needed, kMinLocalSteps, kMaxLocalSteps);
+  const int64_t steps = local_steps_for(in, round);
   // Where bandwidth is what is short, a round's levels may cost more than the steps they
   // replace: per-step sharing then stays.
   if (round / double(steps) >= wait)
@@ -127,6 +156,26 @@ SyncChoice choose_sync(const TrainingSpec& training, const SyncChoiceInputs& in)
                                " a step (" + std::to_string(share) +
                                "% of compute); local steps, H = " + std::to_string(steps) + " (" +
                                round_figures(in, round) + ")"};
+}
+
+int rehearsal_steps(const TrainingSpec& training, const SyncChoiceInputs& in) {
+  SyncChoiceInputs probed = in;
+  probed.rehearsal.reset();
+  const double period = in.step_s + per_step_wait_s(training, probed);
+  if (!(period > 0)) return kMaxRehearsalLockSteps;
+  return int(std::clamp(std::ceil(kRehearsalSeconds / period), double(kMinRehearsalLockSteps),
+                        double(kMaxRehearsalLockSteps)));
+}
+
+bool worth_rehearsing(const SyncChoiceInputs& in) {
+  return in.nodes > 1 && in.step_s > 0 && in.step_s <= kLongestRehearsedStep;
+}
+
+double node_step_bytes(const TrainingSpec& training, const SyncChoiceInputs& in) {
+  const double settled =
+      training.threshold.algorithm == "adaptive" ? kSettledShareOfBand : 1.0;
+  return settled * step_message_bytes(training, in.num_params) * double(in.workers) /
+         double(std::max(1, in.nodes));
 }
 
 void apply_sync_choice(TrainingSpec& training, const SyncChoice& choice) {

@@ -1,18 +1,21 @@
 #pragma once
 // `training.sync: auto` (docs/user-guide.md, "Choosing how workers synchronise"): per-step
-// sharing or local steps, and H, chosen from the link the job's nodes measured and the time a
-// step computes. Per-step sharing (bsp) waits every step for a step's messages, sent half a
-// round trip a hop along the mesh's longest path (a relay doubles it); local steps wait one
-// round trip, one pseudo-gradient and the round's own work (encoding, decoding, the outer step)
-// every H steps. H is the smallest that keeps a round's wait under a tenth of H steps' compute,
-// at least kMinLocalSteps and at most kMaxLocalSteps: past 20 the replicas drift apart (the
-// example MLP: 0.6 points less at H = 50 after 4 epochs, and as fast or slower to 0.87 on every
-// link measured but a 200 ms round trip; docs/performance.md, "Choosing the sync"). The mode
-// whose wait per step is smaller wins (a round's over H for local steps), also where both are
-// small: at equal epochs local steps were as accurate as per-step sharing or more for every
-// model measured, and reached LeNet's target an epoch sooner (docs/performance.md, "Every cell,
-// after the epoch end's check").
+// sharing or local steps, and H, chosen from what the job's nodes measured. Their rehearsal
+// (daemon/node/sync_rehearsal.h) times both as the nodes will train: a lock step of per-step
+// sharing, and a step back to back plus a round of local steps over H. Local steps are taken
+// unless per-step sharing's step is under 1/kLocalStepsMargin of theirs: at equal epochs they
+// were as accurate as per-step sharing or more for every model measured, and reached the MLP's
+// and LeNet's targets an epoch sooner (docs/performance.md, "Every cell, after the epoch end's
+// check"). Without a rehearsal, each mode's wait a step is estimated from the probes: per-step
+// sharing waits for a step's messages, sent half a round trip a hop along the mesh's longest
+// path (a relay doubles it); local steps wait one round trip, one pseudo-gradient and the
+// round's own work (encoding, decoding, the outer step) every H steps; the smaller wins. H is
+// the smallest that keeps a round's wait under a tenth of H steps' compute, at least
+// kMinLocalSteps and at most kMaxLocalSteps: past 20 the replicas drift apart (the example
+// MLP: 0.6 points less at H = 50 after 4 epochs, and as fast or slower to 0.87 on every link
+// measured but a 200 ms round trip; docs/performance.md, "Choosing the sync").
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "core/spec/job_spec.h"
@@ -29,8 +32,22 @@ struct LinkFigures {
   double step_goodput_bytes_s = 0.0;  // of one the size of a step's (0: taken as the above)
 };
 
+// What the nodes' rehearsal measured (daemon/node/sync_rehearsal.h). Where it ran, each mode's
+// time a step comes from it rather than from the probes and one process's timings: a probe
+// from one node sees neither the slowest node's step nor the hosts' queues under traffic that
+// does not stop, and a step timed alone runs faster than beside the other nodes' on shared
+// cores (docs/performance.md, "The rehearsal").
+struct RehearsalFigures {
+  int steps = 0;              // lock steps taken
+  double lock_step_s = 0.0;   // per-step sharing's step: compute, its work, the others' messages
+  double free_step_s = 0.0;   // a step of local steps: compute, back to back
+  double round_s = 0.0;       // a round's work, and every node's message of round_bytes to all
+  double round_bytes = 0.0;   // the size rehearsed (a larger round is scaled from it)
+};
+
 struct SyncChoiceInputs {
   LinkFigures link;
+  std::optional<RehearsalFigures> rehearsal;
   double step_s = 0.0;  // one worker's forward and backward pass on its minibatch
   int64_t num_params = 0;
   double round_bytes = 0.0;  // one node's message of a round of local steps
@@ -58,6 +75,33 @@ constexpr int64_t kMinLocalSteps = 10;
 constexpr int64_t kMaxLocalSteps = 20;
 
 SyncChoice choose_sync(const TrainingSpec& training, const SyncChoiceInputs& in);
+// The lock steps the nodes rehearse: as many as fill about kRehearsalSeconds at the probes'
+// estimate of a step under per-step sharing (`in` without a rehearsal), within
+// kMinRehearsalLockSteps..kMaxRehearsalLockSteps: enough that the second half, which is timed,
+// runs past what the hosts' queues absorb; few across a long link, where each step waits it.
+constexpr double kRehearsalSeconds = 2.0;
+constexpr int kMinRehearsalLockSteps = 8;
+constexpr int kMaxRehearsalLockSteps = 40;
+int rehearsal_steps(const TrainingSpec& training, const SyncChoiceInputs& in);
+// Whether the nodes rehearse at all: not where a step alone takes longer than this (a model
+// sized for GPUs, timed on the CPU), whose rehearsal would take minutes and whose waits
+// matter little beside its steps; its choice is made from the probes.
+constexpr double kLongestRehearsedStep = 0.25;
+bool worth_rehearsing(const SyncChoiceInputs& in);
+// One node's message after a step under per-step sharing, as the nodes rehearse it: its
+// workers' (the job's workers spread over its nodes), at the density an adaptive threshold
+// holds over a job: below its band's top after the first steps, since the threshold rises
+// when messages are too dense but falls only when they are sparser than the band's bottom
+// (core/codec/threshold.cc). Over whole runs the example MLP's messages held 0.73-0.85% and
+// the wide MLP's 0.54% against a top of 1% (docs/performance.md, "The rehearsal").
+constexpr double kSettledShareOfBand = 0.65;
+double node_step_bytes(const TrainingSpec& training, const SyncChoiceInputs& in);
+// Local steps are taken where their step, as rehearsed, is at most this many times per-step
+// sharing's: at equal epochs they were as accurate or more for every model measured, so a
+// near tie goes to them; and no further, since the wide MLP at 1 Gbit/s rehearsed at 1.20-1.22
+// times per-step sharing's step and trained 1.45 times as long (docs/performance.md, "The
+// rehearsal").
+constexpr double kLocalStepsMargin = 1.1;
 // One worker's message of a step under per-step sharing, at per_step_density.
 double step_message_bytes(const TrainingSpec& training, int64_t num_params);
 // The bytes of one node's message in a round of local steps if `values` were its

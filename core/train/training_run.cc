@@ -38,12 +38,12 @@ double unix_ms_now() {
       .count();
 }
 
+}  // namespace
+
 int threads_per_worker(int threads, int workers) {
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   return std::max(1, (threads > 0 ? threads : cores) / workers);
 }
-
-}  // namespace
 
 int resolve_workers_per_node(const JobSpec& job) {
   return workers_per_node(job.training, std::thread::hardware_concurrency(), /*gpus=*/0);

@@ -33,6 +33,9 @@ namespace dtrain::core {
 
 // workers_per_node resolved for this machine's CPU (core/spec/workers_per_node.h).
 int resolve_workers_per_node(const JobSpec& job);
+// The kernel threads each of a node's `workers` computes with: the node's `threads` (0: its
+// cores) shared among them, at least one.
+int threads_per_worker(int threads, int workers);
 
 class TrainingRun {
  public:

@@ -19,7 +19,9 @@
 #include "core/train/local_steps.h"
 #include "core/train/step_timing.h"
 #include "core/train/sync_choice.h"
+#include "core/train/sync_workloads.h"
 #include "daemon/protocol/job_folder.h"
+#include "kernels/backend.h"
 #include "daemon/node/local_shards.h"
 #include "daemon/node/mesh_exchange.h"
 #include "daemon/node/stats_recorder.h"
@@ -41,6 +43,17 @@ std::string local_steps_state(const std::vector<float>& momentum,
                               const std::vector<float>& residual) {
   return ", outer momentum sha256 " + floats_sha256(momentum.data(), momentum.size()) +
          ", residual sha256 " + floats_sha256(residual.data(), residual.size());
+}
+
+// What the nodes rehearse before the chooser chooses (sync_rehearsal.h).
+RehearsalPlanPayload rehearsal_plan(const core::TrainingSpec& training,
+                                    const core::SyncChoiceInputs& in) {
+  RehearsalPlanPayload plan;
+  plan.steps = core::rehearsal_steps(training, in);
+  plan.step_bytes = uint64_t(std::min(core::node_step_bytes(training, in),
+                                      double(kMaxRehearsalBytes)));
+  plan.round_bytes = uint64_t(std::min(in.round_bytes, double(kMaxRehearsalBytes)));
+  return plan;
 }
 
 }  // namespace
@@ -542,6 +555,22 @@ void JobRunner::train(TrainingInputs& in, MeshExchange& exchange,
 void JobRunner::resolve_auto_sync(TrainingInputs& in, MeshExchange& exchange,
                                   const std::vector<JobMember>& members) {
   if (!core::sync_is_auto(in.job.training)) return;
+  // Steps are timed and rehearsed with the kernel threads a worker will train with (the
+  // backend's default is every core: a step timed so runs faster than training's, and three
+  // nodes rehearsing on shared cores each with every core run slower).
+  kernels::backend().set_num_threads(
+      core::threads_per_worker(int(config_.threads), members[start_.rank].workers));
+  // What this node computes if the chooser has the nodes rehearse (sync_rehearsal.h); a
+  // rejoining node is told the choice, made before it came back.
+  std::optional<core::RehearsalWork> work;
+  if (!start_.rejoin) work.emplace(in.job, exchange.total_workers(), int(members.size()));
+  struct WorkLent {  // the election never keeps work that is gone
+    SyncElection& election;
+    ~WorkLent() { election.set_rehearsal_work({}); }
+  } lent{exchange.sync_election()};
+  if (work)
+    lent.election.set_rehearsal_work({[&work] { work->step(); }, [&work] { work->share_step(); },
+                                      [&work] { work->round(); }});
   const core::SyncChoice choice = choose_sync(in.job, exchange, members);
   core::apply_sync_choice(in.job.training, choice);
   in.local.training.sync = in.job.training.sync;  // prepare() made in.local before a rejoin
@@ -574,9 +603,11 @@ core::SyncChoice JobRunner::choose_sync(const core::JobSpec& job, MeshExchange& 
     in.workers = workers;
     in.path_hops =
         int(transport::MeshMap::build(start_.mesh, member_lists(start_).mesh).longest_path());
-    in.link = election.measure(std::max(std::chrono::milliseconds(5000), peer_timeout()),
-                               size_t(step.round_bytes),
+    const auto deadline = std::max(std::chrono::milliseconds(5000), peer_timeout());
+    in.link = election.measure(deadline, size_t(step.round_bytes),
                                size_t(core::step_message_bytes(job.training, step.num_params)));
+    if (core::worth_rehearsing(in))
+      in.rehearsal = election.rehearse(rehearsal_plan(job.training, in), deadline);
     choice = core::choose_sync(job.training, in);
   }
   election.announce(choice);

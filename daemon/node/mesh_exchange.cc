@@ -164,6 +164,12 @@ void MeshExchange::on_message(const transport::Delivery& d) {
     case MeshPayloadIn::Kind::kReplicaDigest:
       on_replica_digest(in.replica_digest, d.origin);
       break;
+    case MeshPayloadIn::Kind::kRehearsalPlan:
+      election_.on_rehearsal_plan(d.origin, in.rehearsal_plan);
+      break;
+    case MeshPayloadIn::Kind::kRehearsalMark:
+      election_.on_rehearsal_mark(d.origin, in.rehearsal_mark);
+      break;
     case MeshPayloadIn::Kind::kMalformed:
       if (bad_message_.empty()) bad_message_ = in.error + " from " + name_of(d.origin);
       break;
@@ -798,6 +804,10 @@ std::string MeshExchange::describe(const MeshPayloadIn& in) {
     case MeshPayloadIn::Kind::kReplicaDigest:
       return "its replica's digest for averaging round " +
              std::to_string(in.replica_digest.round);
+    case MeshPayloadIn::Kind::kRehearsalPlan:
+      return "a plan to rehearse training (training.sync: auto)";
+    case MeshPayloadIn::Kind::kRehearsalMark:
+      return "its part in rehearsing training";
     case MeshPayloadIn::Kind::kMalformed:
       return "a malformed message";
   }

@@ -11,10 +11,16 @@ const char* const kSetItYourself =
     "set training.sync in the spec (bsp on a fast network, {local: {steps: 20}} on a slow one; "
     "docs/user-guide.md, \"Choosing how workers synchronise\")";
 
+std::set<uint32_t> ids_of(const std::map<uint32_t, std::string>& peers) {
+  std::set<uint32_t> ids;
+  for (const auto& [id, name] : peers) ids.insert(id);
+  return ids;
+}
+
 }  // namespace
 
 SyncElection::SyncElection(std::map<uint32_t, std::string> peers, Send send)
-    : peers_(std::move(peers)), send_(std::move(send)) {}
+    : peers_(std::move(peers)), send_(std::move(send)), rehearsal_(ids_of(peers_), send_) {}
 
 SyncElection::~SyncElection() { finish(); }
 
@@ -43,7 +49,19 @@ void SyncElection::on_choice(uint32_t origin, const SyncChoicePayload& choice) {
   changed_.notify_all();
 }
 
+void SyncElection::on_rehearsal_plan(uint32_t origin, const RehearsalPlanPayload& plan) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!peers_.count(origin) || plans_.count(origin)) return;
+  plans_[origin] = plan;
+  changed_.notify_all();
+}
+
+void SyncElection::on_rehearsal_mark(uint32_t origin, const RehearsalMarkPayload& mark) {
+  rehearsal_.on_mark(origin, mark);
+}
+
 void SyncElection::on_loss(uint32_t id) {
+  rehearsal_.on_loss(id);
   std::lock_guard<std::mutex> lock(mutex_);
   lost_.insert(id);
   changed_.notify_all();
@@ -57,6 +75,7 @@ void SyncElection::on_restarted(uint32_t id) {
 }
 
 void SyncElection::cancel() {
+  rehearsal_.cancel();
   std::lock_guard<std::mutex> lock(mutex_);
   cancelled_ = true;
   changed_.notify_all();
@@ -129,6 +148,38 @@ core::LinkFigures SyncElection::measure(std::chrono::milliseconds deadline, size
   return slowest;
 }
 
+void SyncElection::set_rehearsal_work(SyncRehearsal::Work work) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  rehearsal_work_ = std::move(work);
+}
+
+std::optional<core::RehearsalFigures> SyncElection::rehearse(const RehearsalPlanPayload& plan,
+                                                             std::chrono::milliseconds deadline) {
+  SyncRehearsal::Work work;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    work = rehearsal_work_;
+  }
+  send_(rehearsal_plan_payload(plan));
+  return rehearsal_.run(plan, work, deadline);
+}
+
+void SyncElection::rehearse_if_asked(std::unique_lock<std::mutex>& lock,
+                                     std::optional<uint32_t> chooser,
+                                     std::chrono::milliseconds deadline) {
+  if (rehearsed_ || !chooser) return;
+  auto plan = plans_.find(*chooser);
+  if (plan == plans_.end()) return;
+  rehearsed_ = true;
+  const RehearsalPlanPayload asked = plan->second;
+  const SyncRehearsal::Work work = rehearsal_work_;
+  lock.unlock();
+  // A part that did not come costs the chooser its figures, not this node its job: it waits on.
+  const auto figures = rehearsal_.run(asked, work, deadline);
+  (void)figures;
+  lock.lock();
+}
+
 void SyncElection::announce(const core::SyncChoice& choice) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -191,6 +242,7 @@ core::SyncChoice SyncElection::await(std::optional<uint32_t> chooser,
   };
   for (;;) {
     send_due_acks(lock, chooser);
+    rehearse_if_asked(lock, chooser, kRehearsalWait);
     if (const core::SyncChoice* c = usable_choice(chooser)) {
       choice_ = *c;  // what this node repeats to a newcomer
       return *c;
@@ -201,7 +253,8 @@ core::SyncChoice SyncElection::await(std::optional<uint32_t> chooser,
                                   "restarted before it chose",
                             "resubmit the job, or " + std::string(kSetItYourself));
     if (!changed_.wait_until(lock, until, [&] {
-          return !acks_due_.empty() || usable_choice(chooser) || cancelled_ || gone();
+          return !acks_due_.empty() || usable_choice(chooser) || cancelled_ || gone() ||
+                 (!rehearsed_ && chooser && plans_.count(*chooser));
         }))
       throw core::UserError("no choice of training.sync from " + who + " within " +
                                 std::to_string(deadline.count() / 1000) + " s",

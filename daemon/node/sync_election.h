@@ -1,8 +1,9 @@
 #pragma once
 // `training.sync: auto` on a cluster (docs/architecture/daemon.md, "Choosing the sync"): rank 0
 // measures the job's mesh with probes (small ones for the round trip, one as large as a round's
-// message for the goodput, each answered by every live node) and announces what it chose; every
-// other node answers the chooser's probes until the choice arrives. A member that rejoins or
+// message for the goodput, each answered by every live node), has every node rehearse both
+// ways to train (daemon/node/sync_rehearsal.h) and announces what it chose; every other node
+// answers the chooser's probes and takes part in its rehearsal until the choice arrives. A member that rejoins or
 // joins later hears the choice again from every live node, so the whole job trains one way.
 #include <chrono>
 #include <condition_variable>
@@ -18,6 +19,7 @@
 #include <vector>
 
 #include "core/train/sync_choice.h"
+#include "daemon/node/sync_rehearsal.h"
 #include "daemon/protocol/mesh_payloads.h"
 
 namespace dtrain::daemon {
@@ -35,6 +37,8 @@ class SyncElection {
   // A probe not answered by every live node within this is sent again (a node may attach to
   // the job after the first one reached it; the transport does not resend what it delivered).
   static constexpr std::chrono::milliseconds kResendAfter{250};
+  // A node taking part in the chooser's rehearsal waits at most this for each of its steps.
+  static constexpr std::chrono::milliseconds kRehearsalWait{5000};
 
   // `peers`: the job's other members (id, name).
   SyncElection(std::map<uint32_t, std::string> peers, Send send);
@@ -44,6 +48,8 @@ class SyncElection {
   void on_probe(uint32_t origin, uint64_t id);
   void on_ack(uint32_t origin, uint64_t id);
   void on_choice(uint32_t origin, const SyncChoicePayload& choice);
+  void on_rehearsal_plan(uint32_t origin, const RehearsalPlanPayload& plan);
+  void on_rehearsal_mark(uint32_t origin, const RehearsalMarkPayload& mark);
   // A member lost (or a vacant slot): not waited for.
   void on_loss(uint32_t id);
   // A member restarted: if it was to choose and has not, it never will (its new process waits
@@ -58,6 +64,13 @@ class SyncElection {
   // when no peer answered.
   core::LinkFigures measure(std::chrono::milliseconds deadline, size_t round_bytes,
                             size_t step_bytes);
+  // What this node does in a rehearsal (nothing set: the rehearsal only exchanges). Set
+  // before measure() or await().
+  void set_rehearsal_work(SyncRehearsal::Work work);
+  // The chooser: every live node rehearses `plan` with it (each wait at most `deadline`);
+  // nothing when a node's part did not come.
+  std::optional<core::RehearsalFigures> rehearse(const RehearsalPlanPayload& plan,
+                                                 std::chrono::milliseconds deadline);
   // The chooser: every node trains the way `choice` says (this one remembers it).
   void announce(const core::SyncChoice& choice);
   // A member rejoined or joined: it hears the choice this node knows (if any), sent from a
@@ -66,7 +79,8 @@ class SyncElection {
   void repeat_for_newcomer();
   // Waits for the repeats in flight: before the mesh they use goes.
   void finish();
-  // Every other node: answers the chooser's probes until the choice arrives. `chooser` (absent
+  // Every other node: answers the chooser's probes, and rehearses its plan, until the choice
+  // arrives. `chooser` (absent
   // for a rejoining node, which any live node tells): only its probes and choice count, and its
   // loss or restart ends the wait. Throws UserError when the chooser is lost, the job cancelled,
   // or nothing came within `deadline`.
@@ -86,6 +100,9 @@ class SyncElection {
   // Under mutex_: the chooser's choice heard (any live member's for a rejoining node).
   const core::SyncChoice* usable_choice(std::optional<uint32_t> chooser) const;
   void send_due_acks(std::unique_lock<std::mutex>& lock, std::optional<uint32_t> chooser);
+  // Under mutex_ (released while it runs): the chooser's rehearsal, once, if it asked for one.
+  void rehearse_if_asked(std::unique_lock<std::mutex>& lock, std::optional<uint32_t> chooser,
+                         std::chrono::milliseconds deadline);
   std::string name_of(uint32_t id) const;
 
   const std::map<uint32_t, std::string> peers_;
@@ -100,6 +117,10 @@ class SyncElection {
   std::map<uint32_t, double> answered_;
   std::optional<core::SyncChoice> choice_;       // the job's, once this node knows it
   std::map<uint32_t, core::SyncChoice> heard_;  // per member, its first
+  std::map<uint32_t, RehearsalPlanPayload> plans_;  // per member, its first
+  bool rehearsed_ = false;
+  SyncRehearsal::Work rehearsal_work_;
+  SyncRehearsal rehearsal_;
 
   std::set<uint32_t> lost_, restarted_;
   bool cancelled_ = false;

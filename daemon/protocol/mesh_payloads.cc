@@ -107,6 +107,29 @@ void read_sync_choice(const mesh::SyncChoice& c, MeshPayloadIn& in) {
   in.kind = MeshPayloadIn::Kind::kSyncChoice;
 }
 
+void read_rehearsal_plan(const mesh::RehearsalPlan& r, MeshPayloadIn& in) {
+  if (r.steps() < kMinRehearsalSteps || r.steps() > kMaxRehearsalSteps || r.step_bytes() > kMaxRehearsalBytes ||
+      r.round_bytes() > kMaxRehearsalBytes) {
+    in.error = "a rehearsal plan of " + std::to_string(r.steps()) + " steps, " +
+               std::to_string(r.step_bytes()) + " bytes a step and " +
+               std::to_string(r.round_bytes()) + " a round";
+    return;
+  }
+  in.rehearsal_plan = {r.steps(), r.step_bytes(), r.round_bytes()};
+  in.kind = MeshPayloadIn::Kind::kRehearsalPlan;
+}
+
+void read_rehearsal_mark(const mesh::RehearsalMark& m, MeshPayloadIn& in) {
+  const int32_t limit = m.round() ? kRehearsalRounds : kMaxRehearsalSteps;
+  if (m.index() < 0 || m.index() >= limit) {
+    in.error = std::string("a rehearsal mark of ") + (m.round() ? "round " : "step ") +
+               std::to_string(m.index());
+    return;
+  }
+  in.rehearsal_mark = {m.round(), m.index()};
+  in.kind = MeshPayloadIn::Kind::kRehearsalMark;
+}
+
 void read_replica_digest(const mesh::ReplicaDigest& d, MeshPayloadIn& in) {
   const size_t bytes = d.digest() ? d.digest()->size() : 0;
   if (bytes != kReplicaDigestBytes) {
@@ -207,6 +230,21 @@ PayloadBytes sync_choice_payload(const SyncChoicePayload& c) {
                 mesh::CreateSyncChoice(fbb, c.local_steps, reason).Union());
 }
 
+PayloadBytes rehearsal_plan_payload(const RehearsalPlanPayload& plan) {
+  flatbuffers::FlatBufferBuilder fbb(64);
+  return finish(fbb, mesh::Payload::RehearsalPlan,
+                mesh::CreateRehearsalPlan(fbb, plan.steps, plan.step_bytes, plan.round_bytes)
+                    .Union());
+}
+
+PayloadBytes rehearsal_mark_payload(const RehearsalMarkPayload& mark, size_t padding) {
+  flatbuffers::FlatBufferBuilder fbb(128 + padding);
+  const std::vector<uint8_t> zeros(padding);
+  const auto p = fbb.CreateVector(zeros);
+  return finish(fbb, mesh::Payload::RehearsalMark,
+                mesh::CreateRehearsalMark(fbb, mark.round, mark.index, p).Union());
+}
+
 MeshPayloadIn read_mesh_payload(const uint8_t* data, size_t size) {
   if (!data || size == 0 || size > kMaxPayloadBytes)
     return malformed("a mesh payload of " + std::to_string(size) + " bytes");
@@ -240,6 +278,10 @@ MeshPayloadIn read_mesh_payload(const uint8_t* data, size_t size) {
     read_sync_choice(*c, in);
   } else if (const auto* d = p.payload_as_ReplicaDigest()) {
     read_replica_digest(*d, in);
+  } else if (const auto* r = p.payload_as_RehearsalPlan()) {
+    read_rehearsal_plan(*r, in);
+  } else if (const auto* m = p.payload_as_RehearsalMark()) {
+    read_rehearsal_mark(*m, in);
   } else {
     in.error = "a mesh payload of an unknown kind";  // a newer release, or no body at all
   }

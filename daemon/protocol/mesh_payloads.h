@@ -95,10 +95,29 @@ struct ReplicaDigestPayload {
 };
 PayloadBytes replica_digest_payload(const ReplicaDigestPayload& d);
 
+// `training.sync: auto`'s rehearsal (daemon/node/sync_rehearsal.h). A plan of fewer than
+// kMinRehearsalSteps steps or more than kMaxRehearsalSteps, or of messages larger than kMaxRehearsalBytes, is malformed,
+// as is a mark past them. The lock step is timed over its second half.
+constexpr int32_t kMinRehearsalSteps = 2;
+constexpr int32_t kMaxRehearsalSteps = 64;
+constexpr int32_t kRehearsalRounds = 2;
+constexpr uint64_t kMaxRehearsalBytes = uint64_t(16) << 20;
+struct RehearsalPlanPayload {
+  int32_t steps = 0;
+  uint64_t step_bytes = 0;   // each node's message after a step
+  uint64_t round_bytes = 0;  // each node's message of a round
+};
+PayloadBytes rehearsal_plan_payload(const RehearsalPlanPayload& plan);
+struct RehearsalMarkPayload {
+  bool round = false;
+  int32_t index = 0;
+};
+PayloadBytes rehearsal_mark_payload(const RehearsalMarkPayload& mark, size_t padding);
+
 struct MeshPayloadIn {
   enum class Kind {
     kMalformed, kUpdate, kEpochEnd, kSnapshot, kParameters, kPseudoGradient,
-    kLinkProbe, kLinkProbeAck, kSyncChoice, kReplicaDigest
+    kLinkProbe, kLinkProbeAck, kSyncChoice, kReplicaDigest, kRehearsalPlan, kRehearsalMark
   };
   Kind kind = Kind::kMalformed;
   std::string error;               // kMalformed: what is wrong with it
@@ -110,6 +129,8 @@ struct MeshPayloadIn {
   uint64_t probe_id = 0;                  // kLinkProbe, kLinkProbeAck
   SyncChoicePayload sync_choice;          // kSyncChoice
   ReplicaDigestPayload replica_digest;    // kReplicaDigest
+  RehearsalPlanPayload rehearsal_plan;    // kRehearsalPlan
+  RehearsalMarkPayload rehearsal_mark;    // kRehearsalMark
 };
 // Never throws; anything that is not a well-formed payload is kMalformed with the reason.
 MeshPayloadIn read_mesh_payload(const uint8_t* data, size_t size);

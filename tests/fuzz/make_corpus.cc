@@ -130,6 +130,8 @@ int main(int argc, char** argv) {
   digest[0] = 0x42;
   write(mesh, "replica_digest", *daemon::replica_digest_payload({7, digest}));
   write(mesh, "sync_choice", *daemon::sync_choice_payload({20, "RTT 50 ms"}));
+  write(mesh, "rehearsal_plan", *daemon::rehearsal_plan_payload({40, 9400, 177000}));
+  write(mesh, "rehearsal_mark", *daemon::rehearsal_mark_payload({true, 1}, 64));
 
   const auto control = root / "control_fuzzer";
   daemon::NodeRegistration node;

@@ -182,7 +182,7 @@ TEST_CASE("a folder swapped for a link after the spec was checked: training data
 
 TEST_CASE("an image folder that leads out of the roots is refused before it is listed") {
   Roots r;
-  for (const std::string& image : {"/imgs/a/secret-name.png", "/imgs/b/other-secret.png"}) {
+  for (const char* image : {"/imgs/a/secret-name.png", "/imgs/b/other-secret.png"}) {
     fs::create_directories(fs::path(r.secret_dir + image).parent_path());
     core::Image img;
     img.width = img.height = 4;

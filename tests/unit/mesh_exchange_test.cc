@@ -5,6 +5,7 @@
 // rejoining with a live node's parameters, and a malformed payload failing the epoch end.
 #include <catch2/catch.hpp>
 
+#include <atomic>
 #include <functional>
 #include <future>
 #include <map>
@@ -699,4 +700,61 @@ TEST_CASE("training.sync: auto: only the chooser's word counts; its restart ends
                                "or restarted before it chose"));
     CHECK(std::chrono::steady_clock::now() - start < milliseconds(2000));
   }
+}
+
+TEST_CASE("training.sync: auto: every node rehearses the chooser's plan with it",
+          "[mesh_exchange]") {
+  FakeMesh mesh;
+  std::vector<std::unique_ptr<MeshExchange>> ex = three_nodes(mesh);
+  std::atomic<int> steps[3] = {0, 0, 0}, rounds[3] = {0, 0, 0};
+  for (int n = 0; n < 3; ++n)
+    ex[n]->sync_election().set_rehearsal_work(
+        {[&steps, n] { ++steps[n]; }, nullptr, [&rounds, n] { ++rounds[n]; }});
+  auto second = follow_choice(*ex[1], milliseconds(10000));
+  auto third = follow_choice(*ex[2], milliseconds(10000));
+  ex[0]->sync_election().measure(milliseconds(5000), 100000, 10000);
+  const auto start = std::chrono::steady_clock::now();
+  const auto figures = ex[0]->sync_election().rehearse({8, 1000, 20000}, milliseconds(5000));
+  CHECK(std::chrono::steady_clock::now() - start < milliseconds(3000));  // no wait ran out
+  REQUIRE(figures);
+  CHECK(figures->steps == 8);
+  CHECK(figures->round_bytes == 20000);
+  CHECK(figures->lock_step_s > 0);
+  CHECK(figures->round_s > 0);
+  ex[0]->sync_election().announce({0, "per-step"});
+  CHECK(second.get().local_steps == 0);
+  CHECK(third.get().local_steps == 0);
+  // Each node took the 8 lock steps and, before each of the 2 rounds, 4 back to back.
+  for (int n = 0; n < 3; ++n) {
+    CHECK(steps[n] == 8 + 2 * 4);
+    CHECK(rounds[n] == 2);
+  }
+}
+
+TEST_CASE("training.sync: auto: a rehearsal waits for no lost node, and no stranger counts",
+          "[mesh_exchange]") {
+  FakeMesh mesh;
+  std::vector<std::unique_ptr<MeshExchange>> ex = three_nodes(mesh);
+  auto second = follow_choice(*ex[1], milliseconds(10000));
+  mesh.cut(3);  // silent: its marks never come
+  SECTION("lost: not waited for") {
+    ex[0]->on_loss(3);
+    ex[1]->on_loss(3);
+    const auto start = std::chrono::steady_clock::now();
+    CHECK(ex[0]->sync_election().rehearse({4, 100, 100}, milliseconds(5000)));
+    CHECK(std::chrono::steady_clock::now() - start < milliseconds(3000));
+  }
+  SECTION("silent but not yet lost: the rehearsal gives no figures at its deadline") {
+    // A stranger (id 9) sends every mark node-3 would: they do not stand in for it.
+    for (int32_t s = 0; s < 4; ++s) {
+      transport::Delivery d;
+      d.job_id = 1;
+      d.origin = d.from = 9;
+      d.bytes = *rehearsal_mark_payload({false, s}, 0);
+      ex[0]->on_message(d);
+    }
+    CHECK_FALSE(ex[0]->sync_election().rehearse({4, 100, 100}, milliseconds(300)));
+  }
+  ex[0]->sync_election().announce({0, "per-step"});
+  CHECK(second.get().local_steps == 0);
 }

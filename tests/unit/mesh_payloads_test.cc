@@ -220,6 +220,37 @@ TEST_CASE("a replica digest survives the trip; one of another length is refused"
   }
 }
 
+TEST_CASE("a rehearsal's plan and marks survive the trip; wild ones are refused", "[mesh]") {
+  const MeshPayloadIn plan = read(rehearsal_plan_payload({40, 9400, 177000}));
+  REQUIRE(plan.kind == MeshPayloadIn::Kind::kRehearsalPlan);
+  CHECK(plan.rehearsal_plan.steps == 40);
+  CHECK(plan.rehearsal_plan.step_bytes == 9400);
+  CHECK(plan.rehearsal_plan.round_bytes == 177000);
+  const MeshPayloadIn mark = read(rehearsal_mark_payload({true, 1}, 5000));
+  REQUIRE(mark.kind == MeshPayloadIn::Kind::kRehearsalMark);
+  CHECK(mark.rehearsal_mark.round);
+  CHECK(mark.rehearsal_mark.index == 1);
+  CHECK(rehearsal_mark_payload({false, 3}, 5000)->size() > 5000);  // the padding travels
+  // Plans that would have a node step for ever, or send more than a round's largest probe.
+  const RehearsalPlanPayload wild[] = {{kMinRehearsalSteps - 1, 1, 1},
+                                       {kMaxRehearsalSteps + 1, 1, 1},
+                                       {8, kMaxRehearsalBytes + 1, 1},
+                                       {8, 1, kMaxRehearsalBytes + 1}};
+  for (const RehearsalPlanPayload& p : wild) {
+    const MeshPayloadIn bad = read(rehearsal_plan_payload(p));
+    CHECK(bad.kind == MeshPayloadIn::Kind::kMalformed);
+    CHECK_THAT(bad.error, Catch::Contains("a rehearsal plan of"));
+  }
+  // Marks past the plan's bounds.
+  for (const RehearsalMarkPayload& m : {RehearsalMarkPayload{false, -1},
+                                        RehearsalMarkPayload{false, kMaxRehearsalSteps},
+                                        RehearsalMarkPayload{true, kRehearsalRounds}}) {
+    const MeshPayloadIn bad = read(rehearsal_mark_payload(m, 0));
+    CHECK(bad.kind == MeshPayloadIn::Kind::kMalformed);
+    CHECK_THAT(bad.error, Catch::Contains("a rehearsal mark of"));
+  }
+}
+
 TEST_CASE("bytes that are not a mesh payload are refused by name", "[mesh]") {
   CHECK(read_mesh_payload(nullptr, 0).kind == MeshPayloadIn::Kind::kMalformed);
   const std::vector<uint8_t> garbage(64, 0xA5);

@@ -210,3 +210,57 @@ TEST_CASE("the choice becomes the spec's sync") {
   CHECK(t.sync.bound == 1);
   CHECK(core::per_step_choice("one node").reason == "one node: per-step sharing");
 }
+
+TEST_CASE("where the nodes rehearsed, each mode's step as they took it decides") {
+  const core::TrainingSpec t;
+  // The probes alone say per-step sharing (0.1 ms, 1000 MB/s, 10 ms steps: it waits 0.06 ms a
+  // step; a round 0.2 ms, 0.02 ms a step at H = 10, but the example weighs its work at 2 s).
+  core::SyncChoiceInputs in = inputs(0.1, 1000, 10);
+  in.round_work_s = 2.0;
+  REQUIRE(core::choose_sync(t, in).local_steps == 0);
+  // Rehearsed: a lock step took 30 ms (the slowest node's step, the relay), a step back to
+  // back 12 ms and a round 100 ms: H = 10 (100 ms is a tenth of 100 steps of 10 ms; at most
+  // 20) gives 12 + 100 / 20 = 17 ms a step against 30: local steps.
+  in.rehearsal = core::RehearsalFigures{40, 0.030, 0.012, 0.100, 48000};
+  core::SyncChoice c = core::choose_sync(t, in);
+  CHECK(c.local_steps == 20);
+  CHECK_THAT(c.reason, Catch::Contains("rehearsed 40 lock steps and rounds of 48 kB: per-step "
+                                       "sharing takes 30.00 ms a step, local steps 17.00 ms "
+                                       "(H = 20: 12.00 ms a step and a round of 100.00 ms): "
+                                       "local steps, H = 20"));
+  // A near tie goes to local steps (as accurate or more at equal epochs): 17 ms against a
+  // 16 ms lock step is within kLocalStepsMargin.
+  in.rehearsal = core::RehearsalFigures{40, 0.016, 0.012, 0.100, 48000};
+  CHECK(core::choose_sync(t, in).local_steps == 20);
+  // Past it, per-step sharing: 17 ms against 15 (1.13 times).
+  in.rehearsal = core::RehearsalFigures{40, 0.015, 0.012, 0.100, 48000};
+  c = core::choose_sync(t, in);
+  CHECK(c.local_steps == 0);
+  CHECK_THAT(c.reason, Catch::EndsWith("per-step sharing"));
+  // A round rehearsed at a quarter of its size is taken four times as long (400 ms: 32 ms a
+  // step at H = 20, against a 25 ms lock step).
+  in.rehearsal = core::RehearsalFigures{40, 0.025, 0.012, 0.100, 12000};
+  CHECK(core::choose_sync(t, in).local_steps == 0);
+  in.rehearsal = core::RehearsalFigures{40, 0.025, 0.012, 0.100, 48000};
+  CHECK(core::choose_sync(t, in).local_steps == 20);
+}
+
+TEST_CASE("the rehearsal's lock steps fill about two seconds, within bounds") {
+  const core::TrainingSpec t;
+  // 10 ms steps on a fast link: 200 would fill 2 s; at most 40.
+  CHECK(core::rehearsal_steps(t, inputs(0.1, 1000, 10)) == core::kMaxRehearsalLockSteps);
+  // A 200 ms round trip: a lock step takes 10 ms and waits 100.008 (half a round trip and
+  // 8 kB at 1000 MB/s): 2 s is 18.2 of them, so 19.
+  CHECK(core::rehearsal_steps(t, inputs(200, 1000, 10)) == 19);
+  // Across a second's round trip, 4 would fill 2 s: at least 8.
+  CHECK(core::rehearsal_steps(t, inputs(1000, 1000, 10)) == core::kMinRehearsalLockSteps);
+  // No goodput measured: a step's messages would never arrive; the fewest.
+  CHECK(core::rehearsal_steps(t, inputs(0, 0, 0)) == core::kMinRehearsalLockSteps);
+  // Steps of seconds (a model sized for GPUs, timed on the CPU) are not rehearsed, nor is a
+  // job of one node.
+  CHECK(core::worth_rehearsing(inputs(0.1, 1000, 250)));
+  CHECK_FALSE(core::worth_rehearsing(inputs(0.1, 1000, 251)));
+  core::SyncChoiceInputs one = inputs(0.1, 1000, 10);
+  one.nodes = 1;
+  CHECK_FALSE(core::worth_rehearsing(one));
+}
