@@ -82,7 +82,7 @@ SyncChoice choose_from_rehearsal(const SyncChoiceInputs& in) {
   const double round = r.round_s * larger;
   const int64_t steps = local_steps_for(in, round);
   const double local = r.free_step_s + round / double(steps);
-  const bool sharing = kLocalStepsMargin * r.lock_step_s < local;
+  const bool sharing = r.lock_step_s < local;
   char text[256];
   std::snprintf(text, sizeof text,
                 ": per-step sharing takes %.2f ms a step, local steps %.2f ms (H = %lld: %.2f "

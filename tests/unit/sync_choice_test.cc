@@ -228,12 +228,11 @@ TEST_CASE("where the nodes rehearsed, each mode's step as they took it decides")
                                        "sharing takes 30.00 ms a step, local steps 17.00 ms "
                                        "(H = 20: 12.00 ms a step and a round of 100.00 ms): "
                                        "local steps, H = 20"));
-  // A near tie goes to local steps (as accurate or more at equal epochs): 17 ms against a
-  // 16 ms lock step is within kLocalStepsMargin.
-  in.rehearsal = core::RehearsalFigures{40, 0.016, 0.012, 0.100, 48000};
+  // Half a millisecond decides.
+  in.rehearsal = core::RehearsalFigures{40, 0.0175, 0.012, 0.100, 48000};
   CHECK(core::choose_sync(t, in).local_steps == 20);
-  // Past it, per-step sharing: 17 ms against 15 (1.13 times).
-  in.rehearsal = core::RehearsalFigures{40, 0.015, 0.012, 0.100, 48000};
+  // A lock step quicker than a step back to back and its share of a round: per-step sharing.
+  in.rehearsal = core::RehearsalFigures{40, 0.016, 0.012, 0.100, 48000};
   c = core::choose_sync(t, in);
   CHECK(c.local_steps == 0);
   CHECK_THAT(c.reason, Catch::EndsWith("per-step sharing"));
