@@ -57,7 +57,9 @@ echo "datagrams dropped on purpose across the nodes: $injected"
 echo "== under loss, node-5 SIGKILLed mid-job and restarted: takeover, rejoin, audit"
 sed -e 's/epochs: 2/epochs: 6/' -e 's/exactly-once/exactly-once-rejoin/g' job.yaml > rejoin.yaml
 id=$("$SUBMIT" rejoin.yaml --detach) || fail "detached submit of the rejoin job"
-if wait_epoch "$id" 2 120; then
+# In the first half of an epoch (from 2 to 4 of 6): node-5 leaves minibatches to take over and
+# epoch ends to rejoin at.
+if wait_mid_epoch "$id" 2 4 120; then
   lose_and_restart node-5 "$id" rejoin.json
   state=$(wait_job_end "$id" rejoin.json 300)
   "$SUBMIT" logs "$id" > rejoin.log

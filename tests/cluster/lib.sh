@@ -68,6 +68,28 @@ wait_epoch() {
   fail "waited $3 s for job $1 to reach epoch $2; it is at '${epoch:-none}'"
   return 1
 }
+# wait_mid_epoch ID FROM LATEST SECONDS: polls until the furthest node of job ID is in the first
+# half of an epoch from FROM to LATEST (1-based), for at most SECONDS, and sets `epoch` to it: a
+# node lost there leaves minibatches for the others to take over and epoch ends to rejoin at,
+# however fast the job runs past the poll. Fails the test, naming what it saw, when the job went
+# past LATEST first or the time ran out (status 1; not in $(...): fail must count in this shell).
+wait_mid_epoch() {
+  local seen
+  epoch=0
+  for _ in $(seq 1 $(($4 * 10))); do
+    "$DTRAIN_SUBMIT" status "$1" --json > progress.json 2> /dev/null
+    seen=$(json progress.json "' '.join(str(x) for x in max([(p.get('epoch', 0), p.get('iteration_in_epoch', 0), p.get('iterations_per_epoch', 0)) for p in j['progress'].values()] or [(0, 0, 0)]))" 2> /dev/null)
+    read -r epoch at per <<< "${seen:-0 0 0}"
+    if [[ $epoch -gt $3 ]]; then
+      fail "job $1 ran past epoch $3 before it was seen in the first half of an epoch from $2"
+      return 1
+    fi
+    [[ $epoch -ge $2 && $per -gt 0 && $((2 * at)) -lt $per ]] && return 0
+    sleep 0.1
+  done
+  fail "waited $4 s for job $1 to be in the first half of an epoch from $2 to $3; it is at epoch '${epoch:-none}'"
+  return 1
+}
 # check_trained FILE [PREFIX]: the job in status JSON FILE reached 0.85 test accuracy and its
 # replicas agree within 1e-5 (failures start with PREFIX); sets acc and diff for the summary.
 check_trained() {

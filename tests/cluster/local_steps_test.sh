@@ -43,11 +43,12 @@ for e in 1 2 3; do
 done
 
 # 2. Two workers per node, which meet at each round (one message per node). node-3 is killed in
-# epoch 2: the rounds go on without it after the peer timeout. Restarted, it rejoins at an epoch
-# end with the global parameters and the outer momentum.
-local_spec 6 local-kill 2 > kill.yaml
+# the first half of an epoch from 2 to 5 of 10: the rounds go on without it after the peer
+# timeout. Restarted, it rejoins at an epoch end with the global parameters and the outer
+# momentum.
+local_spec 10 local-kill 2 > kill.yaml
 id=$("$SUBMIT" kill.yaml --detach) || fail "submit the second job"
-wait_epoch "$id" 2 60 || exit 1
+wait_mid_epoch "$id" 2 5 60 || exit 1
 echo "node-3 goes in epoch $epoch"
 lose_and_restart node-3 "$id" kill.json
 state=$(wait_job_end "$id" kill.json 180)
