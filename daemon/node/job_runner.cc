@@ -560,17 +560,19 @@ void JobRunner::resolve_auto_sync(TrainingInputs& in, MeshExchange& exchange,
   // nodes rehearsing on shared cores each with every core run slower).
   kernels::backend().set_num_threads(
       core::threads_per_worker(int(config_.threads), members[start_.rank].workers));
-  // What this node computes if the chooser has the nodes rehearse (sync_rehearsal.h); a
-  // rejoining node is told the choice, made before it came back.
+  // What this node computes if the chooser has the nodes rehearse (sync_rehearsal.h), made
+  // only when a plan comes (a model too slow to rehearse never pays for it); a rejoining node
+  // is told the choice, made before it came back.
   std::optional<core::RehearsalWork> work;
-  if (!start_.rejoin) work.emplace(in.job, exchange.total_workers(), int(members.size()));
   struct WorkLent {  // the election never keeps work that is gone
     SyncElection& election;
     ~WorkLent() { election.set_rehearsal_work({}); }
   } lent{exchange.sync_election()};
-  if (work)
-    lent.election.set_rehearsal_work({[&work] { work->step(); }, [&work] { work->share_step(); },
-                                      [&work] { work->round(); }});
+  if (!start_.rejoin)
+    lent.election.set_rehearsal_work(
+        {[&] { work.emplace(in.job, exchange.total_workers(), int(members.size())); },
+         [&work] { work->step(); }, [&work] { work->share_step(); },
+         [&work] { work->round(); }});
   const core::SyncChoice choice = choose_sync(in.job, exchange, members);
   core::apply_sync_choice(in.job.training, choice);
   in.local.training.sync = in.job.training.sync;  // prepare() made in.local before a rejoin

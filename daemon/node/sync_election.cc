@@ -175,8 +175,7 @@ void SyncElection::rehearse_if_asked(std::unique_lock<std::mutex>& lock,
   const SyncRehearsal::Work work = rehearsal_work_;
   lock.unlock();
   // A part that did not come costs the chooser its figures, not this node its job: it waits on.
-  const auto figures = rehearsal_.run(asked, work, deadline);
-  (void)figures;
+  rehearsal_.run(asked, work, deadline);
   lock.lock();
 }
 

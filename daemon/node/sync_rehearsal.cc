@@ -93,6 +93,7 @@ std::optional<core::RehearsalFigures> SyncRehearsal::run(const RehearsalPlanPayl
                                                          const Work& work,
                                                          std::chrono::milliseconds deadline) {
   const int32_t steps = std::clamp(plan.steps, kMinRehearsalSteps, kMaxRehearsalSteps);
+  if (work.prepare) work.prepare();
   core::RehearsalFigures figures;
   if (!lock_steps(steps, plan.step_bytes, work, deadline, figures) ||
       !free_rounds(steps, plan.round_bytes, work, deadline, figures))

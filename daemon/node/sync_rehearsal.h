@@ -28,6 +28,7 @@ class SyncRehearsal {
   using Send = std::function<void(PayloadBytes bytes)>;
   // What this node does in the rehearsal (core/train/sync_workloads.h); any may be empty.
   struct Work {
+    std::function<void()> prepare;     // once, before the first step (untimed)
     std::function<void()> step;        // the model's forward and backward pass: computing
     std::function<void()> share_step;  // per-step sharing's own work after it: waiting
     std::function<void()> round;       // a round of local steps' own work

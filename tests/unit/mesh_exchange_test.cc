@@ -706,10 +706,11 @@ TEST_CASE("training.sync: auto: every node rehearses the chooser's plan with it"
           "[mesh_exchange]") {
   FakeMesh mesh;
   std::vector<std::unique_ptr<MeshExchange>> ex = three_nodes(mesh);
-  std::atomic<int> steps[3] = {0, 0, 0}, rounds[3] = {0, 0, 0};
+  std::atomic<int> prepared[3] = {0, 0, 0}, steps[3] = {0, 0, 0}, rounds[3] = {0, 0, 0};
   for (int n = 0; n < 3; ++n)
     ex[n]->sync_election().set_rehearsal_work(
-        {[&steps, n] { ++steps[n]; }, nullptr, [&rounds, n] { ++rounds[n]; }});
+        {[&prepared, n] { ++prepared[n]; }, [&steps, n] { ++steps[n]; }, nullptr,
+         [&rounds, n] { ++rounds[n]; }});
   auto second = follow_choice(*ex[1], milliseconds(10000));
   auto third = follow_choice(*ex[2], milliseconds(10000));
   ex[0]->sync_election().measure(milliseconds(5000), 100000, 10000);
@@ -726,6 +727,7 @@ TEST_CASE("training.sync: auto: every node rehearses the chooser's plan with it"
   CHECK(third.get().local_steps == 0);
   // Each node took the 8 lock steps and, before each of the 2 rounds, 4 back to back.
   for (int n = 0; n < 3; ++n) {
+    CHECK(prepared[n] == 1);
     CHECK(steps[n] == 8 + 2 * 4);
     CHECK(rounds[n] == 2);
   }
