@@ -98,7 +98,7 @@ int64_t SharingWorker::apply_in_order(std::vector<Delivery> inbox) {
   float* params = worker_.model().params();
   bool from_gpus = false;
   for (const Delivery& d : inbox) {
-    const bool faulty = fault_.active() && ++received_ == fault_.at;
+    const bool faulty = fault_.on_message() && ++received_ == fault_.at;
     if (faulty && fault_.kind == TestFault::Kind::kSkip) continue;
     apply(*d.message, params, nullptr, d.device_words);
     if (faulty) apply(*d.message, params, nullptr, d.device_words);  // kApplyTwice

@@ -16,13 +16,22 @@ TestFault TestFault::from_environment() {
   if (at < 1) return f;
   if (kind == "apply_twice") f.kind = Kind::kApplyTwice;
   else if (kind == "skip") f.kind = Kind::kSkip;
+  else if (kind == "exit_in_epoch") f.kind = Kind::kExitInEpoch;
   f.at = f.active() ? at : 0;
   return f;
 }
 
+bool TestFault::exits_at(int64_t epoch, int64_t in_epoch, int64_t per_epoch) const {
+  return kind == Kind::kExitInEpoch && epoch + 1 == at && 3 * (in_epoch + 1) >= per_epoch;
+}
+
 std::string TestFault::description() const {
-  if (kind == Kind::kApplyTwice) return "applies received message " + std::to_string(at) + " twice";
-  if (kind == Kind::kSkip) return "skips received message " + std::to_string(at);
+  const std::string k = std::to_string(at);
+  if (kind == Kind::kApplyTwice)
+    return "this node's lead worker applies received message " + k + " twice";
+  if (kind == Kind::kSkip) return "this node's lead worker skips received message " + k;
+  if (kind == Kind::kExitInEpoch)
+    return "this daemon ends itself with SIGKILL a third of the way into epoch " + k + " of a job";
   return "none";
 }
 

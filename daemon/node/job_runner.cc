@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <csignal>
 #include <cstdio>
 #include <filesystem>
 #include <map>
@@ -107,6 +108,13 @@ class JobRunner::ProgressReporter : public core::TrainingListener {
   }
 
   void on_step(const core::StepProgress& p) override {
+    if (fault_.exits_at(p.epoch, p.iteration_in_epoch, p.iterations_per_epoch)) {
+      spdlog::warn("job {}: DTRAIN_TEST_FAULT: this daemon ends itself with SIGKILL at minibatch "
+                   "{} of {} in epoch {}", job_, p.iteration_in_epoch + 1,
+                   p.iterations_per_epoch, p.epoch + 1);
+      spdlog::default_logger()->flush();
+      std::raise(SIGKILL);
+    }
     const auto now = Clock::now();
     if (now - last_ < std::chrono::milliseconds(300)) return;
     last_ = now;
@@ -189,6 +197,7 @@ class JobRunner::ProgressReporter : public core::TrainingListener {
  private:
   std::string job_;  // its id, for the node's log
   int rank_;
+  const core::TestFault fault_ = core::TestFault::from_environment();  // a test's, never set
   std::function<void(const NodeReport&)> report_;
   Clock::time_point last_{};
   double accuracy_ = -1;

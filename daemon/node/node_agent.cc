@@ -73,7 +73,7 @@ NodeAgent::NodeAgent(const DaemonConfig& config, const transport::ClusterKey& ke
                                              ec_config.max_credit_window});
   channel_ = std::make_unique<DataChannel>(ec_config);
   if (const core::TestFault fault = core::TestFault::from_environment(); fault.active())
-    spdlog::warn("node {}: DTRAIN_TEST_FAULT is set: this node's lead worker {} on purpose "
+    spdlog::warn("node {}: DTRAIN_TEST_FAULT is set: {} on purpose "
                  "(a test of the controller's checks; never set it in production)",
                  config_.name, fault.description());
   if (const char* hold = std::getenv("DTRAIN_TEST_HOLD_PARTS"); hold && *hold)

@@ -3,15 +3,18 @@
 # whose data channels drop 5%, duplicate 1% and reorder 1% of their datagrams (data.faults,
 # seeded) train the MLP example with the update audit on. Every node ends with the same count
 # and digest of applied updates, each replica within 1e-4 of its initial parameters minus the
-# updates it applied, and the replicas agree. Then node-5 is SIGKILLed mid-job and restarted:
+# updates it applied, and the replicas agree. Then node-5 is lost mid-job (SIGKILL) and restarted:
 # the survivors do its minibatches (a takeover) and it rejoins with a live node's parameters and
-# that node's audit totals, so its digest is compared too, still under loss. Every wait has a
-# deadline and says what it waited for.
+# that node's audit totals, so its digest is compared too, still under loss. (node-5 ends itself
+# a third of the way into epoch 3, DTRAIN_TEST_FAULT: the 2-epoch first job never gets there, the
+# 6-epoch second one does at a known point.) Every wait has a deadline and says what it waited
+# for.
 set -u
 SPEC="$(cd "$(dirname "$4")" && pwd)/$(basename "$4")"
 source "$(dirname "$0")/lib.sh" exactly_once "$1" "$2" "$3"
 export PEER_TIMEOUT_MS=3000 HEARTBEAT_MS=300
 export FAULTS="drop: 0.05, duplicate: 0.01, reorder: 0.01"
+export NODE_ENV_5="DTRAIN_TEST_FAULT=exit_in_epoch:3"
 
 # audited_alike FILE NODES: the job in status JSON FILE succeeded with NODES nodes' applied
 # updates, all one (count, digest), every deviation below 1e-4, and replicas within 1e-5.
@@ -57,9 +60,9 @@ echo "datagrams dropped on purpose across the nodes: $injected"
 echo "== under loss, node-5 SIGKILLed mid-job and restarted: takeover, rejoin, audit"
 sed -e 's/epochs: 2/epochs: 6/' -e 's/exactly-once/exactly-once-rejoin/g' job.yaml > rejoin.yaml
 id=$("$SUBMIT" rejoin.yaml --detach) || fail "detached submit of the rejoin job"
-# In the first half of an epoch (from 2 to 4 of 6): node-5 leaves minibatches to take over and
-# epoch ends to rejoin at.
-if wait_mid_epoch "$id" 2 4 120; then
+# A third of the way into epoch 3 of 6 node-5 ends itself (NODE_ENV_5): it leaves minibatches to
+# take over and epoch ends to rejoin at.
+if await_fault_exit node-5 180; then
   lose_and_restart node-5 "$id" rejoin.json
   state=$(wait_job_end "$id" rejoin.json 300)
   "$SUBMIT" logs "$id" > rejoin.log
