@@ -301,6 +301,21 @@ std::string gpus_summary(const Json& gpus) {
   for (const Json& g : gpus) out += (out.empty() ? "" : ", ") + one(g);
   return out;
 }
+// "3f2a... (2 cores), 9c1b... (1 core, GPU 0)": the jobs holding a node, and their shares.
+std::string jobs_summary(const Json& jobs) {
+  std::string out;
+  for (const Json& j : jobs) {
+    out += (out.empty() ? "" : ", ") + j.value("id", std::string());
+    if (j.value("whole_node", false)) continue;
+    const int cores = j.value("cores", 0);
+    out += " (" + std::to_string(cores) + (cores == 1 ? " core" : " cores");
+    std::string gpus;
+    for (const Json& g : j.value("gpus", Json::array()))
+      gpus += (gpus.empty() ? "" : ",") + std::to_string(g.get<int>());
+    out += (gpus.empty() ? "" : ", GPU " + gpus) + ")";
+  }
+  return out;
+}
 }  // namespace
 
 int run_cluster_nodes(const ClusterArgs& a, bool json) {
@@ -314,13 +329,13 @@ int run_cluster_nodes(const ClusterArgs& a, bool json) {
     std::printf("%s\n", reply.dump(2).c_str());
     return kExitSuccess;
   }
-  std::printf("%-20s %-8s %-22s %-6s %-28s %s\n", "NODE", "STATE", "DATA", "CORES", "GPUS", "JOB");
+  std::printf("%-20s %-8s %-22s %-6s %-28s %s\n", "NODE", "STATE", "DATA", "CORES", "GPUS", "JOBS");
   for (const Json& n : reply["nodes"]) {
     const std::string data = n.value("address", "") + ":" + std::to_string(n.value("data_port", 0));
     std::printf("%-20s %-8s %-22s %-6d %-28s %s\n", n.value("name", "").c_str(),
                 n.value("state", "").c_str(), data.c_str(), n.value("cores", 0),
                 gpus_summary(n.value("gpus", Json::array())).c_str(),
-                n.value("running_job", "").c_str());
+                jobs_summary(n.value("jobs", Json::array())).c_str());
   }
   return kExitSuccess;
 }

@@ -200,6 +200,11 @@ struct TrainingSpec {
   // job starts once `nodes` are there and takes later ones up to this many; 0 = exactly `nodes`.
   int64_t nodes_max = 0;
   int64_t workers_per_node = 0;  // 0 = auto (one per GPU on GPU nodes, else up to 8 per node)
+  // A share of each node, so that other jobs run beside this one (docs/user-guide.md, "Sharing
+  // nodes between jobs"): this many of a node's cores, and of its GPUs (a job with GPUs trains on
+  // them; one with cores only, on the CPU). Both 0 (the default): the job takes whole nodes.
+  int64_t cores_per_node = 0, gpus_per_node = 0;
+  bool shares_nodes() const { return cores_per_node > 0 || gpus_per_node > 0; }
   // Where workers run (docs/architecture/core.md, "The model"): cpu, gpu (every node of the job
   // needs a GPU) or auto (GPUs where a node has them, the CPU elsewhere).
   Device device = Device::kAuto;

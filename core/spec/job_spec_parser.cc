@@ -307,8 +307,8 @@ class JobSpecParser {
     if (!node) return t;
     const std::string p = "training";
     r_.expect_map(node, p, {"mode", "epochs", "batch_size", "batch_size_per_worker", "nodes",
-                            "workers_per_node", "device", "precision", "threshold", "residual",
-                            "mesh",
+                            "workers_per_node", "cores_per_node", "gpus_per_node", "device",
+                            "precision", "threshold", "residual", "mesh",
                             "averaging_frequency", "average_updater_state", "sync",
                             "corrections", "stop_on_divergence", "audit_updates",
                             "early_stopping"});
@@ -330,6 +330,7 @@ class JobSpecParser {
               "remove 'mesh: mesh' (plain is the default), or give nodes a single count");
     t.device = *parse_device(r_.choice(node, "device", p, std::string(device_name(t.device)),
                                        {"auto", "cpu", "gpu"}));
+    parse_node_share(node, t);
     t.precision = kernels::precision_of(
         r_.choice(node, "precision", p, std::string("fp32"), {"fp32", "bf16", "fp16"}));
     if (t.precision != kernels::Precision::kFp32 && t.device == Device::kCpu)
@@ -354,6 +355,31 @@ class JobSpecParser {
     if (const YAML::Node res = node["residual"]) t.residual = parse_residual(res);
     t.corrections = parse_corrections(node["corrections"], t.threshold.algorithm);
     return t;
+  }
+
+  // training.cores_per_node / gpus_per_node: a share of each node instead of whole nodes. GPUs
+  // asked for make it a GPU job, cores alone a CPU job: `device` may not say otherwise.
+  void parse_node_share(const YAML::Node& node, TrainingSpec& t) {
+    const std::string p = "training";
+    if (node["cores_per_node"]) t.cores_per_node = r_.integer(node, "cores_per_node", p, 0, 1, 4096);
+    if (node["gpus_per_node"]) t.gpus_per_node = r_.integer(node, "gpus_per_node", p, 0, 1, 64);
+    if (t.gpus_per_node > 0 && t.device == Device::kCpu)
+      r_.fail(node["gpus_per_node"], p + ".gpus_per_node",
+              "gpus_per_node asks for GPUs, but device is cpu",
+              "remove gpus_per_node (cores_per_node alone shares a node's CPU), or set device: gpu");
+    if (t.cores_per_node > 0 && t.gpus_per_node == 0 && t.device == Device::kGpu)
+      r_.fail(node["cores_per_node"], p + ".cores_per_node",
+              "a job that shares its nodes takes the GPUs it asks for, and device: gpu asks "
+              "for none",
+              "add training.gpus_per_node (e.g. 1), or remove cores_per_node to take whole nodes");
+    if (t.gpus_per_node > 0) t.device = Device::kGpu;
+    else if (t.cores_per_node > 0) t.device = Device::kCpu;
+    if (t.cores_per_node > 0 && t.gpus_per_node == 0 && t.workers_per_node > t.cores_per_node)
+      r_.fail(node["workers_per_node"], p + ".workers_per_node",
+              "workers_per_node (" + std::to_string(t.workers_per_node) + ") is more than "
+              "cores_per_node (" + std::to_string(t.cores_per_node) + "): each CPU worker "
+              "needs a core",
+              "set workers_per_node to at most cores_per_node, or leave it auto");
   }
 
   // training.nodes: a count, all, or {min, max} (elastic).

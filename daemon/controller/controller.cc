@@ -278,14 +278,20 @@ Json Controller::nodes_locked() {
   Json nodes = Json::array();
   const NodeUse use = node_use(store_, scheduler_.running_ids());
   members_.for_each([&](const Member& m) {
-    auto held = use.holder.find(m.name);
-    const bool runs = m.alive && held != use.holder.end();
+    // Every running job's hold on the node (the whole node, or its cores and GPUs).
+    Json jobs = Json::array();
+    if (m.alive && use.holds.count(m.name))
+      for (const NodeHold& h : use.holds.at(m.name))
+        jobs.push_back(h.whole ? Json{{"id", job_id_text(h.job)}, {"whole_node", true}}
+                               : Json{{"id", job_id_text(h.job)}, {"cores", h.cores},
+                                      {"gpus", h.gpus}});
+    const std::string first = jobs.empty() ? "" : jobs[0].value("id", std::string());
     nodes.push_back({{"name", m.name}, {"id", m.id}, {"address", m.address},
                      {"data_port", m.data_port}, {"data_lanes", m.data_lanes},
                      {"cores", m.cores}, {"gpus", gpus_json(m.gpus)},
                      {"state", m.alive ? "alive" : "lost"},
                      {"last_heard_seconds_ago", members_.seconds_since_heard(m)},
-                     {"running_job", runs ? job_id_text(held->second) : ""}});
+                     {"running_job", first}, {"jobs", jobs}});
   });
   // What a node or a client must speak to join or talk to this cluster, and where.
   const Json protocol = {{"control_version", transport::kControlVersion},

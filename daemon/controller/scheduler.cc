@@ -12,13 +12,14 @@ std::string busy_note(size_t busy) {
 }  // namespace
 
 NodeChoice choose_training_nodes(const core::TrainingSpec& training, Membership& members,
-                                 const std::set<std::string>& busy) {
+                                 const NodeUse& use) {
   NodeChoice out;
   const std::vector<Member*> eligible =
       members.alive_by_id([&](const Member& m) { return node_eligible(training, m.offer()); });
+  const NodeDemand demand = demand_of(training);
   std::vector<Member*> free;
   for (Member* m : eligible)
-    if (!busy.count(m->name)) free.push_back(m);
+    if (use.fits(m->offer(), demand)) free.push_back(m);
   const size_t registered = members.alive_count();
   const size_t wanted = training.nodes > 0 ? size_t(training.nodes) : eligible.size();
   // Elastic (nodes: {min, max}): at least `wanted`, as many as are free up to max.

@@ -1,6 +1,6 @@
 #pragma once
 // Which jobs run and where (docs/architecture/daemon.md, "The controller"): several jobs run at
-// once, each on nodes no other running job holds. Queued jobs are offered the free nodes in a
+// once, each on nodes no other running job holds, or on shares of nodes beside other shares. Queued jobs are offered the free nodes in a
 // fair order between their owners (fair_order.h); a training job starts once enough free live
 // nodes can take it, on those with the lowest node ids. Not thread-safe: the controller calls it
 // under its lock.
@@ -14,6 +14,7 @@
 #include "daemon/config/daemon_config.h"
 #include "daemon/controller/fair_order.h"
 #include "daemon/controller/membership.h"
+#include "daemon/controller/node_use.h"
 
 namespace dtrain::daemon {
 
@@ -26,11 +27,13 @@ struct NodeChoice {
   bool waits_for_busy = false;
 };
 
-// A training job: the free live nodes it may run on (a GPU job: those with a GPU), as many as
-// training.nodes asks (all of them for `all`: it waits until every eligible node is free; an
-// elastic job: up to its max, at least its min). `busy`: nodes other running jobs hold.
+// A training job: the live nodes it may run on (a GPU job: those with a GPU) where it fits
+// beside what the running jobs hold (`use`: a job of whole nodes, on nodes no job holds; a
+// share, where that many cores and GPUs are left), as many as training.nodes asks (all of them
+// for `all`: it waits until every eligible node has room; an elastic job: up to its max, at
+// least its min).
 NodeChoice choose_training_nodes(const core::TrainingSpec& training, Membership& members,
-                                 const std::set<std::string>& busy);
+                                 const NodeUse& use);
 // A cluster evaluation or inference job: `wanted` free live nodes (0: every free one, at least 1).
 NodeChoice choose_task_nodes(int64_t wanted, Membership& members,
                              const std::set<std::string>& busy);

@@ -38,7 +38,7 @@ void TrainingJobs::add_vacant_slots(JobRecord& job, const core::TrainingSpec& tr
 }
 
 void TrainingJobs::offer_join(Member& m) {
-  if (!m.alive || node_use_now().holder.count(m.name)) return;  // it works for a job already
+  if (!m.alive || node_use_now().held(m.name)) return;  // it works for a job already
   for (JobRecord* job : running_jobs())
     if (offer_join_to(*job, m)) return;
 }

@@ -83,7 +83,7 @@ StartOutcome TrainingJobs::start(JobRecord& job, const NodeUse& use) {
   const int64_t allowance = owner_allowance(job, use);
   if (allowance >= 0 && allowance < std::max<int64_t>(1, spec.training.nodes))
     return wait_for_limit(job, allowance);
-  NodeChoice choice = choose_training_nodes(spec.training, members_, use.busy());
+  NodeChoice choice = choose_training_nodes(spec.training, members_, use);
   if (!choice.waiting.empty()) {
     job.add_log_once(choice.waiting);
     return choice.waits_for_busy ? StartOutcome::kWaitsForBusy : StartOutcome::kWaits;
@@ -93,7 +93,7 @@ StartOutcome TrainingJobs::start(JobRecord& job, const NodeUse& use) {
   scheduler_.start(job.id);
   job.state = JobState::kRunning;
   job.started_at = unix_now();
-  place(job, spec, choice.nodes);
+  place(job, spec, choice.nodes, use);
   for (size_t rank = 0; rank < choice.nodes.size(); ++rank)
     send_start(job, *choice.nodes[rank], start_message(job, rank));
   job.add_log("started on " + std::to_string(choice.nodes.size()) + " nodes");
@@ -103,17 +103,18 @@ StartOutcome TrainingJobs::start(JobRecord& job, const NodeUse& use) {
   return StartOutcome::kStarted;
 }
 
-// Where each member runs (its workers, on its CPU or GPUs), kept in the record: a restarted
-// controller and a rejoining node are sent the same.
+// Where each member runs (its workers, on its CPU or GPUs, and for a share its cores), kept in
+// the record: a restarted controller and a rejoining node are sent the same.
 void TrainingJobs::place(JobRecord& job, const core::JobSpec& spec,
-                         const std::vector<Member*>& nodes) {
+                         const std::vector<Member*>& nodes, const NodeUse& use) {
   Json members = Json::array();
   for (Member* m : nodes) {
-    const NodePlacement at = place_on(spec.training, m->offer());
+    const NodeOffer offer = spec.training.shares_nodes() ? use.free_part(m->offer()) : m->offer();
+    const NodePlacement at = place_on(spec.training, offer);
     members.push_back({{"id", m->id}, {"name", m->name}, {"boot", m->boot_id},
                        {"address", m->address}, {"port", m->data_port},
                        {"workers", at.workers}, {"device", at.gpu ? "gpu" : "cpu"},
-                       {"gpus", at.gpus}});
+                       {"gpus", at.gpus}, {"cores", at.cores}});
     job.nodes.push_back(m->name);
   }
   job.members = members;
@@ -145,6 +146,7 @@ StartMessage TrainingJobs::start_message(const JobRecord& job, size_t rank) cons
     m.workers = j.value("workers", 1);
     m.gpu = j.value("device", std::string("cpu")) == "gpu";
     m.gpus = j.value("gpus", std::vector<int>{});
+    m.cores = j.value("cores", 0u);
     // Each member's boot as registered now (a member that restarted since the job began has a
     // new one): its peers take datagrams from that boot only.
     const Member* now = members_.find(m.name);

@@ -74,7 +74,8 @@ class TrainingJobs {
   int64_t owner_allowance(const JobRecord& job, const NodeUse& use) const;
   // The job waits for its owner's running jobs to free nodes (kWaits: others may pass).
   StartOutcome wait_for_limit(JobRecord& job, int64_t allowance);
-  void place(JobRecord& job, const core::JobSpec& spec, const std::vector<Member*>& nodes);
+  void place(JobRecord& job, const core::JobSpec& spec, const std::vector<Member*>& nodes,
+             const NodeUse& use);
 
   // training_reports.cc: what each report does.
   bool on_dropped_report(JobRecord& job, Member& m, const JobMessageIn& in);
@@ -104,6 +105,7 @@ class TrainingJobs {
   // training_resume.cc: a job goes on from its consistent checkpoint.
   bool resume_from_checkpoint(JobRecord& job);
   StartOutcome start_resumed(JobRecord& job, const NodeUse& use);
+  bool has_room(const JobRecord& job, const std::string& node, const NodeUse& use) const;
   std::vector<std::string> checkpoint_holders(const JobRecord& job, int64_t epoch) const;
   void resume_on(JobRecord& job, const std::vector<std::string>& names, int64_t epoch);
   void forget_run(JobRecord& job);

@@ -52,13 +52,14 @@ void TrainingJobs::offer_rejoin(Member& m) {
   for (JobRecord* job : running_jobs()) offer_rejoin_to(*job, m);
 }
 
-// A node another job took meanwhile stays with that one.
+// A node another job took meanwhile (the whole node, or what this job's share needs) stays with
+// that one.
 void TrainingJobs::offer_rejoin_to(JobRecord& job, Member& m) {
   if (!job.dropped(m.name) || listed(job.rejoining, m.name) || job.results.count(m.name) ||
       job.failures.count(m.name) || job.cancel_requested || !takes_nodes_back(job))
     return;
   const NodeUse use = node_use_now();
-  if (use.held_by_other(m.name, job.id) || owner_allowance(job, use) == 0) return;
+  if (!has_room(job, m.name, use) || owner_allowance(job, use) == 0) return;
   int rank = -1;
   std::vector<uint32_t> lost;
   for (size_t i = 0; i < job.members.size(); ++i) {

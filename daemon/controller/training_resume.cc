@@ -143,13 +143,25 @@ Json TrainingJobs::resume_request(JobRecord& job, const std::string& by) {
   return job.to_json();
 }
 
+// Whether `node` is free of other jobs for the job's place on it (its members entry): the whole
+// node, or its share with the same GPUs.
+bool TrainingJobs::has_room(const JobRecord& job, const std::string& node,
+                            const NodeUse& use) const {
+  const Member* m = members_.find(node);
+  if (!m) return false;
+  for (const Json& member : job.members)
+    if (member.is_object() && member.value("name", std::string()) == node)
+      return use.room_for(m->offer(), hold_of(job.id, member));
+  return !use.held(node);
+}
+
 // start_next for a queued resume: it waits until a holder of the checkpoint is registered and
-// free of other jobs.
+// free of other jobs (for its place there).
 StartOutcome TrainingJobs::start_resumed(JobRecord& job, const NodeUse& use) {
   std::vector<std::string> holders = checkpoint_holders(job, job.resume_epoch);
   const size_t registered = holders.size();
   holders.erase(std::remove_if(holders.begin(), holders.end(),
-                               [&](const std::string& n) { return use.holder.count(n) > 0; }),
+                               [&](const std::string& n) { return !has_room(job, n, use); }),
                 holders.end());
   const size_t needed = size_t(std::max<int64_t>(1, job.min_nodes));  // elastic: its minimum
   if (const int64_t allowance = owner_allowance(job, use); allowance >= 0) {

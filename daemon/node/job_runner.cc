@@ -57,6 +57,13 @@ RehearsalPlanPayload rehearsal_plan(const core::TrainingSpec& training,
   return plan;
 }
 
+// The compute threads this node's part of a job may use: the node's `threads` (0: every core),
+// or for a share of the node (training.cores_per_node) its cores, no more than `threads`.
+int job_threads(int64_t node_threads, uint32_t share_cores) {
+  if (share_cores == 0) return int(node_threads);
+  return int(node_threads > 0 ? std::min<int64_t>(node_threads, share_cores) : share_cores);
+}
+
 }  // namespace
 
 // Progress to the controller (each step's figures at most every 300 ms, and each epoch) and
@@ -567,8 +574,9 @@ void JobRunner::resolve_auto_sync(TrainingInputs& in, MeshExchange& exchange,
   // Steps are timed and rehearsed with the kernel threads a worker will train with (the
   // backend's default is every core: a step timed so runs faster than training's, and three
   // nodes rehearsing on shared cores each with every core run slower).
-  kernels::backend().set_num_threads(
-      core::threads_per_worker(int(config_.threads), members[start_.rank].workers));
+  kernels::backend().set_num_threads(core::threads_per_worker(
+      job_threads(config_.threads, start_.members[start_.rank].cores),
+      members[start_.rank].workers));
   // What this node computes if the chooser has the nodes rehearse (sync_rehearsal.h), made
   // only when a plan comes (a model too slow to rehearse never pays for it); a rejoining node
   // is told the choice, made before it came back.
@@ -660,7 +668,7 @@ void JobRunner::prepare(TrainingInputs& in, MeshExchange& exchange,
   // Every node writes the final model into its own data directory: whichever node speaks for
   // the job at the end (the lowest rank that finished) has it, even if rank 0 was lost.
   o.write_model = true;
-  o.threads = static_cast<int>(config_.threads);
+  o.threads = job_threads(config_.threads, me.cores);
   o.evaluate_each_epoch = rank == 0;
   o.test_fault = core::TestFault::from_environment();  // a test's, warned about at start
   const std::filesystem::path model =

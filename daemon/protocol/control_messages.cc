@@ -89,9 +89,9 @@ bool read_member(const control::JobMember& m, JobMemberInfo& out) {
   if (!m.name() || m.name()->size() == 0 || (m.gpus() && m.gpus()->size() > kMaxGpus))
     return false;
   out = {m.id(), text(m.name()), text(m.address()), m.port(), m.workers(),
-         m.device() && text(m.device()) == "gpu", {}, m.boot()};
+         m.device() && text(m.device()) == "gpu", {}, m.boot(), m.cores()};
   if (m.gpus()) out.gpus.assign(m.gpus()->begin(), m.gpus()->end());
-  return out.workers >= 1;
+  return out.workers >= 1 && out.cores <= kMaxShareCores;
 }
 
 bool read_start(const control::StartJob& s, StartMessage& out) {
@@ -239,13 +239,22 @@ std::vector<uint8_t> data_plan_frame(uint64_t job_id, const DataPlanMessage& pla
   return control_frame_bytes(fbb, control::ControlBody::JobMessage, m.Finish().Union());
 }
 
+namespace {
+
+flatbuffers::Offset<control::JobMember> member_table(flatbuffers::FlatBufferBuilder& fbb,
+                                                     const JobMemberInfo& m) {
+  return control::CreateJobMember(fbb, m.id, fbb.CreateString(m.name),
+                                  fbb.CreateString(m.address), m.port, m.workers,
+                                  fbb.CreateString(m.gpu ? "gpu" : "cpu"),
+                                  fbb.CreateVector(m.gpus), m.boot, m.cores);
+}
+
+}  // namespace
+
 std::vector<uint8_t> start_frame(uint64_t job_id, const StartMessage& start) {
   flatbuffers::FlatBufferBuilder fbb(1024 + start.spec.size());
   std::vector<flatbuffers::Offset<control::JobMember>> members;
-  for (const JobMemberInfo& m : start.members)
-    members.push_back(control::CreateJobMember(
-        fbb, m.id, fbb.CreateString(m.name), fbb.CreateString(m.address), m.port, m.workers,
-        fbb.CreateString(m.gpu ? "gpu" : "cpu"), fbb.CreateVector(m.gpus), m.boot));
+  for (const JobMemberInfo& m : start.members) members.push_back(member_table(fbb, m));
   const auto s = control::CreateStartJob(
       fbb, fbb.CreateString(start.spec), fbb.CreateString(start.base_dir),
       fbb.CreateString(start.name), start.rank, fbb.CreateVector(members),
@@ -258,11 +267,7 @@ std::vector<uint8_t> start_frame(uint64_t job_id, const StartMessage& start) {
 std::vector<uint8_t> rejoin_frame(uint64_t job_id, const RejoinMessage& rejoin) {
   flatbuffers::FlatBufferBuilder fbb;
   flatbuffers::Offset<control::JobMember> member = 0;
-  if (const auto& m = rejoin.member)
-    member = control::CreateJobMember(fbb, m->id, fbb.CreateString(m->name),
-                                      fbb.CreateString(m->address), m->port, m->workers,
-                                      fbb.CreateString(m->gpu ? "gpu" : "cpu"), fbb.CreateVector(m->gpus),
-                                      m->boot);
+  if (const auto& m = rejoin.member) member = member_table(fbb, *m);
   const auto r = control::CreateRejoinJob(fbb, rejoin.id, rejoin.boot, member, rejoin.slot,
                                           rejoin.withdrawn);
   return job_message_bytes(fbb, job_id, JobKind::Rejoin, 0, r);

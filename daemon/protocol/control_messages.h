@@ -54,6 +54,7 @@ struct JobMemberInfo {
   bool gpu = false;  // its workers run on these GPUs, else on its CPU (wire: device "gpu"|"cpu")
   std::vector<int> gpus;
   uint64_t boot = 0;
+  uint32_t cores = 0;  // a share of the node: the cores its workers compute on (0: the node's)
 };
 // What a node is sent to train its part of a job (control.fbs StartJob).
 struct StartMessage {
@@ -70,6 +71,7 @@ struct StartMessage {
   std::vector<uint64_t> readable_jobs;
 };
 constexpr size_t kMaxReadableJobs = 4;
+constexpr uint32_t kMaxShareCores = 4096;  // training.cores_per_node's bound
 // Member ids of an elastic job's vacant slots (node ids are drawn below them): slot k is
 // kFirstSlotId + k; its member entry has no address until a node takes it.
 constexpr uint32_t kFirstSlotId = 0xFFFFFFF0u;

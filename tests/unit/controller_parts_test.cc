@@ -5,6 +5,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <set>
 
 #include "daemon/controller/fair_order.h"
 #include "daemon/controller/job_store.h"
@@ -24,6 +25,18 @@ namespace {
 
 using namespace std::chrono_literals;
 using testing::temp_dir;
+
+// Running jobs holding whole nodes: node -> job.
+NodeUse whole_on(const std::map<std::string, uint64_t>& holders) {
+  NodeUse use;
+  for (const auto& [node, job] : holders) use.holds[node].push_back(NodeHold{job});
+  return use;
+}
+NodeUse whole_nodes(const std::vector<std::string>& nodes) {
+  std::map<std::string, uint64_t> holders;
+  for (const std::string& n : nodes) holders[n] = 99;
+  return whole_on(holders);
+}
 
 NodeRegistration node(const std::string& name, uint32_t id, uint8_t lanes = 1) {
   NodeRegistration n;
@@ -248,24 +261,24 @@ TEST_CASE("a training job waits for its nodes, GPU jobs for nodes with a GPU; el
   members.admit(node("a", 10));
   core::TrainingSpec t;
   t.nodes = 3;
-  NodeChoice wait = choose_training_nodes(t, members, {});
+  NodeChoice wait = choose_training_nodes(t, members, NodeUse{});
   CHECK(wait.nodes.empty());
   CHECK(wait.waiting == "waiting for 3 nodes (2 registered)");
   NodeRegistration b = node("b", 20);
   b.gpus.push_back({0, "H100", 80ull << 30});
   members.admit(b);
-  NodeChoice go = choose_training_nodes(t, members, {});
+  NodeChoice go = choose_training_nodes(t, members, NodeUse{});
   REQUIRE(go.nodes.size() == 3);
   CHECK(go.nodes[0]->name == "a");  // by node id
   CHECK(go.nodes[2]->name == "c");
   t.device = dtrain::core::Device::kGpu;
   t.nodes = 2;
-  CHECK(choose_training_nodes(t, members, {}).waiting ==
+  CHECK(choose_training_nodes(t, members, NodeUse{}).waiting ==
         "waiting for 2 nodes with a GPU (1 of 3 registered have one)");
   t.device = dtrain::core::Device::kCpu;
   t.nodes = 1;
   t.nodes_max = 2;
-  CHECK(choose_training_nodes(t, members, {}).nodes.size() == 2);
+  CHECK(choose_training_nodes(t, members, NodeUse{}).nodes.size() == 2);
 }
 
 TEST_CASE("a job starts on free nodes only; one that would fit once others end keeps its place") {
@@ -276,23 +289,141 @@ TEST_CASE("a job starts on free nodes only; one that would fit once others end k
     members.admit(node(name, id));
   core::TrainingSpec t;
   t.nodes = 2;
-  const NodeChoice beside = choose_training_nodes(t, members, {"a", "b"});
+  const NodeChoice beside = choose_training_nodes(t, members, whole_nodes({"a", "b"}));
   REQUIRE(beside.nodes.size() == 2);
   CHECK(beside.nodes[0]->name == "c");
   CHECK(beside.nodes[1]->name == "d");
   t.nodes = 3;
-  const NodeChoice held = choose_training_nodes(t, members, {"a", "b"});
+  const NodeChoice held = choose_training_nodes(t, members, whole_nodes({"a", "b"}));
   CHECK(held.nodes.empty());
   CHECK(held.waiting == "waiting for 3 nodes (4 registered, 2 of them busy with other jobs)");
   CHECK(held.waits_for_busy);  // it fits once they end: the jobs after it wait behind it
   t.nodes = 5;
-  const NodeChoice never = choose_training_nodes(t, members, {"a"});
+  const NodeChoice never = choose_training_nodes(t, members, whole_nodes({"a"}));
   CHECK_FALSE(never.waits_for_busy);  // more than are registered: the others may pass it
   t.nodes = 0;  // all: every eligible node, so it waits until all four are free
-  CHECK(choose_training_nodes(t, members, {"d"}).waits_for_busy);
-  CHECK(choose_training_nodes(t, members, {}).nodes.size() == 4);
+  CHECK(choose_training_nodes(t, members, whole_nodes({"d"})).waits_for_busy);
+  CHECK(choose_training_nodes(t, members, NodeUse{}).nodes.size() == 4);
   CHECK(choose_task_nodes(0, members, {"a", "c"}).nodes.size() == 2);  // every free one
   CHECK(choose_task_nodes(3, members, {"a", "c"}).waits_for_busy);
+}
+
+TEST_CASE("shares of a node: jobs that ask for cores (and GPUs) run side by side, whole-node "
+          "jobs wait for them") {
+  FakeClock clock;
+  Membership members(clock.fn());
+  members.admit(node("a", 10));  // 4 cores each
+  members.admit(node("b", 20));
+  core::TrainingSpec two_cores;
+  two_cores.nodes = 2;
+  two_cores.cores_per_node = 2;
+  // Job 1 holds 2 cores of a and b: job 2 (2 cores) fits beside it on both.
+  NodeUse use;
+  for (const char* n : {"a", "b"}) use.holds[n].push_back(NodeHold{1, false, 2, {}});
+  const NodeChoice beside = choose_training_nodes(two_cores, members, use);
+  REQUIRE(beside.nodes.size() == 2);
+  CHECK(beside.nodes[0]->name == "a");
+  // With job 2 there too, the nodes are full: a third share waits for busy nodes.
+  for (const char* n : {"a", "b"}) use.holds[n].push_back(NodeHold{2, false, 2, {}});
+  core::TrainingSpec one_core = two_cores;
+  one_core.cores_per_node = 1;
+  const NodeChoice full = choose_training_nodes(one_core, members, use);
+  CHECK(full.nodes.empty());
+  CHECK(full.waits_for_busy);
+  CHECK(full.waiting == "waiting for 2 nodes (2 registered, 2 of them busy with other jobs)");
+  // A job of whole nodes waits while any share runs there; a share waits for a whole-node job.
+  use.holds["b"].clear();
+  use.holds["a"].pop_back();
+  use.holds.erase("b");
+  core::TrainingSpec whole;
+  whole.nodes = 2;
+  CHECK(choose_training_nodes(whole, members, use).waits_for_busy);
+  one_core.nodes = 1;
+  const NodeChoice on_b = choose_training_nodes(one_core, members, whole_on({{"a", 7}}));
+  REQUIRE(on_b.nodes.size() == 1);
+  CHECK(on_b.nodes[0]->name == "b");
+  // More cores than a node has: never eligible, refused at submit by name.
+  core::TrainingSpec greedy = two_cores;
+  greedy.cores_per_node = 8;
+  const auto refusal = refuse_placement(greedy, {{"a", 4, {}}, {"b", 4, {}}});
+  REQUIRE(refusal);
+  CHECK(refusal->error == "the job asks for 8 cores on each of 2 nodes, but 0 of the 2 "
+                          "registered nodes have that many");
+}
+
+TEST_CASE("GPU shares take GPUs no other job holds, and a job's old place is free again only "
+          "when its very GPUs are") {
+  const NodeOffer g{"g", 16, {0, 1, 2}};
+  core::TrainingSpec one_gpu;
+  one_gpu.gpus_per_node = 1;
+  one_gpu.device = core::Device::kGpu;
+  NodeUse use;
+  use.holds["g"].push_back(NodeHold{1, false, 1, {0}});
+  use.holds["g"].push_back(NodeHold{2, false, 4, {2}});
+  const NodeOffer left = use.free_part(g);
+  CHECK(left.cores == 11);
+  CHECK(left.gpus == std::vector<uint32_t>{1});
+  const NodePlacement at = place_on(one_gpu, left);
+  CHECK(at.gpu);
+  CHECK(at.gpus == std::vector<uint32_t>{1});
+  CHECK(at.cores == 1);
+  CHECK(at.workers == 1);
+  CHECK(use.fits(g, demand_of(one_gpu)));
+  core::TrainingSpec two_gpus = one_gpu;
+  two_gpus.gpus_per_node = 2;
+  CHECK_FALSE(use.fits(g, demand_of(two_gpus)));
+  // Job 1 lost g and comes back (a rejoin, a resume): GPU 0 is free again only if no one took it.
+  const NodeHold back = hold_of(1, Json{{"name", "g"}, {"cores", 1}, {"gpus", {0}}});
+  use.holds["g"].erase(use.holds["g"].begin());
+  CHECK(use.room_for(g, back));
+  use.holds["g"].push_back(NodeHold{3, false, 1, {0}});
+  CHECK_FALSE(use.room_for(g, back));
+  // An entry without cores (a release before shares) holds the whole node.
+  CHECK(hold_of(4, Json{{"name", "g"}, {"gpus", {0, 1}}}).whole);
+}
+
+TEST_CASE("two jobs with cores_per_node start on the same nodes, each sent its cores") {
+  FakeClock clock;
+  DaemonConfig config;
+  const std::string dir = temp_dir();
+  JobStore store(dir);
+  Membership members(clock.fn());
+  members.admit(node("a", 10));
+  members.admit(node("b", 20));
+  Scheduler scheduler;
+  StatsStore stats(dir + "/stats.db");
+  TrainingJobs training(config, store, members, scheduler, stats, [](JobRecord&) {}, [] {});
+  std::vector<JobRecord*> jobs;
+  for (const char* name : {"x", "y", "z"}) {
+    JobRecord r;
+    r.name = name;
+    r.owner = "alice";
+    r.spec_text = std::string(kSpec) + "  cores_per_node: 2\n";
+    jobs.push_back(&store.add(r));
+    scheduler.enqueue(jobs.back()->id, "alice");
+  }
+  CHECK(training.start(*jobs[0], node_use(store, scheduler.running_ids())) ==
+        StartOutcome::kStarted);
+  CHECK(training.start(*jobs[1], node_use(store, scheduler.running_ids())) ==
+        StartOutcome::kStarted);
+  CHECK(jobs[1]->nodes == std::vector<std::string>{"a", "b"});
+  CHECK(jobs[1]->members[0].value("cores", 0) == 2);
+  const NodeUse use = node_use(store, scheduler.running_ids());
+  const std::vector<uint64_t> on_a = use.jobs_on("a");
+  CHECK(std::set<uint64_t>(on_a.begin(), on_a.end()) ==
+        std::set<uint64_t>{jobs[0]->id, jobs[1]->id});
+  CHECK(training.start(*jobs[2], use) == StartOutcome::kWaitsForBusy);
+  // Each node's Start names its cores: the node computes on that many threads.
+  const auto& frames = members.entry("a").outbox;
+  REQUIRE_FALSE(frames.empty());
+  JobMessageIn in;
+  REQUIRE(read_job_message(frames.back(), in));
+  REQUIRE(in.kind == JobKind::Start);
+  CHECK(in.start.members[0].cores == 2);
+  // A share no node has (over training.cores_per_node's bound) is not a Start a node takes.
+  in.start.members[0].cores = kMaxShareCores + 1;
+  JobMessageIn refused;
+  CHECK_FALSE(read_job_message(start_frame(jobs[0]->id, in.start), refused));
 }
 
 TEST_CASE("a job its owner's node limit holds back waits without holding the queue") {
@@ -314,14 +445,13 @@ TEST_CASE("a job its owner's node limit holds back waits without holding the que
   r.spec_text = std::string(kSpec) + "  nodes: 1\n";
   JobRecord& job = store.add(r);
   scheduler.enqueue(job.id, "bob");
-  NodeUse use;
-  use.holder = {{"a", 99}, {"b", 99}, {"c", 98}, {"d", 97}};
+  NodeUse use = whole_on({{"a", 99}, {"b", 99}, {"c", 98}, {"d", 97}});
   use.held_by_owner = {{"bob", 1}};  // his other job holds c; every node is busy
   // Waiting for his own limit, not for busy nodes: the jobs queued after it may pass (it
   // would keep its place, holding them, were it waiting for the busy nodes).
   CHECK(training.start(job, use) == StartOutcome::kWaits);
   CHECK_THAT(job.log.back(), Catch::Contains("bob's running jobs hold 1 nodes of the 1 they may"));
-  use.holder.erase("c");
+  use.holds.erase("c");
   use.held_by_owner.clear();  // that job ended
   CHECK(training.start(job, use) == StartOutcome::kStarted);
   CHECK(job.nodes == std::vector<std::string>{"c"});

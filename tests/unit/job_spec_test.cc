@@ -95,6 +95,21 @@ TEST_CASE("the batch is the job's, split over its workers, unless batch_size_per
   CHECK(job.training.batch_size_per_worker == 8);
 }
 
+TEST_CASE("cores_per_node and gpus_per_node ask for a share of each node, and say the device") {
+  Fixture f;
+  testing::write_text(f.dir + "/job.yaml", kGood + "  cores_per_node: 3\n");
+  const core::TrainingSpec cpu = core::parse_job_spec_file(f.dir + "/job.yaml").training;
+  CHECK(cpu.shares_nodes());
+  CHECK(cpu.cores_per_node == 3);
+  CHECK(cpu.device == core::Device::kCpu);
+  testing::write_text(f.dir + "/job.yaml", kGood + "  gpus_per_node: 2\n");
+  const core::TrainingSpec gpu = core::parse_job_spec_file(f.dir + "/job.yaml").training;
+  CHECK(gpu.gpus_per_node == 2);
+  CHECK(gpu.device == core::Device::kGpu);
+  testing::write_text(f.dir + "/job.yaml", kGood);
+  CHECK_FALSE(core::parse_job_spec_file(f.dir + "/job.yaml").training.shares_nodes());
+}
+
 TEST_CASE("bad specs are refused with location, key and fix") {
   Fixture f;
   struct Case {
@@ -117,6 +132,13 @@ TEST_CASE("bad specs are refused with location, key and fix") {
        {"job.yaml:13:3", "training: 'sync' is set twice (also at line 12)", "keep one 'sync:'"}},
       {"a section set twice", kGood + "training:\n  epochs: 3\n",
        {"'training' is set twice (also at line 9)"}},
+      {"GPUs asked for on the CPU", kGood + "  device: cpu\n  gpus_per_node: 1\n",
+       {"training.gpus_per_node", "asks for GPUs, but device is cpu", "set device: gpu"}},
+      {"a GPU job's share without GPUs", kGood + "  device: gpu\n  cores_per_node: 2\n",
+       {"training.cores_per_node", "device: gpu asks for none", "add training.gpus_per_node"}},
+      {"more workers than cores", kGood + "  cores_per_node: 2\n  workers_per_node: 4\n",
+       {"training.workers_per_node", "is more than cores_per_node (2)", "at most cores_per_node"}},
+      {"no cores", kGood + "  cores_per_node: 0\n", {"training.cores_per_node", "out of range"}},
       {"unknown key with suggestion", replace(kGood, "epochs: 2", "epoch: 2"),
        {"job.yaml:10:3", "unknown key 'epoch'", "did you mean 'epochs'"}},
       {"missing file", replace(kGood, "path: train.csv", "path: nowhere.csv"),
