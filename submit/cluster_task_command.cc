@@ -77,7 +77,7 @@ int run_task(const ClusterArgs& a, const daemon::TaskRequest& task, const ModelB
   try {
     daemon::ClientRequest request = daemon::client_request(daemon::RequestKind::Task);
     request.task = task;
-    request.data = model.bytes;
+    request.data = daemon::shared_bytes(model.bytes);
     job = call(a, request, nullptr, std::chrono::seconds(60));
   } catch (const std::exception& e) {
     return report_error(e);

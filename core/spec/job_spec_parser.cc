@@ -336,9 +336,10 @@ class JobSpecParser {
     if (t.precision != kernels::Precision::kFp32 && t.device == Device::kCpu)
       r_.fail(node["precision"], p + ".precision",
               std::string("precision ") + kernels::precision_name(t.precision) +
-                  " is mixed precision on GPUs, and device is cpu "
-              "(the CPU computes in fp32 only)",
-              "set training.device: gpu (or auto), or remove precision");
+                  " is mixed precision on GPUs, and the job trains on the CPU (device: cpu, or "
+                  "cores_per_node without gpus_per_node; the CPU computes in fp32 only)",
+              "set training.device: gpu (or auto; with cores_per_node, add gpus_per_node), or "
+              "remove precision");
     t.averaging_frequency = r_.integer(node, "averaging_frequency", p, 5, 1, 1 << 20);
     t.average_updater_state = r_.boolean(node, "average_updater_state", p, false);
     t.stop_on_divergence = r_.boolean(node, "stop_on_divergence", p, true);
@@ -374,12 +375,14 @@ class JobSpecParser {
               "add training.gpus_per_node (e.g. 1), or remove cores_per_node to take whole nodes");
     if (t.gpus_per_node > 0) t.device = Device::kGpu;
     else if (t.cores_per_node > 0) t.device = Device::kCpu;
-    if (t.cores_per_node > 0 && t.gpus_per_node == 0 && t.workers_per_node > t.cores_per_node)
+    const int64_t cores = t.cores_per_node > 0 ? t.cores_per_node : t.gpus_per_node;
+    if (t.shares_nodes() && t.workers_per_node > cores)
       r_.fail(node["workers_per_node"], p + ".workers_per_node",
-              "workers_per_node (" + std::to_string(t.workers_per_node) + ") is more than "
-              "cores_per_node (" + std::to_string(t.cores_per_node) + "): each CPU worker "
-              "needs a core",
-              "set workers_per_node to at most cores_per_node, or leave it auto");
+              "workers_per_node (" + std::to_string(t.workers_per_node) + ") is more than the " +
+                  std::to_string(cores) + (cores == 1 ? " core" : " cores") +
+                  " the job's share takes (cores_per_node, else " +
+                  "one per GPU): each worker needs a core",
+              "set workers_per_node to at most that, raise cores_per_node, or leave it auto");
   }
 
   // training.nodes: a count, all, or {min, max} (elastic).

@@ -119,7 +119,7 @@ bool Controller::receive_request_data(ControlConnection& c, ClientRequest& reque
                        "use dtrain-submit of this release"));
     return false;
   }
-  request.data.assign(d->data()->begin(), d->data()->end());
+  request.data = shared_bytes({d->data()->begin(), d->data()->end()});
   return true;
 }
 

@@ -41,8 +41,8 @@ void TaskJobs::check_room() const {
                           "wait for them (dtrain-submit status) or cancel some");
 }
 
-JobRecord TaskJobs::accept(const TaskRequest& request, const std::vector<uint8_t>& model) const {
-  if (model.empty())
+JobRecord TaskJobs::accept(const TaskRequest& request, SharedBytes model) const {
+  if (!model || model->empty())
     throw core::UserError("the task brings no model", "use dtrain-submit eval|infer MODEL --cluster");
   TaskLimits limits{config_.task_outputs, config_.data_dir, 0};
   limits.alive_nodes = members_.alive_count();
@@ -53,17 +53,16 @@ JobRecord TaskJobs::accept(const TaskRequest& request, const std::vector<uint8_t
   job.mode = checked["task"];
   job.task = parse_task_kind(job.mode);
   job.task_request = checked;
-  job.model = std::make_shared<const std::vector<uint8_t>>(model);
+  job.model = std::move(model);  // as received: one copy of the bytes, however many nodes
   job.add_log("submitted (" + job.mode + " of " +
               checked.value("path", checked.value("shards", "")) + ", a model of " +
-              std::to_string(model.size()) + " bytes)");
+              std::to_string(job.model->size()) + " bytes)");
   return job;
 }
 
 TaskMessage TaskJobs::task_message(const JobRecord& job, std::vector<uint32_t> parts,
                                    const std::string& node) const {
-  TaskMessage t = task_fields(job.task_request);
-  t.model = *job.model;
+  TaskMessage t = task_fields(job.task_request);  // its model: task_frame's, from the record
   if (!t.shards.empty())  // node-local: each part is a file of the node's own
     for (uint32_t p : parts) {
       const auto& holders = job.part_holders.at(p);
@@ -75,7 +74,7 @@ TaskMessage TaskJobs::task_message(const JobRecord& job, std::vector<uint32_t> p
 }
 
 void TaskJobs::send_parts(JobRecord& job, Member& m, const std::vector<uint32_t>& parts) {
-  m.send(task_frame(job.id, task_message(job, parts, m.name)));
+  m.send(task_frame(job.id, task_message(job, parts, m.name), *job.model));
 }
 
 StartOutcome TaskJobs::start(JobRecord& job, const NodeUse& use) {

@@ -29,7 +29,7 @@ class TaskJobs {
 
   // A checked task request with its model, as a record to queue; throws core::UserError when
   // the request is refused (bounds, paths, too many tasks already).
-  JobRecord accept(const TaskRequest& request, const std::vector<uint8_t>& model) const;
+  JobRecord accept(const TaskRequest& request, SharedBytes model) const;
   // Throws core::UserError when as many tasks as the controller holds are unfinished already
   // (also asked before a task's model is received, so a full queue costs no upload).
   void check_room() const;

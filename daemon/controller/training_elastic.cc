@@ -38,7 +38,7 @@ void TrainingJobs::add_vacant_slots(JobRecord& job, const core::TrainingSpec& tr
 }
 
 void TrainingJobs::offer_join(Member& m) {
-  if (!m.alive || node_use_now().held(m.name)) return;  // it works for a job already
+  if (!m.alive) return;
   for (JobRecord* job : running_jobs())
     if (offer_join_to(*job, m)) return;
 }
@@ -58,15 +58,21 @@ bool TrainingJobs::offer_join_to(JobRecord& job, Member& m) {
   } catch (const core::UserError&) {
     return false;  // it parsed when the job started; a record from another release: no joins
   }
-  if (!node_eligible(spec.training, m.offer())) return false;
+  // The node must have room for the job beside what runs there (a share beside shares; a job of
+  // whole nodes on a node no job holds).
+  const NodeUse use = node_use_now();
+  if (!node_eligible(spec.training, m.offer()) ||
+      !use.fits(m.offer(), demand_of(spec.training)))
+    return false;
   Json& entry = job.members[slot];
   const uint32_t slot_id = entry.value("id", 0u);
   const std::string slot_name = entry.value("name", std::string("a slot"));
   const int workers = entry.value("workers", 1);
-  const NodePlacement place = place_on(spec.training, m.offer());
+  const NodePlacement place = place_on(
+      spec.training, spec.training.shares_nodes() ? use.free_part(m.offer()) : m.offer());
   entry = {{"id", m.id}, {"name", m.name}, {"boot", m.boot_id}, {"address", m.address},
            {"port", m.data_port}, {"workers", workers}, {"device", place.gpu ? "gpu" : "cpu"},
-           {"gpus", place.gpus}, {"slot", slot_id}};
+           {"gpus", place.gpus}, {"cores", place.cores}, {"slot", slot_id}};
   job.nodes.push_back(m.name);
   job.rejoining.push_back(m.name);  // not waited for, nor counted, until it is admitted
   StartMessage start = start_message(job, slot);

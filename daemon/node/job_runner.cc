@@ -11,6 +11,7 @@
 #include <map>
 #include <mutex>
 #include <set>
+#include <thread>
 
 #include "core/spec/job_spec_parser.h"
 #include "core/train/batch_split.h"
@@ -61,6 +62,7 @@ RehearsalPlanPayload rehearsal_plan(const core::TrainingSpec& training,
 // or for a share of the node (training.cores_per_node) its cores, no more than `threads`.
 int job_threads(int64_t node_threads, uint32_t share_cores) {
   if (share_cores == 0) return int(node_threads);
+  share_cores = std::min(share_cores, std::max(1u, std::thread::hardware_concurrency()));
   return int(node_threads > 0 ? std::min<int64_t>(node_threads, share_cores) : share_cores);
 }
 

@@ -105,7 +105,7 @@ std::vector<uint8_t> request_frame(const ClientRequest& r) {
   control::RequestBuilder b(fbb);
   b.add_kind(r.kind);
   b.add_job_id(r.job_id);
-  b.add_data_bytes(r.data.size());
+  b.add_data_bytes(r.data_size());
   b.add_spec(spec);
   b.add_base_dir(base_dir);
   b.add_source(source);
@@ -170,13 +170,13 @@ Json request(ControlConnection& c, const ClientRequest& request, std::chrono::mi
     throw RequestRefused("the request is " + std::to_string(frame.size()) + " bytes, more than the " +
                              std::to_string(kClientRequestFrameBytes) + " a request may be",
                          "shorten what it carries (the spec, or the ROC's class names)");
-  if (request.data.size() > kMaxRequestDataBytes)
-    throw RequestRefused("the model of " + std::to_string(request.data.size()) +
+  if (request.data_size() > kMaxRequestDataBytes)
+    throw RequestRefused("the model of " + std::to_string(request.data_size()) +
                              " bytes is larger than the " + std::to_string(kMaxRequestDataBytes) +
                              " a request may bring",
                          "evaluate a smaller model, or run eval/infer on one machine");
   c.send(frame, timeout);
-  if (!request.data.empty()) c.send(request_data_frame(request.data), timeout);
+  if (request.data_size() > 0) c.send(request_data_frame(*request.data), timeout);
   const std::vector<uint8_t> bytes = c.receive(timeout);
   const control::ControlFrame& f = read_control_frame(bytes);
   const control::Reply* r = f.body_as_Reply();

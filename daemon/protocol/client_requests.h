@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdint>
 #include <nlohmann/json.hpp>
+#include <memory>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -44,6 +45,12 @@ struct TaskRequest {
   std::vector<std::string> roc_classes;
 };
 
+// Bytes beside a request (a task's model), held once however many hands they pass through.
+using SharedBytes = std::shared_ptr<const std::vector<uint8_t>>;
+inline SharedBytes shared_bytes(std::vector<uint8_t> bytes) {
+  return std::make_shared<const std::vector<uint8_t>>(std::move(bytes));
+}
+
 struct ClientRequest {
   RequestKind kind = RequestKind::Unknown;
   uint64_t job_id = 0;
@@ -58,8 +65,9 @@ struct ClientRequest {
   // Task: the job, with the model file in `data` (sent in a RequestData frame of its own after
   // the request's, which announces its size: data_bytes).
   std::optional<TaskRequest> task;
-  std::vector<uint8_t> data;
+  SharedBytes data;  // shared: the controller hands it to the task's record without a copy
   uint64_t data_bytes = 0;
+  size_t data_size() const { return data ? data->size() : 0; }
   // Set by the controller from the authenticated connection; no frame carries it.
   Requester who;
 };

@@ -205,7 +205,12 @@ std::string part_file_name(uint32_t part) {
 }
 
 std::vector<uint8_t> task_frame(uint64_t job_id, const TaskMessage& task) {
-  flatbuffers::FlatBufferBuilder fbb(1024 + task.model.size());
+  return task_frame(job_id, task, task.model);
+}
+
+std::vector<uint8_t> task_frame(uint64_t job_id, const TaskMessage& task,
+                                const std::vector<uint8_t>& model) {
+  flatbuffers::FlatBufferBuilder fbb(1024 + model.size());
   const auto data = control::CreateTaskData(
       fbb, fbb.CreateString(task.format), fbb.CreateString(task.path),
       fbb.CreateString(task.labels), task.label_column, task.header, task.key_column,
@@ -215,7 +220,7 @@ std::vector<uint8_t> task_frame(uint64_t job_id, const TaskMessage& task) {
   std::vector<flatbuffers::Offset<flatbuffers::String>> metrics;
   for (const std::string& m : task.metrics) metrics.push_back(fbb.CreateString(m));
   const auto t = control::CreateRunTask(
-      fbb, task.kind, fbb.CreateVector(task.model), data,
+      fbb, task.kind, fbb.CreateVector(model), data,
       fbb.CreateVector(metrics), task.top_n, task.batch_size, fbb.CreateString(task.output_dir),
       fbb.CreateVector(task.parts), task.part_count,
       part_files.empty() ? 0 : fbb.CreateVector(part_files));

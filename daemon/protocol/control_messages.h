@@ -102,6 +102,10 @@ struct TaskMessage {
   std::vector<std::string> part_files;  // with shards: each part's file here, parallel to parts
 };
 std::vector<uint8_t> task_frame(uint64_t job_id, const TaskMessage& task);
+// The same with `model` as its model (task.model is not read): the controller sends each node
+// the record's one copy.
+std::vector<uint8_t> task_frame(uint64_t job_id, const TaskMessage& task,
+                                const std::vector<uint8_t>& model);
 // The file part `part` of an inference job writes in its output folder: part-NNNNN.csv.
 std::string part_file_name(uint32_t part);
 

@@ -215,9 +215,9 @@ int main(int argc, char** argv) {
   eval.metrics = {"classification", "roc"};
   eval.roc_classes = {"a", "b"};
   task_request.task = eval;
-  task_request.data = {1, 2, 3};
+  task_request.data = daemon::shared_bytes({1, 2, 3});
   write(control, "request_task", daemon::request_frame(task_request), 1);
-  write(control, "request_data", daemon::request_data_frame(task_request.data), 1);
+  write(control, "request_data", daemon::request_data_frame(*task_request.data), 1);
   write(control, "reply_ok", daemon::reply_ok({{"jobs", daemon::Json::array()}}), 1);
   write(control, "reply_error", daemon::reply_error("no such job", "check the id"), 1);
   write(control, "hello_daemon", hello('D', ""), 0);

@@ -59,7 +59,7 @@ TEST_CASE("each request kind's arguments come back as they were built", "[reques
   eval.roc_csv = "/shared/roc.csv";
   eval.roc_classes = {"cat", "dog"};
   task.task = eval;
-  task.data = {1, 2, 3, 4};
+  task.data = daemon::shared_bytes({1, 2, 3, 4});
   const auto t = round_trip(task);
   REQUIRE(t->task);
   CHECK(t->task->task == TaskKind::Eval);
@@ -70,13 +70,13 @@ TEST_CASE("each request kind's arguments come back as they were built", "[reques
   CHECK(t->task->roc_classes == eval.roc_classes);
   // The model is not in the request's frame: the request announces its size, and it follows
   // in a frame of its own.
-  CHECK(t->data.empty());
+  CHECK_FALSE(t->data);
   CHECK(t->data_bytes == 4);
   CHECK(request_frame(task).size() < kClientRequestFrameBytes);
-  const std::vector<uint8_t> data_frame = request_data_frame(task.data);
+  const std::vector<uint8_t> data_frame = request_data_frame(*task.data);
   const daemon::control::RequestData* d = read_control_frame(data_frame).body_as_RequestData();
   REQUIRE(d);
-  CHECK(std::vector<uint8_t>(d->data()->begin(), d->data()->end()) == task.data);
+  CHECK(std::vector<uint8_t>(d->data()->begin(), d->data()->end()) == *task.data);
   // The largest spec a request may hold still fits a client's first frame.
   ClientRequest big = client_request(RequestKind::Submit);
   big.spec = std::string(1 << 20, 'x');

@@ -60,7 +60,7 @@ daemon::Json submit_task(ControllerUnderTest& t, const daemon::TaskRequest& task
                          std::vector<uint8_t> model) {
   daemon::ClientRequest q = daemon::client_request(daemon::RequestKind::Task);
   q.task = task;
-  q.data = std::move(model);
+  q.data = daemon::shared_bytes(std::move(model));
   auto c = t.as_alice();
   return daemon::request(*c, q, 5s);
 }
@@ -558,7 +558,7 @@ TEST_CASE("with as many tasks unfinished as the controller holds, another is ref
   // 60 s the controller would wait for the model.
   daemon::ClientRequest q = daemon::client_request(daemon::RequestKind::Task);
   q.task = task_request(daemon::TaskKind::Eval, "/data/test.csv", "csv");
-  q.data = {9, 9, 9};
+  q.data = daemon::shared_bytes({9, 9, 9});
   auto c = t.as_alice();
   c->send(daemon::request_frame(q), 5s);
   const std::vector<uint8_t> reply = c->receive(5s);

@@ -426,6 +426,42 @@ TEST_CASE("two jobs with cores_per_node start on the same nodes, each sent its c
   CHECK_FALSE(read_job_message(start_frame(jobs[0]->id, in.start), refused));
 }
 
+TEST_CASE("an elastic share takes a joining node for its share, not the whole node") {
+  FakeClock clock;
+  DaemonConfig config;
+  const std::string dir = temp_dir();
+  JobStore store(dir);
+  Membership members(clock.fn());
+  members.admit(node("a", 10));  // 4 cores each
+  members.admit(node("b", 20));
+  Scheduler scheduler;
+  StatsStore stats(dir + "/stats.db");
+  TrainingJobs training(config, store, members, scheduler, stats, [](JobRecord&) {}, [] {});
+  auto add = [&](const char* name, const std::string& training_keys) -> JobRecord& {
+    JobRecord r;
+    r.name = name;
+    r.owner = "alice";
+    r.spec_text = std::string(kSpec) + training_keys;
+    JobRecord& job = store.add(r);
+    scheduler.enqueue(job.id, "alice");
+    return job;
+  };
+  JobRecord& big = add("big", "  nodes: 1\n  cores_per_node: 3\n");
+  REQUIRE(training.start(big, node_use(store, scheduler.running_ids())) == StartOutcome::kStarted);
+  JobRecord& elastic = add("elastic", "  nodes: {min: 1, max: 2}\n  cores_per_node: 2\n");
+  REQUIRE(training.start(elastic, node_use(store, scheduler.running_ids())) ==
+          StartOutcome::kStarted);
+  CHECK(elastic.nodes == std::vector<std::string>{"b"});  // a has 1 core left
+  members.admit(node("c", 30));
+  training.on_registered(members.entry("c"), scheduler.running_ids());
+  REQUIRE(elastic.nodes == std::vector<std::string>{"b", "c"});
+  CHECK(elastic.members[1].value("cores", 0) == 2);
+  const NodeUse use = node_use(store, scheduler.running_ids());
+  REQUIRE(use.holds.at("c").size() == 1);
+  CHECK_FALSE(use.holds.at("c")[0].whole);
+  CHECK(use.free_part({"c", 4, {}}).cores == 2);  // room for another share beside it
+}
+
 TEST_CASE("a job its owner's node limit holds back waits without holding the queue") {
   FakeClock clock;
   DaemonConfig config;

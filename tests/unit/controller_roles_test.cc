@@ -112,16 +112,16 @@ TEST_CASE("a client's first frame is small; a task's model follows only as its r
   };
   // Data announced by a request that brings none.
   daemon::ClientRequest status = daemon::client_request(daemon::RequestKind::Status);
-  status.data = {1, 2, 3};
-  CHECK(refusal(status, daemon::request_data_frame(status.data)) ==
+  status.data = daemon::shared_bytes({1, 2, 3});
+  CHECK(refusal(status, daemon::request_data_frame(*status.data)) ==
         "a status request announced 3 bytes of data; only a task brings any (its model)");
   // A task announcing more than a request may bring: refused before any of it is read.
   daemon::ClientRequest task = daemon::client_request(daemon::RequestKind::Task);
   task.task = daemon::TaskRequest{};
-  task.data.assign(daemon::kMaxRequestDataBytes + 1, 0);
+  task.data = daemon::shared_bytes(std::vector<uint8_t>(daemon::kMaxRequestDataBytes + 1, 0));
   CHECK(refusal(task, {}).find("is larger than the") != std::string::npos);
   // A data frame that is not what was announced.
-  task.data = {9, 9, 9, 9};
+  task.data = daemon::shared_bytes({9, 9, 9, 9});
   CHECK(refusal(task, daemon::request_data_frame({9, 9})) ==
         "the task's model did not follow its request as announced (4 bytes)");
 }

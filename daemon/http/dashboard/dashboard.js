@@ -52,11 +52,18 @@ async function showJobs() {
                          headline(j),
                          seconds((j.finished_at || Date.now() / 1000) - (j.started_at || 0))])),
     el("h2", {}, "Nodes"),
-    table(["name", "state", "address", "cores", "GPUs", "job"],
+    table(["name", "state", "address", "cores", "GPUs", "jobs"],
           nodes.map(n => [n.name, n.state, n.address + ":" + n.data_port, n.cores,
                           (n.gpus || []).map(g => g.name + " (" + Math.round((g.memory_bytes || 0) / 1048576) + " MiB)").join(", "),
-                          n.running_job || ""])));
+                          nodeJobs(n)])));
   schedule(showJobs, 2000);
+}
+
+// The jobs running on a node, a share with its cores and GPUs ("3f2a... (2 cores, GPU 0)").
+function nodeJobs(n) {
+  return (n.jobs || []).map(h => h.whole_node ? h.id :
+      h.id + " (" + h.cores + (h.cores === 1 ? " core" : " cores") +
+      ((h.gpus || []).length ? ", GPU " + h.gpus.join(",") : "") + ")").join(", ");
 }
 
 // ---- one job ----
