@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <optional>
 
 #include "core/data/image_decode.h"
 #include "core/layers/layer.h"
@@ -67,6 +68,12 @@ std::vector<uint8_t> file_bytes(const fs::path& path, const fs::path& shown,
   return bytes;
 }
 
+// The roots resolved once for a whole folder's files; none where nothing confines.
+std::optional<DataRoots> pin(const DataRoots* roots) {
+  if (!roots || !roots->confines()) return std::nullopt;
+  return roots->pinned();
+}
+
 // HWC bytes -> CHW floats of one example.
 void to_features(const Image& img, float* out) {
   const int64_t plane = img.width * img.height;
@@ -109,13 +116,15 @@ Dataset read_image_folder(const std::string& dir, const ImageFolderOptions& opti
                           ImageFolderReport* report) {
   const Shape& shape = options.example_shape;
   check_shape(shape);
-  const InputFolder folder(dir, options.roots);
+  const std::optional<DataRoots> pinned = pin(options.roots);  // once for every file
+  const DataRoots* roots = pinned ? &*pinned : nullptr;
+  const InputFolder folder(dir, roots);
   const fs::path listed = folder.listing_path();
   std::error_code ec;
   if (!fs::is_directory(listed, ec))
     throw UserError("'" + dir + "' is not a folder",
                     "point path at a folder with one subfolder of images per class");
-  const bool refuse_links = options.roots != nullptr;
+  const bool refuse_links = roots != nullptr;
   const std::vector<std::string> classes = sorted_entries(listed, dir, true, refuse_links);
   if (int64_t(classes.size()) != options.num_classes)
     throw UserError("'" + dir + "' has " + std::to_string(classes.size()) +
@@ -136,7 +145,7 @@ Dataset read_image_folder(const std::string& dir, const ImageFolderOptions& opti
     const fs::path file = fs::path(dir) / relative;
     try {
       read_example(listed / relative, file, shape, data.features.row(int64_t(labels.size())),
-                   options.roots);
+                   roots);
     } catch (const ImageError& e) {
       if (!options.skip_corrupt)
         throw UserError("image '" + file.string() + "': " + e.what(),
@@ -156,8 +165,10 @@ Dataset read_image_folder(const std::string& dir, const ImageFolderOptions& opti
 }
 
 ImageFiles read_image_files(const std::string& dir, const Shape& example_shape,
-                            const DataRoots* roots) {
+                            const DataRoots* given_roots) {
   check_shape(example_shape);
+  const std::optional<DataRoots> pinned = pin(given_roots);  // once for every file
+  const DataRoots* roots = pinned ? &*pinned : nullptr;
   const InputFolder folder(dir, roots);
   const fs::path listed = folder.listing_path();
   std::vector<std::string> paths;

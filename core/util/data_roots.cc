@@ -14,11 +14,17 @@ namespace fs = std::filesystem;
 struct ResolvedRoots {
   std::vector<fs::path> allowed, excluded, granted;
   explicit ResolvedRoots(const DataRoots& r)
-      : allowed(resolve(r.allowed)), excluded(resolve(r.excluded)), granted(resolve(r.granted)) {}
+      : allowed(resolve(r.allowed, r.resolved)),
+        excluded(resolve(r.excluded, r.resolved)),
+        granted(resolve(r.granted, r.resolved)) {}
 
-  static std::vector<fs::path> resolve(const std::vector<std::string>& folders) {
+  static std::vector<fs::path> resolve(const std::vector<std::string>& folders, bool resolved) {
     std::vector<fs::path> out;
     for (const std::string& f : folders) {
+      if (resolved) {
+        out.push_back(f);
+        continue;
+      }
       std::error_code ec;
       fs::path root = fs::weakly_canonical(f, ec);
       if (!ec) out.push_back(std::move(root));
@@ -47,6 +53,17 @@ struct ResolvedRoots {
 
 }  // namespace
 
+DataRoots DataRoots::pinned() const {
+  const ResolvedRoots now(*this);
+  DataRoots out;
+  out.resolved = true;
+  out.named = resolved ? named : allowed;
+  for (const fs::path& p : now.allowed) out.allowed.push_back(p.string());
+  for (const fs::path& p : now.excluded) out.excluded.push_back(p.string());
+  for (const fs::path& p : now.granted) out.granted.push_back(p.string());
+  return out;
+}
+
 bool DataRoots::allows(const std::string& path) const {
   return !confines() || ResolvedRoots(*this).allows(path);
 }
@@ -70,7 +87,7 @@ void DataRoots::require(const std::vector<std::string>& paths) const {
 
 std::pair<std::string, std::string> DataRoots::refusal(const std::string& path) const {
   std::string roots;
-  for (const std::string& a : allowed) roots += (roots.empty() ? "" : ", ") + a;
+  for (const std::string& a : resolved ? named : allowed) roots += (roots.empty() ? "" : ", ") + a;
   return {"'" + path + "' is outside the folders the nodes read job data from (data_roots: " +
               roots + ")",
           "put the data under one of them, or ask the operator to add its folder to data_roots "

@@ -13,7 +13,16 @@ struct DataRoots {
   std::vector<std::string> allowed;  // absolute folders; empty: every path (a run on one machine)
   std::vector<std::string> excluded;  // folders inside them that are never inputs...
   std::vector<std::string> granted;   // ...but these, inside the excluded ones, are
-  bool confines() const { return !allowed.empty(); }
+  // The folders above are canonical already (pinned()): checks compare with them as they are,
+  // and refusals name the roots as configured (`named`).
+  bool resolved = false;
+  std::vector<std::string> named;
+  bool confines() const { return !allowed.empty() || resolved; }
+  // These roots with their links resolved now, for one reading of many files (an image folder's
+  // thousands): each file is then checked without resolving the roots again. Pinned for that
+  // reading only, so a root that changes is seen by the next. A root that cannot be resolved
+  // holds nothing, as when it is resolved for each file. Only for roots that confine.
+  DataRoots pinned() const;
   // True when `path` (absolute), its links resolved, lies inside a granted folder, or inside an
   // allowed folder and no excluded one.
   bool allows(const std::string& path) const;

@@ -100,6 +100,31 @@ TEST_CASE("the file opened is what is checked, wherever a link along its path le
              Catch::Contains(kOutside));
 }
 
+TEST_CASE("roots pinned for one folder's files check as the roots do, and still confine") {
+  Roots r;
+  fs::create_symlink(r.data, r.dir + "/data-link");  // a root given through a link
+  core::DataRoots through_link;
+  through_link.allowed = {r.dir + "/data-link", r.dir + "/gone"};  // the second cannot resolve
+  const core::DataRoots pinned = through_link.pinned();
+  CHECK(pinned.resolved);
+  CHECK(pinned.allowed == std::vector<std::string>{fs::canonical(r.data).string(),
+                                                   fs::weakly_canonical(r.dir + "/gone").string()});
+  for (const std::string& name : {"/fine.csv", "/linked.csv", "/linked-folder/shadow.csv"}) {
+    const int fd = ::open((r.data + name).c_str(), O_RDONLY | O_CLOEXEC);
+    REQUIRE(fd >= 0);
+    CHECK(pinned.allows_opened(fd) == through_link.allows_opened(fd));
+    CHECK(pinned.allows_opened(fd) == (name == std::string("/fine.csv")));
+    ::close(fd);
+  }
+  // Refusals name the roots as configured, not where their links lead.
+  CHECK_THAT(pinned.refusal("/etc/passwd").first, Catch::Contains(r.dir + "/data-link"));
+  // Pinned roots that hold no folder at all still confine: nothing is allowed.
+  core::DataRoots none;
+  none.resolved = true;
+  CHECK(none.confines());
+  CHECK_FALSE(none.allows(r.data + "/fine.csv"));
+}
+
 TEST_CASE("every reader of job data refuses a file that leads out of the roots, unread") {
   Roots r;
   core::CsvOptions csv;

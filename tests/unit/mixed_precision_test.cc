@@ -266,7 +266,8 @@ TEST_CASE("training.precision: parsed, and refused on the CPU with the fix") {
   CHECK_THROWS_WITH(testing::job_with_model(model, "training: {precision: fp8}\n"),
                     Catch::Contains("precision") && Catch::Contains("bf16"));
   CHECK_THROWS_WITH(testing::job_with_model(model, "training: {precision: bf16, device: cpu}\n"),
-                    Catch::Contains("device is cpu") && Catch::Contains("device: gpu"));
+                    Catch::Contains("the job trains on the CPU (device: cpu") &&
+                        Catch::Contains("device: gpu"));
 }
 
 }  // namespace dtrain
