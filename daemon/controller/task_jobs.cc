@@ -53,7 +53,7 @@ JobRecord TaskJobs::accept(const TaskRequest& request, SharedBytes model) const 
   job.mode = checked["task"];
   job.task = parse_task_kind(job.mode);
   job.task_request = checked;
-  job.model = std::move(model);  // as received: one copy of the bytes, however many nodes
+  job.model = std::move(model);  // as received: the record's one copy (each frame holds its own)
   job.add_log("submitted (" + job.mode + " of " +
               checked.value("path", checked.value("shards", "")) + ", a model of " +
               std::to_string(job.model->size()) + " bytes)");

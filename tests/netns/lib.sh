@@ -45,10 +45,15 @@ hosts_up() {
 
 # start_host I [NAME=VALUE...]: host I's daemon (config node-I.yaml, log node-I.log, appended),
 # with the given variables in its environment only; $PEER_TIMEOUT_MS and $HEARTBEAT_MS as for
-# tools/local_cluster.sh.
+# tools/local_cluster.sh. A daemon still running there from before is SIGKILLed first, so that
+# cleanup, which knows one pid a host, leaves none behind.
 start_host() {
-  local i=$1 roles="[node]"
+  local i=$1 roles="[node]" old=${host_pid[$1]:-}
   shift
+  if [[ -n $old ]] && kill -0 "$old" 2> /dev/null; then
+    kill -KILL "$old"
+    for _ in $(seq 1 50); do kill -0 "$old" 2> /dev/null || break; sleep 0.1; done
+  fi
   [[ $i -eq 1 ]] && roles="[node, controller]"
   cat > "node-$i.yaml" <<YAML
 name: host-$i
@@ -76,8 +81,8 @@ submit() { on_h1 "$SUBMIT" "$@"; }
 # wait_alive N SECONDS: until N hosts are alive at the controller; fails the test and ends it
 # (with the daemons' last lines) when they are not within SECONDS.
 wait_alive() {
-  local alive=0
-  for _ in $(seq 1 $(($2 * 10))); do
+  local alive=0 end=$((SECONDS + $2))
+  while ((SECONDS < end)); do
     alive=$(submit nodes --json 2> /dev/null | grep -c '"state": "alive"')
     [[ $alive -ge $1 ]] && return 0
     sleep 0.1
@@ -90,8 +95,8 @@ wait_alive() {
 # wait_job_end ID FILE SECONDS: polls until job ID has ended, for at most SECONDS; its status
 # JSON is left in FILE and its state (or the last state seen) printed.
 wait_job_end() {
-  local state=""
-  for _ in $(seq 1 $(($3 * 10))); do
+  local state="" end=$((SECONDS + $3))
+  while ((SECONDS < end)); do
     submit status "$1" --json > "$2" 2> /dev/null
     state=$(json "$2" "j['state']" 2> /dev/null)
     [[ $state == succeeded || $state == failed || $state == cancelled ]] && break

@@ -48,6 +48,7 @@ echo "with host 3 lost: accuracy $(json lost.json "j['result'].get('accuracy')")
 # second): dropped from that round's average, not waited for.
 waited=$(sed -nE 's/.*has waited ([0-9.]+) s for host-3.*/\1/p' lost.log | sort -n | tail -n 1)
 echo "the longest wait for host 3: ${waited:-none} s"
+grep -q "host-3 lost" lost.log || fail "the job's log does not say host-3 was lost"
 python3 -c "import sys; sys.exit(0 if float('${waited:-0}') < 4 else 1)" ||
   fail "a round waited ${waited} s for host 3, past the 3 s peer timeout"
 
@@ -70,6 +71,7 @@ on_h1 python3 -c "import urllib.request; print(urllib.request.urlopen('http://12
   fail "GET host-1's /status"
 rtts=$(json status-1.json "' '.join(str(int(p['rtt_us'])) for p in j['node']['peers'] if p['peer'] != 'unknown')")
 echo "host-1's peers' round trips (us): $rtts"
+[[ -n $rtts ]] || fail "host-1's /status lists no peers' round trips"
 for rtt in $rtts; do
   [[ $rtt -ge 22500 ]] || fail "a peer's round trip is $rtt us: the 25 ms delay line was not on the path"
 done

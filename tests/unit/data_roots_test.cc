@@ -103,12 +103,15 @@ TEST_CASE("the file opened is what is checked, wherever a link along its path le
 TEST_CASE("roots pinned for one folder's files check as the roots do, and still confine") {
   Roots r;
   fs::create_symlink(r.data, r.dir + "/data-link");  // a root given through a link
+  fs::create_symlink(r.dir + "/loop-b", r.dir + "/loop-a");  // a root that cannot resolve
+  fs::create_symlink(r.dir + "/loop-a", r.dir + "/loop-b");
   core::DataRoots through_link;
-  through_link.allowed = {r.dir + "/data-link", r.dir + "/gone"};  // the second cannot resolve
+  // A link, a folder not made yet (it stays as written) and a loop (it holds nothing).
+  through_link.allowed = {r.dir + "/data-link", r.dir + "/later", r.dir + "/loop-a"};
   const core::DataRoots pinned = through_link.pinned();
   CHECK(pinned.resolved);
   CHECK(pinned.allowed == std::vector<std::string>{fs::canonical(r.data).string(),
-                                                   fs::weakly_canonical(r.dir + "/gone").string()});
+                                                   fs::weakly_canonical(r.dir + "/later").string()});
   for (const std::string& name : {"/fine.csv", "/linked.csv", "/linked-folder/shadow.csv"}) {
     const int fd = ::open((r.data + name).c_str(), O_RDONLY | O_CLOEXEC);
     REQUIRE(fd >= 0);
@@ -118,9 +121,11 @@ TEST_CASE("roots pinned for one folder's files check as the roots do, and still 
   }
   // Refusals name the roots as configured, not where their links lead.
   CHECK_THAT(pinned.refusal("/etc/passwd").first, Catch::Contains(r.dir + "/data-link"));
-  // Pinned roots that hold no folder at all still confine: nothing is allowed.
-  core::DataRoots none;
-  none.resolved = true;
+  // Pinned roots of which none resolves still confine: nothing is allowed.
+  core::DataRoots loop_only;
+  loop_only.allowed = {r.dir + "/loop-a"};
+  const core::DataRoots none = loop_only.pinned();
+  CHECK(none.allowed.empty());
   CHECK(none.confines());
   CHECK_FALSE(none.allows(r.data + "/fine.csv"));
 }
