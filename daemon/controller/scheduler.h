@@ -1,9 +1,9 @@
 #pragma once
 // Which jobs run and where (docs/architecture/daemon.md, "The controller"): several jobs run at
-// once, each on nodes no other running job holds, or on shares of nodes beside other shares. Queued jobs are offered the free nodes in a
-// fair order between their owners (fair_order.h); a training job starts once enough free live
-// nodes can take it, on those with the lowest node ids. Not thread-safe: the controller calls it
-// under its lock.
+// once, each on nodes no other job holds or on shares of nodes beside other shares. Queued jobs
+// are offered the nodes in a fair order between their owners (fair_order.h); a training job
+// starts once enough live nodes have room for it, on those with the lowest node ids. Not
+// thread-safe: the controller calls it under its lock.
 #include <cstdint>
 #include <map>
 #include <set>
