@@ -81,12 +81,14 @@ end_phase "CUDA build"
 # report; .bazelrc's tsan config builds into its own output folder). One count per target.
 echo "== ThreadSanitizer (bazel test --config=tsan)"
 # The transport's tag workers and lanes, the controller (its collaborators and its sessions),
-# the mesh exchange, the message bus and the sharing workers with their step gate, and local
-# steps (a node's workers meeting at a round, the overlapped exchange).
+# the mesh exchange, the message bus and the sharing workers with their step gate, local
+# steps (a node's workers meeting at a round, the overlapped exchange), and allreduce (the
+# ring's rounds with a lost node, over real endpoints, and a node's workers meeting at a step).
 tsan_tests=(//tests/transport:tag_workers_test //tests/transport:lanes_test
             //tests/unit:controller_test //tests/unit:controller_parts_test
             //tests/unit:mesh_exchange_test //tests/unit:sharing_test //tests/unit:staleness_test
-            //tests/unit:local_steps_test)
+            //tests/unit:local_steps_test //tests/unit:ring_rounds_test //tests/unit:mesh_ring_test
+            //tests/unit:allreduce_equivalence_test)
 bazel test --config=tsan "${tsan_tests[@]}" > "$logs/tsan.log" 2>&1; tsan_rc=$?
 grep -E "^//" "$logs/tsan.log"
 if [[ $tsan_rc -eq 0 ]]; then

@@ -313,7 +313,7 @@ class JobSpecParser {
                             "corrections", "stop_on_divergence", "audit_updates",
                             "early_stopping"});
     t.mode = *parse_mode(r_.choice(node, "mode", p, std::string(mode_name(t.mode)),
-                                   {"gradient_sharing", "parameter_averaging"}));
+                                   {"gradient_sharing", "parameter_averaging", "allreduce"}));
     t.epochs = r_.integer(node, "epochs", p, 1, 1, 100000);
     parse_batch(node, t);
     parse_nodes(node, t);
@@ -346,6 +346,7 @@ class JobSpecParser {
     t.audit_updates = r_.boolean(node, "audit_updates", p, false);
     t.sync = parse_sync(node, t.mode);
     check_local_steps(node, t);
+    check_allreduce(node, t);
     t.early_stopping = parse_early_stopping(node["early_stopping"]);
     if (t.nodes_max > 0 && t.early_stopping.enabled)
       r_.fail(node["early_stopping"], p + ".early_stopping",
@@ -493,6 +494,21 @@ class JobSpecParser {
     s.mode = r_.choice(training, "sync", "training", std::nullopt, {"async", "bsp", "auto"});
     s.bound = s.mode == "async" ? 0 : 1;
     return s;
+  }
+
+  // Dense all-reduce is synchronous by construction: every worker takes every step together.
+  void check_allreduce(const YAML::Node& node, const TrainingSpec& t) {
+    if (t.mode != TrainingMode::kAllreduce) return;
+    if (node["sync"] && t.sync.mode != "bsp")
+      r_.fail(node["sync"], "training.sync",
+              "mode allreduce sums every step's gradients over all workers before any of them "
+              "steps, so it is always bsp",
+              "remove training.sync (or write 'sync: bsp')");
+    if (t.precision == kernels::Precision::kFp16)
+      r_.fail(node["precision"], "training.precision",
+              "mode allreduce sums the gradients of workers whose fp16 loss scales could differ, "
+              "and this release has no shared loss scale",
+              "use training.precision: bf16 (fp32's range, no loss scaling), or fp32");
   }
 
   // Local steps share a pseudo-gradient: a sharing mode's (and auto may choose them).

@@ -5,7 +5,12 @@
 namespace dtrain::core {
 
 const char* mode_name(TrainingMode mode) {
-  return mode == TrainingMode::kParameterAveraging ? "parameter_averaging" : "gradient_sharing";
+  switch (mode) {
+    case TrainingMode::kParameterAveraging: return "parameter_averaging";
+    case TrainingMode::kAllreduce: return "allreduce";
+    case TrainingMode::kGradientSharing: break;
+  }
+  return "gradient_sharing";
 }
 
 const char* device_name(Device device) {
@@ -21,6 +26,10 @@ bool steps_locally(const TrainingSpec& training) {
   return training.mode == TrainingMode::kGradientSharing && training.sync.mode == "local";
 }
 
+bool reduces_every_step(const TrainingSpec& training) {
+  return training.mode == TrainingMode::kAllreduce;
+}
+
 bool shares_every_step(const TrainingSpec& training) {
   return training.mode == TrainingMode::kGradientSharing && !steps_locally(training);
 }
@@ -28,6 +37,7 @@ bool shares_every_step(const TrainingSpec& training) {
 std::optional<TrainingMode> parse_mode(const std::string& word) {
   if (word == "gradient_sharing") return TrainingMode::kGradientSharing;
   if (word == "parameter_averaging") return TrainingMode::kParameterAveraging;
+  if (word == "allreduce") return TrainingMode::kAllreduce;
   return std::nullopt;
 }
 

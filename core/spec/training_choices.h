@@ -9,12 +9,12 @@
 namespace dtrain::core {
 
 // How the job's workers combine their work (docs/architecture/core.md, "Sharing").
-enum class TrainingMode { kGradientSharing, kParameterAveraging };
+enum class TrainingMode { kGradientSharing, kParameterAveraging, kAllreduce };
 // Where its workers run: the CPU, GPUs (every node of the job needs one), or GPUs where a node
 // has them and the CPU elsewhere.
 enum class Device { kAuto, kCpu, kGpu };
 
-// "gradient_sharing", "parameter_averaging".
+// "gradient_sharing", "parameter_averaging", "allreduce".
 const char* mode_name(TrainingMode mode);
 // Gradient sharing that exchanges every step (not `sync: {local: ...}`, which exchanges one
 // pseudo-gradient per round of local steps and steps each replica on its own in between).
@@ -22,6 +22,9 @@ struct TrainingSpec;
 bool shares_every_step(const TrainingSpec& training);
 // `sync: {local: ...}`: local steps with an outer optimizer.
 bool steps_locally(const TrainingSpec& training);
+// `mode: allreduce`: every step's gradients summed densely over the job's workers, one updater
+// step on every replica alike (docs/architecture/core.md, "Dense all-reduce").
+bool reduces_every_step(const TrainingSpec& training);
 
 // "auto", "cpu", "gpu".
 const char* device_name(Device device);

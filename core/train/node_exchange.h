@@ -64,6 +64,15 @@ class NodeExchange {
     return {mine};
   }
 
+  // Dense all-reduce (docs/architecture/core.md, "Dense all-reduce"): replaces `values` with
+  // their sum over every live node for step `round` (every node calls it with its own n values,
+  // rounds in increasing order), the same bits on every node. A node lost during the round is
+  // counted in it on every survivor or on none; the survivors go on without it. Without a
+  // cluster (--local): unchanged.
+  virtual void sum_over_nodes(float* values, int64_t n, int64_t round) {
+    (void)values, (void)n, (void)round;
+  }
+
   // Local steps at an epoch's end (TrainingRun::agree_on_global_state): whether every live
   // node's `values` are the same bits as this node's. Only a digest of them crosses the wire;
   // every node compares the same digests, so all give the same answer. Waits like

@@ -8,17 +8,19 @@
 namespace dtrain::core {
 namespace {
 
-// Calls visit(shard, batch) for each minibatch of EpochEnd::takeover dealt to live worker `me`:
-// the list in order, round-robin over the live workers, the same deal on every node. Stops
-// when visit returns false.
+// Calls visit(shard, batch) for each minibatch of EpochEnd::takeover dealt to live workers
+// [me, me + count): the list in order, round-robin over the live workers, the same deal on every
+// node. Stops when visit returns false.
 template <typename Visit>
 void for_each_dealt(const NodeExchange::EpochEnd& end, int shards, const Worker& worker, int me,
-                    Visit visit) {
+                    int count, Visit visit) {
   int64_t index = 0;
   for (const NodeExchange::Takeover& t : end.takeover) {
     const int64_t batches = worker.batches_in_shard(t.shard, shards);
-    for (int64_t b = t.from_batch; b < batches; ++b, ++index)
-      if (index % std::max(1, end.live_workers) == me && !visit(t.shard, b)) return;
+    for (int64_t b = t.from_batch; b < batches; ++b, ++index) {
+      const int64_t dealt_to = index % std::max(1, end.live_workers);
+      if (dealt_to >= me && dealt_to < me + count && !visit(t.shard, b)) return;
+    }
   }
 }
 
@@ -40,7 +42,7 @@ int64_t take_over(const NodeExchange::EpochEnd& end, int64_t epoch, int shards,
       SharingWorker& sw = *workers[w];
       const int me = end.live_first_worker + w;
       int64_t step = 0;
-      for_each_dealt(end, shards, sw.worker(), me, [&](int64_t shard, int64_t b) {
+      for_each_dealt(end, shards, sw.worker(), me, 1, [&](int64_t shard, int64_t b) {
         if (cancel && *cancel) return false;
         const int64_t it = iterations[w];
         if (sw.step_on(shard, shards, b, it, schedule_iteration(batching, it, shards, me), epoch,
@@ -61,11 +63,11 @@ int64_t take_over(const NodeExchange::EpochEnd& end, int64_t epoch, int shards,
 }
 
 int64_t average_take_over(const NodeExchange::EpochEnd& end, int shards,
-                          const WorkerBatch& batching, Worker& worker, int64_t& iteration,
-                          const std::atomic<bool>* cancel) {
+                          const WorkerBatch& batching, Worker& worker, int node_workers,
+                          int64_t& iteration, const std::atomic<bool>* cancel) {
   const int me = end.live_first_worker;
   int64_t done = 0;
-  for_each_dealt(end, shards, worker, me, [&](int64_t shard, int64_t b) {
+  for_each_dealt(end, shards, worker, me, node_workers, [&](int64_t shard, int64_t b) {
     if (cancel && *cancel) return false;
     if (worker.compute_step_on(shard, shards, b, iteration,
                                schedule_iteration(batching, iteration, shards, me))) {

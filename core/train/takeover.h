@@ -19,12 +19,13 @@ int64_t take_over(const NodeExchange::EpochEnd& end, int64_t epoch, int shards,
                   const WorkerBatch& batching, StepGate& gate, SharingWorkers& workers,
                   std::vector<int64_t>& iterations, const std::atomic<bool>* cancel);
 
-// Parameter averaging: this node's share of the minibatches of lost members and vacant slots
-// (dealt round-robin over the live nodes as in gradient sharing), applied to its own replica;
-// the takeover round that follows averages them in.
+// Parameter averaging and allreduce: this node's share of the minibatches of lost members and
+// vacant slots (dealt round-robin over the live workers as in gradient sharing; the node's
+// `node_workers` shares), all applied by `worker` to its replica; the takeover round that follows
+// averages them in.
 int64_t average_take_over(const NodeExchange::EpochEnd& end, int shards,
-                          const WorkerBatch& batching, Worker& worker, int64_t& iteration,
-                          const std::atomic<bool>* cancel);
+                          const WorkerBatch& batching, Worker& worker, int node_workers,
+                          int64_t& iteration, const std::atomic<bool>* cancel);
 
 // Node-local data: what is left of a lost node's minibatches this epoch, which no survivor can
 // do (its files are not on them). The same count on every node.

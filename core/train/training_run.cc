@@ -11,6 +11,7 @@
 #include "core/spec/workers_per_node.h"
 #include "core/train/averaging_rounds.h"
 #include "core/train/checkpoints.h"
+#include "core/train/corrections.h"
 #include "core/train/device_placement.h"
 #include "core/train/init_from.h"
 #include "core/train/sync_choice.h"
@@ -110,6 +111,12 @@ TrainingRun::TrainingRun(const JobSpec& job, TrainingListener& listener,
       divergence_(job) {
   build_gpu_sharing();
   build_workers();
+  if (reduces_every_step(job.training)) {
+    reduce_ = std::make_unique<GradientRounds>(num_workers_, initial_.model.num_params(),
+                                               worker_corrections(job.training), exchange_);
+    const std::vector<int64_t> batches = shard_batches();
+    steps_per_epoch_ = batches.empty() ? 0 : *std::max_element(batches.begin(), batches.end());
+  }
 }
 
 TrainingRun::~TrainingRun() = default;
@@ -274,6 +281,7 @@ void TrainingRun::rejoin_from_live_node() {
     if (sharing_) w->encoder().threshold().set_tau(resume.tau);
   }
   first_epoch_ = resume.next_epoch;
+  if (reduce_) take_updater_state(resume.outer_momentum);
   rejoin_momentum_ = std::move(resume.outer_momentum);
   result_.resumed = true;
   // The audit goes on from what the live node's audited replica had applied.
@@ -281,6 +289,18 @@ void TrainingRun::rejoin_from_live_node() {
   audit_.continue_from(resume.applied);
   if (audit_.has_sum()) audit_base_ = resume.params;
   for (auto& it : iterations_) it = first_epoch_ * per_epoch_;
+}
+
+// Allreduce, rejoining: every worker goes on with the live node's updater state.
+void TrainingRun::take_updater_state(const std::vector<float>& state) {
+  for (auto& w : workers_) {
+    Updater& u = w->worker().updater();
+    if (int64_t(state.size()) != u.state_size())
+      throw UserError("the live node sent an updater state of " + std::to_string(state.size()) +
+                          " values; this job's has " + std::to_string(u.state_size()),
+                      "run the same dtrain release and job spec on every node");
+    u.set_state(state);
+  }
 }
 
 // From a checkpoint: the parameters came with init_from; the position is the next minibatch.
@@ -326,6 +346,7 @@ void TrainingRun::run_epoch(int64_t epoch) {
   e.start = Clock::now();
   epoch_samples_ = 0;
   e.workers.resize(size_t(num_workers_));
+  if (reduce_) reduce_->start_epoch();
   auto run = [this, &e](int w) { run_worker(w, e); };
   on_every_worker(num_workers_, run);
   for (const WorkerEpoch& s : e.workers)
@@ -344,8 +365,10 @@ void TrainingRun::run_worker(int w, EpochRun& e) {
   WorkerCursor cursor;
   cursor.in_epoch = cursor.in_epoch_own = e.skipped;
   cursor.batches = workers_[w]->worker().batches_per_epoch();
-  // Resumed mid-epoch: the rounds due before the checkpoint are done.
-  while (e.skipped > 0 &&
+  // Resumed mid-epoch: the rounds due before the checkpoint are done (allreduce: a round a
+  // minibatch).
+  if (reduce_) cursor.rounds_done = e.skipped;
+  while (!reduce_ && e.skipped > 0 &&
          round_due(cursor.rounds_done, rounds_per_epoch_, e.skipped - 1, cursor.batches))
     ++cursor.rounds_done;
   try {
@@ -369,6 +392,7 @@ bool TrainingRun::take_step(int w, EpochRun& e, WorkerCursor& cursor, WorkerStep
   const int64_t it = iterations_[w];
   const int64_t schedule_it = schedule_iteration(batching_, it, shards_, first_shard_ + w);
   step.start_unix_ms = unix_ms_now();
+  if (reduce_) return allreduce_step(w, e, cursor, step);
   if (!sharing_) return averaging_step(w, e, cursor, it, schedule_it, step);
   SharingWorker& sw = *workers_[w];
   if (!sw.step(it, schedule_it, e.epoch, cursor.in_epoch_own)) return false;
@@ -400,6 +424,34 @@ bool TrainingRun::averaging_step(int w, EpochRun& e, WorkerCursor& cursor, int64
   ++cursor.in_epoch_own;
   step.times.wait_ms = milliseconds(Clock::now() - t1);
   return true;
+}
+
+// Allreduce: the steps of the job until this worker has done a minibatch of its own (a worker
+// whose shard has none left still takes part in the job's steps and applies them), or until the
+// job's epoch ends. Every replica applies every step's mean gradient alike; the updater's step
+// and the schedule count the job's steps, so they agree on every node.
+bool TrainingRun::allreduce_step(int w, EpochRun& e, WorkerCursor& cursor, WorkerStep& step) {
+  Worker& worker = workers_[w]->worker();
+  auto stopped = [this] { return stop_.load() || cancelled(); };
+  while (reduce_->more() && !stopped()) {
+    const auto t0 = Clock::now();
+    const bool has = cursor.in_epoch_own < cursor.batches && worker.compute_gradient(iterations_[w]);
+    const bool has_more = has && cursor.in_epoch_own + 1 < cursor.batches;
+    const auto t1 = Clock::now();
+    const int64_t job_step = e.epoch * steps_per_epoch_ + cursor.rounds_done;
+    if (!reduce_->arrive(w, has ? &worker : nullptr, has_more, (e.epoch << 32) + cursor.rounds_done,
+                         stopped))
+      return false;
+    ++cursor.rounds_done;
+    if (reduce_->examples() > 0) worker.apply_gradient(reduce_->mean(), job_step, job_step + 1);
+    if (!has) continue;
+    ++cursor.in_epoch_own;
+    step.times.compute_ms = milliseconds(t1 - t0);
+    step.times.split_data(worker.last_data_ms());
+    step.times.wait_ms = milliseconds(Clock::now() - t1);
+    return true;
+  }
+  return false;
 }
 
 // Local steps: the node's workers meet at the round (NodeRound; alone, one goes at once): their
@@ -516,6 +568,9 @@ void TrainingRun::end_epoch(EpochRun& e) {
   average_state(workers_);
   if (exchange_ && !sharing_ && !e.cancelled) end_averaging_epoch_on_cluster(e);
   if (exchange_ && local_ && !e.cancelled) exchange_->set_outer_momentum(local_->outer().momentum());
+  // Allreduce: a restarted node needs the updater's state too, or its replica would step
+  // differently from the others' (it travels where local steps' outer momentum does).
+  if (exchange_ && reduce_ && !e.cancelled) exchange_->set_outer_momentum(lead().updater().host_state());
   if (exchange_ && !e.cancelled)
     exchange_->epoch_applied(e.epoch, lead().model().host_params(), lead().model().num_params(),
                              lead().model().host_state(), lead().model().num_state(),
@@ -551,13 +606,26 @@ void TrainingRun::end_averaging_epoch_on_cluster(EpochRun& e) {
   const NodeExchange::EpochEnd end = exchange_->end_epoch(e.epoch, 0.0, num_workers_);
   result_.lost_nodes = end.lost;
   e.takeover_batches =
-      average_take_over(end, shards_, batching_, lead(), iterations_[0], options_.cancel);
+      average_take_over(end, shards_, batching_, lead(), num_workers_, iterations_[0],
+                        options_.cancel);
   if (local_)
     e.averaged_densely = agree_on_global_state(takeover_round(e.epoch, rounds_per_epoch_));
   else
-    average_round(*exchange_, lead(), job_.training.average_updater_state,
+    average_round(*exchange_, lead(), job_.training.average_updater_state || reduce_ != nullptr,
                   takeover_round(e.epoch, rounds_per_epoch_));
+  if (reduce_) copy_lead_to_other_workers();
   set_state(workers_, exchange_->end_averaging_epoch(e.epoch, state_sum(workers_)));
+}
+
+// Allreduce: the replicas of a node are the same bits after every step; at an epoch's end the
+// lead alone did the lost nodes' minibatches and took the average, and the others take its
+// parameters and updater state.
+void TrainingRun::copy_lead_to_other_workers() {
+  const std::vector<float> state = lead().updater().host_state();
+  for (size_t w = 1; w < workers_.size(); ++w) {
+    workers_[w]->worker().model().set_params(lead().model().host_params());
+    workers_[w]->worker().updater().set_state(state);
+  }
 }
 
 // Local steps at an epoch's end: the replicas should be the same bits already (the epoch's

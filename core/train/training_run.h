@@ -18,6 +18,7 @@
 #include "core/train/divergence_monitor.h"
 #include "core/train/early_stopping.h"
 #include "core/train/gpu_sharing.h"
+#include "core/train/gradient_rounds.h"
 #include "core/train/local_steps.h"
 #include "core/train/node_round.h"
 #include "core/train/message_bus.h"
@@ -56,7 +57,7 @@ class TrainingRun {
   struct WorkerCursor {
     int64_t in_epoch = 0;      // minibatches of the epoch done (counted by the lead worker)
     int64_t in_epoch_own = 0;  // of its own shard
-    int64_t rounds_done = 0;   // parameter-averaging rounds of the epoch
+    int64_t rounds_done = 0;   // parameter-averaging rounds (allreduce: steps) of the epoch
     int64_t batches = 0;       // in its shard this epoch
   };
   // Per-worker results of one epoch, written only by that worker's thread.
@@ -89,6 +90,7 @@ class TrainingRun {
   void start_result();
   void restore();
   void rejoin_from_live_node();
+  void take_updater_state(const std::vector<float>& state);
   void resume_from_checkpoint(const ModelFile& from);
   void start_local_steps();
   ModelFile with_local_steps(ModelFile f);
@@ -99,6 +101,7 @@ class TrainingRun {
   bool take_step(int w, EpochRun& e, WorkerCursor& cursor, WorkerStep& step);
   bool averaging_step(int w, EpochRun& e, WorkerCursor& cursor, int64_t iteration,
                       int64_t schedule_iteration, WorkerStep& step);
+  bool allreduce_step(int w, EpochRun& e, WorkerCursor& cursor, WorkerStep& step);
   void local_round(int64_t round, bool last_of_epoch);
   std::vector<float> mean_replica();
   int64_t record_step(int w, EpochRun& e, WorkerStep& step);
@@ -108,6 +111,7 @@ class TrainingRun {
   void end_epoch(EpochRun& e);
   void end_sharing_epoch_on_cluster(EpochRun& e);
   void end_averaging_epoch_on_cluster(EpochRun& e);
+  void copy_lead_to_other_workers();
   bool agree_on_global_state(int64_t round);  // true: they differed, averaged densely
   void write_epoch_checkpoint(int64_t epoch);
   EpochSummary summarize(const EpochRun& e);
@@ -184,6 +188,11 @@ class TrainingRun {
   std::unique_ptr<LocalSteps> local_;
   std::vector<float> rejoin_momentum_;  // from a live node's snapshot
   NodeRound node_round_{num_workers_};
+  // mode allreduce: the node's steps (null in the other modes), and the steps an epoch of the
+  // job has (its largest shard's minibatches), which number the updater's steps alike on every
+  // replica.
+  std::unique_ptr<GradientRounds> reduce_;
+  int64_t steps_per_epoch_ = 0;
   // A rejoined node's starting point: its audit measures the deviation from here (empty: the
   // initial parameters).
   std::vector<float> audit_base_;

@@ -55,17 +55,46 @@ void Worker::compute_loaded(int64_t own_iteration, int64_t schedule_iteration) {
   last_batch_ = x_.dim(0);
   last_loss_ = model_->compute_gradients(x_, y_, rng_, scaler_ ? scaler_->scale() : 1.f);
   if (scaler_ && skipped_for_overflow(own_iteration)) return;
-  if (!std::isfinite(last_loss_))
-    throw UserError("training diverged: the loss became " + std::to_string(last_loss_) +
-                        " at iteration " + std::to_string(own_iteration),
-                    "lower model.updater.learning_rate or normalise the data "
-                    "(data.normalize: scale)");
+  check_finite_loss(own_iteration);
   clip_gradient(corrections_, workers_, model_->backend(), model_->grads(), model_->num_params());
   // Adam's bias correction counts the updates the updater made: fp16 steps skipped for
   // overflow made none.
   const int64_t updates = own_iteration + 1 - (scaler_ ? scaler_->skipped() : 0);
   updater_->compute_step(model_->params(), model_->grads(), step_.data(), schedule_iteration,
                          updates, lr_scale(corrections_, workers_, progress(own_iteration)));
+}
+
+void Worker::check_finite_loss(int64_t own_iteration) const {
+  if (!std::isfinite(last_loss_))
+    throw UserError("training diverged: the loss became " + std::to_string(last_loss_) +
+                        " at iteration " + std::to_string(own_iteration),
+                    "lower model.updater.learning_rate or normalise the data "
+                    "(data.normalize: scale)");
+}
+
+bool Worker::compute_gradient(int64_t own_iteration) {
+  if (!timed_load([&] { return iterator_.next(x_, y_); })) return false;
+  last_batch_ = x_.dim(0);
+  last_loss_ = model_->compute_gradients(x_, y_, rng_, 1.f);
+  check_finite_loss(own_iteration);
+  return true;
+}
+
+const float* Worker::host_gradient(std::vector<float>& scratch) {
+  if (model_->on_host()) return model_->grads();
+  scratch.resize(size_t(model_->num_params()));
+  model_->backend().download(scratch.data(), model_->grads(), model_->num_params());
+  return scratch.data();
+}
+
+void Worker::apply_gradient(const float* host_gradient, int64_t schedule_iteration, int64_t t) {
+  const float* grad = host_gradient;
+  if (!model_->on_host()) {
+    model_->backend().upload(model_->grads(), host_gradient, model_->num_params());
+    grad = model_->grads();
+  }
+  updater_->compute_step(model_->params(), grad, step_.data(), schedule_iteration, t);
+  apply_own_step();
 }
 
 // fp16: the loss or a gradient overflowed at this scale. The step gives no update (the residual

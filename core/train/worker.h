@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <limits>
 #include <memory>
+#include <vector>
 
 #include "core/data/minibatch_iterator.h"
 #include "core/model/model.h"
@@ -48,6 +49,15 @@ class Worker {
   // params -= u
   void apply_own_step();
 
+  // Dense all-reduce (docs/architecture/core.md, "Dense all-reduce"): the next minibatch's
+  // gradient into model().grads() and nothing more (no clipping, no updater); false at the end of
+  // the epoch. host_gradient() is that gradient in host memory (a GPU worker's copied into
+  // `scratch`); apply_gradient() takes the job's gradient (host memory, already clipped) through
+  // the updater, at updater step `t` (1-based, the same on every replica), and applies it.
+  bool compute_gradient(int64_t own_iteration);
+  const float* host_gradient(std::vector<float>& scratch);
+  void apply_gradient(const float* host_gradient, int64_t schedule_iteration, int64_t t);
+
   Model& model() { return *model_; }
   kernels::Backend& backend() { return model_->backend(); }
   Updater& updater() { return *updater_; }
@@ -79,6 +89,7 @@ class Worker {
   bool timed_load(Load load);
   void compute_loaded(int64_t own_iteration, int64_t schedule_iteration);  // on x_, y_
   bool skipped_for_overflow(int64_t own_iteration);
+  void check_finite_loss(int64_t own_iteration) const;  // throws UserError when it is not
 
   CorrectionsSpec corrections_;
   int workers_;  // in the whole job (corrections scale with it)

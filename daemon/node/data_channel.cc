@@ -12,7 +12,12 @@ DataChannel::DataChannel(const transport::EndpointConfig& config) : endpoint_(co
         // deliver at once if a multi-core profile ever shows this lock.
         std::lock_guard<std::mutex> lock(mutex_);
         auto it = jobs_.find(d.job_id);
-        if (it != jobs_.end()) it->second->handle_delivery(std::move(d));
+        if (it != jobs_.end()) {
+          it->second->handle_delivery(std::move(d));
+          return;
+        }
+        it = jobs_.find(transport::direct_job_id(d.job_id));
+        if (it != jobs_.end()) it->second->handle_direct(std::move(d));
       },
       [this](uint32_t peer) {
         std::lock_guard<std::mutex> lock(mutex_);
@@ -28,9 +33,11 @@ void DataChannel::attach(uint64_t job_id, transport::MeshNode* mesh) {
     jobs_[job_id] = mesh;
   }
   endpoint_.add_job(job_id);
+  endpoint_.add_job(transport::direct_job_id(job_id));
 }
 
 void DataChannel::detach(uint64_t job_id) {
+  endpoint_.remove_job(transport::direct_job_id(job_id));
   endpoint_.remove_job(job_id);
   std::lock_guard<std::mutex> lock(mutex_);
   jobs_.erase(job_id);

@@ -2,7 +2,8 @@
 // The node's UDP data channel (docs/architecture/daemon.md, "Roles, ports and config";
 // docs/architecture/transport.md, "The data channel"): one endpoint on the data port carrying every
 // job, told apart by job id. Each running job has a MeshNode on it; deliveries go to the mesh of
-// their job, and a lost peer is reported to every job's mesh.
+// their job (its point-to-point ones, under transport::direct_job_id, to be handed up without
+// relaying), and a lost peer is reported to every job's mesh.
 #include <cstdint>
 #include <map>
 #include <memory>

@@ -1,4 +1,5 @@
 #include "daemon/node/mesh_exchange.h"
+#include "daemon/node/mesh_ring.h"
 
 #include <sodium.h>
 #include <spdlog/spdlog.h>
@@ -50,6 +51,8 @@ MeshExchange::MeshExchange(uint64_t job_id, uint32_t self, const std::vector<Job
     if (m.id == self_) first_worker_ = total_workers_;
     total_workers_ += m.workers;
   }
+  ring_post_ = std::make_unique<RingPostOnMesh>(*this);
+  ring_ = std::make_unique<core::RingRounds>(self_, *ring_post_);
 }
 
 void MeshExchange::set_gate_live(uint32_t id, bool live) {
@@ -67,6 +70,8 @@ void MeshExchange::set_lost(uint32_t id, bool lost) {
   if (lost) lost_.insert(id);
   else lost_.erase(id);
   set_gate_live(id, !lost);
+  // A step's ring waiting for this member looks again (lock order: mutex_, then the ring's).
+  ring_->members_changed();
 }
 
 const JobMember* MeshExchange::member(uint32_t id) const {
@@ -129,6 +134,9 @@ void MeshExchange::deliver(core::EncodedMessage m, uint32_t origin) {
 
 void MeshExchange::on_message(const transport::Delivery& d) {
   MeshPayloadIn in = read_mesh_payload(d.bytes.data(), d.bytes.size());
+  if (in.kind == MeshPayloadIn::Kind::kRingSegment ||
+      in.kind == MeshPayloadIn::Kind::kRingResult)
+    return on_ring_payload(in, d.origin);  // mesh_ring.cc: under the ring's own lock
   std::lock_guard<std::mutex> lock(mutex_);
   last_heard_[d.origin] = {std::chrono::steady_clock::now(), describe(in)};
   switch (in.kind) {
@@ -173,6 +181,9 @@ void MeshExchange::on_message(const transport::Delivery& d) {
     case MeshPayloadIn::Kind::kMalformed:
       if (bad_message_.empty()) bad_message_ = in.error + " from " + name_of(d.origin);
       break;
+    case MeshPayloadIn::Kind::kRingSegment:
+    case MeshPayloadIn::Kind::kRingResult:
+      break;  // handled above
   }
   changed_.notify_all();
 }
@@ -319,6 +330,7 @@ void MeshExchange::on_loss(uint32_t lost) {
 
 void MeshExchange::cancel() {
   election_.cancel();
+  ring_->cancel();
   std::lock_guard<std::mutex> lock(mutex_);
   cancelled_ = true;
   changed_.notify_all();
@@ -808,6 +820,12 @@ std::string MeshExchange::describe(const MeshPayloadIn& in) {
       return "a plan to rehearse training (training.sync: auto)";
     case MeshPayloadIn::Kind::kRehearsalMark:
       return "its part in rehearsing training";
+    case MeshPayloadIn::Kind::kRingSegment:
+      return "part " + std::to_string(in.ring.step + 1) + " of its all-reduce of step " +
+             std::to_string((in.ring.round & 0xffffffff) + 1);
+    case MeshPayloadIn::Kind::kRingResult:
+      return "the result of the all-reduce of step " +
+             std::to_string((in.ring.round & 0xffffffff) + 1);
     case MeshPayloadIn::Kind::kMalformed:
       return "a malformed message";
   }

@@ -22,6 +22,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/collective/ring_rounds.h"
 #include "core/train/node_exchange.h"
 #include "daemon/node/mesh_port.h"
 #include "daemon/node/sync_election.h"
@@ -72,6 +73,11 @@ class MeshExchange : public core::NodeExchange {
   // Every node broadcasts a digest of its values (BLAKE2b, replica_digest) and compares the
   // live nodes' digests of the round with its own.
   bool same_on_every_node(const float* values, int64_t n, int64_t round) override;
+  // mode allreduce: a ring all-reduce over the live members (core/collective/ring_rounds.h),
+  // its parts sent point to point (mesh_ring.cc). `round`: the epoch in the high 32 bits, the
+  // step in the low ones; the members a step counted did that minibatch (a lost one's later
+  // minibatches are the takeover's).
+  void sum_over_nodes(float* values, int64_t n, int64_t round) override;
 
   // This node is a restarted member rejoining the job; `lost`: the members lost now.
   void set_rejoining(const std::vector<uint32_t>& lost);
@@ -239,6 +245,14 @@ class MeshExchange : public core::NodeExchange {
   std::map<int64_t, std::map<uint32_t, ReplicaDigest>> digests_;
   int64_t last_digest_round_ = -1;
   void on_replica_digest(const ReplicaDigestPayload& d, uint32_t origin);
+
+  // mode allreduce (mesh_ring.cc).
+  class RingPostOnMesh;
+  std::vector<uint32_t> live_members();  // in member order, this node included
+  void on_ring_payload(const MeshPayloadIn& in, uint32_t origin);
+  void counted_in_step(const std::vector<uint32_t>& counted, int64_t round);  // under mutex_
+  std::unique_ptr<RingPostOnMesh> ring_post_;
+  std::unique_ptr<core::RingRounds> ring_;
 
   SyncElection election_;
   std::mutex publish_mutex_;  // message ids in order per origin

@@ -19,6 +19,15 @@ class MeshPort {
   // the job, each exactly once; false when the mesh could not take it within `deadline`.
   virtual bool publish(uint64_t message_id, std::shared_ptr<const std::vector<uint8_t>> bytes,
                        std::chrono::milliseconds deadline) = 0;
+  // `bytes` to member `to` alone, not relayed (mode allreduce's ring; message ids of their own,
+  // increasing). `wait` false: never blocks (a network handler's answer). False when it could
+  // not be sent (no such member, or past the deadline).
+  virtual bool send_to(uint32_t to, uint64_t message_id,
+                       std::shared_ptr<const std::vector<uint8_t>> bytes, bool wait,
+                       std::chrono::milliseconds deadline) {
+    (void)to, (void)message_id, (void)bytes, (void)wait, (void)deadline;
+    return false;
+  }
   // Member `id` (restarted) is part of the mesh again: relay to it and accept its messages.
   virtual void add_member(uint32_t id) = 0;
   // A node new to the job (elastic membership, MeshNode::add_member) is part of the mesh now.
@@ -35,6 +44,10 @@ class JobMesh : public MeshPort {
   bool publish(uint64_t message_id, std::shared_ptr<const std::vector<uint8_t>> bytes,
                std::chrono::milliseconds deadline) override {
     return mesh_.publish(job_id_, message_id, std::move(bytes), deadline);
+  }
+  bool send_to(uint32_t to, uint64_t message_id, std::shared_ptr<const std::vector<uint8_t>> bytes,
+               bool wait, std::chrono::milliseconds deadline) override {
+    return mesh_.send_to(to, job_id_, message_id, std::move(bytes), wait, deadline);
   }
   void add_member(uint32_t id) override { mesh_.add_member(id); }
   void add_new_member(const transport::MeshMember& member) override {

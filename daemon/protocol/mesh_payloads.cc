@@ -245,6 +245,46 @@ PayloadBytes rehearsal_mark_payload(const RehearsalMarkPayload& mark, size_t pad
                 mesh::CreateRehearsalMark(fbb, mark.round, mark.index, p).Union());
 }
 
+PayloadBytes ring_segment_payload(int64_t round, const std::vector<uint32_t>& members,
+                                  int32_t step, const float* values, int64_t n) {
+  check_floats(n, "all-reduce values");
+  flatbuffers::FlatBufferBuilder fbb(1024 + members.size() * 4 + size_t(n) * 4);
+  const auto v = fbb.CreateVector(values, size_t(n));
+  const auto m = fbb.CreateVector(members);
+  return finish(fbb, mesh::Payload::RingSegment,
+                mesh::CreateRingSegment(fbb, round, m, step, v).Union());
+}
+
+PayloadBytes ring_result_payload(int64_t round, const std::vector<uint32_t>& members,
+                                 const float* values, int64_t n) {
+  check_floats(n, "all-reduce values");
+  flatbuffers::FlatBufferBuilder fbb(1024 + members.size() * 4 + size_t(n) * 4);
+  const auto v = fbb.CreateVector(values, size_t(n));
+  const auto m = fbb.CreateVector(members);
+  return finish(fbb, mesh::Payload::RingResult,
+                mesh::CreateRingResult(fbb, round, m, v).Union());
+}
+
+namespace {
+
+template <typename Ring>
+void read_ring(const Ring& r, int32_t step, MeshPayloadIn::Kind kind, MeshPayloadIn& in) {
+  const auto* members = r.members();
+  if (!members || members->size() < 2 || members->size() > kMaxRingMembers) {
+    in.error = "an all-reduce part of a ring of " +
+               std::to_string(members ? members->size() : 0) + " members (2 to " +
+               std::to_string(kMaxRingMembers) + " expected)";
+    return;
+  }
+  in.ring.round = r.round();
+  in.ring.members.assign(members->begin(), members->end());
+  in.ring.step = step;
+  in.ring.values = view(r.values());
+  in.kind = kind;
+}
+
+}  // namespace
+
 MeshPayloadIn read_mesh_payload(const uint8_t* data, size_t size) {
   if (!data || size == 0 || size > kMaxPayloadBytes)
     return malformed("a mesh payload of " + std::to_string(size) + " bytes");
@@ -282,6 +322,13 @@ MeshPayloadIn read_mesh_payload(const uint8_t* data, size_t size) {
     read_rehearsal_plan(*r, in);
   } else if (const auto* m = p.payload_as_RehearsalMark()) {
     read_rehearsal_mark(*m, in);
+  } else if (const auto* g = p.payload_as_RingSegment()) {
+    if (g->step() < 0)
+      in.error = "an all-reduce part numbered " + std::to_string(g->step());
+    else
+      read_ring(*g, g->step(), MeshPayloadIn::Kind::kRingSegment, in);
+  } else if (const auto* r = p.payload_as_RingResult()) {
+    read_ring(*r, -1, MeshPayloadIn::Kind::kRingResult, in);
   } else {
     in.error = "a mesh payload of an unknown kind";  // a newer release, or no body at all
   }

@@ -114,10 +114,25 @@ struct RehearsalMarkPayload {
 };
 PayloadBytes rehearsal_mark_payload(const RehearsalMarkPayload& mark, size_t padding);
 
+// mode allreduce: a part of a step's ring all-reduce, or a step's whole result
+// (core/collective/ring_rounds.h). A ring of more than kMaxRingMembers is malformed.
+constexpr size_t kMaxRingMembers = 4096;
+struct RingPayload {
+  int64_t round = 0;
+  std::vector<uint32_t> members;
+  int32_t step = -1;  // -1: the whole result
+  FloatView values;
+};
+PayloadBytes ring_segment_payload(int64_t round, const std::vector<uint32_t>& members,
+                                  int32_t step, const float* values, int64_t n);
+PayloadBytes ring_result_payload(int64_t round, const std::vector<uint32_t>& members,
+                                 const float* values, int64_t n);
+
 struct MeshPayloadIn {
   enum class Kind {
     kMalformed, kUpdate, kEpochEnd, kSnapshot, kParameters, kPseudoGradient,
-    kLinkProbe, kLinkProbeAck, kSyncChoice, kReplicaDigest, kRehearsalPlan, kRehearsalMark
+    kLinkProbe, kLinkProbeAck, kSyncChoice, kReplicaDigest, kRehearsalPlan, kRehearsalMark,
+    kRingSegment, kRingResult
   };
   Kind kind = Kind::kMalformed;
   std::string error;               // kMalformed: what is wrong with it
@@ -131,6 +146,7 @@ struct MeshPayloadIn {
   ReplicaDigestPayload replica_digest;    // kReplicaDigest
   RehearsalPlanPayload rehearsal_plan;    // kRehearsalPlan
   RehearsalMarkPayload rehearsal_mark;    // kRehearsalMark
+  RingPayload ring;                       // kRingSegment, kRingResult (views into the bytes)
 };
 // Never throws; anything that is not a well-formed payload is kMalformed with the reason.
 MeshPayloadIn read_mesh_payload(const uint8_t* data, size_t size);

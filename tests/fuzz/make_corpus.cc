@@ -132,6 +132,8 @@ int main(int argc, char** argv) {
   write(mesh, "sync_choice", *daemon::sync_choice_payload({20, "RTT 50 ms"}));
   write(mesh, "rehearsal_plan", *daemon::rehearsal_plan_payload({40, 9400, 177000}));
   write(mesh, "rehearsal_mark", *daemon::rehearsal_mark_payload({true, 1}, 64));
+  write(mesh, "ring_segment", *daemon::ring_segment_payload(5, {1, 2, 3}, 2, params.data(), 4));
+  write(mesh, "ring_result", *daemon::ring_result_payload(5, {1, 2}, params.data(), 4));
 
   const auto control = root / "control_fuzzer";
   daemon::NodeRegistration node;

@@ -130,6 +130,11 @@ TEST_CASE("bad specs are refused with location, key and fix") {
        {"job.yaml:11:", "training.average_updater_state", "'maybe'"}},
       {"a key set twice", kGood + "  sync: async\n  sync: bsp\n",
        {"job.yaml:13:3", "training: 'sync' is set twice (also at line 12)", "keep one 'sync:'"}},
+      {"allreduce with a sync other than bsp", kGood + "  mode: allreduce\n  sync: async\n",
+       {"training.sync", "mode allreduce sums every step's gradients", "always bsp",
+        "remove training.sync"}},
+      {"allreduce in fp16", kGood + "  mode: allreduce\n  device: gpu\n  precision: fp16\n",
+       {"training.precision", "no shared loss scale", "use training.precision: bf16"}},
       {"a section set twice", kGood + "training:\n  epochs: 3\n",
        {"'training' is set twice (also at line 9)"}},
       {"GPUs asked for on the CPU", kGood + "  device: cpu\n  gpus_per_node: 1\n",
@@ -319,6 +324,16 @@ TEST_CASE("sync and the corrections parse, with their defaults") {
   testing::write_text(f.dir + "/avg.yaml",
                       replace(kGood, "training:\n", "training:\n  mode: parameter_averaging\n"));
   CHECK(core::parse_job_spec_file(f.dir + "/avg.yaml").training.sync.mode == "bsp");
+  testing::write_text(f.dir + "/ar.yaml",
+                      replace(kGood, "training:\n",
+                              "training:\n  mode: allreduce\n  workers_per_node: 3\n  sync: bsp\n"));
+  const core::TrainingSpec ar = core::parse_job_spec_file(f.dir + "/ar.yaml").training;
+  CHECK(ar.mode == core::TrainingMode::kAllreduce);
+  CHECK(core::reduces_every_step(ar));
+  CHECK_FALSE(core::shares_every_step(ar));
+  CHECK(ar.sync.mode == "bsp");
+  CHECK(ar.workers_per_node == 3);  // several workers a node, unlike parameter averaging
+  CHECK(std::string(core::mode_name(ar.mode)) == "allreduce");
   CHECK(d.stop_on_divergence);
   CHECK_FALSE(d.audit_updates);
   CHECK(d.corrections.momentum_masking);  // DGC's set is on by default

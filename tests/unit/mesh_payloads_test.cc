@@ -251,6 +251,32 @@ TEST_CASE("a rehearsal's plan and marks survive the trip; wild ones are refused"
   }
 }
 
+TEST_CASE("an all-reduce part and a step's result survive the trip; odd rings are refused",
+          "[mesh]") {
+  const std::vector<float> values = {1.5f, -2.25f, 3.f};
+  const MeshPayloadIn part =
+      read(ring_segment_payload((int64_t(2) << 32) + 7, {4, 9, 1}, 3, values.data(), 3));
+  REQUIRE(part.kind == MeshPayloadIn::Kind::kRingSegment);
+  CHECK(part.ring.round == (int64_t(2) << 32) + 7);
+  CHECK(part.ring.members == std::vector<uint32_t>{4, 9, 1});
+  CHECK(part.ring.step == 3);
+  REQUIRE(part.ring.values.size == 3);
+  CHECK(std::vector<float>(part.ring.values.data, part.ring.values.data + 3) == values);
+  const MeshPayloadIn result = read(ring_result_payload(11, {1, 2}, values.data(), 3));
+  REQUIRE(result.kind == MeshPayloadIn::Kind::kRingResult);
+  CHECK(result.ring.step == -1);
+  CHECK(result.ring.members == std::vector<uint32_t>{1, 2});
+  // A ring of one member (nothing to sum), of more members than a cluster has, a negative part.
+  const std::vector<uint32_t> huge(kMaxRingMembers + 1, 5);
+  CHECK_THAT(read(ring_segment_payload(1, {3}, 0, values.data(), 3)).error,
+             Catch::Contains("a ring of 1 members"));
+  CHECK_THAT(read(ring_result_payload(1, huge, values.data(), 3)).error,
+             Catch::Contains("a ring of 4097 members"));
+  const MeshPayloadIn negative = read(ring_segment_payload(1, {1, 2}, -2, values.data(), 3));
+  CHECK(negative.kind == MeshPayloadIn::Kind::kMalformed);
+  CHECK_THAT(negative.error, Catch::Contains("an all-reduce part numbered -2"));
+}
+
 TEST_CASE("bytes that are not a mesh payload are refused by name", "[mesh]") {
   CHECK(read_mesh_payload(nullptr, 0).kind == MeshPayloadIn::Kind::kMalformed);
   const std::vector<uint8_t> garbage(64, 0xA5);

@@ -44,6 +44,19 @@ bool MeshNode::publish(uint64_t job_id, uint64_t message_id, Endpoint::Bytes byt
   return ok;
 }
 
+bool MeshNode::send_to(uint32_t to, uint64_t job_id, uint64_t message_id, Endpoint::Bytes bytes,
+                       bool wait, std::chrono::milliseconds deadline) {
+  return endpoint_.send(to, direct_job_id(job_id), self_, message_id, std::move(bytes),
+                        wait ? deadline : std::chrono::milliseconds(0),
+                        wait ? Endpoint::SendKind::kOwn : Endpoint::SendKind::kRelay);
+}
+
+void MeshNode::handle_direct(Delivery&& d) {
+  if (d.from != d.origin || !handlers_.on_message) return;
+  d.job_id = direct_job_id(d.job_id);
+  handlers_.on_message(d);
+}
+
 void MeshNode::handle_delivery(Delivery&& d) {
   // Relay first (without waiting: this is the I/O thread), then hand it up.
   auto shared = std::make_shared<const std::vector<uint8_t>>(std::move(d.bytes));

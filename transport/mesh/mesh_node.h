@@ -17,6 +17,11 @@
 
 namespace dtrain::transport {
 
+// The job id a job's point-to-point messages travel under (MeshNode::send_to): the endpoint
+// delivers them apart from the job's relayed ones, and no node relays them.
+constexpr uint64_t kDirectJobBit = uint64_t(1) << 63;
+inline uint64_t direct_job_id(uint64_t job_id) { return job_id ^ kDirectJobBit; }
+
 class MeshNode {
  public:
   struct Handlers {
@@ -31,14 +36,22 @@ class MeshNode {
   // handle_delivery / handle_peer_lost.
   MeshNode(Endpoint& endpoint, const MeshMap& map, Handlers handlers);
 
-  // On the endpoint's I/O thread.
+  // On the endpoint's I/O thread. handle_direct: a delivery under direct_job_id(job), handed up
+  // as the job's (not relayed, and taken only from its origin itself).
   void handle_delivery(Delivery&& d);
+  void handle_direct(Delivery&& d);
   void handle_peer_lost(uint32_t peer);
 
   // To every other node along the tree. False if the endpoint's queues stayed full past the
   // deadline.
   bool publish(uint64_t job_id, uint64_t message_id, Endpoint::Bytes bytes,
                std::chrono::milliseconds deadline = std::chrono::milliseconds(10000));
+
+  // To member `to` alone, not relayed (a ring all-reduce's parts). `wait`: false from a thread
+  // that must not block (an I/O handler): queued at once, like a relayed message. False for a
+  // member that is not a peer, or past the deadline.
+  bool send_to(uint32_t to, uint64_t job_id, uint64_t message_id, Endpoint::Bytes bytes,
+               bool wait, std::chrono::milliseconds deadline = std::chrono::milliseconds(10000));
 
   MeshMap map() const;
   uint32_t self() const { return self_; }

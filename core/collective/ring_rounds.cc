@@ -1,0 +1,199 @@
+#include "core/collective/ring_rounds.h"
+
+#include <algorithm>
+#include <string>
+
+#include "core/collective/ring_allreduce.h"
+#include "core/util/error.h"
+
+namespace dtrain::core {
+namespace {
+
+int index_of(const RingRounds::Members& members, uint32_t id) {
+  auto it = std::find(members.begin(), members.end(), id);
+  return it == members.end() ? -1 : int(it - members.begin());
+}
+
+bool all_live(const RingRounds::Members& view, const RingRounds::Members& live) {
+  for (uint32_t m : view)
+    if (index_of(live, m) < 0) return false;
+  return true;
+}
+
+}  // namespace
+
+// The links of one attempt: segments to the next member of the view, from the previous one.
+class RingRounds::AttemptLinks : public RingLinks {
+ public:
+  AttemptLinks(RingRounds& rounds, int64_t round, const Members& view, int rank,
+               const std::function<Members()>& live, std::chrono::milliseconds deadline,
+               float* values, int64_t n, uint64_t& seen)
+      : rounds_(rounds), round_(round), view_(view), live_(live), deadline_(deadline),
+        values_(values), n_(n), seen_(seen),
+        next_(view[size_t(rank + 1) % view.size()]),
+        previous_(view[(size_t(rank) + view.size() - 1) % view.size()]) {}
+
+  void send_next(int step, const float* values, int64_t n) override {
+    rounds_.post_.send_segment(next_, round_, view_, step, values, n);
+  }
+  std::vector<float> receive_previous(int step) override {
+    return rounds_.wait_segment({round_, view_, step}, previous_, view_, live_, deadline_,
+                                values_, n_, seen_);
+  }
+
+ private:
+  RingRounds& rounds_;
+  const int64_t round_;
+  const Members& view_;
+  const std::function<Members()>& live_;
+  const std::chrono::milliseconds deadline_;
+  float* const values_;
+  const int64_t n_;
+  uint64_t& seen_;
+  const uint32_t next_, previous_;
+};
+
+RingRounds::Members RingRounds::sum(float* values, int64_t n, int64_t round,
+                                    const std::function<Members()>& live,
+                                    std::chrono::milliseconds deadline) {
+  const std::vector<float> input(values, values + n);
+  for (int tries = 0;; ++tries) {
+    // The version first: a loss declared while live() answers is seen by the attempt's waits.
+    uint64_t seen = 0;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      seen = members_version_;
+    }
+    const Members view = live();
+    if (tries > 0) std::copy(input.begin(), input.end(), values);
+    try {
+      if (view.size() > 1) attempt(values, n, round, view, live, deadline, seen);
+      finished(round, view, values, n);
+      return view;
+    } catch (const ResultArrived&) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      Members counted = arrived_.members;
+      last_ = std::move(arrived_);
+      arrived_ = Result{};
+      return counted;
+    } catch (const ViewChanged&) {
+      // A member of the view was lost: again over the survivors.
+    }
+  }
+}
+
+void RingRounds::attempt(float* values, int64_t n, int64_t round, const Members& view,
+                         const std::function<Members()>& live,
+                         std::chrono::milliseconds deadline, uint64_t& seen) {
+  const int rank = index_of(view, self_);
+  if (rank < 0)
+    throw UserError("this node is not among the job's live nodes for step " +
+                        std::to_string(round) + " of the all-reduce",
+                    "the others took it as lost; see their logs");
+  AttemptLinks links(*this, round, view, rank, live, deadline, values, n, seen);
+  ring_allreduce(values, n, rank, int(view.size()), links);
+}
+
+std::vector<float> RingRounds::wait_segment(const SegmentKey& key, uint32_t from,
+                                            const Members& view,
+                                            const std::function<Members()>& live,
+                                            std::chrono::milliseconds deadline, float* values,
+                                            int64_t n, uint64_t& seen) {
+  const int64_t round = std::get<0>(key);
+  std::unique_lock<std::mutex> lock(mutex_);
+  const auto until = std::chrono::steady_clock::now() + deadline;
+  for (;;) {
+    if (cancelled_) throw UserError("the job was cancelled", "");
+    if (arrived_.round == round && int64_t(arrived_.values.size()) == n) {
+      std::copy(arrived_.values.begin(), arrived_.values.end(), values);
+      throw ResultArrived{};
+    }
+    auto it = segments_.find(key);
+    if (it != segments_.end()) {
+      std::vector<float> segment = std::move(it->second);
+      segments_.erase(it);
+      return segment;
+    }
+    if (members_version_ != seen) {
+      seen = members_version_;
+      lock.unlock();
+      const Members now = live();
+      lock.lock();
+      if (!all_live(view, now)) throw ViewChanged{};
+      continue;
+    }
+    if (changed_.wait_until(lock, until) == std::cv_status::timeout)
+      throw UserError("the all-reduce of step " + std::to_string(round) + " waited " +
+                          std::to_string(deadline.count()) + " ms for part " +
+                          std::to_string(std::get<2>(key) + 1) + " from node id " +
+                          std::to_string(from) + ", which was not declared lost",
+                      "check that node's log and the network between the nodes");
+  }
+}
+
+void RingRounds::finished(int64_t round, const Members& view, const float* values, int64_t n) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  last_.round = round;
+  last_.members = view;
+  last_.values.assign(values, values + n);
+  if (arrived_.round <= round) arrived_ = Result{};
+  // Segments of this round over another view: a member started the round again without a
+  // node this one still counted; it gets this round's result instead.
+  for (auto it = segments_.begin(); it != segments_.end();) {
+    const int64_t r = std::get<0>(it->first);
+    if (r == round && std::get<1>(it->first) != view) answer(round, std::get<1>(it->first));
+    it = r <= round ? segments_.erase(it) : std::next(it);
+  }
+  for (auto it = answered_.begin(); it != answered_.end();)
+    it = it->first < round ? answered_.erase(it) : std::next(it);
+}
+
+void RingRounds::answer(int64_t round, const Members& view) {
+  for (uint32_t m : view)
+    if (m != self_ && answered_.insert({round, m}).second)
+      post_.send_result(m, round, last_.members, last_.values.data(),
+                        int64_t(last_.values.size()));
+}
+
+void RingRounds::on_segment(uint32_t from, int64_t round, Members members, int step,
+                            std::vector<float> values) {
+  const int rank = index_of(members, self_);
+  if (rank < 0 || members.size() < 2) return;
+  // Only the previous member of that ring sends this node segments.
+  if (from != members[(size_t(rank) + members.size() - 1) % members.size()]) return;
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (round == last_.round) {
+    answer(round, members);
+    return;
+  }
+  // Round ids increase but need not be consecutive (the daemon's carry the epoch), so a later
+  // round is held whatever its id; kMaxHeldSegments bounds them.
+  if (round < last_.round) return;
+  if (step < 0 || step >= 2 * (int(members.size()) - 1)) return;
+  if (segments_.size() >= kMaxHeldSegments) return;
+  segments_[{round, std::move(members), step}] = std::move(values);
+  changed_.notify_all();
+}
+
+void RingRounds::on_result(uint32_t from, int64_t round, Members members,
+                           std::vector<float> values) {
+  if (index_of(members, self_) < 0 || index_of(members, from) < 0) return;
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (round <= last_.round) return;
+  arrived_ = Result{round, std::move(members), std::move(values)};
+  changed_.notify_all();
+}
+
+void RingRounds::members_changed() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  ++members_version_;
+  changed_.notify_all();
+}
+
+void RingRounds::cancel() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  cancelled_ = true;
+  changed_.notify_all();
+}
+
+}  // namespace dtrain::core

@@ -1,0 +1,102 @@
+#pragma once
+// Ring all-reduce rounds between the nodes of a job that can lose a node mid-round
+// (docs/architecture/core.md, "Dense all-reduce"). Each round runs ring_allreduce over the
+// members live at its start, its "view"; every segment names its round, its view and its step, so
+// a segment of one view is never mixed into another's.
+//
+// When a member of the view is lost, the survivors are at this round (not done) or, having
+// done it, at the next (a node cannot finish a round before every member has sent its part, so
+// no node is further ahead). A survivor that has not finished starts the round again over the
+// survivors, from its own values as they were. One that has finished keeps the round's result:
+// when a segment of that round (of any view) reaches it, it sends the result to every member of
+// that view, and a node that gets the result of the round it is in takes it as its own. So the
+// survivors end the round with the same bits, the lost node's part counted by all or by none.
+//
+// No networking here: RingPost carries the messages (the daemon's mesh, or a test's threads),
+// and whoever receives them calls on_segment / on_result.
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <set>
+#include <tuple>
+#include <vector>
+
+namespace dtrain::core {
+
+class RingPost {
+ public:
+  virtual ~RingPost() = default;
+  // Segment `step` of `round` over the ring of `members` (in ring order) to member `to`.
+  virtual void send_segment(uint32_t to, int64_t round, const std::vector<uint32_t>& members,
+                            int step, const float* values, int64_t n) = 0;
+  // The whole result of `round`, the sum over `members`, to member `to`.
+  virtual void send_result(uint32_t to, int64_t round, const std::vector<uint32_t>& members,
+                           const float* values, int64_t n) = 0;
+};
+
+class RingRounds {
+ public:
+  RingRounds(uint32_t self, RingPost& post) : self_(self), post_(post) {}
+
+  // The members whose values a round's sum holds, in ring order.
+  using Members = std::vector<uint32_t>;
+  // Replaces `values` with their sum over the live members for `round` (rounds increase from
+  // call to call). `live()` gives the live members, this one included, the same order on
+  // every node; it is called without this object's lock, again after every members_changed().
+  // Throws UserError when a segment does not come within `deadline` (naming whom it waited
+  // for), when a segment does not fit, and after cancel().
+  Members sum(float* values, int64_t n, int64_t round, const std::function<Members()>& live,
+              std::chrono::milliseconds deadline);
+
+  // From the network, any thread. `from`: the member it came from.
+  void on_segment(uint32_t from, int64_t round, Members members, int step,
+                  std::vector<float> values);
+  void on_result(uint32_t from, int64_t round, Members members, std::vector<float> values);
+  // The live members changed (a node was declared lost): a waiting round looks again.
+  void members_changed();
+  void cancel();
+
+  // Segments held for rounds not yet reached: at most this many (a hostile or confused sender
+  // cannot grow them further).
+  static constexpr size_t kMaxHeldSegments = 512;
+
+ private:
+  struct ViewChanged {};
+  struct ResultArrived {};
+  class AttemptLinks;
+  using SegmentKey = std::tuple<int64_t, Members, int>;  // round, view, step
+  // One attempt over `view`; throws ViewChanged or ResultArrived (the result is in `values`).
+  // `seen`: the version of the members the view was taken at (members_changed() since: the
+  // waits look at live() again).
+  void attempt(float* values, int64_t n, int64_t round, const Members& view,
+               const std::function<Members()>& live, std::chrono::milliseconds deadline,
+               uint64_t& seen);
+  std::vector<float> wait_segment(const SegmentKey& key, uint32_t from, const Members& view,
+                                  const std::function<Members()>& live,
+                                  std::chrono::milliseconds deadline, float* values, int64_t n,
+                                  uint64_t& seen);
+  void finished(int64_t round, const Members& view, const float* values, int64_t n);
+  // Under mutex_: the result of a finished round to every member of `view` (once each).
+  void answer(int64_t round, const Members& view);
+
+  const uint32_t self_;
+  RingPost& post_;
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  uint64_t members_version_ = 0;
+  bool cancelled_ = false;
+  std::map<SegmentKey, std::vector<float>> segments_;
+  struct Result {
+    int64_t round = -1;
+    Members members;
+    std::vector<float> values;
+  };
+  Result last_;     // the last round this node finished (for members that did not)
+  Result arrived_;  // a finished round's result from another member
+  std::set<std::pair<int64_t, uint32_t>> answered_;  // (round, member) sent last_ already
+};
+
+}  // namespace dtrain::core

@@ -1,0 +1,85 @@
+#include "daemon/node/mesh_ring.h"
+
+#include <spdlog/spdlog.h>
+
+#include "daemon/protocol/job_id.h"
+
+namespace dtrain::daemon {
+
+MeshExchange::RingPostOnMesh::RingPostOnMesh(MeshExchange& exchange)
+    : exchange_(exchange),
+      next_id_(uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                            std::chrono::system_clock::now().time_since_epoch())
+                            .count())) {}
+
+void MeshExchange::RingPostOnMesh::send_segment(uint32_t to, int64_t round,
+                                                const std::vector<uint32_t>& members, int step,
+                                                const float* values, int64_t n) {
+  send(to, ring_segment_payload(round, members, step, values, n), true);
+}
+
+void MeshExchange::RingPostOnMesh::send_result(uint32_t to, int64_t round,
+                                               const std::vector<uint32_t>& members,
+                                               const float* values, int64_t n) {
+  send(to, ring_result_payload(round, members, values, n), false);
+}
+
+// A part that cannot be sent (its member gone, the queue full past the deadline) is not an
+// error here: the member waiting for it is lost to the others, or times out naming this node.
+void MeshExchange::RingPostOnMesh::send(uint32_t to, PayloadBytes bytes, bool wait) {
+  MeshPort* mesh = exchange_.mesh_;
+  const size_t size = bytes->size();
+  if (!mesh || !mesh->send_to(to, next_id_++, std::move(bytes), wait, exchange_.epoch_deadline_)) {
+    spdlog::warn("job {}: an all-reduce part for {} could not be sent",
+                 job_id_text(exchange_.job_id_), exchange_.name_of(to));
+    return;
+  }
+  std::lock_guard<std::mutex> lock(exchange_.publish_mutex_);
+  exchange_.bytes_published_ += size;
+}
+
+std::vector<uint32_t> MeshExchange::live_members() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::vector<uint32_t> live;
+  for (const JobMember& m : members_)
+    if (!lost_.count(m.id)) live.push_back(m.id);
+  return live;
+}
+
+void MeshExchange::sum_over_nodes(float* values, int64_t n, int64_t round) {
+  const std::vector<uint32_t> counted =
+      ring_->sum(values, n, round, [this] { return live_members(); }, epoch_deadline_);
+  std::lock_guard<std::mutex> lock(mutex_);
+  counted_in_step(counted, round);
+}
+
+// The workers of every node a step counted did that step's minibatch (or had none left): a lost
+// node's takeover starts after it.
+void MeshExchange::counted_in_step(const std::vector<uint32_t>& counted, int64_t round) {
+  const Position at{round >> 32, round & 0xffffffff};
+  int global = 0;
+  for (const JobMember& m : members_) {
+    const int first = global;
+    global += m.workers;
+    if (std::find(counted.begin(), counted.end(), m.id) == counted.end()) continue;
+    for (int g = first; g < global; ++g) {
+      Position& last = last_position_[uint32_t(g)];
+      if (std::make_pair(at.epoch, at.batch) > std::make_pair(last.epoch, last.batch)) last = at;
+    }
+  }
+}
+
+void MeshExchange::on_ring_payload(const MeshPayloadIn& in, uint32_t origin) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    last_heard_[origin] = {std::chrono::steady_clock::now(), describe(in)};
+  }
+  const FloatView& v = in.ring.values;
+  std::vector<float> values(v.data, v.data + v.size);
+  if (in.kind == MeshPayloadIn::Kind::kRingSegment)
+    ring_->on_segment(origin, in.ring.round, in.ring.members, in.ring.step, std::move(values));
+  else
+    ring_->on_result(origin, in.ring.round, in.ring.members, std::move(values));
+}
+
+}  // namespace dtrain::daemon

@@ -1,0 +1,33 @@
+#pragma once
+// mode allreduce's ring on the job's mesh (docs/architecture/daemon.md, "The mesh exchange"): the
+// parts of each step's ring all-reduce go point to point (MeshPort::send_to), never relayed, as
+// RingSegment and RingResult payloads. MeshExchange::sum_over_nodes and the handling of those
+// payloads are in mesh_ring.cc.
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <vector>
+
+#include "core/collective/ring_rounds.h"
+#include "daemon/node/mesh_exchange.h"
+
+namespace dtrain::daemon {
+
+class MeshExchange::RingPostOnMesh : public core::RingPost {
+ public:
+  RingPostOnMesh(MeshExchange& exchange);
+  void send_segment(uint32_t to, int64_t round, const std::vector<uint32_t>& members, int step,
+                    const float* values, int64_t n) override;
+  // Sent from a network handler: queued without waiting.
+  void send_result(uint32_t to, int64_t round, const std::vector<uint32_t>& members,
+                   const float* values, int64_t n) override;
+
+ private:
+  void send(uint32_t to, PayloadBytes bytes, bool wait);
+  MeshExchange& exchange_;
+  // From the clock at start, like the mesh's ids: a restarted node's must not repeat its old
+  // process's (the receivers' reassemblers would take them for repeats).
+  std::atomic<uint64_t> next_id_;
+};
+
+}  // namespace dtrain::daemon

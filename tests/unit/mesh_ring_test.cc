@@ -1,0 +1,124 @@
+// mode allreduce's ring over real UDP endpoints on loopback (daemon/node/mesh_ring.h): for 2 to
+// 7 nodes, each a DataChannel, MeshNode and MeshExchange as in a daemon, every node sums
+// vectors of awkward sizes (one value, fewer than the nodes, one more, a large odd count) with
+// sum_over_nodes; every node ends with the same bits, within float rounding of a sum in double.
+// The parts travel point to point (transport::direct_job_id), so no node relays them: each node
+// sends 2 (N - 1) / N of a vector, which the bytes it counts show.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <cstring>
+#include <memory>
+#include <random>
+#include <thread>
+
+#include "daemon/node/data_channel.h"
+#include "daemon/node/mesh_exchange.h"
+#include "daemon/node/mesh_port.h"
+#include "transport/mesh/mesh_node.h"
+
+using namespace dtrain;
+using namespace dtrain::daemon;
+
+namespace {
+
+constexpr uint64_t kJob = 0x1234;
+
+struct Node {
+  std::unique_ptr<DataChannel> channel;
+  std::unique_ptr<MeshExchange> exchange;
+  std::unique_ptr<transport::MeshNode> mesh;
+  std::unique_ptr<JobMesh> port;
+};
+
+std::vector<std::unique_ptr<Node>> start_nodes(int count) {
+  std::vector<std::unique_ptr<Node>> nodes;
+  std::vector<JobMember> members;
+  std::vector<transport::MeshMember> where;
+  for (int i = 0; i < count; ++i) {
+    transport::EndpointConfig c;
+    c.node_id = uint32_t(i + 1);
+    c.key.fill(9);
+    c.heartbeat_interval = std::chrono::milliseconds(100);
+    c.peer_timeout = std::chrono::milliseconds(5000);
+    auto node = std::make_unique<Node>();
+    node->channel = std::make_unique<DataChannel>(c);
+    members.push_back({c.node_id, "node-" + std::to_string(i + 1), 1});
+    where.push_back({c.node_id, "127.0.0.1", node->channel->endpoint().port(), 1});
+    nodes.push_back(std::move(node));
+  }
+  const transport::MeshMap map = transport::MeshMap::build("plain", where);
+  for (int i = 0; i < count; ++i) {
+    Node& n = *nodes[size_t(i)];
+    n.exchange = std::make_unique<MeshExchange>(kJob, uint32_t(i + 1), members,
+                                                std::chrono::milliseconds(20000));
+    MeshExchange* ex = n.exchange.get();
+    transport::MeshNode::Handlers h;
+    h.on_message = [ex](const transport::Delivery& d) { ex->on_message(d); };
+    h.on_loss = [ex](uint32_t lost, const std::vector<uint32_t>&, uint64_t) { ex->on_loss(lost); };
+    n.mesh = std::make_unique<transport::MeshNode>(n.channel->endpoint(), map, h);
+    n.port = std::make_unique<JobMesh>(*n.mesh, kJob);
+    n.exchange->set_mesh(n.port.get());
+    n.channel->attach(kJob, n.mesh.get());
+  }
+  return nodes;
+}
+
+void stop_nodes(std::vector<std::unique_ptr<Node>>& nodes) {
+  for (auto& n : nodes) n->channel->detach(kJob);
+  for (auto& n : nodes) n->mesh.reset();
+  nodes.clear();
+}
+
+}  // namespace
+
+TEST_CASE("ring all-reduce over loopback endpoints, 2 to 7 nodes, every node the same sum") {
+  for (int count = 2; count <= 7; ++count) {
+    auto nodes = start_nodes(count);
+    const std::vector<int64_t> sizes = {1, count - 1, count + 1, 100003};
+    std::vector<std::vector<std::vector<float>>> values(static_cast<size_t>(count));  // [node][round]
+    std::vector<std::vector<std::vector<float>>> inputs(static_cast<size_t>(count));
+    for (int i = 0; i < count; ++i) {
+      std::mt19937 rng(uint32_t(100 * count + i));
+      std::uniform_real_distribution<float> u(-1.f, 1.f);
+      for (int64_t n : sizes) {
+        std::vector<float> v(static_cast<size_t>(n));
+        for (float& x : v) x = u(rng);
+        inputs[size_t(i)].push_back(v);
+        values[size_t(i)].push_back(v);
+      }
+    }
+    std::vector<uint64_t> bytes_before(static_cast<size_t>(count));
+    for (int i = 0; i < count; ++i) bytes_before[size_t(i)] = nodes[size_t(i)]->exchange->bytes_sent();
+    std::vector<std::thread> threads;
+    for (int i = 0; i < count; ++i)
+      threads.emplace_back([&, i] {
+        for (size_t r = 0; r < sizes.size(); ++r) {
+          std::vector<float>& v = values[size_t(i)][r];
+          nodes[size_t(i)]->exchange->sum_over_nodes(v.data(), int64_t(v.size()), int64_t(r));
+        }
+      });
+    for (auto& t : threads) t.join();
+    for (size_t r = 0; r < sizes.size(); ++r) {
+      INFO(count << " nodes, " << sizes[r] << " values");
+      for (int i = 1; i < count; ++i)
+        REQUIRE(std::memcmp(values[size_t(i)][r].data(), values[0][r].data(),
+                            values[0][r].size() * sizeof(float)) == 0);
+      for (int64_t k = 0; k < sizes[r]; ++k) {
+        double sum = 0.0;
+        for (int i = 0; i < count; ++i) sum += inputs[size_t(i)][r][size_t(k)];
+        REQUIRE(std::fabs(values[0][r][size_t(k)] - sum) <= 1e-5 * (1.0 + std::fabs(sum)));
+      }
+    }
+    // The large vector dominates: each node sent about 2 (N - 1) / N of it (plus framing).
+    const double vector_bytes = 4.0 * 100003;
+    const double bound = 2.0 * (count - 1) / count * vector_bytes;
+    for (int i = 0; i < count; ++i) {
+      const double sent = double(nodes[size_t(i)]->exchange->bytes_sent() - bytes_before[size_t(i)]);
+      INFO("node " << i + 1 << " of " << count << " sent " << sent << " bytes, bound " << bound);
+      CHECK(sent >= bound);
+      CHECK(sent <= bound * 1.05 + 4096.0 * count);
+    }
+    stop_nodes(nodes);
+  }
+}
