@@ -7,10 +7,13 @@
 # (>= 0.85) with their replicas agreeing. Every wait has a deadline and says what it waited for.
 # With a fifth argument "local" the job takes local steps (training.sync: {local: {steps: 20}}):
 # each node also starts from the outer momentum and residual its checkpoint holds, bit for bit.
+# With "allreduce" it is a job of mode allreduce (its replicas, updater state included, must
+# still be the same bits at the end).
 set -u
 SPEC="$(cd "$(dirname "$4")" && pwd)/$(basename "$4")"
 SYNC=${5:-bsp}
-[[ $SYNC == bsp || $SYNC == local ]] || { echo "FAIL: the fifth argument is 'local' or none, not '$SYNC'"; exit 1; }
+[[ $SYNC == bsp || $SYNC == local || $SYNC == allreduce ]] ||
+  { echo "FAIL: the fifth argument is 'local', 'allreduce' or none, not '$SYNC'"; exit 1; }
 source "$(dirname "$0")/lib.sh" "resume_$SYNC" "$1" "$2" "$3"
 export PEER_TIMEOUT_MS=3000 HEARTBEAT_MS=300
 
@@ -19,6 +22,10 @@ grep -q "checkpoint_every: 1" job.yaml || fail "job.yaml does not checkpoint"
 if [[ $SYNC == local ]]; then
   sed -i 's/^  sync: bsp$/  sync: {local: {steps: 20}}/' job.yaml
   grep -q "sync: {local" job.yaml || fail "job.yaml does not take local steps"
+fi
+if [[ $SYNC == allreduce ]]; then
+  sed -i 's/^  mode: gradient_sharing$/  mode: allreduce/' job.yaml
+  grep -q "^  mode: allreduce$" job.yaml || fail "job.yaml is not of mode allreduce"
 fi
 
 "$CLUSTER_TOOL" start 3 "$WORK/c" > start.out || { echo "FAIL: the cluster did not start"; cat start.out; exit 1; }
@@ -111,4 +118,6 @@ echo "job cancelled at a checkpoint of epoch $at, resumed on node-1 and node-2: 
   "replicas within $diff"
 [[ $SYNC == local ]] && { grep -q "local steps: 20 inner steps a round" resume.out ||
   fail "the resumed job's log does not say it takes local steps"; }
+[[ $SYNC == allreduce && $(json job.json "j['mode']") != allreduce ]] &&
+  fail "the resumed job's mode is $(json job.json "j['mode']")"
 finish "resume_test ($SYNC)"
