@@ -63,6 +63,7 @@ RingRounds::Members RingRounds::sum(float* values, int64_t n, int64_t round,
     {
       std::lock_guard<std::mutex> lock(mutex_);
       seen = members_version_;
+      largest_sum_ = std::max(largest_sum_, n);
     }
     const Members view = live();
     if (tries > 0) std::copy(input.begin(), input.end(), values);
@@ -71,10 +72,13 @@ RingRounds::Members RingRounds::sum(float* values, int64_t n, int64_t round,
       finished(round, view, values, n);
       return view;
     } catch (const ResultArrived&) {
-      std::lock_guard<std::mutex> lock(mutex_);
-      Members counted = arrived_.members;
-      last_ = std::move(arrived_);
-      arrived_ = Result{};
+      Members counted;
+      {
+        std::lock_guard<std::mutex> lock(mutex_);
+        counted = std::move(arrived_.members);
+        arrived_ = Result{};
+      }
+      finished(round, counted, values, n);  // `values` holds the result now
       return counted;
     } catch (const ViewChanged&) {
       // A member of the view was lost: again over the survivors.
@@ -104,12 +108,14 @@ std::vector<float> RingRounds::wait_segment(const SegmentKey& key, uint32_t from
   const auto until = std::chrono::steady_clock::now() + deadline;
   for (;;) {
     if (cancelled_) throw UserError("the job was cancelled", "");
-    if (arrived_.round == round && int64_t(arrived_.values.size()) == n) {
+    if (arrived_.round == round && int64_t(arrived_.values.size()) == n &&
+        index_of(view, arrived_.from) >= 0) {
       std::copy(arrived_.values.begin(), arrived_.values.end(), values);
       throw ResultArrived{};
     }
     auto it = segments_.find(key);
     if (it != segments_.end()) {
+      held_values_ -= int64_t(it->second.size());
       std::vector<float> segment = std::move(it->second);
       segments_.erase(it);
       return segment;
@@ -132,27 +138,48 @@ std::vector<float> RingRounds::wait_segment(const SegmentKey& key, uint32_t from
 }
 
 void RingRounds::finished(int64_t round, const Members& view, const float* values, int64_t n) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  last_.round = round;
-  last_.members = view;
-  last_.values.assign(values, values + n);
-  if (arrived_.round <= round) arrived_ = Result{};
-  // Segments of this round over another view: a member started the round again without a
-  // node this one still counted; it gets this round's result instead.
-  for (auto it = segments_.begin(); it != segments_.end();) {
-    const int64_t r = std::get<0>(it->first);
-    if (r == round && std::get<1>(it->first) != view) answer(round, std::get<1>(it->first));
-    it = r <= round ? segments_.erase(it) : std::next(it);
+  auto result = std::make_shared<Result>();
+  result->round = round;
+  result->members = view;
+  result->values.assign(values, values + n);
+  Answer answer;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    last_ = result;
+    answer.result = result;
+    if (arrived_.round <= round) arrived_ = Result{};
+    // Segments of this round over another view: a member started the round again without a
+    // node this one counted; it gets this round's result instead.
+    for (auto it = segments_.begin(); it != segments_.end();) {
+      const int64_t r = std::get<0>(it->first);
+      if (r == round && std::get<1>(it->first) != view) owe(std::get<1>(it->first), answer);
+      if (r > round) break;  // keys are ordered by round first
+      auto next = std::next(it);
+      drop_segment(it);
+      it = next;
+    }
+    for (auto it = answered_.begin(); it != answered_.end();)
+      it = it->first < round ? answered_.erase(it) : std::next(it);
   }
-  for (auto it = answered_.begin(); it != answered_.end();)
-    it = it->first < round ? answered_.erase(it) : std::next(it);
+  send(answer);
 }
 
-void RingRounds::answer(int64_t round, const Members& view) {
+void RingRounds::owe(const Members& view, Answer& answer) {
   for (uint32_t m : view)
-    if (m != self_ && answered_.insert({round, m}).second)
-      post_.send_result(m, round, last_.members, last_.values.data(),
-                        int64_t(last_.values.size()));
+    if (m != self_ && index_of(last_->members, m) >= 0 &&
+        index_of(answer.to, m) < 0 && answered_.insert({last_->round, m}).second)
+      answer.to.push_back(m);
+}
+
+void RingRounds::send(const Answer& answer) {
+  if (answer.to.empty() || !answer.result) return;
+  const Result& r = *answer.result;
+  post_.send_result(answer.to, r.round, r.members, r.values.data(), int64_t(r.values.size()));
+}
+
+void RingRounds::drop_segment(std::map<SegmentKey, std::vector<float>>::iterator it) {
+  held_values_ -= int64_t(it->second.size());
+  segments_.erase(it);
 }
 
 void RingRounds::on_segment(uint32_t from, int64_t round, Members members, int step,
@@ -161,26 +188,36 @@ void RingRounds::on_segment(uint32_t from, int64_t round, Members members, int s
   if (rank < 0 || members.size() < 2) return;
   // Only the previous member of that ring sends this node segments.
   if (from != members[(size_t(rank) + members.size() - 1) % members.size()]) return;
-  std::lock_guard<std::mutex> lock(mutex_);
-  if (round == last_.round) {
-    answer(round, members);
-    return;
+  Answer answer;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (round == last_->round) {
+      answer.result = last_;
+      owe(members, answer);
+    } else {
+      // Round ids increase but need not be consecutive (the daemon's carry the epoch), so a
+      // later round is held whatever its id, within the bounds on what is held.
+      const int64_t room = std::max(kMinHeldValues, 4 * largest_sum_) - held_values_;
+      if (round < last_->round || step < 0 || step >= 2 * (int(members.size()) - 1) ||
+          segments_.size() >= kMaxHeldSegments || int64_t(values.size()) > room)
+        return;
+      const int64_t size = int64_t(values.size());
+      const bool fresh = segments_.emplace(SegmentKey{round, std::move(members), step},
+                                           std::move(values)).second;
+      if (fresh) held_values_ += size;  // a repeat is dropped: the first is kept
+      changed_.notify_all();
+      return;
+    }
   }
-  // Round ids increase but need not be consecutive (the daemon's carry the epoch), so a later
-  // round is held whatever its id; kMaxHeldSegments bounds them.
-  if (round < last_.round) return;
-  if (step < 0 || step >= 2 * (int(members.size()) - 1)) return;
-  if (segments_.size() >= kMaxHeldSegments) return;
-  segments_[{round, std::move(members), step}] = std::move(values);
-  changed_.notify_all();
+  send(answer);
 }
 
 void RingRounds::on_result(uint32_t from, int64_t round, Members members,
                            std::vector<float> values) {
   if (index_of(members, self_) < 0 || index_of(members, from) < 0) return;
   std::lock_guard<std::mutex> lock(mutex_);
-  if (round <= last_.round) return;
-  arrived_ = Result{round, std::move(members), std::move(values)};
+  if (round <= last_->round) return;
+  arrived_ = Result{round, std::move(members), std::move(values), from};
   changed_.notify_all();
 }
 

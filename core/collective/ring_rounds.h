@@ -9,8 +9,10 @@
 // no node is further ahead). A survivor that has not finished starts the round again over the
 // survivors, from its own values as they were. One that has finished keeps the round's result:
 // when a segment of that round (of any view) reaches it, it sends the result to every member of
-// that view, and a node that gets the result of the round it is in takes it as its own. So the
-// survivors end the round with the same bits, the lost node's part counted by all or by none.
+// that view (those the finished round counted), and a node that gets the result of the round it
+// is in, from a member of its own view, takes it as its own. So the survivors end the round with
+// the same bits, the lost node's part counted by all or by none. (A result from a member outside
+// the view is ignored: that view can then never finish without answers from its own members.)
 //
 // No networking here: RingPost carries the messages (the daemon's mesh, or a test's threads),
 // and whoever receives them calls on_segment / on_result.
@@ -19,6 +21,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <set>
 #include <tuple>
@@ -32,9 +35,11 @@ class RingPost {
   // Segment `step` of `round` over the ring of `members` (in ring order) to member `to`.
   virtual void send_segment(uint32_t to, int64_t round, const std::vector<uint32_t>& members,
                             int step, const float* values, int64_t n) = 0;
-  // The whole result of `round`, the sum over `members`, to member `to`.
-  virtual void send_result(uint32_t to, int64_t round, const std::vector<uint32_t>& members,
-                           const float* values, int64_t n) = 0;
+  // The whole result of `round`, the sum over `members`, to each of `to` (never called with
+  // RingRounds' lock held; may be called from the thread that delivered a segment).
+  virtual void send_result(const std::vector<uint32_t>& to, int64_t round,
+                           const std::vector<uint32_t>& members, const float* values,
+                           int64_t n) = 0;
 };
 
 class RingRounds {
@@ -59,16 +64,28 @@ class RingRounds {
   void members_changed();
   void cancel();
 
-  // Segments held for rounds not yet reached: at most this many (a hostile or confused sender
-  // cannot grow them further).
+  // Segments held for rounds not yet reached: at most this many, of at most this many values
+  // in all (or four times the largest sum so far, if more), so that no sender grows them
+  // further; what would pass them is dropped (its round then waits for it, and says whom for).
   static constexpr size_t kMaxHeldSegments = 512;
+  static constexpr int64_t kMinHeldValues = int64_t(1) << 22;
 
  private:
   struct ViewChanged {};
   struct ResultArrived {};
   class AttemptLinks;
   using SegmentKey = std::tuple<int64_t, Members, int>;  // round, view, step
-  // One attempt over `view`; throws ViewChanged or ResultArrived (the result is in `values`).
+  struct Result {
+    int64_t round = -1;
+    Members members;
+    std::vector<float> values;
+    uint32_t from = 0;  // who sent it (a result from another member)
+  };
+  // A finished round's result owed to members that started it again (sent without the lock).
+  struct Answer {
+    Members to;
+    std::shared_ptr<const Result> result;
+  };
   // `seen`: the version of the members the view was taken at (members_changed() since: the
   // waits look at live() again).
   void attempt(float* values, int64_t n, int64_t round, const Members& view,
@@ -78,9 +95,14 @@ class RingRounds {
                                   const std::function<Members()>& live,
                                   std::chrono::milliseconds deadline, float* values, int64_t n,
                                   uint64_t& seen);
+  // The round is done with these values, summed over `view`: kept for members that did not
+  // finish it, who are answered (those whose segments of it wait here too).
   void finished(int64_t round, const Members& view, const float* values, int64_t n);
-  // Under mutex_: the result of a finished round to every member of `view` (once each).
-  void answer(int64_t round, const Members& view);
+  // Under mutex_: adds to `answer` the members of `view` not yet sent the result of the last
+  // finished round (only members that round counted).
+  void owe(const Members& view, Answer& answer);
+  void send(const Answer& answer);
+  void drop_segment(std::map<SegmentKey, std::vector<float>>::iterator it);  // under mutex_
 
   const uint32_t self_;
   RingPost& post_;
@@ -89,13 +111,10 @@ class RingRounds {
   uint64_t members_version_ = 0;
   bool cancelled_ = false;
   std::map<SegmentKey, std::vector<float>> segments_;
-  struct Result {
-    int64_t round = -1;
-    Members members;
-    std::vector<float> values;
-  };
-  Result last_;     // the last round this node finished (for members that did not)
-  Result arrived_;  // a finished round's result from another member
+  int64_t held_values_ = 0;     // in segments_
+  int64_t largest_sum_ = 0;     // values of the largest sum so far
+  std::shared_ptr<const Result> last_ = std::make_shared<Result>();  // the last round finished
+  Result arrived_;  // a round's result from another member, taken only from one of the view
   std::set<std::pair<int64_t, uint32_t>> answered_;  // (round, member) sent last_ already
 };
 

@@ -31,7 +31,16 @@ void GradientRounds::run_step(int64_t round) {
     }
     if (p.has_more) sum[n_ + 1] += 1.f;
   }
-  if (exchange_) exchange_->sum_over_nodes(sum, n_ + 2, round);
+  if (exchange_) {
+    try {
+      exchange_->sum_over_nodes(sum, n_ + 2, round);
+    } catch (...) {
+      // The other workers are released (NodeRound) and must not apply anything: no step.
+      examples_ = 0.0;
+      more_ = false;
+      throw;
+    }
+  }
   examples_ = sum[n_];
   more_ = sum[n_ + 1] > 0.f;
   if (examples_ <= 0.0) return;

@@ -33,7 +33,9 @@ class GradientRounds {
 
   // Worker `w`'s part of step `round` (ids increasing over the job, the same on every node):
   // `worker`'s gradient (null: no minibatch this step) and whether it has a minibatch after
-  // this one. Returns false when `stopped` turned true before the step ran.
+  // this one. Returns false when `stopped` turned true before the step ran. When the sum over
+  // the nodes throws, the worker that ran it gets the exception and the others a step of no
+  // examples and no more steps.
   template <class Stopped>
   bool arrive(int w, Worker* worker, bool has_more, int64_t round, Stopped stopped);
 

@@ -126,7 +126,7 @@ class MeshExchange : public core::NodeExchange {
   // `training.sync: auto`: the job's choice, made before training (daemon/node/sync_election.h).
   SyncElection& sync_election() { return election_; }
   uint64_t messages_sent() const { return published_; }
-  uint64_t bytes_sent() const { return bytes_published_; }
+  uint64_t bytes_sent() const;  // published and the all-reduce's parts (mesh_ring.cc)
   std::vector<std::string> lost_names();
 
  private:
@@ -253,6 +253,7 @@ class MeshExchange : public core::NodeExchange {
   void counted_in_step(const std::vector<uint32_t>& counted, int64_t round);  // under mutex_
   std::unique_ptr<RingPostOnMesh> ring_post_;
   std::unique_ptr<core::RingRounds> ring_;
+  bool stranger_warned_ = false;  // under mutex_
 
   SyncElection election_;
   std::mutex publish_mutex_;  // message ids in order per origin

@@ -18,24 +18,37 @@ void MeshExchange::RingPostOnMesh::send_segment(uint32_t to, int64_t round,
   send(to, ring_segment_payload(round, members, step, values, n), true);
 }
 
-void MeshExchange::RingPostOnMesh::send_result(uint32_t to, int64_t round,
+// On a network handler's thread: nothing here may throw or wait. A result too large for one
+// payload (a model past kMaxPayloadBytes) is not sent: the members waiting for it fail at their
+// deadline, naming this node.
+void MeshExchange::RingPostOnMesh::send_result(const std::vector<uint32_t>& to, int64_t round,
                                                const std::vector<uint32_t>& members,
                                                const float* values, int64_t n) {
-  send(to, ring_result_payload(round, members, values, n), false);
+  PayloadBytes bytes;
+  try {
+    bytes = ring_result_payload(round, members, values, n);
+  } catch (const std::exception& e) {
+    spdlog::warn("job {}: the result of all-reduce step {} cannot be sent: {}",
+                 job_id_text(exchange_.job_id_), round & 0xffffffff, e.what());
+    return;
+  }
+  for (uint32_t member : to) send(member, bytes, false);
 }
 
 // A part that cannot be sent (its member gone, the queue full past the deadline) is not an
 // error here: the member waiting for it is lost to the others, or times out naming this node.
-void MeshExchange::RingPostOnMesh::send(uint32_t to, PayloadBytes bytes, bool wait) {
+void MeshExchange::RingPostOnMesh::send(uint32_t to, const PayloadBytes& bytes, bool wait) {
   MeshPort* mesh = exchange_.mesh_;
-  const size_t size = bytes->size();
-  if (!mesh || !mesh->send_to(to, next_id_++, std::move(bytes), wait, exchange_.epoch_deadline_)) {
+  if (!mesh || !mesh->send_to(to, next_id_++, bytes, wait, exchange_.epoch_deadline_)) {
     spdlog::warn("job {}: an all-reduce part for {} could not be sent",
                  job_id_text(exchange_.job_id_), exchange_.name_of(to));
     return;
   }
-  std::lock_guard<std::mutex> lock(exchange_.publish_mutex_);
-  exchange_.bytes_published_ += size;
+  bytes_ += bytes->size();
+}
+
+uint64_t MeshExchange::bytes_sent() const {
+  return bytes_published_ + ring_post_->bytes_sent();
 }
 
 std::vector<uint32_t> MeshExchange::live_members() {
@@ -69,9 +82,18 @@ void MeshExchange::counted_in_step(const std::vector<uint32_t>& counted, int64_t
   }
 }
 
+// Only the job's members take part in its ring (any peer of the node's endpoint could send).
 void MeshExchange::on_ring_payload(const MeshPayloadIn& in, uint32_t origin) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
+    if (!member(origin)) {
+      // Dropped, not failing the job: a peer outside it must not be able to end it.
+      if (!stranger_warned_)
+        spdlog::warn("job {}: dropped an all-reduce part from node id {}, not one of the job's",
+                     job_id_text(job_id_), origin);
+      stranger_warned_ = true;
+      return;
+    }
     last_heard_[origin] = {std::chrono::steady_clock::now(), describe(in)};
   }
   const FloatView& v = in.ring.values;

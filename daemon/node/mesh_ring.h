@@ -18,16 +18,21 @@ class MeshExchange::RingPostOnMesh : public core::RingPost {
   RingPostOnMesh(MeshExchange& exchange);
   void send_segment(uint32_t to, int64_t round, const std::vector<uint32_t>& members, int step,
                     const float* values, int64_t n) override;
-  // Sent from a network handler: queued without waiting.
-  void send_result(uint32_t to, int64_t round, const std::vector<uint32_t>& members,
-                   const float* values, int64_t n) override;
+  // Sent from a network handler: queued without waiting, one payload for every member.
+  void send_result(const std::vector<uint32_t>& to, int64_t round,
+                   const std::vector<uint32_t>& members, const float* values,
+                   int64_t n) override;
+  uint64_t bytes_sent() const { return bytes_; }
 
  private:
-  void send(uint32_t to, PayloadBytes bytes, bool wait);
+  void send(uint32_t to, const PayloadBytes& bytes, bool wait);
   MeshExchange& exchange_;
   // From the clock at start, like the mesh's ids: a restarted node's must not repeat its old
   // process's (the receivers' reassemblers would take them for repeats).
   std::atomic<uint64_t> next_id_;
+  // Counted apart from the exchange's own (under its publish lock, which a send of the
+  // training thread holds while it waits for the link: a network handler must not wait on it).
+  std::atomic<uint64_t> bytes_{0};
 };
 
 }  // namespace dtrain::daemon
