@@ -71,15 +71,9 @@ RingRounds::Members RingRounds::sum(float* values, int64_t n, int64_t round,
       if (view.size() > 1) attempt(values, n, round, view, live, deadline, seen);
       finished(round, view, values, n);
       return view;
-    } catch (const ResultArrived&) {
-      Members counted;
-      {
-        std::lock_guard<std::mutex> lock(mutex_);
-        counted = std::move(arrived_.members);
-        arrived_ = Result{};
-      }
-      finished(round, counted, values, n);  // `values` holds the result now
-      return counted;
+    } catch (const ResultArrived& result) {
+      finished(round, result.members, values, n);  // `values` holds the result now
+      return result.members;
     } catch (const ViewChanged&) {
       // A member of the view was lost: again over the survivors.
     }
@@ -108,10 +102,14 @@ std::vector<float> RingRounds::wait_segment(const SegmentKey& key, uint32_t from
   const auto until = std::chrono::steady_clock::now() + deadline;
   for (;;) {
     if (cancelled_) throw UserError("the job was cancelled", "");
-    if (arrived_.round == round && int64_t(arrived_.values.size()) == n &&
-        index_of(view, arrived_.from) >= 0) {
-      std::copy(arrived_.values.begin(), arrived_.values.end(), values);
-      throw ResultArrived{};
+    for (auto a = arrived_.begin(); a != arrived_.end(); ++a) {
+      const Result& r = a->second;
+      if (r.round != round || int64_t(r.values.size()) != n || index_of(view, r.from) < 0)
+        continue;
+      std::copy(r.values.begin(), r.values.end(), values);
+      ResultArrived taken{r.members};
+      arrived_.erase(a);
+      throw taken;
     }
     auto it = segments_.find(key);
     if (it != segments_.end()) {
@@ -147,7 +145,8 @@ void RingRounds::finished(int64_t round, const Members& view, const float* value
     std::lock_guard<std::mutex> lock(mutex_);
     last_ = result;
     answer.result = result;
-    if (arrived_.round <= round) arrived_ = Result{};
+    for (auto a = arrived_.begin(); a != arrived_.end();)
+      a = a->second.round <= round ? arrived_.erase(a) : std::next(a);
     // Segments of this round over another view: a member started the round again without a
     // node this one counted; it gets this round's result instead.
     for (auto it = segments_.begin(); it != segments_.end();) {
@@ -217,8 +216,15 @@ void RingRounds::on_result(uint32_t from, int64_t round, Members members,
   if (index_of(members, self_) < 0 || index_of(members, from) < 0) return;
   std::lock_guard<std::mutex> lock(mutex_);
   if (round <= last_->round) return;
-  arrived_ = Result{round, std::move(members), std::move(values), from};
+  Result& slot = arrived_[from];
+  if (slot.round > round) return;  // the sender's newer one stays
+  slot = Result{round, std::move(members), std::move(values), from};
   changed_.notify_all();
+}
+
+void RingRounds::expect_values(int64_t n) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  largest_sum_ = std::max(largest_sum_, n);
 }
 
 void RingRounds::members_changed() {

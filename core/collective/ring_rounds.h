@@ -63,6 +63,9 @@ class RingRounds {
   // The live members changed (a node was declared lost): a waiting round looks again.
   void members_changed();
   void cancel();
+  // The sums will be of about `n` values: segments of that size are held before this node's
+  // first round (the bound on what is held is four times the largest sum expected or seen).
+  void expect_values(int64_t n);
 
   // Segments held for rounds not yet reached: at most this many, of at most this many values
   // in all (or four times the largest sum so far, if more), so that no sender grows them
@@ -72,7 +75,9 @@ class RingRounds {
 
  private:
   struct ViewChanged {};
-  struct ResultArrived {};
+  struct ResultArrived {
+    Members members;  // whose values the result holds (copied into the round's values)
+  };
   class AttemptLinks;
   using SegmentKey = std::tuple<int64_t, Members, int>;  // round, view, step
   struct Result {
@@ -114,7 +119,9 @@ class RingRounds {
   int64_t held_values_ = 0;     // in segments_
   int64_t largest_sum_ = 0;     // values of the largest sum so far
   std::shared_ptr<const Result> last_ = std::make_shared<Result>();  // the last round finished
-  Result arrived_;  // a round's result from another member, taken only from one of the view
+  // Rounds' results from other members, the newest of each sender (a result is taken only from
+  // a member of the round's view, so one from outside it must not push out a usable one).
+  std::map<uint32_t, Result> arrived_;
   std::set<std::pair<int64_t, uint32_t>> answered_;  // (round, member) sent last_ already
 };
 

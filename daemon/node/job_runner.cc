@@ -13,6 +13,7 @@
 #include <set>
 #include <thread>
 
+#include "core/model/model_builder.h"
 #include "core/spec/job_spec_parser.h"
 #include "core/train/batch_split.h"
 #include "core/train/checkpoints.h"
@@ -658,6 +659,9 @@ void JobRunner::prepare(TrainingInputs& in, MeshExchange& exchange,
                         const std::vector<JobMember>& members) {
   const int rank = int(start_.rank);
   exchange.set_epochs(in.job.training.epochs);
+  // GradientRounds sums the gradient, the step's examples and the workers with more.
+  if (core::reduces_every_step(in.job.training))
+    exchange.expect_sums_of(core::count_model(in.job.model).params + 2);
   in.local = in.job;
   in.local.training.workers_per_node = members[rank].workers;
   core::LocalTrainingOptions& o = in.options;

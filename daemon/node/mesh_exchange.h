@@ -78,6 +78,9 @@ class MeshExchange : public core::NodeExchange {
   // step in the low ones; the members a step counted did that minibatch (a lost one's later
   // minibatches are the takeover's).
   void sum_over_nodes(float* values, int64_t n, int64_t round) override;
+  // The sums will be of about `n` values (mode allreduce: the model's parameters and two): so
+  // much of a faster node's first parts is held before this node's first step.
+  void expect_sums_of(int64_t n) { ring_->expect_values(n); }
 
   // This node is a restarted member rejoining the job; `lost`: the members lost now.
   void set_rejoining(const std::vector<uint32_t>& lost);

@@ -298,6 +298,34 @@ TEST_CASE("a round's result from a member outside the round's view is not taken"
   CHECK(v == std::vector<float>{13.f, 24.f});
 }
 
+TEST_CASE("a usable result is not pushed out by a later one from outside the view") {
+  // Node 2 finished the round over {1, 2} and sends node 1 its result; then node 3, dropped by
+  // both, sends its own. Node 1 takes node 2's, and says whose values it holds.
+  Recorder post;
+  core::RingRounds rounds(1, post);
+  rounds.on_result(2, 9, kTwo, {5.f, 6.f});
+  rounds.on_result(3, 9, {1, 2, 3}, {100.f, 100.f});
+  std::vector<float> v = {1.f, 1.f};
+  const auto counted = rounds.sum(v.data(), 2, 9, [] { return kTwo; }, std::chrono::seconds(5));
+  CHECK(counted == kTwo);
+  CHECK(v == std::vector<float>{5.f, 6.f});
+}
+
+TEST_CASE("before its first round a node holds parts as large as the sums it expects") {
+  // Two nodes and a model past the bound's floor: the other node's first part (half the sum)
+  // arrives before this node starts. Told the sums' size, it holds it; the round completes.
+  const int64_t n = 2 * core::RingRounds::kMinHeldValues + 2;
+  Recorder post;
+  core::RingRounds rounds(1, post);
+  rounds.expect_values(n);
+  rounds.on_segment(2, 0, kTwo, 0, std::vector<float>(size_t(n / 2), 2.f));
+  rounds.on_segment(2, 0, kTwo, 1, std::vector<float>(size_t(n / 2), 3.f));
+  std::vector<float> v(static_cast<size_t>(n), 1.f);
+  REQUIRE(rounds.sum(v.data(), n, 0, [] { return kTwo; }, std::chrono::seconds(5)) == kTwo);
+  CHECK(v.front() == 3.f);  // segment 0: node 2's whole sum
+  CHECK(v.back() == 3.f);   // segment 1: 1 + node 2's 2
+}
+
 TEST_CASE("segments held for a later round are bounded; what passes the bound is dropped") {
   Recorder post;
   core::RingRounds rounds(1, post);
