@@ -56,7 +56,7 @@ class RingRounds::AttemptLinks : public RingLinks {
 RingRounds::Members RingRounds::sum(float* values, int64_t n, int64_t round,
                                     const std::function<Members()>& live,
                                     std::chrono::milliseconds deadline) {
-  const std::vector<float> input(values, values + n);
+  input_.assign(values, values + n);  // kept from call to call: no fresh pages a step
   for (int tries = 0;; ++tries) {
     // The version first: a loss declared while live() answers is seen by the attempt's waits.
     uint64_t seen = 0;
@@ -66,7 +66,7 @@ RingRounds::Members RingRounds::sum(float* values, int64_t n, int64_t round,
       largest_sum_ = std::max(largest_sum_, n);
     }
     const Members view = live();
-    if (tries > 0) std::copy(input.begin(), input.end(), values);
+    if (tries > 0) std::copy(input_.begin(), input_.end(), values);
     try {
       if (view.size() > 1) attempt(values, n, round, view, live, deadline, seen);
       finished(round, view, values, n);
@@ -112,12 +112,7 @@ std::vector<float> RingRounds::wait_segment(const SegmentKey& key, uint32_t from
       throw taken;
     }
     auto it = segments_.find(key);
-    if (it != segments_.end()) {
-      held_values_ -= int64_t(it->second.size());
-      std::vector<float> segment = std::move(it->second);
-      segments_.erase(it);
-      return segment;
-    }
+    if (it != segments_.end()) return take_segment(it);
     if (members_version_ != seen) {
       seen = members_version_;
       lock.unlock();
@@ -154,7 +149,7 @@ void RingRounds::finished(int64_t round, const Members& view, const float* value
       if (r == round && std::get<1>(it->first) != view) owe(std::get<1>(it->first), answer);
       if (r > round) break;  // keys are ordered by round first
       auto next = std::next(it);
-      drop_segment(it);
+      take_segment(it);
       it = next;
     }
     for (auto it = answered_.begin(); it != answered_.end();)
@@ -176,9 +171,11 @@ void RingRounds::send(const Answer& answer) {
   post_.send_result(answer.to, r.round, r.members, r.values.data(), int64_t(r.values.size()));
 }
 
-void RingRounds::drop_segment(std::map<SegmentKey, std::vector<float>>::iterator it) {
-  held_values_ -= int64_t(it->second.size());
+std::vector<float> RingRounds::take_segment(std::map<SegmentKey, std::vector<float>>::iterator it) {
+  held_values_ -= int64_t(it->second.size());  // before the move empties it
+  std::vector<float> segment = std::move(it->second);
   segments_.erase(it);
+  return segment;
 }
 
 void RingRounds::on_segment(uint32_t from, int64_t round, Members members, int step,

@@ -107,7 +107,8 @@ class RingRounds {
   // finished round (only members that round counted).
   void owe(const Members& view, Answer& answer);
   void send(const Answer& answer);
-  void drop_segment(std::map<SegmentKey, std::vector<float>>::iterator it);  // under mutex_
+  // Under mutex_: the held segment out of segments_, its values out of held_values_.
+  std::vector<float> take_segment(std::map<SegmentKey, std::vector<float>>::iterator it);
 
   const uint32_t self_;
   RingPost& post_;
@@ -115,6 +116,7 @@ class RingRounds {
   std::condition_variable changed_;
   uint64_t members_version_ = 0;
   bool cancelled_ = false;
+  std::vector<float> input_;  // sum()'s values as they came, for an attempt again
   std::map<SegmentKey, std::vector<float>> segments_;
   int64_t held_values_ = 0;     // in segments_
   int64_t largest_sum_ = 0;     // values of the largest sum so far

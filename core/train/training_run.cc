@@ -622,8 +622,9 @@ void TrainingRun::end_averaging_epoch_on_cluster(EpochRun& e) {
 // parameters and updater state.
 void TrainingRun::copy_lead_to_other_workers() {
   const std::vector<float> state = lead().updater().host_state();
+  const float* params = lead().model().host_params();
   for (size_t w = 1; w < workers_.size(); ++w) {
-    workers_[w]->worker().model().set_params(lead().model().host_params());
+    workers_[w]->worker().model().set_params(params);
     workers_[w]->worker().updater().set_state(state);
   }
 }
