@@ -58,7 +58,7 @@ class JobSpecParser {
   // cannot be taken over (they are skipped), and a slot without a node has no data.
   void check_node_local(const YAML::Node& root, const JobSpec& job) {
     const YAML::Node shards = root["data"]["train"]["shards"];
-    if (!shares_every_step(job.training))
+    if (!shares_every_step(job.training) && !mode_is_auto(job.training))
       r_.fail(shards, "data.train.shards",
               "node-local shards train with gradient sharing every step only in this release",
               "set training.mode: gradient_sharing with a sync other than local, or give "
@@ -313,7 +313,8 @@ class JobSpecParser {
                             "corrections", "stop_on_divergence", "audit_updates",
                             "early_stopping"});
     t.mode = *parse_mode(r_.choice(node, "mode", p, std::string(mode_name(t.mode)),
-                                   {"gradient_sharing", "parameter_averaging", "allreduce"}));
+                                   {"gradient_sharing", "parameter_averaging", "allreduce",
+                                    "auto"}));
     t.epochs = r_.integer(node, "epochs", p, 1, 1, 100000);
     parse_batch(node, t);
     parse_nodes(node, t);
@@ -345,6 +346,7 @@ class JobSpecParser {
     t.stop_on_divergence = r_.boolean(node, "stop_on_divergence", p, true);
     t.audit_updates = r_.boolean(node, "audit_updates", p, false);
     t.sync = parse_sync(node, t.mode);
+    check_mode_auto(node, t);
     check_local_steps(node, t);
     check_allreduce(node, t);
     t.early_stopping = parse_early_stopping(node["early_stopping"]);
@@ -473,7 +475,7 @@ class JobSpecParser {
     SyncSpec s;
     const YAML::Node v = training["sync"];
     if (!v) {
-      if (mode == TrainingMode::kGradientSharing) s.mode = "auto";
+      if (mode == TrainingMode::kGradientSharing || mode == TrainingMode::kAuto) s.mode = "auto";
       return s;
     }
     const std::string fix =
@@ -511,10 +513,21 @@ class JobSpecParser {
               "use training.precision: bf16 (fp32's range, no loss scaling), or fp32");
   }
 
+  // `mode: auto` chooses the sync with the mode: allreduce is always bsp, and gradient sharing
+  // takes `sync: auto`'s choice (core/train/sync_choice.h).
+  void check_mode_auto(const YAML::Node& node, const TrainingSpec& t) {
+    if (t.mode != TrainingMode::kAuto || t.sync.mode == "auto") return;
+    r_.fail(node["sync"], "training.sync",
+            "mode auto chooses the sync along with the mode (allreduce always steps together; "
+            "gradient sharing takes sync auto's choice)",
+            "remove training.sync (or write 'sync: auto'), or set training.mode: "
+            "gradient_sharing or allreduce and keep this sync");
+  }
+
   // Local steps share a pseudo-gradient: a sharing mode's (and auto may choose them).
   void check_local_steps(const YAML::Node& node, const TrainingSpec& t) {
     if (t.sync.mode != "local" && t.sync.mode != "auto") return;
-    if (t.mode != TrainingMode::kGradientSharing)
+    if (t.mode != TrainingMode::kGradientSharing && t.mode != TrainingMode::kAuto)
       r_.fail(node["sync"], "training.sync",
               (t.sync.mode == "auto" ? "auto chooses between per-step sharing and local steps"
                                      : "local steps share a threshold-encoded pseudo-gradient") +

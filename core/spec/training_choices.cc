@@ -8,6 +8,7 @@ const char* mode_name(TrainingMode mode) {
   switch (mode) {
     case TrainingMode::kParameterAveraging: return "parameter_averaging";
     case TrainingMode::kAllreduce: return "allreduce";
+    case TrainingMode::kAuto: return "auto";
     case TrainingMode::kGradientSharing: break;
   }
   return "gradient_sharing";
@@ -30,6 +31,8 @@ bool reduces_every_step(const TrainingSpec& training) {
   return training.mode == TrainingMode::kAllreduce;
 }
 
+bool mode_is_auto(const TrainingSpec& training) { return training.mode == TrainingMode::kAuto; }
+
 bool shares_every_step(const TrainingSpec& training) {
   return training.mode == TrainingMode::kGradientSharing && !steps_locally(training);
 }
@@ -38,6 +41,7 @@ std::optional<TrainingMode> parse_mode(const std::string& word) {
   if (word == "gradient_sharing") return TrainingMode::kGradientSharing;
   if (word == "parameter_averaging") return TrainingMode::kParameterAveraging;
   if (word == "allreduce") return TrainingMode::kAllreduce;
+  if (word == "auto") return TrainingMode::kAuto;
   return std::nullopt;
 }
 

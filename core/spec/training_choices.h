@@ -9,12 +9,14 @@
 namespace dtrain::core {
 
 // How the job's workers combine their work (docs/architecture/core.md, "Sharing").
-enum class TrainingMode { kGradientSharing, kParameterAveraging, kAllreduce };
+// kAuto (`mode: auto`) is the spec's word only: a cluster's nodes replace it with allreduce or
+// gradient sharing before training (core/train/sync_choice.h); nothing trains in it.
+enum class TrainingMode { kGradientSharing, kParameterAveraging, kAllreduce, kAuto };
 // Where its workers run: the CPU, GPUs (every node of the job needs one), or GPUs where a node
 // has them and the CPU elsewhere.
 enum class Device { kAuto, kCpu, kGpu };
 
-// "gradient_sharing", "parameter_averaging", "allreduce".
+// "gradient_sharing", "parameter_averaging", "allreduce", "auto".
 const char* mode_name(TrainingMode mode);
 // Gradient sharing that exchanges every step (not `sync: {local: ...}`, which exchanges one
 // pseudo-gradient per round of local steps and steps each replica on its own in between).
@@ -25,6 +27,8 @@ bool steps_locally(const TrainingSpec& training);
 // `mode: allreduce`: every step's gradients summed densely over the job's workers, one updater
 // step on every replica alike (docs/architecture/core.md, "Dense all-reduce").
 bool reduces_every_step(const TrainingSpec& training);
+// `mode: auto`: allreduce or gradient sharing, chosen from the link before training.
+bool mode_is_auto(const TrainingSpec& training);
 
 // "auto", "cpu", "gpu".
 const char* device_name(Device device);

@@ -90,7 +90,8 @@ SyncChoice choose_from_rehearsal(const SyncChoiceInputs& in) {
                 r.lock_step_s * 1e3, local * 1e3, static_cast<long long>(steps),
                 r.free_step_s * 1e3, round * 1e3,
                 sharing ? "per-step sharing" : ("local steps, H = " + std::to_string(steps)).c_str());
-  return SyncChoice{sharing ? 0 : steps, figures(in) + text};
+  return SyncChoice{sharing ? 0 : steps, figures(in) + text, false,
+                    sharing ? r.lock_step_s : local};
 }
 
 }  // namespace
@@ -151,11 +152,13 @@ SyncChoice choose_sync(const TrainingSpec& training, const SyncChoiceInputs& in)
                              " a step (" + std::to_string(share) + "% of compute), local steps " +
                              milliseconds(round / double(steps)) + " (H = " +
                              std::to_string(steps) + "; " + round_figures(in, round) +
-                             "): per-step sharing"};
+                             "): per-step sharing",
+                      false, in.step_s + wait};
   return SyncChoice{steps, figures(in) + ": per-step sharing would wait " + milliseconds(wait) +
                                " a step (" + std::to_string(share) +
                                "% of compute); local steps, H = " + std::to_string(steps) + " (" +
-                               round_figures(in, round) + ")"};
+                               round_figures(in, round) + ")",
+                    false, in.step_s + round / double(steps)};
 }
 
 int rehearsal_steps(const TrainingSpec& training, const SyncChoiceInputs& in) {
@@ -180,7 +183,9 @@ double node_step_bytes(const TrainingSpec& training, const SyncChoiceInputs& in)
 
 void apply_sync_choice(TrainingSpec& training, const SyncChoice& choice) {
   SyncSpec& s = training.sync;
-  if (choice.local_steps > 0) {
+  if (mode_is_auto(training) || choice.allreduce)
+    training.mode = choice.allreduce ? TrainingMode::kAllreduce : TrainingMode::kGradientSharing;
+  if (choice.local_steps > 0 && !choice.allreduce) {
     s.mode = "local";
     s.bound = 0;
     s.local.steps = choice.local_steps;

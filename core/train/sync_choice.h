@@ -42,6 +42,10 @@ struct RehearsalFigures {
   double free_step_s = 0.0;   // a step of local steps: compute, back to back
   double round_s = 0.0;       // a round's work, and every node's message of round_bytes to all
   double round_bytes = 0.0;   // the size rehearsed (a larger round is scaled from it)
+  // `mode: auto`: allreduce's step, a step and a ring all-reduce of the step's values, over
+  // the second half of ring_steps (0: not rehearsed).
+  int ring_steps = 0;
+  double ring_step_s = 0.0;
 };
 
 struct SyncChoiceInputs {
@@ -67,6 +71,8 @@ struct SyncChoiceInputs {
 struct SyncChoice {
   int64_t local_steps = 0;  // H; 0: per-step sharing (bsp)
   std::string reason;       // one line: the figures and what they gave
+  bool allreduce = false;   // `mode: auto` chose allreduce (core/train/mode_choice.h)
+  double step_s = 0.0;      // the chosen way's time a step as measured (0: none measured)
 };
 
 constexpr double kWaitShareOfCompute = 0.1;
@@ -124,7 +130,8 @@ double per_step_density(const ThresholdSpec& t);
 // The choice made for a job without measuring: one node, or node-local shards (which local
 // steps cannot take over), share every step.
 SyncChoice per_step_choice(const std::string& why);
-// training.sync from `auto` to what was chosen (local steps with the spec's defaults but H).
+// training.sync from `auto` to what was chosen (local steps with the spec's defaults but H), and
+// a `mode: auto` to the mode chosen.
 void apply_sync_choice(TrainingSpec& training, const SyncChoice& choice);
 bool sync_is_auto(const TrainingSpec& training);
 

@@ -17,6 +17,7 @@ TestFault TestFault::from_environment() {
   if (kind == "apply_twice") f.kind = Kind::kApplyTwice;
   else if (kind == "skip") f.kind = Kind::kSkip;
   else if (kind == "exit_in_epoch") f.kind = Kind::kExitInEpoch;
+  else if (kind == "auto_allreduce") f.kind = Kind::kAutoAllreduce;
   f.at = f.active() ? at : 0;
   return f;
 }
@@ -32,6 +33,8 @@ std::string TestFault::description() const {
   if (kind == Kind::kSkip) return "this node's lead worker skips received message " + k;
   if (kind == Kind::kExitInEpoch)
     return "this daemon ends itself with SIGKILL a third of the way into epoch " + k + " of a job";
+  if (kind == Kind::kAutoAllreduce)
+    return "a job of training.mode auto whose choice this node makes takes allreduce";
   return "none";
 }
 

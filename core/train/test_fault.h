@@ -5,7 +5,9 @@
 // twice, and skip:K makes it drop that message. exit_in_epoch:E makes the daemon end its own
 // process with SIGKILL a third of the way into epoch E (1-based) of a job, so that a test loses a
 // node at a known point of an epoch (minibatches left to take over, epoch ends left to rejoin
-// at) however fast the job runs. Unset (always, outside such a test): nothing happens. Only the
+// at) however fast the job runs. auto_allreduce:1 makes a job of `training.mode: auto` whose
+// choice this node makes take allreduce whatever it measured (the reason says so), so that a test
+// trains allreduce after the rehearsal on hosts where gradient sharing wins. Unset (always, outside such a test): nothing happens. Only the
 // daemon reads it (LocalTrainingOptions::test_fault, the progress reporter), and warns in its log.
 #include <cstdint>
 #include <string>
@@ -13,7 +15,7 @@
 namespace dtrain::core {
 
 struct TestFault {
-  enum class Kind { kNone, kApplyTwice, kSkip, kExitInEpoch };
+  enum class Kind { kNone, kApplyTwice, kSkip, kExitInEpoch, kAutoAllreduce };
   Kind kind = Kind::kNone;
   int64_t at = 0;  // the K-th received message or the epoch E, 1-based
 

@@ -439,8 +439,8 @@ bool TrainingRun::allreduce_step(int w, EpochRun& e, WorkerCursor& cursor, Worke
     const bool has_more = has && cursor.in_epoch_own + 1 < cursor.batches;
     const auto t1 = Clock::now();
     const int64_t job_step = e.epoch * steps_per_epoch_ + cursor.rounds_done;
-    if (!reduce_->arrive(w, has ? &worker : nullptr, has_more, (e.epoch << 32) + cursor.rounds_done,
-                         stopped))
+    if (!reduce_->arrive(w, has ? &worker : nullptr, has_more,
+                         step_round_id(e.epoch, cursor.rounds_done), stopped))
       return false;
     ++cursor.rounds_done;
     if (reduce_->examples() > 0) worker.apply_gradient(reduce_->mean(), job_step, job_step + 1);

@@ -21,8 +21,10 @@
 #include "core/train/training_run.h"
 #include "core/train/local_steps.h"
 #include "core/train/step_timing.h"
+#include "core/train/mode_choice.h"
 #include "core/train/sync_choice.h"
 #include "core/train/sync_workloads.h"
+#include "core/train/test_fault.h"
 #include "daemon/protocol/job_folder.h"
 #include "kernels/backend.h"
 #include "daemon/node/local_shards.h"
@@ -56,6 +58,7 @@ RehearsalPlanPayload rehearsal_plan(const core::TrainingSpec& training,
   plan.step_bytes = uint64_t(std::min(core::node_step_bytes(training, in),
                                       double(kMaxRehearsalBytes)));
   plan.round_bytes = uint64_t(std::min(in.round_bytes, double(kMaxRehearsalBytes)));
+  if (core::mode_is_auto(training)) plan.ring_steps = core::rehearsal_ring_steps(training, in);
   return plan;
 }
 
@@ -580,6 +583,11 @@ void JobRunner::resolve_auto_sync(TrainingInputs& in, MeshExchange& exchange,
   kernels::backend().set_num_threads(core::threads_per_worker(
       job_threads(config_.threads, start_.members[start_.rank].cores),
       members[start_.rank].workers));
+  // `mode: auto`'s ring steps sum a step's values, as allreduce's steps do.
+  const bool mode_auto = core::mode_is_auto(in.job.training);
+  const int64_t step_values = core::count_model(in.job.model).params + 2;
+  std::vector<float> ring_values;
+  if (mode_auto) exchange.expect_sums_of(step_values);
   // What this node computes if the chooser has the nodes rehearse (sync_rehearsal.h), made
   // only when a plan comes (a model too slow to rehearse never pays for it); a rejoining node
   // is told the choice, made before it came back.
@@ -592,11 +600,20 @@ void JobRunner::resolve_auto_sync(TrainingInputs& in, MeshExchange& exchange,
     lent.election.set_rehearsal_work(
         {[&] { work.emplace(in.job, exchange.total_workers(), int(members.size())); },
          [&work] { work->step(); }, [&work] { work->share_step(); },
-         [&work] { work->round(); }});
+         [&work] { work->round(); },
+         mode_auto ? std::function<void(int32_t)>([&](int32_t index) {
+           ring_values.assign(size_t(step_values), 0.f);
+           exchange.sum_over_nodes(ring_values.data(), step_values, index);
+         })
+                   : nullptr});
   const core::SyncChoice choice = choose_sync(in.job, exchange, members);
   core::apply_sync_choice(in.job.training, choice);
-  in.local.training.sync = in.job.training.sync;  // prepare() made in.local before a rejoin
-  spdlog::info("job {}: training.sync auto: {}", job_id_text(job_id_), choice.reason);
+  // prepare() made in.local before a rejoin, and told the exchange the sums' size for its mode.
+  in.local.training.mode = in.job.training.mode;
+  in.local.training.sync = in.job.training.sync;
+  if (core::reduces_every_step(in.job.training)) exchange.expect_sums_of(step_values);
+  spdlog::info("job {}: {}: {}", job_id_text(job_id_),
+               mode_auto ? "training.mode auto" : "training.sync auto", choice.reason);
 }
 
 core::SyncChoice JobRunner::choose_sync(const core::JobSpec& job, MeshExchange& exchange,
@@ -630,10 +647,15 @@ core::SyncChoice JobRunner::choose_sync(const core::JobSpec& job, MeshExchange& 
                                size_t(core::step_message_bytes(job.training, step.num_params)));
     if (core::worth_rehearsing(in))
       in.rehearsal = election.rehearse(rehearsal_plan(job.training, in), deadline);
-    choice = core::choose_sync(job.training, in);
+    choice = core::choose_training(job.training, in);
+    if (core::mode_is_auto(job.training) &&
+        core::TestFault::from_environment().kind == core::TestFault::Kind::kAutoAllreduce)
+      choice = {0, choice.reason + "; DTRAIN_TEST_FAULT takes allreduce", true, choice.step_s};
   }
   election.announce(choice);
-  report_(LogReport{"training.sync auto: " + choice.reason});
+  report_(LogReport{std::string(core::mode_is_auto(job.training) ? "training.mode auto: "
+                                                                 : "training.sync auto: ") +
+                    choice.reason});
   return choice;
 }
 
@@ -763,6 +785,7 @@ ResultReport JobRunner::result_report(const TrainingInputs& in, const core::Trai
   result.mesh_messages_sent = exchange.messages_sent();
   result.mesh_bytes_sent = exchange.bytes_sent();
   result.lost_nodes = exchange.lost_names();
+  result.mode = core::mode_name(job.training.mode);
   result.sync = job.training.sync.mode;
   result.sync_bound = job.training.sync.bound;
   result.max_steps_ahead = r.max_ahead;

@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "core/train/gradient_rounds.h"
 #include "daemon/protocol/job_id.h"
 
 namespace dtrain::daemon {
@@ -29,7 +30,7 @@ void MeshExchange::RingPostOnMesh::send_result(const std::vector<uint32_t>& to, 
     bytes = ring_result_payload(round, members, values, n);
   } catch (const std::exception& e) {
     spdlog::warn("job {}: the result of all-reduce step {} cannot be sent: {}",
-                 job_id_text(exchange_.job_id_), round & 0xffffffff, e.what());
+                 job_id_text(exchange_.job_id_), core::step_of_round_id(round), e.what());
     return;
   }
   for (uint32_t member : to) send(member, bytes, false);
@@ -69,7 +70,8 @@ void MeshExchange::sum_over_nodes(float* values, int64_t n, int64_t round) {
 // The workers of every node a step counted did that step's minibatch (or had none left): a lost
 // node's takeover starts after it.
 void MeshExchange::counted_in_step(const std::vector<uint32_t>& counted, int64_t round) {
-  const Position at{round >> 32, round & 0xffffffff};
+  if (round < core::kRehearsalRoundIds) return;  // not a training step's
+  const Position at{core::epoch_of_round_id(round), core::step_of_round_id(round)};
   int global = 0;
   for (const JobMember& m : members_) {
     const int first = global;

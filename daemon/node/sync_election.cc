@@ -45,7 +45,7 @@ void SyncElection::on_ack(uint32_t origin, uint64_t id) {
 void SyncElection::on_choice(uint32_t origin, const SyncChoicePayload& choice) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (!peers_.count(origin) || heard_.count(origin)) return;  // each member's first word stands
-  heard_[origin] = core::SyncChoice{choice.local_steps, choice.reason};
+  heard_[origin] = core::SyncChoice{choice.local_steps, choice.reason, choice.allreduce};
   changed_.notify_all();
 }
 
@@ -184,7 +184,7 @@ void SyncElection::announce(const core::SyncChoice& choice) {
     std::lock_guard<std::mutex> lock(mutex_);
     choice_ = choice;
   }
-  send_(sync_choice_payload({choice.local_steps, choice.reason}));
+  send_(sync_choice_payload({choice.local_steps, choice.reason, choice.allreduce}));
 }
 
 void SyncElection::repeat_for_newcomer() {
@@ -197,7 +197,7 @@ void SyncElection::repeat_for_newcomer() {
   std::lock_guard<std::mutex> lock(repeats_mutex_);
   repeats_.emplace_back([this, c = *known] {
     try {
-      send_(sync_choice_payload({c.local_steps, c.reason}));
+      send_(sync_choice_payload({c.local_steps, c.reason, c.allreduce}));
     } catch (const std::exception&) {
       // The mesh took nothing: the newcomer's wait names what it waited for.
     }

@@ -7,7 +7,8 @@
 // round-sized message from every node at once. Its figures hold what probes from one node
 // cannot see: the slowest node's step, the nodes' compute and codec work on shared cores, the
 // relaying first node and the hosts' queues under traffic that does not stop
-// (docs/performance.md, "The rehearsal").
+// (docs/performance.md, "The rehearsal"). For `mode: auto`, last, `ring_steps` steps each with
+// a ring all-reduce of a step's values: allreduce's step as it will train.
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -32,6 +33,9 @@ class SyncRehearsal {
     std::function<void()> step;        // the model's forward and backward pass: computing
     std::function<void()> share_step;  // per-step sharing's own work after it: waiting
     std::function<void()> round;       // a round of local steps' own work
+    // `mode: auto`: ring step `index`, a step's values summed over the nodes (it waits for
+    // every live node, as allreduce's step does; throws UserError when it cannot finish).
+    std::function<void(int32_t index)> ring_step;
   };
 
   // `peers`: the job's other members.
@@ -59,6 +63,7 @@ class SyncRehearsal {
                   std::chrono::milliseconds deadline, core::RehearsalFigures& figures);
   bool free_rounds(int32_t steps, uint64_t round_bytes, const Work& work,
                    std::chrono::milliseconds deadline, core::RehearsalFigures& figures);
+  bool ring_steps(int32_t steps, const Work& work, core::RehearsalFigures& figures);
   // Sends this node's mark and waits for every live peer's: whether they all came by `until`.
   bool exchange(bool round, int32_t index, uint64_t padding, Clock::time_point until);
 

@@ -103,19 +103,27 @@ void read_sync_choice(const mesh::SyncChoice& c, MeshPayloadIn& in) {
                std::to_string(reason) + "-byte reason";
     return;
   }
-  in.sync_choice = {c.local_steps(), c.reason() ? c.reason()->str() : ""};
+  if (c.allreduce() && c.local_steps() != 0) {
+    in.error = "a choice of allreduce with " + std::to_string(c.local_steps()) + " local steps";
+    return;
+  }
+  in.sync_choice = {c.local_steps(), c.reason() ? c.reason()->str() : "", c.allreduce()};
   in.kind = MeshPayloadIn::Kind::kSyncChoice;
 }
 
 void read_rehearsal_plan(const mesh::RehearsalPlan& r, MeshPayloadIn& in) {
-  if (r.steps() < kMinRehearsalSteps || r.steps() > kMaxRehearsalSteps || r.step_bytes() > kMaxRehearsalBytes ||
-      r.round_bytes() > kMaxRehearsalBytes) {
+  auto outside = [](int32_t steps) {
+    return steps < kMinRehearsalSteps || steps > kMaxRehearsalSteps;
+  };
+  if (outside(r.steps()) || (r.ring_steps() != 0 && outside(r.ring_steps())) ||
+      r.step_bytes() > kMaxRehearsalBytes || r.round_bytes() > kMaxRehearsalBytes) {
     in.error = "a rehearsal plan of " + std::to_string(r.steps()) + " steps, " +
-               std::to_string(r.step_bytes()) + " bytes a step and " +
-               std::to_string(r.round_bytes()) + " a round";
+               std::to_string(r.step_bytes()) + " bytes a step, " +
+               std::to_string(r.round_bytes()) + " a round and " +
+               std::to_string(r.ring_steps()) + " ring steps";
     return;
   }
-  in.rehearsal_plan = {r.steps(), r.step_bytes(), r.round_bytes()};
+  in.rehearsal_plan = {r.steps(), r.step_bytes(), r.round_bytes(), r.ring_steps()};
   in.kind = MeshPayloadIn::Kind::kRehearsalPlan;
 }
 
@@ -227,13 +235,14 @@ PayloadBytes sync_choice_payload(const SyncChoicePayload& c) {
   flatbuffers::FlatBufferBuilder fbb(128 + c.reason.size());
   const auto reason = fbb.CreateString(c.reason.substr(0, kMaxReasonBytes));
   return finish(fbb, mesh::Payload::SyncChoice,
-                mesh::CreateSyncChoice(fbb, c.local_steps, reason).Union());
+                mesh::CreateSyncChoice(fbb, c.local_steps, reason, c.allreduce).Union());
 }
 
 PayloadBytes rehearsal_plan_payload(const RehearsalPlanPayload& plan) {
   flatbuffers::FlatBufferBuilder fbb(64);
   return finish(fbb, mesh::Payload::RehearsalPlan,
-                mesh::CreateRehearsalPlan(fbb, plan.steps, plan.step_bytes, plan.round_bytes)
+                mesh::CreateRehearsalPlan(fbb, plan.steps, plan.step_bytes, plan.round_bytes,
+                                          plan.ring_steps)
                     .Union());
 }
 

@@ -82,6 +82,7 @@ constexpr int64_t kMaxChosenSteps = 1 << 20;
 struct SyncChoicePayload {
   int64_t local_steps = 0;
   std::string reason;
+  bool allreduce = false;  // `mode: auto` chose allreduce (local_steps is then 0)
 };
 PayloadBytes sync_choice_payload(const SyncChoicePayload& c);
 
@@ -106,6 +107,9 @@ struct RehearsalPlanPayload {
   int32_t steps = 0;
   uint64_t step_bytes = 0;   // each node's message after a step
   uint64_t round_bytes = 0;  // each node's message of a round
+  // `mode: auto`: steps each summing a step's values over the nodes' ring, as allreduce does
+  // (each node sizes them from its own model); 0: none, else within the bounds of `steps`.
+  int32_t ring_steps = 0;
 };
 PayloadBytes rehearsal_plan_payload(const RehearsalPlanPayload& plan);
 struct RehearsalMarkPayload {

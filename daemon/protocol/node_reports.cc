@@ -95,7 +95,7 @@ struct TableBuilder {
         r.overflow_skipped_steps, fbb.CreateString(r.gpu_sharing), r.messages_from_gpus,
         r.classes, applied, evaluation, fbb.CreateString(r.model_path),
         fbb.CreateString(r.model_sha256), fbb.CreateString(r.stopped_early),
-        fbb.CreateVector(r.params_sample));
+        fbb.CreateVector(r.params_sample), fbb.CreateString(r.mode));
     add = [t](control::JobMessageBuilder& m) { m.add_result(t); };
   }
   void operator()(const StatsReport& s) {
@@ -207,6 +207,7 @@ bool read_result(Reader& in, const control::ResultReport& r, ResultReport& out) 
   out.model_path = in.text(r.model_path());
   out.model_sha256 = in.text(r.model_sha256());
   out.stopped_early = in.text(r.stopped_early());
+  out.mode = in.text(r.mode());
   return read_vector(r.params_sample(), kMaxParamSample, out.params_sample) && in.ok;
 }
 

@@ -90,6 +90,7 @@ struct ResultReport {
   std::optional<Evaluation> evaluation;
   std::string model_path, model_sha256, stopped_early;
   std::vector<float> params_sample;  // evenly spaced parameters: the controller compares replicas
+  std::string mode;                  // as trained (a `mode: auto` resolved), like sync
 };
 
 struct ShardsReport {

@@ -72,6 +72,7 @@ Json result_json(const ResultReport& r) {
             {"mesh_messages_sent", r.mesh_messages_sent},
             {"mesh_bytes_sent", r.mesh_bytes_sent},
             {"lost_nodes", r.lost_nodes},
+            {"mode", r.mode},
             {"sync", r.sync},
             {"sync_bound", r.sync_bound},
             {"max_steps_ahead", r.max_steps_ahead},

@@ -133,6 +133,9 @@ TEST_CASE("bad specs are refused with location, key and fix") {
       {"allreduce with a sync other than bsp", kGood + "  mode: allreduce\n  sync: async\n",
        {"training.sync", "mode allreduce sums every step's gradients", "always bsp",
         "remove training.sync"}},
+      {"auto with a sync of its own", kGood + "  mode: auto\n  sync: {local: {steps: 8}}\n",
+       {"training.sync", "mode auto chooses the sync along with the mode",
+        "remove training.sync (or write 'sync: auto')"}},
       {"allreduce in fp16", kGood + "  mode: allreduce\n  device: gpu\n  precision: fp16\n",
        {"training.precision", "no shared loss scale", "use training.precision: bf16"}},
       {"a section set twice", kGood + "training:\n  epochs: 3\n",
@@ -294,6 +297,10 @@ TEST_CASE("data.train.shards: node-local packed files, not checked where the spe
   const core::JobSpec job = core::parse_job_spec_file(f.dir + "/job.yaml");
   CHECK(job.data.train.shards == "/data/{node}/t-*.dtb");  // no file here: the nodes hold them
   CHECK(job.data.train.path.empty());
+  // mode auto takes them: it chooses gradient sharing every step for node-local shards.
+  testing::write_text(f.dir + "/auto.yaml",
+                      replace(shards, "epochs: 2", "epochs: 2\n  mode: auto"));
+  CHECK(core::mode_is_auto(core::parse_job_spec_file(f.dir + "/auto.yaml").training));
   const std::string packed = "train: {format: packed, shards: \"/data/{node}/t-*.dtb\"}";
   struct Case {
     std::string text, expected;
@@ -334,6 +341,13 @@ TEST_CASE("sync and the corrections parse, with their defaults") {
   CHECK(ar.sync.mode == "bsp");
   CHECK(ar.workers_per_node == 3);  // several workers a node, unlike parameter averaging
   CHECK(std::string(core::mode_name(ar.mode)) == "allreduce");
+  testing::write_text(f.dir + "/auto.yaml",
+                      replace(kGood, "training:\n", "training:\n  mode: auto\n"));
+  const core::TrainingSpec au = core::parse_job_spec_file(f.dir + "/auto.yaml").training;
+  CHECK(core::mode_is_auto(au));  // chosen on the cluster, with the sync
+  CHECK(au.sync.mode == "auto");
+  CHECK_FALSE(core::reduces_every_step(au));
+  CHECK(std::string(core::mode_name(au.mode)) == "auto");
   CHECK(d.stop_on_divergence);
   CHECK_FALSE(d.audit_updates);
   CHECK(d.corrections.momentum_masking);  // DGC's set is on by default

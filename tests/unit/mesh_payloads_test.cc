@@ -186,6 +186,11 @@ TEST_CASE("training.sync: auto's probes, answers and choice survive the trip", "
   REQUIRE(choice.kind == MeshPayloadIn::Kind::kSyncChoice);
   CHECK(choice.sync_choice.local_steps == 20);
   CHECK(choice.sync_choice.reason == "RTT 50 ms");
+  CHECK_FALSE(choice.sync_choice.allreduce);
+  const MeshPayloadIn dense = read(sync_choice_payload({0, "10 Gbit/s", true}));
+  REQUIRE(dense.kind == MeshPayloadIn::Kind::kSyncChoice);
+  CHECK(dense.sync_choice.allreduce);  // mode auto's choice
+  CHECK(read(sync_choice_payload({20, "", true})).kind == MeshPayloadIn::Kind::kMalformed);
   // A reason past the bound is cut when built; a forged one, or a wild H, is refused.
   CHECK(read(sync_choice_payload({0, std::string(5000, 'x')})).sync_choice.reason.size() ==
         kMaxReasonBytes);
@@ -226,6 +231,8 @@ TEST_CASE("a rehearsal's plan and marks survive the trip; wild ones are refused"
   CHECK(plan.rehearsal_plan.steps == 40);
   CHECK(plan.rehearsal_plan.step_bytes == 9400);
   CHECK(plan.rehearsal_plan.round_bytes == 177000);
+  CHECK(plan.rehearsal_plan.ring_steps == 0);
+  CHECK(read(rehearsal_plan_payload({40, 9400, 177000, 24})).rehearsal_plan.ring_steps == 24);
   const MeshPayloadIn mark = read(rehearsal_mark_payload({true, 1}, 5000));
   REQUIRE(mark.kind == MeshPayloadIn::Kind::kRehearsalMark);
   CHECK(mark.rehearsal_mark.round);
@@ -235,7 +242,9 @@ TEST_CASE("a rehearsal's plan and marks survive the trip; wild ones are refused"
   const RehearsalPlanPayload wild[] = {{kMinRehearsalSteps - 1, 1, 1},
                                        {kMaxRehearsalSteps + 1, 1, 1},
                                        {8, kMaxRehearsalBytes + 1, 1},
-                                       {8, 1, kMaxRehearsalBytes + 1}};
+                                       {8, 1, kMaxRehearsalBytes + 1},
+                                       {8, 1, 1, kMaxRehearsalSteps + 1},
+                                       {8, 1, 1, -1}};
   for (const RehearsalPlanPayload& p : wild) {
     const MeshPayloadIn bad = read(rehearsal_plan_payload(p));
     CHECK(bad.kind == MeshPayloadIn::Kind::kMalformed);

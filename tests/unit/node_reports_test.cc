@@ -59,6 +59,7 @@ ResultReport sample_result() {
   r.codec_kernel = "avx2";
   r.device = "cpu";
   r.lost_nodes = {"node-4"};
+  r.mode = "allreduce";
   r.sync = "ssp";
   r.sync_bound = 2;
   r.classes = 10;
@@ -105,6 +106,7 @@ TEST_CASE("every report kind comes back from its table as it was built", "[repor
 
   const auto result = std::get<ResultReport>(round_trip(sample_result(), 3).report);
   CHECK(result.lost_nodes == std::vector<std::string>{"node-4"});
+  CHECK(result.mode == "allreduce");
   REQUIRE(result.applied);
   CHECK(result.applied->digest == 0xfeedbeef12345678ull);
   REQUIRE(result.evaluation);

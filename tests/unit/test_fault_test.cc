@@ -56,3 +56,13 @@ TEST_CASE("exit_in_epoch ends the node a third of the way into that epoch, and o
   CHECK(f.description() ==
         "this daemon ends itself with SIGKILL a third of the way into epoch 5 of a job");
 }
+
+TEST_CASE("auto_allreduce only names mode auto's choice") {
+  const core::TestFault f = with("auto_allreduce:1");
+  REQUIRE(f.active());
+  CHECK(f.kind == core::TestFault::Kind::kAutoAllreduce);
+  CHECK_FALSE(f.on_message());
+  CHECK_FALSE(f.exits_at(0, 99, 100));
+  CHECK(f.description() ==
+        "a job of training.mode auto whose choice this node makes takes allreduce");
+}
