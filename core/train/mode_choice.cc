@@ -1,5 +1,7 @@
 #include "core/train/mode_choice.h"
 
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 
 namespace dtrain::core {
@@ -30,14 +32,22 @@ std::string allreduce_figures(double allreduce_s, const std::string& how, double
 
 }  // namespace
 
+bool may_choose_allreduce(const JobSpec& job) {
+  return mode_is_auto(job.training) && job.training.precision != kernels::Precision::kFp16 &&
+         job.data.train.shards.empty();
+}
+
 double ring_wait_s(const SyncChoiceInputs& in) {
   if (in.nodes <= 1 || in.link.goodput_bytes_s <= 0) return 0.0;
   const double segment = 4.0 * double(in.num_params + 2) / double(in.nodes);
   return 2.0 * double(in.nodes - 1) * (in.link.rtt_s / 2 + segment / in.link.goodput_bytes_s);
 }
 
-int rehearsal_ring_steps(const TrainingSpec& training, const SyncChoiceInputs& in) {
-  return rehearsal_steps(training, in);
+int rehearsal_ring_steps(const SyncChoiceInputs& in) {
+  const double period = in.step_s + ring_wait_s(in);
+  if (!(period > 0)) return kMaxRehearsalLockSteps;
+  return int(std::clamp(std::ceil(kRehearsalSeconds / period), double(kMinRehearsalLockSteps),
+                        double(kMaxRehearsalLockSteps)));
 }
 
 SyncChoice choose_training(const TrainingSpec& training, const SyncChoiceInputs& in) {

@@ -17,8 +17,13 @@ namespace dtrain::core {
 // The ring all-reduce of one step's values (the parameters and GradientRounds' two figures)
 // over `in.nodes` at the probed round trip and goodput.
 double ring_wait_s(const SyncChoiceInputs& in);
-// The rehearsal's ring steps: as many as its lock steps (the same bounds).
-int rehearsal_ring_steps(const TrainingSpec& training, const SyncChoiceInputs& in);
+// The rehearsal's ring steps: as many as fill about kRehearsalSeconds at the probes' estimate of
+// allreduce's step, within the lock steps' bounds (a model of megabytes rehearses a few: each
+// sends 2 (N - 1) / N of its gradient from every node).
+int rehearsal_ring_steps(const SyncChoiceInputs& in);
+// Whether the job may train allreduce when its nodes choose: `mode: auto`, not fp16 (allreduce
+// refuses it), no node-local shards (their minibatches are not dealt out again).
+bool may_choose_allreduce(const JobSpec& job);
 // For a `mode: auto` job: the mode and, for gradient sharing, the sync; the reason names both
 // ways' time a step. For any other job, choose_sync's choice.
 SyncChoice choose_training(const TrainingSpec& training, const SyncChoiceInputs& in);

@@ -183,7 +183,7 @@ double node_step_bytes(const TrainingSpec& training, const SyncChoiceInputs& in)
 
 void apply_sync_choice(TrainingSpec& training, const SyncChoice& choice) {
   SyncSpec& s = training.sync;
-  if (mode_is_auto(training) || choice.allreduce)
+  if (mode_is_auto(training))
     training.mode = choice.allreduce ? TrainingMode::kAllreduce : TrainingMode::kGradientSharing;
   if (choice.local_steps > 0 && !choice.allreduce) {
     s.mode = "local";

@@ -58,7 +58,7 @@ RehearsalPlanPayload rehearsal_plan(const core::TrainingSpec& training,
   plan.step_bytes = uint64_t(std::min(core::node_step_bytes(training, in),
                                       double(kMaxRehearsalBytes)));
   plan.round_bytes = uint64_t(std::min(in.round_bytes, double(kMaxRehearsalBytes)));
-  if (core::mode_is_auto(training)) plan.ring_steps = core::rehearsal_ring_steps(training, in);
+  if (core::mode_is_auto(training)) plan.ring_steps = core::rehearsal_ring_steps(in);
   return plan;
 }
 
@@ -601,12 +601,16 @@ void JobRunner::resolve_auto_sync(TrainingInputs& in, MeshExchange& exchange,
         {[&] { work.emplace(in.job, exchange.total_workers(), int(members.size())); },
          [&work] { work->step(); }, [&work] { work->share_step(); },
          [&work] { work->round(); },
-         mode_auto ? std::function<void(int32_t)>([&](int32_t index) {
+         mode_auto ? SyncRehearsal::RingStep([&](int32_t index, std::chrono::milliseconds wait) {
            ring_values.assign(size_t(step_values), 0.f);
-           exchange.sum_over_nodes(ring_values.data(), step_values, index);
+           exchange.rehearse_ring(ring_values.data(), step_values, index, wait);
          })
                    : nullptr});
   const core::SyncChoice choice = choose_sync(in.job, exchange, members);
+  if (choice.allreduce && !core::may_choose_allreduce(in.job))
+    throw core::UserError("the job's first node chose allreduce, which this job cannot take (" +
+                              std::string(core::mode_name(in.job.training.mode)) + ")",
+                          "run the same dtrain release on every node");
   core::apply_sync_choice(in.job.training, choice);
   // prepare() made in.local before a rejoin, and told the exchange the sums' size for its mode.
   in.local.training.mode = in.job.training.mode;
@@ -625,38 +629,66 @@ core::SyncChoice JobRunner::choose_sync(const core::JobSpec& job, MeshExchange& 
   int nodes = 0, workers = 0;  // the live ones (an elastic job's vacant slots have no address)
   for (const JobMemberInfo& m : start_.members)
     if (!m.address.empty()) ++nodes, workers += m.workers;
+  // A resumed `mode: auto` job keeps the mode its checkpoint was trained in (an allreduce step
+  // needs every replica's updater state the same bits, which gradient sharing's are not).
+  const bool resumed_auto = core::mode_is_auto(job.training) && start_.resume_epoch >= 0;
+  core::TrainingSpec weighed = job.training;
   if (!job.data.train.shards.empty()) {
     choice = core::per_step_choice("node-local shards (data.train.shards)");
   } else if (nodes <= 1) {
     choice = core::per_step_choice("one node");
+  } else if (resumed_auto && !checkpoint_shares(job)) {
+    choice = {0, "resumed from a checkpoint of allreduce: allreduce", true};
   } else {
-    core::SyncChoiceInputs in;
-    const core::StepTiming step = core::time_training_step(job, exchange.total_workers());
-    in.step_s = step.seconds;
-    in.num_params = step.num_params;
-    in.round_bytes = step.round_bytes;
-    in.round_work_s = step.round_work_s;
-    in.part_decode_s = step.part_decode_s;
-    in.step_work_s = step.step_work_s;
-    in.nodes = nodes;
-    in.workers = workers;
-    in.path_hops =
-        int(transport::MeshMap::build(start_.mesh, member_lists(start_).mesh).longest_path());
-    const auto deadline = std::max(std::chrono::milliseconds(5000), peer_timeout());
-    in.link = election.measure(deadline, size_t(step.round_bytes),
-                               size_t(core::step_message_bytes(job.training, step.num_params)));
-    if (core::worth_rehearsing(in))
-      in.rehearsal = election.rehearse(rehearsal_plan(job.training, in), deadline);
-    choice = core::choose_training(job.training, in);
-    if (core::mode_is_auto(job.training) &&
-        core::TestFault::from_environment().kind == core::TestFault::Kind::kAutoAllreduce)
-      choice = {0, choice.reason + "; DTRAIN_TEST_FAULT takes allreduce", true, choice.step_s};
+    if (resumed_auto) weighed.mode = core::TrainingMode::kGradientSharing;
+    choice = measured_choice(job, weighed, exchange, nodes, workers);
+    if (resumed_auto)
+      choice.reason = "resumed from a checkpoint of gradient sharing; " + choice.reason;
   }
-  election.announce(choice);
+  election.announce(choice, std::max(std::chrono::milliseconds(5000), peer_timeout()));
   report_(LogReport{std::string(core::mode_is_auto(job.training) ? "training.mode auto: "
                                                                  : "training.sync auto: ") +
                     choice.reason});
   return choice;
+}
+
+// Rank 0 of a job of more than one node: a step timed, the mesh probed, the nodes' rehearsal,
+// and the rule's choice for `training` (the job's, or for a resumed `mode: auto` job the
+// mode its checkpoint kept).
+core::SyncChoice JobRunner::measured_choice(const core::JobSpec& job,
+                                            const core::TrainingSpec& training,
+                                            MeshExchange& exchange, int nodes, int workers) {
+  SyncElection& election = exchange.sync_election();
+  core::SyncChoiceInputs in;
+  const core::StepTiming step = core::time_training_step(job, exchange.total_workers());
+  in.step_s = step.seconds;
+  in.num_params = step.num_params;
+  in.round_bytes = step.round_bytes;
+  in.round_work_s = step.round_work_s;
+  in.part_decode_s = step.part_decode_s;
+  in.step_work_s = step.step_work_s;
+  in.nodes = nodes;
+  in.workers = workers;
+  in.path_hops =
+      int(transport::MeshMap::build(start_.mesh, member_lists(start_).mesh).longest_path());
+  const auto deadline = std::max(std::chrono::milliseconds(5000), peer_timeout());
+  in.link = election.measure(deadline, size_t(step.round_bytes),
+                             size_t(core::step_message_bytes(training, step.num_params)));
+  if (core::worth_rehearsing(in))
+    in.rehearsal = election.rehearse(rehearsal_plan(training, in), deadline);
+  core::SyncChoice choice = core::choose_training(training, in);
+  if (core::mode_is_auto(training) && core::may_choose_allreduce(job) &&
+      core::TestFault::from_environment().kind == core::TestFault::Kind::kAutoAllreduce)
+    choice = {0, choice.reason + "; DTRAIN_TEST_FAULT takes allreduce", true, choice.step_s};
+  return choice;
+}
+
+// Whether this node's checkpoint to resume from holds gradient sharing's state (its residual:
+// per-step sharing and local steps write it, allreduce does not).
+bool JobRunner::checkpoint_shares(const core::JobSpec& job) const {
+  const std::filesystem::path model =
+      std::filesystem::path(job_folder(config_.data_dir, job_id_)) / job.output.model;
+  return epoch_checkpoint(model.string(), job.output.model, job.source_text).model.has_sharing;
 }
 
 // The log's first lines: where this part sits in the job, how its batch is divided (once, by

@@ -90,6 +90,9 @@ class JobRunner : public JobPart {
                          const std::vector<JobMember>& members);
   core::SyncChoice choose_sync(const core::JobSpec& job, MeshExchange& exchange,
                                const std::vector<JobMember>& members);
+  core::SyncChoice measured_choice(const core::JobSpec& job, const core::TrainingSpec& training,
+                                   MeshExchange& exchange, int nodes, int workers);
+  bool checkpoint_shares(const core::JobSpec& job) const;
   void resume_from_checkpoint(TrainingInputs& in, MeshExchange& exchange);
   core::ResumePoint epoch_checkpoint(const std::string& model_path, const std::string& model_name,
                                      const std::string& spec_text) const;

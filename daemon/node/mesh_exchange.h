@@ -74,10 +74,12 @@ class MeshExchange : public core::NodeExchange {
   // live nodes' digests of the round with its own.
   bool same_on_every_node(const float* values, int64_t n, int64_t round) override;
   // mode allreduce: a ring all-reduce over the live members (core/collective/ring_rounds.h),
-  // its parts sent point to point (mesh_ring.cc). `round`: the epoch in the high 32 bits, the
-  // step in the low ones; the members a step counted did that minibatch (a lost one's later
-  // minibatches are the takeover's).
+  // its parts sent point to point (mesh_ring.cc). `round`: core::step_round_id's; the members a
+  // step counted did that minibatch (a lost one's later minibatches are the takeover's).
   void sum_over_nodes(float* values, int64_t n, int64_t round) override;
+  // `mode: auto`'s rehearsal (sync_rehearsal.h): ring step `index` (round id `index`, before
+  // every training step's), each part waited for at most `deadline`; counts no minibatch.
+  void rehearse_ring(float* values, int64_t n, int32_t index, std::chrono::milliseconds deadline);
   // The sums will be of about `n` values (mode allreduce: the model's parameters and two): so
   // much of a faster node's first parts is held before this node's first step.
   void expect_sums_of(int64_t n) { ring_->expect_values(n); }

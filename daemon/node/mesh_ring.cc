@@ -67,10 +67,14 @@ void MeshExchange::sum_over_nodes(float* values, int64_t n, int64_t round) {
   counted_in_step(counted, round);
 }
 
+void MeshExchange::rehearse_ring(float* values, int64_t n, int32_t index,
+                                 std::chrono::milliseconds deadline) {
+  ring_->sum(values, n, index, [this] { return live_members(); }, deadline);
+}
+
 // The workers of every node a step counted did that step's minibatch (or had none left): a lost
 // node's takeover starts after it.
 void MeshExchange::counted_in_step(const std::vector<uint32_t>& counted, int64_t round) {
-  if (round < core::kRehearsalRoundIds) return;  // not a training step's
   const Position at{core::epoch_of_round_id(round), core::step_of_round_id(round)};
   int global = 0;
   for (const JobMember& m : members_) {

@@ -179,7 +179,11 @@ void SyncElection::rehearse_if_asked(std::unique_lock<std::mutex>& lock,
   lock.lock();
 }
 
-void SyncElection::announce(const core::SyncChoice& choice) {
+void SyncElection::announce(const core::SyncChoice& choice, std::chrono::milliseconds deadline) {
+  // Every live peer answers a probe first: one that attaches to the job after the choice went
+  // would never get it (the transport does not resend what it delivered), and a choice made
+  // without measuring (node-local shards, a resumed mode) goes at once.
+  time_probe(kSmallProbeBytes, Clock::now() + deadline, kResendAfter);
   {
     std::lock_guard<std::mutex> lock(mutex_);
     choice_ = choice;

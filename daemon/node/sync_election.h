@@ -71,8 +71,9 @@ class SyncElection {
   // nothing when a node's part did not come.
   std::optional<core::RehearsalFigures> rehearse(const RehearsalPlanPayload& plan,
                                                  std::chrono::milliseconds deadline);
-  // The chooser: every node trains the way `choice` says (this one remembers it).
-  void announce(const core::SyncChoice& choice);
+  // The chooser: every node trains the way `choice` says (this one remembers it), sent once
+  // every live peer has answered a probe (each waited for at most `deadline`).
+  void announce(const core::SyncChoice& choice, std::chrono::milliseconds deadline);
   // A member rejoined or joined: it hears the choice this node knows (if any), sent from a
   // thread of its own (the caller is the node's control conversation, which must not wait on
   // the mesh).

@@ -90,13 +90,15 @@ bool SyncRehearsal::free_rounds(int32_t steps, uint64_t round_bytes, const Work&
 }
 
 // Timed over the second half, as the lock steps are; the ring is its own barrier.
-bool SyncRehearsal::ring_steps(int32_t steps, const Work& work, core::RehearsalFigures& figures) {
+bool SyncRehearsal::ring_steps(int32_t steps, const Work& work,
+                               std::chrono::milliseconds deadline,
+                               core::RehearsalFigures& figures) {
   const int32_t timed_from = steps / 2;
   Clock::time_point timed_start{};
   try {
     for (int32_t s = 0; s < steps; ++s) {
       if (work.step) work.step();
-      work.ring_step(s);
+      work.ring_step(s, deadline);
       if (s + 1 == timed_from) timed_start = Clock::now();
     }
   } catch (const core::UserError&) {
@@ -115,12 +117,12 @@ std::optional<core::RehearsalFigures> SyncRehearsal::run(const RehearsalPlanPayl
   const int32_t steps = std::clamp(plan.steps, kMinRehearsalSteps, kMaxRehearsalSteps);
   if (work.prepare) work.prepare();
   core::RehearsalFigures figures;
-  if (!lock_steps(steps, plan.step_bytes, work, deadline, figures) ||
-      !free_rounds(steps, plan.round_bytes, work, deadline, figures))
-    return std::nullopt;
+  const bool timed = lock_steps(steps, plan.step_bytes, work, deadline, figures) &&
+                     free_rounds(steps, plan.round_bytes, work, deadline, figures);
   if (plan.ring_steps > 0 && work.ring_step)
     ring_steps(std::clamp(plan.ring_steps, kMinRehearsalSteps, kMaxRehearsalSteps), work,
-               figures);  // without its figures the other two still count
+               deadline, figures);  // without its figures the other two still count
+  if (!timed) return std::nullopt;
   return figures;
 }
 

@@ -27,6 +27,7 @@ namespace dtrain::daemon {
 class SyncRehearsal {
  public:
   using Send = std::function<void(PayloadBytes bytes)>;
+  using RingStep = std::function<void(int32_t index, std::chrono::milliseconds deadline)>;
   // What this node does in the rehearsal (core/train/sync_workloads.h); any may be empty.
   struct Work {
     std::function<void()> prepare;     // once, before the first step (untimed)
@@ -34,8 +35,9 @@ class SyncRehearsal {
     std::function<void()> share_step;  // per-step sharing's own work after it: waiting
     std::function<void()> round;       // a round of local steps' own work
     // `mode: auto`: ring step `index`, a step's values summed over the nodes (it waits for
-    // every live node, as allreduce's step does; throws UserError when it cannot finish).
-    std::function<void(int32_t index)> ring_step;
+    // every live node, as allreduce's step does, each part at most `deadline`; throws
+    // UserError when it cannot finish).
+    RingStep ring_step;
   };
 
   // `peers`: the job's other members.
@@ -48,8 +50,11 @@ class SyncRehearsal {
 
   // Runs `plan` with every live peer. The figures are this node's: a lock step's period (over
   // the second half), a step taken back to back, and a round's time from its last step to
-  // every node's message (the mean of kRehearsalRounds). Nothing when a live peer's mark did
-  // not come within `deadline` of a wait. Throws UserError when the job is cancelled.
+  // every node's message (the mean of kRehearsalRounds); with ring steps, allreduce's step.
+  // Nothing when a live peer's mark did not come within `deadline` of a wait. The ring steps
+  // run whatever the phases before gave, so that every node takes part in as many ring rounds
+  // (one that gave up on a mark would otherwise leave the others waiting in the ring). Throws
+  // UserError when the job is cancelled.
   std::optional<core::RehearsalFigures> run(const RehearsalPlanPayload& plan,
                                             const Work& work,
                                             std::chrono::milliseconds deadline);
@@ -63,7 +68,8 @@ class SyncRehearsal {
                   std::chrono::milliseconds deadline, core::RehearsalFigures& figures);
   bool free_rounds(int32_t steps, uint64_t round_bytes, const Work& work,
                    std::chrono::milliseconds deadline, core::RehearsalFigures& figures);
-  bool ring_steps(int32_t steps, const Work& work, core::RehearsalFigures& figures);
+  bool ring_steps(int32_t steps, const Work& work, std::chrono::milliseconds deadline,
+                  core::RehearsalFigures& figures);
   // Sends this node's mark and waits for every live peer's: whether they all came by `until`.
   bool exchange(bool round, int32_t index, uint64_t padding, Clock::time_point until);
 

@@ -8,12 +8,14 @@
 # With a fifth argument "local" the job takes local steps (training.sync: {local: {steps: 20}}):
 # each node also starts from the outer momentum and residual its checkpoint holds, bit for bit.
 # With "allreduce" it is a job of mode allreduce (its replicas, updater state included, must
-# still be the same bits at the end).
+# still be the same bits at the end). With "auto" it is a job of mode auto whose first node
+# takes allreduce (DTRAIN_TEST_FAULT=auto_allreduce:1): resumed, it keeps allreduce, the mode its
+# checkpoint was trained in, without measuring.
 set -u
 SPEC="$(cd "$(dirname "$4")" && pwd)/$(basename "$4")"
 SYNC=${5:-bsp}
-[[ $SYNC == bsp || $SYNC == local || $SYNC == allreduce ]] ||
-  { echo "FAIL: the fifth argument is 'local', 'allreduce' or none, not '$SYNC'"; exit 1; }
+[[ $SYNC == bsp || $SYNC == local || $SYNC == allreduce || $SYNC == auto ]] ||
+  { echo "FAIL: the fifth argument is 'local', 'allreduce', 'auto' or none, not '$SYNC'"; exit 1; }
 source "$(dirname "$0")/lib.sh" "resume_$SYNC" "$1" "$2" "$3"
 export PEER_TIMEOUT_MS=3000 HEARTBEAT_MS=300
 
@@ -22,6 +24,12 @@ grep -q "checkpoint_every: 1" job.yaml || fail "job.yaml does not checkpoint"
 if [[ $SYNC == local ]]; then
   sed -i 's/^  sync: bsp$/  sync: {local: {steps: 20}}/' job.yaml
   grep -q "sync: {local" job.yaml || fail "job.yaml does not take local steps"
+fi
+if [[ $SYNC == auto ]]; then
+  sed -i -e 's/^  mode: gradient_sharing$/  mode: auto/' -e '/^  sync: bsp$/d' job.yaml
+  grep -q "^  mode: auto$" job.yaml || fail "job.yaml is not of mode auto"
+  export NODE_ENV_1="DTRAIN_TEST_FAULT=auto_allreduce:1" NODE_ENV_2="DTRAIN_TEST_FAULT=auto_allreduce:1" \
+         NODE_ENV_3="DTRAIN_TEST_FAULT=auto_allreduce:1"
 fi
 if [[ $SYNC == allreduce ]]; then
   sed -i 's/^  mode: gradient_sharing$/  mode: allreduce/' job.yaml
@@ -120,4 +128,12 @@ echo "job cancelled at a checkpoint of epoch $at, resumed on node-1 and node-2: 
   fail "the resumed job's log does not say it takes local steps"; }
 [[ $SYNC == allreduce && $(json job.json "j['mode']") != allreduce ]] &&
   fail "the resumed job's mode is $(json job.json "j['mode']")"
+if [[ $SYNC == auto ]]; then
+  grep -q "training.mode auto: .*DTRAIN_TEST_FAULT takes allreduce" "$WORK/c/node-1.log" ||
+    fail "the first run did not take allreduce: $(grep "training.mode auto" "$WORK/c/node-1.log")"
+  grep -q "training.mode auto: resumed from a checkpoint of allreduce: allreduce" resume.out ||
+    fail "the resumed job did not keep allreduce: $(grep "training.mode auto" resume.out)"
+  [[ $(json job.json "j['result']['mode']") == allreduce ]] ||
+    fail "the resumed job trained as $(json job.json "j['result'].get('mode')")"
+fi
 finish "resume_test ($SYNC)"

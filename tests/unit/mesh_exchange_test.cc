@@ -37,6 +37,10 @@ class FakeMesh {
       mesh_.deliver(self_, message_id, *bytes);
       return true;
     }
+    bool send_to(uint32_t to, uint64_t message_id,
+                 std::shared_ptr<const std::vector<uint8_t>> bytes, bool, milliseconds) override {
+      return mesh_.deliver_to(self_, to, message_id, *bytes);
+    }
     void add_member(uint32_t id) override { mesh_.added.push_back(id); }
     void add_new_member(const transport::MeshMember& m) override { mesh_.added.push_back(m.id); }
     uint32_t relay_of(uint32_t member) const override {
@@ -76,6 +80,23 @@ class FakeMesh {
       d.bytes = bytes;
       ex->on_message(d);
     }
+  }
+  // Point to point (mode allreduce's ring), under the job's direct id.
+  bool deliver_to(uint32_t origin, uint32_t to, uint64_t message_id,
+                  const std::vector<uint8_t>& bytes) {
+    MeshExchange* ex = nullptr;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (!nodes_.count(origin) || !nodes_.count(to)) return false;
+      ex = nodes_[to];
+    }
+    transport::Delivery d;
+    d.job_id = 1;  // the data channel routes the direct id to the job
+    d.origin = d.from = origin;
+    d.message_id = message_id;
+    d.bytes = bytes;
+    ex->on_message(d);
+    return true;
   }
   std::vector<uint32_t> added;
   std::map<uint32_t, uint32_t> relays;  // member -> the node its messages come through
@@ -130,6 +151,16 @@ std::string user_error_of(const std::function<void()>& call, const std::string& 
 std::future<core::SyncChoice> follow_choice(MeshExchange& ex, milliseconds deadline) {
   return std::async(std::launch::async,
                     [&ex, deadline] { return ex.sync_election().await(1u, deadline); });
+}
+
+// Node `id`'s job attaches to the mesh 400 ms from now (cut until then), and follows the choice.
+std::future<core::SyncChoice> attach_late(FakeMesh& mesh, MeshExchange& ex, uint32_t id) {
+  mesh.cut(id);
+  return std::async(std::launch::async, [&mesh, &ex, id] {
+    std::this_thread::sleep_for(milliseconds(400));
+    mesh.join(id, ex);
+    return ex.sync_election().await(1u, milliseconds(10000));
+  });
 }
 
 }  // namespace
@@ -586,7 +617,7 @@ TEST_CASE("training.sync: auto: the chooser measures every node, and all train i
   CHECK(link.rtt_s < 2.0);
   CHECK(link.goodput_bytes_s > 0);
   CHECK(link.step_goodput_bytes_s > 0);
-  ex[0]->sync_election().announce({20, "RTT 50 ms: local steps, H = 20"});
+  ex[0]->sync_election().announce({20, "RTT 50 ms: local steps, H = 20"}, milliseconds(5000));
   const core::SyncChoice b = second.get(), c = third.get();
   CHECK(b.local_steps == 20);
   CHECK(c.local_steps == 20);
@@ -656,7 +687,7 @@ TEST_CASE("training.sync: auto: a silent peer costs the probes their deadline, n
   const core::LinkFigures link =
       ex[0]->sync_election().measure(milliseconds(300), 100000, 10000);
   CHECK(link.goodput_bytes_s > 0);  // node-2's figures
-  ex[0]->sync_election().announce({0, "per-step"});
+  ex[0]->sync_election().announce({0, "per-step"}, milliseconds(300));
   CHECK(second.get().local_steps == 0);
 }
 
@@ -664,20 +695,32 @@ TEST_CASE("training.sync: auto: a node that attaches after the first probe is pr
           "[mesh_exchange]") {
   FakeMesh mesh;
   std::vector<std::unique_ptr<MeshExchange>> ex = three_nodes(mesh);
-  mesh.cut(3);  // its job is not attached yet: probes to it go nowhere
+  auto third = attach_late(mesh, *ex[2], 3);  // probes to it go nowhere at first
   auto second = follow_choice(*ex[1], milliseconds(10000));
-  auto third = std::async(std::launch::async, [&] {
-    std::this_thread::sleep_for(milliseconds(400));
-    mesh.join(3, *ex[2]);
-    return ex[2]->sync_election().await(1u, milliseconds(10000));
-  });
   const auto start = std::chrono::steady_clock::now();
   ex[0]->sync_election().measure(milliseconds(5000), 100000, 10000);
   // Answered by both: no probe waited out its 5 s.
   CHECK(std::chrono::steady_clock::now() - start < milliseconds(3000));
-  ex[0]->sync_election().announce({12, "local"});
+  ex[0]->sync_election().announce({12, "local"}, milliseconds(5000));
   CHECK(second.get().local_steps == 12);
   CHECK(third.get().local_steps == 12);
+}
+
+TEST_CASE("a choice made without measuring reaches a node that attaches after it was made",
+          "[mesh_exchange]") {
+  FakeMesh mesh;
+  std::vector<std::unique_ptr<MeshExchange>> ex = three_nodes(mesh);
+  auto third = attach_late(mesh, *ex[2], 3);
+  auto second = follow_choice(*ex[1], milliseconds(10000));
+  const auto start = std::chrono::steady_clock::now();
+  // Chosen at once (a resumed mode, node-local shards): sent once every peer answered a probe.
+  ex[0]->sync_election().announce({0, "resumed from a checkpoint of allreduce: allreduce", true},
+                                  milliseconds(5000));
+  CHECK(second.get().allreduce);
+  const core::SyncChoice late = third.get();
+  CHECK(late.allreduce);
+  CHECK(late.reason == "resumed from a checkpoint of allreduce: allreduce");
+  CHECK(std::chrono::steady_clock::now() - start < milliseconds(3000));
 }
 
 TEST_CASE("training.sync: auto: only the chooser's word counts; its restart ends the wait",
@@ -685,8 +728,8 @@ TEST_CASE("training.sync: auto: only the chooser's word counts; its restart ends
   FakeMesh mesh;
   std::vector<std::unique_ptr<MeshExchange>> ex = three_nodes(mesh);
   auto second = follow_choice(*ex[1], milliseconds(10000));
-  ex[2]->sync_election().announce({20, "not the chooser"});
-  ex[0]->sync_election().announce({0, "the chooser"});
+  ex[2]->sync_election().announce({20, "not the chooser"}, milliseconds(300));
+  ex[0]->sync_election().announce({0, "the chooser"}, milliseconds(5000));
   CHECK(second.get().reason == "the chooser");
 
   SECTION("a chooser restarted before it chose") {
@@ -722,7 +765,7 @@ TEST_CASE("training.sync: auto: every node rehearses the chooser's plan with it"
   CHECK(figures->round_bytes == 20000);
   CHECK(figures->lock_step_s > 0);
   CHECK(figures->round_s > 0);
-  ex[0]->sync_election().announce({0, "per-step"});
+  ex[0]->sync_election().announce({0, "per-step"}, milliseconds(5000));
   CHECK(second.get().local_steps == 0);
   CHECK(third.get().local_steps == 0);
   // Each node took the 8 lock steps and, before each of the 2 rounds, 4 back to back.
@@ -730,6 +773,40 @@ TEST_CASE("training.sync: auto: every node rehearses the chooser's plan with it"
     CHECK(prepared[n] == 1);
     CHECK(steps[n] == 8 + 2 * 4);
     CHECK(rounds[n] == 2);
+  }
+}
+
+TEST_CASE("training.mode: auto: every node takes the plan's ring steps, each a real sum",
+          "[mesh_exchange]") {
+  FakeMesh mesh;
+  std::vector<std::unique_ptr<MeshExchange>> ex = three_nodes(mesh);
+  std::vector<float> sums[3];
+  std::atomic<int> ring_steps[3] = {0, 0, 0};
+  for (int n = 0; n < 3; ++n) {
+    ex[n]->expect_sums_of(1001);
+    ex[n]->sync_election().set_rehearsal_work(
+        {nullptr, nullptr, nullptr, nullptr,
+         [&, n](int32_t index, milliseconds deadline) {
+           sums[n].assign(1001, float(n + 1) + float(index));
+           ex[n]->rehearse_ring(sums[n].data(), 1001, index, deadline);
+           ++ring_steps[n];
+         }});
+  }
+  auto second = follow_choice(*ex[1], milliseconds(10000));
+  auto third = follow_choice(*ex[2], milliseconds(10000));
+  ex[0]->sync_election().measure(milliseconds(5000), 100000, 10000);
+  const auto figures =
+      ex[0]->sync_election().rehearse({4, 1000, 20000, 6}, milliseconds(5000));
+  REQUIRE(figures);
+  CHECK(figures->ring_steps == 6);
+  CHECK(figures->ring_step_s > 0);
+  ex[0]->sync_election().announce({0, "allreduce", true}, milliseconds(5000));
+  CHECK(second.get().allreduce);
+  CHECK(third.get().allreduce);
+  for (int n = 0; n < 3; ++n) {
+    CHECK(ring_steps[n] == 6);
+    // The last step (index 5): (1 + 5) + (2 + 5) + (3 + 5) on every node.
+    CHECK(sums[n] == std::vector<float>(1001, 21.f));
   }
 }
 
@@ -757,6 +834,6 @@ TEST_CASE("training.sync: auto: a rehearsal waits for no lost node, and no stran
     }
     CHECK_FALSE(ex[0]->sync_election().rehearse({4, 100, 100}, milliseconds(300)));
   }
-  ex[0]->sync_election().announce({0, "per-step"});
+  ex[0]->sync_election().announce({0, "per-step"}, milliseconds(300));
   CHECK(second.get().local_steps == 0);
 }

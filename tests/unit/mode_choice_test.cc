@@ -41,6 +41,15 @@ TEST_CASE("the ring's wait: 2 (N - 1) sends of a step's values over N, each half
   CHECK(core::ring_wait_s(one) == 0.0);  // no ring
 }
 
+TEST_CASE("the rehearsal's ring steps fill about 2 s at the probes' estimate, 8 to 40") {
+  CHECK(core::rehearsal_ring_steps(inputs(0.1, 1000)) == 40);  // 10.7 ms a step: 187
+  core::SyncChoiceInputs wide = inputs(0.1, 100);
+  wide.num_params = 5824522;  // 4 sends of 7.8 MB at 100 MB/s: 0.31 s a step, 7 would do
+  CHECK(core::rehearsal_ring_steps(wide) == 8);
+  wide.num_params = 1000000;  // 4 x 13.4 ms and the step: 64 ms, 32 steps
+  CHECK(core::rehearsal_ring_steps(wide) == 32);
+}
+
 TEST_CASE("from the probes: allreduce on a fast link, gradient sharing on a slower one") {
   const core::TrainingSpec t = auto_mode();
   // 1000 MB/s: allreduce 10 + 0.733 ms; local steps (H = 20) 10 + 20.196 / 20 = 11.01 ms.
@@ -117,6 +126,21 @@ TEST_CASE("what keeps gradient sharing: fp16, one node, nothing measured, anothe
   c = core::choose_training(sharing, inputs(0.1, 1000));
   CHECK_FALSE(c.allreduce);
   CHECK(c.reason == core::choose_sync(sharing, inputs(0.1, 1000)).reason);
+  // A choice of allreduce never turns another mode into it (a node checks it may take it).
+  core::apply_sync_choice(sharing, core::SyncChoice{0, "", true});
+  CHECK(sharing.mode == core::TrainingMode::kGradientSharing);
+  core::JobSpec job;
+  job.training = auto_mode();
+  CHECK(core::may_choose_allreduce(job));
+  job.training.precision = kernels::Precision::kFp16;
+  CHECK_FALSE(core::may_choose_allreduce(job));
+  job.training.precision = kernels::Precision::kBf16;
+  job.data.train.shards = "/data/{node}/*.dtb";
+  CHECK_FALSE(core::may_choose_allreduce(job));
+  job.data.train.shards.clear();
+  CHECK(core::may_choose_allreduce(job));
+  job.training.mode = core::TrainingMode::kGradientSharing;
+  CHECK_FALSE(core::may_choose_allreduce(job));
   // In one process (`dtrain-submit --local`, core::train_local) a mode auto shares every step.
   core::apply_sync_choice(t, core::per_step_choice("one process"));
   CHECK(t.mode == core::TrainingMode::kGradientSharing);
