@@ -12,6 +12,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "core/collective/ring_wire.h"
+
 namespace dtrain::core {
 
 // Elements [begin, end) of the buffer: segment `index` of `ranks`, the first n % ranks one
@@ -32,9 +34,10 @@ class RingLinks {
   virtual std::vector<float> receive_previous(int step) = 0;
 };
 
-// Sums `values` (n floats, the same n on every rank) over the ring in place. Throws UserError
-// naming the step when a received segment is not the size the plan says (nothing is read past
-// what arrived).
-void ring_allreduce(float* values, int64_t n, int rank, int ranks, RingLinks& links);
+// Sums `values` (n floats, the same n on every rank) over the ring in place, each part rounded
+// for `wire` before it is sent (core/collective/ring_wire.h). Throws UserError naming the step
+// when a received segment is not the size the plan says (nothing is read past what arrived).
+void ring_allreduce(float* values, int64_t n, int rank, int ranks, RingLinks& links,
+                    const RingWire& wire = {});
 
 }  // namespace dtrain::core

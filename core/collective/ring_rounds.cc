@@ -89,7 +89,12 @@ void RingRounds::attempt(float* values, int64_t n, int64_t round, const Members&
                         std::to_string(round) + " of the all-reduce",
                     "the others took it as lost; see their logs");
   AttemptLinks links(*this, round, view, rank, live, deadline, values, n, seen);
-  ring_allreduce(values, n, rank, int(view.size()), links);
+  RingWire wire;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    wire = wire_;
+  }
+  ring_allreduce(values, n, rank, int(view.size()), links, wire);
 }
 
 std::vector<float> RingRounds::wait_segment(const SegmentKey& key, uint32_t from,
@@ -222,6 +227,11 @@ void RingRounds::on_result(uint32_t from, int64_t round, Members members,
 void RingRounds::expect_values(int64_t n) {
   std::lock_guard<std::mutex> lock(mutex_);
   largest_sum_ = std::max(largest_sum_, n);
+}
+
+void RingRounds::set_wire(const RingWire& wire) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  wire_ = wire;
 }
 
 void RingRounds::members_changed() {

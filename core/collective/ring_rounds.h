@@ -27,6 +27,8 @@
 #include <tuple>
 #include <vector>
 
+#include "core/collective/ring_wire.h"
+
 namespace dtrain::core {
 
 class RingPost {
@@ -66,6 +68,8 @@ class RingRounds {
   // The sums will be of about `n` values: segments of that size are held before this node's
   // first round (the bound on what is held is four times the largest sum expected or seen).
   void expect_values(int64_t n);
+  // How the parts go on the wire (core/collective/ring_wire.h): before the first round.
+  void set_wire(const RingWire& wire);
 
   // Segments held for rounds not yet reached: at most this many, of at most this many values
   // in all (or four times the largest sum so far, if more), so that no sender grows them
@@ -120,6 +124,7 @@ class RingRounds {
   std::map<SegmentKey, std::vector<float>> segments_;
   int64_t held_values_ = 0;     // in segments_
   int64_t largest_sum_ = 0;     // values of the largest sum so far
+  RingWire wire_;
   std::shared_ptr<const Result> last_ = std::make_shared<Result>();  // the last round finished
   // Rounds' results from other members, the newest of each sender (a result is taken only from
   // a member of the round's view, so one from outside it must not push out a usable one).

@@ -58,11 +58,13 @@ class JobSpecParser {
   // cannot be taken over (they are skipped), and a slot without a node has no data.
   void check_node_local(const YAML::Node& root, const JobSpec& job) {
     const YAML::Node shards = root["data"]["train"]["shards"];
-    if (!shares_every_step(job.training) && !mode_is_auto(job.training))
+    if (!shares_every_step(job.training) && !reduces_every_step(job.training) &&
+        !mode_is_auto(job.training))
       r_.fail(shards, "data.train.shards",
-              "node-local shards train with gradient sharing every step only in this release",
-              "set training.mode: gradient_sharing with a sync other than local, or give "
-              "data.train a path instead");
+              "node-local shards train with gradient sharing every step or allreduce only in "
+              "this release",
+              "set training.mode: gradient_sharing with a sync other than local, or allreduce, "
+              "or give data.train a path instead");
     if (job.training.nodes_max > 0)
       r_.fail(shards, "data.train.shards",
               "an elastic job (training.nodes: {min, max}) cannot use node-local shards: a node "

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <exception>
+#include <numeric>
 #include <thread>
 
 #include "core/eval/evaluate.h"
@@ -198,8 +199,14 @@ void TrainingRun::start_result() {
     result_.codec_kernel =
         gpu_backends_.empty() ? engine_.name() : gpu_backends_[0]->codec().name();
   per_epoch_ = lead().batches_per_epoch();
+  // The job's examples, not this node's: with node-local data each node holds its own part, and
+  // every node must number the epoch end's averaging round alike (mode allreduce).
+  const int64_t examples =
+      local_data_ ? std::accumulate(local_data_->member_examples.begin(),
+                                    local_data_->member_examples.end(), int64_t(0))
+                  : data_.train_source().size();
   rounds_per_epoch_ = rounds_per_epoch(
-      data_.train_source().size(), shards_, batch_,
+      examples, shards_, batch_,
       steps_locally(job_.training) ? job_.training.sync.local.steps
                                    : job_.training.averaging_frequency);
   total_iterations_ = per_epoch_ * job_.training.epochs;
@@ -599,15 +606,17 @@ void TrainingRun::end_sharing_epoch_on_cluster(EpochRun& e) {
 }
 
 // Averaging: the last round of the epoch is done (the replicas agree). The live nodes meet, do
-// the minibatches of lost members and vacant slots between them and average once more (every
-// epoch, so that every node takes part in the round whatever it saw lost), then admit restarted
-// and joining nodes.
+// the minibatches of lost members and vacant slots between them (allreduce with node-local data:
+// skip them) and average once more (every epoch, so that every node takes part in the round
+// whatever it saw lost), then admit restarted and joining nodes.
 void TrainingRun::end_averaging_epoch_on_cluster(EpochRun& e) {
   const NodeExchange::EpochEnd end = exchange_->end_epoch(e.epoch, 0.0, num_workers_);
   result_.lost_nodes = end.lost;
-  e.takeover_batches =
-      average_take_over(end, shards_, batching_, lead(), num_workers_, iterations_[0],
-                        options_.cancel);
+  if (local_data_)
+    e.skipped_batches = undone_batches(end, gate_);  // allreduce: its files are on no other node
+  else
+    e.takeover_batches = average_take_over(end, shards_, batching_, lead(), num_workers_,
+                                           iterations_[0], options_.cancel);
   if (local_)
     e.averaged_densely = agree_on_global_state(takeover_round(e.epoch, rounds_per_epoch_));
   else

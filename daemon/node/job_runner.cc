@@ -62,6 +62,16 @@ RehearsalPlanPayload rehearsal_plan(const core::TrainingSpec& training,
   return plan;
 }
 
+// A ring like a step of mode allreduce sums (GradientRounds: the parameters, then the step's
+// examples and its workers with more): its size, and with precision bf16 its parts as bf16
+// (the two counts exact; core/collective/ring_wire.h).
+void set_up_ring(const core::JobSpec& job, MeshExchange& exchange) {
+  const int64_t params = core::count_model(job.model).params;
+  exchange.expect_sums_of(params + 2);
+  if (job.training.precision == kernels::Precision::kBf16)
+    exchange.set_ring_wire({true, params});
+}
+
 // The compute threads this node's part of a job may use: the node's `threads` (0: every core),
 // or for a share of the node (training.cores_per_node) its cores, no more than `threads`.
 int job_threads(int64_t node_threads, uint32_t share_cores) {
@@ -587,7 +597,7 @@ void JobRunner::resolve_auto_sync(TrainingInputs& in, MeshExchange& exchange,
   const bool mode_auto = core::mode_is_auto(in.job.training);
   const int64_t step_values = core::count_model(in.job.model).params + 2;
   std::vector<float> ring_values;
-  if (mode_auto) exchange.expect_sums_of(step_values);
+  if (mode_auto) set_up_ring(in.job, exchange);
   // What this node computes if the chooser has the nodes rehearse (sync_rehearsal.h), made
   // only when a plan comes (a model too slow to rehearse never pays for it); a rejoining node
   // is told the choice, made before it came back.
@@ -615,7 +625,7 @@ void JobRunner::resolve_auto_sync(TrainingInputs& in, MeshExchange& exchange,
   // prepare() made in.local before a rejoin, and told the exchange the sums' size for its mode.
   in.local.training.mode = in.job.training.mode;
   in.local.training.sync = in.job.training.sync;
-  if (core::reduces_every_step(in.job.training)) exchange.expect_sums_of(step_values);
+  if (core::reduces_every_step(in.job.training)) set_up_ring(in.job, exchange);
   spdlog::info("job {}: {}: {}", job_id_text(job_id_),
                mode_auto ? "training.mode auto" : "training.sync auto", choice.reason);
 }
@@ -713,9 +723,7 @@ void JobRunner::prepare(TrainingInputs& in, MeshExchange& exchange,
                         const std::vector<JobMember>& members) {
   const int rank = int(start_.rank);
   exchange.set_epochs(in.job.training.epochs);
-  // GradientRounds sums the gradient, the step's examples and the workers with more.
-  if (core::reduces_every_step(in.job.training))
-    exchange.expect_sums_of(core::count_model(in.job.model).params + 2);
+  if (core::reduces_every_step(in.job.training)) set_up_ring(in.job, exchange);
   in.local = in.job;
   in.local.training.workers_per_node = members[rank].workers;
   core::LocalTrainingOptions& o = in.options;

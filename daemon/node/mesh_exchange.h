@@ -83,6 +83,8 @@ class MeshExchange : public core::NodeExchange {
   // The sums will be of about `n` values (mode allreduce: the model's parameters and two): so
   // much of a faster node's first parts is held before this node's first step.
   void expect_sums_of(int64_t n) { ring_->expect_values(n); }
+  // How the ring's parts travel (core/collective/ring_wire.h): before the first sum.
+  void set_ring_wire(const core::RingWire& wire) { ring_->set_wire(wire); }
 
   // This node is a restarted member rejoining the job; `lost`: the members lost now.
   void set_rejoining(const std::vector<uint32_t>& lost);

@@ -102,8 +102,7 @@ void MeshExchange::on_ring_payload(const MeshPayloadIn& in, uint32_t origin) {
     }
     last_heard_[origin] = {std::chrono::steady_clock::now(), describe(in)};
   }
-  const FloatView& v = in.ring.values;
-  std::vector<float> values(v.data, v.data + v.size);
+  std::vector<float> values = in.ring.floats();
   if (in.kind == MeshPayloadIn::Kind::kRingSegment)
     ring_->on_segment(origin, in.ring.round, in.ring.members, in.ring.step, std::move(values));
   else

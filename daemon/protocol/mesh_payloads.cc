@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "core/collective/ring_wire.h"
 #include "core/util/error.h"
 #include "daemon/protocol/mesh_payloads_generated.h"
 #include "transport/schema/vector_alignment.h"
@@ -254,24 +255,48 @@ PayloadBytes rehearsal_mark_payload(const RehearsalMarkPayload& mark, size_t pad
                 mesh::CreateRehearsalMark(fbb, mark.round, mark.index, p).Union());
 }
 
+namespace {
+
+// The values of a ring part: as bf16 where every one is a bf16 already, else as fp32.
+struct RingValues {
+  flatbuffers::Offset<flatbuffers::Vector<float>> fp32;
+  flatbuffers::Offset<flatbuffers::Vector<uint16_t>> bf16;
+};
+size_t ring_part_capacity(const std::vector<uint32_t>& members, int64_t n) {
+  return 1024 + members.size() * 4 + size_t(std::max<int64_t>(n, 0)) * 4;
+}
+
+RingValues ring_values(flatbuffers::FlatBufferBuilder& fbb, const float* values, int64_t n) {
+  check_floats(n, "all-reduce values");
+  if (n > 0 && core::all_bf16(values, n)) return {0, fbb.CreateVector(core::bf16_bits(values, n))};
+  return {fbb.CreateVector(values, size_t(n)), 0};
+}
+
+}  // namespace
+
+std::vector<float> RingPayload::floats() const {
+  if (!bf16) return std::vector<float>(values.data, values.data + values.size);
+  std::vector<float> out(bf16_size);
+  core::floats_from_bf16(bf16, int64_t(bf16_size), out.data());
+  return out;
+}
+
 PayloadBytes ring_segment_payload(int64_t round, const std::vector<uint32_t>& members,
                                   int32_t step, const float* values, int64_t n) {
-  check_floats(n, "all-reduce values");
-  flatbuffers::FlatBufferBuilder fbb(1024 + members.size() * 4 + size_t(n) * 4);
-  const auto v = fbb.CreateVector(values, size_t(n));
+  flatbuffers::FlatBufferBuilder fbb(ring_part_capacity(members, n));
+  const RingValues v = ring_values(fbb, values, n);
   const auto m = fbb.CreateVector(members);
   return finish(fbb, mesh::Payload::RingSegment,
-                mesh::CreateRingSegment(fbb, round, m, step, v).Union());
+                mesh::CreateRingSegment(fbb, round, m, step, v.fp32, v.bf16).Union());
 }
 
 PayloadBytes ring_result_payload(int64_t round, const std::vector<uint32_t>& members,
                                  const float* values, int64_t n) {
-  check_floats(n, "all-reduce values");
-  flatbuffers::FlatBufferBuilder fbb(1024 + members.size() * 4 + size_t(n) * 4);
-  const auto v = fbb.CreateVector(values, size_t(n));
+  flatbuffers::FlatBufferBuilder fbb(ring_part_capacity(members, n));
+  const RingValues v = ring_values(fbb, values, n);
   const auto m = fbb.CreateVector(members);
   return finish(fbb, mesh::Payload::RingResult,
-                mesh::CreateRingResult(fbb, round, m, v).Union());
+                mesh::CreateRingResult(fbb, round, m, v.fp32, v.bf16).Union());
 }
 
 namespace {
@@ -285,10 +310,18 @@ void read_ring(const Ring& r, int32_t step, MeshPayloadIn::Kind kind, MeshPayloa
                std::to_string(kMaxRingMembers) + " expected)";
     return;
   }
+  if (r.values() && r.bf16_values()) {
+    in.error = "an all-reduce part with both fp32 and bf16 values";
+    return;
+  }
   in.ring.round = r.round();
   in.ring.members.assign(members->begin(), members->end());
   in.ring.step = step;
   in.ring.values = view(r.values());
+  if (const auto* b = r.bf16_values()) {
+    in.ring.bf16 = b->data();
+    in.ring.bf16_size = b->size();
+  }
   in.kind = kind;
 }
 

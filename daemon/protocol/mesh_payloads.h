@@ -121,11 +121,15 @@ PayloadBytes rehearsal_mark_payload(const RehearsalMarkPayload& mark, size_t pad
 // mode allreduce: a part of a step's ring all-reduce, or a step's whole result
 // (core/collective/ring_rounds.h). A ring of more than kMaxRingMembers is malformed.
 constexpr size_t kMaxRingMembers = 4096;
+// Its values came as fp32 or, each a bf16 already, as their high 16 bits (never both).
 struct RingPayload {
   int64_t round = 0;
   std::vector<uint32_t> members;
   int32_t step = -1;  // -1: the whole result
   FloatView values;
+  const uint16_t* bf16 = nullptr;
+  size_t bf16_size = 0;
+  std::vector<float> floats() const;  // the values as fp32, whichever way they came
 };
 PayloadBytes ring_segment_payload(int64_t round, const std::vector<uint32_t>& members,
                                   int32_t step, const float* values, int64_t n);

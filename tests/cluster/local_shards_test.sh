@@ -7,7 +7,8 @@
 # open only the files of its own folder, each of the 7 files open on exactly one node: no
 # example is read from another node's path, none twice. A node paused past the peer timeout
 # is taken back and trains from its files again (what is left of its minibatches while it was
-# away is skipped and the log says so). A layout where a node holds nothing is refused by name.
+# away is skipped and the log says so). The same files train under mode allreduce, every replica
+# the same bits. A layout where a node holds nothing is refused by name.
 set -u
 SPEC="$(cd "$(dirname "$4")" && pwd)/$(basename "$4")"  # before lib.sh changes directory
 source "$(dirname "$0")/lib.sh" shards "$1" "$2" "$3"
@@ -71,6 +72,20 @@ sys.exit(0 if len(r["applied_updates"]) == 3 and len(sets) == 1 else 1)
 PY
 echo "node-local shards: accuracy $acc, replicas within $diff"
 grep -E "node-local|trains from" job.log | cut -c1-200
+
+# The same files under mode allreduce: trained, with every replica the same bits.
+shard_spec "$WORK/shards/{node}/train-*.dtb" local-shards-allreduce |
+  sed -e '/^  sync: bsp$/d' -e 's/^  mode: gradient_sharing$/  mode: allreduce/' \
+      -e '/^  threshold:/d' -e '/^  residual:/d' > allreduce.yaml
+grep -q "^  mode: allreduce$" allreduce.yaml || fail "the allreduce job's spec was not made"
+id=$("$SUBMIT" allreduce.yaml --detach) || fail "detached submit of the allreduce job"
+state=$(wait_job_end "$id" allreduce.json 300)
+[[ $state == succeeded ]] ||
+  { fail "allreduce job $id ended '$state': $(json allreduce.json "j.get('error')")"; "$SUBMIT" logs "$id" | tail -n 20; }
+check_trained allreduce.json "allreduce: "
+[[ $diff == 0.0 ]] || fail "allreduce: the replicas differ by $diff, not the same bits"
+[[ $(json allreduce.json "j['result']['mode']") == allreduce ]] || fail "the job did not train allreduce"
+echo "node-local shards under allreduce: accuracy $acc, replicas differ by $diff"
 
 # node-3 paused past the peer timeout: the others skip what is left of its minibatches; it is
 # taken back and trains from its files again. Taken back means admitted at an epoch end some

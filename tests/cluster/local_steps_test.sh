@@ -83,8 +83,10 @@ if [[ $choice == *"local steps, H = "* ]]; then
   [[ $sync == local ]] || fail "auto chose local steps, the result says sync '$sync'"
   grep -q "local steps: $steps inner steps a round" auto.log || fail "no node trained with H = $steps"
 else
-  [[ $choice == *"per-step sharing waits"* && $sync == bsp ]] ||
-    fail "auto chose per-step sharing ('$choice'), the result says sync '$sync'"
+  # The rule's last words, from the probes ("... waits X ms a step ...: per-step sharing") or from
+  # the rehearsal ("per-step sharing takes X ms a step, local steps Y ms ...: per-step sharing").
+  [[ $choice == *": per-step sharing" && $sync == bsp ]] ||
+    fail "auto chose neither local steps nor per-step sharing ('$choice'), or the result says sync '$sync'"
 fi
 check_trained auto.json "auto: "
 finish local_steps

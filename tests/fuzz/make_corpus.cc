@@ -130,10 +130,14 @@ int main(int argc, char** argv) {
   digest[0] = 0x42;
   write(mesh, "replica_digest", *daemon::replica_digest_payload({7, digest}));
   write(mesh, "sync_choice", *daemon::sync_choice_payload({20, "RTT 50 ms"}));
-  write(mesh, "rehearsal_plan", *daemon::rehearsal_plan_payload({40, 9400, 177000}));
+  write(mesh, "sync_choice_allreduce", *daemon::sync_choice_payload({0, "10 Gbit/s", true}));
+  write(mesh, "rehearsal_plan", *daemon::rehearsal_plan_payload({40, 9400, 177000, 24}));
   write(mesh, "rehearsal_mark", *daemon::rehearsal_mark_payload({true, 1}, 64));
+  // {1, 2, 3, 4} are bf16 values: sent as bf16; 1.1 is not: fp32.
   write(mesh, "ring_segment", *daemon::ring_segment_payload(5, {1, 2, 3}, 2, params.data(), 4));
   write(mesh, "ring_result", *daemon::ring_result_payload(5, {1, 2}, params.data(), 4));
+  const std::vector<float> fp32{1.1f, 2.f, 3.f, 4.f};
+  write(mesh, "ring_segment_fp32", *daemon::ring_segment_payload(5, {1, 2, 3}, 2, fp32.data(), 4));
 
   const auto control = root / "control_fuzzer";
   daemon::NodeRegistration node;

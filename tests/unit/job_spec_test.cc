@@ -301,6 +301,10 @@ TEST_CASE("data.train.shards: node-local packed files, not checked where the spe
   testing::write_text(f.dir + "/auto.yaml",
                       replace(shards, "epochs: 2", "epochs: 2\n  mode: auto"));
   CHECK(core::mode_is_auto(core::parse_job_spec_file(f.dir + "/auto.yaml").training));
+  // And allreduce: a lost node's minibatches are skipped, as gradient sharing skips them.
+  testing::write_text(f.dir + "/ar.yaml",
+                      replace(shards, "epochs: 2", "epochs: 2\n  mode: allreduce"));
+  CHECK(core::reduces_every_step(core::parse_job_spec_file(f.dir + "/ar.yaml").training));
   const std::string packed = "train: {format: packed, shards: \"/data/{node}/t-*.dtb\"}";
   struct Case {
     std::string text, expected;
@@ -309,9 +313,9 @@ TEST_CASE("data.train.shards: node-local packed files, not checked where the spe
            {replace(shards, "shards:", "path: x, shards:"), "both path and shards are given"},
            {replace(shards, "format: packed", "format: csv"), "shards are files of a packed export"},
            {replace(shards, "epochs: 2", "epochs: 2\n  mode: parameter_averaging"),
-            "node-local shards train with gradient sharing every step only"},
+            "node-local shards train with gradient sharing every step or allreduce only"},
            {replace(shards, "epochs: 2", "epochs: 2\n  sync: {local: {steps: 10}}"),
-            "node-local shards train with gradient sharing every step only"},
+            "node-local shards train with gradient sharing every step or allreduce only"},
            {replace(shards, "epochs: 2", "epochs: 2\n  nodes: {min: 2, max: 3}"),
             "an elastic job (training.nodes: {min, max}) cannot use node-local shards"},
            {replace(shards, packed, packed + "\n  test: {format: packed, shards: \"/d/*.dtb\"}"),

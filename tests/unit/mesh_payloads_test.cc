@@ -262,7 +262,7 @@ TEST_CASE("a rehearsal's plan and marks survive the trip; wild ones are refused"
 
 TEST_CASE("an all-reduce part and a step's result survive the trip; odd rings are refused",
           "[mesh]") {
-  const std::vector<float> values = {1.5f, -2.25f, 3.f};
+  const std::vector<float> values = {1.1f, -2.25f, 3.f};  // 1.1 is no bf16: sent as fp32
   const MeshPayloadIn part =
       read(ring_segment_payload((int64_t(2) << 32) + 7, {4, 9, 1}, 3, values.data(), 3));
   REQUIRE(part.kind == MeshPayloadIn::Kind::kRingSegment);
@@ -270,7 +270,29 @@ TEST_CASE("an all-reduce part and a step's result survive the trip; odd rings ar
   CHECK(part.ring.members == std::vector<uint32_t>{4, 9, 1});
   CHECK(part.ring.step == 3);
   REQUIRE(part.ring.values.size == 3);
-  CHECK(std::vector<float>(part.ring.values.data, part.ring.values.data + 3) == values);
+  CHECK(part.ring.bf16 == nullptr);
+  CHECK(part.ring.floats() == values);
+  // Every value a bf16 (a ring of training.precision: bf16 rounds them so): 2 bytes each.
+  std::vector<float> halves(1000);
+  for (size_t i = 0; i < halves.size(); ++i) halves[i] = float(int(i % 256) - 128) / 64.f;
+  const PayloadBytes small = ring_segment_payload(1, {1, 2}, 0, halves.data(), 1000);
+  CHECK(small->size() < 1000 * 2 + 128);
+  const MeshPayloadIn packed = read(small);
+  REQUIRE(packed.kind == MeshPayloadIn::Kind::kRingSegment);
+  CHECK(packed.ring.bf16_size == 1000);
+  CHECK(packed.ring.values.size == 0);
+  CHECK(packed.ring.floats() == halves);
+  CHECK(read(ring_result_payload(1, {1, 2}, halves.data(), 1000)).ring.floats() == halves);
+  {  // both kinds of values in one part: refused
+    flatbuffers::FlatBufferBuilder fbb;
+    const auto f = fbb.CreateVector(values);
+    const auto b = fbb.CreateVector(std::vector<uint16_t>{1, 2, 3});
+    const auto m = fbb.CreateVector(std::vector<uint32_t>{1, 2});
+    fbb.Finish(mesh::CreateMeshPayload(fbb, mesh::Payload::RingSegment,
+                                       mesh::CreateRingSegment(fbb, 1, m, 0, f, b).Union()));
+    CHECK_THAT(read_mesh_payload(fbb.GetBufferPointer(), fbb.GetSize()).error,
+               Catch::Contains("an all-reduce part with both fp32 and bf16 values"));
+  }
   const MeshPayloadIn result = read(ring_result_payload(11, {1, 2}, values.data(), 3));
   REQUIRE(result.kind == MeshPayloadIn::Kind::kRingResult);
   CHECK(result.ring.step == -1);

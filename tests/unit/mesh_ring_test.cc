@@ -122,3 +122,49 @@ TEST_CASE("ring all-reduce over loopback endpoints, 2 to 7 nodes, every node the
     stop_nodes(nodes);
   }
 }
+
+TEST_CASE("bf16 on the wire over loopback: half the bytes, the same bits on every node") {
+  for (int count : {2, 3, 5}) {
+    auto nodes = start_nodes(count);
+    const int64_t n = 100003, exact_from = n - 2;
+    std::vector<std::vector<float>> values(static_cast<size_t>(count));
+    std::vector<double> sum(static_cast<size_t>(n), 0.0), magnitude(static_cast<size_t>(n), 0.0);
+    for (int i = 0; i < count; ++i) {
+      nodes[size_t(i)]->exchange->set_ring_wire({true, exact_from});
+      std::mt19937 rng(uint32_t(7 * count + i));
+      std::uniform_real_distribution<float> u(-1.f, 1.f);
+      values[size_t(i)].resize(size_t(n));
+      for (float& x : values[size_t(i)]) x = u(rng);
+      values[size_t(i)][size_t(n - 2)] = float(300 + i);  // examples: not a bf16, kept exact
+      for (int64_t k = 0; k < n; ++k) {
+        sum[size_t(k)] += values[size_t(i)][size_t(k)];
+        magnitude[size_t(k)] += std::fabs(values[size_t(i)][size_t(k)]);
+      }
+    }
+    std::vector<uint64_t> bytes_before(static_cast<size_t>(count));
+    for (int i = 0; i < count; ++i) bytes_before[size_t(i)] = nodes[size_t(i)]->exchange->bytes_sent();
+    std::vector<std::thread> threads;
+    for (int i = 0; i < count; ++i)
+      threads.emplace_back([&, i] {
+        nodes[size_t(i)]->exchange->sum_over_nodes(values[size_t(i)].data(), n, 0);
+      });
+    for (auto& t : threads) t.join();
+    INFO(count << " nodes");
+    for (int i = 1; i < count; ++i)
+      REQUIRE(std::memcmp(values[size_t(i)].data(), values[0].data(), size_t(n) * 4) == 0);
+    for (int64_t k = 0; k < exact_from; ++k)
+      REQUIRE(std::fabs(values[0][size_t(k)] - sum[size_t(k)]) <=
+              double(count) * std::ldexp(1.0, -8) * magnitude[size_t(k)]);
+    CHECK(values[0][size_t(n - 2)] == float(sum[size_t(n - 2)]));
+    // 2 bytes a value but for the segment holding the counts, which goes as fp32.
+    const double segment = 2.0 * double(n) / count;
+    const double bound = 2.0 * (count - 1) * segment;
+    for (int i = 0; i < count; ++i) {
+      const double sent = double(nodes[size_t(i)]->exchange->bytes_sent() - bytes_before[size_t(i)]);
+      INFO("node " << i + 1 << " of " << count << " sent " << sent << " bytes, bound " << bound);
+      CHECK(sent >= bound);
+      CHECK(sent <= bound + 2.0 * segment * 2 + 4096.0 * count);
+    }
+    stop_nodes(nodes);
+  }
+}

@@ -74,7 +74,8 @@ class ThreadRing {
 };
 
 // Runs the all-reduce on every rank's buffer, one thread each; the first error of any rank.
-std::string all_reduce(std::vector<std::vector<float>>& buffers, ThreadRing& ring) {
+std::string all_reduce(std::vector<std::vector<float>>& buffers, ThreadRing& ring,
+                       const core::RingWire& wire = {}) {
   const int ranks = int(buffers.size());
   std::vector<std::string> errors(static_cast<size_t>(ranks));
   std::vector<std::thread> threads;
@@ -83,7 +84,7 @@ std::string all_reduce(std::vector<std::vector<float>>& buffers, ThreadRing& rin
       ThreadRing::Links links(ring, r);
       try {
         core::ring_allreduce(buffers[size_t(r)].data(), int64_t(buffers[size_t(r)].size()), r,
-                             ranks, links);
+                             ranks, links, wire);
       } catch (const std::exception& e) {
         errors[size_t(r)] = e.what();
       }
@@ -149,4 +150,47 @@ TEST_CASE("a segment of the wrong size is refused, naming the step") {
   CHECK_THAT(all_reduce(buffers, ring),
              Catch::Contains("ring all-reduce step 1: a segment of 11 values arrived where 10 "
                              "were due"));
+}
+
+TEST_CASE("bf16 on the wire: the same bits everywhere, bf16 values, exact counts at the end") {
+  std::mt19937 rng(11);
+  std::normal_distribution<float> normal(0.f, 1.f);
+  const int64_t n = 1001, exact_from = n - 2;  // a gradient, then two counts
+  for (int ranks = 2; ranks <= 7; ++ranks) {
+    INFO(ranks << " ranks");
+    std::vector<std::vector<float>> buffers(static_cast<size_t>(ranks),
+                                            std::vector<float>(static_cast<size_t>(n)));
+    std::vector<double> sum(static_cast<size_t>(n), 0.0), magnitude(static_cast<size_t>(n), 0.0);
+    for (int r = 0; r < ranks; ++r) {
+      std::vector<float>& b = buffers[size_t(r)];
+      for (int64_t i = 0; i < exact_from; ++i) b[size_t(i)] = normal(rng) * float(1 + i % 13);
+      b[size_t(n - 2)] = float(257 + r);  // no bf16 holds 257 and up (9 bits and more)
+      b[size_t(n - 1)] = float(r % 2);
+      for (int64_t i = 0; i < n; ++i) {
+        sum[size_t(i)] += b[size_t(i)];
+        magnitude[size_t(i)] += std::fabs(b[size_t(i)]);
+      }
+    }
+    ThreadRing ring(ranks);
+    int64_t not_bf16 = 0;  // values sent that a bf16 would not hold
+    ring.tamper = [&not_bf16](std::vector<float>& v) {
+      for (float x : v) not_bf16 += core::all_bf16(&x, 1) ? 0 : 1;
+    };
+    REQUIRE(all_reduce(buffers, ring, core::RingWire{true, exact_from}) == "");
+    for (int r = 1; r < ranks; ++r)
+      CHECK(std::memcmp(buffers[0].data(), buffers[size_t(r)].data(), size_t(n) * 4) == 0);
+    CHECK(core::all_bf16(buffers[0].data(), exact_from));
+    // Each rank's partial sum is rounded once a hop and the whole sum once more: at most a
+    // half unit of bf16's 8 bits of precision of the magnitude each time.
+    int64_t off = 0;
+    for (int64_t i = 0; i < exact_from; ++i)
+      off += std::fabs(buffers[0][size_t(i)] - sum[size_t(i)]) >
+             double(ranks) * std::ldexp(1.0, -8) * magnitude[size_t(i)];
+    CHECK(off == 0);
+    CHECK(buffers[0][size_t(n - 2)] == float(sum[size_t(n - 2)]));  // exact
+    CHECK(buffers[0][size_t(n - 1)] == float(sum[size_t(n - 1)]));
+    // Only the counts went as fp32: the last segment is sent 2 (R - 1) times, two counts each.
+    CHECK(not_bf16 <= 4 * (ranks - 1));
+    CHECK(not_bf16 > 0);
+  }
 }
