@@ -15,7 +15,7 @@ GradientRounds::GradientRounds(int workers, int64_t num_params,
       exchange_(exchange),
       round_(workers_),
       parts_(size_t(workers_)),
-      sum_(size_t(num_params + 2)),
+      sum_(size_t(step_sum_values(num_params))),
       mean_(size_t(num_params)) {}
 
 void GradientRounds::run_step(int64_t round) {
@@ -33,7 +33,7 @@ void GradientRounds::run_step(int64_t round) {
   }
   if (exchange_) {
     try {
-      exchange_->sum_over_nodes(sum, n_ + 2, round);
+      exchange_->sum_over_nodes(sum, step_sum_values(n_), round);
     } catch (...) {
       // The other workers are released (NodeRound) and must not apply anything: no step.
       examples_ = 0.0;

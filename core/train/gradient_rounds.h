@@ -24,13 +24,17 @@ namespace dtrain::core {
 // in that epoch. Ids below 1 << 32 are the rehearsal's, whose ring steps run before a job of
 // `mode: auto` chooses (daemon/node/sync_rehearsal.h): every training round comes after them,
 // as a ring's rounds must increase.
-constexpr int64_t kRehearsalRoundIds = int64_t(1) << 32;
 inline int64_t step_round_id(int64_t epoch, int64_t step_in_epoch) {
   return ((epoch + 1) << 32) + step_in_epoch;
 }
 // The epoch of a step's round id, and its step in it; epoch -1 for a rehearsal's.
 inline int64_t epoch_of_round_id(int64_t round) { return (round >> 32) - 1; }
 inline int64_t step_of_round_id(int64_t round) { return round & 0xffffffff; }
+
+// A step's sum over the nodes holds the gradient's values, then these figures: the step's
+// examples and its workers with a minibatch after it.
+constexpr int64_t kStepFigures = 2;
+inline int64_t step_sum_values(int64_t num_params) { return num_params + kStepFigures; }
 
 class GradientRounds {
  public:

@@ -1,8 +1,8 @@
 #include "core/train/mode_choice.h"
 
-#include <algorithm>
-#include <cmath>
 #include <cstdio>
+
+#include "core/train/gradient_rounds.h"
 
 namespace dtrain::core {
 namespace {
@@ -39,15 +39,12 @@ bool may_choose_allreduce(const JobSpec& job) {
 
 double ring_wait_s(const SyncChoiceInputs& in) {
   if (in.nodes <= 1 || in.link.goodput_bytes_s <= 0) return 0.0;
-  const double segment = 4.0 * double(in.num_params + 2) / double(in.nodes);
+  const double segment = 4.0 * double(step_sum_values(in.num_params)) / double(in.nodes);
   return 2.0 * double(in.nodes - 1) * (in.link.rtt_s / 2 + segment / in.link.goodput_bytes_s);
 }
 
 int rehearsal_ring_steps(const SyncChoiceInputs& in) {
-  const double period = in.step_s + ring_wait_s(in);
-  if (!(period > 0)) return kMaxRehearsalLockSteps;
-  return int(std::clamp(std::ceil(kRehearsalSeconds / period), double(kMinRehearsalLockSteps),
-                        double(kMaxRehearsalLockSteps)));
+  return rehearsal_steps_for(in.step_s + ring_wait_s(in));
 }
 
 SyncChoice choose_training(const TrainingSpec& training, const SyncChoiceInputs& in) {

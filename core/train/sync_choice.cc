@@ -164,7 +164,10 @@ SyncChoice choose_sync(const TrainingSpec& training, const SyncChoiceInputs& in)
 int rehearsal_steps(const TrainingSpec& training, const SyncChoiceInputs& in) {
   SyncChoiceInputs probed = in;
   probed.rehearsal.reset();
-  const double period = in.step_s + per_step_wait_s(training, probed);
+  return rehearsal_steps_for(in.step_s + per_step_wait_s(training, probed));
+}
+
+int rehearsal_steps_for(double period) {
   if (!(period > 0)) return kMaxRehearsalLockSteps;
   return int(std::clamp(std::ceil(kRehearsalSeconds / period), double(kMinRehearsalLockSteps),
                         double(kMaxRehearsalLockSteps)));

@@ -88,6 +88,8 @@ constexpr double kRehearsalSeconds = 2.0;
 constexpr int kMinRehearsalLockSteps = 8;
 constexpr int kMaxRehearsalLockSteps = 40;
 int rehearsal_steps(const TrainingSpec& training, const SyncChoiceInputs& in);
+// The steps that fill about kRehearsalSeconds at `period` seconds a step, within those bounds.
+int rehearsal_steps_for(double period);
 // Whether the nodes rehearse at all: not where a step alone takes longer than this (a model
 // sized for GPUs, timed on the CPU), whose rehearsal would take minutes and whose waits
 // matter little beside its steps; its choice is made from the probes.

@@ -64,12 +64,13 @@ RehearsalPlanPayload rehearsal_plan(const core::TrainingSpec& training,
 
 // A ring like a step of mode allreduce sums (GradientRounds: the parameters, then the step's
 // examples and its workers with more): its size, and with precision bf16 its parts as bf16
-// (the two counts exact; core/collective/ring_wire.h).
-void set_up_ring(const core::JobSpec& job, MeshExchange& exchange) {
+// (the two counts exact; core/collective/ring_wire.h). Returns the sums' size.
+int64_t set_up_ring(const core::JobSpec& job, MeshExchange& exchange) {
   const int64_t params = core::count_model(job.model).params;
-  exchange.expect_sums_of(params + 2);
+  exchange.expect_sums_of(core::step_sum_values(params));
   if (job.training.precision == kernels::Precision::kBf16)
     exchange.set_ring_wire({true, params});
+  return core::step_sum_values(params);
 }
 
 // The compute threads this node's part of a job may use: the node's `threads` (0: every core),
@@ -595,9 +596,8 @@ void JobRunner::resolve_auto_sync(TrainingInputs& in, MeshExchange& exchange,
       members[start_.rank].workers));
   // `mode: auto`'s ring steps sum a step's values, as allreduce's steps do.
   const bool mode_auto = core::mode_is_auto(in.job.training);
-  const int64_t step_values = core::count_model(in.job.model).params + 2;
+  const int64_t step_values = mode_auto ? set_up_ring(in.job, exchange) : 0;
   std::vector<float> ring_values;
-  if (mode_auto) set_up_ring(in.job, exchange);
   // What this node computes if the chooser has the nodes rehearse (sync_rehearsal.h), made
   // only when a plan comes (a model too slow to rehearse never pays for it); a rejoining node
   // is told the choice, made before it came back.
