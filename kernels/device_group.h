@@ -2,7 +2,8 @@
 // GPU-to-GPU sharing among the GPU workers of one process (docs/architecture/core.md, "Sharing"):
 // one rank per GPU, NCCL in CUDA builds (kernels/cuda/nccl_group.cu, libnccl loaded at run
 // time), host copies between emulated GPUs otherwise. The trainer all-gathers encoded messages
-// over it, so a message reaches the other GPUs of its node without going through host memory.
+// over it, so a message reaches the other GPUs of its node without going through host memory,
+// and mode allreduce sums its workers' gradients over it (core/train/gradient_rounds.h).
 //
 // Every call is driven from one thread for all ranks (the group issues each rank's part of a
 // collective itself), so no rank can wait on a peer that is busy elsewhere: a collective cannot
@@ -31,6 +32,11 @@ class DeviceGroup {
   // every rank q. Returns when every copy is complete. Throws (CudaError) on failure.
   virtual void all_gather(const std::vector<const uint32_t*>& send,
                           const std::vector<uint32_t*>& recv, int64_t words) = 0;
+  // One all-reduce: recv[q] (`n` floats on rank q's GPU) gets the sum over the ranks of send[r]
+  // (each on rank r's GPU), the same bits on every rank. send is left as it was. Returns when
+  // every rank's sum is complete. Throws (CudaError) on failure.
+  virtual void all_reduce_sum(const std::vector<const float*>& send,
+                              const std::vector<float*>& recv, int64_t n) = 0;
 };
 
 // The devices of `backends` in rank order when they can form a group: every one a GPU backend,

@@ -27,6 +27,11 @@ void ProgressPrinter::on_gpu_sharing(const std::string& how) {
   std::fflush(out_);
 }
 
+void ProgressPrinter::on_allreduce_plan(const std::string& how) {
+  std::fprintf(out_, "allreduce: a step's gradient goes in %s\n", how.c_str());
+  std::fflush(out_);
+}
+
 // "  τ 1.2e-03 dens 1.0e-03 sparse 8.1KB |r| 3.2e-01": worker 0's threshold, density, encoding,
 // message size and residual L2 norm.
 std::string codec_summary(const core::StepProgress& p) {

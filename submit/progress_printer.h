@@ -15,6 +15,7 @@ class ProgressPrinter : public core::TrainingListener {
 
   void on_data_loaded(int64_t train, int64_t test, int64_t params) override;
   void on_gpu_sharing(const std::string& how) override;
+  void on_allreduce_plan(const std::string& how) override;
   void on_step(const core::StepProgress& p) override;
   void on_epoch(const core::EpochSummary& s) override;
   void on_checkpoint(const std::string& path, int64_t iteration) override;

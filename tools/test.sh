@@ -83,12 +83,13 @@ echo "== ThreadSanitizer (bazel test --config=tsan)"
 # The transport's tag workers and lanes, the controller (its collaborators and its sessions),
 # the mesh exchange, the message bus and the sharing workers with their step gate, local
 # steps (a node's workers meeting at a round, the overlapped exchange), and allreduce (the
-# ring's rounds with a lost node, over real endpoints, and a node's workers meeting at a step).
+# ring's rounds with a lost node, over real endpoints, a node's workers meeting at a step, and
+# its buckets' rounds on their own thread beside the workers' backward passes).
 tsan_tests=(//tests/transport:tag_workers_test //tests/transport:lanes_test
             //tests/unit:controller_test //tests/unit:controller_parts_test
             //tests/unit:mesh_exchange_test //tests/unit:sharing_test //tests/unit:staleness_test
             //tests/unit:local_steps_test //tests/unit:ring_rounds_test //tests/unit:mesh_ring_test
-            //tests/unit:allreduce_equivalence_test)
+            //tests/unit:allreduce_equivalence_test //tests/unit:gradient_rounds_test)
 bazel test --config=tsan "${tsan_tests[@]}" > "$logs/tsan.log" 2>&1; tsan_rc=$?
 grep -E "^//" "$logs/tsan.log"
 if [[ $tsan_rc -eq 0 ]]; then

@@ -34,7 +34,7 @@ void ring_allreduce(float* values, int64_t n, int rank, int ranks, RingLinks& li
   // Reduce-scatter: at step s, segment rank - s goes on; rank - s - 1 comes in and is added.
   for (int s = 0; s < ranks - 1; ++s) {
     const RingSegment out = ring_segment(n, ranks, wrap(rank - s, ranks));
-    round_for_wire(values, out.begin, out.end, wire);  // a partial sum, not used here again
+    round_for_wire(values, n, out.begin, out.end, wire);  // a partial sum, not used here again
     links.send_next(s, values + out.begin, out.size());
     const RingSegment in = ring_segment(n, ranks, wrap(rank - s - 1, ranks));
     const std::vector<float> part = received(links, s, in);
@@ -46,7 +46,7 @@ void ring_allreduce(float* values, int64_t n, int rank, int ranks, RingLinks& li
     const RingSegment out = ring_segment(n, ranks, wrap(rank + 1 - s, ranks));
     // The first send rounds this rank's whole sum, kept as sent; later ones pass on copies of
     // parts that are bf16 already.
-    round_for_wire(values, out.begin, out.end, wire);
+    round_for_wire(values, n, out.begin, out.end, wire);
     links.send_next(step, values + out.begin, out.size());
     const RingSegment in = ring_segment(n, ranks, wrap(rank - s, ranks));
     const std::vector<float> part = received(links, step, in);

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "core/collective/ring_allreduce.h"
+#include "core/collective/round_ids.h"
 #include "core/util/error.h"
 
 namespace dtrain::core {
@@ -85,8 +86,8 @@ void RingRounds::attempt(float* values, int64_t n, int64_t round, const Members&
                          std::chrono::milliseconds deadline, uint64_t& seen) {
   const int rank = index_of(view, self_);
   if (rank < 0)
-    throw UserError("this node is not among the job's live nodes for step " +
-                        std::to_string(round) + " of the all-reduce",
+    throw UserError("this node is not among the job's live nodes for the all-reduce of " +
+                        describe_round(round),
                     "the others took it as lost; see their logs");
   AttemptLinks links(*this, round, view, rank, live, deadline, values, n, seen);
   RingWire wire;
@@ -127,7 +128,7 @@ std::vector<float> RingRounds::wait_segment(const SegmentKey& key, uint32_t from
       continue;
     }
     if (changed_.wait_until(lock, until) == std::cv_status::timeout)
-      throw UserError("the all-reduce of step " + std::to_string(round) + " waited " +
+      throw UserError("the all-reduce of " + describe_round(round) + " waited " +
                           std::to_string(deadline.count()) + " ms for part " +
                           std::to_string(std::get<2>(key) + 1) + " from node id " +
                           std::to_string(from) + ", which was not declared lost",

@@ -7,20 +7,22 @@
 
 namespace dtrain::core {
 
-void round_for_wire(float* values, int64_t begin, int64_t end, const RingWire& wire) {
+void round_for_wire(float* values, int64_t n, int64_t begin, int64_t end, const RingWire& wire) {
   if (!wire.bf16) return;
-  end = std::min(end, wire.exact_from);
+  end = std::min(end, n - wire.exact_last);
   for (int64_t i = begin; i < end; ++i) values[i] = kernels::round_to_bf16(values[i]);
 }
 
-bool all_bf16(const float* values, int64_t n) {
+int64_t bf16_prefix(const float* values, int64_t n) {
   for (int64_t i = 0; i < n; ++i) {
     uint32_t bits;
     std::memcpy(&bits, values + i, 4);
-    if (bits & 0xFFFFu) return false;
+    if (bits & 0xFFFFu) return i;
   }
-  return true;
+  return std::max<int64_t>(n, 0);
 }
+
+bool all_bf16(const float* values, int64_t n) { return bf16_prefix(values, n) == std::max<int64_t>(n, 0); }
 
 std::vector<uint16_t> bf16_bits(const float* values, int64_t n) {
   std::vector<uint16_t> out(size_t(std::max<int64_t>(n, 0)));

@@ -1,6 +1,7 @@
 #include "core/model/model.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "core/model/layout_plan.h"
 #include "core/model/model_builder.h"
@@ -48,6 +49,7 @@ Model::Model(const ModelSpec& spec, kernels::Backend* backend)
     s += layer->num_state();
   }
   plan_layouts();
+  plan_frontiers();
   activations_.resize(layers.size());
   deltas_.resize(layers.size());
   delta_written_.resize(layers.size());
@@ -124,6 +126,26 @@ const Tensor& Model::predict(const Tensor& x) {
   return host_output_;
 }
 
+// Layer i's parameters are [offset[i], offset[i + 1]). After each backward position, the
+// frontier is the offset of the first layer from which every later one with parameters is done.
+void Model::plan_frontiers() {
+  const auto& layers = graph_.layers;
+  std::vector<int64_t> offset(layers.size() + 1, 0);
+  for (size_t i = 0; i < layers.size(); ++i) offset[i + 1] = offset[i] + layers[i]->num_params();
+  std::vector<bool> done(layers.size(), false);
+  auto frontier = [&] {
+    size_t j = layers.size();
+    while (j > 0 && (done[j - 1] || layers[j - 1]->num_params() == 0)) --j;
+    return offset[j];
+  };
+  done.back() = true;  // the output layer's backward runs first
+  frontiers_ = {frontier()};
+  for (size_t k = graph_.order.size() - 1; k-- > 0;) {
+    done[static_cast<size_t>(graph_.order[k])] = true;
+    frontiers_.push_back(frontier());
+  }
+}
+
 Tensor* Model::gradient_slot(int j, size_t k) {
   if (j == kModelInput) return nullptr;  // nothing learns from the input's gradient
   if (!delta_written_[static_cast<size_t>(j)]) {
@@ -154,7 +176,7 @@ void Model::backward_layer(int i, const Tensor& x) {
 }
 
 double Model::compute_gradients(const Tensor& x_host, const Tensor& targets_host, Rng& rng,
-                                float loss_scale) {
+                                float loss_scale, const GradientsReady* ready) {
   const Tensor& x = on_device(x_host, input_);
   const Tensor& targets = on_device(targets_host, targets_);
   forward(x, ForwardMode{true, &rng});
@@ -164,7 +186,17 @@ double Model::compute_gradients(const Tensor& x_host, const Tensor& targets_host
   Tensor* din = gradient_slot(in, 0);
   const double loss =
       output_->loss_backward(output_of(in, x), activations_[last], targets, din, loss_scale);
-  for (size_t k = graph_.order.size() - 1; k-- > 0;) backward_layer(graph_.order[k], x);
+  // Gradients on the host and final as computed can be heard about as they come; none of a
+  // loss that is not finite (the worker refuses that step: no part of it may leave).
+  const GradientsReady* early =
+      ready && params_.on_host() && loss_scale == 1.f && std::isfinite(loss) ? ready : nullptr;
+  size_t position = 0;
+  if (early) (*early)(frontiers_[position]);
+  for (size_t k = graph_.order.size() - 1; k-- > 0;) {
+    backward_layer(graph_.order[k], x);
+    ++position;
+    if (early && frontiers_[position] < frontiers_[position - 1]) (*early)(frontiers_[position]);
+  }
   if (loss_scale != 1.f) backend_->scale(grads_.data(), grads_.size(), 1.f / loss_scale);
   return loss;
 }

@@ -2,6 +2,7 @@
 // A model (a stack of layers, or a graph of them: model_graph.h) whose parameters, gradients
 // and state are three flat vectors. Flat parameters are what gradient sharing encodes and what
 // model files store.
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -58,8 +59,19 @@ class Model {
   // when it has one): fills grads() and returns the mean loss. loss_scale (fp16 training,
   // core/train/loss_scaler.h) multiplies the loss gradient before the backward pass and
   // divides the parameter gradients after it; the loss returned is unscaled.
+  //
+  // `ready`, when given, hears during the backward pass each time more of grads() is final: every
+  // gradient at and past the offset it is called with (a host model with loss_scale 1 and a
+  // finite loss; any other hears nothing). Dense all-reduce sends those while the rest is
+  // computed (core/train/gradient_buckets.h).
+  using GradientsReady = std::function<void(int64_t ready_from)>;
   double compute_gradients(const Tensor& x, const Tensor& targets, Rng& rng,
-                           float loss_scale = 1.f);
+                           float loss_scale = 1.f, const GradientsReady* ready = nullptr);
+  // Where `ready` is called, in the order the backward pass reaches them: after the output
+  // layer's backward and after each other layer's, the lowest offset from which every gradient is
+  // final (a layer's parameters follow those of the layers before it, so the pass finishes the
+  // flat gradient from its end). The last is 0.
+  const std::vector<int64_t>& backward_frontiers() const { return frontiers_; }
 
  private:
   // Tells every layer the layouts of its input and output (core/model/layout_plan.h).
@@ -75,6 +87,8 @@ class Model {
   Tensor* gradient_slot(int j, size_t k);
   void add_into(int j, Tensor* slot);
   void backward_layer(int i, const Tensor& x);
+  // frontiers_, from the layers' parameter offsets and the backward order.
+  void plan_frontiers();
 
   ModelSpec spec_;
   kernels::Backend* backend_;
@@ -83,6 +97,7 @@ class Model {
   OutputLayer* output_ = nullptr;
   Tensor params_, grads_, state_;
   std::vector<ParamSegment> segments_;
+  std::vector<int64_t> frontiers_;   // per backward position (backward_frontiers())
   std::vector<Tensor> activations_;  // activations_[i] = output of layer i
   std::vector<Tensor> deltas_;       // deltas_[i] = d(loss)/d(activations_[i])
   std::vector<bool> delta_written_;  // this pass, per layer

@@ -188,6 +188,14 @@ struct EarlyStoppingSpec {
   double min_delta = 0.0;
 };
 
+// training.allreduce (mode allreduce; docs/user-guide.md, "Dense all-reduce"): the buckets a
+// step's gradient goes over the ring in (core/train/gradient_buckets.h). 0: one bucket, sent when
+// the backward pass ends.
+struct AllreduceSpec {
+  double bucket_mb = kDefaultBucketMb;
+  static constexpr double kDefaultBucketMb = 1.0;
+};
+
 struct TrainingSpec {
   TrainingMode mode = TrainingMode::kGradientSharing;
   int64_t epochs = 1;
@@ -219,6 +227,7 @@ struct TrainingSpec {
   int64_t averaging_frequency = 5;
   bool average_updater_state = false;  // parameter_averaging: momentum/moments averaged too
   SyncSpec sync;                  // gradient_sharing only
+  AllreduceSpec allreduce;        // allreduce (and auto) only
   CorrectionsSpec corrections;    // gradient_sharing only
   // Stop a job whose loss rises far above its best or whose accuracy falls to chance.
   bool stop_on_divergence = true;

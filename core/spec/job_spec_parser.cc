@@ -313,7 +313,7 @@ class JobSpecParser {
                             "precision", "threshold", "residual", "mesh",
                             "averaging_frequency", "average_updater_state", "sync",
                             "corrections", "stop_on_divergence", "audit_updates",
-                            "early_stopping"});
+                            "early_stopping", "allreduce"});
     t.mode = *parse_mode(r_.choice(node, "mode", p, std::string(mode_name(t.mode)),
                                    {"gradient_sharing", "parameter_averaging", "allreduce",
                                     "auto"}));
@@ -351,6 +351,7 @@ class JobSpecParser {
     check_mode_auto(node, t);
     check_local_steps(node, t);
     check_allreduce(node, t);
+    t.allreduce = parse_allreduce(node["allreduce"], t.mode);
     t.early_stopping = parse_early_stopping(node["early_stopping"]);
     if (t.nodes_max > 0 && t.early_stopping.enabled)
       r_.fail(node["early_stopping"], p + ".early_stopping",
@@ -498,6 +499,20 @@ class JobSpecParser {
     s.mode = r_.choice(training, "sync", "training", std::nullopt, {"async", "bsp", "auto"});
     s.bound = s.mode == "async" ? 0 : 1;
     return s;
+  }
+
+  AllreduceSpec parse_allreduce(const YAML::Node& node, TrainingMode mode) {
+    AllreduceSpec a;
+    if (!node) return a;
+    const std::string p = "training.allreduce";
+    if (mode != TrainingMode::kAllreduce && mode != TrainingMode::kAuto)
+      r_.fail(node, p,
+              std::string("training.allreduce sets up mode allreduce, and the mode is ") +
+                  mode_name(mode),
+              "remove training.allreduce, or set training.mode: allreduce (or auto)");
+    r_.expect_map(node, p, {"bucket_mb"});
+    a.bucket_mb = r_.number(node, "bucket_mb", p, a.bucket_mb, 0.0, 4096.0, false);
+    return a;
   }
 
   // Dense all-reduce is synchronous by construction: every worker takes every step together.

@@ -72,6 +72,11 @@ class NodeExchange {
   virtual void sum_over_nodes(float* values, int64_t n, int64_t round) {
     (void)values, (void)n, (void)round;
   }
+  // A step's gradient goes in this many rounds (core/train/gradient_buckets.h), its buckets
+  // 0 .. buckets - 1 in the round ids' low bits: a node's minibatch of a step counts as done once
+  // the step's last bucket counted it (a node lost after its first buckets has it done again by
+  // the survivors). Before the first step; 1 if never called.
+  virtual void set_step_buckets(int buckets) { (void)buckets; }
 
   // Local steps at an epoch's end (TrainingRun::agree_on_global_state): whether every live
   // node's `values` are the same bits as this node's. Only a digest of them crosses the wire;

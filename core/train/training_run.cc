@@ -112,12 +112,7 @@ TrainingRun::TrainingRun(const JobSpec& job, TrainingListener& listener,
       divergence_(job) {
   build_gpu_sharing();
   build_workers();
-  if (reduces_every_step(job.training)) {
-    reduce_ = std::make_unique<GradientRounds>(num_workers_, initial_.model.num_params(),
-                                               worker_corrections(job.training), exchange_);
-    const std::vector<int64_t> batches = shard_batches();
-    steps_per_epoch_ = batches.empty() ? 0 : *std::max_element(batches.begin(), batches.end());
-  }
+  if (reduces_every_step(job.training)) build_gradient_rounds();
 }
 
 TrainingRun::~TrainingRun() = default;
@@ -165,6 +160,53 @@ void TrainingRun::build_workers() {
   workers_[0]->set_test_fault(options_.test_fault);
 }
 
+// Mode allreduce: the step's buckets, overlapped with the backward pass when the gradients are
+// in host memory (a GPU worker's reach the host only once its pass is done).
+void TrainingRun::build_gradient_rounds() {
+  const Model& model = initial_.model;
+  std::vector<GradientBucket> buckets =
+      plan_buckets(model.backward_frontiers(), model.num_params(),
+                   bucket_values(job_.training.allreduce.bucket_mb));
+  const bool overlap = exchange_ && buckets.size() > 1 && gpu_backends_.empty();
+  allreduce_plan_text_ = describe_buckets(buckets, overlap);
+  if (exchange_) exchange_->set_step_buckets(int(buckets.size()));
+  reduce_ = std::make_unique<GradientRounds>(num_workers_, model.num_params(), std::move(buckets),
+                                             worker_corrections(job_.training), exchange_,
+                                             overlap);
+  if (overlap)
+    for (int w = 0; w < num_workers_; ++w)
+      workers_[size_t(w)]->worker().set_gradients_ready(
+          [this, w](int64_t from) { reduce_->ready(w, from); });
+  if (gpu_backends_.size() > 1) sum_on_devices();
+  const std::vector<int64_t> batches = shard_batches();
+  steps_per_epoch_ = batches.empty() ? 0 : *std::max_element(batches.begin(), batches.end());
+}
+
+// GPU workers of mode allreduce sum their gradients over a device group when one forms
+// (gpu_sharing_text_ says which, or why not); a group that fails later is given up for host
+// memory, and the node says so.
+void TrainingRun::sum_on_devices() {
+  std::vector<kernels::Backend*> backends;
+  for (const auto& b : gpu_backends_) backends.push_back(b.get());
+  std::string why;
+  std::unique_ptr<kernels::DeviceGroup> group = kernels::make_device_group(backends, &why);
+  if (!group) {
+    gpu_sharing_text_ = "host memory (" + why + ")";
+    return;
+  }
+  std::string gpus;
+  for (kernels::Backend* b : backends) gpus += (gpus.empty() ? "" : ", ") + std::to_string(b->device());
+  gpu_sharing_text_ = group->name() + " all-reduce between GPUs " + gpus;
+  std::vector<Worker*> ranks;
+  for (auto& w : workers_) ranks.push_back(&w->worker());
+  reduce_->sum_on_devices(std::move(group), std::move(ranks), [this](const std::string& failure) {
+    // From the step's last worker, the others waiting for it: nothing else reads the result now.
+    result_.gpu_sharing += "; host memory since a step failed on it (" + failure + ")";
+    listener_.on_gpu_sharing("host memory from now on: the all-reduce between the GPUs failed (" +
+                             failure + ")");
+  });
+}
+
 // ---- Where the run starts ----
 
 TrainingResult TrainingRun::run() {
@@ -172,6 +214,7 @@ TrainingResult TrainingRun::run() {
   listener_.on_data_loaded(data_.train_source().size(), data_.test.size(),
                            initial_.model.num_params());
   if (!gpu_sharing_text_.empty()) listener_.on_gpu_sharing(gpu_sharing_text_);
+  if (reduce_) listener_.on_allreduce_plan(allreduce_plan_text_);
   start_result();
   restore();
   if (steps_locally(job_.training)) start_local_steps();
@@ -442,13 +485,13 @@ bool TrainingRun::allreduce_step(int w, EpochRun& e, WorkerCursor& cursor, Worke
   auto stopped = [this] { return stop_.load() || cancelled(); };
   while (reduce_->more() && !stopped()) {
     const auto t0 = Clock::now();
-    const bool has = cursor.in_epoch_own < cursor.batches && worker.compute_gradient(iterations_[w]);
-    const bool has_more = has && cursor.in_epoch_own + 1 < cursor.batches;
+    const bool mine = cursor.in_epoch_own < cursor.batches;
+    reduce_->begin(w, mine ? &worker : nullptr, cursor.in_epoch_own + 1 < cursor.batches,
+                   step_round_id(e.epoch, cursor.rounds_done));
+    const bool has = mine && worker.compute_gradient(iterations_[w]);
     const auto t1 = Clock::now();
     const int64_t job_step = e.epoch * steps_per_epoch_ + cursor.rounds_done;
-    if (!reduce_->arrive(w, has ? &worker : nullptr, has_more,
-                         step_round_id(e.epoch, cursor.rounds_done), stopped))
-      return false;
+    if (!reduce_->arrive(w, has ? &worker : nullptr, stopped)) return false;
     ++cursor.rounds_done;
     if (reduce_->examples() > 0) worker.apply_gradient(reduce_->mean(), job_step, job_step + 1);
     if (!has) continue;

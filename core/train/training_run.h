@@ -102,6 +102,8 @@ class TrainingRun {
   bool averaging_step(int w, EpochRun& e, WorkerCursor& cursor, int64_t iteration,
                       int64_t schedule_iteration, WorkerStep& step);
   bool allreduce_step(int w, EpochRun& e, WorkerCursor& cursor, WorkerStep& step);
+  void build_gradient_rounds();
+  void sum_on_devices();
   void local_round(int64_t round, bool last_of_epoch);
   std::vector<float> mean_replica();
   int64_t record_step(int w, EpochRun& e, WorkerStep& step);
@@ -192,6 +194,7 @@ class TrainingRun {
   // job has (its largest shard's minibatches), which number the updater's steps alike on every
   // replica.
   std::unique_ptr<GradientRounds> reduce_;
+  std::string allreduce_plan_text_;  // describe_buckets'
   int64_t steps_per_epoch_ = 0;
   // A rejoined node's starting point: its audit measures the deviation from here (empty: the
   // initial parameters).

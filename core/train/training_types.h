@@ -118,6 +118,8 @@ class TrainingListener {
   // Before training, on a node with GPU workers sharing gradients: how they reach each other
   // (TrainingResult::gpu_sharing), so a fallback to host memory is said, with why, up front.
   virtual void on_gpu_sharing(const std::string& how) {}
+  // Before training, mode allreduce: how a step's gradient goes (core/train/gradient_buckets.h).
+  virtual void on_allreduce_plan(const std::string& how) {}
   // From worker 0's thread while the workers run.
   virtual void on_step(const StepProgress& progress) {}
   // From each worker's thread after each of its steps (metrics, the stats history); must be

@@ -75,7 +75,7 @@ void Worker::check_finite_loss(int64_t own_iteration) const {
 bool Worker::compute_gradient(int64_t own_iteration) {
   if (!timed_load([&] { return iterator_.next(x_, y_); })) return false;
   last_batch_ = x_.dim(0);
-  last_loss_ = model_->compute_gradients(x_, y_, rng_, 1.f);
+  last_loss_ = model_->compute_gradients(x_, y_, rng_, 1.f, ready_ ? &ready_ : nullptr);
   check_finite_loss(own_iteration);
   return true;
 }

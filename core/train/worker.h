@@ -55,6 +55,9 @@ class Worker {
   // `scratch`); apply_gradient() takes the job's gradient (host memory, already clipped) through
   // the updater, at updater step `t` (1-based, the same on every replica), and applies it.
   bool compute_gradient(int64_t own_iteration);
+  // What compute_gradient tells as its backward pass finishes parts of the gradient
+  // (Model::GradientsReady; empty: nothing).
+  void set_gradients_ready(Model::GradientsReady ready) { ready_ = std::move(ready); }
   const float* host_gradient(std::vector<float>& scratch);
   void apply_gradient(const float* host_gradient, int64_t schedule_iteration, int64_t t);
 
@@ -100,6 +103,7 @@ class Worker {
   std::unique_ptr<LossScaler> scaler_;
   double last_finite_loss_ = std::numeric_limits<double>::quiet_NaN();  // fp16: see .cc
   Tensor x_, y_, step_;
+  Model::GradientsReady ready_;
   double last_loss_ = 0.0;
   double last_data_ms_ = 0.0;
   int64_t last_batch_ = 0;

@@ -69,7 +69,7 @@ int64_t set_up_ring(const core::JobSpec& job, MeshExchange& exchange) {
   const int64_t params = core::count_model(job.model).params;
   exchange.expect_sums_of(core::step_sum_values(params));
   if (job.training.precision == kernels::Precision::kBf16)
-    exchange.set_ring_wire({true, params});
+    exchange.set_ring_wire({true, core::kStepFigures});
   return core::step_sum_values(params);
 }
 
@@ -105,6 +105,9 @@ class JobRunner::ProgressReporter : public core::TrainingListener {
   StatsRecorder& stats() { return stats_; }
   void on_gpu_sharing(const std::string& how) override {
     report_(LogReport{"sharing between this node's GPU workers: " + how});
+  }
+  void on_allreduce_plan(const std::string& how) override {
+    report_(LogReport{"allreduce: a step's gradient goes in " + how});
   }
 
   void on_worker_step(int worker, const core::WorkerStep& step) override {

@@ -1,4 +1,5 @@
 #include "daemon/node/mesh_exchange.h"
+
 #include "daemon/node/mesh_ring.h"
 
 #include <sodium.h>
@@ -7,6 +8,7 @@
 #include <algorithm>
 
 #include "core/codec/message_check.h"
+#include "core/collective/round_ids.h"
 #include "core/spec/job_spec.h"
 #include "daemon/protocol/control_messages.h"
 #include "core/util/error.h"
@@ -821,11 +823,10 @@ std::string MeshExchange::describe(const MeshPayloadIn& in) {
     case MeshPayloadIn::Kind::kRehearsalMark:
       return "its part in rehearsing training";
     case MeshPayloadIn::Kind::kRingSegment:
-      return "part " + std::to_string(in.ring.step + 1) + " of its all-reduce of step " +
-             std::to_string((in.ring.round & 0xffffffff) + 1);
+      return "part " + std::to_string(in.ring.step + 1) + " of its all-reduce of " +
+             core::describe_round(in.ring.round);
     case MeshPayloadIn::Kind::kRingResult:
-      return "the result of the all-reduce of step " +
-             std::to_string((in.ring.round & 0xffffffff) + 1);
+      return "the result of the all-reduce of " + core::describe_round(in.ring.round);
     case MeshPayloadIn::Kind::kMalformed:
       return "a malformed message";
   }

@@ -77,6 +77,7 @@ class MeshExchange : public core::NodeExchange {
   // its parts sent point to point (mesh_ring.cc). `round`: core::step_round_id's; the members a
   // step counted did that minibatch (a lost one's later minibatches are the takeover's).
   void sum_over_nodes(float* values, int64_t n, int64_t round) override;
+  void set_step_buckets(int buckets) override { step_buckets_ = buckets; }
   // `mode: auto`'s rehearsal (sync_rehearsal.h): ring step `index` (round id `index`, before
   // every training step's), each part waited for at most `deadline`; counts no minibatch.
   void rehearse_ring(float* values, int64_t n, int32_t index, std::chrono::milliseconds deadline);
@@ -258,6 +259,7 @@ class MeshExchange : public core::NodeExchange {
   std::vector<uint32_t> live_members();  // in member order, this node included
   void on_ring_payload(const MeshPayloadIn& in, uint32_t origin);
   void counted_in_step(const std::vector<uint32_t>& counted, int64_t round);  // under mutex_
+  std::atomic<int> step_buckets_{1};  // set_step_buckets'
   std::unique_ptr<RingPostOnMesh> ring_post_;
   std::unique_ptr<core::RingRounds> ring_;
   bool stranger_warned_ = false;  // under mutex_

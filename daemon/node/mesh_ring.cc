@@ -29,8 +29,8 @@ void MeshExchange::RingPostOnMesh::send_result(const std::vector<uint32_t>& to, 
   try {
     bytes = ring_result_payload(round, members, values, n);
   } catch (const std::exception& e) {
-    spdlog::warn("job {}: the result of all-reduce step {} cannot be sent: {}",
-                 job_id_text(exchange_.job_id_), core::step_of_round_id(round), e.what());
+    spdlog::warn("job {}: the result of the all-reduce of {} cannot be sent: {}",
+                 job_id_text(exchange_.job_id_), core::describe_round(round), e.what());
     return;
   }
   for (uint32_t member : to) send(member, bytes, false);
@@ -63,6 +63,7 @@ std::vector<uint32_t> MeshExchange::live_members() {
 void MeshExchange::sum_over_nodes(float* values, int64_t n, int64_t round) {
   const std::vector<uint32_t> counted =
       ring_->sum(values, n, round, [this] { return live_members(); }, epoch_deadline_);
+  if (core::bucket_of_round_id(round) + 1 < step_buckets_.load()) return;  // not the step's last
   std::lock_guard<std::mutex> lock(mutex_);
   counted_in_step(counted, round);
 }

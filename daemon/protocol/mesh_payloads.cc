@@ -257,7 +257,8 @@ PayloadBytes rehearsal_mark_payload(const RehearsalMarkPayload& mark, size_t pad
 
 namespace {
 
-// The values of a ring part: as bf16 where every one is a bf16 already, else as fp32.
+// The values of a ring part: its leading values that are bf16s already as bf16, the rest as fp32
+// (core/collective/ring_wire.h).
 struct RingValues {
   flatbuffers::Offset<flatbuffers::Vector<float>> fp32;
   flatbuffers::Offset<flatbuffers::Vector<uint16_t>> bf16;
@@ -268,16 +269,19 @@ size_t ring_part_capacity(const std::vector<uint32_t>& members, int64_t n) {
 
 RingValues ring_values(flatbuffers::FlatBufferBuilder& fbb, const float* values, int64_t n) {
   check_floats(n, "all-reduce values");
-  if (n > 0 && core::all_bf16(values, n)) return {0, fbb.CreateVector(core::bf16_bits(values, n))};
-  return {fbb.CreateVector(values, size_t(n)), 0};
+  const int64_t body = core::bf16_prefix(values, n);
+  RingValues v;
+  if (body < n || n == 0) v.fp32 = fbb.CreateVector(values + body, size_t(n - body));
+  if (body > 0) v.bf16 = fbb.CreateVector(core::bf16_bits(values, body));
+  return v;
 }
 
 }  // namespace
 
 std::vector<float> RingPayload::floats() const {
-  if (!bf16) return std::vector<float>(values.data, values.data + values.size);
-  std::vector<float> out(bf16_size);
-  core::floats_from_bf16(bf16, int64_t(bf16_size), out.data());
+  std::vector<float> out(bf16_size + values.size);
+  if (bf16) core::floats_from_bf16(bf16, int64_t(bf16_size), out.data());
+  std::copy(values.data, values.data + values.size, out.data() + bf16_size);
   return out;
 }
 
@@ -308,10 +312,6 @@ void read_ring(const Ring& r, int32_t step, MeshPayloadIn::Kind kind, MeshPayloa
     in.error = "an all-reduce part of a ring of " +
                std::to_string(members ? members->size() : 0) + " members (2 to " +
                std::to_string(kMaxRingMembers) + " expected)";
-    return;
-  }
-  if (r.values() && r.bf16_values()) {
-    in.error = "an all-reduce part with both fp32 and bf16 values";
     return;
   }
   in.ring.round = r.round();

@@ -126,10 +126,10 @@ struct RingPayload {
   int64_t round = 0;
   std::vector<uint32_t> members;
   int32_t step = -1;  // -1: the whole result
-  FloatView values;
-  const uint16_t* bf16 = nullptr;
+  FloatView values;                   // the fp32 values, after the bf16 ones
+  const uint16_t* bf16 = nullptr;     // the leading values, as bf16
   size_t bf16_size = 0;
-  std::vector<float> floats() const;  // the values as fp32, whichever way they came
+  std::vector<float> floats() const;  // the part's values as fp32: the bf16 ones, then the rest
 };
 PayloadBytes ring_segment_payload(int64_t round, const std::vector<uint32_t>& members,
                                   int32_t step, const float* values, int64_t n);

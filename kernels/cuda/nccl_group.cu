@@ -21,6 +21,8 @@ struct NcclApi {
   ncclResult_t (*comm_destroy)(ncclComm_t) = nullptr;
   ncclResult_t (*all_gather)(const void*, void*, size_t, ncclDataType_t, ncclComm_t,
                              cudaStream_t) = nullptr;
+  ncclResult_t (*all_reduce)(const void*, void*, size_t, ncclDataType_t, ncclRedOp_t, ncclComm_t,
+                             cudaStream_t) = nullptr;
   ncclResult_t (*group_start)() = nullptr;
   ncclResult_t (*group_end)() = nullptr;
   const char* (*error_string)(ncclResult_t) = nullptr;
@@ -53,6 +55,7 @@ const NcclApi* nccl_api(std::string* why) {
                     resolve(lib, "ncclCommInitAll", &api.comm_init_all) &&
                     resolve(lib, "ncclCommDestroy", &api.comm_destroy) &&
                     resolve(lib, "ncclAllGather", &api.all_gather) &&
+                    resolve(lib, "ncclAllReduce", &api.all_reduce) &&
                     resolve(lib, "ncclGroupStart", &api.group_start) &&
                     resolve(lib, "ncclGroupEnd", &api.group_end) &&
                     resolve(lib, "ncclGetErrorString", &api.error_string) &&
@@ -153,15 +156,33 @@ class NcclGroup final : public DeviceGroup {
   void all_gather(const std::vector<const uint32_t*>& send, const std::vector<uint32_t*>& recv,
                   int64_t words) override {
     if (words <= 0) return;
+    collective("all-gather", [&](size_t r) {
+      check(api_, api_.all_gather(send[r], recv[r], size_t(words), ncclUint32, comms_[r],
+                                  streams_[r]),
+            "ncclAllGather");
+    });
+  }
+  void all_reduce_sum(const std::vector<const float*>& send, const std::vector<float*>& recv,
+                      int64_t n) override {
+    if (n <= 0) return;
+    collective("all-reduce", [&](size_t r) {
+      check(api_, api_.all_reduce(send[r], recv[r], size_t(n), ncclFloat32, ncclSum, comms_[r],
+                                  streams_[r]),
+            "ncclAllReduce");
+    });
+  }
+
+ private:
+  // `issue(r)` launches rank r's part; all inside one NCCL group, then waited for.
+  template <class Issue>
+  void collective(const char* what, Issue issue) {
     if (aborted_) throw CudaError("the GPUs' NCCL group was aborted after an earlier failure");
     DeviceGuard restore(-1);
     check(api_, api_.group_start(), "ncclGroupStart");
     try {
       for (size_t r = 0; r < devices_.size(); ++r) {
         DTRAIN_CUDA_CALL(cudaSetDevice(devices_[r]));
-        check(api_, api_.all_gather(send[r], recv[r], size_t(words), ncclUint32, comms_[r],
-                                    streams_[r]),
-              "ncclAllGather");
+        issue(r);
       }
     } catch (...) {
       api_.group_end();  // a group left open would swallow this thread's later NCCL calls
@@ -171,15 +192,13 @@ class NcclGroup final : public DeviceGroup {
     const ncclResult_t ended = api_.group_end();
     if (ended != ncclSuccess) abort();  // ranks whose part was launched would spin on
     check(api_, ended, "ncclGroupEnd");
-    wait_all();
+    wait_all(what);
   }
-
- private:
   // Polls every rank's stream until done or kRoundDeadline, and its communicator for an
   // asynchronous error (a failed peer or link, which would otherwise show only as the
   // deadline); on an error or the deadline the communicators are aborted (their kernels stop)
   // and the round fails.
-  void wait_all() {
+  void wait_all(const char* what) {
     const auto deadline = std::chrono::steady_clock::now() + kRoundDeadline;
     for (size_t r = 0; r < devices_.size(); ++r) {
       DTRAIN_CUDA_CALL(cudaSetDevice(devices_[r]));
@@ -190,10 +209,11 @@ class NcclGroup final : public DeviceGroup {
           abort();
           DTRAIN_CUDA_CALL(e);
         }
-        check_async_errors();
+        check_async_errors(what);
         if (std::chrono::steady_clock::now() > deadline) {
           abort();
-          throw CudaError("an NCCL all-gather between GPUs did not finish within 60 s (GPU " +
+          throw CudaError(std::string("an NCCL ") + what +
+                          " between GPUs did not finish within 60 s (GPU " +
                           std::to_string(devices_[r]) +
                           "); fix: check the GPUs and their links with nvidia-smi topo -m and "
                           "NCCL_DEBUG=WARN");
@@ -204,13 +224,14 @@ class NcclGroup final : public DeviceGroup {
   }
   // Every rank's communicator, not only the one waited on: a failed later rank leaves the
   // earlier ones spinning with nothing to report.
-  void check_async_errors() {
+  void check_async_errors(const char* what) {
     for (ncclComm_t c : comms_) {
       ncclResult_t async = ncclSuccess;
       const ncclResult_t asked = api_.comm_async_error(c, &async);
       if (asked == ncclSuccess && (async == ncclSuccess || async == ncclInProgress)) continue;
       abort();
-      check(api_, asked != ncclSuccess ? asked : async, "an NCCL all-gather between GPUs");
+      check(api_, asked != ncclSuccess ? asked : async,
+            (std::string("an NCCL ") + what + " between GPUs").c_str());
     }
   }
   void abort() {

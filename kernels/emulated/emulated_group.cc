@@ -34,6 +34,17 @@ class EmulatedGroup final : public DeviceGroup {
                           words);
     }
   }
+  // Summed in rank order on the host, through each rank's own download and upload.
+  void all_reduce_sum(const std::vector<const float*>& send, const std::vector<float*>& recv,
+                      int64_t n) override {
+    if (n <= 0) return;
+    std::vector<float> sum(static_cast<size_t>(n), 0.f), part(static_cast<size_t>(n));
+    for (size_t r = 0; r < ranks_.size(); ++r) {
+      ranks_[r]->download(part.data(), send[r], n);
+      for (int64_t i = 0; i < n; ++i) sum[size_t(i)] += part[size_t(i)];
+    }
+    for (size_t q = 0; q < ranks_.size(); ++q) ranks_[q]->upload(recv[q], sum.data(), n);
+  }
 
  private:
   std::vector<Backend*> ranks_;

@@ -2,7 +2,8 @@
 # mode allreduce (docs/architecture/core.md, "Dense all-reduce") on 3 daemons x 2 workers: every
 # step's gradients are summed over the 6 workers by a ring all-reduce between the nodes, and
 # every replica takes the same step.
-# 1. node-3 ends itself a third of the way into epoch 2: the ring goes on over the two others
+# 1. With the gradient in two buckets (training.allreduce.bucket_mb: 0.1; the first goes while
+#    the first layer's backward runs), node-3 ends itself a third of the way into epoch 2: the ring goes on over the two others
 #    after the peer timeout, they do exactly node-3's minibatches left at the epoch's end, and
 #    node-3, restarted, rejoins with the parameters and the updater's state: the job succeeds and
 #    every replica, node-3's included, is the same bits at the end.
@@ -27,8 +28,8 @@ allreduce_spec() {  # allreduce_spec EPOCHS NAME
 source "$WORK/c/env"
 
 # 1. A node lost mid-epoch, and back.
-allreduce_spec 4 allreduce-kill > kill.yaml
-grep -q "^  mode: allreduce$" kill.yaml || fail "the spec was not made: $(cat kill.yaml)"
+allreduce_spec 4 allreduce-kill | sed -e 's/^  mode: allreduce$/&\n  allreduce: {bucket_mb: 0.1}/' > kill.yaml
+grep -q "^  allreduce: {bucket_mb: 0.1}$" kill.yaml || fail "the spec was not made: $(cat kill.yaml)"
 id=$("$SUBMIT" kill.yaml --detach) || fail "submit the first job"
 await_fault_exit node-3 120 || exit 1
 k=$(grep -o "ends itself with SIGKILL at minibatch [0-9]* of 625 in epoch 2" "$WORK/c/node-3.log" |
@@ -41,6 +42,8 @@ state=$(wait_job_end "$id" kill.json 180)
 json kill.json "j['result']['lost_nodes']" | grep -q node-3 || fail "result.lost_nodes lacks node-3"
 json kill.json "j['result']['rejoined_nodes']" | grep -q node-3 ||
   fail "node-3 did not rejoin: $(grep -i node-3 kill.log | tail -n 5)"
+grep -q "node-1: allreduce: a step's gradient goes in 2 buckets (.*), each sent as the backward pass finishes it" kill.log ||
+  fail "node-1 does not say the gradient goes in 2 overlapped buckets: $(grep -i bucket kill.log | head -n 3)"
 check_trained kill.json "with node-3 lost and back: "
 nodes=$(json kill.json "j['result'].get('replicas_compared', 0)")
 echo "with node-3 lost at minibatch $k of epoch 2 and back: accuracy $acc, replicas of $nodes nodes differ by $diff"

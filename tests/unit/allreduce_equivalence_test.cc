@@ -4,7 +4,8 @@
 // with the same parameters within 1e-5 relative. Adam is not linear in the gradient, so a mean
 // of the workers' updates instead of their gradients would miss; and the three replicas agree
 // bit for bit. The same on three emulated GPUs (kernels/emulated: no real GPU ran this), whose
-// memory the host may reach only by download and upload.
+// memory the host may reach only by download and upload: summed over their device group, and
+// without one through host memory.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -88,7 +89,7 @@ std::vector<float> one_worker_on_the_whole_batch(const core::JobSpec& job,
 
 // Trains the job's 3 steps (on `gpus`, if any) and returns the largest relative difference of its
 // parameters from one worker's on the concatenated batches.
-double difference_from_one_worker(const std::vector<int>& gpus) {
+double difference_from_one_worker(const std::vector<int>& gpus, std::string* how = nullptr) {
   const std::string dir = testing::temp_dir();
   const core::JobSpec job = job_in(dir);
   core::LocalTrainingOptions options;
@@ -101,6 +102,7 @@ double difference_from_one_worker(const std::vector<int>& gpus) {
   INFO("the workers ran on " << result.device);
   if (!gpus.empty()) REQUIRE(result.device.find("gpu") == 0);
   REQUIRE(result.agreement.replicas == kWorkers);
+  if (how) *how = result.gpu_sharing;
   CHECK(result.agreement.max_abs_diff == 0.0);  // the same bits
   const core::ModelFile trained = core::read_model_file(dir + "/m.dtm");
   REQUIRE(trained.iteration == kSteps);
@@ -126,12 +128,21 @@ TEST_CASE("allreduce: 3 workers x 3 steps equal one worker on the concatenated b
   CHECK(largest <= 1e-5);
 }
 
-TEST_CASE("allreduce on three emulated GPUs: the same steps, through download and upload") {
+TEST_CASE("allreduce on three emulated GPUs: the same steps, summed over their device group") {
   setenv("DTRAIN_EMULATED_GPUS", "3", 1);
-  const double largest = difference_from_one_worker({0, 1, 2});
-  unsetenv("DTRAIN_EMULATED_GPUS");
+  std::string how;
+  const double largest = difference_from_one_worker({0, 1, 2}, &how);
   INFO("largest relative difference " << largest);
   CHECK(largest <= 1e-5);
+  // The node's sum made on the GPUs (the emulated group: no real GPU ran this).
+  CHECK(how == "emulated all-reduce between GPUs 0, 1, 2");
+  // Without a group: each gradient downloaded and summed in host memory, the same steps.
+  setenv("DTRAIN_EMULATED_NCCL", "0", 1);
+  const double host = difference_from_one_worker({0, 1, 2}, &how);
+  unsetenv("DTRAIN_EMULATED_NCCL");
+  unsetenv("DTRAIN_EMULATED_GPUS");
+  CHECK(host <= 1e-5);
+  CHECK_THAT(how, Catch::StartsWith("host memory (DTRAIN_EMULATED_NCCL=0"));
 }
 
 }  // namespace dtrain

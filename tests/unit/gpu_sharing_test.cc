@@ -127,6 +127,8 @@ class FakeGroup final : public kernels::DeviceGroup {
                   int64_t) override {
     if (*fail_) throw std::runtime_error("ncclAllGather failed: unhandled system error");
   }
+  void all_reduce_sum(const std::vector<const float*>&, const std::vector<float*>&,
+                      int64_t) override {}
 
  private:
   bool* fail_;

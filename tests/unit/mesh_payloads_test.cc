@@ -283,15 +283,17 @@ TEST_CASE("an all-reduce part and a step's result survive the trip; odd rings ar
   CHECK(packed.ring.values.size == 0);
   CHECK(packed.ring.floats() == halves);
   CHECK(read(ring_result_payload(1, {1, 2}, halves.data(), 1000)).ring.floats() == halves);
-  {  // both kinds of values in one part: refused
-    flatbuffers::FlatBufferBuilder fbb;
-    const auto f = fbb.CreateVector(values);
-    const auto b = fbb.CreateVector(std::vector<uint16_t>{1, 2, 3});
-    const auto m = fbb.CreateVector(std::vector<uint32_t>{1, 2});
-    fbb.Finish(mesh::CreateMeshPayload(fbb, mesh::Payload::RingSegment,
-                                       mesh::CreateRingSegment(fbb, 1, m, 0, f, b).Union()));
-    CHECK_THAT(read_mesh_payload(fbb.GetBufferPointer(), fbb.GetSize()).error,
-               Catch::Contains("an all-reduce part with both fp32 and bf16 values"));
+  {  // bf16 values, then two that are not (a step's exact counts): only those go as fp32
+    std::vector<float> counted = halves;
+    counted.push_back(3001.f);
+    counted.push_back(0.3f);
+    const PayloadBytes mixed = ring_segment_payload(1, {1, 2}, 0, counted.data(), 1002);
+    CHECK(mixed->size() < 1000 * 2 + 2 * 4 + 128);
+    const MeshPayloadIn both = read(mixed);
+    REQUIRE(both.kind == MeshPayloadIn::Kind::kRingSegment);
+    CHECK(both.ring.bf16_size == 1000);
+    CHECK(both.ring.values.size == 2);
+    CHECK(both.ring.floats() == counted);
   }
   const MeshPayloadIn result = read(ring_result_payload(11, {1, 2}, values.data(), 3));
   REQUIRE(result.kind == MeshPayloadIn::Kind::kRingResult);

@@ -176,7 +176,7 @@ TEST_CASE("bf16 on the wire: the same bits everywhere, bf16 values, exact counts
     ring.tamper = [&not_bf16](std::vector<float>& v) {
       for (float x : v) not_bf16 += core::all_bf16(&x, 1) ? 0 : 1;
     };
-    REQUIRE(all_reduce(buffers, ring, core::RingWire{true, exact_from}) == "");
+    REQUIRE(all_reduce(buffers, ring, core::RingWire{true, n - exact_from}) == "");
     for (int r = 1; r < ranks; ++r)
       CHECK(std::memcmp(buffers[0].data(), buffers[size_t(r)].data(), size_t(n) * 4) == 0);
     CHECK(core::all_bf16(buffers[0].data(), exact_from));
