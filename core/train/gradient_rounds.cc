@@ -48,11 +48,21 @@ GradientRounds::~GradientRounds() {
 void GradientRounds::sum_on_devices(std::unique_ptr<kernels::DeviceGroup> group,
                                     std::vector<Worker*> ranks,
                                     std::function<void(const std::string&)> failed) {
+  // Each GPU's sum buffer first: a model too large for one more copy (cudaMalloc throwing)
+  // leaves this object as it was, summing through host memory.
+  std::vector<float*> sums;
+  try {
+    for (int r = 0; r < group->size(); ++r)
+      sums.push_back(reinterpret_cast<float*>(group->allocate(r, n_)));
+  } catch (...) {
+    for (size_t r = 0; r < sums.size(); ++r)
+      group->release(int(r), reinterpret_cast<uint32_t*>(sums[r]));
+    throw;
+  }
   group_ = std::move(group);
+  group_sums_ = std::move(sums);
   ranks_ = std::move(ranks);
   group_failed_ = std::move(failed);
-  for (int r = 0; r < group_->size(); ++r)
-    group_sums_.push_back(reinterpret_cast<float*>(group_->allocate(r, n_)));
 }
 
 void GradientRounds::give_up_devices(const std::string& why) {
@@ -69,28 +79,29 @@ void GradientRounds::give_up_devices(const std::string& why) {
 // instead of one a worker. The other workers wait in NodeRound meanwhile, so their backends are
 // free to use from this thread.
 bool GradientRounds::device_node_sum() {
+  std::vector<const float*> send;
+  for (size_t w = 0; w < ranks_.size(); ++w) {
+    kernels::Backend& backend = ranks_[w]->backend();
+    float* g = ranks_[w]->model().grads();
+    const Part& p = parts_[w];
+    if (p.worker)
+      backend.scale(g, n_, float(p.worker->last_batch_size()));
+    else
+      backend.fill(g, n_, 0.f);
+    pre_weighted_[w] = 1;
+    send.push_back(g);
+  }
+  // A GPU's own fault (from its backward pass, or here) is the worker's error, not the group's.
+  for (Worker* rank : ranks_) rank->backend().synchronize();
   try {
-    std::vector<const float*> send;
-    for (size_t w = 0; w < ranks_.size(); ++w) {
-      kernels::Backend& backend = ranks_[w]->backend();
-      float* g = ranks_[w]->model().grads();
-      const Part& p = parts_[w];
-      if (p.worker)
-        backend.scale(g, n_, float(p.worker->last_batch_size()));
-      else
-        backend.fill(g, n_, 0.f);
-      pre_weighted_[w] = 1;
-      backend.synchronize();
-      send.push_back(g);
-    }
     group_->all_reduce_sum(send, group_sums_, n_);
-    node_sum_.resize(size_t(n_));
-    ranks_[0]->backend().download(node_sum_.data(), group_sums_[0], n_);
-    return true;
   } catch (const std::exception& e) {
     give_up_devices(e.what());
     return false;
   }
+  node_sum_.resize(size_t(n_));
+  ranks_[0]->backend().download(node_sum_.data(), group_sums_[0], n_);
+  return true;
 }
 
 // What the host sums: every worker's gradient in host memory.

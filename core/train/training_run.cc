@@ -199,12 +199,16 @@ void TrainingRun::sum_on_devices() {
   gpu_sharing_text_ = group->name() + " all-reduce between GPUs " + gpus;
   std::vector<Worker*> ranks;
   for (auto& w : workers_) ranks.push_back(&w->worker());
-  reduce_->sum_on_devices(std::move(group), std::move(ranks), [this](const std::string& failure) {
-    // From the step's last worker, the others waiting for it: nothing else reads the result now.
-    result_.gpu_sharing += "; host memory since a step failed on it (" + failure + ")";
-    listener_.on_gpu_sharing("host memory from now on: the all-reduce between the GPUs failed (" +
-                             failure + ")");
-  });
+  try {
+    reduce_->sum_on_devices(std::move(group), std::move(ranks), [this](const std::string& failure) {
+      // From the step's last worker, the others waiting for it: nothing else reads the result.
+      result_.gpu_sharing += "; host memory since a step failed on it (" + failure + ")";
+      listener_.on_gpu_sharing("host memory from now on: the all-reduce between the GPUs failed (" +
+                               failure + ")");
+    });
+  } catch (const std::exception& e) {  // no room on a GPU for the group's sum
+    gpu_sharing_text_ = std::string("host memory (") + e.what() + ")";
+  }
 }
 
 // ---- Where the run starts ----

@@ -115,8 +115,9 @@ class TrainingListener {
   virtual void on_data_loaded(int64_t train_examples, int64_t test_examples, int64_t params) {}
   // Once, before the first step (checks that a resumed replica is the checkpoint's, bit for bit).
   virtual void on_start(const StartPoint& start) {}
-  // Before training, on a node with GPU workers sharing gradients: how they reach each other
-  // (TrainingResult::gpu_sharing), so a fallback to host memory is said, with why, up front.
+  // Before training, on a node with GPU workers sharing or summing gradients: how they reach
+  // each other (TrainingResult::gpu_sharing), so a fallback to host memory is said, with why, up
+  // front; and (mode allreduce) from a worker's thread if their device group fails later.
   virtual void on_gpu_sharing(const std::string& how) {}
   // Before training, mode allreduce: how a step's gradient goes (core/train/gradient_buckets.h).
   virtual void on_allreduce_plan(const std::string& how) {}
