@@ -57,12 +57,16 @@ echo "== parameter averaging: the vacant slot's shard is averaged in; node-4 joi
 pid4=$(awk '$2 == "node-4" {print $1}' "$WORK/c/pids")
 kill -TERM "$pid4"
 for _ in $(seq 1 100); do kill -0 "$pid4" 2> /dev/null || break; sleep 0.1; done
+kill -0 "$pid4" 2> /dev/null && fail "node-4 (pid $pid4) still runs 10 s after SIGTERM"
 sed -i '/ node-4$/d' "$WORK/c/pids"
+gone=""
 for _ in $(seq 1 100); do  # 10 s for the controller to see node-4 gone
   "$SUBMIT" nodes --json > nodes.json 2> /dev/null
-  [[ $(json nodes.json "[n['state'] for n in j['nodes'] if n['name'] == 'node-4'][0]") == lost ]] && break
+  gone=$(json nodes.json "[n['state'] for n in j['nodes'] if n['name'] == 'node-4'][0]" 2> /dev/null)
+  [[ $gone == lost ]] && break
   sleep 0.1
 done
+[[ $gone == lost ]] || fail "waited 10 s for the controller to name node-4 lost; it says '$gone'"
 sed -e 's/mode: gradient_sharing/mode: parameter_averaging/' -e 's/name: elastic/name: elastic-avg/' \
     -e 's/model: elastic.dtm/model: elastic-avg.dtm/' job.yaml > averaging.yaml
 grep -q "mode: parameter_averaging" averaging.yaml || fail "averaging.yaml is not parameter averaging"
@@ -74,7 +78,9 @@ state=$(wait_job_end "$id" avg.json 240)
 "$SUBMIT" logs "$id" > avg.log
 [[ $state == succeeded ]] ||
   { fail "averaging job $id ended '$state': $(json avg.json "j.get('error')")"; tail -n 20 avg.log; }
-json avg.json "j['result']['joined_nodes']" | grep -q node-4 || fail "node-4 did not join the averaging job"
+json avg.json "j['result']['joined_nodes']" | grep -q node-4 || {
+  fail "node-4 did not join the averaging job: $(grep node-4 avg.log | tail -n 4)"
+  echo "node-4's log:"; tail -n 15 "$WORK/c/node-4.log" | cut -c1-240; }
 grep -q "node-1: epoch 1: .*minibatches of lost nodes or vacant slots" avg.log ||
   fail "averaging: in epoch 1 nobody did the vacant slot's minibatches"
 grep "node-1: epoch 10: " avg.log | grep -q "minibatches of" &&
