@@ -56,13 +56,15 @@ stage=$work/dtrain
 install -d "$stage/DEBIAN" "$stage/usr/bin" "$stage/lib/systemd/system" "$stage/etc/dtrain" \
   "$stage/usr/lib/sysctl.d" \
   "$stage/usr/share/man/man1" "$stage/usr/share/bash-completion/completions" \
-  "$stage/usr/share/doc/dtrain"
+  "$stage/usr/share/doc/dtrain" "$stage/usr/share/dtrain/slurm"
 install -m 0755 -s "$dtraind" "$stage/usr/bin/dtraind"
 install -m 0755 -s "$submit" "$stage/usr/bin/dtrain-submit"
 install -m 0644 "$root/configs/systemd/dtraind.service" "$stage/lib/systemd/system/"
 install -m 0644 "$root/configs/dtraind/dtraind.yaml" "$stage/etc/dtrain/dtraind.yaml"
 # The data channel's socket buffers (applied by postinst, and by systemd-sysctl at every boot).
 install -m 0644 "$root/configs/sysctl/60-dtrain.conf" "$stage/usr/lib/sysctl.d/60-dtrain.conf"
+# The Slurm batch script (docs/operations.md, "Slurm"): sbatch /usr/share/dtrain/slurm/dtrain.sbatch.
+install -m 0755 "$root/configs/slurm/dtrain.sbatch" "$stage/usr/share/dtrain/slurm/dtrain.sbatch"
 for prog in dtraind dtrain-submit; do
   install -m 0644 "$root/tools/package/bash_completion_$prog" \
     "$stage/usr/share/bash-completion/completions/$prog"

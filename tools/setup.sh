@@ -30,6 +30,8 @@ PACKAGES=(
   fakeroot help2man lintian dpkg-dev
   # the dashboard's browser test (headless)
   chromium
+  # configs/slurm/dtrain.sbatch's test on a real local Slurm (tools/local_slurm.sh)
+  slurmctld slurmd slurm-client munge
 )
 # benchmarks: the PyTorch baseline, run on Debian's OpenBLAS (not the reference BLAS)
 ((BENCH)) && PACKAGES+=(python3-torch libopenblas0-pthread)

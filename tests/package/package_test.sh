@@ -18,7 +18,8 @@ for f in ./usr/bin/dtraind ./usr/bin/dtrain-submit ./lib/systemd/system/dtraind.
     ./etc/dtrain/dtraind.yaml ./usr/share/man/man1/dtraind.1.gz \
     ./usr/share/man/man1/dtrain-submit.1.gz ./usr/share/bash-completion/completions/dtraind \
     ./usr/share/bash-completion/completions/dtrain-submit ./usr/share/doc/dtrain/copyright \
-    ./usr/share/doc/dtrain/changelog.gz ./usr/lib/sysctl.d/60-dtrain.conf; do
+    ./usr/share/doc/dtrain/changelog.gz ./usr/lib/sysctl.d/60-dtrain.conf \
+    ./usr/share/dtrain/slurm/dtrain.sbatch; do
   grep -qx -- "$f" <<<"$contents" || fail "the package lacks $f; it has:
 $contents"
 done
