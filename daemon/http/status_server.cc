@@ -270,13 +270,16 @@ void serve_dashboard(httplib::Server& server, const DashboardApi& api) {
 
 }  // namespace
 
-// Every request passes http_refusal first; a token given as ?token= becomes a cookie, so the
-// dashboard's own requests carry it. Nothing served takes a body: 4 KiB is plenty.
+// Every request passes http_refusal first, but /healthz (a probe's: it says only "ok", so any
+// Host may read it; docs/operations.md, "The HTTP port"); a token given as ?token= becomes a
+// cookie, so the dashboard's own requests carry it. Nothing served takes a body: 4 KiB is plenty.
 void StatusServer::guard(HttpAccess access) {
   server_->set_payload_max_length(4096);
   server_->set_read_timeout(5, 0);
   server_->set_pre_routing_handler([access](const httplib::Request& req,
                                             httplib::Response& res) {
+    if (req.path == kHealthPath && req.method == "GET")
+      return httplib::Server::HandlerResponse::Unhandled;
     const HttpCredentials presented{req.get_header_value("Host"),
                                     req.get_header_value("Authorization"),
                                     req.get_param_value("token"), req.get_header_value("Cookie")};
@@ -307,6 +310,10 @@ StatusServer::StatusServer(const std::string& address, uint16_t port,
       body = Json{{"error", e.what()}}.dump(2, ' ', false, Json::error_handler_t::replace) + "\n";
     }
     res.set_content(body, "application/json");
+  });
+  // Liveness and readiness probes (kubelet sends the pod's address as Host and no token).
+  server_->Get(kHealthPath, [](const httplib::Request&, httplib::Response& res) {
+    res.set_content("ok\n", "text/plain");
   });
   server_->Get("/metrics", [status](const httplib::Request&, httplib::Response& res) {
     std::string body;

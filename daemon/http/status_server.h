@@ -27,10 +27,14 @@ struct DashboardApi {
   std::function<Json(uint64_t)> job;     // throws core::UserError for an unknown job
 };
 
+// Answers "ok" to any GET, without the Host check or the token: a probe's page, which tells a
+// reader nothing but that the daemon serves HTTP.
+inline constexpr char kHealthPath[] = "/healthz";
+
 class StatusServer {
  public:
   // Binds address:port (0: any free port); throws core::UserError when it cannot. Serves
-  // /status, /metrics, and the dashboard at / (docs/architecture/daemon.md, "Dashboard"), to
+  // /status, /metrics, /healthz and the dashboard at / (docs/architecture/daemon.md, "Dashboard"), to
   // the requests `access` lets in (http_access.h); bodies and headers are bounded.
   StatusServer(const std::string& address, uint16_t port, std::function<Json()> status,
                DashboardApi dashboard = {}, HttpAccess access = {});

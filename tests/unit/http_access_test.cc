@@ -95,6 +95,14 @@ TEST_CASE("the real server refuses a foreign Host, wants its token, and bounds b
   CHECK_THAT(page->get_header_value("Set-Cookie"), Catch::Contains("HttpOnly"));
   CHECK(status_of({{"Host", "dtrain-head.example"}, {"Cookie", "dtrain_token=" + kToken}},
                   "/api/jobs") != 401);
+  // The probes' page: any Host, no token, and nothing in it but "ok".
+  const auto health = client.Get("/healthz", {{"Host", "10.1.2.3:7080"}});
+  REQUIRE(health);
+  CHECK(health->status == 200);
+  CHECK(health->body == "ok\n");
+  CHECK(status_of({{"Host", "10.1.2.3:7080"}}, "/healthz?x=/status") == 200);
+  CHECK(status_of({{"Host", "10.1.2.3:7080"}}, "/healthz/../status") != 200);
+  CHECK(status_of({{"Host", "10.1.2.3:7080"}}, "/status") == 403);
   // A body far past anything this port takes: refused before a handler reads it.
   const auto big = client.Post("/status", {{"Authorization", "Bearer " + kToken}},
                                std::string(1 << 20, 'x'), "text/plain");
