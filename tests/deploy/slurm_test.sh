@@ -2,10 +2,12 @@
 # configs/slurm/dtrain.sbatch on a real Slurm (Debian's slurmctld, slurmd and munge, 22.05) of
 # three namespaced hosts (tools/local_slurm.sh; docs/operations.md, "Slurm"): the example MLP
 # trains to 0.85 through sbatch, the job's exit code is 0, the fetched model evaluates to the
-# same accuracy here, the daemons were stopped with SIGTERM and left nothing behind; two GPUs a
-# node from the allocation (a gres of two devices a node, emulated GPUs behind it) are what each
-# daemon offers; a job that fails on the nodes returns 1 and a spec that does not parse 2, and
-# outside an allocation the script says so. Needs root and Slurm: SKIPPED with the reason
+# same accuracy here, the daemons were stopped with SIGTERM and left nothing behind; a job that
+# fails on the nodes returns 1, a spec that does not parse 2, a job stopped mid-way by
+# `scancel --batch --signal=USR1` 5 with its daemons stopped by SIGTERM, one killed outright
+# (SIGKILL) leaves no node with the key; one GPU a node from
+# the allocation (a gres of two stand-in devices a node, emulated GPUs behind it) is what each
+# daemon offers; outside an allocation the script says so. Needs root and Slurm: SKIPPED with the reason
 # where either is missing. Every wait has a deadline and says what it waited for.
 #   slurm_test.sh DTRAIND SUBMIT SPEC SBATCH SLURM_TOOL
 set -u
@@ -44,7 +46,7 @@ slurm() { "$SLURM_TOOL" run "$tag" "$WORK/slurm" "$@"; }
 run_batch() {
   local name=$1 seconds=$2 id end
   shift 2
-  id=$(slurm sbatch --parsable --job-name="$name" -o "$name.out" \
+  id=$(slurm sbatch --parsable --time=5 --job-name="$name" -o "$name.out" \
          --export="ALL,DTRAIND=$DTRAIND,DTRAIN_SUBMIT=$SUBMIT${extra_env:+,$extra_env}" "$@") ||
     { fail "$name: sbatch refused it"; state=""; code=""; return 1; }
   end=$((SECONDS + seconds))
@@ -55,9 +57,22 @@ run_batch() {
     sleep 0.2
   done
   code=$(sed -nE 's/.* ExitCode=([0-9]+):.*/\1/p' "$name.job")
+  slurm_id=$id
   echo "$name: Slurm job $id $state, exit code ${code:-?} ($((seconds - end + SECONDS)) s)"
-  [[ $state == COMPLETED || $state == FAILED ]] ||
+  if [[ $state != COMPLETED && $state != FAILED ]]; then
     fail "$name: waited $seconds s for Slurm job $id to end; it is '$state' ($(grep -o "Reason=[^ ]*" "$name.job"))"
+    slurm scancel "$id"  # the later jobs would wait for its nodes
+  fi
+  no_leftovers "$name"
+}
+
+# no_leftovers NAME: no daemon of the job runs, and no folder of a node or of the submitter is
+# left in TMPDIR (the daemons and the script remove theirs, a killed daemon its key at least).
+no_leftovers() {
+  local left
+  left=$(compgen -G "${TMPDIR:-/tmp}/dtrain-$slurm_id-*.*")
+  [[ -z $left ]] || fail "$1: folders left: $left"
+  pgrep -f "dtrain-$slurm_id-h" > /dev/null && fail "$1: a daemon of Slurm job $slurm_id still runs"
 }
 
 echo "== the example MLP on three Slurm nodes"
@@ -70,10 +85,8 @@ grep -q "replicas agree.* over 3 nodes" mlp.out || fail "mlp: the job did not ru
 here=$("$SUBMIT" eval mlp.dtm 2>&1 | sed -nE 's/^examples: [0-9]+ +accuracy: ([0-9.]+).*/\1/p')
 python3 -c "import sys; sys.exit(0 if abs(${here:-9} - ${acc:-0}) < 1e-4 else 1)" || fail "mlp: the fetched model evaluates to '${here:-nothing}' here, the job said $acc"
 for n in h1 h2 h3; do
-  grep -q "dtraind $n: stopped" "dtrain-"*"-$n.log" 2> /dev/null || fail "mlp: $n's daemon did not stop on SIGTERM"
+  grep -q "dtraind $n: stopped" "dtrain-$slurm_id-$n.log" 2> /dev/null || fail "mlp: $n's daemon did not stop on SIGTERM"
 done
-left=$(compgen -G "${TMPDIR:-/tmp}/dtrain-*-[hs][123u]*.*")  # the nodes' and the submitter's
-[[ -z $left ]] || fail "mlp: folders left: $left"
 echo "mlp: accuracy $acc; evaluated here: $here"
 
 echo "== a job that fails on the nodes: exit code 1"
@@ -88,7 +101,50 @@ sed -e 's/epochs: 5/epochs: many/' "$SPEC" > bad.yaml
 run_batch bad 60 --nodes=3 "$SBATCH_SCRIPT" bad.yaml
 [[ $state == FAILED && $code == 2 ]] || fail "bad: $state, exit code $code (want FAILED, 2)"
 grep -q "epochs" bad.out || fail "bad: the output does not name the key: $(head -n 3 bad.out)"
-compgen -G "dtrain-$(sed -nE 's/^JobId=([0-9]+).*/\1/p' bad.job)-*.log" > /dev/null && fail "bad: daemons were started"
+[[ -n $slurm_id ]] || fail "bad: no Slurm job id"
+compgen -G "dtrain-$slurm_id-*.log" > /dev/null && fail "bad: daemons were started"
+
+echo "== stopped mid-job by a signal (scancel --batch --signal=USR1): SIGTERM to the daemons, exit code 5"
+sed -e 's/epochs: 5/epochs: 50/' "$SPEC" > long.yaml
+id=$(slurm sbatch --parsable --time=5 --job-name=long -o long.out \
+       --export="ALL,DTRAIND=$DTRAIND,DTRAIN_SUBMIT=$SUBMIT" --nodes=3 "$SBATCH_SCRIPT" long.yaml)
+for _ in $(seq 1 600); do grep -q "h[123]: epoch 1:" long.out 2> /dev/null && break; sleep 0.1; done
+grep -q "h[123]: epoch 1:" long.out || fail "long: waited 60 s for epoch 1: $(tail -n 3 long.out)"
+slurm scancel --batch --signal=USR1 "$id"
+for _ in $(seq 1 600); do
+  slurm scontrol show job "$id" > long.job
+  grep -qE "JobState=(COMPLETED|FAILED|CANCELLED)" long.job && break
+  sleep 0.1
+done
+state=$(sed -nE 's/.*JobState=([A-Z_]+).*/\1/p' long.job); code=$(sed -nE 's/.* ExitCode=([0-9]+):.*/\1/p' long.job)
+echo "long: Slurm job $id $state, exit code $code"
+[[ $state == FAILED && $code == 5 ]] || { fail "long: $state, exit code $code (want FAILED, 5)"; slurm scancel "$id"; }
+for n in h1 h2 h3; do
+  grep -q "dtraind $n: stopped" "dtrain-$id-$n.log" 2> /dev/null || fail "long: $n's daemon did not stop on SIGTERM"
+done
+slurm_id=$id no_leftovers long
+
+echo "== daemons killed outright (SIGKILL, as the OOM killer would): no node keeps the key"
+id=$(slurm sbatch --parsable --time=5 --job-name=killed -o killed.out \
+       --export="ALL,DTRAIND=$DTRAIND,DTRAIN_SUBMIT=$SUBMIT" --nodes=3 "$SBATCH_SCRIPT" long.yaml)
+for _ in $(seq 1 600); do grep -q "h[123]: epoch 1:" killed.out 2> /dev/null && break; sleep 0.1; done
+grep -q "h[123]: epoch 1:" killed.out || fail "killed: waited 60 s for epoch 1: $(tail -n 3 killed.out)"
+daemon_pids=$(pgrep -f "dtrain-$id-h")
+for pid in $daemon_pids; do  # each daemon and the task around it, which could clean up no more
+  kill -KILL "$(ps -o ppid= -p "$pid" | tr -d ' ')" "$pid" 2> /dev/null
+done
+slurm scancel "$id"
+for _ in $(seq 1 600); do
+  slurm scontrol show job "$id" > killed.job
+  grep -qE "JobState=(COMPLETED|FAILED|CANCELLED)" killed.job && break
+  sleep 0.1
+done
+[[ $(wc -w <<< "$daemon_pids") -eq 3 ]] || fail "killed: found $(wc -w <<< "$daemon_pids") daemons to kill, not 3"
+compgen -G "${TMPDIR:-/tmp}/dtrain-$id-h*/data" > /dev/null || fail "killed: no node folder is left: the daemons were not killed outright"
+keys=$(compgen -G "${TMPDIR:-/tmp}/dtrain-$id-h*/cluster.key")
+[[ -z $keys ]] || fail "killed: the key is left on the nodes: $keys"
+echo "killed: 3 daemons and their tasks; $(grep -o "JobState=[A-Z]*" killed.job); keys left: ${keys:-none}"
+rm -rf "${TMPDIR:-/tmp}/dtrain-$id-"*
 
 echo "== GPUs from the allocation: --gpus-per-node=1 of a node's 2"
 "$SLURM_TOOL" down "$tag" 3 "$WORK/slurm" > /dev/null 2>&1
