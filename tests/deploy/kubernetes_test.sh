@@ -5,7 +5,8 @@
 # host network with probes on /healthz and Prometheus annotations, the GPU overlay selects GPU
 # nodes and asks the device plugin for their GPUs; and the ConfigMap's start script and configs,
 # as rendered, run a controller "pod" and a node "pod" on two namespaced hosts (the paths and
-# the controller's Service name swapped for the test's): the node registers under its
+# the controller's Service name swapped for the test's, the Secrets laid out as the kubelet
+# mounts them): the node registers under its
 # Kubernetes node name, /healthz answers any Host without a token while /metrics wants the
 # token from its Secret's file, and a job trains on it. SKIPPED where kubectl (for kustomize),
 # Debian's python3-kubernetes or network namespaces are missing.
@@ -59,6 +60,25 @@ gc = g["containers"][0]
 want("nvidia.com/gpu" in gc.get("resources", {}).get("limits", {}), "the GPU overlay asks for no GPUs")
 want({"name": "DTRAIN_GPUS", "value": "all"} in gc.get("env", []), "the GPU overlay's daemon does not offer its GPUs")
 want(gc.get("livenessProbe") == c.get("livenessProbe"), "the GPU overlay lost the probes")
+# The wiring: each daemon's config names only paths its pod mounts, the command runs the
+# ConfigMap's script, and the nodes find the controller's pod through its Service.
+cm = base[("ConfigMap", "dtraind-config")]["data"]
+sts = base[("StatefulSet", "dtrain-controller")]
+svc = base[("Service", "dtrain-controller")]
+for template, config in ((ds, "node.yaml"), (sts["spec"]["template"], "controller.yaml")):
+    ctr = template["spec"]["containers"][0]
+    mounts = {m["mountPath"]: m["name"] for m in ctr["volumeMounts"]}
+    conf = yaml.safe_load(cm[config].replace("@GPUS@", "none"))
+    paths = [conf["data_dir"], conf["key_file"], conf["http"]["token_file"]] + ([conf["clients_dir"]] if "clients_dir" in conf else [])
+    for path in paths:
+        want(any(path == m or path.startswith(m + "/") for m in mounts), f"{config}: {path} is on no volume the pod mounts")
+    script = ctr["command"][1]
+    want(mounts.get(script.rsplit("/", 1)[0]) == "config" and ctr["command"][2] == config and script.endswith("/start.sh"),
+         f"{config}'s pod runs {ctr['command']}")
+want(svc["spec"].get("clusterIP") == "None" and sts["spec"]["serviceName"] == "dtrain-controller", "the controller's Service is not its StatefulSet's headless one")
+want(all(sts["spec"]["template"]["metadata"]["labels"].get(k) == v for k, v in svc["spec"]["selector"].items()), "the Service selects no controller pod")
+node_conf = yaml.safe_load(cm["node.yaml"].replace("@GPUS@", "none"))
+want(node_conf["controller"] == "dtrain-controller.dtrain.svc:7070", f"the nodes look for the controller at {node_conf['controller']}")
 print("\n".join(problems) if problems else "every promise holds")
 sys.exit(1 if problems else 0)
 PY
@@ -66,10 +86,16 @@ cat intent.out
 
 echo "== the ConfigMap's start script and configs, run as two pods on namespaced hosts"
 hosts_up 2 1gbit
-mkdir -p etc/dtrain/config etc/dtrain/key etc/dtrain/http etc/dtrain/clients
-cp cluster.key etc/dtrain/key/cluster.key
-head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' > etc/dtrain/http/token
-chmod 600 etc/dtrain/key/cluster.key etc/dtrain/http/token
+# secret_volume DIR KEY FILE: DIR laid out as the kubelet lays out a Secret's volume (the file
+# in a dated folder, mode 0400, reached through the ..data symlink).
+secret_volume() {
+  mkdir -p "$1/..2026_12_07" && cp "$3" "$1/..2026_12_07/$2" && chmod 400 "$1/..2026_12_07/$2"
+  ln -s ..2026_12_07 "$1/..data" && ln -s "..data/$2" "$1/$2"
+}
+mkdir -p etc/dtrain/config etc/dtrain/clients
+head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' > http.token
+secret_volume etc/dtrain/key cluster.key cluster.key
+secret_volume etc/dtrain/http token http.token
 /usr/bin/python3 - base.yaml "$WORK" > extract.out 2>&1 <<'PY' || fail "extracting the ConfigMap: $(cat extract.out)"
 import sys, yaml
 work = sys.argv[2]
@@ -78,8 +104,8 @@ for name, text in cm["data"].items():
     if name.endswith(".yaml"):  # the test's folders and the controller's address for the pod's
         role = name[:-len(".yaml")]
         text = (text.replace("/etc/dtrain/", work + "/etc/dtrain/")
-                    .replace("/var/lib/dtrain", f"{work}/var/lib/{role}")
-                    .replace("dtrain-controller.dtrain.svc.cluster.local", "10.77.0.1"))
+                    .replace("/var/lib/dtrain-k8s", f"{work}/var/lib/{role}")
+                    .replace("dtrain-controller.dtrain.svc", "10.77.0.1"))
     open(f"{work}/etc/dtrain/config/{name}", "w").write(text)
 PY
 pod() {  # pod HOST NODE_NAME TEMPLATE [VAR=VALUE...]: start.sh on host HOST as that pod
@@ -96,7 +122,7 @@ wait_alive 1 30
 submit nodes --json > nodes.json
 [[ $(json nodes.json "[n['name'] for n in j['nodes']]") == "['k8s-node-1']" ]] ||
   fail "the node registered as $(json nodes.json "[n['name'] for n in j['nodes']]")"
-token=$(cat etc/dtrain/http/token)
+token=$(cat http.token)
 http_status() {  # http_status HOST PATH [TOKEN]: the status code the pod on 10.77.0.HOST answers
   ip netns exec "$tag-h$1" /usr/bin/python3 - "$1" "$2" "${3:-}" <<'PY'
 import sys, urllib.request, urllib.error
