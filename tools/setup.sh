@@ -32,6 +32,8 @@ PACKAGES=(
   chromium
   # configs/slurm/dtrain.sbatch's test on a real local Slurm (tools/local_slurm.sh)
   slurmctld slurmd slurm-client munge
+  # standby controllers' election test (a real etcd)
+  etcd-server
   # the Kubernetes manifests' check against the API's models (tools/check_manifests.py)
   python3-kubernetes
 )
