@@ -31,6 +31,14 @@ out=$(env -u SLURM_JOB_ID bash "$SBATCH_SCRIPT" job.yaml 2>&1); rc=$?
 [[ $rc -eq 2 && $out == *"not inside a Slurm allocation"* ]] ||
   fail "outside an allocation: exit $rc, '$out'"
 bash "$SBATCH_SCRIPT" --help | grep -q "sbatch --nodes=4" || fail "--help does not show the sbatch line"
+# A step given GPUs 2 and 3 of a node sees them as CUDA's 0 and 1 (the allocation below can
+# only hand out GPU 0 to a one-GPU step, which cannot tell renumbering from passing through).
+conf=$(source "$SBATCH_SCRIPT"; CUDA_VISIBLE_DEVICES=2,3 DTRAIN_SLURM_CONTROLLER_NODE=x \
+       DTRAIN_DATA_NETWORK=10.0.0.0/8 DTRAIN_SLURM_DATA_ROOTS='/srv/a b, /srv/"c"' \
+       DTRAIN_SLURM_CONTROLLER=10.0.0.1 DTRAIN_SLURM_PORT=7070 dtrain_slurm_config h9 /tmp/x 2> /dev/null)
+grep -qx "gpus: \[0, 1\]" <<< "$conf" || fail "CUDA_VISIBLE_DEVICES=2,3 gave '$(grep gpus <<< "$conf")'"
+grep -qx 'data_roots: \["/srv/a b", "/srv/\\"c\\""\]' <<< "$conf" || fail "data_roots written as '$(grep data_roots <<< "$conf")'"
+grep -qx 'data: {network: "10.0.0.0/8", port: 0}' <<< "$conf" || fail "DTRAIN_DATA_NETWORK gave '$(grep "^data:" <<< "$conf")'"
 
 mkdir -p slurm
 "$SLURM_TOOL" up "$tag" 3 "$WORK/slurm" 1 > slurm.out 2>&1
