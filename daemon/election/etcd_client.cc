@@ -3,6 +3,7 @@
 #include <httplib.h>
 #include <sodium.h>
 
+#include <charconv>
 #include <nlohmann/json.hpp>
 #include <regex>
 
@@ -35,16 +36,25 @@ std::string unbase64(const std::string& text) {
   return out;
 }
 
-// The gateway writes int64 fields as JSON strings ("ID": "7587899402547299845").
+// The gateway writes int64 fields as JSON strings ("ID": "7587899402547299845"); absent is 0.
 int64_t int_field(const Json& j, const char* name) {
-  if (!j.contains(name)) return 0;
+  if (!j.is_object() || !j.contains(name)) return 0;
   const Json& v = j[name];
-  try {
-    if (v.is_string()) return std::stoll(v.get<std::string>());
-    if (v.is_number_integer()) return v.get<int64_t>();
-  } catch (const std::exception&) {
+  if (v.is_number_integer()) return v.get<int64_t>();
+  if (v.is_string()) {
+    const std::string& t = v.get_ref<const std::string&>();
+    int64_t out = 0;
+    const auto [end, ec] = std::from_chars(t.data(), t.data() + t.size(), out);
+    if (ec == std::errc() && end == t.data() + t.size() && !t.empty()) return out;
   }
   throw EtcdError(std::string("etcd sent a field '") + name + "' that is no integer");
+}
+
+// A field that must be absent or of the type `is` checks.
+const Json* field(const Json& j, const char* name, bool (Json::*is)() const noexcept) {
+  if (!j.is_object() || !j.contains(name)) return nullptr;
+  if (!(j[name].*is)()) throw EtcdError(std::string("etcd sent a field '") + name + "' of another type");
+  return &j[name];
 }
 
 Json parse(const std::string& body) {
@@ -75,26 +85,51 @@ EtcdHttpClient::EtcdHttpClient(std::vector<EtcdEndpoint> endpoints,
 }
 
 std::string EtcdHttpClient::post(const std::string& path, const std::string& body) {
-  std::string last;
+  std::string why;
   for (size_t k = 0; k < endpoints_.size(); ++k) {
     const size_t i = (first_ + k) % endpoints_.size();
-    httplib::Client c(endpoints_[i].host, endpoints_[i].port);
-    const auto secs = std::chrono::duration_cast<std::chrono::seconds>(timeout_);
-    const auto usecs = std::chrono::duration_cast<std::chrono::microseconds>(timeout_ - secs);
-    c.set_connection_timeout(secs.count(), usecs.count());
-    c.set_read_timeout(secs.count(), usecs.count());
-    c.set_write_timeout(secs.count(), usecs.count());
-    auto res = c.Post(path.c_str(), httplib::Headers{}, body, "application/json");
-    if (res && res->status == 200 && res->body.size() <= kMaxAnswer) {
+    if (auto answer = post_to(endpoints_[i], path, body, why)) {
       first_ = i;
-      return res->body;
+      return std::move(*answer);
     }
-    const bool too_big = res && res->body.size() > kMaxAnswer;
-    last = endpoints_[i].host + ":" + std::to_string(endpoints_[i].port) + ": " +
-           (res ? (too_big ? "an answer over 64 KiB" : "HTTP " + std::to_string(res->status))
-                : httplib::to_string(res.error()));
   }
-  throw EtcdError("etcd did not answer " + path + " (" + last + ")");
+  throw EtcdError("etcd did not answer " + path + " (" + why + ")");
+}
+
+std::optional<std::string> EtcdHttpClient::post_to(const EtcdEndpoint& e, const std::string& path,
+                                                   const std::string& body, std::string& why) {
+  httplib::Client c(e.host, e.port);
+  const auto secs = std::chrono::duration_cast<std::chrono::seconds>(timeout_);
+  const auto usecs = std::chrono::duration_cast<std::chrono::microseconds>(timeout_ - secs);
+  c.set_connection_timeout(secs.count(), usecs.count());
+  c.set_read_timeout(secs.count(), usecs.count());
+  c.set_write_timeout(secs.count(), usecs.count());
+  // The whole answer within the timeout and 64 KiB: a slow or endless one is cut off as it comes.
+  const auto deadline = std::chrono::steady_clock::now() + timeout_;
+  std::string answer, cut;
+  httplib::Request req;
+  req.method = "POST";
+  req.path = path;
+  req.body = body;
+  req.set_header("Content-Type", "application/json");
+  req.response_handler = [&](const httplib::Response&) {
+    if (std::chrono::steady_clock::now() > deadline) cut = "no answer within the timeout";
+    return cut.empty();
+  };
+  req.content_receiver = [&](const char* data, size_t n, uint64_t, uint64_t) {
+    if (answer.size() + n > kMaxAnswer) cut = "an answer over 64 KiB";
+    else if (std::chrono::steady_clock::now() > deadline) cut = "no whole answer within the timeout";
+    if (!cut.empty()) return false;
+    answer.append(data, n);
+    return true;
+  };
+  auto res = c.send(req);
+  const std::string where = e.host + ":" + std::to_string(e.port) + ": ";
+  if (!cut.empty()) why = where + cut;
+  else if (!res) why = where + httplib::to_string(res.error());
+  else if (res->status != 200) why = where + "HTTP " + std::to_string(res->status) + " " + answer.substr(0, 200);
+  else return answer;
+  return std::nullopt;
 }
 
 int64_t EtcdHttpClient::grant_lease(int ttl_s) {
@@ -106,9 +141,9 @@ int64_t EtcdHttpClient::grant_lease(int ttl_s) {
 
 int64_t EtcdHttpClient::keep_alive(int64_t lease) {
   const Json j = parse(post("/v3/lease/keepalive", Json{{"ID", std::to_string(lease)}}.dump()));
-  if (!j.contains("result") || !j["result"].is_object())
-    throw EtcdError("etcd's keepalive answer has no result");
-  return int_field(j["result"], "TTL");  // absent (0) once the lease has expired
+  const Json* result = field(j, "result", &Json::is_object);
+  if (!result) throw EtcdError("etcd's keepalive answer has no result");
+  return int_field(*result, "TTL");  // absent (0) once the lease has expired
 }
 
 bool EtcdHttpClient::create(const std::string& key, const std::string& value, int64_t lease) {
@@ -119,15 +154,18 @@ bool EtcdHttpClient::create(const std::string& key, const std::string& value, in
        {{{"request_put", {{"key", k}, {"value", base64(value)}, {"lease", std::to_string(lease)}}}}}},
       {"failure", Json::array()}};
   const Json j = parse(post("/v3/kv/txn", txn.dump()));
-  return j.value("succeeded", false);
+  const Json* succeeded = field(j, "succeeded", &Json::is_boolean);  // left out when false
+  return succeeded && succeeded->get<bool>();
 }
 
-std::optional<std::string> EtcdHttpClient::get(const std::string& key) {
+std::optional<EtcdClient::Value> EtcdHttpClient::get(const std::string& key) {
   const Json j = parse(post("/v3/kv/range", Json{{"key", base64(key)}}.dump()));
-  if (!j.contains("kvs") || !j["kvs"].is_array() || j["kvs"].empty()) return std::nullopt;
-  const Json& kv = j["kvs"][0];
-  if (!kv.is_object()) throw EtcdError("etcd sent a key-value that is no object");
-  return unbase64(kv.value("value", std::string()));
+  const Json* kvs = field(j, "kvs", &Json::is_array);
+  if (!kvs || kvs->empty()) return std::nullopt;
+  const Json& kv = (*kvs)[0];
+  const Json* value = field(kv, "value", &Json::is_string);
+  if (!kv.is_object() || !value) throw EtcdError("etcd sent a key-value without a value");
+  return Value{unbase64(value->get<std::string>()), int_field(kv, "lease")};
 }
 
 void EtcdHttpClient::revoke(int64_t lease) {

@@ -15,7 +15,7 @@
 
 namespace dtrain::daemon {
 
-// etcd could not be reached or answered something else than the API says.
+// etcd could not be reached, was too slow, or answered something else than the API says.
 struct EtcdError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
@@ -29,8 +29,12 @@ class EtcdClient {
   virtual int64_t keep_alive(int64_t lease) = 0;
   // Puts key = value under the lease if the key does not exist; whether it did.
   virtual bool create(const std::string& key, const std::string& value, int64_t lease) = 0;
-  // The key's value, or nothing.
-  virtual std::optional<std::string> get(const std::string& key) = 0;
+  // The key's value and the lease it is under, or nothing.
+  struct Value {
+    std::string value;
+    int64_t lease = 0;
+  };
+  virtual std::optional<Value> get(const std::string& key) = 0;
   virtual void revoke(int64_t lease) = 0;
 };
 
@@ -48,12 +52,16 @@ class EtcdHttpClient : public EtcdClient {
   int64_t grant_lease(int ttl_s) override;
   int64_t keep_alive(int64_t lease) override;
   bool create(const std::string& key, const std::string& value, int64_t lease) override;
-  std::optional<std::string> get(const std::string& key) override;
+  std::optional<Value> get(const std::string& key) override;
   void revoke(int64_t lease) override;
 
  private:
-  // POSTs the JSON body to path at each endpoint in turn until one answers 200; its body.
+  // POSTs the JSON body to path at each endpoint in turn until one answers 200 within the
+  // timeout (the whole answer, not each read) and 64 KiB; its body.
   std::string post(const std::string& path, const std::string& body);
+  // One endpoint's answer, or why there is none.
+  std::optional<std::string> post_to(const EtcdEndpoint& e, const std::string& path,
+                                     const std::string& body, std::string& why);
 
   std::vector<EtcdEndpoint> endpoints_;
   std::chrono::milliseconds timeout_;

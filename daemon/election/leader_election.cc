@@ -1,9 +1,17 @@
 #include "daemon/election/leader_election.h"
 
+#include <algorithm>
+
+#include "core/util/error.h"
+
 namespace dtrain::daemon {
 
 LeaderElection::LeaderElection(EtcdClient& etcd, ElectionConfig config)
-    : etcd_(etcd), config_(std::move(config)) {}
+    : etcd_(etcd), config_(std::move(config)) {
+  if (config_.lease_s < 2 || config_.lease_s > 3600)
+    throw core::UserError("a controller lease of " + std::to_string(config_.lease_s) + " s",
+                          "give lease_s from 2 (etcd's shortest) to 3600 seconds");
+}
 
 const char* role_name(LeaderElection::Role role) {
   return role == LeaderElection::Role::kLeader ? "leader" : "standby";
@@ -15,7 +23,7 @@ LeaderElection::Role LeaderElection::step(Clock::time_point now) {
   next_ = now + third;
   try {
     role_ = role_ == Role::kLeader ? lead(now) : watch(now);
-  } catch (const EtcdError& e) {
+  } catch (const std::exception& e) {  // EtcdError, or an answer of the wrong shape
     error_ = e.what();
     // Unrenewed, a leader acts only until its own count of the lease runs out.
     if (role_ == Role::kLeader && now >= lease_end_) {
@@ -28,10 +36,14 @@ LeaderElection::Role LeaderElection::step(Clock::time_point now) {
 }
 
 LeaderElection::Role LeaderElection::lead(Clock::time_point now) {
-  const int64_t left = etcd_.keep_alive(lease_);
-  if (left <= 0) {  // expired before this renewal reached etcd: someone may lead now
-    error_ = "the lease expired before it was renewed";
-    leader_ = etcd_.get(config_.key).value_or("");
+  const int64_t left = std::min<int64_t>(etcd_.keep_alive(lease_), config_.lease_s);
+  const auto key = etcd_.get(config_.key);
+  if (left <= 0 || !key || key->lease != lease_) {
+    // Expired before this renewal reached etcd, or the key was deleted (by hand, a restore):
+    // someone else may lead now.
+    error_ = left <= 0 ? "the lease expired before it was renewed" : "the leader key is no longer this candidate's";
+    leader_ = key ? key->value : "";
+    if (left > 0) etcd_.revoke(lease_);
     return Role::kStandby;
   }
   lease_end_ = now + std::chrono::seconds(left);
@@ -39,9 +51,8 @@ LeaderElection::Role LeaderElection::lead(Clock::time_point now) {
 }
 
 LeaderElection::Role LeaderElection::watch(Clock::time_point now) {
-  const auto value = etcd_.get(config_.key);
-  if (value) {
-    leader_ = *value;
+  if (const auto key = etcd_.get(config_.key)) {
+    leader_ = key->value;
     return Role::kStandby;
   }
   return campaign(now);
@@ -49,23 +60,37 @@ LeaderElection::Role LeaderElection::watch(Clock::time_point now) {
 
 LeaderElection::Role LeaderElection::campaign(Clock::time_point now) {
   const int64_t lease = etcd_.grant_lease(config_.lease_s);
-  if (etcd_.create(config_.key, config_.self, lease)) {
+  bool created = false;
+  try {
+    created = etcd_.create(config_.key, config_.self, lease);
+  } catch (const std::exception&) {
+    // The key may have been created and the answer lost: give the lease back so that it does not
+    // hold everyone off for a lease (best effort; otherwise it expires).
+    try {
+      etcd_.revoke(lease);
+    } catch (const std::exception&) {
+    }
+    throw;
+  }
+  if (created) {
     lease_ = lease;
     lease_end_ = now + std::chrono::seconds(config_.lease_s);
     leader_ = config_.self;
     return Role::kLeader;
   }
   etcd_.revoke(lease);  // another candidate was quicker
-  leader_ = etcd_.get(config_.key).value_or("");
+  const auto key = etcd_.get(config_.key);
+  leader_ = key ? key->value : "";
   return Role::kStandby;
 }
 
 void LeaderElection::resign() {
   if (role_ != Role::kLeader) return;
   role_ = Role::kStandby;
+  leader_.clear();
   try {
     etcd_.revoke(lease_);  // the key goes with it
-  } catch (const EtcdError& e) {
+  } catch (const std::exception& e) {
     error_ = e.what();  // it expires by itself
   }
 }

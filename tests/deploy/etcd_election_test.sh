@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # Standby controllers' election (daemon/election; docs/architecture/daemon.md, "Standby
 # controllers") against a real etcd (Debian's etcd-server), in a network namespace of its own:
-# three candidates (tests/deploy:election_probe) with 2 s leases elect one leader; the leader
+# three candidates (tests/deploy:election_probe) with 3 s leases elect one leader; the leader
 # killed with SIGKILL, a standby leads within two lease periods; the next leader paused
 # (SIGSTOP) past its lease, another leads, but only after the paused one's own count of its
 # lease ran out, and resumed it steps down; etcd paused, nobody leads once the leader's lease
-# runs out, and etcd back, one does again. Over the whole run no two candidates' acting spans
-# overlap. SKIPPED without etcd or network namespaces.
+# runs out, and etcd back, one does again; the last leader resigns and the other leads within
+# a lease. Over the whole run no two candidates' acting spans overlap. SKIPPED without etcd or network namespaces.
 #   etcd_election_test.sh ELECTION_PROBE
 set -u
 PROBE="$(cd "$(dirname "$1")" && pwd)/$(basename "$1")"
@@ -29,7 +29,7 @@ cleanup() {
 trap cleanup EXIT
 ip -n "$ns" link set lo up
 in_ns() { ip netns exec "$ns" "$@"; }
-LEASE=2
+LEASE=3
 now_ms() { date +%s%3N; }
 
 # Started with ip netns exec itself (it becomes the program): $! is etcd's own pid.
@@ -99,25 +99,34 @@ for _ in $(seq 1 $((20 * LEASE))); do [[ $(tail -n 1 "$l2.log" | awk '{print $2}
 tail -n 1 "$l2.log" | grep -q "standby $l2 leader-is $l3" || fail "$l2, resumed, did not step down: $(tail -n 1 "$l2.log")"
 
 echo "== etcd paused: the leader steps down when its lease runs out, nobody leads; etcd back, one does"
+le=$(leader "$l2" "$l3")
 kill -STOP "${pid[etcd]}"
 for _ in $(seq 1 $((30 * LEASE))); do [[ -z $(leader "$l2" "$l3") ]] && break; sleep 0.1; done
 [[ -z $(leader "$l2" "$l3") ]] || fail "$(leader "$l2" "$l3") still leads $((3 * LEASE)) s after etcd stopped"
 sleep $((2 * LEASE))
 [[ -z $(leader "$l2" "$l3") ]] || fail "$(leader "$l2" "$l3") leads while etcd is down"
-grep -q "standby $l3 .*(error: " "$l3.log" || fail "$l3 did not say why it stopped leading: $(tail -n 1 "$l3.log")"
+grep -q "standby ${le:-?} .*(error: " "${le:-c1}.log" || fail "${le:-nobody} did not say why it stopped leading: $(tail -n 1 "${le:-c1}.log")"
 kill -CONT "${pid[etcd]}"
 l4=$(wait_leader $((5 * LEASE)) "$l2" "$l3")
 [[ -n $l4 ]] || fail "nobody led within $((5 * LEASE)) s of etcd's return"
 echo "after etcd's return: $l4 leads"
 
-for c in "$l2" "$l3"; do kill -TERM "${pid[$c]}"; done
-for c in "$l2" "$l3"; do
+echo "== the leader resigns (SIGTERM): the other leads at its next watch, well within a lease"
+other=$([[ $l4 == "$l2" ]] && echo "$l3" || echo "$l2")
+resigned_at=$(now_ms)
+kill -TERM "${pid[$l4]}"
+l5=$(wait_leader "$LEASE" "$other")
+[[ $l5 == "$other" ]] || fail "$other did not lead within $LEASE s of $l4's resignation"
+took=$(( $(led_at "$other") - resigned_at ))
+echo "$other leads $took ms after $l4 resigned"
+(( took < LEASE * 1000 )) || fail "the handover after a resignation took $took ms, a whole lease"
+kill -TERM "${pid[$other]}"
+for c in "$l4" "$other"; do
   for _ in $(seq 1 50); do kill -0 "${pid[$c]}" 2> /dev/null || break; sleep 0.1; done
 done
-grep -q "resigned" "${l4:-c1}.log" || fail "${l4:-none} did not resign at SIGTERM"
 
-# No two candidates' acting spans (from becoming leader to the last acts-until of that term)
-# overlap.
+# No two candidates' acting spans (from becoming leader to the last acts-until of that term, or
+# its resignation) overlap.
 python3 - c1.log c2.log c3.log > spans.out <<'PY' || fail "$(cat spans.out)"
 import sys
 spans = []
@@ -128,11 +137,10 @@ for path in sys.argv[1:]:
         if len(f) < 3 or not f[0].isdigit(): continue
         if f[1] == "leader": start, end = int(f[0]), int(f[4])
         elif f[1] == "renewed" and start is not None: end = int(f[4])
-        elif f[1] in ("standby", "resigned") and start is not None:
-            spans.append((start, end, path)); start = None
+        elif f[1] in ("standby", "resigned") and start is not None:  # it acts no more from here
+            spans.append((start, min(end, int(f[0])), path)); start = None
     if start is not None: spans.append((start, end, path))
-spans.sort()
-bad = [(a, b) for a, b in zip(spans, spans[1:]) if b[0] < a[1] and a[2] != b[2]]
+bad = [(a, b) for a in spans for b in spans if a[2] < b[2] and a[0] < b[1] and b[0] < a[1]]
 print(f"{len(spans)} leader terms; overlapping: {bad}" if bad else f"{len(spans)} leader terms, none overlapping")
 sys.exit(1 if bad else 0)
 PY

@@ -1,8 +1,9 @@
 // LeaderElection (daemon/election/leader_election.h) against an in-process etcd with leases on
-// a fake clock: one leader among candidates, a standby takes over within two lease periods of
-// the leader's end, a leader paused past its lease stops acting before anyone else starts and
-// steps down when it resumes, nobody leads while etcd is down, and a resignation hands over at
-// once. At every tick of every run at most one candidate acts.
+// a fake clock (each call to it may take time on that clock): one leader among candidates, a
+// standby takes over within two lease periods of the leader's end, a leader paused past its
+// lease stops acting before anyone else starts and steps down when it resumes, nobody leads
+// while etcd is down, a resignation hands over at once, a leader whose key was deleted steps
+// down. At every tick of every run at most one candidate acts.
 #include <catch2/catch.hpp>
 
 #include <map>
@@ -23,37 +24,39 @@ using std::chrono::seconds;
 // etcd's leases and keys, on the test's clock.
 class FakeEtcd : public dtrain::daemon::EtcdClient {
  public:
-  explicit FakeEtcd(const Clock::time_point& now) : now_(now) {}
+  explicit FakeEtcd(Clock::time_point& now) : now_(now) {}
   bool down = false;
+  milliseconds latency{0};  // each call takes this long on the test's clock, half each way
+
+  void erase(const std::string& key) { keys_.erase(key); }
 
   int64_t grant_lease(int ttl_s) override {
-    reachable();
+    Call call(*this);
     leases_[++last_] = {now_ + seconds(ttl_s), ttl_s};
     return last_;
   }
   int64_t keep_alive(int64_t lease) override {
-    reachable();
-    expire();
+    Call call(*this);
     auto it = leases_.find(lease);
     if (it == leases_.end()) return 0;
     it->second.end = now_ + seconds(it->second.ttl);
     return it->second.ttl;
   }
   bool create(const std::string& key, const std::string& value, int64_t lease) override {
-    reachable();
-    expire();
-    if (keys_.count(key) || !leases_.count(lease)) return false;
+    Call call(*this);
+    if (!leases_.count(lease)) throw EtcdError("requested lease not found (HTTP 404)");
+    if (keys_.count(key)) return false;
     keys_[key] = {value, lease};
     return true;
   }
-  std::optional<std::string> get(const std::string& key) override {
-    reachable();
-    expire();
+  std::optional<Value> get(const std::string& key) override {
+    Call call(*this);
     auto it = keys_.find(key);
-    return it == keys_.end() ? std::nullopt : std::optional<std::string>(it->second.first);
+    if (it == keys_.end()) return std::nullopt;
+    return Value{it->second.first, it->second.second};
   }
   void revoke(int64_t lease) override {
-    reachable();
+    Call call(*this);
     leases_.erase(lease);
     expire();
   }
@@ -63,16 +66,23 @@ class FakeEtcd : public dtrain::daemon::EtcdClient {
     Clock::time_point end;
     int ttl;
   };
-  void reachable() const {
-    if (down) throw EtcdError("etcd is down (the test's)");
-  }
+  // A call: half the latency on the way there, etcd's work at that moment, half on the way back.
+  struct Call {
+    explicit Call(FakeEtcd& e) : etcd(e) {
+      if (etcd.down) throw EtcdError("etcd is down (the test's)");
+      etcd.now_ += etcd.latency / 2;
+      etcd.expire();
+    }
+    ~Call() { etcd.now_ += etcd.latency / 2; }
+    FakeEtcd& etcd;
+  };
   void expire() {
     for (auto it = leases_.begin(); it != leases_.end();)
       it = it->second.end <= now_ ? leases_.erase(it) : std::next(it);
     for (auto it = keys_.begin(); it != keys_.end();)
       it = leases_.count(it->second.second) ? std::next(it) : keys_.erase(it);
   }
-  const Clock::time_point& now_;
+  Clock::time_point& now_;
   std::map<int64_t, Lease> leases_;
   std::map<std::string, std::pair<std::string, int64_t>> keys_;
   int64_t last_ = 0;
@@ -85,6 +95,7 @@ struct Cluster {
   std::vector<std::unique_ptr<LeaderElection>> candidates;
   std::vector<bool> paused;
   int most_acting = 0;
+  int ticks_two_acting = 0;
 
   explicit Cluster(int n) {
     for (int i = 0; i < n; ++i) {
@@ -95,12 +106,19 @@ struct Cluster {
   }
   void run(milliseconds span) {
     for (const auto end = now + span; now < end; now += milliseconds(100)) {
-      for (size_t i = 0; i < candidates.size(); ++i)
+      for (size_t i = 0; i < candidates.size(); ++i) {
         if (!paused[i] && now >= candidates[i]->next_step()) candidates[i]->step(now);
+        count_acting();  // after each step: its calls to etcd took time
+      }
       int acting = 0;
-      for (auto& c : candidates) acting += c->acts(now);
-      most_acting = std::max(most_acting, acting);
+      for (auto& k : candidates) acting += k->acts(now);
+      ticks_two_acting += acting > 1;
     }
+  }
+  void count_acting() {
+    int acting = 0;
+    for (auto& c : candidates) acting += c->acts(now);
+    most_acting = std::max(most_acting, acting);
   }
   int leader() const {  // the one acting, or -1
     for (size_t i = 0; i < candidates.size(); ++i)
@@ -186,4 +204,33 @@ TEST_CASE("a leader that resigns hands over at the standbys' next step") {
   const milliseconds took = c.until_new_leader(0, seconds(20));
   CHECK(c.leader() == 1);
   CHECK(took <= milliseconds(1700));  // one watch period (5 s / 3), not a lease
+}
+
+TEST_CASE("with 300 ms a call to etcd, a killed or paused leader's successor never overlaps it") {
+  Cluster c(3);
+  c.etcd.latency = milliseconds(300);
+  c.run(seconds(5));
+  const int first = c.leader();
+  REQUIRE(first >= 0);
+  c.paused[size_t(first)] = true;  // paused: it steps again later, with its old lease
+  c.until_new_leader(first, seconds(20));
+  const int second = c.leader();
+  REQUIRE(second >= 0);
+  c.paused[size_t(first)] = false;
+  c.run(seconds(10));
+  CHECK(c.candidates[size_t(first)]->role() == Role::kStandby);
+  CHECK(c.most_acting == 1);
+}
+
+TEST_CASE("a leader whose key was deleted steps down at its next renewal") {
+  // Deleting the key by hand (etcdctl del, a restore) is the one way to two leaders: a standby
+  // may create it before the old leader's next renewal sees it gone, at most lease_s / 3 later.
+  Cluster c(2);
+  c.run(seconds(3));
+  REQUIRE(c.leader() == 0);
+  c.etcd.erase("/dtrain/controller/leader");
+  c.run(seconds(5));
+  CHECK(c.leader() >= 0);
+  CHECK((c.candidates[0]->role() == Role::kStandby) != (c.candidates[1]->role() == Role::kStandby));
+  CHECK(c.ticks_two_acting <= 17);  // 5 s / 3, in 100 ms ticks
 }
