@@ -456,13 +456,25 @@ void MeshExchange::meet(Barrier barrier, double tau_sum, int workers, const Stat
   if (cancelled_) throw core::UserError("the job was cancelled", "");
   if (!bad_message_.empty())
     throw core::UserError(bad_message_, "run the same dtrain release on every node");
-  if (barrier.second == 1 && barrier.first >= 0) {
-    // Every live node now has every live node's list: the same union everywhere.
-    for (const JobMember& m : members_)
-      if (m.id != self_ && !lost_.count(m.id))
-        for (uint32_t j : announced_[m.id][barrier].joiners) joiners.push_back(j);
-    admit(barrier.first, std::move(joiners));
+  if (barrier.second == 1 && barrier.first >= 0) admit(barrier.first, agreed_joiners(barrier, joiners));
+}
+
+// The joiners every live node announced at this barrier: the same set everywhere. A node that
+// has not heard of a joiner yet (the controller's news reaches the nodes at different moments)
+// has no route to it and would send it nothing, so it waits for the next epoch end, when all have.
+std::vector<uint32_t> MeshExchange::agreed_joiners(Barrier barrier,
+                                                   const std::vector<uint32_t>& mine) {
+  std::vector<uint32_t> agreed;
+  for (uint32_t j : mine) {
+    bool everyone = true;
+    for (const JobMember& m : members_) {
+      if (m.id == self_ || lost_.count(m.id)) continue;
+      const std::vector<uint32_t>& theirs = announced_[m.id][barrier].joiners;
+      everyone = everyone && std::find(theirs.begin(), theirs.end(), j) != theirs.end();
+    }
+    if (everyone) agreed.push_back(j);
   }
+  return agreed;
 }
 
 void MeshExchange::admit(int64_t epoch, std::vector<uint32_t> joiners) {

@@ -182,6 +182,8 @@ class MeshExchange : public core::NodeExchange {
   // Under publish_mutex_: the next message id; throws `failure` if the mesh took nothing.
   void send(PayloadBytes bytes, const std::string& failure);
   void admit(int64_t epoch, std::vector<uint32_t> joiners);  // under mutex_
+  // Of this node's joiners, those every live node announced at the barrier (under mutex_).
+  std::vector<uint32_t> agreed_joiners(Barrier barrier, const std::vector<uint32_t>& mine);
   const JobMember* member(uint32_t id) const;  // null: not one of the job's members
   std::string name_of(uint32_t id) const;
   std::vector<std::string> lost_names_locked() const;  // under mutex_; vacant slots left out

@@ -345,23 +345,46 @@ TEST_CASE("a malformed payload from a peer fails the epoch end, naming it", "[me
   a.detach();
 }
 
+// Nodes 1 and 2 of a job with one vacant slot, on the mesh and attached; node-3, which will
+// take the slot, built (its view: itself in the slot's place) but not on the mesh yet.
+struct VacantSlotJob {
+  const uint32_t slot = daemon::kFirstSlotId;
+  FakeMesh mesh;
+  MeshExchange a{1, 1, with_slot(), milliseconds(5000)}, b{1, 2, with_slot(), milliseconds(5000)};
+  MeshExchange c{1, 3, with_newcomer(), milliseconds(5000)};
+  core::MessageBus bus_a{1}, bus_b{1}, bus_c{1};
+
+  VacantSlotJob() {
+    for (auto [id, ex, bus] : {std::tuple{1u, &a, &bus_a}, {2u, &b, &bus_b}}) {
+      mesh.join(id, *ex);
+      ex->set_epochs(5);
+      ex->set_vacant({slot});
+      ex->attach(*bus, kParams);
+    }
+  }
+  static std::vector<JobMember> with_slot() {
+    std::vector<JobMember> m = members(2);
+    m.push_back({daemon::kFirstSlotId, "slot-1", 1});
+    return m;
+  }
+  static std::vector<JobMember> with_newcomer() {
+    std::vector<JobMember> m = members(2);
+    m.push_back({3, "node-3", 1});
+    return m;
+  }
+  // node-3 on the mesh, waiting to be admitted.
+  void newcomer_arrives() {
+    mesh.join(3, c);
+    c.set_epochs(5);
+    c.set_rejoining({});
+    c.attach(bus_c, kParams);
+  }
+};
+
 TEST_CASE("a vacant slot's shard is taken over until a node joins it, then it is waited for",
           "[mesh_exchange]") {
-  const uint32_t slot = daemon::kFirstSlotId;
-  std::vector<JobMember> with_slot = members(2);
-  with_slot.push_back({slot, "slot-1", 1});
-  FakeMesh mesh;
-  MeshExchange a(1, 1, with_slot, milliseconds(5000)), b(1, 2, with_slot, milliseconds(5000));
-  std::vector<JobMember> with_c = members(2);
-  with_c.push_back({3, "node-3", 1});  // the newcomer's view: itself in the slot's place
-  MeshExchange c(1, 3, with_c, milliseconds(5000));
-  core::MessageBus bus_a(1), bus_b(1), bus_c(1);
-  for (auto [id, ex, bus] : {std::tuple{1u, &a, &bus_a}, {2u, &b, &bus_b}}) {
-    mesh.join(id, *ex);
-    ex->set_epochs(5);
-    ex->set_vacant({slot});
-    ex->attach(*bus, kParams);
-  }
+  VacantSlotJob job;
+  auto& [slot, mesh, a, b, c, bus_a, bus_b, bus_c] = job;
   auto end_b = std::async(std::launch::async, [&] { return b.end_epoch(0, 0.5, 1); });
   const auto first = a.end_epoch(0, 0.5, 1);
   end_b.get();
@@ -370,10 +393,7 @@ TEST_CASE("a vacant slot's shard is taken over until a node joins it, then it is
   CHECK(first.takeover[0].from_batch == 0);
   CHECK(first.lost.empty());  // a vacant slot is nobody lost
   // node-3 takes the slot: both live nodes learn where it is and admit it at this epoch end.
-  mesh.join(3, c);
-  c.set_epochs(5);
-  c.set_rejoining({});
-  c.attach(bus_c, kParams);
+  job.newcomer_arrives();
   for (MeshExchange* ex : {&a, &b}) ex->on_join(slot, 3, "node-3", {3, "127.0.0.1", 9, 0});
   CHECK(mesh.added == std::vector<uint32_t>{3, 3});
   auto take_b = std::async(std::launch::async, [&] { b.end_takeover(0, {}); });
@@ -396,6 +416,40 @@ TEST_CASE("a vacant slot's shard is taken over until a node joins it, then it is
   end_b.get();
   CHECK(second.takeover.empty());
   CHECK(second.workers == 3);
+  for (MeshExchange* ex : {&a, &b, &c}) ex->detach();
+}
+
+TEST_CASE("a joiner one live node has not heard of yet is admitted an epoch later, by all",
+          "[mesh_exchange]") {
+  // The controller's news of a joiner reaches the live nodes at different moments; a node
+  // without it has no route to the joiner. Admitted by the nodes that heard of it, the joiner
+  // would miss that node's parameters and updates: nobody admits it until everyone has heard.
+  VacantSlotJob job;
+  auto& [slot, mesh, a, b, c, bus_a, bus_b, bus_c] = job;
+  job.newcomer_arrives();
+  auto resumed = std::async(std::launch::async, [&] {
+    core::NodeExchange::Resume r;
+    return c.resume(r) ? r.next_epoch : -1;
+  });
+  std::vector<float> params(kParams, 0.25f);
+  // end_epoch, end_takeover and epoch_applied of epoch e on both live nodes at once.
+  auto epoch_end = [&](int64_t e) {
+    auto end_b = std::async(std::launch::async, [&] {
+      b.end_epoch(e, 0.5, 1);
+      b.end_takeover(e, {});
+      b.epoch_applied(e, params.data(), kParams, nullptr, 0, 0.5f, {});
+    });
+    a.end_epoch(e, 0.5, 1);
+    a.end_takeover(e, {});
+    a.epoch_applied(e, params.data(), kParams, nullptr, 0, 0.5f, {});
+    end_b.get();
+  };
+  a.on_join(slot, 3, "node-3", {3, "127.0.0.1", 9, 0});  // node-1 has heard; node-2 not yet
+  epoch_end(0);
+  CHECK(resumed.wait_for(milliseconds(200)) == std::future_status::timeout);  // nobody admitted it
+  b.on_join(slot, 3, "node-3", {3, "127.0.0.1", 9, 0});
+  epoch_end(1);
+  CHECK(resumed.get() == 2);  // admitted by both at the end of epoch 2 (1-based)
   for (MeshExchange* ex : {&a, &b, &c}) ex->detach();
 }
 
