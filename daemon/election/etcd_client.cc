@@ -1,38 +1,28 @@
 #include "daemon/election/etcd_client.h"
 
 #include <httplib.h>
-#include <sodium.h>
 
 #include <charconv>
 #include <nlohmann/json.hpp>
 #include <regex>
 
 #include "core/util/error.h"
+#include "transport/security/base64.h"
 
 namespace dtrain::daemon {
 namespace {
 
 using Json = nlohmann::json;
-constexpr int kVariant = sodium_base64_VARIANT_ORIGINAL;
+using transport::to_base64;
 // etcd's own limit on a request is 1.5 MiB; an answer to these requests is far smaller, and
 // nothing bigger is read (a value is at most what a candidate wrote: its name and address).
 constexpr size_t kMaxAnswer = 64 << 10;
 
-std::string base64(const std::string& bytes) {
-  std::string out(sodium_base64_encoded_len(bytes.size(), kVariant), '\0');
-  sodium_bin2base64(out.data(), out.size(), reinterpret_cast<const unsigned char*>(bytes.data()),
-                    bytes.size(), kVariant);
-  out.resize(out.size() - 1);  // the terminating NUL
-  return out;
-}
-
 std::string unbase64(const std::string& text) {
-  std::string out(text.size(), '\0');
-  size_t got = 0;
-  if (sodium_base642bin(reinterpret_cast<unsigned char*>(out.data()), out.size(), text.data(),
-                        text.size(), nullptr, &got, nullptr, kVariant) != 0)
-    throw EtcdError("etcd sent a value that is not base64");
-  out.resize(got);
+  std::string out(text.size(), '\0');  // base64 is never shorter than its bytes
+  const auto got = transport::from_base64(text, out.data(), out.size());
+  if (!got) throw EtcdError("etcd sent a value that is not base64");
+  out.resize(*got);
   return out;
 }
 
@@ -53,7 +43,8 @@ int64_t int_field(const Json& j, const char* name) {
 // A field that must be absent or of the type `is` checks.
 const Json* field(const Json& j, const char* name, bool (Json::*is)() const noexcept) {
   if (!j.is_object() || !j.contains(name)) return nullptr;
-  if (!(j[name].*is)()) throw EtcdError(std::string("etcd sent a field '") + name + "' of another type");
+  if (!(j[name].*is)())
+    throw EtcdError(std::string("etcd sent a field '") + name + "' of another type");
   return &j[name];
 }
 
@@ -118,7 +109,8 @@ std::optional<std::string> EtcdHttpClient::post_to(const EtcdEndpoint& e, const 
   };
   req.content_receiver = [&](const char* data, size_t n, uint64_t, uint64_t) {
     if (answer.size() + n > kMaxAnswer) cut = "an answer over 64 KiB";
-    else if (std::chrono::steady_clock::now() > deadline) cut = "no whole answer within the timeout";
+    else if (std::chrono::steady_clock::now() > deadline)
+      cut = "no whole answer within the timeout";
     if (!cut.empty()) return false;
     answer.append(data, n);
     return true;
@@ -127,7 +119,8 @@ std::optional<std::string> EtcdHttpClient::post_to(const EtcdEndpoint& e, const 
   const std::string where = e.host + ":" + std::to_string(e.port) + ": ";
   if (!cut.empty()) why = where + cut;
   else if (!res) why = where + httplib::to_string(res.error());
-  else if (res->status != 200) why = where + "HTTP " + std::to_string(res->status) + " " + answer.substr(0, 200);
+  else if (res->status != 200)
+    why = where + "HTTP " + std::to_string(res->status) + " " + answer.substr(0, 200);
   else return answer;
   return std::nullopt;
 }
@@ -147,19 +140,18 @@ int64_t EtcdHttpClient::keep_alive(int64_t lease) {
 }
 
 bool EtcdHttpClient::create(const std::string& key, const std::string& value, int64_t lease) {
-  const std::string k = base64(key);
-  const Json txn = {
-      {"compare", {{{"key", k}, {"target", "CREATE"}, {"create_revision", "0"}}}},
-      {"success",
-       {{{"request_put", {{"key", k}, {"value", base64(value)}, {"lease", std::to_string(lease)}}}}}},
-      {"failure", Json::array()}};
+  const std::string k = to_base64(key);
+  const Json put = {{"key", k}, {"value", to_base64(value)}, {"lease", std::to_string(lease)}};
+  const Json txn = {{"compare", {{{"key", k}, {"target", "CREATE"}, {"create_revision", "0"}}}},
+                    {"success", {{{"request_put", put}}}},
+                    {"failure", Json::array()}};
   const Json j = parse(post("/v3/kv/txn", txn.dump()));
   const Json* succeeded = field(j, "succeeded", &Json::is_boolean);  // left out when false
   return succeeded && succeeded->get<bool>();
 }
 
 std::optional<EtcdClient::Value> EtcdHttpClient::get(const std::string& key) {
-  const Json j = parse(post("/v3/kv/range", Json{{"key", base64(key)}}.dump()));
+  const Json j = parse(post("/v3/kv/range", Json{{"key", to_base64(key)}}.dump()));
   const Json* kvs = field(j, "kvs", &Json::is_array);
   if (!kvs || kvs->empty()) return std::nullopt;
   const Json& kv = (*kvs)[0];

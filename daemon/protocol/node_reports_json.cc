@@ -1,21 +1,14 @@
 #include "daemon/protocol/node_reports_json.h"
 
-#include <sodium.h>
-
 #include <cstdio>
 #include <cstring>
+
+#include "transport/security/base64.h"
 
 namespace dtrain::daemon {
 namespace {
 
-std::string to_base64(const void* data, size_t bytes) {
-  constexpr int kVariant = sodium_base64_VARIANT_ORIGINAL;
-  std::string out(sodium_base64_encoded_len(bytes, kVariant), '\0');
-  sodium_bin2base64(out.data(), out.size(), static_cast<const unsigned char*>(data), bytes,
-                    kVariant);
-  out.resize(std::strlen(out.c_str()));
-  return out;
-}
+using transport::to_base64;
 
 // The evaluation's counts into `out` (the keys core/eval's readers expect).
 void put_counts(const EvaluationCounts& c, Json& out) {

@@ -1,23 +1,17 @@
 #include "daemon/protocol/part_scores.h"
 
-#include <sodium.h>
-
 #include <cstring>
+
+#include "transport/security/base64.h"
 
 namespace dtrain::daemon {
 namespace {
 
-constexpr int kVariant = sodium_base64_VARIANT_ORIGINAL;
-
 // Exactly `bytes` bytes from `text`, or false.
 bool from_base64(const Json& text, void* out, size_t bytes) {
   if (!text.is_string()) return false;
-  const std::string& s = text.get_ref<const std::string&>();
-  if (s.size() > sodium_base64_encoded_len(bytes, kVariant)) return false;
-  size_t got = 0;
-  return sodium_base642bin(static_cast<unsigned char*>(out), bytes, s.data(), s.size(), nullptr,
-                           &got, nullptr, kVariant) == 0 &&
-         got == bytes;
+  const auto got = transport::from_base64(text.get_ref<const std::string&>(), out, bytes);
+  return got && *got == bytes;
 }
 
 }  // namespace
