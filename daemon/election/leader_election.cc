@@ -41,7 +41,8 @@ LeaderElection::Role LeaderElection::lead(Clock::time_point now) {
   if (left <= 0 || !key || key->lease != lease_) {
     // Expired before this renewal reached etcd, or the key was deleted (by hand, a restore):
     // someone else may lead now.
-    error_ = left <= 0 ? "the lease expired before it was renewed" : "the leader key is no longer this candidate's";
+    error_ = left <= 0 ? "the lease expired before it was renewed"
+                       : "the leader key is no longer this candidate's";
     leader_ = key ? key->value : "";
     if (left > 0) etcd_.revoke(lease_);
     return Role::kStandby;

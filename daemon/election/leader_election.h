@@ -2,13 +2,13 @@
 // Which of several controller candidates acts (docs/architecture/daemon.md, "Standby
 // controllers"): each holds an etcd lease of lease_s seconds; the one whose transaction created
 // the leader key (its name and address as the value) under its lease is the leader and renews
-// the lease every lease_s / 3 (and checks that the key is still its own); the others read the key
-// every lease_s / 3 and campaign when it is gone (its lease expired or was revoked). Fencing: a leader counts its lease from the moment it
-// asked for it (grant or renewal), so its own clock runs out before etcd's; the step at which it
-// has not renewed by then makes it a standby, which stops acting: no standby can have taken over
-// before that moment. Without etcd nobody becomes leader, and a leader steps down when its lease
-// runs out. step() is the whole state machine, driven by the caller's clock (tested with a fake
-// etcd and a fake clock).
+// the lease every lease_s / 3 (and checks that the key is still its own); the others read the
+// key every lease_s / 3 and campaign when it is gone (its lease expired or was revoked).
+// Fencing: a leader counts its lease from the moment it asked for it (grant or renewal), so its
+// own clock runs out before etcd's; the step at which it has not renewed by then makes it a
+// standby, which stops acting: no standby can have taken over before that moment. Without etcd
+// nobody becomes leader, and a leader steps down when its lease runs out. step() is the whole
+// state machine, driven by the caller's clock (tested with a fake etcd and a fake clock).
 #include <chrono>
 #include <cstdint>
 #include <string>

@@ -34,8 +34,9 @@ inline constexpr char kHealthPath[] = "/healthz";
 class StatusServer {
  public:
   // Binds address:port (0: any free port); throws core::UserError when it cannot. Serves
-  // /status, /metrics, /healthz and the dashboard at / (docs/architecture/daemon.md, "Dashboard"), to
-  // the requests `access` lets in (http_access.h); bodies and headers are bounded.
+  // /status, /metrics, /healthz and the dashboard at / (docs/architecture/daemon.md,
+  // "Dashboard"), to the requests `access` lets in (http_access.h); bodies and headers are
+  // bounded.
   StatusServer(const std::string& address, uint16_t port, std::function<Json()> status,
                DashboardApi dashboard = {}, HttpAccess access = {});
   ~StatusServer();

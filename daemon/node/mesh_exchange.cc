@@ -456,7 +456,8 @@ void MeshExchange::meet(Barrier barrier, double tau_sum, int workers, const Stat
   if (cancelled_) throw core::UserError("the job was cancelled", "");
   if (!bad_message_.empty())
     throw core::UserError(bad_message_, "run the same dtrain release on every node");
-  if (barrier.second == 1 && barrier.first >= 0) admit(barrier.first, agreed_joiners(barrier, joiners));
+  if (barrier.second == 1 && barrier.first >= 0)
+    admit(barrier.first, agreed_joiners(barrier, joiners));
 }
 
 // The joiners every live node announced at this barrier: the same set everywhere. A node that

@@ -30,8 +30,10 @@ long long wall_ms(LeaderElection::Clock::time_point t) {
 void report(const char* what, const LeaderElection& e, const std::string& name,
             LeaderElection::Clock::time_point now) {
   std::printf("%lld %s %s", wall_ms(now), what, name.c_str());
-  if (e.role() == LeaderElection::Role::kLeader) std::printf(" acts-until %lld", wall_ms(e.acts_until()));
-  else std::printf(" leader-is %s", e.leader().empty() ? "-" : e.leader().c_str());
+  if (e.role() == LeaderElection::Role::kLeader)
+    std::printf(" acts-until %lld", wall_ms(e.acts_until()));
+  else
+    std::printf(" leader-is %s", e.leader().empty() ? "-" : e.leader().c_str());
   if (!e.last_error().empty()) std::printf(" (error: %s)", e.last_error().c_str());
   std::printf("\n");
   std::fflush(stdout);
@@ -58,8 +60,10 @@ int main(int argc, char** argv) {
       election.step(now);
       // Stamped when the step returned: a leader acts from then on, not from when it asked.
       const auto known = LeaderElection::Clock::now();
-      if (first || election.role() != role) report(dtrain::daemon::role_name(election.role()), election, name, known);
-      else if (election.role() == LeaderElection::Role::kLeader && election.acts_until() != was_until)
+      const bool leads = election.role() == LeaderElection::Role::kLeader;
+      if (first || election.role() != role)
+        report(dtrain::daemon::role_name(election.role()), election, name, known);
+      else if (leads && election.acts_until() != was_until)
         report("renewed", election, name, known);
       role = election.role();
       first = false;

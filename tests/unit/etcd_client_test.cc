@@ -34,14 +34,15 @@ struct FakeGateway {
       last_path = req.path;
       last_request = req.body;
       if (drip_steps > 0) {
-        res.set_chunked_content_provider("application/json", [this](size_t, httplib::DataSink& sink) {
+        auto drip = [this](size_t, httplib::DataSink& sink) {
           for (int i = 0; i < drip_steps; ++i) {
             std::this_thread::sleep_for(milliseconds(100));
             if (!sink.write("          ", 10)) return false;
           }
           sink.done();
           return true;
-        });
+        };
+        res.set_chunked_content_provider("application/json", drip);
         return;
       }
       res.status = status;
@@ -76,7 +77,8 @@ TEST_CASE("etcd's answers as 3.4 writes them") {
                                  Catch::Contains(R"("lease":"42")") && Catch::Contains("L2s="));
   g.body = R"({"header":{}})";  // a failed compare: succeeded left out
   CHECK_FALSE(c.create("/k", "c1", 42));
-  g.body = R"({"kvs":[{"key":"L2s=","value":"YzEgMTAuMC4wLjE6NzA3MA==","lease":"42"}],"count":"1"})";
+  g.body = R"({"kvs":[{"key":"L2s=","value":"YzEgMTAuMC4wLjE6NzA3MA==","lease":"42"}],)"
+           R"("count":"1"})";
   const auto v = c.get("/k");
   REQUIRE(v);
   CHECK(v->value == "c1 10.0.0.1:7070");
