@@ -19,6 +19,7 @@
 #include "core/util/error.h"
 #include "daemon/config/daemon_config.h"
 #include "daemon/controller/controller.h"
+#include "daemon/election/elected_controller.h"
 #include "daemon/http/status_server.h"
 #include "daemon/node/node_agent.h"
 #include "transport/control/control_server.h"
@@ -87,13 +88,20 @@ class Daemon {
 
  private:
   void start_controller();
+  // With controller_election: this daemon is one candidate (docs/operations.md, "Standby
+  // controllers").
+  void start_candidate();
   void start_status_server();
+  dtrain::daemon::Json controller_status();
+  dtrain::daemon::DashboardApi dashboard_api();
   dtrain::daemon::HttpAccess http_access() const;
 
   dtrain::daemon::DaemonConfig config_;
   dtrain::transport::ClusterKey key_;
   std::unique_ptr<Clients> clients_;
   std::unique_ptr<dtrain::daemon::Controller> controller_;
+  std::unique_ptr<dtrain::daemon::ElectedController> elected_;
+  std::atomic<dtrain::daemon::ElectedController*> candidate_{nullptr};  // elected_, once made
   std::unique_ptr<dtrain::transport::ControlServer> control_;
   std::unique_ptr<dtrain::daemon::NodeAgent> node_;
   std::unique_ptr<dtrain::daemon::StatusServer> http_;
@@ -117,17 +125,60 @@ bool Daemon::load(const std::string& config_path) {
 
 void Daemon::start_controller() {
   using namespace dtrain;
-  controller_ = std::make_unique<daemon::Controller>(config_);
+  if (!config_.election.enabled()) controller_ = std::make_unique<daemon::Controller>(config_);
   control_ = std::make_unique<transport::ControlServer>(
       config_.control_address, config_.control_port, clients_->lookup(key_),
-      [this](transport::ControlConnection& c) { controller_->serve(c); });
-  controller_->set_control_port(control_->port());
+      [this](transport::ControlConnection& c) {
+        if (controller_) controller_->serve(c);
+        else if (daemon::ElectedController* e = candidate_.load()) e->serve(c);
+      });
+  if (controller_) controller_->set_control_port(control_->port());
   spdlog::info("controller: control channel on {}:{}", config_.control_address, control_->port());
   if (!config_.controller_named) {  // this daemon's node reaches its own controller
     config_.controller_host =
         config_.control_address == "0.0.0.0" ? "127.0.0.1" : config_.control_address;
     config_.controller_port = control_->port();
+    config_.controllers = {{config_.controller_host, config_.controller_port}};
   }
+  if (config_.election.enabled()) start_candidate();
+}
+
+void Daemon::start_candidate() {
+  // Where nodes and clients reach this candidate (controller_election.address, checked).
+  elected_ = std::make_unique<dtrain::daemon::ElectedController>(
+      config_, config_.election.address + ":" + std::to_string(control_->port()));
+  candidate_ = elected_.get();
+}
+
+dtrain::daemon::Json Daemon::controller_status() {
+  if (elected_) return elected_->status();
+  return {{"jobs", controller_->jobs_json()}, {"nodes", controller_->nodes_json()}};
+}
+
+// The dashboard's view: the controller's, or the elected one's while it leads (empty lists on a
+// standby).
+dtrain::daemon::DashboardApi Daemon::dashboard_api() {
+  using dtrain::daemon::Json;
+  if (controller_)
+    return {[this] { return controller_->jobs_json()["jobs"]; },
+            [this] { return controller_->nodes_json()["nodes"]; },
+            [this](uint64_t id) { return controller_->dashboard_job(id); }};
+  if (!elected_) return {};
+  return {[this] {
+            auto term = elected_->current();
+            return term ? term->jobs_json()["jobs"] : Json::array();
+          },
+          [this] {
+            auto term = elected_->current();
+            return term ? term->nodes_json()["nodes"] : Json::array();
+          },
+          [this](uint64_t id) {
+            auto term = elected_->current();
+            if (!term)
+              throw dtrain::core::UserError("this controller is a standby",
+                                            "open the leader's dashboard (its /status names it)");
+            return term->dashboard_job(id);
+          }};
 }
 
 void Daemon::start_status_server() {
@@ -135,16 +186,10 @@ void Daemon::start_status_server() {
   auto status = [this] {
     daemon::Json j = daemon::Json::object();
     if (node_) j["node"] = node_->status();
-    if (controller_)
-      j["controller"] = {{"jobs", controller_->jobs_json()}, {"nodes", controller_->nodes_json()}};
+    if (controller_ || elected_) j["controller"] = controller_status();
     return j;
   };
-  const daemon::DashboardApi dashboard =
-      controller_ ? daemon::DashboardApi{
-                        [this] { return controller_->jobs_json()["jobs"]; },
-                        [this] { return controller_->nodes_json()["nodes"]; },
-                        [this](uint64_t id) { return controller_->dashboard_job(id); }}
-                  : daemon::DashboardApi{};
+  const daemon::DashboardApi dashboard = dashboard_api();
   http_ = std::make_unique<daemon::StatusServer>(config_.http_address, config_.http_port, status,
                                                  dashboard, http_access());
   spdlog::info("status: http://{}:{}/status and /metrics", config_.http_address, http_->port());
@@ -198,6 +243,7 @@ void Daemon::wait_for_stop(sigset_t& signals) {
 void Daemon::stop() {
   http_.reset();
   if (controller_) controller_->stop();
+  if (elected_) elected_->stop();  // resigns: a standby takes the jobs over
   stop_ = true;
   if (node_thread_.joinable()) node_thread_.join();
   node_.reset();

@@ -74,7 +74,8 @@ void CommandLine::add_cluster_options() {
   if (const char* k = std::getenv("DTRAIN_KEY_FILE")) cluster.key_file = k;
   app.add_option("--controller", cluster.controller,
                  "controller's control channel, host:port (default $DTRAIN_CONTROLLER or "
-                 "127.0.0.1:7070)");
+                 "127.0.0.1:7070); with standby controllers a list A:7070,B:7070,C:7070, tried "
+                 "in turn (a standby names the leader)");
   if (const char* k = std::getenv("DTRAIN_CREDENTIAL")) cluster.credential = k;
   app.add_option("--key-file", cluster.key_file,
                  "cluster key file (default $DTRAIN_KEY_FILE or /etc/dtrain/cluster.key)");
@@ -87,7 +88,8 @@ void CommandLine::add_cluster_options() {
 }
 
 void CommandLine::add_connection_options(CLI::App* sub, const std::string& prefix) {
-  sub->add_option("--controller", cluster.controller, prefix + "controller host:port");
+  sub->add_option("--controller", cluster.controller,
+                  prefix + "controller host:port (or a list A,B,C)");
   sub->add_option("--key-file", cluster.key_file, prefix + "cluster key file");
   sub->add_option("--credential", cluster.credential, prefix + "client credential file");
   sub->add_option("--connect-timeout-ms", cluster.connect_timeout_ms,

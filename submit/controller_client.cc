@@ -37,19 +37,44 @@ int report_error(const std::exception& e) {
   return kExitBadInput;
 }
 
-Json call(const ClusterArgs& a, const daemon::ClientRequest& request, std::vector<uint8_t>* data,
-          std::chrono::seconds timeout) {
-  std::string host = a.controller;
-  long port = 7070;
-  const size_t colon = host.rfind(':');
+namespace {
+
+struct Address {
+  std::string host;
+  uint16_t port = 7070;
+};
+
+// "host[:port]" (7070 when left out).
+Address parse_address(const std::string& text, const std::string& given) {
+  Address out{text, 7070};
+  const size_t colon = text.rfind(':');
   if (colon != std::string::npos) {
     char* end = nullptr;
-    port = std::strtol(host.c_str() + colon + 1, &end, 10);
-    if (*end != '\0' || port < 1 || port > 65535)
-      throw std::invalid_argument("--controller '" + a.controller +
-                                  "' is not host:port\n  fix: e.g. --controller 10.0.0.1:7070");
-    host = host.substr(0, colon);
+    const long port = std::strtol(text.c_str() + colon + 1, &end, 10);
+    if (*end != '\0' || port < 1 || port > 65535 || colon == 0)
+      throw std::invalid_argument("--controller '" + given + "' is not host:port (or a list of "
+                                  "them)\n  fix: e.g. --controller 10.0.0.1:7070 or "
+                                  "--controller 10.0.0.1:7070,10.0.0.2:7070");
+    out = {text.substr(0, colon), static_cast<uint16_t>(port)};
   }
+  if (out.host.empty())
+    throw std::invalid_argument("--controller '" + given + "' names no host\n  fix: e.g. "
+                                "--controller 10.0.0.1:7070");
+  return out;
+}
+
+// --controller A,B,C: standby controllers (docs/operations.md, "Standby controllers").
+std::vector<Address> controller_list(const std::string& given) {
+  std::vector<Address> out;
+  size_t from = 0;
+  for (size_t comma; (comma = given.find(',', from)) != std::string::npos; from = comma + 1)
+    out.push_back(parse_address(given.substr(from, comma - from), given));
+  out.push_back(parse_address(given.substr(from), given));
+  return out;
+}
+
+Json call_one(const ClusterArgs& a, const Address& at, const daemon::ClientRequest& request,
+              std::vector<uint8_t>* data, std::chrono::seconds timeout) {
   // A user's own credential when given; the cluster key otherwise (operators on a daemon host).
   transport::ControlCredential who;
   if (!a.credential.empty()) {
@@ -58,9 +83,59 @@ Json call(const ClusterArgs& a, const daemon::ClientRequest& request, std::vecto
   } else {
     who = transport::ControlCredential::daemon(transport::load_cluster_key(a.key_file));
   }
-  auto c = transport::ControlConnection::connect(host, static_cast<uint16_t>(port), who,
+  auto c = transport::ControlConnection::connect(at.host, at.port, who,
                                                  std::chrono::milliseconds(a.connect_timeout_ms));
   return daemon::request(*c, request, timeout, data);
+}
+
+// Whether another controller may be asked after this error. A request that changes something
+// (a submission, a task) only when this one was never reached: one that timed out or was cut
+// off may have taken effect, and asking again elsewhere could do it twice.
+bool try_another(const ControlError& e, daemon::RequestKind kind) {
+  if (e.kind() == ControlError::Kind::kUnreachable) return true;
+  const bool changes = kind == daemon::RequestKind::Submit || kind == daemon::RequestKind::Task ||
+                       kind == daemon::RequestKind::Resume;
+  return !changes &&
+         (e.kind() == ControlError::Kind::kTimeout || e.kind() == ControlError::Kind::kClosed);
+}
+
+}  // namespace
+
+// Each listed controller in turn, from the one that answered last; a standby's answer names the
+// leader, tried next. Nobody leading is "cannot reach the controller" (exit code 3).
+Json call(const ClusterArgs& a, const daemon::ClientRequest& request, std::vector<uint8_t>* data,
+          std::chrono::seconds timeout) {
+  const std::vector<Address> list = controller_list(a.controller);
+  static size_t first = 0;  // a following client's calls go to the leader it found
+  std::string why;
+  for (size_t k = 0; k < list.size(); ++k) {
+    const size_t i = (first + k) % list.size();
+    Address at = list[i];
+    for (int hop = 0; hop < 2; ++hop) {  // the listed one, then the leader it names
+      try {
+        Json answer = call_one(a, at, request, data, timeout);
+        first = i;
+        return answer;
+      } catch (const daemon::RequestRefused& r) {
+        if (!r.by_standby()) throw;
+        why = r.error();
+        if (r.leader().empty() || hop == 1) break;
+        try {
+          at = parse_address(r.leader(), r.leader());
+        } catch (const std::invalid_argument&) {  // a standby's garbled word: the next listed
+          break;
+        }
+      } catch (const ControlError& e) {
+        if (!try_another(e, request.kind) || list.size() == 1) throw;
+        why = e.what();
+        break;
+      }
+    }
+  }
+  throw ControlError(ControlError::Kind::kUnreachable,
+                     "no controller of " + a.controller + " leads now (last: " + why + ")",
+                     "a standby takes over within two leases of etcd; try again, or check the "
+                     "controllers' logs");
 }
 
 bool job_id_arg(const std::string& text, uint64_t& id) {

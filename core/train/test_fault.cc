@@ -18,6 +18,7 @@ TestFault TestFault::from_environment() {
   else if (kind == "skip") f.kind = Kind::kSkip;
   else if (kind == "exit_in_epoch") f.kind = Kind::kExitInEpoch;
   else if (kind == "auto_allreduce") f.kind = Kind::kAutoAllreduce;
+  else if (kind == "slow_steps" && at <= 1000) f.kind = Kind::kSlowSteps;
   f.at = f.active() ? at : 0;
   return f;
 }
@@ -35,6 +36,8 @@ std::string TestFault::description() const {
     return "this daemon ends itself with SIGKILL a third of the way into epoch " + k + " of a job";
   if (kind == Kind::kAutoAllreduce)
     return "a job of training.mode auto whose choice this node makes takes allreduce";
+  if (kind == Kind::kSlowSteps)
+    return "each step of a job's lead worker on this node takes " + k + " ms more";
   return "none";
 }
 

@@ -7,17 +7,20 @@
 // node at a known point of an epoch (minibatches left to take over, epoch ends left to rejoin
 // at) however fast the job runs. auto_allreduce:1 makes a job of `training.mode: auto` whose
 // choice this node makes take allreduce whatever it measured (the reason says so), so that a test
-// trains allreduce after the rehearsal on hosts where gradient sharing wins. Unset (always, outside such a test): nothing happens. Only the
-// daemon reads it (LocalTrainingOptions::test_fault, the progress reporter), and warns in its log.
+// trains allreduce after the rehearsal on hosts where gradient sharing wins. slow_steps:MS makes
+// each step of a job's lead worker on this node take MS ms more, so that a job outlasts a test's
+// phases however fast the machine (tests/deploy/controller_failover_test). Unset (always,
+// outside such a test): nothing happens. Only the daemon reads it
+// (LocalTrainingOptions::test_fault, the progress reporter), and warns in its log.
 #include <cstdint>
 #include <string>
 
 namespace dtrain::core {
 
 struct TestFault {
-  enum class Kind { kNone, kApplyTwice, kSkip, kExitInEpoch, kAutoAllreduce };
+  enum class Kind { kNone, kApplyTwice, kSkip, kExitInEpoch, kAutoAllreduce, kSlowSteps };
   Kind kind = Kind::kNone;
-  int64_t at = 0;  // the K-th received message or the epoch E, 1-based
+  int64_t at = 0;  // the K-th received message or the epoch E, 1-based; slow_steps: the ms
 
   // From DTRAIN_TEST_FAULT; an unreadable value is no fault (and `description` says why).
   static TestFault from_environment();

@@ -6,16 +6,16 @@
 #include <sstream>
 
 #include "core/spec/spec_reader.h"
+#include "daemon/election/etcd_client.h"
 
 namespace dtrain::daemon {
 namespace {
 
 using core::SpecReader;
 
-// "host:port" (port required).
-void host_port(const SpecReader& r, const YAML::Node& map, const std::string& key,
-               std::string& host, uint16_t& port) {
-  const std::string value = r.text(map, key, "", host + ":" + std::to_string(port));
+// "host:port" (port required) at `at` (a scalar), for the key `key`.
+ControllerAddress host_port(const SpecReader& r, const YAML::Node& at, const std::string& key) {
+  const std::string value = at.IsScalar() ? at.as<std::string>() : "";
   const size_t colon = value.rfind(':');
   int64_t p = -1;
   if (colon != std::string::npos && colon > 0) {
@@ -28,10 +28,68 @@ void host_port(const SpecReader& r, const YAML::Node& map, const std::string& ke
     }
   }
   if (p < 1 || p > 65535)
-    r.fail(map[key], key, "'" + value + "' is not host:port",
+    r.fail(at, key, "'" + value + "' is not host:port",
            "write it like 10.0.0.1:7070 (the controller's control port)");
-  host = value.substr(0, colon);
-  port = static_cast<uint16_t>(p);
+  return {value.substr(0, colon), static_cast<uint16_t>(p)};
+}
+
+// controller: HOST:PORT, or a list of them (standby controllers, tried in turn).
+void parse_controllers(const SpecReader& r, const YAML::Node& root, DaemonConfig& c) {
+  const YAML::Node n = root["controller"];
+  c.controller_named = bool(n);
+  if (!n) {
+    c.controllers = {{c.controller_host, c.controller_port}};
+    return;
+  }
+  if (n.IsSequence()) {
+    if (n.size() == 0 || n.size() > 16)
+      r.fail(n, "controller", "controller must be HOST:PORT or a list of 1 to 16 of them",
+             "write controller: [10.0.0.1:7070, 10.0.0.2:7070]");
+    for (const YAML::Node& item : n) c.controllers.push_back(host_port(r, item, "controller"));
+  } else {
+    c.controllers = {host_port(r, n, "controller")};
+  }
+  c.controller_host = c.controllers[0].host;
+  c.controller_port = c.controllers[0].port;
+}
+
+// controller_election: {etcd: [http://HOST:PORT, ...], lease_s, prefix}.
+void parse_election(const SpecReader& r, const YAML::Node& root, DaemonConfig& c) {
+  const YAML::Node n = root["controller_election"];
+  if (!n) return;
+  r.expect_map(n, "controller_election", {"etcd", "lease_s", "prefix", "address"});
+  if (!c.controller)
+    r.fail(n, "controller_election", "controller_election is for controllers",
+           "add controller to roles, or leave controller_election out on nodes");
+  const YAML::Node etcd = n["etcd"];
+  if (!etcd || !etcd.IsSequence() || etcd.size() == 0 || etcd.size() > 16)
+    r.fail(etcd ? etcd : n, "controller_election.etcd", "etcd must list 1 to 16 endpoints",
+           "write etcd: [http://10.0.0.5:2379] (each member's client URL)");
+  for (const YAML::Node& e : etcd) {
+    const std::string url = e.IsScalar() ? e.as<std::string>() : "";
+    try {
+      parse_etcd_endpoint(url);
+    } catch (const core::UserError& bad) {
+      r.fail(e, "controller_election.etcd", bad.what_happened(), bad.fix());
+    }
+    c.election.etcd.push_back(url);
+  }
+  c.election.lease_s = r.integer(n, "lease_s", "controller_election", c.election.lease_s, 2, 60);
+  c.election.prefix = r.text(n, "prefix", "controller_election", c.election.prefix);
+  const std::string& p = c.election.prefix;
+  if (p.size() < 2 || p.size() > 200 || p[0] != '/' || p.back() == '/' ||
+      p.find_first_of(" \t\n") != std::string::npos)
+    r.fail(n["prefix"], "controller_election.prefix", "'" + p + "' is not a key prefix",
+           "write prefix: /dtrain (a '/' first, none last; one per cluster sharing an etcd)");
+  // Standbys send nodes and clients to the leader's address: it must be one they can reach.
+  c.election.address = r.text(n, "address", "controller_election", c.control_address);
+  const std::string& a = c.election.address;
+  if (a.empty() || a == "0.0.0.0" || a == "::" || a.size() > 253 ||
+      a.find_first_of(" \t\n,") != std::string::npos)
+    r.fail(n["address"] ? n["address"] : n, "controller_election.address",
+           "'" + a + "' is not an address nodes and clients can reach this controller at",
+           "bind control.address to this machine's cluster address, or give "
+           "controller_election.address (e.g. address: 10.0.0.1)");
 }
 
 // gpus: all | none | [ordinals]. Whether the listed GPUs exist is checked when the node starts
@@ -179,8 +237,7 @@ void parse_data(const SpecReader& r, const YAML::Node& n, DaemonConfig& c) {
 
 // controller, control, data, http: whom it talks to and where it listens.
 void parse_network(const SpecReader& r, const YAML::Node& root, DaemonConfig& c) {
-  host_port(r, root, "controller", c.controller_host, c.controller_port);
-  c.controller_named = bool(root["controller"]);
+  parse_controllers(r, root, c);
   if (const YAML::Node n = root["control"]) {
     r.expect_map(n, "control", {"address", "port"});
     c.control_address = r.text(n, "address", "control", c.control_address);
@@ -245,11 +302,12 @@ DaemonConfig parse_daemon_config(const std::string& text, const std::string& sou
   r.expect_map(root, "", {"name", "roles", "data_dir", "key_file", "clients_dir", "controller",
                           "control", "data", "http", "threads", "gpus", "heartbeat_ms",
                           "peer_timeout_ms", "task_outputs", "limits", "data_roots",
-                          "job_memory_mb"});
+                          "job_memory_mb", "controller_election"});
   parse_identity(r, root, c);
   parse_paths(r, root, c);
   parse_network(r, root, c);
   parse_resources(r, root, c);
+  parse_election(r, root, c);
   if (const YAML::Node n = root["limits"]) parse_limits(r, n, c.limits);
   return c;
 }

@@ -8,7 +8,9 @@
 //   data_dir: /var/lib/dtrain      # job state, logs, model files
 //   key_file: /etc/dtrain/cluster.key
 //   clients_dir: /etc/dtrain/clients  # controller: the client credentials it lets in (NAME.cred)
-//   controller: 10.0.0.1:7070      # where a node registers (default: this machine)
+//   controller: 10.0.0.1:7070      # where a node registers (default: this machine); with
+//                                  # standby controllers their list: [10.0.0.1:7070, ...]
+//   controller_election: {etcd: [http://10.0.0.5:2379], lease_s: 5}  # controller: standbys
 //   control: {address: 0.0.0.0, port: 7070}
 //   data: {network: 10.0.0.0/16, port: 40123}    # or interface: eth0
 //   http: {address: 127.0.0.1, port: 7080}   # beyond loopback: hosts: [names], token_file
@@ -42,6 +44,25 @@ struct SchedulingLimits {
   UserLimits of(const std::string& owner) const;
 };
 
+// One controller's control address.
+struct ControllerAddress {
+  std::string host;
+  uint16_t port = 7070;
+  std::string text() const { return host + ":" + std::to_string(port); }
+};
+
+// Controller: standby controllers that elect their leader through etcd (docs/operations.md,
+// "Standby controllers"); off (a single controller) without endpoints.
+struct ControllerElection {
+  std::vector<std::string> etcd;  // http://HOST:PORT of each etcd member
+  int64_t lease_s = 5;            // how long a silent leader keeps the role
+  std::string prefix = "/dtrain";  // the keys: PREFIX/controller/leader, PREFIX/jobs/ID
+  // The host nodes and clients reach this candidate at, named to them by standbys (default
+  // control.address, which must then not be 0.0.0.0).
+  std::string address;
+  bool enabled() const { return !etcd.empty(); }
+};
+
 struct DaemonConfig {
   std::string source;  // the file, for messages
   std::string name;
@@ -55,6 +76,10 @@ struct DaemonConfig {
   // false when dtraind.yaml names no `controller`: a daemon that is the controller then reaches
   // its own control port, the one it bound (control.port: 0 lets the kernel pick it).
   bool controller_named = true;
+  // Node: every controller it may register with, in order (the first is controller_host and
+  // controller_port); more than one where standby controllers run.
+  std::vector<ControllerAddress> controllers;
+  ControllerElection election;
   std::string control_address = "0.0.0.0";
   uint16_t control_port = 7070;
   std::string data_network;  // CIDR or interface name; empty: the first suitable interface

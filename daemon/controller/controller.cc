@@ -15,9 +15,9 @@ namespace dtrain::daemon {
 
 using transport::ControlConnection;
 
-Controller::Controller(const DaemonConfig& config)
+Controller::Controller(const DaemonConfig& config, std::unique_ptr<JobRecords> records)
     : config_(config),
-      store_(config.data_dir),
+      store_(records ? std::move(records) : std::make_unique<FileJobRecords>(config.data_dir)),
       stats_(std::make_unique<StatsStore>(config.data_dir + "/controller/stats.db")),
       training_(config_, store_, members_, scheduler_, *stats_,
                 [this](JobRecord& job) { close_job(job); }, [this] { start_next(); }),
@@ -25,6 +25,10 @@ Controller::Controller(const DaemonConfig& config)
       fetches_(mutex_, store_, members_, stopping_),
       requests_(store_, members_, scheduler_, training_, tasks_, [this] { start_next(); },
                 [this] { return nodes_locked(); }) {
+  // A fenced-out write stops every session before the lock is released: frames queued in the
+  // same act (a Cancel before the record's save) never leave (docs/architecture/daemon.md,
+  // "Standby controllers").
+  store_.on_fenced([this] { stopping_ = silenced_ = true; });
   const JobStore::Recovered found = store_.recover();
   for (uint64_t id : found.running) {
     JobRecord& job = *store_.find(id);
@@ -186,6 +190,8 @@ void Controller::start_pass() {
     } else {
       try {
         outcome = tasks_.start(job, use);
+      } catch (const FencedOut&) {
+        throw;  // this controller's term ends (job_records.h)
       } catch (const std::exception& e) {  // never leaves the queue stuck behind it
         scheduler_.drop(job.id);
         tasks_.finish(job, JobState::kFailed, std::string("it could not start: ") + e.what(), "");
@@ -228,6 +234,12 @@ void Controller::stop() {
     store_.save(job);
     scheduler_.ended(running);
   }
+}
+
+void Controller::abdicate() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  stopping_ = silenced_ = true;
+  fetches_.wake();
 }
 
 // The job's mesh as it was built at the start (the nodes repair it themselves after a loss):

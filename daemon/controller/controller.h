@@ -6,6 +6,7 @@
 // lock guards them all; each is tested on its own (tests/unit/controller_parts_test).
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -27,13 +28,21 @@ namespace dtrain::daemon {
 
 class Controller {
  public:
-  explicit Controller(const DaemonConfig& config);
+  // Its job records in files under data_dir, or in `records` (an elected controller's, in etcd).
+  explicit Controller(const DaemonConfig& config, std::unique_ptr<JobRecords> records = nullptr);
 
   // Serves one control connection (a node's session or a client's request), on the control
   // server's thread for it; returns when the connection ends or stop() is called.
   void serve(transport::ControlConnection& connection);
   // Running jobs are cancelled on their nodes; sessions end.
   void stop();
+  // An elected controller's fence (docs/architecture/daemon.md, "Standby controllers"): whether
+  // it may act now, checked before any frame goes to a node; set before it serves anything.
+  void set_fence(std::function<bool()> acts) { acts_ = std::move(acts); }
+  // An elected controller's term ends (docs/architecture/daemon.md, "Standby controllers"):
+  // sessions end without a word to the nodes, whose jobs keep training until the next leader
+  // adopts them; nothing is saved or cancelled.
+  void abdicate();
 
   // The port the control server bound (the configured one may be 0: any free port), for
   // `nodes --json`; set once, before any connection is served.
@@ -81,6 +90,8 @@ class Controller {
   std::atomic<uint16_t> control_port_{0};
   std::mutex mutex_;  // guards everything below
   bool stopping_ = false;
+  bool silenced_ = false;  // abdicated or fenced out: sessions end without sending
+  std::function<bool()> acts_;  // an elected controller's fence; empty: always acts
   bool starting_ = false, start_again_ = false;  // start_next is running; run it once more
   JobStore store_;
   Membership members_;

@@ -80,6 +80,9 @@ std::string Controller::node_session(ControlConnection& c, const std::string& na
       training_.end_adoption_if_due();
       out.swap(m.outbox);
       stop = stopping_;
+      // An elected controller past its own count of its lease, fenced out or abdicated sends
+      // nothing more: what it took is dropped.
+      if (silenced_ || (acts_ && !acts_())) return "";
       if (members_.silent(m, timeout))
         return "silent for " + std::to_string(config_.peer_timeout_ms) + " ms";
     }
@@ -107,6 +110,8 @@ std::string Controller::node_session(ControlConnection& c, const std::string& na
 void Controller::on_job_message_safely(Member& m, const JobMessageIn& in) {
   try {
     on_job_message(m, in);
+  } catch (const FencedOut&) {
+    throw;  // this controller's term ends (job_records.h)
   } catch (const std::exception& e) {
     spdlog::warn("controller: ignored a malformed '{}' report from {}: {}",
                  job_kind_name(in.kind), m.name, e.what());

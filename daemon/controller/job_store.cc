@@ -9,7 +9,7 @@
 
 namespace dtrain::daemon {
 
-JobStore::JobStore(const std::string& data_dir) : dir_(data_dir + "/controller/jobs") {
+FileJobRecords::FileJobRecords(const std::string& data_dir) : dir_(data_dir + "/controller/jobs") {
   std::error_code ec;
   std::filesystem::create_directories(dir_, ec);
   if (ec)
@@ -30,7 +30,7 @@ void fail_record(JobRecord& job, const std::string& error, const std::string& fi
 
 JobStore::Recovered JobStore::recover() {
   Recovered out;
-  for (JobRecord& job : load_jobs(dir_)) {
+  for (JobRecord& job : records_->load()) {
     if (job.is_task() && !job.finished()) {
       // Its model and parts were in memory only; a node still running it is an orphan (the
       // controller tells it to stop when it registers).

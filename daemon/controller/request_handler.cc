@@ -37,6 +37,8 @@ std::vector<uint8_t> RequestHandler::answer(const ClientRequest& request) {
                        "run the same dtrain release everywhere");
   } catch (const core::UserError& e) {
     return reply_error(e.what_happened(), e.fix());
+  } catch (const FencedOut&) {
+    throw;  // this controller's term ends (job_records.h)
   } catch (const std::exception& e) {  // a request of the wrong shape: refused, nothing kept
     return reply_error(std::string("the request could not be read: ") + e.what(),
                        "use dtrain-submit of this release");

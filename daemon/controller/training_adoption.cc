@@ -30,8 +30,11 @@ void TrainingJobs::begin_adoption(JobRecord& job) {
   const auto grace = std::chrono::milliseconds(2 * config_.peer_timeout_ms + 5000);
   job.adopting = true;
   job.adopt_until = std::chrono::steady_clock::now() + grace;
-  job.add_log("the controller restarted; the job goes on with the nodes that still train it "
-              "(waiting up to " + std::to_string(grace.count() / 1000) + " s for them)");
+  job.add_log(std::string(config_.election.enabled() ? "a newly elected controller (" +
+                                                           config_.name + ") took over"
+                                                     : "the controller restarted") +
+              "; the job goes on with the nodes that still train it (waiting up to " +
+              std::to_string(grace.count() / 1000) + " s for them)");
   spdlog::info("controller: adopting running job {} ({})", job_id_text(job.id), job.name);
   save(job);
 }
@@ -94,7 +97,10 @@ void TrainingJobs::end_adoption(JobRecord& job) {
     if (!leave(n, "it did not report after the controller restarted")) return;
   }
   if (job.finished()) return;
-  job.add_log("adopted by the restarted controller: " + std::to_string(job.adopted.size()) +
+  job.add_log(std::string("adopted by the ") +
+              (config_.election.enabled() ? "elected controller " + config_.name
+                                          : std::string("restarted controller")) +
+              ": " + std::to_string(job.adopted.size()) +
               " of " + std::to_string(job.nodes.size()) + " nodes still train it");
   save(job);
 }

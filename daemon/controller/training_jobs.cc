@@ -94,9 +94,10 @@ StartOutcome TrainingJobs::start(JobRecord& job, const NodeUse& use) {
   job.state = JobState::kRunning;
   job.started_at = unix_now();
   place(job, spec, choice.nodes, use);
+  job.add_log("started on " + std::to_string(choice.nodes.size()) + " nodes");
+  save(job);  // kept before any node hears of it: a fenced-out controller starts nothing
   for (size_t rank = 0; rank < choice.nodes.size(); ++rank)
     send_start(job, *choice.nodes[rank], start_message(job, rank));
-  job.add_log("started on " + std::to_string(choice.nodes.size()) + " nodes");
   spdlog::info("controller: job {} ({}) started on {} nodes", job_id_text(job.id), job.name,
                choice.nodes.size());
   save(job);

@@ -14,9 +14,12 @@ namespace {
 
 using Json = nlohmann::json;
 using transport::to_base64;
-// etcd's own limit on a request is 1.5 MiB; an answer to these requests is far smaller, and
-// nothing bigger is read (a value is at most what a candidate wrote: its name and address).
-constexpr size_t kMaxAnswer = 64 << 10;
+// An answer about the leader key is small (its value is a candidate's name and address: 64 KiB
+// is read at most). A page of a listing holds at most kListPage values; the job records are cut
+// to 768 KiB (1 MiB in base64, etcd_job_records.h), so a page stays within the 4 MiB that etcd
+// 3.4's gateway answers at most before its fix, and nothing larger is read.
+constexpr int kListPage = 3;
+constexpr size_t kMaxListAnswer = 4 << 20;
 
 std::string unbase64(const std::string& text) {
   std::string out(text.size(), '\0');  // base64 is never shorter than its bytes
@@ -75,11 +78,11 @@ EtcdHttpClient::EtcdHttpClient(std::vector<EtcdEndpoint> endpoints,
   if (endpoints_.empty()) throw core::UserError("no etcd endpoint", "list at least one");
 }
 
-std::string EtcdHttpClient::post(const std::string& path, const std::string& body) {
+std::string EtcdHttpClient::post(const std::string& path, const std::string& body, size_t most) {
   std::string why;
   for (size_t k = 0; k < endpoints_.size(); ++k) {
     const size_t i = (first_ + k) % endpoints_.size();
-    if (auto answer = post_to(endpoints_[i], path, body, why)) {
+    if (auto answer = post_to(endpoints_[i], path, body, most, why)) {
       first_ = i;
       return std::move(*answer);
     }
@@ -88,14 +91,16 @@ std::string EtcdHttpClient::post(const std::string& path, const std::string& bod
 }
 
 std::optional<std::string> EtcdHttpClient::post_to(const EtcdEndpoint& e, const std::string& path,
-                                                   const std::string& body, std::string& why) {
+                                                   const std::string& body, size_t most,
+                                                   std::string& why) {
   httplib::Client c(e.host, e.port);
   const auto secs = std::chrono::duration_cast<std::chrono::seconds>(timeout_);
   const auto usecs = std::chrono::duration_cast<std::chrono::microseconds>(timeout_ - secs);
   c.set_connection_timeout(secs.count(), usecs.count());
   c.set_read_timeout(secs.count(), usecs.count());
   c.set_write_timeout(secs.count(), usecs.count());
-  // The whole answer within the timeout and 64 KiB: a slow or endless one is cut off as it comes.
+  // The whole answer within the timeout and `most` bytes: a slow or endless one is cut off as it
+  // comes.
   const auto deadline = std::chrono::steady_clock::now() + timeout_;
   std::string answer, cut;
   httplib::Request req;
@@ -108,7 +113,7 @@ std::optional<std::string> EtcdHttpClient::post_to(const EtcdEndpoint& e, const 
     return cut.empty();
   };
   req.content_receiver = [&](const char* data, size_t n, uint64_t, uint64_t) {
-    if (answer.size() + n > kMaxAnswer) cut = "an answer over 64 KiB";
+    if (answer.size() + n > most) cut = "an answer over " + std::to_string(most >> 10) + " KiB";
     else if (std::chrono::steady_clock::now() > deadline)
       cut = "no whole answer within the timeout";
     if (!cut.empty()) return false;
@@ -162,6 +167,42 @@ std::optional<EtcdClient::Value> EtcdHttpClient::get(const std::string& key) {
 
 void EtcdHttpClient::revoke(int64_t lease) {
   post("/v3/lease/revoke", Json{{"ID", std::to_string(lease)}}.dump());
+}
+
+bool EtcdHttpClient::put_if_held(const std::string& key, const std::string& value,
+                                 const std::string& guard, int64_t lease) {
+  const Json put = {{"key", to_base64(key)}, {"value", to_base64(value)}};
+  // etcd compares the guard key's lease (target LEASE); a key that is gone has lease 0.
+  const Json txn = {
+      {"compare",
+       {{{"key", to_base64(guard)}, {"target", "LEASE"}, {"lease", std::to_string(lease)}}}},
+      {"success", {{{"request_put", put}}}},
+      {"failure", Json::array()}};
+  const Json j = parse(post("/v3/kv/txn", txn.dump()));
+  const Json* succeeded = field(j, "succeeded", &Json::is_boolean);  // left out when false
+  return succeeded && succeeded->get<bool>();
+}
+
+std::vector<std::pair<std::string, std::string>> EtcdHttpClient::list(const std::string& prefix) {
+  if (prefix.empty() || static_cast<unsigned char>(prefix.back()) == 0xff)
+    throw EtcdError("cannot list under '" + prefix + "'");
+  std::string end = prefix;
+  ++end.back();  // the first key after every key that starts with prefix
+  std::vector<std::pair<std::string, std::string>> out;
+  for (std::string from = prefix;;) {  // a page at a time: an answer's size stays bounded
+    const Json q = {{"key", to_base64(from)}, {"range_end", to_base64(end)}, {"limit", kListPage}};
+    const Json j = parse(post("/v3/kv/range", q.dump(), kMaxListAnswer));
+    const Json* kvs = field(j, "kvs", &Json::is_array);
+    for (const Json& kv : kvs ? *kvs : Json::array()) {
+      const Json* k = field(kv, "key", &Json::is_string);
+      const Json* v = field(kv, "value", &Json::is_string);
+      if (!k) throw EtcdError("etcd sent a key-value without a key");
+      out.emplace_back(unbase64(k->get<std::string>()), v ? unbase64(v->get<std::string>()) : "");
+    }
+    const Json* more = field(j, "more", &Json::is_boolean);
+    if (!more || !more->get<bool>() || !kvs || kvs->empty()) return out;
+    from = out.back().first + std::string(1, '\0');
+  }
 }
 
 }  // namespace dtrain::daemon

@@ -11,6 +11,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace dtrain::daemon {
@@ -36,6 +37,12 @@ class EtcdClient {
   };
   virtual std::optional<Value> get(const std::string& key) = 0;
   virtual void revoke(int64_t lease) = 0;
+  // Puts key = value (no lease: it outlives the writer) only while `guard` is held under
+  // `lease`, in one transaction; whether it did (false: the guard key is gone or another's).
+  virtual bool put_if_held(const std::string& key, const std::string& value,
+                           const std::string& guard, int64_t lease) = 0;
+  // Every key under `prefix` and its value, in key order.
+  virtual std::vector<std::pair<std::string, std::string>> list(const std::string& prefix) = 0;
 };
 
 // "http://10.0.0.5:2379" (http only: etcd's client TLS is not supported here).
@@ -54,14 +61,17 @@ class EtcdHttpClient : public EtcdClient {
   bool create(const std::string& key, const std::string& value, int64_t lease) override;
   std::optional<Value> get(const std::string& key) override;
   void revoke(int64_t lease) override;
+  bool put_if_held(const std::string& key, const std::string& value, const std::string& guard,
+                   int64_t lease) override;
+  std::vector<std::pair<std::string, std::string>> list(const std::string& prefix) override;
 
  private:
   // POSTs the JSON body to path at each endpoint in turn until one answers 200 within the
-  // timeout (the whole answer, not each read) and 64 KiB; its body.
-  std::string post(const std::string& path, const std::string& body);
+  // timeout (the whole answer, not each read) and `most` bytes; its body.
+  std::string post(const std::string& path, const std::string& body, size_t most = 64 << 10);
   // One endpoint's answer, or why there is none.
   std::optional<std::string> post_to(const EtcdEndpoint& e, const std::string& path,
-                                     const std::string& body, std::string& why);
+                                     const std::string& body, size_t most, std::string& why);
 
   std::vector<EtcdEndpoint> endpoints_;
   std::chrono::milliseconds timeout_;

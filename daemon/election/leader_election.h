@@ -39,6 +39,8 @@ class LeaderElection {
   bool acts(Clock::time_point now) const { return role_ == Role::kLeader && now < lease_end_; }
   // Until when a leader may act, by its own clock.
   Clock::time_point acts_until() const { return lease_end_; }
+  // The lease a leader holds the key under (a term's: a new lease is a new term).
+  int64_t lease() const { return lease_; }
   // The leader's value as last read ("" when none was seen), this candidate's own when leader.
   const std::string& leader() const { return leader_; }
   // When to call step() next.

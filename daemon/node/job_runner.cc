@@ -135,6 +135,8 @@ class JobRunner::ProgressReporter : public core::TrainingListener {
   }
 
   void on_step(const core::StepProgress& p) override {
+    if (fault_.kind == core::TestFault::Kind::kSlowSteps)
+      std::this_thread::sleep_for(std::chrono::milliseconds(fault_.at));
     if (fault_.exits_at(p.epoch, p.iteration_in_epoch, p.iterations_per_epoch)) {
       spdlog::warn("job {}: DTRAIN_TEST_FAULT: this daemon ends itself with SIGKILL at minibatch "
                    "{} of {} in epoch {}", job_, p.iteration_in_epoch + 1,

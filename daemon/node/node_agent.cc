@@ -24,6 +24,11 @@ using transport::ControlError;
 
 namespace {
 
+// A standby controller's answer to a registration (it named the leader, or that none leads).
+struct StandbyRefusal : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
 uint32_t load_or_draw_node_id(const std::string& data_dir) {
   const std::string path = data_dir + "/node_id";
   std::ifstream in(path);
@@ -288,14 +293,32 @@ void NodeAgent::forget_finished_parts() {
   }
 }
 
+// The controller the next session tries: the leader a standby named, else the next listed.
+ControllerAddress NodeAgent::next_controller() {
+  ControllerAddress at{config_.controller_host, config_.controller_port};
+  if (!config_.controllers.empty())
+    at = config_.controllers[controller_at_ % config_.controllers.size()];
+  if (!leader_hint_.empty()) {
+    const size_t colon = leader_hint_.rfind(':');
+    const int port = colon == std::string::npos ? 0 : std::atoi(leader_hint_.c_str() + colon + 1);
+    if (port > 0 && port < 65536) at = {leader_hint_.substr(0, colon), uint16_t(port)};
+    leader_hint_.clear();
+  }
+  return at;
+}
+
 void NodeAgent::session(const std::atomic<bool>& stop) {
-  auto c = ControlConnection::connect(config_.controller_host, config_.controller_port, key_,
-                                      std::chrono::seconds(10));
+  const ControllerAddress at = next_controller();
+  auto c = ControlConnection::connect(at.host, at.port, key_, std::chrono::seconds(10));
   const std::string controller = c->peer();
   c->send(register_frame(registration()));
   const std::vector<uint8_t> reply_bytes = c->receive(std::chrono::seconds(10));
   const auto& reply = read_control_frame(reply_bytes);
   const auto* r = reply.body_as_Reply();
+  if (r && !r->ok() && r->leader()) {  // a standby: its leader next, if it knows one
+    leader_hint_ = r->leader()->str();
+    throw StandbyRefusal(r->error() ? r->error()->str() : "a standby controller");
+  }
   if (!r || !r->ok())
     throw core::UserError("the controller at " + controller + " refused this node: " +
                               (r && r->error() ? r->error()->str() : "no reply"),
@@ -317,7 +340,18 @@ void NodeAgent::session(const std::atomic<bool>& stop) {
 void NodeAgent::serve_session(ControlConnection& c, const std::atomic<bool>& stop) {
   auto last_heartbeat = Clock::time_point{};
   const auto heartbeat = std::chrono::milliseconds(config_.heartbeat_ms);
+  // With standby controllers: a live controller counts the heartbeats (a Received frame about
+  // every heartbeat), so one that sends nothing for twice the peer timeout is stopped or cut
+  // off, and another may lead by now. (One controller is waited for, however long it is busy.)
+  const auto silence = std::chrono::milliseconds(2 * config_.peer_timeout_ms);
+  const bool standbys = config_.controllers.size() > 1;
+  auto heard = Clock::now();
   while (!stop) {
+    if (standbys && Clock::now() - heard > silence)
+      throw ControlError(ControlError::Kind::kTimeout,
+                         "the controller at " + c.peer() + " sent nothing for " +
+                             std::to_string(2 * config_.peer_timeout_ms) + " ms",
+                         "check that controller; this node tries the others");
     send_outbox(c, std::chrono::seconds(10), kFramesPerTurn);
     if (Clock::now() - last_heartbeat >= heartbeat) {
       send_heartbeat(c);
@@ -328,7 +362,9 @@ void NodeAgent::serve_session(ControlConnection& c, const std::atomic<bool>& sto
     for (auto wait = std::chrono::milliseconds(50); c.wait_readable(wait);
          wait = std::chrono::milliseconds(0)) {
       JobMessageIn m;
-      if (!read_job_message(c.receive(std::chrono::seconds(30)), m))
+      const std::vector<uint8_t> frame = c.receive(std::chrono::seconds(30));
+      heard = Clock::now();
+      if (!read_job_message(frame, m))
         spdlog::warn("ignored a malformed control frame from the controller");
       else if (m.kind == JobKind::Received)
         acknowledged(m.received);
@@ -346,13 +382,27 @@ void NodeAgent::run(const std::atomic<bool>& stop) {
       return;
     } catch (const std::exception& e) {
       connected_ = false;
-      // Jobs keep running while the controller is away; their reports wait in the outbox.
-      if (e.what() != last_error)
-        spdlog::warn("node {}: controller session: {} (retrying every 2 s)", config_.name,
-                     e.what());
-      last_error = e.what();
+      // Jobs keep running while the controller is away; their reports wait in the outbox. One
+      // line for standbys that know no leader, not one per standby and round.
+      const bool no_leader = dynamic_cast<const StandbyRefusal*>(&e) && leader_hint_.empty();
+      const std::string what = no_leader ? "no controller leads" : e.what();
+      if (what != last_error)
+        spdlog::warn("node {}: controller session: {} (retrying{})", config_.name, e.what(),
+                     config_.controllers.size() > 1 ? " the controllers in turn" : " every 2 s");
+      last_error = what;
     }
-    for (int i = 0; i < 20 && !stop; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    // With one controller, it again after 2 s (it may be back). With several, the next one (a
+    // silent controller may be stopped, and would hold a connection up for its whole timeout):
+    // a named leader at once, the rest of a round after 200 ms, a new round after 2 s.
+    const size_t n = std::max<size_t>(1, config_.controllers.size());
+    if (n > 1) ++controller_at_;
+    // One hop to a named leader at once; a second in a row (standbys naming each other from
+    // stale reads) waits like the rest of a round.
+    const bool hop = !leader_hint_.empty() && !hopped_;
+    hopped_ = !leader_hint_.empty();
+    const int waits = hop ? 0 : n == 1 || controller_at_ % n == 0 ? 20 : 2;
+    for (int i = 0; i < waits && !stop; ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
   stop_jobs();
 }

@@ -44,6 +44,7 @@ class NodeAgent {
 
  private:
   void session(const std::atomic<bool>& stop);
+  ControllerAddress next_controller();
   NodeRegistration registration();
   void serve_session(transport::ControlConnection& c, const std::atomic<bool>& stop);
   void forget_finished_parts();
@@ -90,6 +91,11 @@ class NodeAgent {
   std::map<uint64_t, std::unique_ptr<JobPart>> jobs_;
   std::map<uint64_t, std::unique_ptr<TaskRunner>> tasks_;  // cluster eval/infer jobs
   std::atomic<bool> connected_{false};
+  // Which of config_.controllers the next session tries, and a standby's word on who leads
+  // (tried first, once): docs/architecture/daemon.md, "Standby controllers".
+  size_t controller_at_ = 0;
+  std::string leader_hint_;
+  bool hopped_ = false;  // the last attempt went to a named leader at once
 };
 
 }  // namespace dtrain::daemon

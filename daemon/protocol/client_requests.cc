@@ -162,6 +162,15 @@ std::vector<uint8_t> reply_error(const std::string& error, const std::string& fi
   return control_frame_bytes(fbb, control::ControlBody::Reply, r.Union());
 }
 
+std::vector<uint8_t> reply_not_leader(const std::string& error, const std::string& fix,
+                                      const std::string& leader) {
+  FlatBufferBuilder fbb;
+  // Always present (empty when none leads): its presence marks a standby's refusal.
+  const auto r = control::CreateReply(fbb, false, 0, fbb.CreateString(error),
+                                      fbb.CreateString(fix), 0, fbb.CreateString(leader));
+  return control_frame_bytes(fbb, control::ControlBody::Reply, r.Union());
+}
+
 Json request(ControlConnection& c, const ClientRequest& request, std::chrono::milliseconds timeout,
              std::vector<uint8_t>* data) {
   // What the controller would close the connection on, said here with the reason.
@@ -183,9 +192,12 @@ Json request(ControlConnection& c, const ClientRequest& request, std::chrono::mi
   if (!r)
     throw ControlError(ControlError::Kind::kMalformed, "the controller answered with no reply",
                        "run the same dtrain release on the controller and here");
-  if (!r->ok())
-    throw RequestRefused(r->error() ? r->error()->str() : "refused",
-                         r->fix() ? r->fix()->str() : "");
+  if (!r->ok()) {
+    RequestRefused refused(r->error() ? r->error()->str() : "refused",
+                           r->fix() ? r->fix()->str() : "", r->leader() ? r->leader()->str() : "");
+    if (r->leader()) refused.from_standby();
+    throw refused;
+  }
   const std::string text = r->body() ? r->body()->str() : "{}";
   const Json parsed = Json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (parsed.is_discarded())

@@ -10,6 +10,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "daemon/protocol/control_generated.h"
@@ -97,18 +98,30 @@ bool read_request(const control::Request& table, size_t frame_bytes,
 // `data`: bytes beside the JSON (a fetched chunk of a model file).
 std::vector<uint8_t> reply_ok(const Json& body, const std::vector<uint8_t>& data = {});
 std::vector<uint8_t> reply_error(const std::string& error, const std::string& fix);
+// A standby controller's refusal, naming the leader's control address ("" when none leads).
+std::vector<uint8_t> reply_not_leader(const std::string& error, const std::string& fix,
+                                      const std::string& leader);
 
 // One request and its reply (dtrain-submit). Throws ControlError for the connection, and
 // RequestRefused when the controller answered with an error.
 class RequestRefused : public std::runtime_error {
  public:
-  RequestRefused(const std::string& error, const std::string& fix)
-      : std::runtime_error(error + "\n  fix: " + fix), error_(error), fix_(fix) {}
+  RequestRefused(const std::string& error, const std::string& fix, std::string standby_of = "")
+      : std::runtime_error(error + "\n  fix: " + fix), error_(error), fix_(fix),
+        standby_of_(std::move(standby_of)) {}
   const std::string& error() const { return error_; }
   const std::string& fix() const { return fix_; }
+  // Refused by a standby controller: the leader's control address ("" when none leads).
+  bool by_standby() const { return standby_; }
+  const std::string& leader() const { return standby_of_; }
+  RequestRefused& from_standby() {
+    standby_ = true;
+    return *this;
+  }
 
  private:
-  std::string error_, fix_;
+  std::string error_, fix_, standby_of_;
+  bool standby_ = false;
 };
 // `data`, when given, receives the reply's bytes beside the JSON.
 Json request(transport::ControlConnection& c, const ClientRequest& request,

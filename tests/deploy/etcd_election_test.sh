@@ -14,37 +14,11 @@ WORK="${TEST_TMPDIR:-$(mktemp -d)}/etcd_election"
 rm -rf "$WORK" && mkdir -p "$WORK" && cd "$WORK" || exit 1
 failures=0
 fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
-command -v etcd > /dev/null || { echo "SKIPPED: no etcd here (apt-get install etcd-server)"; exit 0; }
-ns="dte$$"
-if ! err=$(ip netns add "$ns" 2>&1); then
-  [[ $err == *"not permitted"* || $err == *"Permission denied"* ]] &&
-    { echo "SKIPPED: cannot create a network namespace here: $err (run as root)"; exit 0; }
-  echo "FAIL: ip netns add $ns: $err"; exit 1
-fi
-declare -A pid=()
-cleanup() {
-  for p in "${pid[@]}"; do kill -CONT "$p" 2> /dev/null; kill -KILL "$p" 2> /dev/null; done
-  ip netns delete "$ns" 2> /dev/null
-}
-trap cleanup EXIT
-ip -n "$ns" link set lo up
-in_ns() { ip netns exec "$ns" "$@"; }
+# shellcheck source=tests/deploy/etcd_lib.sh
+source "$(dirname "$0")/etcd_lib.sh" dte  # ns, pid[], in_ns, the cleanup; etcd up
 LEASE=3
 now_ms() { date +%s%3N; }
 
-# Started with ip netns exec itself (it becomes the program): $! is etcd's own pid.
-ip netns exec "$ns" etcd --name default --data-dir etcd-data --listen-client-urls http://127.0.0.1:2379 \
-  --advertise-client-urls http://127.0.0.1:2379 --listen-peer-urls http://127.0.0.1:2380 \
-  --initial-advertise-peer-urls http://127.0.0.1:2380 \
-  --initial-cluster default=http://127.0.0.1:2380 > etcd.log 2>&1 &
-pid[etcd]=$!
-healthy=""
-for _ in $(seq 1 100); do
-  healthy=$(in_ns python3 -c "import urllib.request; print(urllib.request.urlopen('http://127.0.0.1:2379/health', timeout=1).read().decode())" 2> /dev/null)
-  [[ $healthy == *'"true"'* ]] && break
-  sleep 0.1
-done
-[[ $healthy == *'"true"'* ]] || { echo "FAIL: etcd not healthy within 10 s: $(tail -n 3 etcd.log)"; exit 1; }
 for c in c1 c2 c3; do
   ip netns exec "$ns" "$PROBE" http://127.0.0.1:2379 "$c" "$LEASE" > "$c.log" 2>&1 &
   pid[$c]=$!

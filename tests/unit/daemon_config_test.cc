@@ -117,3 +117,52 @@ TEST_CASE("limits: a default for every owner, named users' keys replacing it", "
   CHECK(error_of("limits: {default: {nodes: -1}}\n").find("limits.default.nodes: value -1") !=
         std::string::npos);
 }
+
+TEST_CASE("controller: one address or a list of standby controllers", "[daemon]") {
+  const auto one = parse_daemon_config("controller: 10.0.0.1:7071\n", "d.yaml");
+  REQUIRE(one.controllers.size() == 1);
+  CHECK(one.controllers[0].text() == "10.0.0.1:7071");
+  CHECK(one.controller_host == "10.0.0.1");
+  const auto three =
+      parse_daemon_config("controller: [a:7070, b:7071, '[::1]:7072']\n", "d.yaml");
+  REQUIRE(three.controllers.size() == 3);
+  CHECK(three.controllers[1].text() == "b:7071");
+  CHECK(three.controllers[2].host == "[::1]");
+  CHECK(three.controller_host == "a");  // the first, for what reads one address
+  CHECK(parse_daemon_config("", "d.yaml").controllers.size() == 1);  // this machine's
+  CHECK(error_of("controller: []\n").find("a list of 1 to 16") != std::string::npos);
+  CHECK(error_of("controller: [a:7070, b]\n").find("'b' is not host:port") != std::string::npos);
+}
+
+TEST_CASE("controller_election: etcd endpoints, a lease, a prefix; controllers only",
+          "[daemon]") {
+  const auto c = parse_daemon_config(
+      "roles: [controller]\ncontrol: {address: 10.0.0.1}\n"
+      "controller_election: {etcd: [http://10.0.0.5:2379], lease_s: 3}\n",
+      "d.yaml");
+  CHECK(c.election.enabled());
+  CHECK(c.election.lease_s == 3);
+  CHECK(c.election.prefix == "/dtrain");
+  CHECK_FALSE(parse_daemon_config("roles: [controller]\n", "d.yaml").election.enabled());
+  const std::string base = "roles: [controller]\ncontrol: {address: 10.0.0.1}\n"
+                           "controller_election: ";
+  CHECK(error_of("controller_election: {etcd: [http://e:2379]}\n").find("is for controllers") !=
+        std::string::npos);
+  CHECK(error_of(base + "{etcd: []}\n").find("etcd must list 1 to 16") != std::string::npos);
+  CHECK(error_of(base + "{lease_s: 5}\n").find("etcd must list") != std::string::npos);
+  CHECK(error_of(base + "{etcd: [https://e:2379]}\n").find("not an etcd endpoint") !=
+        std::string::npos);
+  CHECK(error_of(base + "{etcd: [http://e:2379], lease_s: 1}\n").find("lease_s") !=
+        std::string::npos);
+  CHECK(error_of(base + "{etcd: [http://e:2379], prefix: dtrain/}\n").find("not a key prefix") !=
+        std::string::npos);
+  CHECK(error_of(base + "{etcd: [http://e:2379], leas_s: 4}\n").find("lease_s") !=
+        std::string::npos);  // did you mean
+  // Standbys name the leader's address to nodes: never "every interface".
+  CHECK(c.election.address == "10.0.0.1");  // control.address
+  CHECK(error_of("roles: [controller]\ncontroller_election: {etcd: [http://e:2379]}\n")
+            .find("not an address nodes") != std::string::npos);  // control.address: 0.0.0.0
+  const auto named = parse_daemon_config(base + "{etcd: [http://e:2379], address: head-1}\n",
+                                         "d.yaml");
+  CHECK(named.election.address == "head-1");
+}

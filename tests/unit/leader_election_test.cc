@@ -10,83 +10,18 @@
 #include <memory>
 
 #include "daemon/election/leader_election.h"
+#include "tests/unit/fake_etcd.h"
 
 namespace {
 
 using dtrain::daemon::ElectionConfig;
+using dtrain::test::FakeEtcd;
 using dtrain::daemon::EtcdError;
 using dtrain::daemon::LeaderElection;
 using Clock = LeaderElection::Clock;
 using Role = LeaderElection::Role;
 using std::chrono::milliseconds;
 using std::chrono::seconds;
-
-// etcd's leases and keys, on the test's clock.
-class FakeEtcd : public dtrain::daemon::EtcdClient {
- public:
-  explicit FakeEtcd(Clock::time_point& now) : now_(now) {}
-  bool down = false;
-  milliseconds latency{0};  // each call takes this long on the test's clock, half each way
-
-  void erase(const std::string& key) { keys_.erase(key); }
-
-  int64_t grant_lease(int ttl_s) override {
-    Call call(*this);
-    leases_[++last_] = {now_ + seconds(ttl_s), ttl_s};
-    return last_;
-  }
-  int64_t keep_alive(int64_t lease) override {
-    Call call(*this);
-    auto it = leases_.find(lease);
-    if (it == leases_.end()) return 0;
-    it->second.end = now_ + seconds(it->second.ttl);
-    return it->second.ttl;
-  }
-  bool create(const std::string& key, const std::string& value, int64_t lease) override {
-    Call call(*this);
-    if (!leases_.count(lease)) throw EtcdError("requested lease not found (HTTP 404)");
-    if (keys_.count(key)) return false;
-    keys_[key] = {value, lease};
-    return true;
-  }
-  std::optional<Value> get(const std::string& key) override {
-    Call call(*this);
-    auto it = keys_.find(key);
-    if (it == keys_.end()) return std::nullopt;
-    return Value{it->second.first, it->second.second};
-  }
-  void revoke(int64_t lease) override {
-    Call call(*this);
-    leases_.erase(lease);
-    expire();
-  }
-
- private:
-  struct Lease {
-    Clock::time_point end;
-    int ttl;
-  };
-  // A call: half the latency on the way there, etcd's work at that moment, half on the way back.
-  struct Call {
-    explicit Call(FakeEtcd& e) : etcd(e) {
-      if (etcd.down) throw EtcdError("etcd is down (the test's)");
-      etcd.now_ += etcd.latency / 2;
-      etcd.expire();
-    }
-    ~Call() { etcd.now_ += etcd.latency / 2; }
-    FakeEtcd& etcd;
-  };
-  void expire() {
-    for (auto it = leases_.begin(); it != leases_.end();)
-      it = it->second.end <= now_ ? leases_.erase(it) : std::next(it);
-    for (auto it = keys_.begin(); it != keys_.end();)
-      it = leases_.count(it->second.second) ? std::next(it) : keys_.erase(it);
-  }
-  Clock::time_point& now_;
-  std::map<int64_t, Lease> leases_;
-  std::map<std::string, std::pair<std::string, int64_t>> keys_;
-  int64_t last_ = 0;
-};
 
 // Candidates stepping on the fake clock, 100 ms a tick; a paused one does not step.
 struct Cluster {

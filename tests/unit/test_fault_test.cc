@@ -66,3 +66,14 @@ TEST_CASE("auto_allreduce only names mode auto's choice") {
   CHECK(f.description() ==
         "a job of training.mode auto whose choice this node makes takes allreduce");
 }
+
+TEST_CASE("slow_steps names the milliseconds a step takes more, at most a second") {
+  const core::TestFault f = with("slow_steps:6");
+  REQUIRE(f.active());
+  CHECK(f.kind == core::TestFault::Kind::kSlowSteps);
+  CHECK(f.at == 6);
+  CHECK_FALSE(f.on_message());
+  CHECK_FALSE(f.exits_at(0, 99, 100));
+  CHECK(f.description() == "each step of a job's lead worker on this node takes 6 ms more");
+  CHECK_FALSE(with("slow_steps:5000").active());  // a typo, not a job that never ends
+}
