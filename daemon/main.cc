@@ -48,6 +48,11 @@ class Clients {
       spdlog::error("controller: clients_dir not reloaded, the previous list stays: {}", e.what());
     }
   }
+  // The list's digest (ClientList::digest), for standby controllers' comparison.
+  std::string digest() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return list_->digest();
+  }
   // Daemons prove themselves with the cluster key, clients with their listed credential.
   dtrain::transport::KeyLookup lookup(const dtrain::transport::ClusterKey& cluster_key) {
     using dtrain::transport::ControlIdentity;
@@ -146,7 +151,8 @@ void Daemon::start_controller() {
 void Daemon::start_candidate() {
   // Where nodes and clients reach this candidate (controller_election.address, checked).
   elected_ = std::make_unique<dtrain::daemon::ElectedController>(
-      config_, config_.election.address + ":" + std::to_string(control_->port()));
+      config_, config_.election.address + ":" + std::to_string(control_->port()),
+      [this] { return clients_->digest(); });
   candidate_ = elected_.get();
 }
 

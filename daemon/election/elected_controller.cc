@@ -33,10 +33,12 @@ std::string leader_address(const std::string& leader_value) {
   return space == std::string::npos ? "" : leader_value.substr(space + 1);
 }
 
-ElectedController::ElectedController(const DaemonConfig& config, const std::string& address)
+ElectedController::ElectedController(const DaemonConfig& config, const std::string& address,
+                                     std::function<std::string()> clients_digest)
     : config_(config),
       self_(config.name + " " + address),
       election_etcd_(endpoints(config.election), etcd_timeout(config.election)),
+      clients_digest_(std::move(clients_digest)),
       election_(election_etcd_, ElectionConfig{config.election.prefix + "/controller/leader",
                                                self_, int(config.election.lease_s)}) {
   std::error_code ec;  // the stats store's folder (the records are in etcd)
@@ -57,6 +59,7 @@ void ElectedController::run() {
     lock.unlock();
     const LeaderElection::Role role = election_.step(Clock::now());
     follow_role(role);
+    compare_clients(role == LeaderElection::Role::kLeader);
     lock.lock();
     // Woken early by a fenced-out write or a stop.
     wake_.wait_until(lock, election_.next_step(), [this] { return stopping_ || !fenced_.empty(); });
@@ -93,10 +96,16 @@ void ElectedController::begin_term() {
       std::move(etcd), config_.election.prefix,
       LeaderFence{acts, config_.election.prefix + "/controller/leader", lease});
   std::shared_ptr<Controller> term;
+  const auto began = Clock::now();
   try {  // reads every record and adopts the running jobs (their records saved: fenced too)
     term = std::make_shared<Controller>(config_, std::move(records));
   } catch (const std::exception& e) {
-    spdlog::error("controller election: won, but could not take over: {}; resigning", e.what());
+    // Taking over runs before the lease's next renewal: a history read slower than a lease
+    // is fenced out, and says how long it took.
+    const auto took = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - began);
+    spdlog::error("controller election: won, but could not take over ({} ms into it, lease {} s; "
+                  "a longer controller_election.lease_s gives a slow etcd more time): {}; "
+                  "resigning", took.count(), config_.election.lease_s, e.what());
     election_.resign();
     acts_until_ = 0;
     return;
@@ -132,6 +141,35 @@ void ElectedController::fenced(int64_t lease, const std::string& why) {
   if (term_lease_.load() != lease) return;  // an earlier term's thread, late
   if (fenced_.empty()) fenced_ = why;
   wake_.notify_all();
+}
+
+void ElectedController::compare_clients(bool leads) {
+  const std::string key = config_.election.prefix + "/controller/clients";
+  const std::string mine = clients_digest_ ? clients_digest_() : "";
+  bool match = true;
+  try {
+    if (leads) {
+      if (mine != published_ &&
+          election_etcd_.put_if_held(key, mine, config_.election.prefix + "/controller/leader",
+                                     election_.lease()))
+        published_ = mine;
+    } else {
+      published_.clear();  // a leader again publishes anew
+      const auto theirs = election_etcd_.get(key);
+      match = !theirs || theirs->value == mine;
+    }
+  } catch (const EtcdError&) {
+    return;  // the election's own step says what etcd did
+  }
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (match == clients_match_) return;
+  clients_match_ = match;
+  if (!match)
+    spdlog::warn("controller election: this candidate's clients_dir ({}) differs from the "
+                 "leader's: were it to lead, it would let in or refuse other clients; copy the "
+                 "leader's .cred files here and SIGHUP this daemon", config_.clients_dir);
+  else
+    spdlog::info("controller election: this candidate's clients_dir matches the leader's again");
 }
 
 std::shared_ptr<Controller> ElectedController::current() {
@@ -196,7 +234,8 @@ Json ElectedController::status() {
     election = {{"role", term && acts_now(term_lease_) ? "leader" : "standby"},
                 {"leader", leader_},
                 {"error", error_},
-                {"leading_since", leading_since_}};
+                {"leading_since", leading_since_},
+                {"clients_match_leader", clients_match_}};
   }
   Json j = {{"election", election}};
   if (term) {

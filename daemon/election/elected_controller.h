@@ -9,6 +9,7 @@
 // nodes, whose jobs keep training) and the next leader adopts the jobs.
 #include <atomic>
 #include <condition_variable>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -25,8 +26,11 @@ namespace dtrain::daemon {
 class ElectedController {
  public:
   // `address`: this candidate's control address as nodes and clients reach it (host:port).
-  // Throws core::UserError for an endpoint it cannot use.
-  ElectedController(const DaemonConfig& config, const std::string& address);
+  // `clients_digest`: its client list's (ClientList::digest; every candidate reads its own
+  // clients_dir), which the leader publishes and standbys compare. Throws core::UserError for
+  // an endpoint it cannot use.
+  ElectedController(const DaemonConfig& config, const std::string& address,
+                    std::function<std::string()> clients_digest);
   ~ElectedController();
 
   // The leader's Controller serves it; a standby refuses it, naming the leader.
@@ -54,15 +58,21 @@ class ElectedController {
   // Whether the term of `lease` may act now (this candidate leads with that lease, by its own
   // count).
   bool acts_now(int64_t lease) const;
+  // The leader publishes its client list's digest (PREFIX/controller/clients); a standby says
+  // when its own differs (a credential it would refuse or let in that the leader would not).
+  void compare_clients(bool leads);
 
   DaemonConfig config_;
   std::string self_;  // "name host:port", the leader key's value
   EtcdHttpClient election_etcd_;
+  std::function<std::string()> clients_digest_;
+  std::string published_;  // the digest the leader last put
   LeaderElection election_;
 
   mutable std::mutex mutex_;  // guards the fields below
   std::shared_ptr<Controller> term_;
   std::string leader_, error_, fenced_;
+  bool clients_match_ = true;
   double leading_since_ = 0;
   // Until when this candidate may act (steady clock, ns), 0 on a standby: read by every write.
   std::atomic<int64_t> acts_until_{0};

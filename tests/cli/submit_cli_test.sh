@@ -5,7 +5,7 @@ set -u
 SUBMIT="$(cd "$(dirname "$1")" && pwd)/$(basename "$1")"  # absolute: the test changes directory
 WORK="${TEST_TMPDIR:-$(mktemp -d)}/cli"
 mkdir -p "$WORK"
-cd "$WORK"
+cd "$WORK" || exit 1
 failures=0
 fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
 expect_rc() {  # expect_rc CODE DESCRIPTION -- command...
@@ -177,6 +177,16 @@ grep -q "columns, the model needs 4" err.txt || fail "width mismatch message"
 printf '%064x\n' 7 > cluster.key && chmod 600 cluster.key
 expect_rc 3 "no controller" -- "$SUBMIT" job.yaml --key-file cluster.key --controller 127.0.0.1:1 --connect-timeout-ms 3000
 grep -q "cannot connect to the controller at 127.0.0.1:1" err.txt || fail "no-controller message"
+# Standby controllers (docs/operations.md, "Standby controllers"): every listed one is tried;
+# none answering is "no controller" too, naming the list; a malformed list is bad input.
+expect_rc 3 "no controller of a list" -- "$SUBMIT" status --key-file cluster.key \
+  --controller 127.0.0.1:1,127.0.0.1:2 --connect-timeout-ms 3000
+grep -q "no controller of 127.0.0.1:1,127.0.0.1:2 leads now" err.txt ||
+  { fail "no-controller-of-a-list message"; cat err.txt; }
+expect_rc 2 "a malformed controller list" -- "$SUBMIT" status --key-file cluster.key \
+  --controller 127.0.0.1:1,:7070
+grep -q "is not host:port (or a list of them)" err.txt ||
+  { fail "malformed controller list message"; cat err.txt; }
 expect_rc 2 "missing key file" -- "$SUBMIT" job.yaml --key-file nowhere.key --controller 127.0.0.1:1
 grep -q "nowhere.key" err.txt || fail "missing key message"
 chmod 644 cluster.key

@@ -172,6 +172,16 @@ print(e.get("role"), e.get("leader", ""), e.get("error", ""), sep="|")' \
     "http://127.0.0.1:708${1#cand-}/status" 2> /dev/null || echo unreadable)
   [[ ${said%%|*} == "$2" && $(cut -d'|' -f2 <<< "$said") == "$3 "* ]]
 }
+# clients_match_is C WANT: whether cand C's /status says controller.election.clients_match_leader
+# WANT (True or False); sets said to what it said.
+clients_match_is() {
+  said=$(in_ns python3 -c '
+import json, sys, urllib.request
+e = json.load(urllib.request.urlopen(sys.argv[1], timeout=2))["controller"]["election"]
+print(e.get("clients_match_leader"))' "http://127.0.0.1:708${1#cand-}/status" 2> /dev/null ||
+    echo unreadable)
+  [[ $said == "$2" ]]
+}
 # wait_election C ROLE LEADER SECONDS: until election_is; fails naming what it saw.
 wait_election() {
   local t0 said=""
@@ -306,6 +316,15 @@ new_leader_after() {
 # Each daemon is started with ip netns exec itself (it becomes the program): $! is its own pid,
 # the one SIGSTOP and SIGKILL must reach.
 
+# The client lists: cand-1 and cand-2 hold the same one (alice), cand-3 another (bob): the
+# standbys whose list differs from the leader's say so (controller.election in /status).
+mkdir -p clients-12 clients-3
+for who in alice bob; do
+  "$DTRAIND" keygen --client "$who" "$who.cred" > /dev/null 2>&1 || die "dtraind keygen --client"
+done
+cp -p alice.cred clients-12/ && cp -p bob.cred clients-3/
+clients_of() { if [[ $1 == cand-3 ]]; then echo clients-3; else echo clients-12; fi; }
+
 for i in 1 2 3; do
   cat > "cand-$i.yaml" <<YAML
 name: cand-$i
@@ -315,6 +334,7 @@ key_file: $WORK/cluster.key
 control: {address: 127.0.0.1, port: 707$i}
 http: {address: 127.0.0.1, port: 708$i}
 controller_election: {etcd: [http://127.0.0.1:2379], lease_s: $LEASE}
+clients_dir: $WORK/$(clients_of "cand-$i")
 heartbeat_ms: $HEARTBEAT_MS
 peer_timeout_ms: $PEER_TIMEOUT_MS
 task_outputs: [$WORK]
@@ -377,6 +397,22 @@ for c in "${CANDS[@]}"; do leads "$c" && n=$((n + 1)); done
 echo "leader: $l1"
 wait_election "$l1" leader "$l1" 5
 for c in "${CANDS[@]}"; do [[ $c != "$l1" ]] && wait_election "$c" standby "$l1" 5; done
+# Each standby compares its client list with the leader's within a step (a third of a lease).
+for c in "${CANDS[@]}"; do
+  [[ $c == "$l1" ]] && continue
+  want=False
+  [[ $(clients_of "$c") == "$(clients_of "$l1")" ]] && want=True
+  if until_at "$(in_s 3)" clients_match_is "$c" "$want"; then
+    echo "$c's /status: its client list matches the leader's: $want"
+  else
+    fail "$c's /status says clients_match_leader '$said', not $want (its list is" \
+      "$(clients_of "$c"), the leader's $(clients_of "$l1"))"
+  fi
+done
+if [[ $(clients_of "$l1") != clients-3 ]] &&
+  ! grep -q "clients_dir .* differs from the leader's" cand-3.log; then
+  fail "cand-3 did not log that its clients_dir differs from the leader's"
+fi
 
 nodes_alive() {
   alive=$(in_ns "$SUBMIT" nodes --json 2> /dev/null | grep -c '"state": "alive"')

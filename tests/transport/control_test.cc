@@ -500,8 +500,13 @@ TEST_CASE("client credential files: made, read back, checked", "[control]") {
   CHECK_FALSE(a.operator_role);
   CHECK_FALSE(list.is_operator("alice"));
   // An operator's credential says so on its first line; the controller's copy decides.
+  const std::string alice_only = list.digest();
+  CHECK(alice_only.size() == 32);
+  CHECK(ClientList::load(dir + "/clients").digest() == alice_only);  // the same list, the same
+  CHECK(ClientList().digest() != alice_only);
   generate_client_credential(dir + "/clients/carol.cred", "carol", /*operator_role=*/true);
   CHECK(load_client_credential(dir + "/clients/carol.cred").operator_role);
+  CHECK(ClientList::load(dir + "/clients").digest() != alice_only);  // standbys would differ
   CHECK(ClientList::load(dir + "/clients").is_operator("carol"));
   CHECK_FALSE(ClientList::load(dir + "/clients").is_operator("alice"));
   std::filesystem::remove(dir + "/clients/carol.cred");

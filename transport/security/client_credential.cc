@@ -80,6 +80,23 @@ ClientList ClientList::load(const std::string& dir) {
   return list;
 }
 
+std::string ClientList::digest() const {
+  crypto_generichash_state state;
+  unsigned char out[16];
+  crypto_generichash_init(&state, nullptr, 0, sizeof out);
+  for (const auto& [name, c] : clients_) {  // std::map: name order
+    const unsigned char role = c.operator_role ? 1 : 0;
+    crypto_generichash_update(&state, reinterpret_cast<const unsigned char*>(name.c_str()),
+                              name.size() + 1);  // with its '\0': names cannot run together
+    crypto_generichash_update(&state, &role, 1);
+    crypto_generichash_update(&state, c.key.data(), c.key.size());
+  }
+  crypto_generichash_final(&state, out, sizeof out);
+  char hex[2 * sizeof out + 1];
+  sodium_bin2hex(hex, sizeof hex, out, sizeof out);
+  return hex;
+}
+
 std::optional<ClusterKey> ClientList::key_of(const std::string& name) const {
   auto it = clients_.find(name);
   if (it == clients_.end()) return std::nullopt;

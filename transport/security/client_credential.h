@@ -40,6 +40,9 @@ class ClientList {
   std::optional<ClusterKey> key_of(const std::string& name) const;
   bool is_operator(const std::string& name) const;
   size_t size() const { return clients_.size(); }
+  // 32 hex digits that differ when any name, role or key differs (BLAKE2b over them in name
+  // order): standby controllers compare their lists by it without showing a key.
+  std::string digest() const;
 
  private:
   std::map<std::string, ClientCredential> clients_;
