@@ -4,6 +4,8 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <memory>
+#include <optional>
 #include <stdexcept>
 
 #include "submit/exit_codes.h"
@@ -73,6 +75,12 @@ std::vector<Address> controller_list(const std::string& given) {
   return out;
 }
 
+// The connection (or its handshake: a standby may not list this client) failed before the
+// request went out.
+struct NotReached {
+  ControlError error;
+};
+
 Json call_one(const ClusterArgs& a, const Address& at, const daemon::ClientRequest& request,
               std::vector<uint8_t>* data, std::chrono::seconds timeout) {
   // A user's own credential when given; the cluster key otherwise (operators on a daemon host).
@@ -83,16 +91,20 @@ Json call_one(const ClusterArgs& a, const Address& at, const daemon::ClientReque
   } else {
     who = transport::ControlCredential::daemon(transport::load_cluster_key(a.key_file));
   }
-  auto c = transport::ControlConnection::connect(at.host, at.port, who,
-                                                 std::chrono::milliseconds(a.connect_timeout_ms));
+  std::unique_ptr<transport::ControlConnection> c;
+  try {
+    c = transport::ControlConnection::connect(at.host, at.port, who,
+                                              std::chrono::milliseconds(a.connect_timeout_ms));
+  } catch (const ControlError& e) {
+    throw NotReached{e};  // nothing was asked yet: any request may go to another
+  }
   return daemon::request(*c, request, timeout, data);
 }
 
-// Whether another controller may be asked after this error. A request that changes something
-// (a submission, a task) only when this one was never reached: one that timed out or was cut
-// off may have taken effect, and asking again elsewhere could do it twice.
+// Whether another controller may be asked after the request went out and failed. Not one that
+// changes something (a submission, a task, a resume): it may have taken effect, and asking
+// again elsewhere could do it twice.
 bool try_another(const ControlError& e, daemon::RequestKind kind) {
-  if (e.kind() == ControlError::Kind::kUnreachable) return true;
   const bool changes = kind == daemon::RequestKind::Submit || kind == daemon::RequestKind::Task ||
                        kind == daemon::RequestKind::Resume;
   return !changes &&
@@ -108,6 +120,10 @@ Json call(const ClusterArgs& a, const daemon::ClientRequest& request, std::vecto
   const std::vector<Address> list = controller_list(a.controller);
   static size_t first = 0;  // a following client's calls go to the leader it found
   std::string why;
+  // Refused by every controller's handshake (a wrong key or credential): that, not "nobody
+  // leads".
+  std::optional<ControlError> refused;
+  bool other = false;
   for (size_t k = 0; k < list.size(); ++k) {
     const size_t i = (first + k) % list.size();
     Address at = list[i];
@@ -119,19 +135,28 @@ Json call(const ClusterArgs& a, const daemon::ClientRequest& request, std::vecto
       } catch (const daemon::RequestRefused& r) {
         if (!r.by_standby()) throw;
         why = r.error();
+        other = true;
         if (r.leader().empty() || hop == 1) break;
         try {
           at = parse_address(r.leader(), r.leader());
         } catch (const std::invalid_argument&) {  // a standby's garbled word: the next listed
           break;
         }
+      } catch (const NotReached& n) {
+        if (list.size() == 1) throw n.error;
+        why = n.error.what();
+        if (n.error.kind() == ControlError::Kind::kAuthentication) refused = n.error;
+        else other = true;
+        break;
       } catch (const ControlError& e) {
         if (!try_another(e, request.kind) || list.size() == 1) throw;
         why = e.what();
+        other = true;
         break;
       }
     }
   }
+  if (refused && !other) throw *refused;
   throw ControlError(ControlError::Kind::kUnreachable,
                      "no controller of " + a.controller + " leads now (last: " + why + ")",
                      "a standby takes over within two leases of etcd; try again, or check the "

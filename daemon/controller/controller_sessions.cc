@@ -72,23 +72,25 @@ std::string Controller::node_session(ControlConnection& c, const std::string& na
   bool idle = true;  // the last wait found nothing to read
   for (;;) {
     std::deque<std::vector<uint8_t>> out;
-    bool stop = false;
+    bool stop = false, held = false;
     {
       std::lock_guard<std::mutex> lock(mutex_);
       Member& m = members_.entry(name);
       if (!Membership::holds(m, session)) return "";  // replaced by a newer registration
       training_.end_adoption_if_due();
-      out.swap(m.outbox);
+      // Fenced out or abdicated: nothing more is sent (what the outbox holds is dropped).
+      if (silenced_) return "";
+      // An elected controller past its own count of its lease holds its frames: a renewal that
+      // lands late lets them go, an ended term drops them.
+      held = acts_ && !acts_();
+      if (!held) out.swap(m.outbox);
       stop = stopping_;
-      // An elected controller past its own count of its lease, fenced out or abdicated sends
-      // nothing more: what it took is dropped.
-      if (silenced_ || (acts_ && !acts_())) return "";
       if (members_.silent(m, timeout))
         return "silent for " + std::to_string(config_.peer_timeout_ms) + " ms";
     }
     // The count every kCountEvery frames, and whenever the node has nothing more to send: one per
     // frame read would fill the connection while the node sends a backlog (it reads in turns).
-    if (read > told && (idle || read - told >= kCountEvery))
+    if (!held && read > told && (idle || read - told >= kCountEvery))
       out.push_back(received_frame(told = read));
     for (const auto& frame : out) c.send(frame);
     if (stop) return "";

@@ -7,6 +7,7 @@
 #include "core/util/error.h"
 #include "daemon/election/etcd_job_records.h"
 #include "daemon/protocol/client_requests.h"
+#include "daemon/protocol/control_frames.h"
 
 namespace dtrain::daemon {
 namespace {
@@ -77,7 +78,10 @@ void ElectedController::follow_role(LeaderElection::Role role) {
     has_term = term_ != nullptr;
   }
   const bool leads = role == LeaderElection::Role::kLeader && fenced.empty();
-  if (leads) term_lease_ = election_.lease();  // first: an earlier term's threads act no more
+  if (leads) {  // first: an earlier term's threads act no more, nor end this one
+    std::lock_guard<std::mutex> lock(mutex_);
+    term_lease_ = election_.lease();
+  }
   acts_until_ = leads ? ticks(election_.acts_until()) : 0;
   if (leads && !has_term) return begin_term();
   if (leads || !has_term) return;
@@ -111,6 +115,7 @@ void ElectedController::begin_term() {
     return;
   }
   term->set_fence(acts);
+  published_.clear();  // this term publishes its digest anew
   spdlog::info("controller election: leading (lease {:x}); the jobs' records are in etcd under "
                "{}/jobs/", lease, config_.election.prefix);
   std::lock_guard<std::mutex> lock(mutex_);
@@ -124,6 +129,7 @@ void ElectedController::end_term(const std::string& why) {
     std::lock_guard<std::mutex> lock(mutex_);
     term.swap(term_);
     leading_since_ = 0;
+    term_lease_ = 0;  // a late report of the ended term ends nothing
   }
   acts_until_ = 0;
   if (!term) return;
@@ -138,7 +144,7 @@ bool ElectedController::acts_now(int64_t lease) const {
 
 void ElectedController::fenced(int64_t lease, const std::string& why) {
   std::lock_guard<std::mutex> lock(mutex_);
-  if (term_lease_.load() != lease) return;  // an earlier term's thread, late
+  if (lease == 0 || term_lease_.load() != lease) return;  // an ended term's thread, late
   if (fenced_.empty()) fenced_ = why;
   wake_.notify_all();
 }
@@ -147,6 +153,11 @@ void ElectedController::compare_clients(bool leads) {
   const std::string key = config_.election.prefix + "/controller/clients";
   const std::string mine = clients_digest_ ? clients_digest_() : "";
   bool match = true;
+  // One request more after a step: only when etcd answered it and the lease has room for it.
+  const auto room = election_.acts_until() - Clock::now();
+  if (!election_.last_error().empty() ||
+      (leads && room < 2 * etcd_timeout(config_.election)))
+    return;
   try {
     if (leads) {
       if (mine != published_ &&
@@ -213,7 +224,14 @@ void ElectedController::refuse(transport::ControlConnection& c) {
     leader = leader_ == self_ ? "" : leader_;
   }
   try {
-    c.receive_at_most(std::chrono::seconds(10), kClientRequestFrameBytes);
+    const std::vector<uint8_t> first =
+        c.receive_at_most(std::chrono::seconds(10), kClientRequestFrameBytes);
+    // A task's model follows its request unasked; unread, it would reset the connection and
+    // lose the answer. Read (within the bound any controller takes) and dropped.
+    const control::Request* q = read_control_frame(first).body_as_Request();
+    if (q && q->data_bytes() > 0 && q->data_bytes() <= kMaxRequestDataBytes &&
+        c.peer_identity().role == transport::ControlIdentity::Role::kClient)
+      c.receive_at_most(std::chrono::seconds(60), uint32_t(q->data_bytes()) + 1024);
     const std::string said = leader.empty() ? "no controller leads at the moment"
                                             : "the leader is " + leader;
     c.send(reply_not_leader(
