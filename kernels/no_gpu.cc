@@ -10,6 +10,7 @@
 #include "kernels/emulated/emulated_gpu.h"
 #include "kernels/emulated/emulated_group.h"
 #include "kernels/gpu_devices.h"
+#include "kernels/node_collective.h"
 
 namespace dtrain::kernels {
 namespace {
@@ -55,6 +56,18 @@ std::unique_ptr<DeviceGroup> make_device_group(const std::vector<Backend*>& back
 
 std::unique_ptr<Backend> make_gpu_backend(int device, std::string* why) {
   if (device >= 0 && device < emulated_gpus()) return make_emulated_gpu(device);
+  if (why) *why = kWhy;
+  return nullptr;
+}
+
+// No NCCL without CUDA, emulated GPUs included: their jobs sum between nodes over the mesh.
+std::vector<uint8_t> make_node_collective_id(std::string* why) {
+  if (why) *why = kWhy;
+  return {};
+}
+
+std::unique_ptr<NodeCollective> open_node_collective(const std::vector<uint8_t>&, int, int, int,
+                                                     const GiveUp&, std::string* why) {
   if (why) *why = kWhy;
   return nullptr;
 }

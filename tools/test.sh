@@ -54,7 +54,8 @@ echo "== CUDA code (bazel build --config=cuda)"
 # Manual targets (plain `bazel build //...` must not need nvcc), so named one by one.
 # GPU test binaries (package:name): built with --config=cuda, run with DTRAIN_REQUIRE_GPU=1.
 gpu_tests=(cuda:codec_cuda_test conformance:backend_conformance_test e2e:gpu_worker_test cuda:gpu_lenet_test
-           unit:mixed_precision_test unit:gpu_sharing_test cuda:gpu_resnet_precision_test)
+           unit:mixed_precision_test unit:gpu_sharing_test cuda:gpu_resnet_precision_test
+           cuda:nccl_nodes_test)
 cuda_targets=(//kernels/cuda:codec_cuda //kernels/cuda:backend //tools/bench:codec_cuda_bench
               //tools/bench:gpu_bench //daemon:dtraind //submit:dtrain-submit)
 for t in "${gpu_tests[@]}"; do cuda_targets+=("//tests/$t"); done
@@ -89,7 +90,8 @@ tsan_tests=(//tests/transport:tag_workers_test //tests/transport:lanes_test
             //tests/unit:controller_test //tests/unit:controller_parts_test
             //tests/unit:mesh_exchange_test //tests/unit:sharing_test //tests/unit:staleness_test
             //tests/unit:local_steps_test //tests/unit:ring_rounds_test //tests/unit:mesh_ring_test
-            //tests/unit:allreduce_equivalence_test //tests/unit:gradient_rounds_test)
+            //tests/unit:allreduce_equivalence_test //tests/unit:gradient_rounds_test
+            //tests/unit:nccl_between_nodes_test)
 bazel test --config=tsan "${tsan_tests[@]}" > "$logs/tsan.log" 2>&1; tsan_rc=$?
 grep -E "^//" "$logs/tsan.log"
 if [[ $tsan_rc -eq 0 ]]; then

@@ -5,8 +5,10 @@
 
 #include <algorithm>
 
+#include "daemon/controller/nccl_offer.h"
 #include "daemon/controller/placement.h"
 #include "daemon/protocol/job_folder.h"
+#include "kernels/node_collective.h"
 
 namespace dtrain::daemon {
 
@@ -96,8 +98,14 @@ StartOutcome TrainingJobs::start(JobRecord& job, const NodeUse& use) {
   place(job, spec, choice.nodes, use);
   job.add_log("started on " + std::to_string(choice.nodes.size()) + " nodes");
   save(job);  // kept before any node hears of it: a fenced-out controller starts nothing
+  std::vector<StartMessage> starts;
   for (size_t rank = 0; rank < choice.nodes.size(); ++rank)
-    send_start(job, *choice.nodes[rank], start_message(job, rank));
+    starts.push_back(start_message(job, rank));
+  const std::string nccl =
+      offer_node_collective(spec.training, starts, kernels::make_node_collective_id);
+  if (!nccl.empty()) job.add_log(nccl);
+  for (size_t rank = 0; rank < choice.nodes.size(); ++rank)
+    send_start(job, *choice.nodes[rank], std::move(starts[rank]));
   spdlog::info("controller: job {} ({}) started on {} nodes", job_id_text(job.id), job.name,
                choice.nodes.size());
   save(job);

@@ -8,7 +8,9 @@
 
 #include <algorithm>
 
+#include "daemon/controller/nccl_offer.h"
 #include "daemon/controller/training_jobs.h"
+#include "kernels/node_collective.h"
 
 namespace dtrain::daemon {
 
@@ -68,11 +70,16 @@ void TrainingJobs::resume_on(JobRecord& job, const std::vector<std::string>& nam
   }
   job.add_log(line);
   spdlog::info("controller: job {}: {}", job_id_text(job.id), line);
+  std::vector<StartMessage> starts;
   for (size_t rank = 0; rank < names.size(); ++rank) {
-    StartMessage start = start_message(job, rank);
-    start.resume_epoch = epoch;
-    send_start(job, members_.entry(names[rank]), start);
+    starts.push_back(start_message(job, rank));
+    starts.back().resume_epoch = epoch;
   }
+  const std::string nccl =
+      offer_node_collective(job.spec().training, starts, kernels::make_node_collective_id);
+  if (!nccl.empty()) job.add_log(nccl);
+  for (size_t rank = 0; rank < names.size(); ++rank)
+    send_start(job, members_.entry(names[rank]), std::move(starts[rank]));
   save(job);
 }
 

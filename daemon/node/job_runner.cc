@@ -27,6 +27,7 @@
 #include "core/train/test_fault.h"
 #include "daemon/protocol/job_folder.h"
 #include "kernels/backend.h"
+#include "kernels/node_collective.h"
 #include "daemon/node/local_shards.h"
 #include "daemon/node/mesh_exchange.h"
 #include "daemon/node/stats_recorder.h"
@@ -583,11 +584,46 @@ void JobRunner::train(TrainingInputs& in, MeshExchange& exchange,
     resolve_auto_sync(in, exchange, members);  // told by the live nodes once they admit it
   }
   sample_links(members);
+  if (core::reduces_every_step(in.job.training)) use_nccl_between_nodes(exchange);
   const core::TrainingResult r = core::train_local(in.local, *progress_, in.options);
   progress_->stats().flush();  // before the result: the controller has every row then
   if (cancel_) throw core::UserError("the job was cancelled", "");
   leave_mesh_when_all_done(exchange);
   report_(result_report(in, r, exchange));
+}
+
+// Every node sent an id takes part, GPUs or not (one that cannot form it still votes, so that
+// all leave NCCL alike); a rejoining node was never in the communicator the others formed, and
+// they leave it when they admit it.
+void JobRunner::use_nccl_between_nodes(MeshExchange& exchange) {
+  if (start_.nccl_id.empty()) {
+    if (!start_.nccl_why.empty())
+      spdlog::info("job {}: the sums between nodes go over the mesh: {}", job_id_text(job_id_),
+                   start_.nccl_why);
+    return;
+  }
+  if (start_.rejoin) return;
+  std::vector<uint32_t> ranks;
+  int index = -1;
+  for (const JobMemberInfo& m : start_.members) {
+    if (m.address.empty()) continue;  // a vacant slot
+    if (m.id == self_) index = int(ranks.size());
+    ranks.push_back(m.id);
+  }
+  const JobMemberInfo& me = start_.members[start_.rank];
+  const int device = me.gpu && !me.gpus.empty() ? me.gpus.front() : -1;
+  const int count = int(ranks.size());
+  exchange.use_node_collective(
+      [id = start_.nccl_id, count, index, device](const kernels::GiveUp& give_up,
+                                                  std::string* why)
+          -> std::unique_ptr<kernels::NodeCollective> {
+        if (device < 0) {
+          *why = "this node's workers are not on GPUs";
+          return nullptr;
+        }
+        return kernels::open_node_collective(id, count, index, device, give_up, why);
+      },
+      std::move(ranks), index);
 }
 
 void JobRunner::resolve_auto_sync(TrainingInputs& in, MeshExchange& exchange,

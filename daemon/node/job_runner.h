@@ -81,6 +81,9 @@ class JobRunner : public JobPart {
   void load_inputs(TrainingInputs& in, MeshExchange& exchange,
                    const std::vector<JobMember>& members);
   void train(TrainingInputs& in, MeshExchange& exchange, const std::vector<JobMember>& members);
+  // mode allreduce between GPU nodes: the sums go over the controller's NCCL id where it sent
+  // one (node_collective_path.h).
+  void use_nccl_between_nodes(MeshExchange& exchange);
   void describe_part(const core::JobSpec& job, const MeshExchange& exchange,
                      const std::vector<JobMember>& members);
   void prepare(TrainingInputs& in, MeshExchange& exchange, const std::vector<JobMember>& members);

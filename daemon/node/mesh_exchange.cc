@@ -490,6 +490,10 @@ void MeshExchange::admit(int64_t epoch, std::vector<uint32_t> joiners) {
     if (readmitted_.insert(id).second) mesh_->add_member(id);
     spdlog::info("job {}: {} is admitted back from epoch {}", job_id_text(job_id_), name_of(id),
                  epoch + 2);
+    if (node_collective_)  // every node admits it at this epoch end: all leave NCCL together
+      node_collective_->leave(name_of(id) + " joined the job at the end of epoch " +
+                              std::to_string(epoch + 1) +
+                              ", and NCCL's communicator cannot take a node in");
   }
 }
 

@@ -25,6 +25,7 @@
 #include "core/collective/ring_rounds.h"
 #include "core/train/node_exchange.h"
 #include "daemon/node/mesh_port.h"
+#include "daemon/node/node_collective_path.h"
 #include "daemon/node/sync_election.h"
 #include "daemon/protocol/mesh_payloads.h"
 #include "transport/mesh/mesh_node.h"
@@ -86,6 +87,11 @@ class MeshExchange : public core::NodeExchange {
   void expect_sums_of(int64_t n) { ring_->expect_values(n); }
   // How the ring's parts travel (core/collective/ring_wire.h): before the first sum.
   void set_ring_wire(const core::RingWire& wire) { ring_->set_wire(wire); }
+  // GPU nodes given an NCCL id: the sums go over NCCL while it works on every node
+  // (node_collective_path.h). `members`: its ranks' member ids; `index`: this node's rank.
+  // Before the first sum.
+  void use_node_collective(NodeCollectivePath::Open open, std::vector<uint32_t> members,
+                           int index);
 
   // This node is a restarted member rejoining the job; `lost`: the members lost now.
   void set_rejoining(const std::vector<uint32_t>& lost);
@@ -264,6 +270,7 @@ class MeshExchange : public core::NodeExchange {
   std::atomic<int> step_buckets_{1};  // set_step_buckets'
   std::unique_ptr<RingPostOnMesh> ring_post_;
   std::unique_ptr<core::RingRounds> ring_;
+  std::unique_ptr<NodeCollectivePath> node_collective_;  // use_node_collective's
   bool stranger_warned_ = false;  // under mutex_
 
   SyncElection election_;

@@ -60,9 +60,32 @@ std::vector<uint32_t> MeshExchange::live_members() {
   return live;
 }
 
+void MeshExchange::use_node_collective(NodeCollectivePath::Open open,
+                                       std::vector<uint32_t> members, int index) {
+  const std::vector<uint32_t> ranks = members;
+  NodeCollectivePath::Exchange seam;
+  seam.same_on_every_node = [this](const float* values, int64_t n, int64_t round) {
+    return same_on_every_node(values, n, round);
+  };
+  seam.member_gone = [this, ranks] {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (cancelled_) return true;
+    for (uint32_t id : ranks)
+      if (lost_.count(id)) return true;
+    return false;
+  };
+  seam.log = [this](const std::string& line) {
+    spdlog::info("job {}: {}", job_id_text(job_id_), line);
+  };
+  node_collective_ = std::make_unique<NodeCollectivePath>(std::move(open), std::move(members),
+                                                          index, std::move(seam), epoch_deadline_);
+}
+
 void MeshExchange::sum_over_nodes(float* values, int64_t n, int64_t round) {
   const std::vector<uint32_t> counted =
-      ring_->sum(values, n, round, [this] { return live_members(); }, epoch_deadline_);
+      node_collective_ && node_collective_->sum(values, n, round)
+          ? node_collective_->members()
+          : ring_->sum(values, n, round, [this] { return live_members(); }, epoch_deadline_);
   if (core::bucket_of_round_id(round) + 1 < step_buckets_.load()) return;  // not the step's last
   std::lock_guard<std::mutex> lock(mutex_);
   counted_in_step(counted, round);

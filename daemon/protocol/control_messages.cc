@@ -98,7 +98,8 @@ bool read_start(const control::StartJob& s, StartMessage& out) {
   if (!s.spec() || s.spec()->size() > kMaxSpec || !s.members() ||
       s.members()->size() > kMaxMembers || s.rank() >= s.members()->size() ||
       (s.lost() && s.lost()->size() > kMaxMembers) ||
-      (s.readable_jobs() && s.readable_jobs()->size() > kMaxReadableJobs) || s.resume_epoch() < -1 ||
+      (s.readable_jobs() && s.readable_jobs()->size() > kMaxReadableJobs) ||
+      (s.nccl_id() && s.nccl_id()->size() > kMaxNcclIdBytes) || s.resume_epoch() < -1 ||
       s.resume_epoch() > (int64_t(1) << 40))
     return false;
   out.spec = s.spec()->str();
@@ -122,6 +123,9 @@ bool read_start(const control::StartJob& s, StartMessage& out) {
   out.readable_jobs.clear();
   if (s.readable_jobs())
     out.readable_jobs.assign(s.readable_jobs()->begin(), s.readable_jobs()->end());
+  out.nccl_id.clear();
+  if (s.nccl_id()) out.nccl_id.assign(s.nccl_id()->begin(), s.nccl_id()->end());
+  out.nccl_why = text(s.nccl_why());
   return true;
 }
 
@@ -265,7 +269,8 @@ std::vector<uint8_t> start_frame(uint64_t job_id, const StartMessage& start) {
       fbb.CreateString(start.name), start.rank, fbb.CreateVector(members),
       fbb.CreateString(start.mesh), start.peer_timeout_ms, start.rejoin,
       fbb.CreateVector(start.lost), start.resume_epoch, start.joining, start.part,
-      fbb.CreateVector(start.readable_jobs));
+      fbb.CreateVector(start.readable_jobs), fbb.CreateVector(start.nccl_id),
+      fbb.CreateString(start.nccl_why));
   return job_message_bytes(fbb, job_id, JobKind::Start, s, 0);
 }
 

@@ -69,8 +69,13 @@ struct StartMessage {
   uint64_t part = 0;          // echoed in the node's reports as "part" (0: none)
   // Other jobs' folders on the node this job may read (daemon/protocol/job_folder.h).
   std::vector<uint64_t> readable_jobs;
+  // GPU nodes under mode allreduce: the NCCL communicator's id for the sums between nodes, or
+  // empty, with why when the controller tried (control.fbs StartJob.nccl_id).
+  std::vector<uint8_t> nccl_id;
+  std::string nccl_why;
 };
 constexpr size_t kMaxReadableJobs = 4;
+constexpr size_t kMaxNcclIdBytes = 128;  // NCCL_UNIQUE_ID_BYTES
 constexpr uint32_t kMaxShareCores = 4096;  // training.cores_per_node's bound
 // Member ids of an elastic job's vacant slots (node ids are drawn below them): slot k is
 // kFirstSlotId + k; its member entry has no address until a node takes it.

@@ -1,105 +1,25 @@
 // The device group of a CUDA build (kernels/device_group.h) over NCCL. libnccl is loaded at run
 // time (dlopen): a node without it, or with a broken one, still trains, sharing through host
 // memory, and the trainer says why. The build needs only nccl.h (for the types).
-#include <dlfcn.h>
 #include <nccl.h>
 
 #include <chrono>
-#include <mutex>
 #include <thread>
 
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/nccl_api.h"
 #include "kernels/device_group.h"
 
 namespace dtrain::kernels {
 namespace cuda {
 namespace {
 
-struct NcclApi {
-  ncclResult_t (*get_version)(int*) = nullptr;
-  ncclResult_t (*comm_init_all)(ncclComm_t*, int, const int*) = nullptr;
-  ncclResult_t (*comm_destroy)(ncclComm_t) = nullptr;
-  ncclResult_t (*all_gather)(const void*, void*, size_t, ncclDataType_t, ncclComm_t,
-                             cudaStream_t) = nullptr;
-  ncclResult_t (*all_reduce)(const void*, void*, size_t, ncclDataType_t, ncclRedOp_t, ncclComm_t,
-                             cudaStream_t) = nullptr;
-  ncclResult_t (*group_start)() = nullptr;
-  ncclResult_t (*group_end)() = nullptr;
-  const char* (*error_string)(ncclResult_t) = nullptr;
-  ncclResult_t (*comm_abort)(ncclComm_t) = nullptr;
-  ncclResult_t (*comm_async_error)(ncclComm_t, ncclResult_t*) = nullptr;
-  const char* (*last_error)(ncclComm_t) = nullptr;  // optional (NCCL 2.13+): the detail
-  int version = 0;
-};
-
-template <typename F>
-bool resolve(void* lib, const char* symbol, F* f) {
-  *f = reinterpret_cast<F>(dlsym(lib, symbol));
-  return *f != nullptr;
-}
-
-// The library, loaded once per process; null with `why` when it cannot be.
-const NcclApi* nccl_api(std::string* why) {
-  static std::once_flag once;
-  static NcclApi api;
-  static std::string failure;
-  std::call_once(once, [] {
-    void* lib = dlopen("libnccl.so.2", RTLD_NOW | RTLD_LOCAL);
-    if (!lib) {
-      const char* e = dlerror();
-      failure = std::string("NCCL is not installed here (") + (e ? e : "libnccl.so.2") +
-                "); install it (libnccl2, or the nvidia-nccl wheel on LD_LIBRARY_PATH)";
-      return;
-    }
-    const bool ok = resolve(lib, "ncclGetVersion", &api.get_version) &&
-                    resolve(lib, "ncclCommInitAll", &api.comm_init_all) &&
-                    resolve(lib, "ncclCommDestroy", &api.comm_destroy) &&
-                    resolve(lib, "ncclAllGather", &api.all_gather) &&
-                    resolve(lib, "ncclAllReduce", &api.all_reduce) &&
-                    resolve(lib, "ncclGroupStart", &api.group_start) &&
-                    resolve(lib, "ncclGroupEnd", &api.group_end) &&
-                    resolve(lib, "ncclGetErrorString", &api.error_string) &&
-                    resolve(lib, "ncclCommAbort", &api.comm_abort) &&
-                    resolve(lib, "ncclCommGetAsyncError", &api.comm_async_error);
-    resolve(lib, "ncclGetLastError", &api.last_error);
-    if (!ok || api.get_version(&api.version) != ncclSuccess) {
-      failure = "libnccl.so.2 lacks the calls dtrain needs (NCCL 2.4 or later): update NCCL";
-      api.get_version = nullptr;
-    }
-  });
-  if (api.get_version) return &api;
-  if (why) *why = failure;
-  return nullptr;
-}
-
 void check(const NcclApi& api, ncclResult_t status, const char* call) {
   if (status == ncclSuccess) return;
-  std::string detail = api.error_string(status);
-  // One process-wide buffer, never cleared: it may describe an earlier warning, so it is
-  // labelled as what it is.
-  const char* last = api.last_error ? api.last_error(nullptr) : nullptr;
-  if (last && *last) detail += " (NCCL's last warning: " + std::string(last) + ")";
-  throw CudaError(std::string(call) + " failed: " + detail +
+  throw CudaError(std::string(call) + " failed: " + nccl_failure(api, status) +
                   "; fix: check the GPUs with nvidia-smi and NCCL_DEBUG=WARN, or run one "
                   "worker per node (sharing then needs no NCCL)");
 }
-
-// Makes `device` current (-1: keeps it) and restores the caller's device after. Never throws:
-// it runs in release and destructor paths, where a sticky CUDA error must not terminate the
-// process (the next checked call reports it).
-class DeviceGuard {
- public:
-  explicit DeviceGuard(int device) {
-    cudaGetDevice(&previous_);
-    if (device >= 0) cudaSetDevice(device);
-  }
-  ~DeviceGuard() { cudaSetDevice(previous_); }
-  DeviceGuard(const DeviceGuard&) = delete;
-  DeviceGuard& operator=(const DeviceGuard&) = delete;
-
- private:
-  int previous_ = 0;
-};
 
 // How long one all-gather may take before the group gives up on it (a stuck peer or link):
 // the round then fails, the communicators are aborted, and the node shares through host
@@ -125,13 +45,7 @@ class NcclGroup final : public DeviceGroup {
     }
   }
   ~NcclGroup() override { destroy(); }
-  std::string name() const override {
-    const int v = api_.version;  // 2.9 and later: 22809 is 2.28.9; before: 2708 is 2.7.8
-    const int major = v >= 10000 ? v / 10000 : v / 1000;
-    const int minor = v >= 10000 ? v / 100 % 100 : v / 100 % 10;
-    return "nccl " + std::to_string(major) + "." + std::to_string(minor) + "." +
-           std::to_string(v % 100);
-  }
+  std::string name() const override { return nccl_version_text(api_.version); }
   int size() const override { return int(devices_.size()); }
   uint32_t* allocate(int rank, int64_t words) override {
     DeviceGuard on(devices_[size_t(rank)]);

@@ -31,6 +31,20 @@ for precision in fp32 bf16; do
   acc=$(json $precision.json "j['result'].get('accuracy', 0)")
   [[ $diff == 0.0 ]] || fail "$precision: the replicas differ by $diff"
   bytes[$precision]=$(json $precision.json "j['result'].get('mesh_bytes_sent', 0)")
+  # GPU nodes under allreduce are offered NCCL between them; where the controller cannot make
+  # its id (a build without CUDA, as here), the job's log and every node's say why, and the
+  # sums go over the mesh (what the byte counts below measure).
+  "$SUBMIT" logs "$id" > $precision.log
+  if [[ ${REAL_GPUS:-0} != 1 ]]; then
+    why="the controller could not make an NCCL id"
+    grep -q "the nodes sum over the mesh: $why: this build has no CUDA" $precision.log ||
+      fail "$precision: the job's log does not say why NCCL is not used: $(grep -i nccl $precision.log)"
+    for n in 1 2 3; do
+      grep -q "job $id: the sums between nodes go over the mesh: $why" "$WORK/c/node-$n.log" ||
+        fail "node-$n's log does not say why NCCL is not used:" \
+             "$(grep -i 'nccl\|sums between' "$WORK/c/node-$n.log" | tail -n 3)"
+    done
+  fi
   echo "$precision: accuracy $acc, replicas differ by $diff, the first node sent ${bytes[$precision]} bytes"
 done
 python3 -c "import sys; sys.exit(0 if $acc >= 0.8 else 1)" || fail "bf16: accuracy $acc < 0.8 after an epoch"

@@ -15,7 +15,7 @@ mkdir -p "$OUT"
 targets=(//daemon:dtraind //submit:dtrain-submit //tests/cuda:codec_cuda_test //tests/cuda:gpu_lenet_test
          //tests/conformance:backend_conformance_test //tests/e2e:gpu_worker_test
          //tests/unit:mixed_precision_test //tests/unit:gpu_sharing_test
-         //tests/cuda:gpu_resnet_precision_test
+         //tests/cuda:gpu_resnet_precision_test //tests/cuda:nccl_nodes_test
          //tools/bench:gpu_bench //tools/bench:codec_cuda_bench //tools/bench:transport_bench)
 bazel build --config=cuda "${targets[@]}"
 stage=$(mktemp -d)

@@ -5,7 +5,8 @@
 # Prints one PASS/FAIL line per check and a total; each check's whole output goes to LOG_DIR.
 #
 #   tools/gpu/checks.sh BUNDLE.tar.xz [--data DIR] [--logs LOG_DIR] [--timeout S] [--tests "codec
-#                       conformance worker lenet precision sharing resnet-precision cluster"]
+#                       conformance worker lenet precision sharing resnet-precision nccl-nodes
+#                       cluster"]
 #                       [--bench "codec train ops transport"] [--bench-args "..."]
 #
 # --timeout: each check's deadline in seconds (default 900). --data: a folder with
@@ -18,7 +19,7 @@ cd "$(dirname "$0")/../.."
 [[ ${1:-} == -h || ${1:-} == --help || $# -lt 1 ]] && { sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'; exit 0; }
 BUNDLE=$1; shift
 DATA=""; LOGS=${TMPDIR:-/tmp}/gpu-checks; BENCH=""; TIMEOUT=900
-TESTS="codec conformance worker lenet precision sharing resnet-precision cluster"
+TESTS="codec conformance worker lenet precision sharing resnet-precision nccl-nodes cluster"
 BENCH_ARGS=""
 while [[ $# -gt 0 ]]; do
   case "$1" in
@@ -65,6 +66,8 @@ check() {  # check NAME COMMAND...: runs it with a deadline, logs it, counts it
   local rc=$?
   if [[ $rc -eq 0 ]]; then
     passed=$((passed + 1)); echo "PASS $name ($((SECONDS - start)) s)"
+  elif [[ $rc -eq 77 ]]; then  # what this machine cannot run (nccl-nodes: fewer than 2 GPUs)
+    echo "SKIP $name: $(grep -m 1 SKIPPED "$LOGS/$name.log")"
   else
     failed=$((failed + 1)); echo "FAIL $name (exit $rc, $((SECONDS - start)) s); its last lines:"
     tail -n 25 "$LOGS/$name.log"
@@ -80,6 +83,7 @@ for t in $TESTS; do
     precision) check precision "$BIN/mixed_precision_test" ;;
     sharing) check sharing "$BIN/gpu_sharing_test" ;;
     resnet-precision) check resnet-precision "$BIN/gpu_resnet_precision_test" ;;
+    nccl-nodes) check nccl-nodes "$BIN/nccl_nodes_test" ;;
     cluster) sed 's/^  mode: gradient_sharing$/  mode: gradient_sharing\n  sync: bsp/' \
                configs/fashion-mnist-mlp.yaml > "$LOGS/fashion-mnist-mlp-bsp.yaml"  # as CI pins it
              REAL_GPUS=1 check cluster bash tests/cluster/gpu_cluster_test.sh "$BIN/dtraind" \

@@ -1,0 +1,215 @@
+// mode allreduce's sums between GPU nodes over NCCL (daemon/node/node_collective_path.h), with
+// three nodes' MeshExchanges in one process on a fake mesh and a fake NCCL among them: the sums
+// go over NCCL while it works on every node; a failure on one node (its call failing after the
+// others finished theirs, or a call that never completes) sends every node to the mesh's ring
+// for that step and after, with the same sums everywhere; a node that cannot form the
+// communicator keeps every node on the mesh; a node admitted later ends it.
+#include <catch2/catch.hpp>
+#include <spdlog/spdlog.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <map>
+#include <thread>
+
+#include "core/collective/round_ids.h"
+#include "daemon/node/node_collective_path.h"
+#include "tests/unit/fake_mesh.h"
+
+using namespace dtrain;
+using namespace dtrain::daemon;
+using namespace dtrain::testing;
+
+namespace {
+
+constexpr int kNodes = 3;
+constexpr int64_t kValues = 1001;
+
+// NCCL among the three nodes: each call leaves its values for its call number; once every rank
+// left them, each gets their sum in rank order. A rank told to fail at a call fails there,
+// having left its values (the others finish) or not (they wait until they give up).
+struct Failure {
+  int rank = -1, call = -1;
+  bool leaves_values = true;
+};
+
+class FakeNccl {
+ public:
+  explicit FakeNccl(Failure failure = Failure(), int refusing_rank = -1)
+      : failure_(failure), refusing_rank_(refusing_rank) {}
+
+  class Rank : public kernels::NodeCollective {
+   public:
+    Rank(FakeNccl& nccl, int rank) : nccl_(nccl), rank_(rank) {}
+    std::string name() const override { return "fake nccl between 3 nodes"; }
+    void all_reduce_sum(float* values, int64_t n, const kernels::GiveUp& give_up) override {
+      const int call = calls_++;
+      ++nccl_.calls[rank_];
+      nccl_.sum(rank_, call, values, n, give_up);
+    }
+
+   private:
+    FakeNccl& nccl_;
+    const int rank_;
+    int calls_ = 0;
+  };
+
+  NodeCollectivePath::Open opener(int rank) {
+    return [this, rank](const kernels::GiveUp&,
+                        std::string* why) -> std::unique_ptr<kernels::NodeCollective> {
+      if (rank == refusing_rank_) {
+        *why = "no libnccl.so.2 on this fake node";
+        return nullptr;
+      }
+      return std::make_unique<Rank>(*this, rank);
+    };
+  }
+  std::atomic<int> calls[kNodes] = {0, 0, 0};
+
+ private:
+  void sum(int rank, int call, float* values, int64_t n, const kernels::GiveUp& give_up) {
+    const bool fails = rank == failure_.rank && call == failure_.call;
+    std::unique_lock<std::mutex> lock(mutex_);
+    if (!fails || failure_.leaves_values)
+      left_[call][rank] = std::vector<float>(values, values + n);
+    changed_.notify_all();
+    if (fails) throw std::runtime_error("fake NCCL: the link to rank 0 went down");
+    while (left_[call].size() < size_t(kNodes)) {
+      changed_.wait_for(lock, std::chrono::milliseconds(10));
+      if (left_[call].size() < size_t(kNodes) && give_up()) throw std::runtime_error("given up");
+    }
+    for (int64_t i = 0; i < n; ++i) {
+      float s = 0.f;
+      for (const auto& [r, v] : left_[call]) s += v[size_t(i)];
+      values[i] = s;
+    }
+  }
+
+  const Failure failure_;
+  const int refusing_rank_;
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  std::map<int, std::map<int, std::vector<float>>> left_;
+};
+
+// Each node sums `steps` steps (node n's value i at step s: (n + 1)(s + 1) + i / 4, so every
+// sum is exact and the mesh's ring and NCCL give the same bits); returns each node's sums.
+std::vector<std::vector<std::vector<float>>> run_steps(FakeNccl& nccl, int steps,
+                                                       milliseconds deadline) {
+  // spdlog's registry is made on its first use, in code ThreadSanitizer does not see: made here,
+  // before the nodes' threads log, its making is not reported as a race between them.
+  spdlog::info("{} steps on three nodes", steps);
+  FakeMesh mesh;
+  std::vector<std::unique_ptr<MeshExchange>> ex;
+  for (uint32_t id = 1; id <= kNodes; ++id) {
+    ex.push_back(std::make_unique<MeshExchange>(1, id, members(kNodes), deadline));
+    mesh.join(id, *ex.back());
+    ex.back()->expect_sums_of(kValues);
+    ex.back()->use_node_collective(nccl.opener(int(id - 1)), {1, 2, 3}, int(id - 1));
+  }
+  std::vector<std::vector<std::vector<float>>> sums(kNodes);
+  std::vector<std::thread> nodes;
+  for (int n = 0; n < kNodes; ++n)
+    nodes.emplace_back([&, n] {
+      for (int s = 0; s < steps; ++s) {
+        std::vector<float> v(kValues);
+        for (int64_t i = 0; i < kValues; ++i) v[size_t(i)] = float((n + 1) * (s + 1)) + i / 4.f;
+        ex[size_t(n)]->sum_over_nodes(v.data(), kValues, core::step_round_id(0, s));
+        sums[size_t(n)].push_back(v);
+      }
+    });
+  for (std::thread& t : nodes) t.join();
+  return sums;
+}
+
+// Every node's sums are the exact ones: 6 (s + 1) + 3 i / 4.
+void check_exact(const std::vector<std::vector<std::vector<float>>>& sums, int steps) {
+  for (int n = 0; n < kNodes; ++n) {
+    REQUIRE(sums[size_t(n)].size() == size_t(steps));
+    for (int s = 0; s < steps; ++s) {
+      INFO("node " << n + 1 << ", step " << s + 1);
+      const std::vector<float>& v = sums[size_t(n)][size_t(s)];
+      bool exact = true;
+      for (int64_t i = 0; i < kValues; ++i)
+        exact = exact && v[size_t(i)] == float(6 * (s + 1)) + 3.f * float(i) / 4.f;
+      CHECK(exact);
+    }
+  }
+}
+
+}  // namespace
+
+TEST_CASE("NCCL between nodes: every step's sum goes over it while it works on every node",
+          "[nccl_between_nodes]") {
+  FakeNccl nccl;
+  const auto sums = run_steps(nccl, 4, milliseconds(5000));
+  check_exact(sums, 4);
+  for (int n = 0; n < kNodes; ++n) CHECK(nccl.calls[n] == 4);
+}
+
+TEST_CASE("NCCL between nodes: one node's failed call sends every node to the mesh, then and "
+          "after", "[nccl_between_nodes]") {
+  // Node 2's third call fails after it left its values: nodes 1 and 3 finish theirs, yet every
+  // node sums the third step again over the mesh (from its own values, not NCCL's sum).
+  FakeNccl nccl(Failure{1, 2, true});
+  const auto sums = run_steps(nccl, 5, milliseconds(5000));
+  check_exact(sums, 5);
+  for (int n = 0; n < kNodes; ++n) CHECK(nccl.calls[n] == 3);
+}
+
+TEST_CASE("NCCL between nodes: a call that never completes is given up, and the step goes on "
+          "over the mesh", "[nccl_between_nodes]") {
+  FakeNccl nccl(Failure{2, 1, false});  // node 3's second call fails without leaving its values
+  const auto start = std::chrono::steady_clock::now();
+  const auto sums = run_steps(nccl, 3, milliseconds(2000));
+  check_exact(sums, 3);
+  for (int n = 0; n < kNodes; ++n) CHECK(nccl.calls[n] == 2);
+  // Nodes 1 and 2 waited half the deadline for node 3's part, no longer.
+  CHECK(std::chrono::steady_clock::now() - start < std::chrono::milliseconds(1900));
+}
+
+TEST_CASE("NCCL between nodes: a node that cannot form the communicator keeps every node on "
+          "the mesh", "[nccl_between_nodes]") {
+  FakeNccl nccl(Failure(), 2);
+  const auto sums = run_steps(nccl, 3, milliseconds(5000));
+  check_exact(sums, 3);
+  for (int n = 0; n < kNodes; ++n) CHECK(nccl.calls[n] == 0);
+}
+
+TEST_CASE("NCCL between nodes: leaving (a node admitted) and a lost member end the path by name",
+          "[nccl_between_nodes]") {
+  FakeNccl nccl;
+  std::vector<std::string> lines;
+  bool gone = false;
+  int opened = 0;
+  NodeCollectivePath::Exchange seam;
+  seam.same_on_every_node = [](const float*, int64_t, int64_t) { return true; };  // alone
+  seam.member_gone = [&] { return gone; };
+  seam.log = [&](const std::string& line) { lines.push_back(line); };
+  auto open = [&](const kernels::GiveUp&,
+                  std::string*) -> std::unique_ptr<kernels::NodeCollective> {
+    ++opened;
+    return std::make_unique<FakeNccl::Rank>(nccl, 0);
+  };
+  SECTION("leave") {
+    NodeCollectivePath path(open, {1, 2, 3}, 0, seam, milliseconds(1000));
+    path.leave("node-4 joined the job");
+    std::vector<float> v(4, 1.f);
+    CHECK_FALSE(path.sum(v.data(), 4, 7));
+    CHECK(v == std::vector<float>(4, 1.f));
+    CHECK_FALSE(path.on());
+    CHECK(opened == 0);
+    REQUIRE(lines.size() == 1);
+    CHECK(lines[0] ==
+          "the sums between nodes go over the mesh from here on: node-4 joined the job");
+  }
+  SECTION("a member lost before it formed") {
+    gone = true;
+    NodeCollectivePath path(open, {1, 2, 3}, 0, seam, milliseconds(1000));
+    std::vector<float> v(4, 1.f);
+    CHECK_FALSE(path.sum(v.data(), 4, 7));
+    CHECK(opened == 0);
+    REQUIRE(lines.size() == 1);
+    CHECK(lines[0].find("lost before NCCL's communicator formed") != std::string::npos);
+  }
+}
