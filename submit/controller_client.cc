@@ -8,6 +8,7 @@
 #include <optional>
 #include <stdexcept>
 
+#include "daemon/config/daemon_config.h"
 #include "submit/exit_codes.h"
 #include "transport/control/control_connection.h"
 #include "transport/security/client_credential.h"
@@ -48,21 +49,15 @@ struct Address {
 
 // "host[:port]" (7070 when left out).
 Address parse_address(const std::string& text, const std::string& given) {
-  Address out{text, 7070};
-  const size_t colon = text.rfind(':');
-  if (colon != std::string::npos) {
-    char* end = nullptr;
-    const long port = std::strtol(text.c_str() + colon + 1, &end, 10);
-    if (*end != '\0' || port < 1 || port > 65535 || colon == 0)
-      throw std::invalid_argument("--controller '" + given + "' is not host:port (or a list of "
-                                  "them)\n  fix: e.g. --controller 10.0.0.1:7070 or "
-                                  "--controller 10.0.0.1:7070,10.0.0.2:7070");
-    out = {text.substr(0, colon), static_cast<uint16_t>(port)};
-  }
-  if (out.host.empty())
+  if (text.empty())
     throw std::invalid_argument("--controller '" + given + "' names no host\n  fix: e.g. "
                                 "--controller 10.0.0.1:7070");
-  return out;
+  const std::optional<daemon::ControllerAddress> address = daemon::parse_host_port(text, 7070);
+  if (!address)
+    throw std::invalid_argument("--controller '" + given + "' is not host:port (or a list of "
+                                "them)\n  fix: e.g. --controller 10.0.0.1:7070 or "
+                                "--controller 10.0.0.1:7070,10.0.0.2:7070");
+  return {address->host, address->port};
 }
 
 // --controller A,B,C: standby controllers (docs/operations.md, "Standby controllers").

@@ -16,21 +16,11 @@ using core::SpecReader;
 // "host:port" (port required) at `at` (a scalar), for the key `key`.
 ControllerAddress host_port(const SpecReader& r, const YAML::Node& at, const std::string& key) {
   const std::string value = at.IsScalar() ? at.as<std::string>() : "";
-  const size_t colon = value.rfind(':');
-  int64_t p = -1;
-  if (colon != std::string::npos && colon > 0) {
-    try {
-      size_t used = 0;
-      p = std::stoll(value.substr(colon + 1), &used);
-      if (used != value.size() - colon - 1) p = -1;
-    } catch (...) {
-      p = -1;
-    }
-  }
-  if (p < 1 || p > 65535)
+  const std::optional<ControllerAddress> address = parse_host_port(value);
+  if (!address)
     r.fail(at, key, "'" + value + "' is not host:port",
            "write it like 10.0.0.1:7070 (the controller's control port)");
-  return {value.substr(0, colon), static_cast<uint16_t>(p)};
+  return *address;
 }
 
 // controller: HOST:PORT, or a list of them (standby controllers, tried in turn).
@@ -279,6 +269,21 @@ void parse_resources(const SpecReader& r, const YAML::Node& root, DaemonConfig& 
 }
 
 }  // namespace
+
+std::optional<ControllerAddress> parse_host_port(const std::string& text, int default_port) {
+  const size_t colon = text.rfind(':');
+  if (colon == std::string::npos) {
+    if (text.empty() || default_port < 1 || default_port > 65535) return std::nullopt;
+    return ControllerAddress{text, uint16_t(default_port)};
+  }
+  const std::string digits = text.substr(colon + 1);
+  if (colon == 0 || digits.empty() || digits.size() > 5 ||
+      digits.find_first_not_of("0123456789") != std::string::npos)
+    return std::nullopt;
+  const int port = std::stoi(digits);
+  if (port < 1 || port > 65535) return std::nullopt;
+  return ControllerAddress{text.substr(0, colon), uint16_t(port)};
+}
 
 int64_t DaemonConfig::job_memory_bytes() const {
   if (job_memory_mb > 0) return job_memory_mb << 20;

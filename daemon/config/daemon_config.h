@@ -22,6 +22,7 @@
 //   limits: {default: {running_jobs: 2, nodes: 8}, users: {alice: {running_jobs: 4}}}
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -50,6 +51,10 @@ struct ControllerAddress {
   uint16_t port = 7070;
   std::string text() const { return host + ":" + std::to_string(port); }
 };
+// "host:port": split at the last colon, the host not empty, the port digits only in 1-65535.
+// Without a colon, `default_port` when it is one (dtrain-submit's 7070), else nothing. Each
+// caller says what was wrong in its own words (dtraind.yaml's key, --controller, a leader hint).
+std::optional<ControllerAddress> parse_host_port(const std::string& text, int default_port = 0);
 
 // Controller: standby controllers that elect their leader through etcd (docs/operations.md,
 // "Standby controllers"); off (a single controller) without endpoints.

@@ -299,9 +299,7 @@ ControllerAddress NodeAgent::next_controller() {
   if (!config_.controllers.empty())
     at = config_.controllers[controller_at_ % config_.controllers.size()];
   if (!leader_hint_.empty()) {
-    const size_t colon = leader_hint_.rfind(':');
-    const int port = colon == std::string::npos ? 0 : std::atoi(leader_hint_.c_str() + colon + 1);
-    if (port > 0 && port < 65536) at = {leader_hint_.substr(0, colon), uint16_t(port)};
+    if (const std::optional<ControllerAddress> hint = parse_host_port(leader_hint_)) at = *hint;
     leader_hint_.clear();
   }
   return at;

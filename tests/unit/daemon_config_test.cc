@@ -134,6 +134,29 @@ TEST_CASE("controller: one address or a list of standby controllers", "[daemon]"
   CHECK(error_of("controller: [a:7070, b]\n").find("'b' is not host:port") != std::string::npos);
 }
 
+TEST_CASE("host:port, as dtraind.yaml, dtrain-submit and a standby's leader hint read it",
+          "[daemon]") {
+  auto parsed = [](const std::string& text, int default_port = 0) {
+    const auto a = dtrain::daemon::parse_host_port(text, default_port);
+    return a ? a->text() : std::string("none");
+  };
+  CHECK(parsed("10.0.0.1:7070") == "10.0.0.1:7070");
+  CHECK(parsed("[::1]:7071") == "[::1]:7071");  // the last colon splits
+  CHECK(parsed("ctl.example:1") == "ctl.example:1");
+  CHECK(parsed("ctl.example:65535") == "ctl.example:65535");
+  CHECK(parsed("ctl.example") == "none");
+  CHECK(parsed("ctl.example", 7070) == "ctl.example:7070");
+  CHECK(parsed("", 7070) == "none");
+  CHECK(parsed(":7070") == "none");
+  CHECK(parsed("h:") == "none");
+  CHECK(parsed("h:0") == "none");
+  CHECK(parsed("h:65536") == "none");
+  CHECK(parsed("h:+80") == "none");
+  CHECK(parsed("h:80x") == "none");
+  CHECK(parsed("h: 80") == "none");
+  CHECK(parsed("h:0000080") == "none");
+}
+
 TEST_CASE("controller_election: etcd endpoints, a lease, a prefix; controllers only",
           "[daemon]") {
   const auto c = parse_daemon_config(
