@@ -169,7 +169,7 @@ void GradientRounds::sum_bucket(size_t b) {
     if (p.has_more) sum[size + 1] += 1.f;
   }
   if (exchange_)
-    exchange_->sum_over_nodes(sum, step_sum_values(size), round_id_ + int64_t(b));
+    exchange_->sum_over_nodes(sum, step_sum_values(size), bucket_round_id(round_id_, int(b)));
 }
 
 // The ring thread sums each bucket once every worker has finished it, in bucket order; a

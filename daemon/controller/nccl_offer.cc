@@ -1,13 +1,13 @@
 #include "daemon/controller/nccl_offer.h"
 
-#include "core/spec/training_choices.h"
 
 namespace dtrain::daemon {
 
 bool wants_node_collective(const core::TrainingSpec& training,
                            const std::vector<JobMemberInfo>& members) {
-  if (training.mode != core::TrainingMode::kAllreduce && !core::mode_is_auto(training))
-    return false;
+  // Not mode auto: the id would be made for every GPU job that may choose otherwise, and each
+  // id made holds a listener of NCCL's in this process until its communicator forms.
+  if (training.mode != core::TrainingMode::kAllreduce) return false;
   int nodes = 0;
   for (const JobMemberInfo& m : members) {
     if (m.address.empty()) continue;  // a vacant slot of an elastic job

@@ -1,9 +1,10 @@
 #pragma once
 // Whether a training job's nodes sum over NCCL between them (docs/architecture/daemon.md, "NCCL
-// between nodes"), and the communicator's id in their start messages: under mode allreduce (or
-// auto, which may choose it), two nodes or more, every one training on GPUs. The id is made
-// here (NCCL's unique id: this process then serves its bootstrap), once for all the job's
-// start messages; when it cannot be, each message says why and the nodes sum over the mesh.
+// between nodes"), and the communicator's id in their start messages: under mode allreduce, two
+// nodes or more, every one training on GPUs (mode auto rehearses and weighs the mesh's ring, and
+// sums over it when it chooses allreduce). The id is made here (NCCL's unique id: this process
+// then serves its bootstrap until every rank has joined), once for all the job's start
+// messages; when it cannot be, each message says why and the nodes sum over the mesh.
 #include <cstdint>
 #include <functional>
 #include <string>

@@ -14,6 +14,10 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// The key the leader holds under its lease (docs/architecture/daemon.md, "Standby controllers"):
+// the election's, and the guard of every record the leader writes.
+std::string leader_key(const ControllerElection& e) { return e.prefix + "/controller/leader"; }
+
 std::vector<EtcdEndpoint> endpoints(const ControllerElection& e) {
   std::vector<EtcdEndpoint> out;
   for (const std::string& url : e.etcd) out.push_back(parse_etcd_endpoint(url));
@@ -40,7 +44,7 @@ ElectedController::ElectedController(const DaemonConfig& config, const std::stri
       self_(config.name + " " + address),
       election_etcd_(endpoints(config.election), etcd_timeout(config.election)),
       clients_digest_(std::move(clients_digest)),
-      election_(election_etcd_, ElectionConfig{config.election.prefix + "/controller/leader",
+      election_(election_etcd_, ElectionConfig{leader_key(config.election),
                                                self_, int(config.election.lease_s)}) {
   std::error_code ec;  // the stats store's folder (the records are in etcd)
   std::filesystem::create_directories(config.data_dir + "/controller", ec);
@@ -98,7 +102,7 @@ void ElectedController::begin_term() {
                                                etcd_timeout(config_.election));
   auto records = std::make_unique<EtcdJobRecords>(
       std::move(etcd), config_.election.prefix,
-      LeaderFence{acts, config_.election.prefix + "/controller/leader", lease});
+      LeaderFence{acts, leader_key(config_.election), lease});
   std::shared_ptr<Controller> term;
   const auto began = Clock::now();
   try {  // reads every record and adopts the running jobs (their records saved: fenced too)
@@ -161,7 +165,7 @@ void ElectedController::compare_clients(bool leads) {
   try {
     if (leads) {
       if (mine != published_ &&
-          election_etcd_.put_if_held(key, mine, config_.election.prefix + "/controller/leader",
+          election_etcd_.put_if_held(key, mine, leader_key(config_.election),
                                      election_.lease()))
         published_ = mine;
     } else {

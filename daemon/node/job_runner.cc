@@ -623,7 +623,7 @@ void JobRunner::use_nccl_between_nodes(MeshExchange& exchange) {
         }
         return kernels::open_node_collective(id, count, index, device, give_up, why);
       },
-      std::move(ranks), index);
+      std::move(ranks));
 }
 
 void JobRunner::resolve_auto_sync(TrainingInputs& in, MeshExchange& exchange,

@@ -88,10 +88,8 @@ class MeshExchange : public core::NodeExchange {
   // How the ring's parts travel (core/collective/ring_wire.h): before the first sum.
   void set_ring_wire(const core::RingWire& wire) { ring_->set_wire(wire); }
   // GPU nodes given an NCCL id: the sums go over NCCL while it works on every node
-  // (node_collective_path.h). `members`: its ranks' member ids; `index`: this node's rank.
-  // Before the first sum.
-  void use_node_collective(NodeCollectivePath::Open open, std::vector<uint32_t> members,
-                           int index);
+  // (node_collective_path.h). `members`: its ranks' member ids. Before the first sum.
+  void use_node_collective(NodeCollectivePath::Open open, std::vector<uint32_t> members);
 
   // This node is a restarted member rejoining the job; `lost`: the members lost now.
   void set_rejoining(const std::vector<uint32_t>& lost);

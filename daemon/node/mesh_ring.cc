@@ -61,11 +61,12 @@ std::vector<uint32_t> MeshExchange::live_members() {
 }
 
 void MeshExchange::use_node_collective(NodeCollectivePath::Open open,
-                                       std::vector<uint32_t> members, int index) {
+                                       std::vector<uint32_t> members) {
   const std::vector<uint32_t> ranks = members;
   NodeCollectivePath::Exchange seam;
-  seam.same_on_every_node = [this](const float* values, int64_t n, int64_t round) {
-    return same_on_every_node(values, n, round);
+  seam.vote = [this](float mine, int64_t round) {
+    ring_->sum(&mine, 1, round, [this] { return live_members(); }, epoch_deadline_);
+    return mine;
   };
   seam.member_gone = [this, ranks] {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -78,7 +79,7 @@ void MeshExchange::use_node_collective(NodeCollectivePath::Open open,
     spdlog::info("job {}: {}", job_id_text(job_id_), line);
   };
   node_collective_ = std::make_unique<NodeCollectivePath>(std::move(open), std::move(members),
-                                                          index, std::move(seam), epoch_deadline_);
+                                                          std::move(seam), epoch_deadline_);
 }
 
 void MeshExchange::sum_over_nodes(float* values, int64_t n, int64_t round) {

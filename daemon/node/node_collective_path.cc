@@ -2,20 +2,14 @@
 
 #include <cstring>
 
+#include "core/collective/round_ids.h"
+
 namespace dtrain::daemon {
 
-namespace {
-// The votes' round ids: each step's round (core::step_round_id's, increasing) gives two, the
-// forming vote before its sum's, and both above every earlier step's.
-int64_t forming_vote(int64_t round) { return 2 * round; }
-int64_t sum_vote(int64_t round) { return 2 * round + 1; }
-}  // namespace
-
-NodeCollectivePath::NodeCollectivePath(Open open, std::vector<uint32_t> members, int index,
+NodeCollectivePath::NodeCollectivePath(Open open, std::vector<uint32_t> members,
                                        Exchange exchange, std::chrono::milliseconds deadline)
     : open_(std::move(open)),
       members_(std::move(members)),
-      index_(index),
       exchange_(std::move(exchange)),
       deadline_(deadline) {}
 
@@ -26,21 +20,13 @@ void NodeCollectivePath::leave(const std::string& why) {
   if (leave_why_.empty()) leave_why_ = why;
 }
 
+// Half the barrier deadline: a node that gives up still votes before the others' ring round
+// gives up on it.
 kernels::GiveUp NodeCollectivePath::give_up_after(std::chrono::milliseconds wait) const {
   const auto until = std::chrono::steady_clock::now() + wait;
   return [this, until] {
     return exchange_.member_gone() || std::chrono::steady_clock::now() > until;
   };
-}
-
-// Every node's vote: one value, 1 where its call succeeded; where it failed, its rank in a
-// second value, so that no two failures look alike. Kept only when all are 1.
-bool NodeCollectivePath::vote(bool succeeded, int64_t vote_round) {
-  const float done[1] = {1.0f};
-  const float failed[2] = {0.0f, float(index_)};
-  const bool same = succeeded ? exchange_.same_on_every_node(done, 1, vote_round)
-                              : exchange_.same_on_every_node(failed, 2, vote_round);
-  return succeeded && same;
 }
 
 void NodeCollectivePath::turn_off(const std::string& why) {
@@ -50,46 +36,51 @@ void NodeCollectivePath::turn_off(const std::string& why) {
   exchange_.log("the sums between nodes go over the mesh from here on: " + why);
 }
 
-bool NodeCollectivePath::form(int64_t round) {
+std::string NodeCollectivePath::leaving() {
+  std::lock_guard<std::mutex> lock(leave_mutex_);
+  return leave_why_;
+}
+
+bool NodeCollectivePath::form() {
   formed_ = true;
-  std::string why;
-  // Half the deadline: a node that gives up still votes before the others' vote gives up on it.
-  if (!exchange_.member_gone()) collective_ = open_(give_up_after(deadline_ / 2), &why);
-  else why = "a node of the job was lost before NCCL's communicator formed";
-  const bool everywhere = vote(collective_ != nullptr, forming_vote(round));
-  if (everywhere) {
+  std::string why = leaving();
+  if (why.empty() && exchange_.member_gone())
+    why = "NCCL's communicator did not form here: a node of the job was lost before it did";
+  if (why.empty()) {
+    collective_ = open_(give_up_after(deadline_ / 2), &why);
+    if (!collective_) why = "NCCL's communicator did not form here: " + why;
+  }
+  const float failed = exchange_.vote(collective_ ? 0.f : 1.f, core::kFormingVoteRound);
+  if (failed == 0.f) {
     exchange_.log("the sums between nodes go over " + collective_->name());
     return true;
   }
   turn_off(collective_ ? "NCCL's communicator did not form on every node (their logs say why)"
-                       : "NCCL's communicator did not form here: " + why);
+                       : why);
   return false;
+}
+
+std::string NodeCollectivePath::call(float* values, int64_t n) {
+  if (std::string why = leaving(); !why.empty()) return why;
+  if (exchange_.member_gone()) return "a node of NCCL's communicator is lost";
+  try {
+    collective_->all_reduce_sum(values, n, give_up_after(deadline_ / 2));
+    return "";
+  } catch (const std::exception& e) {
+    return std::string("this node's NCCL all-reduce failed: ") + e.what();
+  }
 }
 
 bool NodeCollectivePath::sum(float* values, int64_t n, int64_t round) {
   if (off_) return false;
-  {
-    std::lock_guard<std::mutex> lock(leave_mutex_);
-    if (!leave_why_.empty()) {
-      turn_off(leave_why_);
-      return false;
-    }
-  }
-  if (!formed_ && !form(round)) return false;
+  if (!formed_ && !form()) return false;
   kept_.assign(values, values + n);
-  std::string why;
-  bool succeeded = false;
-  try {
-    if (exchange_.member_gone()) throw std::runtime_error("a node of NCCL's communicator is lost");
-    collective_->all_reduce_sum(values, n, give_up_after(deadline_ / 2));
-    succeeded = true;
-  } catch (const std::exception& e) {
-    why = e.what();
-  }
-  if (vote(succeeded, sum_vote(round))) return true;
+  const std::string why = call(values, n);
+  const float failed = exchange_.vote(why.empty() ? 0.f : 1.f, core::vote_round_id(round));
+  if (failed == 0.f) return true;
   std::memcpy(values, kept_.data(), sizeof(float) * size_t(n));
-  turn_off(succeeded ? "another node's NCCL all-reduce failed (its log says why)"
-                     : "this node's NCCL all-reduce failed: " + why);
+  turn_off(why.empty() ? "another node's NCCL all-reduce failed, or it left (its log says why)"
+                       : why);
   return false;
 }
 

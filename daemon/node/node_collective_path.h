@@ -5,12 +5,14 @@
 //
 // NCCL says nothing to one rank of another's failure, and one rank can finish an all-reduce that
 // another gives up on (a node lost mid-call), so no node keeps a sum on its own word: after each
-// call every node votes over the mesh (a digest round: "done" or "failed here") and keeps the
-// sum only when every live node's call succeeded. Otherwise every node sums the same values
-// again over the mesh's ring (the caller's fallback) and leaves NCCL for the rest of the job:
-// the replicas stay the same bits either way, and a lost node is counted on every survivor or
-// on none. Forming the communicator ends with the same vote; a node admitted into the job later
-// (a communicator cannot take it in) ends it on every node at the same epoch end.
+// call every node votes, 0 for done and 1 for failed, and the votes are summed by the mesh's
+// ring (core/collective/ring_rounds.h), which gives every survivor the same sum even when a
+// node is lost during it. A sum is kept only when the votes' sum is 0; otherwise every node sums
+// the same values again over the ring (the caller's fallback) and leaves NCCL for the rest of
+// the job: the replicas stay the same bits either way, and a lost node is counted on every
+// survivor or on none. Forming the communicator ends with the same kind of vote. A node that is
+// to leave (one admitted into the job: a communicator cannot take it in) votes 1 at its next
+// sum without calling NCCL, so every node leaves together even if they disagree on when.
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -31,38 +33,40 @@ class NodeCollectivePath {
                                                                       std::string* why)>;
   // What it needs of the exchange.
   struct Exchange {
-    // NodeExchange::same_on_every_node: the vote.
-    std::function<bool(const float*, int64_t, int64_t round)> same_on_every_node;
+    // The sum of one value over the live nodes for ring round `round`, the same on each.
+    std::function<float(float mine, int64_t round)> vote;
     // Whether one of the communicator's members is lost, or the job cancelled: a call waiting on
     // it is given up.
     std::function<bool()> member_gone;
     std::function<void(const std::string&)> log;
   };
   // `members`: the communicator's ranks' member ids, in rank order (the job's nodes when it
-  // started); `index`: this node's rank; `deadline`: the most one call may wait.
-  NodeCollectivePath(Open open, std::vector<uint32_t> members, int index, Exchange exchange,
+  // started); `deadline`: the most one call may wait.
+  NodeCollectivePath(Open open, std::vector<uint32_t> members, Exchange exchange,
                      std::chrono::milliseconds deadline);
   ~NodeCollectivePath();
 
-  // Step `round`'s sum (values: n floats, this node's) over NCCL: true with the sum in
-  // `values`; false with `values` as given, for the caller to sum over the mesh (the path is
-  // then off, on every node alike). Every node calls it for the same rounds, in order.
+  // The sum of `round` (a bucket's ring round; values: n floats, this node's) over NCCL: true
+  // with the sum in `values`; false with `values` as given, for the caller to sum over the mesh
+  // (the path is then off, on every node alike). Every node calls it for the same rounds, in
+  // order.
   bool sum(float* values, int64_t n, int64_t round);
   // The ranks an NCCL sum counted: the communicator's members.
   const std::vector<uint32_t>& members() const { return members_; }
-  // Ends the path at the next sum on this node (every node calls it at the same epoch end).
+  // Ends the path at the next sum (every node calls it at the same epoch end).
   void leave(const std::string& why);
   bool on() const { return !off_; }
 
  private:
-  bool form(int64_t round);
-  bool vote(bool succeeded, int64_t vote_round);
+  bool form();
+  std::string leaving();  // leave()'s why, or ""
+  // Calls NCCL unless this node is to leave; "" when it summed, else why not.
+  std::string call(float* values, int64_t n);
   void turn_off(const std::string& why);
   kernels::GiveUp give_up_after(std::chrono::milliseconds wait) const;
 
   Open open_;
   const std::vector<uint32_t> members_;
-  const int index_;
   Exchange exchange_;
   const std::chrono::milliseconds deadline_;
   std::unique_ptr<kernels::NodeCollective> collective_;

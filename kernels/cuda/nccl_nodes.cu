@@ -5,6 +5,7 @@
 // host memory (core/train/gradient_rounds.h), and the mean goes back there.
 #include <nccl.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <thread>
 
@@ -24,12 +25,14 @@ class NcclNodes final : public NodeCollective {
  public:
   NcclNodes(const NcclApi& api, ncclComm_t comm, cudaStream_t stream, int device, int ranks)
       : api_(api), comm_(comm), stream_(stream), device_(device), ranks_(ranks) {}
+  // Aborted, never destroyed: ncclCommDestroy waits for the peers' outstanding work, and a node
+  // leaves the communicator when some peer failed or is gone.
   ~NcclNodes() override {
     DeviceGuard on(device_);
-    if (!aborted_) cudaStreamSynchronize(stream_);
+    abort();
+    cudaStreamSynchronize(stream_);  // its kernels stopped with the abort
     if (buffer_) cudaFree(buffer_);
     cudaStreamDestroy(stream_);
-    if (comm_) api_.comm_destroy(comm_);
   }
   NcclNodes(const NcclNodes&) = delete;
   NcclNodes& operator=(const NcclNodes&) = delete;
@@ -57,9 +60,10 @@ class NcclNodes final : public NodeCollective {
         api_.comm_async_error(comm_, &issued);
       }
       if (issued != ncclSuccess) throw CudaError(failed(api_, issued, "ncclAllReduce"));
-      DTRAIN_CUDA_CALL(
-          cudaMemcpyAsync(values, buffer_, bytes, cudaMemcpyDeviceToHost, stream_));
+      // Waited for before the copy back: a copy into pageable memory returns only once done,
+      // and behind a kernel whose peer died it would never return (nothing polled meanwhile).
       wait_for_stream(give_up);
+      DTRAIN_CUDA_CALL(cudaMemcpy(values, buffer_, bytes, cudaMemcpyDeviceToHost));
     } catch (...) {
       abort();
       throw;
@@ -177,6 +181,11 @@ std::unique_ptr<NodeCollective> open_node_collective(const std::vector<uint8_t>&
     return fail(cuda::nccl_version_text(api->version) +
                 " cannot form a communicator that can be given up (ncclCommInitRankConfig): "
                 "update to NCCL 2.14 or later");
+  // It would override blocking = 0, and a wait for a lost node could not be given up.
+  const char* blocking = std::getenv("NCCL_COMM_BLOCKING");
+  if (blocking && std::string(blocking) == "1")
+    return fail("NCCL_COMM_BLOCKING=1 in dtraind's environment makes NCCL's calls wait without "
+                "a deadline: unset it");
   cuda::DeviceGuard on(device);
   cudaStream_t stream = nullptr;
   if (cudaSetDevice(device) != cudaSuccess ||

@@ -84,6 +84,15 @@ TEST_CASE("round ids: epoch, step and bucket, after every rehearsal round") {
   CHECK(core::step_round_id(1, 0, 0) > core::step_round_id(0, 0xffffffffLL, 0));
   CHECK(core::describe_round(id) == "epoch 4, step 70001, bucket 6");
   CHECK(core::describe_round(2) == "rehearsal step 3");
+  // Each bucket's sum has its NCCL vote just before it, after the bucket before it.
+  const int64_t step = core::step_round_id(0, 9);
+  CHECK(core::bucket_round_id(step, 5) == core::step_round_id(0, 9, 5));
+  CHECK(core::vote_round_id(core::bucket_round_id(step, 5)) > core::bucket_round_id(step, 4));
+  CHECK(core::bucket_of_round_id(core::vote_round_id(core::step_round_id(0, 9, 5))) == 5);
+  CHECK(core::describe_round(core::vote_round_id(id)) == "the NCCL vote of epoch 4, step 70001, "
+                                                         "bucket 6");
+  CHECK(core::kFormingVoteRound < core::vote_round_id(core::step_round_id(0, 0, 0)));
+  CHECK(core::kFormingVoteRound > 10000);  // above every rehearsal step
 }
 
 core::JobSpec job_in(const std::string& dir, int64_t batch) {
@@ -244,7 +253,7 @@ TwoNodes two_nodes_step(bool overlap, int64_t fail_bucket = -1) {
   REQUIRE(buckets.size() == 3);
   const int64_t round = core::step_round_id(0, 0);
   Meeting meeting(kNodes);
-  if (fail_bucket >= 0) meeting.fail_round_ = round + fail_bucket;
+  if (fail_bucket >= 0) meeting.fail_round_ = core::bucket_round_id(round, int(fail_bucket));
   constexpr int kAll = kNodes * kWorkersPerNode;
   TwoNodes out;
   out.means.resize(kNodes);
@@ -309,7 +318,8 @@ TEST_CASE("a bucket goes over the nodes while the layers before it are computed"
   }
   const int64_t round = core::step_round_id(0, 0);
   for (int node = 0; node < kNodes; ++node)
-    CHECK(r.calls[size_t(node)] == std::vector<int64_t>{round, round + 1, round + 2});
+    CHECK(r.calls[size_t(node)] == std::vector<int64_t>{round, core::bucket_round_id(round, 1),
+                                                        core::bucket_round_id(round, 2)});
   // The same bits on both nodes, the mean of the four workers' gradients.
   REQUIRE(r.means[0].size() == r.reference.size());
   CHECK(std::memcmp(r.means[0].data(), r.means[1].data(), r.means[0].size() * 4) == 0);

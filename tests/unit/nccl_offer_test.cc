@@ -37,11 +37,11 @@ std::vector<StartMessage> starts(const std::vector<JobMemberInfo>& members) {
 
 }  // namespace
 
-TEST_CASE("an NCCL id is wanted for allreduce (or auto) on two GPU nodes or more") {
+TEST_CASE("an NCCL id is wanted for allreduce on two GPU nodes or more") {
   using core::TrainingMode;
   const std::vector<JobMemberInfo> gpus = {member(1, true), member(2, true)};
   CHECK(wants_node_collective(training(TrainingMode::kAllreduce), gpus));
-  CHECK(wants_node_collective(training(TrainingMode::kAuto), gpus));
+  CHECK_FALSE(wants_node_collective(training(TrainingMode::kAuto), gpus));  // weighs the ring
   CHECK_FALSE(wants_node_collective(training(TrainingMode::kGradientSharing), gpus));
   CHECK_FALSE(wants_node_collective(training(TrainingMode::kParameterAveraging), gpus));
   CHECK_FALSE(wants_node_collective(training(TrainingMode::kAllreduce), {member(1, true)}));
