@@ -487,6 +487,7 @@ void MeshExchange::admit(int64_t epoch, std::vector<uint32_t> joiners) {
     set_lost(id, false);
     joining_.erase(id);
     admitted_now_.push_back(id);
+    admitted_since_start_.insert(id);
     if (readmitted_.insert(id).second) mesh_->add_member(id);
     spdlog::info("job {}: {} is admitted back from epoch {}", job_id_text(job_id_), name_of(id),
                  epoch + 2);

@@ -237,6 +237,7 @@ class MeshExchange : public core::NodeExchange {
   bool rejoining_ = false;
   std::optional<Snapshot> snapshot_;
   std::set<uint32_t> joining_, readmitted_;  // known restarted members; those back in the mesh
+  std::set<uint32_t> admitted_since_start_;  // never in an NCCL communicator formed at the start
   std::vector<uint32_t> admitted_now_;       // admitted at the last barrier: send a snapshot
   int64_t epochs_ = 0;
   std::map<uint32_t, std::map<int64_t, uint64_t>> received_;  // updates per node and epoch

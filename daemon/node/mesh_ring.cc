@@ -64,8 +64,17 @@ void MeshExchange::use_node_collective(NodeCollectivePath::Open open,
                                        std::vector<uint32_t> members) {
   const std::vector<uint32_t> ranks = members;
   NodeCollectivePath::Exchange seam;
-  seam.vote = [this](float mine, int64_t round) {
-    ring_->sum(&mine, 1, round, [this] { return live_members(); }, epoch_deadline_);
+  // The vote's ring: the communicator's members that are live, none admitted since it formed
+  // (a joiner never votes: it sums over the ring from its first step).
+  seam.vote = [this, ranks](float mine, int64_t round) {
+    auto voters = [this, ranks] {
+      std::vector<uint32_t> out;
+      std::lock_guard<std::mutex> lock(mutex_);
+      for (uint32_t id : ranks)
+        if (!lost_.count(id) && !admitted_since_start_.count(id)) out.push_back(id);
+      return out;
+    };
+    ring_->sum(&mine, 1, round, voters, epoch_deadline_);
     return mine;
   };
   seam.member_gone = [this, ranks] {

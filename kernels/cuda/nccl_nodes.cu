@@ -63,7 +63,9 @@ class NcclNodes final : public NodeCollective {
       // Waited for before the copy back: a copy into pageable memory returns only once done,
       // and behind a kernel whose peer died it would never return (nothing polled meanwhile).
       wait_for_stream(give_up);
-      DTRAIN_CUDA_CALL(cudaMemcpy(values, buffer_, bytes, cudaMemcpyDeviceToHost));
+      DTRAIN_CUDA_CALL(
+          cudaMemcpyAsync(values, buffer_, bytes, cudaMemcpyDeviceToHost, stream_));
+      DTRAIN_CUDA_CALL(cudaStreamSynchronize(stream_));  // not the legacy default stream
     } catch (...) {
       abort();
       throw;
@@ -183,7 +185,7 @@ std::unique_ptr<NodeCollective> open_node_collective(const std::vector<uint8_t>&
                 "update to NCCL 2.14 or later");
   // It would override blocking = 0, and a wait for a lost node could not be given up.
   const char* blocking = std::getenv("NCCL_COMM_BLOCKING");
-  if (blocking && std::string(blocking) == "1")
+  if (blocking && std::strtol(blocking, nullptr, 10) == 1)
     return fail("NCCL_COMM_BLOCKING=1 in dtraind's environment makes NCCL's calls wait without "
                 "a deadline: unset it");
   cuda::DeviceGuard on(device);

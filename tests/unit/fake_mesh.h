@@ -2,6 +2,7 @@
 // Several nodes' MeshExchanges in one process over a fake mesh (daemon/node/mesh_port.h),
 // connected directly, each driven from its own thread as the daemon's job runners would: the
 // mesh exchange's tests and those of what rides on it (NCCL between nodes).
+#include <future>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -114,6 +115,24 @@ inline std::vector<std::unique_ptr<MeshExchange>> three_nodes(FakeMesh& mesh) {
     mesh.join(id, *ex.back());
   }
   return ex;
+}
+
+// Epoch 1's takeover barrier on the live nodes `a` and `b`, which admits newcomer `c` (it took a
+// vacant slot: on_join), then node-1 (`a`) sends it the replica; returns the epoch `c` resumes
+// at (-1: it did not). `params`: the model's size.
+inline int64_t admit_at_first_epoch_end(MeshExchange& a, MeshExchange& b, MeshExchange& c,
+                                        int64_t params) {
+  auto take_b = std::async(std::launch::async, [&] { b.end_takeover(0, {}); });
+  a.end_takeover(0, {});
+  take_b.get();
+  auto resumed = std::async(std::launch::async, [&] {
+    core::NodeExchange::Resume r;
+    return c.resume(r) ? r.next_epoch : -1;
+  });
+  std::vector<float> replica(size_t(params), 0.25f);
+  b.epoch_applied(0, replica.data(), params, nullptr, 0, 0.5f, {});
+  a.epoch_applied(0, replica.data(), params, nullptr, 0, 0.5f, {});
+  return resumed.get();
 }
 
 }  // namespace dtrain::testing

@@ -92,7 +92,8 @@ TEST_CASE("round ids: epoch, step and bucket, after every rehearsal round") {
   CHECK(core::describe_round(core::vote_round_id(id)) == "the NCCL vote of epoch 4, step 70001, "
                                                          "bucket 6");
   CHECK(core::kFormingVoteRound < core::vote_round_id(core::step_round_id(0, 0, 0)));
-  CHECK(core::kFormingVoteRound > 10000);  // above every rehearsal step
+  // Above every rehearsal step: their ids are the steps' int32 indexes (rehearse_ring's).
+  CHECK(core::kFormingVoteRound > int64_t(std::numeric_limits<int32_t>::max()));
 }
 
 core::JobSpec job_in(const std::string& dir, int64_t batch) {

@@ -300,17 +300,7 @@ TEST_CASE("a vacant slot's shard is taken over until a node joins it, then it is
   job.newcomer_arrives();
   for (MeshExchange* ex : {&a, &b}) ex->on_join(slot, 3, "node-3", {3, "127.0.0.1", 9, 0});
   CHECK(mesh.added == std::vector<uint32_t>{3, 3});
-  auto take_b = std::async(std::launch::async, [&] { b.end_takeover(0, {}); });
-  a.end_takeover(0, {});
-  take_b.get();
-  auto resumed = std::async(std::launch::async, [&] {
-    core::NodeExchange::Resume r;
-    return c.resume(r) ? r.next_epoch : -1;
-  });
-  std::vector<float> params(kParams, 0.25f), state;
-  b.epoch_applied(0, params.data(), kParams, nullptr, 0, 0.5f, {});
-  a.epoch_applied(0, params.data(), kParams, nullptr, 0, 0.5f, {});  // node-1 sends the snapshot
-  CHECK(resumed.get() == 1);
+  CHECK(admit_at_first_epoch_end(a, b, c, kParams) == 1);  // node-1 sends the snapshot
   // Epoch 2: nobody takes the slot's shard over, and the live nodes wait for node-3.
   auto end_a = std::async(std::launch::async, [&] { return a.end_epoch(1, 0.5, 1); });
   end_b = std::async(std::launch::async, [&] { return b.end_epoch(1, 0.5, 1); });

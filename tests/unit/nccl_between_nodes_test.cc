@@ -11,10 +11,14 @@
 #include <atomic>
 #include <condition_variable>
 #include <functional>
+#include <future>
+#include <tuple>
 #include <map>
 #include <thread>
 
 #include "core/collective/round_ids.h"
+#include "core/train/message_bus.h"
+#include "daemon/protocol/control_messages.h"
 #include "daemon/node/node_collective_path.h"
 #include "tests/unit/fake_mesh.h"
 
@@ -41,8 +45,8 @@ struct Failure {
 
 class FakeNccl {
  public:
-  explicit FakeNccl(Failure failure = Failure(), int refusing_rank = -1)
-      : failure_(failure), refusing_rank_(refusing_rank) {}
+  explicit FakeNccl(Failure failure = Failure(), int refusing_rank = -1, int ranks = kNodes)
+      : failure_(failure), refusing_rank_(refusing_rank), ranks_(ranks) {}
 
   class Rank : public kernels::NodeCollective {
    public:
@@ -73,6 +77,7 @@ class FakeNccl {
   std::atomic<int> calls[kNodes] = {0, 0, 0};
   std::atomic<int> gave_up[kNodes] = {0, 0, 0};  // calls given up while waiting for a rank
   std::function<void(int rank)> on_death;         // a dying rank's
+  int dying_rank() const { return failure_.dies ? failure_.rank : -1; }
 
  private:
   void sum(int rank, int call, float* values, int64_t n, const kernels::GiveUp& give_up) {
@@ -86,9 +91,9 @@ class FakeNccl {
       if (failure_.dies && on_death) on_death(rank);
       throw std::runtime_error("fake NCCL: the link to rank 0 went down");
     }
-    while (left_[call].size() < size_t(kNodes)) {
+    while (left_[call].size() < size_t(ranks_)) {
       changed_.wait_for(lock, std::chrono::milliseconds(10));
-      if (left_[call].size() < size_t(kNodes) && give_up()) {
+      if (left_[call].size() < size_t(ranks_) && give_up()) {
         ++gave_up[rank];
         throw std::runtime_error("given up");
       }
@@ -101,7 +106,7 @@ class FakeNccl {
   }
 
   const Failure failure_;
-  const int refusing_rank_;
+  const int refusing_rank_, ranks_;
   std::mutex mutex_;
   std::condition_variable changed_;
   std::map<int, std::map<int, std::vector<float>>> left_;
@@ -124,14 +129,20 @@ std::vector<std::vector<std::vector<float>>> run_steps(FakeNccl& nccl, int steps
     ex.back()->expect_sums_of(kValues);
     ex.back()->use_node_collective(nccl.opener(int(id - 1)), {1, 2, 3});
   }
-  // A dying node's process is gone: the mesh loses it, and the others declare it lost.
+  // A dying node's process is gone: the mesh loses it at once, and the others declare it lost
+  // a while later (their peer timeout), while they wait in NCCL or in the vote.
+  std::vector<std::thread> losses;
   nccl.on_death = [&](int rank) {
     const uint32_t id = uint32_t(rank + 1);
     mesh.cut(id);
-    for (uint32_t other = 1; other <= kNodes; ++other)
-      if (other != id) ex[other - 1]->on_loss(id);
+    losses.emplace_back([&ex, id] {
+      std::this_thread::sleep_for(milliseconds(300));
+      for (uint32_t other = 1; other <= kNodes; ++other)
+        if (other != id) ex[other - 1]->on_loss(id);
+    });
   };
   std::vector<std::vector<std::vector<float>>> sums(kNodes);
+  std::vector<std::string> errors(kNodes);
   std::vector<std::thread> nodes;
   for (int n = 0; n < kNodes; ++n)
     nodes.emplace_back([&, n] {
@@ -142,11 +153,16 @@ std::vector<std::vector<std::vector<float>>> run_steps(FakeNccl& nccl, int steps
           ex[size_t(n)]->sum_over_nodes(v.data(), kValues, core::step_round_id(0, s));
           sums[size_t(n)].push_back(v);
         }
-      } catch (const std::exception& e) {  // a node that died: its ring waits end so
-        INFO("node " << n + 1 << ": " << e.what());
+      } catch (const std::exception& e) {  // a node that died: its ring's wait ends so
+        errors[size_t(n)] = e.what();
       }
     });
   for (std::thread& t : nodes) t.join();
+  for (std::thread& t : losses) t.join();
+  for (int n = 0; n < kNodes; ++n) {  // only a node that died may have failed
+    INFO("node " << n + 1 << ": " << errors[size_t(n)]);
+    CHECK((errors[size_t(n)].empty() || (nccl.dying_rank() == n)));
+  }
   return sums;
 }
 
@@ -195,7 +211,7 @@ TEST_CASE("NCCL between nodes: one node's failed call sends every node to the me
 TEST_CASE("NCCL between nodes: a call that never completes is given up, and the step goes on "
           "over the mesh", "[nccl_between_nodes]") {
   FakeNccl nccl(Failure{2, 1, false});  // node 3's second call fails without leaving its values
-  const auto sums = run_steps(nccl, 3, milliseconds(2000));
+  const auto sums = run_steps(nccl, 3, milliseconds(6000));
   check_sums(sums, 3, 1);
   for (int n = 0; n < kNodes; ++n) CHECK(nccl.calls[n] == 2);
   CHECK(nccl.gave_up[0] == 1);  // nodes 1 and 2 gave up waiting for node 3's part
@@ -207,7 +223,7 @@ TEST_CASE("NCCL between nodes: a node lost during a call: the survivors sum that
   // Node 3 dies in its second call before leaving its values: nodes 1 and 2 give up once it is
   // declared lost, vote, and sum the step over the ring of the two of them.
   FakeNccl nccl(Failure{2, 1, false, true});
-  const auto sums = run_steps(nccl, 4, milliseconds(3000));
+  const auto sums = run_steps(nccl, 4, milliseconds(6000));
   check_sums(sums, 4, 1, {0, 1}, [](int step) {
     return step == 0 ? std::vector<int>{0, 1, 2} : std::vector<int>{0, 1};
   });
@@ -215,6 +231,17 @@ TEST_CASE("NCCL between nodes: a node lost during a call: the survivors sum that
     CHECK(nccl.calls[n] >= 1);
     CHECK(nccl.calls[n] <= 2);
   }
+}
+
+TEST_CASE("NCCL between nodes: a node lost after its part: the survivors keep NCCL's sum, which "
+          "counts it, then go on over the ring", "[nccl_between_nodes]") {
+  // Node 3 leaves its values in its second call and dies: nodes 1 and 2 finish that call, and
+  // vote with node 3 still in the vote's view until it is declared lost; both keep the sum.
+  FakeNccl nccl(Failure{2, 1, true, true});
+  const auto sums = run_steps(nccl, 4, milliseconds(6000));
+  check_sums(sums, 4, 2, {0, 1}, [](int step) {
+    return step < 2 ? std::vector<int>{0, 1, 2} : std::vector<int>{0, 1};
+  });
 }
 
 TEST_CASE("NCCL between nodes: a node that cannot form the communicator keeps every node on "
@@ -261,4 +288,60 @@ TEST_CASE("NCCL between nodes: leaving (a node admitted) and a lost member end t
     REQUIRE(lines.size() == 1);
     CHECK(lines[0].find("a node of the job was lost before it did") != std::string::npos);
   }
+}
+
+TEST_CASE("NCCL between nodes: a node admitted into the job sends every node to the ring, the "
+          "newcomer with them", "[nccl_between_nodes]") {
+  // node-1 and node-2 sum over NCCL; node-3 takes the job's vacant slot and is admitted at the
+  // end of epoch 1. At the next step the two vote among themselves (the newcomer never was in
+  // the communicator) to leave it, and all three sum over the ring.
+  const uint32_t slot = daemon::kFirstSlotId;
+  std::vector<JobMember> with_slot = members(2), with_newcomer = members(3);
+  with_slot.push_back({slot, "slot-1", 1});
+  FakeMesh mesh;
+  FakeNccl nccl(Failure(), -1, 2);
+  MeshExchange a(1, 1, with_slot, milliseconds(5000)), b(1, 2, with_slot, milliseconds(5000));
+  MeshExchange c(1, 3, with_newcomer, milliseconds(5000));
+  core::MessageBus bus_a(1), bus_b(1), bus_c(1);
+  int rank = 0;
+  for (auto [id, ex, bus] : {std::tuple{1u, &a, &bus_a}, {2u, &b, &bus_b}}) {
+    mesh.join(id, *ex);
+    ex->set_epochs(5);
+    ex->set_vacant({slot});
+    ex->attach(*bus, 64);
+    ex->expect_sums_of(kValues);
+    ex->use_node_collective(nccl.opener(rank++), {1, 2});
+  }
+  auto step = [&](std::vector<MeshExchange*> nodes, int64_t epoch) {
+    std::vector<std::vector<float>> out(nodes.size(), std::vector<float>(kValues));
+    std::vector<std::thread> threads;
+    for (size_t n = 0; n < nodes.size(); ++n)
+      threads.emplace_back([&, n] {
+        for (int64_t i = 0; i < kValues; ++i) out[n][size_t(i)] = value(int(n), 0, i);
+        nodes[n]->sum_over_nodes(out[n].data(), kValues, core::step_round_id(epoch, 0));
+      });
+    for (std::thread& t : threads) t.join();
+    return out;
+  };
+  const auto first = step({&a, &b}, 0);
+  CHECK(first[0] == first[1]);
+  CHECK(first[0][4] == value(0, 0, 4) + value(1, 0, 4) + kNcclMark);  // NCCL's
+  // The epoch end: node-3 takes the slot, both admit it, node-1 sends it the replica.
+  auto end_b = std::async(std::launch::async, [&] { return b.end_epoch(0, 0.5, 1); });
+  a.end_epoch(0, 0.5, 1);
+  end_b.get();
+  mesh.join(3, c);
+  c.set_epochs(5);
+  c.set_rejoining({});
+  c.attach(bus_c, 64);
+  c.expect_sums_of(kValues);
+  for (MeshExchange* ex : {&a, &b}) ex->on_join(slot, 3, "node-3", {3, "127.0.0.1", 9, 0});
+  REQUIRE(admit_at_first_epoch_end(a, b, c, 64) == 1);
+  const auto second = step({&a, &b, &c}, 1);
+  CHECK(second[0] == second[1]);
+  CHECK(second[0] == second[2]);
+  CHECK(second[0][4] == value(0, 0, 4) + value(1, 0, 4) + value(2, 0, 4));  // the ring's
+  CHECK(nccl.calls[0] == 1);
+  CHECK(nccl.calls[1] == 1);
+  for (MeshExchange* ex : {&a, &b, &c}) ex->detach();
 }
