@@ -87,6 +87,10 @@ class FakeNccl {
       left_[call][rank] = std::vector<float>(values, values + n);
     changed_.notify_all();
     if (fails) {
+      // Dying after its part: only once the others have left theirs, so that they finish.
+      if (failure_.dies && failure_.leaves_values)
+        changed_.wait_for(lock, std::chrono::seconds(10),
+                          [&] { return left_[call].size() >= size_t(ranks_); });
       lock.unlock();
       if (failure_.dies && on_death) on_death(rank);
       throw std::runtime_error("fake NCCL: the link to rank 0 went down");
@@ -164,6 +168,29 @@ std::vector<std::vector<std::vector<float>>> run_steps(FakeNccl& nccl, int steps
     CHECK((errors[size_t(n)].empty() || (nccl.dying_rank() == n)));
   }
   return sums;
+}
+
+// One step's sum on each of `nodes` at once (node n's values value(n, 0, i)), each on a thread
+// of its own: each node's sums, or what it threw.
+struct StepSums {
+  std::vector<std::vector<float>> sums;
+  std::vector<std::string> errors;
+};
+StepSums step_on(const std::vector<MeshExchange*>& nodes, int64_t epoch) {
+  StepSums out{std::vector<std::vector<float>>(nodes.size(), std::vector<float>(kValues)),
+               std::vector<std::string>(nodes.size())};
+  std::vector<std::thread> threads;
+  for (size_t n = 0; n < nodes.size(); ++n)
+    threads.emplace_back([&, n] {
+      for (int64_t i = 0; i < kValues; ++i) out.sums[n][size_t(i)] = value(int(n), 0, i);
+      try {
+        nodes[n]->sum_over_nodes(out.sums[n].data(), kValues, core::step_round_id(epoch, 0));
+      } catch (const std::exception& e) {
+        out.errors[n] = e.what();
+      }
+    });
+  for (std::thread& t : threads) t.join();
+  return out;
 }
 
 // Every node of `nodes` has `steps` sums, each the exact sum over `summed` nodes' values, plus
@@ -312,20 +339,10 @@ TEST_CASE("NCCL between nodes: a node admitted into the job sends every node to 
     ex->expect_sums_of(kValues);
     ex->use_node_collective(nccl.opener(rank++), {1, 2});
   }
-  auto step = [&](std::vector<MeshExchange*> nodes, int64_t epoch) {
-    std::vector<std::vector<float>> out(nodes.size(), std::vector<float>(kValues));
-    std::vector<std::thread> threads;
-    for (size_t n = 0; n < nodes.size(); ++n)
-      threads.emplace_back([&, n] {
-        for (int64_t i = 0; i < kValues; ++i) out[n][size_t(i)] = value(int(n), 0, i);
-        nodes[n]->sum_over_nodes(out[n].data(), kValues, core::step_round_id(epoch, 0));
-      });
-    for (std::thread& t : threads) t.join();
-    return out;
-  };
-  const auto first = step({&a, &b}, 0);
-  CHECK(first[0] == first[1]);
-  CHECK(first[0][4] == value(0, 0, 4) + value(1, 0, 4) + kNcclMark);  // NCCL's
+  const StepSums first = step_on({&a, &b}, 0);
+  CHECK(first.errors == std::vector<std::string>(2));
+  CHECK(first.sums[0] == first.sums[1]);
+  CHECK(first.sums[0][4] == value(0, 0, 4) + value(1, 0, 4) + kNcclMark);  // NCCL's
   // The epoch end: node-3 takes the slot, both admit it, node-1 sends it the replica.
   auto end_b = std::async(std::launch::async, [&] { return b.end_epoch(0, 0.5, 1); });
   a.end_epoch(0, 0.5, 1);
@@ -337,11 +354,56 @@ TEST_CASE("NCCL between nodes: a node admitted into the job sends every node to 
   c.expect_sums_of(kValues);
   for (MeshExchange* ex : {&a, &b}) ex->on_join(slot, 3, "node-3", {3, "127.0.0.1", 9, 0});
   REQUIRE(admit_at_first_epoch_end(a, b, c, 64) == 1);
-  const auto second = step({&a, &b, &c}, 1);
-  CHECK(second[0] == second[1]);
-  CHECK(second[0] == second[2]);
-  CHECK(second[0][4] == value(0, 0, 4) + value(1, 0, 4) + value(2, 0, 4));  // the ring's
+  const StepSums second = step_on({&a, &b, &c}, 1);
+  CHECK(second.errors == std::vector<std::string>(3));
+  CHECK(second.sums[0] == second.sums[1]);
+  CHECK(second.sums[0] == second.sums[2]);
+  CHECK(second.sums[0][4] == value(0, 0, 4) + value(1, 0, 4) + value(2, 0, 4));  // the ring's
   CHECK(nccl.calls[0] == 1);
   CHECK(nccl.calls[1] == 1);
   for (MeshExchange* ex : {&a, &b, &c}) ex->detach();
+}
+
+TEST_CASE("NCCL between nodes: a member restarted and admitted back never votes, and every node "
+          "goes to the ring", "[nccl_between_nodes]") {
+  // node-3's process restarts after epoch 1's last step and is admitted back at its end, under
+  // its old id: its new process has no communicator, so node-1 and node-2 vote among themselves
+  // to leave it, and all three sum over the ring.
+  FakeMesh mesh;
+  FakeNccl nccl;
+  std::vector<std::unique_ptr<MeshExchange>> ex;
+  std::vector<std::unique_ptr<core::MessageBus>> buses;
+  for (uint32_t id = 1; id <= kNodes; ++id) {
+    ex.push_back(std::make_unique<MeshExchange>(1, id, members(kNodes), milliseconds(5000)));
+    buses.push_back(std::make_unique<core::MessageBus>(1));
+    mesh.join(id, *ex.back());
+    ex.back()->set_epochs(5);
+    ex.back()->attach(*buses.back(), 64);
+    ex.back()->expect_sums_of(kValues);
+    ex.back()->use_node_collective(nccl.opener(int(id - 1)), {1, 2, 3});
+  }
+  const StepSums first = step_on({ex[0].get(), ex[1].get(), ex[2].get()}, 0);
+  CHECK(first.errors == std::vector<std::string>(3));
+  CHECK(first.sums[0][4] == value(0, 0, 4) + value(1, 0, 4) + value(2, 0, 4) + kNcclMark);
+  MeshExchange restarted(1, 3, members(kNodes), milliseconds(5000));
+  core::MessageBus bus(1);
+  mesh.cut(3);
+  for (int n = 0; n < 2; ++n) ex[size_t(n)]->on_rejoin(3);  // the controller says it is back
+  mesh.join(3, restarted);
+  restarted.set_epochs(5);
+  restarted.set_rejoining({});
+  restarted.attach(bus, 64);
+  restarted.expect_sums_of(kValues);
+  auto end_b = std::async(std::launch::async, [&] { return ex[1]->end_epoch(0, 0.5, 1); });
+  ex[0]->end_epoch(0, 0.5, 1);
+  end_b.get();
+  REQUIRE(admit_at_first_epoch_end(*ex[0], *ex[1], restarted, 64) == 1);
+  const StepSums second = step_on({ex[0].get(), ex[1].get(), &restarted}, 1);
+  CHECK(second.errors == std::vector<std::string>(3));
+  CHECK(second.sums[0] == second.sums[1]);
+  CHECK(second.sums[0] == second.sums[2]);
+  CHECK(second.sums[0][4] == value(0, 0, 4) + value(1, 0, 4) + value(2, 0, 4));  // the ring's
+  for (int n = 0; n < kNodes; ++n) CHECK(nccl.calls[n] == 1);
+  for (auto& e : ex) e->detach();
+  restarted.detach();
 }
