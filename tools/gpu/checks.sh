@@ -6,7 +6,7 @@
 #
 #   tools/gpu/checks.sh BUNDLE.tar.xz [--data DIR] [--logs LOG_DIR] [--timeout S] [--tests "codec
 #                       conformance worker lenet precision sharing resnet-precision nccl-nodes
-#                       cluster"]
+#                       cluster nccl-cluster"]
 #                       [--bench "codec train ops transport"] [--bench-args "..."]
 #
 # --timeout: each check's deadline in seconds (default 900). --data: a folder with
@@ -19,7 +19,8 @@ cd "$(dirname "$0")/../.."
 [[ ${1:-} == -h || ${1:-} == --help || $# -lt 1 ]] && { sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'; exit 0; }
 BUNDLE=$1; shift
 DATA=""; LOGS=${TMPDIR:-/tmp}/gpu-checks; BENCH=""; TIMEOUT=900
-TESTS="codec conformance worker lenet precision sharing resnet-precision nccl-nodes cluster"
+TESTS="codec conformance worker lenet precision sharing resnet-precision nccl-nodes cluster
+       nccl-cluster"
 BENCH_ARGS=""
 while [[ $# -gt 0 ]]; do
   case "$1" in
@@ -88,6 +89,9 @@ for t in $TESTS; do
                configs/fashion-mnist-mlp.yaml > "$LOGS/fashion-mnist-mlp-bsp.yaml"  # as CI pins it
              REAL_GPUS=1 check cluster bash tests/cluster/gpu_cluster_test.sh "$BIN/dtraind" \
                "$BIN/dtrain-submit" tools/local_cluster.sh "$LOGS/fashion-mnist-mlp-bsp.yaml" ;;
+    # Two daemons on two GPUs of this machine sum over NCCL between them (SKIP with one GPU).
+    nccl-cluster) check nccl-cluster bash tests/cluster/nccl_cluster_test.sh "$BIN/dtraind" \
+                    "$BIN/dtrain-submit" tools/local_cluster.sh configs/fashion-mnist-mlp.yaml ;;
     *) echo "unknown check $t" >&2; failed=$((failed + 1)) ;;
   esac
 done
