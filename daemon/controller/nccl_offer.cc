@@ -1,6 +1,5 @@
 #include "daemon/controller/nccl_offer.h"
 
-
 namespace dtrain::daemon {
 
 bool wants_node_collective(const core::TrainingSpec& training,
@@ -19,7 +18,7 @@ bool wants_node_collective(const core::TrainingSpec& training,
 
 std::string offer_node_collective(const core::TrainingSpec& training,
                                   std::vector<StartMessage>& starts,
-                           const MakeCollectiveId& make) {
+                                  const MakeCollectiveId& make) {
   if (starts.empty() || starts.front().rejoin ||
       !wants_node_collective(training, starts.front().members))
     return "";

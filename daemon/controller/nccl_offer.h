@@ -25,6 +25,6 @@ bool wants_node_collective(const core::TrainingSpec& training,
 // the job's log (empty: not a job that would).
 std::string offer_node_collective(const core::TrainingSpec& training,
                                   std::vector<StartMessage>& starts,
-                           const MakeCollectiveId& make);
+                                  const MakeCollectiveId& make);
 
 }  // namespace dtrain::daemon

@@ -101,9 +101,7 @@ StartOutcome TrainingJobs::start(JobRecord& job, const NodeUse& use) {
   std::vector<StartMessage> starts;
   for (size_t rank = 0; rank < choice.nodes.size(); ++rank)
     starts.push_back(start_message(job, rank));
-  const std::string nccl =
-      offer_node_collective(spec.training, starts, kernels::make_node_collective_id);
-  if (!nccl.empty()) job.add_log(nccl);
+  offer_nccl(job, spec.training, starts);
   for (size_t rank = 0; rank < choice.nodes.size(); ++rank)
     send_start(job, *choice.nodes[rank], std::move(starts[rank]));
   spdlog::info("controller: job {} ({}) started on {} nodes", job_id_text(job.id), job.name,
@@ -163,6 +161,13 @@ StartMessage TrainingJobs::start_message(const JobRecord& job, size_t rank) cons
     start.members.push_back(std::move(m));
   }
   return start;
+}
+
+void TrainingJobs::offer_nccl(JobRecord& job, const core::TrainingSpec& training,
+                              std::vector<StartMessage>& starts) {
+  const std::string line =
+      offer_node_collective(training, starts, kernels::make_node_collective_id);
+  if (!line.empty()) job.add_log(line);
 }
 
 void TrainingJobs::send_start(JobRecord& job, Member& m, StartMessage start) {

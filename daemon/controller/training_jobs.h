@@ -66,6 +66,10 @@ class TrainingJobs {
   void send_start(JobRecord& job, Member& m, StartMessage start);
   // What a node is sent to start its part of `job` as member `rank`.
   StartMessage start_message(const JobRecord& job, size_t rank) const;
+  // The NCCL id for a job's start messages, as they go out together (nccl_offer.h), and the
+  // job's log line saying whether its nodes sum over NCCL.
+  void offer_nccl(JobRecord& job, const core::TrainingSpec& training,
+                  std::vector<StartMessage>& starts);
   // The controller fails the job (`failure`: {error, fix}): every node is told to stop.
   void stop_job(JobRecord& job, const Json& failure);
   // A job whose spec no longer parses (a record of another release) fails; the queue goes on.

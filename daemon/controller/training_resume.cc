@@ -8,9 +8,7 @@
 
 #include <algorithm>
 
-#include "daemon/controller/nccl_offer.h"
 #include "daemon/controller/training_jobs.h"
-#include "kernels/node_collective.h"
 
 namespace dtrain::daemon {
 
@@ -75,9 +73,10 @@ void TrainingJobs::resume_on(JobRecord& job, const std::vector<std::string>& nam
     starts.push_back(start_message(job, rank));
     starts.back().resume_epoch = epoch;
   }
-  const std::string nccl =
-      offer_node_collective(job.spec().training, starts, kernels::make_node_collective_id);
-  if (!nccl.empty()) job.add_log(nccl);
+  try {
+    offer_nccl(job, job.spec().training, starts);
+  } catch (const core::UserError&) {  // a record of another release: its nodes sum over the mesh
+  }
   for (size_t rank = 0; rank < names.size(); ++rank)
     send_start(job, members_.entry(names[rank]), std::move(starts[rank]));
   save(job);

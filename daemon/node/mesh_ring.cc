@@ -67,7 +67,7 @@ void MeshExchange::use_node_collective(NodeCollectivePath::Open open,
   // The vote's ring: the communicator's members that are live, none admitted since it formed
   // (a joiner never votes: it sums over the ring from its first step).
   seam.vote = [this, ranks](float mine, int64_t round) {
-    auto voters = [this, ranks] {
+    auto voters = [this, &ranks] {
       std::vector<uint32_t> out;
       std::lock_guard<std::mutex> lock(mutex_);
       for (uint32_t id : ranks)

@@ -21,10 +21,9 @@ void NodeCollectivePath::leave(const std::string& why) {
   if (leave_why_.empty()) leave_why_ = why;
 }
 
-// Half the barrier deadline: a node that gives up still votes before the others' ring round
-// gives up on it.
 // Asked every few microseconds while NCCL works: the exchange's lock (which the mesh's handlers
-// take) at most once a millisecond.
+// take) at most once a millisecond. Callers wait half the barrier deadline: a node that gives
+// up still votes before the others' ring round gives up on it.
 kernels::GiveUp NodeCollectivePath::give_up_after(std::chrono::milliseconds wait) const {
   using Clock = std::chrono::steady_clock;
   struct Seen {
