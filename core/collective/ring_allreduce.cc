@@ -10,10 +10,26 @@ namespace {
 
 int wrap(int i, int ranks) { return ((i % ranks) + ranks) % ranks; }
 
-std::vector<float> received(RingLinks& links, int step, const RingSegment& s) {
-  std::vector<float> in = links.receive_previous(step);
+// The segment step `step` receives: the reduce-scatter's rank - step - 1, then the all-gather's
+// rank - (step - (R - 1)). The one it sends at step + 1 is the same: a part received and added
+// (or copied) is passed on at once.
+RingSegment received_segment(int64_t n, int rank, int ranks, int step) {
+  const int index = step < ranks - 1 ? rank - step - 1 : rank - (step - (ranks - 1));
+  return ring_segment(n, ranks, wrap(index, ranks));
+}
+
+// Part `part` of `parts` of a segment: cut as ring_segment cuts a buffer.
+RingSegment part_of(const RingSegment& segment, int parts, int part) {
+  const RingSegment p = ring_segment(segment.size(), parts, part);
+  return {segment.begin + p.begin, segment.begin + p.end};
+}
+
+std::vector<float> received(RingLinks& links, int step, int parts, int part,
+                            const RingSegment& s) {
+  std::vector<float> in = links.receive_previous(step * parts + part);
   if (int64_t(in.size()) != s.size())
-    throw UserError("ring all-reduce step " + std::to_string(step + 1) + ": a segment of " +
+    throw UserError("ring all-reduce step " + std::to_string(step + 1) + ", part " +
+                        std::to_string(part + 1) + " of " + std::to_string(parts) + ": " +
                         std::to_string(in.size()) + " values arrived where " +
                         std::to_string(s.size()) + " were due",
                     "run the same dtrain release and job on every node");
@@ -28,29 +44,47 @@ RingSegment ring_segment(int64_t n, int ranks, int index) {
   return {begin, begin + base + (index < extra ? 1 : 0)};
 }
 
+int ring_max_parts(int ranks) {
+  return std::max(1, kMaxRingPartsARound / std::max(1, 2 * (ranks - 1)));
+}
+
+int ring_parts(int64_t n, int ranks, int64_t part_values) {
+  if (ranks <= 1) return 1;
+  const int64_t largest = ring_segment(n, ranks, 0).size();
+  const int64_t most = std::max<int64_t>(part_values, 1);
+  const int64_t wanted = largest / most + (largest % most != 0 ? 1 : 0);
+  return int(std::clamp<int64_t>(wanted, 1, ring_max_parts(ranks)));
+}
+
 void ring_allreduce(float* values, int64_t n, int rank, int ranks, RingLinks& links,
                     const RingWire& wire) {
   if (ranks <= 1) return;
-  // Reduce-scatter: at step s, segment rank - s goes on; rank - s - 1 comes in and is added.
-  for (int s = 0; s < ranks - 1; ++s) {
-    const RingSegment out = ring_segment(n, ranks, wrap(rank - s, ranks));
-    round_for_wire(values, n, out.begin, out.end, wire);  // a partial sum, not used here again
-    links.send_next(s, values + out.begin, out.size());
-    const RingSegment in = ring_segment(n, ranks, wrap(rank - s - 1, ranks));
-    const std::vector<float> part = received(links, s, in);
-    for (int64_t i = 0; i < in.size(); ++i) values[in.begin + i] += part[size_t(i)];
-  }
-  // All-gather: this rank's whole sum (segment rank + 1) goes round; each one arriving is copied.
-  for (int s = 0; s < ranks - 1; ++s) {
-    const int step = ranks - 1 + s;
-    const RingSegment out = ring_segment(n, ranks, wrap(rank + 1 - s, ranks));
-    // The first send rounds this rank's whole sum, kept as sent; later ones pass on copies of
-    // parts that are bf16 already.
+  const int parts = ring_parts(n, ranks, wire.part_values);
+  const int steps = 2 * (ranks - 1);
+  // Step 0 sends this rank's own segment (its values rounded in place: the segment's sum comes
+  // back from another rank in the all-gather, so they are not used here again).
+  const RingSegment own = ring_segment(n, ranks, rank);
+  for (int p = 0; p < parts; ++p) {
+    const RingSegment out = part_of(own, parts, p);
     round_for_wire(values, n, out.begin, out.end, wire);
-    links.send_next(step, values + out.begin, out.size());
-    const RingSegment in = ring_segment(n, ranks, wrap(rank - s, ranks));
-    const std::vector<float> part = received(links, step, in);
-    std::copy(part.begin(), part.end(), values + in.begin);
+    links.send_next(p, values + out.begin, out.size());
+  }
+  for (int s = 0; s < steps; ++s) {
+    const RingSegment segment = received_segment(n, rank, ranks, s);
+    for (int p = 0; p < parts; ++p) {
+      const RingSegment in = part_of(segment, parts, p);
+      const std::vector<float> part = received(links, s, parts, p, in);
+      if (s < ranks - 1)
+        for (int64_t i = 0; i < in.size(); ++i) values[in.begin + i] += part[size_t(i)];
+      else
+        std::copy(part.begin(), part.end(), values + in.begin);
+      if (s + 1 == steps) continue;
+      // Rounded before it goes on: a partial sum (not used here again), then, at the last
+      // reduce-scatter step, this rank's whole sum of the segment, kept as sent; the all-gather
+      // passes on copies that are rounded already.
+      round_for_wire(values, n, in.begin, in.end, wire);
+      links.send_next((s + 1) * parts + p, values + in.begin, in.size());
+    }
   }
 }
 

@@ -200,7 +200,8 @@ void RingRounds::on_segment(uint32_t from, int64_t round, Members members, int s
       // Round ids increase but need not be consecutive (the daemon's carry the epoch), so a
       // later round is held whatever its id, within the bounds on what is held.
       const int64_t room = std::max(kMinHeldValues, 4 * largest_sum_) - held_values_;
-      if (round < last_->round || step < 0 || step >= 2 * (int(members.size()) - 1) ||
+      const int ranks = int(members.size());
+      if (round < last_->round || step < 0 || step >= 2 * (ranks - 1) * ring_max_parts(ranks) ||
           segments_.size() >= kMaxHeldSegments || int64_t(values.size()) > room)
         return;
       const int64_t size = int64_t(values.size());

@@ -1,8 +1,8 @@
 #pragma once
 // Ring all-reduce rounds between the nodes of a job that can lose a node mid-round
 // (docs/architecture/core.md, "Dense all-reduce"). Each round runs ring_allreduce over the
-// members live at its start, its "view"; every segment names its round, its view and its step, so
-// a segment of one view is never mixed into another's.
+// members live at its start, its "view"; every part of a step's segment names its round, its view
+// and its number (ring_allreduce.h), so a part of one view is never mixed into another's.
 //
 // When a member of the view is lost, the survivors are at this round (not done) or, having
 // done it, at the next (a node cannot finish a round before every member has sent its part, so
@@ -27,6 +27,7 @@
 #include <tuple>
 #include <vector>
 
+#include "core/collective/ring_allreduce.h"
 #include "core/collective/ring_wire.h"
 
 namespace dtrain::core {
@@ -34,7 +35,8 @@ namespace dtrain::core {
 class RingPost {
  public:
   virtual ~RingPost() = default;
-  // Segment `step` of `round` over the ring of `members` (in ring order) to member `to`.
+  // Part `step` of `round` over the ring of `members` (in ring order) to member `to` (the
+  // steps' parts numbered in order: core/collective/ring_allreduce.h).
   virtual void send_segment(uint32_t to, int64_t round, const std::vector<uint32_t>& members,
                             int step, const float* values, int64_t n) = 0;
   // The whole result of `round`, the sum over `members`, to each of `to` (never called with
@@ -75,6 +77,8 @@ class RingRounds {
   // in all (or four times the largest sum so far, if more), so that no sender grows them
   // further; what would pass them is dropped (its round then waits for it, and says whom for).
   static constexpr size_t kMaxHeldSegments = 512;
+  static_assert(kMaxHeldSegments >= 4 * kMaxRingPartsARound,
+                "room for a round's parts, the next round's, and a round begun again twice");
   static constexpr int64_t kMinHeldValues = int64_t(1) << 22;
 
  private:
@@ -83,7 +87,7 @@ class RingRounds {
     Members members;  // whose values the result holds (copied into the round's values)
   };
   class AttemptLinks;
-  using SegmentKey = std::tuple<int64_t, Members, int>;  // round, view, step
+  using SegmentKey = std::tuple<int64_t, Members, int>;  // round, view, part
   struct Result {
     int64_t round = -1;
     Members members;

@@ -14,9 +14,16 @@
 
 namespace dtrain::core {
 
+// Values a ring part carries at most (512 KiB of fp32): about 4 ms at 1 Gbit/s, long enough
+// that a part's own costs (its message, its acknowledgement) are small against it, short
+// enough that a step's segment of a 1-16 MiB bucket is several parts in flight at once.
+constexpr int64_t kRingPartValues = int64_t(1) << 17;
+
 struct RingWire {
   bool bf16 = false;
   int64_t exact_last = 0;
+  // Every rank of a round must use the same (it sets how segments are cut into parts).
+  int64_t part_values = kRingPartValues;
 };
 
 // Rounds values[begin, end) of the n-value buffer to bf16 in place where `wire` says so (none of

@@ -16,7 +16,14 @@ MeshExchange::RingPostOnMesh::RingPostOnMesh(MeshExchange& exchange)
 void MeshExchange::RingPostOnMesh::send_segment(uint32_t to, int64_t round,
                                                 const std::vector<uint32_t>& members, int step,
                                                 const float* values, int64_t n) {
-  send(to, ring_segment_payload(round, members, step, values, n), true);
+  {
+    std::lock_guard<std::mutex> lock(unsent_mutex_);
+    if (round == unsent_round_ && to == unsent_to_) return;
+  }
+  if (send(to, ring_segment_payload(round, members, step, values, n), true)) return;
+  std::lock_guard<std::mutex> lock(unsent_mutex_);
+  unsent_round_ = round;
+  unsent_to_ = to;
 }
 
 // On a network handler's thread: nothing here may throw or wait. A result too large for one
@@ -38,14 +45,15 @@ void MeshExchange::RingPostOnMesh::send_result(const std::vector<uint32_t>& to, 
 
 // A part that cannot be sent (its member gone, the queue full past the deadline) is not an
 // error here: the member waiting for it is lost to the others, or times out naming this node.
-void MeshExchange::RingPostOnMesh::send(uint32_t to, const PayloadBytes& bytes, bool wait) {
+bool MeshExchange::RingPostOnMesh::send(uint32_t to, const PayloadBytes& bytes, bool wait) {
   MeshPort* mesh = exchange_.mesh_;
   if (!mesh || !mesh->send_to(to, next_id_++, bytes, wait, exchange_.epoch_deadline_)) {
     spdlog::warn("job {}: an all-reduce part for {} could not be sent",
                  job_id_text(exchange_.job_id_), exchange_.name_of(to));
-    return;
+    return false;
   }
   bytes_ += bytes->size();
+  return true;
 }
 
 uint64_t MeshExchange::bytes_sent() const {

@@ -6,6 +6,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <mutex>
 #include <vector>
 
 #include "core/collective/ring_rounds.h"
@@ -25,8 +26,13 @@ class MeshExchange::RingPostOnMesh : public core::RingPost {
   uint64_t bytes_sent() const { return bytes_; }
 
  private:
-  void send(uint32_t to, const PayloadBytes& bytes, bool wait);
+  bool send(uint32_t to, const PayloadBytes& bytes, bool wait);
   MeshExchange& exchange_;
+  // The member a part of this round could not be sent to: the round's other parts for it are
+  // not sent (each would wait out the deadline again); it is lost, or the round times out.
+  std::mutex unsent_mutex_;
+  int64_t unsent_round_ = -1;
+  uint32_t unsent_to_ = 0;
   // From the clock at start, like the mesh's ids: a restarted node's must not repeat its old
   // process's (the receivers' reassemblers would take them for repeats).
   std::atomic<uint64_t> next_id_;

@@ -7,6 +7,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "daemon/node/mesh_exchange.h"
@@ -80,7 +81,10 @@ class FakeMesh {
     MeshExchange* ex = nullptr;
     {
       std::lock_guard<std::mutex> lock(mutex_);
-      if (!nodes_.count(origin) || !nodes_.count(to)) return false;
+      if (!nodes_.count(origin) || !nodes_.count(to)) {
+        ++undelivered_[{origin, to}];
+        return false;
+      }
       ex = nodes_[to];
     }
     transport::Delivery d;
@@ -91,6 +95,11 @@ class FakeMesh {
     ex->on_message(d);
     return true;
   }
+  // Point-to-point messages from `origin` that could not reach `to` (it was cut).
+  int undelivered(uint32_t origin, uint32_t to) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return undelivered_[{origin, to}];
+  }
   std::vector<uint32_t> added;
   std::map<uint32_t, uint32_t> relays;  // member -> the node its messages come through
 
@@ -98,6 +107,7 @@ class FakeMesh {
   std::mutex mutex_;
   std::map<uint32_t, MeshExchange*> nodes_;
   std::map<uint32_t, std::unique_ptr<Port>> ports_;
+  std::map<std::pair<uint32_t, uint32_t>, int> undelivered_;
 };
 
 inline std::vector<JobMember> members(int nodes) {

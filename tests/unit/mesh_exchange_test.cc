@@ -13,6 +13,7 @@
 #include <tuple>
 
 #include "core/codec/codec_engine.h"
+#include "core/collective/ring_allreduce.h"
 #include "core/codec/reference_codec.h"
 #include "core/train/local_steps.h"
 #include "core/util/error.h"
@@ -756,6 +757,28 @@ TEST_CASE("training.mode: auto: every node takes the plan's ring steps, each a r
     // The last step (index 5): (1 + 5) + (2 + 5) + (3 + 5) on every node.
     CHECK(sums[n] == std::vector<float>(1001, 21.f));
   }
+}
+
+TEST_CASE("mode allreduce: a part that cannot reach a member is not tried again that round",
+          "[mesh_exchange]") {
+  // Node-3 is gone but not yet declared lost. Node-2 passes its parts on to it: the first it
+  // cannot send ends its sends to node-3 for the round (each would wait out the deadline on a
+  // real mesh), where it has 4 parts a step to send; both rounds then wait out theirs.
+  FakeMesh mesh;
+  std::vector<std::unique_ptr<MeshExchange>> ex = three_nodes(mesh);
+  mesh.cut(3);
+  const int64_t n = 3 * 4 * core::kRingPartValues;
+  REQUIRE(core::ring_parts(n, 3, core::kRingPartValues) == 4);
+  auto sum_on = [&](int node) {
+    return std::async(std::launch::async, [&, node] {
+      std::vector<float> values(size_t(n), 1.f);
+      ex[size_t(node)]->rehearse_ring(values.data(), n, 0, milliseconds(300));
+    });
+  };
+  auto first = sum_on(0), second = sum_on(1);
+  CHECK_THROWS_WITH(first.get(), Catch::Contains("from node id 3"));
+  CHECK_THROWS_WITH(second.get(), Catch::Contains("from node id 1"));
+  CHECK(mesh.undelivered(2, 3) == 1);
 }
 
 TEST_CASE("training.sync: auto: a rehearsal waits for no lost node, and no stranger counts",

@@ -3,8 +3,9 @@
 // every k of a round and the next, and is then declared lost to every survivor at once. Every
 // round ends on every survivor with the same bits, the sum over the members the round reports
 // (the lost node counted by all survivors or by none), within float rounding of a sum in double.
-// The same with two nodes lost at different points; a result from outside a round's view is not
-// taken; what is held for later rounds is bounded. Round ids have gaps, as the daemon's do.
+// The same with each step's segment cut into several parts, and with two nodes lost at different
+// points; a result from outside a round's view is not taken; what is held for later rounds is
+// bounded. Round ids have gaps, as the daemon's do.
 #include <catch2/catch.hpp>
 
 #include <atomic>
@@ -14,9 +15,11 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <random>
 #include <set>
 #include <thread>
 
+#include "core/collective/ring_allreduce.h"
 #include "core/collective/ring_rounds.h"
 #include "core/util/error.h"
 
@@ -28,15 +31,23 @@ float value_of(uint32_t node, int64_t round, int64_t i) {
   return float((node + 1) * 0.37 + round * 1.5 + double((i * 7919 + node * 31) % 101) / 17.0);
 }
 
-// N nodes, messages delivered in order by one thread (as a network would, never from inside
-// the sender's call). A node's messages after its budget are dropped: it went silent, and the
+// N nodes, messages delivered by one thread (as a network would, never from inside the
+// sender's call), in order or, `shuffled`, in any order (the mesh sends a step's parts on
+// different lanes). A node's messages after its budget are dropped: it went silent, and the
 // survivors are told at once.
 class Network {
  public:
-  explicit Network(int nodes) {
+  // `part_values`: the most values a part of a step carries (RingWire::part_values).
+  explicit Network(int nodes, int64_t part_values = core::kRingPartValues, bool shuffled = false)
+      : shuffled_(shuffled), shuffle_(uint32_t(nodes * 7919 + part_values)) {
     for (int i = 0; i < nodes; ++i) live_.push_back(uint32_t(i));
     for (int i = 0; i < nodes; ++i) posts_.emplace_back(new Post(*this, uint32_t(i)));
-    for (int i = 0; i < nodes; ++i) rounds_.emplace_back(new core::RingRounds(uint32_t(i), *posts_[size_t(i)]));
+    for (int i = 0; i < nodes; ++i) {
+      rounds_.emplace_back(new core::RingRounds(uint32_t(i), *posts_[size_t(i)]));
+      core::RingWire wire;
+      wire.part_values = part_values;
+      rounds_.back()->set_wire(wire);
+    }
     courier_ = std::thread([this] { deliver(); });
   }
   ~Network() {
@@ -111,8 +122,10 @@ class Network {
     for (;;) {
       cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
       if (stop_) return;
-      auto item = std::move(queue_.front());
-      queue_.pop_front();
+      auto next = queue_.begin();
+      if (shuffled_) next += std::uniform_int_distribution<size_t>(0, queue_.size() - 1)(shuffle_);
+      auto item = std::move(*next);
+      queue_.erase(next);
       lock.unlock();
       item.second(*rounds_[item.first]);
       lock.lock();
@@ -127,6 +140,8 @@ class Network {
   std::vector<std::unique_ptr<core::RingRounds>> rounds_;
   std::map<uint32_t, int> budgets_;
   bool stop_ = false;
+  const bool shuffled_;
+  std::mt19937 shuffle_;
   std::thread courier_;
 };
 
@@ -191,22 +206,23 @@ void check_round(const std::vector<std::vector<RoundOutcome>>& out, int round, i
 
 TEST_CASE("ring rounds without a loss sum over every node, for 2 to 7 nodes and odd sizes") {
   for (int nodes = 2; nodes <= 7; ++nodes)
-    for (int64_t n : {int64_t(1), int64_t(nodes - 1), int64_t(nodes + 1), int64_t(1001)}) {
-      INFO(nodes << " nodes, " << n << " values");
-      Network net(nodes);
-      auto out = run_rounds(net, nodes, 3, n, {});
-      for (int r = 0; r < 3; ++r) {
-        check_round(out, r, n, {});
-        REQUIRE(out[0][size_t(r)].members.size() == size_t(nodes));
+    for (int64_t n : {int64_t(1), int64_t(nodes - 1), int64_t(nodes + 1), int64_t(1001)})
+      for (int64_t part_values : {core::kRingPartValues, int64_t(17)}) {
+        INFO(nodes << " nodes, " << n << " values, parts of at most " << part_values);
+        Network net(nodes, part_values);
+        auto out = run_rounds(net, nodes, 3, n, {});
+        for (int r = 0; r < 3; ++r) {
+          check_round(out, r, n, {});
+          REQUIRE(out[0][size_t(r)].members.size() == size_t(nodes));
+        }
       }
-    }
 }
 
 TEST_CASE("rounds of large vectors go on past the bound on held values: taken ones are let go") {
-  // Every part waits in the held segments until its round takes it: 12 rounds of 2 parts of
-  // 2^19 values each pass through 3 times kMinHeldValues. Counted as still held, they would
-  // have filled the bound and the later rounds would wait for parts dropped (a cluster test's
-  // job once hung at its 14th step so).
+  // Every part waits in the held segments until its round takes it: 12 rounds of 2 steps of
+  // 2^19 values each (4 parts a step) pass through 3 times kMinHeldValues. Counted as still
+  // held, they would have filled the bound and the later rounds would wait for parts dropped
+  // (a cluster test's job once hung at its 14th step so).
   const int64_t n = int64_t(1) << 20;
   REQUIRE(12 * n > 2 * core::RingRounds::kMinHeldValues);
   Network net(2);
@@ -215,15 +231,20 @@ TEST_CASE("rounds of large vectors go on past the bound on held values: taken on
   check_round(out, 11, n, {});
 }
 
-TEST_CASE("a node silent after any message of a round: the survivors agree on every round") {
+// A node silent after each `stride`-th of its first `2 * per_round` messages in turn, for 2 to
+// 5 nodes.
+static void silent_after_any_message(int64_t n, int64_t part_values, int stride = 1,
+                                     bool shuffled = false) {
   for (int nodes : {2, 3, 4, 5}) {
-    const int per_round = 2 * (nodes - 1);  // messages a node sends in a round without a loss
-    for (int budget = 0; budget <= 2 * per_round; ++budget) {
+    const int parts = core::ring_parts(n, nodes, part_values);
+    // Messages a node sends in a round without a loss: every part of every step.
+    const int per_round = 2 * (nodes - 1) * parts;
+    for (int budget = 0; budget <= 2 * per_round; budget += stride) {
       const uint32_t silent = uint32_t(budget % nodes);
-      INFO(nodes << " nodes, node " << silent << " silent after " << budget << " messages");
-      Network net(nodes);
+      INFO(nodes << " nodes, " << parts << " parts a step, node " << silent << " silent after "
+                 << budget << " messages");
+      Network net(nodes, part_values, shuffled);
       net.silence_after(silent, budget);
-      const int64_t n = 37;
       auto out = run_rounds(net, nodes, 4, n, {silent});
       REQUIRE(net.silenced());
       for (int r = 0; r < 4; ++r) check_round(out, r, n, {silent});
@@ -231,6 +252,24 @@ TEST_CASE("a node silent after any message of a round: the survivors agree on ev
       REQUIRE(out[(silent + 1) % nodes][3].members.size() == size_t(nodes - 1));
     }
   }
+}
+
+TEST_CASE("a node silent after any message of a round: the survivors agree on every round") {
+  silent_after_any_message(37, core::kRingPartValues);
+}
+
+TEST_CASE("the same with each step's segment in parts: the survivors agree on every round") {
+  // 37 values in parts of at most 4: 2 to 5 parts a step.
+  REQUIRE(core::ring_parts(37, 3, 4) == 4);
+  silent_after_any_message(37, 4);
+}
+
+TEST_CASE("the most parts a step, delivered in any order: the survivors agree on every round") {
+  // Parts of one value: ring_max_parts a step (64 for 2 nodes, 16 for 5), the most a round
+  // holds early, and again for the rounds begun anew without the silent node.
+  REQUIRE(core::ring_parts(1000, 2, 1) == core::ring_max_parts(2));
+  REQUIRE(core::ring_parts(1000, 5, 1) == core::ring_max_parts(5));
+  silent_after_any_message(1000, 1, 5, true);
 }
 
 namespace {
@@ -250,23 +289,33 @@ const core::RingRounds::Members kTwo = {1, 2};
 
 }  // namespace
 
-TEST_CASE("two nodes silent at different messages: the survivors agree on every round") {
-  // Five nodes; one goes silent after a messages, another after b more of its own: the second
-  // loss can come while the survivors are still recovering from the first.
-  const int nodes = 5, per_round = 2 * (nodes - 1);
+// Five nodes; one goes silent after a messages, another after b more of its own: the second
+// loss can come while the survivors are still recovering from the first.
+static void two_silent(int64_t part_values, bool shuffled) {
+  const int nodes = 5;
+  const int64_t n = 23;
+  const int per_round = 2 * (nodes - 1) * core::ring_parts(n, nodes, part_values);
   for (int a = 0; a <= per_round; a += 2)
     for (int b = a; b <= a + per_round; b += 3) {
       const uint32_t first = uint32_t(a % nodes), second = uint32_t((a + 2) % nodes);
       INFO("node " << first << " silent after " << a << " messages, node " << second
-                   << " after " << b);
-      Network net(nodes);
+                   << " after " << b << "; parts of at most " << part_values);
+      Network net(nodes, part_values, shuffled);
       net.silence_after(first, a);
       net.silence_after(second, b);
-      const int64_t n = 23;
       auto out = run_rounds(net, nodes, 4, n, {first, second});
       REQUIRE(net.silenced());
       for (int r = 0; r < 4; ++r) check_round(out, r, n, {first, second});
     }
+}
+
+TEST_CASE("two nodes silent at different messages: the survivors agree on every round") {
+  two_silent(core::kRingPartValues, false);
+}
+
+TEST_CASE("the same with parts delivered in any order: the survivors agree on every round") {
+  REQUIRE(core::ring_parts(23, 5, 2) == 3);  // 23 values in parts of at most 2: 3 a step
+  two_silent(2, true);
 }
 
 TEST_CASE("a segment from a member that is not the ring's previous one is not taken") {
@@ -318,6 +367,9 @@ TEST_CASE("before its first round a node holds parts as large as the sums it exp
   Recorder post;
   core::RingRounds rounds(1, post);
   rounds.expect_values(n);
+  core::RingWire whole_steps;  // one part a step, as the two below
+  whole_steps.part_values = n;
+  rounds.set_wire(whole_steps);
   rounds.on_segment(2, 0, kTwo, 0, std::vector<float>(size_t(n / 2), 2.f));
   rounds.on_segment(2, 0, kTwo, 1, std::vector<float>(size_t(n / 2), 3.f));
   std::vector<float> v(static_cast<size_t>(n), 1.f);
