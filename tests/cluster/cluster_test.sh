@@ -83,8 +83,8 @@ python3 -c "import sys; sys.exit(0 if abs($(json ckpt.json "j['accuracy']") - $e
   fail "nodes --json: control_port $(json nodes.json "j['protocol']['control_port']"), bound ${DTRAIN_CONTROLLER##*:}"
 # The wire and control versions a node of another release would have to match, and each node's
 # data port (docs/user-guide.md, "JSON output").
-[[ $(json nodes.json "j['protocol']['wire_version']") == 4 ]] ||
-  fail "nodes --json: wire_version $(json nodes.json "j['protocol'].get('wire_version')"), expected 4"
+[[ $(json nodes.json "j['protocol']['wire_version']") == 5 ]] ||
+  fail "nodes --json: wire_version $(json nodes.json "j['protocol'].get('wire_version')"), expected 5"
 [[ $(json nodes.json "all(n['data_port'] > 0 for n in j['nodes'])") == True ]] ||
   fail "nodes --json: a node without its data port: $(cat nodes.json)"
 

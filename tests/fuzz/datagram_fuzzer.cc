@@ -1,6 +1,7 @@
-// libFuzzer target for everything that reads a received datagram: the header checks, the
-// FlatBuffers verifier and the frame checks (authentication off, so the fuzzer gets past the
-// tag and exercises the parsers), then the reassembler with whatever chunk survived.
+// libFuzzer target for everything that reads a received datagram: the header checks, a chunk's
+// field checks, the FlatBuffers verifier and the frame checks (authentication off, so the
+// fuzzer gets past the tag and exercises the parsers), then the reassembler with whatever chunk
+// survived.
 #include <cstdint>
 #include <cstring>
 #include <vector>
@@ -21,8 +22,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (!parse_datagram(reinterpret_cast<const uint8_t*>(aligned.data()), size, kDefaultMaxDatagram,
                       auth, d, reason))
     return 0;
-  if (d.envelope->frame_type() == wire::Frame::Chunk) {
-    const ChunkView v = chunk_view(*d.envelope);
+  if (d.header.chunk) {
+    const ChunkView v = chunk_view(d);
     std::vector<uint8_t> message;
     reassembler.add(v, message, /*via=*/1);
     reassembler.expire(std::chrono::steady_clock::now(), [](uint32_t) { return false; });

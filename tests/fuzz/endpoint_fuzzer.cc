@@ -107,7 +107,7 @@ class Script {
   void step() {
     Peer& peer = peers_[in_.ConsumeIntegralInRange<int>(0, 1)];
     switch (in_.ConsumeIntegralInRange<int>(0, 10)) {
-      case 0: case 1: case 2: sealed(peer, chunk()); break;
+      case 0: case 1: case 2: sealed(peer, chunk(), true); break;
       case 3: sealed(peer, ack()); break;
       case 4: sealed(peer, nak()); break;
       case 5: sealed(peer, heartbeat()); break;
@@ -121,9 +121,8 @@ class Script {
 
   // A finished Envelope around the frame the builder already holds.
   template <class Frame>
-  std::vector<uint8_t> envelope(wire::Frame type, flatbuffers::Offset<Frame> frame,
-                                uint64_t job, uint64_t seq) {
-    fbb_.Finish(wire::CreateEnvelope(fbb_, job, seq, type, frame.Union(),
+  std::vector<uint8_t> envelope(wire::Frame type, flatbuffers::Offset<Frame> frame) {
+    fbb_.Finish(wire::CreateEnvelope(fbb_, type, frame.Union(),
                                      in_.ConsumeIntegralInRange<uint32_t>(0, 2)));
     std::vector<uint8_t> body(fbb_.GetBufferPointer(), fbb_.GetBufferPointer() + fbb_.GetSize());
     fbb_.Clear();
@@ -138,11 +137,20 @@ class Script {
                                              : in_.ConsumeIntegralInRange<uint32_t>(0, 1 << 17);
     const std::vector<uint8_t> data =
         in_.ConsumeBytes<uint8_t>(in_.ConsumeIntegralInRange<size_t>(0, chunk_bytes));
-    const auto c = wire::CreateChunk(fbb_, in_.ConsumeIntegralInRange<uint32_t>(2, 4),
-                                     in_.ConsumeIntegralInRange<uint64_t>(0, 7), index, count,
-                                     total, chunk_bytes, fbb_.CreateVector(data));
-    const uint64_t job = in_.ConsumeIntegralInRange<int>(0, 7) == 0 ? kOtherJob : kJob;
-    return envelope(wire::Frame::Chunk, c, job, in_.ConsumeIntegralInRange<uint64_t>(0, 400));
+    ChunkFields f;
+    f.origin = in_.ConsumeIntegralInRange<uint32_t>(2, 4);
+    f.message_id = in_.ConsumeIntegralInRange<uint64_t>(0, 7);
+    f.index = index;
+    f.count = count;
+    f.total_bytes = total;
+    f.chunk_bytes = chunk_bytes;
+    f.job_id = in_.ConsumeIntegralInRange<int>(0, 7) == 0 ? kOtherJob : kJob;
+    f.link_seq = in_.ConsumeIntegralInRange<uint64_t>(0, 400);
+    f.link_epoch = in_.ConsumeIntegralInRange<uint32_t>(0, 2);
+    std::vector<uint8_t> body(kChunkFieldBytes);
+    put_chunk_fields(f, body.data());
+    body.insert(body.end(), data.begin(), data.end());
+    return body;
   }
 
   std::vector<uint8_t> ack() {
@@ -154,7 +162,7 @@ class Script {
         in_.ConsumeIntegralInRange<uint32_t>(0, 2), fbb_.CreateVector(ranges),
         in_.ConsumeIntegralInRange<uint32_t>(0, 64), in_.ConsumeIntegral<uint32_t>(),
         in_.ConsumeIntegral<uint32_t>());
-    return envelope(wire::Frame::Ack, a, 0, 0);
+    return envelope(wire::Frame::Ack, a);
   }
 
   std::vector<uint8_t> nak() {
@@ -163,7 +171,7 @@ class Script {
       missing.push_back(in_.ConsumeIntegralInRange<uint64_t>(0, 400));
     const auto k = wire::CreateNak(fbb_, fbb_.CreateVector(missing),
                                    in_.ConsumeIntegralInRange<uint32_t>(0, 2));
-    return envelope(wire::Frame::Nak, k, 0, 0);
+    return envelope(wire::Frame::Nak, k);
   }
 
   std::vector<uint8_t> heartbeat() {
@@ -171,12 +179,13 @@ class Script {
                                          in_.ConsumeIntegral<uint64_t>(),
                                          in_.ConsumeIntegral<uint64_t>(),
                                          in_.ConsumeIntegral<uint64_t>(), in_.ConsumeBool());
-    return envelope(wire::Frame::Heartbeat, h, 0, 0);
+    return envelope(wire::Frame::Heartbeat, h);
   }
 
   // The peer seals `body` as its endpoint would, with what the script says of the header.
-  void sealed(Peer& peer, const std::vector<uint8_t>& body) {
+  void sealed(Peer& peer, const std::vector<uint8_t>& body, bool chunk = false) {
     DatagramHeader h;
+    h.chunk = chunk;
     h.sender = peer.id;
     h.receiver = in_.ConsumeIntegralInRange<int>(0, 15) == 0 ? 9 : kSelf;
     switch (in_.ConsumeIntegralInRange<int>(0, 7)) {

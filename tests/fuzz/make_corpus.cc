@@ -79,34 +79,40 @@ std::vector<uint8_t> small_model_file(const std::filesystem::path& scratch) {
 void write_datagrams(const std::filesystem::path& dir) {
   using namespace transport;
   const Authenticator insecure(ClusterKey{}, /*insecure=*/true);
-  auto seal = [&](const std::string& name, flatbuffers::FlatBufferBuilder& fbb, Aead aead) {
+  auto seal_body = [&](const std::string& name, const uint8_t* body, size_t size, Aead aead,
+                       bool chunk) {
+    DatagramHeader h{3, 1, 99, 17, aead};
+    h.chunk = chunk;
     std::vector<uint8_t> out;
-    seal_datagram({3, 1, 99, 17, aead}, fbb.GetBufferPointer(), fbb.GetSize(), insecure, out);
+    seal_datagram(h, body, size, insecure, out);
     // The insecure sealer never flags AES-256-GCM itself; the flag lets the fuzzer start from
     // both header forms.
-    out[3] = aead == Aead::kAes256Gcm ? kFlagAes256Gcm : 0;
+    out[3] = uint8_t((aead == Aead::kAes256Gcm ? kFlagAes256Gcm : 0) | (chunk ? kFlagChunk : 0));
     write(dir, name, out);
+  };
+  auto seal = [&](const std::string& name, flatbuffers::FlatBufferBuilder& fbb, Aead aead) {
+    seal_body(name, fbb.GetBufferPointer(), fbb.GetSize(), aead, false);
   };
   for (Aead aead : {Aead::kXChaCha20Poly1305, Aead::kAes256Gcm}) {
     const std::string suffix = aead == Aead::kAes256Gcm ? "_gcm" : "";
+    // Job 7, link sequence 12, message 42, link epoch 1, from node 3: chunk 1 of 4 of 2,400.
+    const ChunkFields f{7, 12, 42, 1, 3, 1, 4, 2400, 600};
+    std::vector<uint8_t> chunk(kChunkFieldBytes + 600, 0x5A);
+    put_chunk_fields(f, chunk.data());
+    seal_body("chunk" + suffix, chunk.data(), chunk.size(), aead, true);
     flatbuffers::FlatBufferBuilder fbb;
-    const std::vector<uint8_t> data(600, 0x5A);
-    const auto chunk = wire::CreateChunk(fbb, 3, 42, 1, 4, 2400, 600, fbb.CreateVector(data));
-    fbb.Finish(wire::CreateEnvelope(fbb, 7, 12, wire::Frame::Chunk, chunk.Union(), 1));
-    seal("chunk" + suffix, fbb, aead);
-    fbb.Clear();
     const std::vector<uint64_t> ranges{14, 20, 22, 30};
     const auto ack = wire::CreateAck(fbb, 12, 131072, 1, fbb.CreateVector(ranges), 2, 1800, 600);
-    fbb.Finish(wire::CreateEnvelope(fbb, 0, 0, wire::Frame::Ack, ack.Union(), 1));
+    fbb.Finish(wire::CreateEnvelope(fbb, wire::Frame::Ack, ack.Union(), 1));
     seal("ack" + suffix, fbb, aead);
     fbb.Clear();
     const std::vector<uint64_t> missing{13, 21};
     const auto nak = wire::CreateNak(fbb, fbb.CreateVector(missing), 1);
-    fbb.Finish(wire::CreateEnvelope(fbb, 0, 0, wire::Frame::Nak, nak.Union(), 1));
+    fbb.Finish(wire::CreateEnvelope(fbb, wire::Frame::Nak, nak.Union(), 1));
     seal("nak" + suffix, fbb, aead);
     fbb.Clear();
     const auto hb = wire::CreateHeartbeat(fbb, 2, 1000000, 999000, 500, true);
-    fbb.Finish(wire::CreateEnvelope(fbb, 0, 0, wire::Frame::Heartbeat, hb.Union(), 1));
+    fbb.Finish(wire::CreateEnvelope(fbb, wire::Frame::Heartbeat, hb.Union(), 1));
     seal("heartbeat" + suffix, fbb, aead);
   }
 }

@@ -37,13 +37,20 @@ std::vector<uint8_t> chunk_datagram(const Authenticator& auth, uint64_t counter,
                                     uint32_t total_bytes = 5, uint32_t count = 1,
                                     size_t data_len = 5, uint64_t link_seq = 1,
                                     Aead aead = Aead::kXChaCha20Poly1305) {
-  flatbuffers::FlatBufferBuilder fbb;
-  std::vector<uint8_t> data(data_len, 0xAB);
-  const auto chunk = wire::CreateChunk(fbb, 3, 42, 0, count, total_bytes, 1000,
-                                       fbb.CreateVector(data));
-  fbb.Finish(wire::CreateEnvelope(fbb, 1, link_seq, wire::Frame::Chunk, chunk.Union()));
+  ChunkFields f;
+  f.job_id = 1;
+  f.link_seq = link_seq;
+  f.message_id = 42;
+  f.origin = 3;
+  f.count = count;
+  f.total_bytes = total_bytes;
+  f.chunk_bytes = 1000;
+  std::vector<uint8_t> body(kChunkFieldBytes + data_len, 0xAB);
+  put_chunk_fields(f, body.data());
+  DatagramHeader h{3, 1, 99, counter, aead};
+  h.chunk = true;
   std::vector<uint8_t> out;
-  seal_datagram({3, 1, 99, counter, aead}, fbb.GetBufferPointer(), fbb.GetSize(), auth, out);
+  seal_datagram(h, body.data(), body.size(), auth, out);
   return out;
 }
 
@@ -74,43 +81,66 @@ TEST_CASE("a well-formed datagram parses; its fields come through") {
   REQUIRE(parse(chunk_datagram(auth, 1), auth, reason, d));
   REQUIRE(d.header.sender == 3);
   REQUIRE(d.header.counter == 1);
-  REQUIRE(d.envelope->frame_type() == wire::Frame::Chunk);
-  REQUIRE(d.envelope->frame_as_Chunk()->message_id() == 42);
+  REQUIRE(d.header.chunk);
+  REQUIRE(d.envelope == nullptr);
+  CHECK(d.chunk.job_id == 1);
+  CHECK(d.chunk.link_seq == 1);
+  CHECK(d.chunk.message_id == 42);
+  CHECK(d.chunk.origin == 3);
+  CHECK(d.chunk.count == 1);
+  CHECK(d.chunk.total_bytes == 5);
+  CHECK(d.chunk.chunk_bytes == 1000);
+  CHECK(std::vector<uint8_t>(d.chunk_data, d.chunk_data + d.chunk_size) ==
+        std::vector<uint8_t>(5, 0xAB));
 }
 
-// Link::send_chunk leaves a chunk's payload unwritten in the builder and splices it in from the
-// message as the datagram is framed: the datagram must be the one a filled builder gives.
-TEST_CASE("a payload spliced in while framing gives the same datagram as a filled builder") {
+TEST_CASE("a chunk's fields fill 48 bytes, in the order and at the offsets datagram.h gives") {
+  ChunkFields f;
+  f.job_id = 0x0102030405060708ull;
+  f.link_seq = 9;
+  f.message_id = 10;
+  f.link_epoch = 11;
+  f.origin = 12;
+  f.index = 13;
+  f.count = 14;
+  f.total_bytes = 15;
+  f.chunk_bytes = 16;
+  std::vector<uint8_t> b(kChunkFieldBytes, 0xEE);
+  put_chunk_fields(f, b.data());
+  CHECK(b[0] == 0x08);  // little-endian
+  CHECK(b[7] == 0x01);
+  const std::vector<std::pair<size_t, uint8_t>> at = {{8, 9},   {16, 10}, {24, 11}, {28, 12},
+                                                     {32, 13}, {36, 14}, {40, 15}, {44, 16}};
+  for (auto [offset, value] : at) CHECK(int(b[offset]) == int(value));
+}
+
+// The lane frames a chunk from its fields and splices its data in from the message as the
+// datagram is framed: the datagram must be the one a filled body gives.
+TEST_CASE("a payload spliced in while framing gives the same datagram as a filled body") {
   Authenticator auth(test_key(), false, true, 1);
   const Aead aead = auth.aes_gcm() ? Aead::kAes256Gcm : Aead::kXChaCha20Poly1305;
-  for (size_t len : {size_t(1), size_t(3), size_t(1000), size_t(1239)}) {
+  for (size_t len : {size_t(1), size_t(3), size_t(1000), size_t(1312)}) {
     std::vector<uint8_t> payload(len);
     for (size_t i = 0; i < len; ++i) payload[i] = uint8_t(i * 7 + 1);
-    auto build = [&](flatbuffers::FlatBufferBuilder& fbb, bool filled, size_t* from_end) {
-      uint8_t* unwritten = nullptr;
-      const auto data = filled ? fbb.CreateVector(payload)
-                               : fbb.CreateUninitializedVector(len, &unwritten);
-      if (!filled) *from_end = size_t(fbb.GetBufferPointer() + fbb.GetSize() - unwritten);
-      const auto chunk = wire::CreateChunk(fbb, 3, 42, 0, 1, uint32_t(len), 1300, data);
-      fbb.Finish(wire::CreateEnvelope(fbb, 1, 9, wire::Frame::Chunk, chunk.Union(), 2));
-    };
-    flatbuffers::FlatBufferBuilder filled, spliced;
-    size_t from_end = 0;
-    build(filled, true, nullptr);
-    build(spliced, false, &from_end);
-    REQUIRE(spliced.GetSize() == filled.GetSize());
-    const DatagramHeader h{3, 1, 99, 5, aead};
+    // Job 1, link sequence 9, message 42, link epoch 2, from node 3: its only chunk.
+    const ChunkFields f{1, 9, 42, 2, 3, 0, 1, uint32_t(len), 1300};
+    std::vector<uint8_t> filled(kChunkFieldBytes + len), spliced(kChunkFieldBytes + len, 0);
+    put_chunk_fields(f, filled.data());
+    put_chunk_fields(f, spliced.data());
+    std::copy(payload.begin(), payload.end(), filled.begin() + kChunkFieldBytes);
+    DatagramHeader h{3, 1, 99, 5, aead};
+    h.chunk = true;
     std::vector<uint8_t> want, got;
-    seal_datagram(h, filled.GetBufferPointer(), filled.GetSize(), auth, want);
-    seal_datagram(h, spliced.GetBufferPointer(), spliced.GetSize(), auth, got,
-                  BodySplice{spliced.GetSize() - from_end, len, payload.data()});
+    seal_datagram(h, filled.data(), filled.size(), auth, want);
+    seal_datagram(h, spliced.data(), spliced.size(), auth, got,
+                  BodySplice{kChunkFieldBytes, len, payload.data()});
     CHECK(got == want);
     ParsedDatagram d;
     DropReason reason;
     INFO("payload " << len << " bytes, datagram " << got.size());
     REQUIRE(parse(got, auth, reason, d));
-    const auto* c = d.envelope->frame_as_Chunk();
-    CHECK(std::vector<uint8_t>(c->data()->begin(), c->data()->end()) == payload);
+    CHECK(d.chunk.link_epoch == 2);
+    CHECK(std::vector<uint8_t>(d.chunk_data, d.chunk_data + d.chunk_size) == payload);
   }
   // A splice that runs past the body is a programming error, refused before anything is copied.
   std::vector<uint8_t> body(64), out;
@@ -154,6 +184,19 @@ TEST_CASE("bad datagrams are rejected with the reason they are counted under") {
   REQUIRE(reject_reason(chunk_datagram(auth, 2, 0xFFFFFFFFu, 1), auth) == DropReason::kMalformed);
   REQUIRE(reject_reason(chunk_datagram(auth, 3, 4, 1, 5), auth) == DropReason::kMalformed);
   REQUIRE(reject_reason(chunk_datagram(auth, 4, 5, 1, 5, 0), auth) == DropReason::kMalformed);
+  // No chunks at all, and a body too short for a chunk's fields.
+  REQUIRE(reject_reason(chunk_datagram(auth, 5, 0, 0, 0), auth) == DropReason::kMalformed);
+  DatagramHeader h{3, 1, 99, 6};
+  h.chunk = true;
+  std::vector<uint8_t> body(kChunkFieldBytes - 1, 1), short_body;
+  seal_datagram(h, body.data(), body.size(), auth, short_body);
+  REQUIRE(reject_reason(short_body, auth) == DropReason::kMalformed);
+  // A chunk read as an envelope (its flag cleared, sealed again): the verifier refuses it.
+  const std::vector<uint8_t> chunk_bytes = chunk_datagram(auth, 7);
+  std::vector<uint8_t> as_envelope;
+  seal_datagram({3, 1, 99, 7}, chunk_bytes.data() + kHeaderBytes,
+                chunk_bytes.size() - kHeaderBytes - kTagBytes, auth, as_envelope);
+  REQUIRE(reject_reason(as_envelope, auth) == DropReason::kMalformed);
 }
 
 TEST_CASE("the XChaCha20-Poly1305 tag is libsodium's, over (sender, receiver, boot, counter)") {
@@ -161,7 +204,7 @@ TEST_CASE("the XChaCha20-Poly1305 tag is libsodium's, over (sender, receiver, bo
   // one-shot XChaCha20-Poly1305 with the 24-byte nonce the header describes.
   Authenticator auth(test_key(), false, /*allow_aes_gcm=*/false);
   const std::vector<uint8_t> d = chunk_datagram(auth, 0x0102030405060708ull);
-  REQUIRE(d[3] == 0);  // flags: XChaCha20-Poly1305
+  REQUIRE(d[3] == kFlagChunk);  // flags: a chunk, XChaCha20-Poly1305
   unsigned char nonce[24];
   std::memcpy(nonce, d.data() + 4, 8);        // sender, receiver
   std::memcpy(nonce + 8, d.data() + 16, 16);  // boot id, counter
@@ -186,22 +229,22 @@ TEST_CASE("AES-256-GCM datagrams: flagged, checked, refused where not accepted")
   if (!gcm.aes_gcm()) DTRAIN_SKIP("this CPU has no AES-NI/CLMUL, libsodium offers no AES-256-GCM");
   Authenticator chacha_only(test_key(), false, /*allow_aes_gcm=*/false);
   const std::vector<uint8_t> d = chunk_datagram(gcm, 5, 5, 1, 5, 1, Aead::kAes256Gcm);
-  REQUIRE(d[3] == kFlagAes256Gcm);
+  REQUIRE(d[3] == (kFlagAes256Gcm | kFlagChunk));
   ParsedDatagram out;
   DropReason reason;
   REQUIRE(parse(d, gcm, reason, out));
   REQUIRE(out.header.aead == Aead::kAes256Gcm);
-  REQUIRE(out.envelope->frame_as_Chunk()->message_id() == 42);
+  REQUIRE(out.chunk.message_id == 42);
   // A node that does not check AES-256-GCM refuses it (its sender learns from heartbeats not
   // to use it), and one that cannot make it seals XChaCha20-Poly1305 and flags that.
   REQUIRE(reject_reason(d, chacha_only) == DropReason::kBadTag);
   const std::vector<uint8_t> fallback = chunk_datagram(chacha_only, 6, 5, 1, 5, 1, Aead::kAes256Gcm);
-  REQUIRE(fallback[3] == 0);
+  REQUIRE(fallback[3] == kFlagChunk);
   REQUIRE(parse(fallback, gcm, reason, out));
   // The flag is under the tag: switching the AEAD a datagram claims breaks it. Unknown flag
   // bits are malformed.
   std::vector<uint8_t> switched = d;
-  switched[3] = 0;
+  switched[3] = kFlagChunk;
   REQUIRE(reject_reason(switched, gcm) == DropReason::kBadTag);
   std::vector<uint8_t> flags = d;
   flags[3] |= 0x80;
@@ -220,7 +263,7 @@ TEST_CASE("AES-256-GCM datagrams: flagged, checked, refused where not accepted")
 TEST_CASE("the lane and lane count come through, under the tag, and are range-checked") {
   Authenticator auth(test_key(), false);
   flatbuffers::FlatBufferBuilder fbb;
-  fbb.Finish(wire::CreateEnvelope(fbb, 1, 0, wire::Frame::Heartbeat,
+  fbb.Finish(wire::CreateEnvelope(fbb, wire::Frame::Heartbeat,
                                   wire::CreateHeartbeat(fbb, 1, 0, 0).Union()));
   DatagramHeader h{3, 1, 99, 7};
   h.lane = 2;
@@ -290,8 +333,13 @@ TEST_CASE("random bytes, authenticated garbage and every truncation never parse"
     DropReason reason;
     REQUIRE_FALSE(parse(bytes, auth, reason, d));
     // Without authentication the FlatBuffers verifier is the only guard: it must hold too.
-    if (bytes.size() <= kDefaultMaxDatagram && parse(bytes, insecure, reason, d))
-      REQUIRE(d.envelope != nullptr);
+    if (bytes.size() <= kDefaultMaxDatagram && parse(bytes, insecure, reason, d)) {
+      // What parses is a checked chunk or a verified envelope.
+      if (d.header.chunk)
+        REQUIRE((d.chunk.index < d.chunk.count && d.chunk_size <= d.chunk.total_bytes));
+      else
+        REQUIRE(d.envelope != nullptr);
+    }
   }
   const std::vector<uint8_t> good = chunk_datagram(auth, 1);
   for (size_t len = 0; len < good.size(); ++len) {
@@ -514,9 +562,8 @@ TEST_CASE("a union type without its table is malformed, not a crash (found by th
   Authenticator auth(test_key(), false);
   flatbuffers::FlatBufferBuilder fbb;
   wire::EnvelopeBuilder e(fbb);
-  e.add_job_id(1);
-  e.add_link_seq(1);
-  e.add_frame_type(wire::Frame::Chunk);  // and no frame
+  e.add_link_epoch(1);
+  e.add_frame_type(wire::Frame::Ack);  // and no frame
   fbb.Finish(e.Finish());
   std::vector<uint8_t> bytes;
   seal_datagram({3, 1, 99, 1}, fbb.GetBufferPointer(), fbb.GetSize(), auth, bytes);

@@ -70,12 +70,8 @@ Endpoint::Endpoint(const EndpointConfig& config)
     if (i == 0) port_ = lanes_[0]->port();
   }
   if (config.lanes > 1) lanes_[0]->steer_by_lane_byte();
-  // The largest chunk that still fits one datagram: measure the envelope around an empty one.
-  flatbuffers::FlatBufferBuilder probe;
-  const auto data = probe.CreateVector(std::vector<uint8_t>());
-  const auto chunk = wire::CreateChunk(probe, ~0u, ~0ull, ~0u, ~0u, ~0u, ~0u, data);
-  probe.Finish(wire::CreateEnvelope(probe, ~0ull, ~0ull, wire::Frame::Chunk, chunk.Union()));
-  chunk_payload_ = config.max_datagram - kHeaderBytes - kTagBytes - probe.GetSize() - 16;
+  // The largest chunk that fits one datagram, around its fixed fields (transport/wire/datagram.h).
+  chunk_payload_ = config.max_datagram - kHeaderBytes - kTagBytes - kChunkFieldBytes;
   if (config.insecure)
     spdlog::warn("node {}: data channel running INSECURE (no authentication): benchmarks only",
                  config.node_id);

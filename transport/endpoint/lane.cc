@@ -247,7 +247,19 @@ uint64_t Lane::next_counter() {
 
 // ---- the I/O thread's datagrams ----
 
-void Lane::emit(Link& link, const BodySplice& splice) {
+void Lane::emit(Link& link) {
+  send_body(link, false, fbb_.GetBufferPointer(), fbb_.GetSize(), BodySplice{});
+}
+
+void Lane::emit_chunk(Link& link, const ChunkFields& fields, const uint8_t* data, size_t size) {
+  if (chunk_body_.size() < kChunkFieldBytes + size) chunk_body_.resize(kChunkFieldBytes + size);
+  put_chunk_fields(fields, chunk_body_.data());
+  send_body(link, true, chunk_body_.data(), kChunkFieldBytes + size,
+            BodySplice{kChunkFieldBytes, size, data});
+}
+
+void Lane::send_body(Link& link, bool chunk, const uint8_t* body, size_t body_len,
+                     const BodySplice& splice) {
   DatagramHeader h;
   h.sender = config_.node_id;
   h.receiver = link.id();
@@ -256,21 +268,21 @@ void Lane::emit(Link& link, const BodySplice& splice) {
   h.aead = link.aead();
   h.lane = index_;
   h.lanes = uint8_t(config_.lanes);
+  h.chunk = chunk;
   const int fd = send_fd();
   if (!faults_.active()) {
     // Framed straight into the next batch slot: no copy on the common path. With tag workers
     // the batch seals its slots together when it is flushed.
     std::vector<uint8_t>& out = batch_.next(link.address(), &link.counters());
     if (tag_workers_.threads() > 0) {
-      batch_.commit_untagged(fd, frame_datagram(h, fbb_.GetBufferPointer(), fbb_.GetSize(), auth_,
-                                               out, splice));
+      batch_.commit_untagged(fd, frame_datagram(h, body, body_len, auth_, out, splice));
       return;
     }
-    seal_datagram(h, fbb_.GetBufferPointer(), fbb_.GetSize(), auth_, out, splice);
+    seal_datagram(h, body, body_len, auth_, out, splice);
     batch_.commit(fd);
     return;
   }
-  seal_datagram(h, fbb_.GetBufferPointer(), fbb_.GetSize(), auth_, tx_, splice);
+  seal_datagram(h, body, body_len, auth_, tx_, splice);
   std::vector<FaultInjector::Datagram> out;
   if (!faults_.process({tx_, link.id()}, Clock::now(), out))
     link.counters().drop(DropReason::kInjected);

@@ -111,7 +111,9 @@ class Lane final : public LinkHost {
     fbb_.Clear();
     return fbb_;
   }
-  void emit(Link& link, const BodySplice& splice) override;
+  void emit(Link& link) override;
+  void emit_chunk(Link& link, const ChunkFields& fields, const uint8_t* data,
+                  size_t size) override;
   void release_budget(size_t bytes) override { shared_.budget.release(bytes); }
   void receiving_restarted(Link& link) override { reassembler_.link_restarted(link.id()); }
   bool holds_back(const Link& link) const override { return relay_backlogged(link.id()); }
@@ -137,7 +139,10 @@ class Lane final : public LinkHost {
   void split_slot(const uint8_t* data, size_t len, size_t segment);
   // Checks, on the tag workers, the tags of the received datagrams whose key is cached.
   void check_tags();
-  void on_chunk(Link& link, const wire::Envelope& e, Clock::time_point now);
+  void on_chunk(Link& link, const ParsedDatagram& d, Clock::time_point now);
+  // Seals `body` (with `splice`'s bytes still to copy in) for `link`'s peer and sends it.
+  void send_body(Link& link, bool chunk, const uint8_t* body, size_t body_len,
+                 const BodySplice& splice);
   bool relay_backlogged(uint32_t except) const;
   void receive();
   void drain_socket();
@@ -187,6 +192,9 @@ class Lane final : public LinkHost {
   std::vector<TagCheck> tag_checks_;
   std::vector<uint8_t> tx_;
   flatbuffers::FlatBufferBuilder fbb_{2048};
+  // A chunk's body as it is framed: its fields, then room for its data (never written here:
+  // the data is copied from the message straight into the datagram).
+  std::vector<uint8_t> chunk_body_;
   Clock::time_point last_expire_ = Clock::now();
   Clock::time_point last_retry_{};
   bool room_freed_ = false;      // since last_retry_: a message completed or a backlog drained

@@ -37,15 +37,15 @@ void Lane::handle(const uint8_t* data, size_t len, TagVerdict tag, Clock::time_p
     if (shared_.wrong_lane) shared_.wrong_lane(d.header.sender, d.header);
     return;
   }
-  const wire::Envelope& e = *d.envelope;
   const bool was_lost = from->lost();
-  if (auto refused = from->admit(d.header, e, boots_[d.header.sender], now, len)) {
+  if (auto refused = from->admit(d.header, d.link_epoch(), boots_[d.header.sender], now, len)) {
     from->counters().drop(*refused);
     return;
   }
   if (was_lost && shared_.lane_revived) shared_.lane_revived(from->id());
+  if (d.header.chunk) return on_chunk(*from, d, now);
+  const wire::Envelope& e = *d.envelope;
   switch (e.frame_type()) {
-    case wire::Frame::Chunk: on_chunk(*from, e, now); return;
     case wire::Frame::Ack: from->on_ack(*e.frame_as_Ack(), now); return;
     case wire::Frame::Nak: from->on_nak(*e.frame_as_Nak(), now); return;
     case wire::Frame::Heartbeat: from->on_heartbeat(*e.frame_as_Heartbeat()); return;
@@ -56,8 +56,8 @@ void Lane::handle(const uint8_t* data, size_t len, TagVerdict tag, Clock::time_p
 // A chunk is acknowledged only once it is taken: by reassembly, or as a chunk of a job this
 // node does not run (dropped for good). One refused for want of room (reassembly budget, or a
 // relay backlog) is left unacknowledged, so its sender sends it again later: nothing is lost.
-void Lane::on_chunk(Link& from, const wire::Envelope& e, Clock::time_point now) {
-  const uint64_t seq = e.link_seq();
+void Lane::on_chunk(Link& from, const ParsedDatagram& d, Clock::time_point now) {
+  const uint64_t seq = d.chunk.link_seq;
   switch (from.receiver().peek(seq)) {
     case LinkReceiver::Accept::kTooFarAhead: from.counters().drop(DropReason::kMalformed); return;
     case LinkReceiver::Accept::kDuplicate:
@@ -66,8 +66,8 @@ void Lane::on_chunk(Link& from, const wire::Envelope& e, Clock::time_point now) 
       return;
     case LinkReceiver::Accept::kNew: break;
   }
-  const ChunkView v = chunk_view(e);
-  if (!jobs_.count(e.job_id())) {
+  const ChunkView v = chunk_view(d);
+  if (!jobs_.count(v.key.job_id)) {
     from.took_chunk(seq, uint32_t(v.size), now);
     from.counters().drop(DropReason::kUnknownJob);
     return;

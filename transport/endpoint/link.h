@@ -27,9 +27,12 @@ class LinkHost {
   virtual ~LinkHost() = default;
   // The endpoint's builder, cleared, for the body of one datagram.
   virtual flatbuffers::FlatBufferBuilder& builder() = 0;
-  // Seals the finished body in builder() for `link`'s peer and sends it; `splice`: the body's
-  // bytes the builder left unwritten, and where they are.
-  virtual void emit(Link& link, const BodySplice& splice) = 0;
+  // Seals the finished body in builder() for `link`'s peer and sends it.
+  virtual void emit(Link& link) = 0;
+  // Seals a chunk for `link`'s peer, its fields and `size` bytes of data from `data` (copied
+  // once, into the datagram), and sends it.
+  virtual void emit_chunk(Link& link, const ChunkFields& fields, const uint8_t* data,
+                          size_t size) = 0;
   // Own-message payload bytes acknowledged or dropped: the send budget gets them back.
   virtual void release_budget(size_t bytes) = 0;
   // The peer's sending half started over (it restarted, or reset the link): the chunks it
@@ -83,7 +86,7 @@ class Link {
 
   // Boot, replay and link-epoch checks of an authenticated datagram from this peer; a new boot
   // or a new link epoch starts the receiving half over. The reason it is dropped, if it is.
-  std::optional<DropReason> admit(const DatagramHeader& header, const wire::Envelope& e,
+  std::optional<DropReason> admit(const DatagramHeader& header, uint32_t link_epoch,
                                   BootRecord& boots, Clock::time_point now, size_t len);
 
   // Handlers of admitted datagrams, one per kind (chunks: the endpoint's, they need its

@@ -1,20 +1,20 @@
 #pragma once
-// The reassembler's view of a received Chunk frame (the envelope already verified).
+// The reassembler's view of a received chunk (its datagram already parsed and checked).
 #include "transport/reliability/reassembler.h"
-#include "transport/schema/data_generated.h"
+#include "transport/wire/datagram.h"
 
 namespace dtrain::transport {
 
-inline ChunkView chunk_view(const wire::Envelope& e) {
-  const wire::Chunk* c = e.frame_as_Chunk();
+inline ChunkView chunk_view(const ParsedDatagram& d) {
+  const ChunkFields& c = d.chunk;
   ChunkView v;
-  v.key = {e.job_id(), c->origin(), c->message_id()};
-  v.index = c->index();
-  v.count = c->count();
-  v.total_bytes = c->total_bytes();
-  v.chunk_bytes = c->chunk_bytes();
-  v.data = c->data()->data();
-  v.size = c->data()->size();
+  v.key = {c.job_id, c.origin, c.message_id};
+  v.index = c.index;
+  v.count = c.count;
+  v.total_bytes = c.total_bytes;
+  v.chunk_bytes = c.chunk_bytes;
+  v.data = d.chunk_data;
+  v.size = d.chunk_size;
   return v;
 }
 

@@ -19,19 +19,12 @@ T get(const uint8_t* p) {
   return v;
 }
 
-// Frame-level checks the verifier cannot know: sizes inside a Chunk must be consistent, and
-// 64-bit vectors aligned (schema/vector_alignment.h).
-bool frame_is_sane(const wire::Envelope& e, size_t max_datagram) {
+// Frame-level checks the verifier cannot know: 64-bit vectors aligned
+// (schema/vector_alignment.h).
+bool frame_is_sane(const wire::Envelope& e) {
   // A union's type without its table passes the verifier (found by the fuzzer).
   if (e.frame() == nullptr) return false;
   switch (e.frame_type()) {
-    case wire::Frame::Chunk: {
-      const wire::Chunk* c = e.frame_as_Chunk();
-      if (!c->data() || c->count() == 0 || c->index() >= c->count()) return false;
-      // A message may not claim more bytes than its chunks can carry.
-      return uint64_t(c->total_bytes()) <= uint64_t(c->count()) * max_datagram &&
-             c->data()->size() <= c->total_bytes() && e.link_seq() > 0;
-    }
     case wire::Frame::Nak:
       return e.frame_as_Nak()->missing() != nullptr && elements_aligned(e.frame_as_Nak()->missing());
     case wire::Frame::Ack: {
@@ -45,7 +38,40 @@ bool frame_is_sane(const wire::Envelope& e, size_t max_datagram) {
   }
 }
 
+// A chunk's fields: its index within its count, and no more bytes claimed than its chunks can
+// carry, nor in it than its message has.
+bool read_chunk(const uint8_t* body, size_t body_len, size_t max_datagram, ParsedDatagram& out) {
+  if (body_len < kChunkFieldBytes) return false;
+  ChunkFields& f = out.chunk;
+  f.job_id = get<uint64_t>(body);
+  f.link_seq = get<uint64_t>(body + 8);
+  f.message_id = get<uint64_t>(body + 16);
+  f.link_epoch = get<uint32_t>(body + 24);
+  f.origin = get<uint32_t>(body + 28);
+  f.index = get<uint32_t>(body + 32);
+  f.count = get<uint32_t>(body + 36);
+  f.total_bytes = get<uint32_t>(body + 40);
+  f.chunk_bytes = get<uint32_t>(body + 44);
+  out.chunk_data = body + kChunkFieldBytes;
+  out.chunk_size = body_len - kChunkFieldBytes;
+  return f.link_seq > 0 && f.count > 0 && f.index < f.count &&
+         uint64_t(f.total_bytes) <= uint64_t(f.count) * max_datagram &&
+         out.chunk_size <= f.total_bytes;
+}
+
 }  // namespace
+
+void put_chunk_fields(const ChunkFields& f, uint8_t* out) {
+  put<uint64_t>(out, f.job_id);
+  put<uint64_t>(out + 8, f.link_seq);
+  put<uint64_t>(out + 16, f.message_id);
+  put<uint32_t>(out + 24, f.link_epoch);
+  put<uint32_t>(out + 28, f.origin);
+  put<uint32_t>(out + 32, f.index);
+  put<uint32_t>(out + 36, f.count);
+  put<uint32_t>(out + 40, f.total_bytes);
+  put<uint32_t>(out + 44, f.chunk_bytes);
+}
 
 const char* drop_reason_name(DropReason reason) {
   switch (reason) {
@@ -86,7 +112,7 @@ TagContext frame_datagram(const DatagramHeader& header, const uint8_t* body, siz
   p[0] = 'D';
   p[1] = 'T';
   p[2] = kWireVersion;
-  p[3] = h.aead == Aead::kAes256Gcm ? kFlagAes256Gcm : 0;
+  p[3] = uint8_t((h.aead == Aead::kAes256Gcm ? kFlagAes256Gcm : 0) | (h.chunk ? kFlagChunk : 0));
   put<uint32_t>(p + 4, h.sender);
   put<uint32_t>(p + 8, h.receiver);
   p[kLaneOffset] = h.lane;
@@ -128,7 +154,7 @@ bool read_header(const uint8_t* data, size_t len, size_t max_datagram, DatagramH
     reason = DropReason::kWrongVersion;
     return false;
   }
-  if ((data[3] & ~kFlagAes256Gcm) != 0) {
+  if ((data[3] & ~(kFlagAes256Gcm | kFlagChunk)) != 0) {
     reason = DropReason::kMalformed;
     return false;
   }
@@ -140,6 +166,7 @@ bool read_header(const uint8_t* data, size_t len, size_t max_datagram, DatagramH
   out.lane = lane;
   out.lanes = lanes;
   out.aead = (data[3] & kFlagAes256Gcm) ? Aead::kAes256Gcm : Aead::kXChaCha20Poly1305;
+  out.chunk = (data[3] & kFlagChunk) != 0;
   out.sender = get<uint32_t>(data + 4);
   out.receiver = get<uint32_t>(data + 8);
   out.boot_id = get<uint64_t>(data + 16);
@@ -161,6 +188,11 @@ bool parse_datagram(const uint8_t* data, size_t len, size_t max_datagram,
   }
   const uint8_t* body = data + kHeaderBytes;
   const size_t body_len = signed_len - kHeaderBytes;
+  if (out.header.chunk) {
+    if (read_chunk(body, body_len, max_datagram, out)) return true;
+    reason = DropReason::kMalformed;
+    return false;
+  }
   // FlatBuffers needs 4-byte alignment of the buffer's start to verify and read it safely.
   if (reinterpret_cast<uintptr_t>(body) % 4 != 0) {
     reason = DropReason::kMalformed;
@@ -172,7 +204,7 @@ bool parse_datagram(const uint8_t* data, size_t len, size_t max_datagram,
     return false;
   }
   out.envelope = wire::GetEnvelope(body);
-  if (!frame_is_sane(*out.envelope, max_datagram)) {
+  if (!frame_is_sane(*out.envelope)) {
     reason = DropReason::kMalformed;
     return false;
   }

@@ -1,11 +1,18 @@
 #pragma once
-// One datagram on the data channel (wire version 4):
+// One datagram on the data channel (wire version 5):
 //   0  "DT" | version | flags | sender node (u32) | receiver node (u32) |
 //      lane (u8) | lanes (u8) | reserved (u16, 0)
 //   16 boot id (u64) | counter (u64)
-//   32 a FlatBuffers Envelope (transport/schema/data.fbs), 8-byte aligned
+//   32 the body: a chunk (flags bit 1), or a FlatBuffers Envelope (transport/schema/data.fbs:
+//      acks, NAKs, heartbeats), 8-byte aligned
 //   .. 16-byte tag over everything before it (transport/security/authenticator.h)
-// flags: bit 0 set = the tag is AES-256-GCM, clear = XChaCha20-Poly1305; the other bits are 0.
+// flags: bit 0 set = the tag is AES-256-GCM, clear = XChaCha20-Poly1305; bit 1 set = the body
+// is a chunk; the other bits are 0.
+// A chunk's body, every field fixed (48 bytes, then the chunk's data to the tag):
+//   0  job id (u64) | link sequence number (u64, > 0) | message id (u64)
+//   24 link epoch (u32) | origin node (u32) | index (u32) | count (u32)
+//   40 the message's total bytes (u32) | bytes of every chunk but the last (u32)
+// (A FlatBuffers table of the same fields took 112 bytes of each 1,408-byte datagram.)
 // lane: which of the sender's `lanes` I/O threads sent it (docs/architecture/transport.md,
 // "Lanes"); the receiving kernel steers it to the socket of the same lane by this byte, at payload
 // offset 12. All integers little-endian. The receiver is under the tag: a datagram captured on its
@@ -23,14 +30,17 @@
 
 namespace dtrain::transport {
 
-// 4: the lane and lane count (3 had a reserved word there: a node of version 3 would take every
-// lane's datagrams as one link's). 3: the AEAD flag, and the receiver is part of the nonce and
+// 5: chunks' fields in a fixed layout, not a FlatBuffers table (64 bytes more of each datagram
+// carry data). 4: the lane and lane count (3 had a reserved word there: a node of version 3
+// would take every lane's datagrams as one link's). 3: the AEAD flag, and the receiver is part of the nonce and
 // key (2: XChaCha20-Poly1305 with the nonce (sender, boot, counter); the receiver was
 // authenticated as associated data only).
-constexpr uint8_t kWireVersion = 4;
+constexpr uint8_t kWireVersion = 5;
 constexpr size_t kLaneOffset = 12;  // the lane byte; the lane count follows it
 constexpr uint8_t kMaxLanes = 16;
 constexpr uint8_t kFlagAes256Gcm = 1;
+constexpr uint8_t kFlagChunk = 2;
+constexpr size_t kChunkFieldBytes = 48;
 constexpr size_t kHeaderBytes = 32;
 constexpr size_t kDefaultMaxDatagram = 1408;  // fits a 1500-byte MTU with IPv6 + UDP headers
 constexpr size_t kMinDatagram = kHeaderBytes + 8 + kTagBytes;
@@ -43,9 +53,25 @@ struct DatagramHeader {
   Aead aead = Aead::kXChaCha20Poly1305;  // which tag (flags bit 0)
   uint8_t lane = 0;   // < lanes
   uint8_t lanes = 1;  // the sender's, 1 .. kMaxLanes
+  bool chunk = false;  // flags bit 1: the body is a chunk (ChunkFields, then its data)
 
   TagContext tag_context() const { return {sender, receiver, boot_id, counter, aead}; }
 };
+
+// A chunk's fields (the body's first kChunkFieldBytes; its data follows them).
+struct ChunkFields {
+  uint64_t job_id = 0;
+  uint64_t link_seq = 0;  // > 0: chunks are delivered reliably
+  uint64_t message_id = 0;
+  uint32_t link_epoch = 0;
+  uint32_t origin = 0;     // the node that created the message
+  uint32_t index = 0;      // 0 .. count - 1
+  uint32_t count = 0;
+  uint32_t total_bytes = 0;  // of the whole message
+  uint32_t chunk_bytes = 0;  // of every chunk but the last
+};
+// The fields into out[0, kChunkFieldBytes).
+void put_chunk_fields(const ChunkFields& fields, uint8_t* out);
 
 // Why a datagram was dropped; counted per peer.
 enum class DropReason : int {
@@ -67,17 +93,16 @@ enum class DropReason : int {
 };
 const char* drop_reason_name(DropReason reason);
 
-// A run of a body's bytes that the builder left unwritten (CreateUninitializedVector), to be
-// copied from `from` as the datagram is framed: a chunk's payload then goes from its message
-// into the datagram in one copy, not through the builder first. len 0: none.
+// A run of a body's bytes left unwritten, to be copied from `from` as the datagram is framed: a
+// chunk's data then goes from its message into the datagram in one copy. len 0: none.
 struct BodySplice {
   size_t offset = 0;  // into the body
   size_t len = 0;
   const uint8_t* from = nullptr;
 };
 
-// header + body + tag into `out` (resized); the body is a finished FlatBuffer, `splice` the
-// bytes of it still to be filled in.
+// header + body + tag into `out` (resized); the body is a finished FlatBuffer, or a chunk's
+// (header.chunk), `splice` the bytes of it still to be filled in.
 void seal_datagram(const DatagramHeader& header, const uint8_t* body, size_t body_len,
                    const Authenticator& auth, std::vector<uint8_t>& out,
                    const BodySplice& splice = {});
@@ -89,7 +114,11 @@ TagContext frame_datagram(const DatagramHeader& header, const uint8_t* body, siz
 
 struct ParsedDatagram {
   DatagramHeader header;
-  const wire::Envelope* envelope = nullptr;  // points into the datagram's bytes
+  const wire::Envelope* envelope = nullptr;  // not a chunk: points into the datagram's bytes
+  ChunkFields chunk;                         // header.chunk: its fields...
+  const uint8_t* chunk_data = nullptr;       // ...and its data, in the datagram's bytes
+  size_t chunk_size = 0;
+  uint32_t link_epoch() const { return header.chunk ? chunk.link_epoch : envelope->link_epoch(); }
 };
 
 // What is known of a datagram's tag before parse_datagram: a batch's tags may be checked on
