@@ -107,10 +107,11 @@ class Script {
   void step() {
     Peer& peer = peers_[in_.ConsumeIntegralInRange<int>(0, 1)];
     switch (in_.ConsumeIntegralInRange<int>(0, 10)) {
-      case 0: case 1: case 2: sealed(peer, chunk(), true); break;
-      case 3: sealed(peer, ack()); break;
-      case 4: sealed(peer, nak()); break;
-      case 5: sealed(peer, heartbeat()); break;
+      // Now and then flagged as the other kind of body (a chunk read as an envelope, and back).
+      case 0: case 1: case 2: sealed(peer, chunk(), !odd_flag()); break;
+      case 3: sealed(peer, ack(), odd_flag()); break;
+      case 4: sealed(peer, nak(), odd_flag()); break;
+      case 5: sealed(peer, heartbeat(), odd_flag()); break;
       case 6: replay(); break;
       case 7: raw(); break;
       case 8: own_message(peer); break;
@@ -118,6 +119,8 @@ class Script {
       case 10: later(); break;
     }
   }
+
+  bool odd_flag() { return in_.ConsumeIntegralInRange<int>(0, 15) == 0; }
 
   // A finished Envelope around the frame the builder already holds.
   template <class Frame>

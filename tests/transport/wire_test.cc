@@ -36,9 +36,10 @@ ClusterKey test_key(uint8_t fill = 7) {
 std::vector<uint8_t> chunk_datagram(const Authenticator& auth, uint64_t counter,
                                     uint32_t total_bytes = 5, uint32_t count = 1,
                                     size_t data_len = 5, uint64_t link_seq = 1,
-                                    Aead aead = Aead::kXChaCha20Poly1305) {
+                                    Aead aead = Aead::kXChaCha20Poly1305, uint32_t index = 0) {
   ChunkFields f;
   f.job_id = 1;
+  f.index = index;
   f.link_seq = link_seq;
   f.message_id = 42;
   f.origin = 3;
@@ -184,7 +185,11 @@ TEST_CASE("bad datagrams are rejected with the reason they are counted under") {
   REQUIRE(reject_reason(chunk_datagram(auth, 2, 0xFFFFFFFFu, 1), auth) == DropReason::kMalformed);
   REQUIRE(reject_reason(chunk_datagram(auth, 3, 4, 1, 5), auth) == DropReason::kMalformed);
   REQUIRE(reject_reason(chunk_datagram(auth, 4, 5, 1, 5, 0), auth) == DropReason::kMalformed);
-  // No chunks at all, and a body too short for a chunk's fields.
+  // A chunk past its message's count (and the largest index), no chunks at all, and a body too
+  // short for a chunk's fields.
+  for (uint32_t index : {1u, 0xFFFFFFFFu})
+    REQUIRE(reject_reason(chunk_datagram(auth, 8, 5, 1, 5, 1, Aead::kXChaCha20Poly1305, index),
+                          auth) == DropReason::kMalformed);
   REQUIRE(reject_reason(chunk_datagram(auth, 5, 0, 0, 0), auth) == DropReason::kMalformed);
   DatagramHeader h{3, 1, 99, 6};
   h.chunk = true;

@@ -197,6 +197,9 @@ class Lane final : public LinkHost {
   std::vector<uint8_t> chunk_body_;
   Clock::time_point last_expire_ = Clock::now();
   Clock::time_point last_retry_{};
+  // When a message past the reassembly budget was last logged (at most one line this often).
+  static constexpr std::chrono::seconds kOversizedLogEvery{10};
+  Clock::time_point oversized_logged_{};
   bool room_freed_ = false;      // since last_retry_: a message completed or a backlog drained
   bool was_backlogged_ = false;  // some link's relay backlog was over its bound at the last tick
 };

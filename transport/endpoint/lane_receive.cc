@@ -97,11 +97,16 @@ void Lane::on_chunk(Link& from, const ParsedDatagram& d, Clock::time_point now) 
     case Reassembler::Result::kDuplicate: ++from.counters().duplicates; return;
     case Reassembler::Result::kRejected:
       from.counters().drop(DropReason::kMalformed);
-      if (v.total_bytes > config_.reassembly_bytes)
+      // Logged at most every kOversizedLogEvery: a peer with the key could send such chunks as
+      // fast as it likes.
+      if (v.total_bytes > config_.reassembly_bytes &&
+          now - oversized_logged_ >= kOversizedLogEvery) {
+        oversized_logged_ = now;
         spdlog::error("node {}: a message of {} bytes from node {} exceeds the reassembly budget "
                       "of {} bytes and is dropped (fix: a smaller model; a parameter snapshot "
                       "must fit the budget)",
                       config_.node_id, v.total_bytes, v.key.origin, config_.reassembly_bytes);
+      }
       return;
     default: return;
   }

@@ -30,8 +30,8 @@
 
 namespace dtrain::transport {
 
-// 5: chunks' fields in a fixed layout, not a FlatBuffers table (64 bytes more of each datagram
-// carry data). 4: the lane and lane count (3 had a reserved word there: a node of version 3
+// 5: chunks' fields in a fixed layout, not a FlatBuffers table (80 bytes more of each datagram
+// carry data: the table's 112 and the 16 kept free around it, against 48). 4: the lane and lane count (3 had a reserved word there: a node of version 3
 // would take every lane's datagrams as one link's). 3: the AEAD flag, and the receiver is part of the nonce and
 // key (2: XChaCha20-Poly1305 with the nonce (sender, boot, counter); the receiver was
 // authenticated as associated data only).
