@@ -50,6 +50,11 @@ class ThreadRing {
     std::lock_guard<std::mutex> lock(mutex_);
     return events_[rank];
   }
+  // Part numbers sent again before the first was taken (a ring sends each part once).
+  int repeats() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return repeats_;
+  }
 
   // A test's corruption of what rank `from` sends (none by default).
   std::function<void(std::vector<float>&)> tamper = [](std::vector<float>&) {};
@@ -83,12 +88,6 @@ class ThreadRing {
   std::vector<int64_t> sent_;
   std::map<int, std::vector<int>> events_;
   int repeats_ = 0;
-
- public:
-  int repeats() {
-    std::lock_guard<std::mutex> lock(mutex_);
-    return repeats_;
-  }
 };
 
 // Runs the all-reduce on every rank's buffer, one thread each; the first error of any rank.
