@@ -9,12 +9,13 @@
 #   tools/netns_hosts.sh up TAG N RATE [DELAY]  e.g. up dt1 3 100mbit 25ms
 #                                               (exit 77: namespaces not permitted)
 #   tools/netns_hosts.sh rate TAG N RATE        change every host's egress rate
+#   tools/netns_hosts.sh mtu TAG N MTU          every host's eth0 and bridge port (e.g. 9000)
 #   tools/netns_hosts.sh down TAG N             delete them (and stop their delay lines)
 # The delay line's binary: $DELAY_LINE, else bazel-bin/tools/delay_line/delay_line (bazel build
 # //tools/delay_line).
 set -uo pipefail
 cmd=${1:-}; tag=${2:-}; n=${3:-}
-usage() { sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; }
 [[ -n $cmd && -n $tag && $n =~ ^[0-9]+$ ]] || { usage; exit 2; }
 pids_file=/run/dtrain-netns-$tag.pids
 
@@ -99,6 +100,12 @@ case $cmd in
     ;;
   rate)
     for i in $(seq 1 "$n"); do shape "$tag-h$i" "${4:?rate}"; done
+    ;;
+  mtu)
+    for i in $(seq 1 "$n"); do
+      ip -n "$tag-hub" link set "$tag-p$i" mtu "${4:?mtu}"
+      ip -n "$tag-h$i" link set eth0 mtu "$4"
+    done
     ;;
   down)
     if [[ -f $pids_file ]]; then

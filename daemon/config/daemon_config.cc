@@ -208,7 +208,8 @@ uint16_t port_of(const SpecReader& r, const YAML::Node& map, const std::string& 
 // data: the UDP data channel.
 void parse_data(const SpecReader& r, const YAML::Node& n, DaemonConfig& c) {
   r.expect_map(n, "data", {"network", "interface", "port", "allow_loopback", "reassembly_mb",
-                           "tag_threads", "lanes", "credit_kb", "max_credit_kb", "faults"});
+                           "tag_threads", "lanes", "mtu", "credit_kb", "max_credit_kb",
+                           "faults"});
   if (n["network"] && n["interface"])
     r.fail(n, "data", "give data.network or data.interface, not both",
            "keep the one that identifies the cluster network");
@@ -218,6 +219,8 @@ void parse_data(const SpecReader& r, const YAML::Node& n, DaemonConfig& c) {
   c.data_reassembly_mb = r.integer(n, "reassembly_mb", "data", c.data_reassembly_mb, 1, 1 << 20);
   c.data_tag_threads = r.integer(n, "tag_threads", "data", c.data_tag_threads, 0, 64);
   c.data_lanes = r.integer(n, "lanes", "data", c.data_lanes, 1, DaemonConfig::kMaxDataLanes);
+  c.data_mtu = r.integer(n, "mtu", "data", c.data_mtu, DaemonConfig::kMinDataMtu,
+                         DaemonConfig::kMaxDataMtu);
   c.data_credit_kb = r.integer(n, "credit_kb", "data", c.data_credit_kb, 64, 1 << 19);
   c.data_max_credit_kb =
       r.integer(n, "max_credit_kb", "data", std::max(c.data_max_credit_kb, c.data_credit_kb),

@@ -506,6 +506,11 @@ void JobRunner::watch(MeshExchange& exchange, const std::vector<JobMember>& memb
       std::snprintf(mb, sizeof mb, "%.1f", double(held) / 1e6);
       out.push_back(m.name + " (" + mb + " MB queued or unacknowledged)");
     }
+    // A path that drops jumbo frames passes heartbeats and acks but no full datagram.
+    if (!out.empty() && config_.data_mtu > 1500)
+      out.push_back("with data.mtu " + std::to_string(config_.data_mtu) +
+                    ", a switch that drops jumbo frames holds back every full datagram "
+                    "(docs/operations.md, \"Jumbo frames\")");
     return out;
   });
 }

@@ -70,6 +70,10 @@ NodeAgent::NodeAgent(const DaemonConfig& config, const transport::ClusterKey& ke
   ec_config.tag_threads = size_t(config_.data_tag_threads);
   static_assert(DaemonConfig::kMaxDataLanes == transport::kMaxLanes, "data.lanes' bound");
   ec_config.lanes = size_t(config_.data_lanes);
+  static_assert(DaemonConfig::kMaxDataMtu == transport::kLargestMtu, "data.mtu's bound");
+  transport::check_data_mtu(chosen.name, transport::interface_mtu(chosen.name),
+                            int(config_.data_mtu));
+  ec_config.max_datagram = size_t(config_.data_mtu) - transport::kMtuOverhead;
   ec_config.faults = config_.data_faults;
   ec_config.credit_window = size_t(config_.data_credit_kb) << 10;
   ec_config.max_credit_window = size_t(config_.data_max_credit_kb) << 10;
@@ -93,6 +97,10 @@ NodeAgent::NodeAgent(const DaemonConfig& config, const transport::ClusterKey& ke
                  config_.data_faults.seed);
   spdlog::info("node {} (id {}): data channel on interface {} ({}:{})", config_.name, node_id_,
                chosen.name, address_, channel_->endpoint().port());
+  if (config_.data_mtu > 1500)
+    spdlog::info("node {}: data.mtu {}: datagrams of up to {} bytes, which every switch between "
+                 "the nodes must carry (docs/operations.md, \"Jumbo frames\")", config_.name,
+                 config_.data_mtu, ec_config.max_datagram);
   for (const auto& g : gpus_)
     spdlog::info("node {}: GPU {} ({}, {} MiB) available to jobs", config_.name, g.index, g.name,
                  g.memory_bytes >> 20);
@@ -422,6 +430,7 @@ void NodeAgent::stop_jobs() {
 Json NodeAgent::status() {
   Json j = {{"name", config_.name}, {"id", node_id_}, {"data_address", address_},
             {"data_port", channel_->endpoint().port()}, {"data_lanes", channel_->endpoint().lanes()},
+            {"data_mtu", config_.data_mtu},
             {"controller_connected", bool(connected_)},
             {"jobs", Json::array()}, {"peers", Json::array()}, {"gpus", Json::array()},
             // data.tag_threads, and how much of the tagging they took

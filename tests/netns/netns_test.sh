@@ -29,4 +29,23 @@ grep -q "over 3 nodes" submit.out || fail "the replicas were not compared over 3
 grep -q "training.sync auto: RTT .* MB/s" submit.out ||
   fail "the job's log does not say what sync: auto measured and chose"
 grep -o "training.sync auto: .*" submit.out | head -n 1
+# data.mtu past the interface's (the hosts' veth links carry 1500 bytes): refused at start,
+# naming both and the fix, before the daemon binds anything.
+cat > mtu.yaml <<YAML
+name: host-mtu
+roles: [node]
+data_dir: $WORK/data-mtu
+key_file: $WORK/cluster.key
+controller: 10.77.0.1:7070
+data: {network: 10.77.0.0/24, port: 40124, mtu: 9000}
+http: {address: 127.0.0.1, port: 7081}
+YAML
+timeout 20 ip netns exec "$tag-h3" "$DTRAIND" --config mtu.yaml > mtu.log 2>&1
+rc=$?
+[[ $rc -ne 0 && $rc -ne 124 ]] || fail "a daemon with data.mtu 9000 on a 1500-byte link exited $rc"
+if ! grep -q "data.mtu is 9000 but the data channel's interface eth0 has an MTU of 1500" mtu.log ||
+   ! grep -q "set data.mtu to at most 1500" mtu.log; then
+  fail "the data.mtu refusal does not name the MTUs and the fix"
+  cat mtu.log
+fi
 finish "three namespaced hosts at 100 Mbit/s"

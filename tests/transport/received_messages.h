@@ -28,4 +28,15 @@ struct ReceivedMessages {
   }
 };
 
+// Nodes 1 (`a`) and 2 (`b`) on loopback, each running `job` and recording what arrives.
+inline void connect_both_ways(transport::Endpoint& a, ReceivedMessages& at_a,
+                              transport::Endpoint& b, ReceivedMessages& at_b, uint64_t job) {
+  a.add_job(job);
+  b.add_job(job);
+  a.add_peer(2, "127.0.0.1", b.port());
+  b.add_peer(1, "127.0.0.1", a.port());
+  a.start(at_a.handler());
+  b.start(at_b.handler());
+}
+
 }  // namespace dtrain::testing

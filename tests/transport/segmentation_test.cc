@@ -142,6 +142,54 @@ TEST_CASE("messages arrive whole and once with segmentation on or off at either 
   }
 }
 
+TEST_CASE("nodes of different datagram sizes (data.mtu) take each other's messages whole") {
+  // Jumbo frames at one end (9000: 8,908-byte datagrams) or both, the largest at one end, the
+  // least MTU at the other (IPv6's 1280); loopback carries them all. With segmentation off
+  // each datagram arrives in its own receive slot, which must hold the largest any node sends.
+  const std::vector<std::pair<size_t, size_t>> mtus = {
+      {9000, 1500}, {1500, 9000}, {9000, 9000}, {kLargestMtu, 1280}};
+  for (bool segmentation : {true, false}) {
+    for (const auto& [mtu_a, mtu_b] : mtus) {
+      INFO("MTU " << mtu_a << " at node 1, " << mtu_b << " at node 2, segmentation "
+                  << segmentation);
+      EndpointConfig ca = config(1, segmentation), cb = config(2, segmentation);
+      ca.max_datagram = mtu_a - kMtuOverhead;
+      cb.max_datagram = mtu_b - kMtuOverhead;
+      Endpoint a(ca), b(cb);
+      Received at_a, at_b;
+      dtrain::testing::connect_both_ways(a, at_a, b, at_b, kJob);
+      CHECK(a.chunk_payload() == ca.max_datagram - kHeaderBytes - kTagBytes - kChunkFieldBytes);
+      const std::vector<size_t> sizes = {1, a.chunk_payload() + 1, 5 * b.chunk_payload() + 3,
+                                         3 << 20};
+      for (size_t m = 0; m < sizes.size(); ++m) {
+        const auto bytes = std::make_shared<const std::vector<uint8_t>>(pattern(sizes[m], m));
+        REQUIRE(a.send(2, kJob, 1, m, bytes));
+        REQUIRE(b.send(1, kJob, 2, m, bytes));
+      }
+      REQUIRE(wait_for([&] { return at_b.count() == sizes.size(); }, 20s, "every message at 2"));
+      REQUIRE(wait_for([&] { return at_a.count() == sizes.size(); }, 20s, "every message at 1"));
+      for (Received* r : {&at_a, &at_b}) {
+        std::lock_guard<std::mutex> lock(r->mutex);
+        CHECK(r->deliveries == int(sizes.size()));
+        for (size_t m = 0; m < sizes.size(); ++m) CHECK(r->messages[m] == pattern(sizes[m], m));
+      }
+      // Nothing was refused as too long at either end.
+      CHECK(a.counters()[Endpoint::kUnknownSender].dropped(DropReason::kOversized) == 0);
+      CHECK(b.counters()[Endpoint::kUnknownSender].dropped(DropReason::kOversized) == 0);
+    }
+  }
+}
+
+TEST_CASE("a datagram size past the largest any node takes is refused, naming data.mtu") {
+  EndpointConfig c = config(1, true);
+  c.max_datagram = kLargestDatagram + 1;
+  REQUIRE_THROWS_WITH(Endpoint(c), Catch::Contains("data.mtu") &&
+                                       Catch::Contains(std::to_string(kLargestDatagram)));
+  c.max_datagram = kLargestDatagram;
+  Endpoint largest(c);
+  CHECK(largest.chunk_payload() == kLargestDatagram - kHeaderBytes - kTagBytes - kChunkFieldBytes);
+}
+
 TEST_CASE("a coalesced run is cut back into datagrams, each judged on its own") {
   Endpoint b(config(2, true));
   b.start([](Delivery&&) {});

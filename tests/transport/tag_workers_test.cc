@@ -210,12 +210,7 @@ TEST_CASE("endpoints with tag workers deliver every message whole and once, to a
     INFO("tag threads: sender " << a_threads << ", receiver " << b_threads);
     Endpoint a(config(1, a_threads)), b(config(2, b_threads));
     Received at_a, at_b;
-    a.add_job(kJob);
-    b.add_job(kJob);
-    a.add_peer(2, "127.0.0.1", b.port());
-    b.add_peer(1, "127.0.0.1", a.port());
-    a.start(at_a.handler());
-    b.start(at_b.handler());
+    dtrain::testing::connect_both_ways(a, at_a, b, at_b, kJob);
     // Both ways at once, so each endpoint seals and checks in the same batches.
     for (uint64_t m = 0; m < 4; ++m) {
       REQUIRE(a.send(2, kJob, 1, m, std::make_shared<const std::vector<uint8_t>>(pattern(kSizes[m], m))));

@@ -597,6 +597,22 @@ TEST_CASE("interface selection: by network, by name, skipping lo/docker/veth unl
   REQUIRE(choose_interface("127.0.0.0/8", true).address == "127.0.0.1");
 }
 
+TEST_CASE("data.mtu is checked against the interface's MTU, read from the kernel") {
+  // Loopback's MTU is 65536 on Linux, far above any data.mtu.
+  CHECK(interface_mtu("lo") >= int(kLargestMtu));
+  CHECK(interface_mtu("no-such-interface") == 0);
+  CHECK(interface_mtu("../../proc/self") == 0);  // a name, never a path
+  CHECK(interface_mtu("") == 0);
+  CHECK_NOTHROW(check_data_mtu("eth0", 1500, 1500));
+  CHECK_NOTHROW(check_data_mtu("eth0", 9000, 1500));
+  CHECK_NOTHROW(check_data_mtu("eth0", 0, 9000));  // unknown: nothing to check against
+  REQUIRE_THROWS_WITH(check_data_mtu("eth0", 1500, 9000),
+                      Catch::Contains("data.mtu is 9000") && Catch::Contains("eth0") &&
+                          Catch::Contains("MTU of 1500") && Catch::Contains("at most 1500") &&
+                          Catch::Contains("ip link set eth0 mtu 9000"));
+  CHECK_NOTHROW(check_data_mtu("lo", interface_mtu("lo"), int(kLargestMtu)));
+}
+
 TEST_CASE("a chunk refused for room is reported, not NAKed, until it is taken") {
   LinkReceiver r;
   REQUIRE(r.accept(1, 1096) == LinkReceiver::Accept::kNew);

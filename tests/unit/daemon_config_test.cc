@@ -33,6 +33,7 @@ TEST_CASE("the sample daemon config parses", "[daemon]") {
   CHECK(c.peer_timeout_ms == 10000);
   CHECK(c.data_tag_threads == 0);
   CHECK(c.data_lanes == 1);
+  CHECK(c.data_mtu == 1500);
 }
 
 TEST_CASE("defaults: a node of its own host, the documented ports", "[daemon]") {
@@ -68,6 +69,12 @@ TEST_CASE("daemon config mistakes name the key and the fix", "[daemon]") {
   CHECK(error_of("data: {tag_threds: 2}\n").find("tag_threads") != std::string::npos);  // did you mean
   CHECK(parse_daemon_config("data: {tag_threads: 3}\n", "d.yaml").data_tag_threads == 3);
   CHECK(parse_daemon_config("data: {lanes: 4}\n", "d.yaml").data_lanes == 4);
+  CHECK(parse_daemon_config("data: {mtu: 9000}\n", "d.yaml").data_mtu == 9000);
+  CHECK(error_of("data: {mtu: 1279}\n").find("data.mtu: value 1279 is out of range") !=
+        std::string::npos);
+  CHECK(error_of("data: {mtu: 9217}\n").find("data.mtu: value 9217 is out of range") !=
+        std::string::npos);
+  CHECK(error_of("data: {mtu: jumbo}\n").find("data.mtu") != std::string::npos);
   CHECK(error_of("data: {lanes: 0}\n").find("data.lanes: value 0 is out of range") !=
         std::string::npos);
   CHECK(error_of("data: {lanes: 17}\n").find("data.lanes: value 17 is out of range") !=

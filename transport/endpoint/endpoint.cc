@@ -40,10 +40,11 @@ bool on_every_lane(const std::vector<std::unique_ptr<Lane>>& lanes, Work work,
 
 Endpoint::Endpoint(const EndpointConfig& config)
     : config_(config), shared_(new LaneShared(config.send_queue_bytes)) {
-  if (config.max_datagram < 256 || config.max_datagram > 65000)
+  if (config.max_datagram < 256 || config.max_datagram > kLargestDatagram)
     throw TransportError("max_datagram " + std::to_string(config.max_datagram) +
-                             " is outside 256 .. 65000 bytes",
-                         "use the default of 1408 unless your MTU says otherwise");
+                             " is outside 256 .. " + std::to_string(kLargestDatagram) + " bytes",
+                         "set data.mtu to the MTU of the network between the nodes (1500 unless "
+                         "it carries jumbo frames)");
   if (config.lanes < 1 || config.lanes > kMaxLanes)
     throw TransportError("data lanes " + std::to_string(config.lanes) + " is outside 1 .. " +
                              std::to_string(kMaxLanes),

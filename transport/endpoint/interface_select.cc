@@ -4,6 +4,8 @@
 #include <ifaddrs.h>
 #include <net/if.h>
 
+#include <fstream>
+
 #include "transport/transport_error.h"
 
 namespace dtrain::transport {
@@ -56,6 +58,25 @@ std::vector<InterfaceAddress> local_addresses() {
   }
   freeifaddrs(list);
   return out;
+}
+
+int interface_mtu(const std::string& name) {
+  // A name from getifaddrs, never a path: refuse anything that could leave the directory.
+  if (name.empty() || name.find('/') != std::string::npos || name[0] == '.') return 0;
+  std::ifstream in("/sys/class/net/" + name + "/mtu");
+  int mtu = 0;
+  return in >> mtu && mtu > 0 ? mtu : 0;
+}
+
+void check_data_mtu(const std::string& interface, int interface_mtu, int data_mtu) {
+  if (interface_mtu <= 0 || data_mtu <= interface_mtu) return;
+  throw TransportError("data.mtu is " + std::to_string(data_mtu) + " but the data channel's "
+                           "interface " + interface + " has an MTU of " +
+                           std::to_string(interface_mtu) + ": its datagrams would not fit",
+                       "set data.mtu to at most " + std::to_string(interface_mtu) +
+                           ", or raise the interface's MTU on every node (ip link set " +
+                           interface + " mtu " + std::to_string(data_mtu) +
+                           ") where every switch between them carries such frames");
 }
 
 InterfaceAddress choose_interface(const std::string& spec, bool allow_excluded,

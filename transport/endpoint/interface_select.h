@@ -16,6 +16,13 @@ struct InterfaceAddress {
 // The IPv4 addresses of this machine's interfaces that are up.
 std::vector<InterfaceAddress> local_addresses();
 
+// The MTU the kernel gives the interface (/sys/class/net/NAME/mtu); 0 where it cannot be read.
+int interface_mtu(const std::string& name);
+
+// data.mtu against the chosen interface's MTU (0: unknown, nothing checked): throws
+// TransportError naming both and the fix when the data channel's datagrams would not fit.
+void check_data_mtu(const std::string& interface, int interface_mtu, int data_mtu);
+
 // Throws TransportError naming what was asked, what exists, and the fix.
 InterfaceAddress choose_interface(const std::string& network_or_name, bool allow_excluded,
                                   const std::vector<InterfaceAddress>& candidates = local_addresses());

@@ -133,7 +133,7 @@ void Lane::open(const asio::ip::address& address, uint16_t port) {
                      "datagram", config_.node_id);
     }
   }
-  slot_ = coalescing_ ? kCoalescedSlot : (config_.max_datagram + 8 + 7) / 8 * 8;
+  slot_ = coalescing_ ? kCoalescedSlot : (kLargestDatagram + 8 + 7) / 8 * 8;
   rx_batch_.resize(kReceiveBatch * slot_ / 8);
 }
 

@@ -121,8 +121,8 @@ class Lane final : public LinkHost {
 
  private:
   static constexpr size_t kReceiveBuffer = 65536;
-  // recvmmsg slots hold max_datagram + 8 bytes, 8-aligned: a longer datagram is cut to the slot
-  // and then fails its size check, as it should. With receive coalescing (GRO) a slot holds up
+  // recvmmsg slots hold kLargestDatagram + 8 bytes, 8-aligned: a longer datagram is cut to the
+  // slot and then fails its size check, as it should. With receive coalescing (GRO) a slot holds up
   // to 64 KB of equal-sized datagrams from one sender, which the kernel says the size of.
   static constexpr size_t kReceiveBatch = 32;
   static constexpr size_t kCoalescedSlot = 65536;

@@ -15,7 +15,8 @@ namespace dtrain::transport {
 void Lane::handle(const uint8_t* data, size_t len, TagVerdict tag, Clock::time_point now) {
   ParsedDatagram d;
   DropReason reason;
-  if (!parse_datagram(data, len, config_.max_datagram, auth_, d, reason, tag)) {
+  // Up to the largest any node sends, not this node's own size (datagram.h).
+  if (!parse_datagram(data, len, kLargestDatagram, auth_, d, reason, tag)) {
     // Before the tag is checked the sender field is not trustworthy: count it as unknown.
     unknown_.drop(reason);
     return;
@@ -198,7 +199,7 @@ void Lane::check_tags() {
     DatagramHeader h;
     DropReason reason;
     const Received& r = received_[k];
-    if (!read_header(r.data, r.len, config_.max_datagram, h, reason)) continue;
+    if (!read_header(r.data, r.len, kLargestDatagram, h, reason)) continue;
     if (const Authenticator::Keys* keys = auth_.cached_key(h.tag_context()))
       tag_checks_.push_back({k, keys, h.tag_context()});
   }

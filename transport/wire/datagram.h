@@ -43,6 +43,13 @@ constexpr uint8_t kFlagChunk = 2;
 constexpr size_t kChunkFieldBytes = 48;
 constexpr size_t kHeaderBytes = 32;
 constexpr size_t kDefaultMaxDatagram = 1408;  // fits a 1500-byte MTU with IPv6 + UDP headers
+// What a datagram leaves of the link's MTU: IPv6 and UDP headers (48) and room to spare.
+constexpr size_t kMtuOverhead = 1500 - kDefaultMaxDatagram;
+// The largest MTU a data channel is given (data.mtu: jumbo frames reach 9,216 bytes on most
+// switches) and so the largest datagram any node sends. Every node takes datagrams up to it,
+// whatever its own size: nodes of different data.mtu talk where the network carries both.
+constexpr size_t kLargestMtu = 9216;
+constexpr size_t kLargestDatagram = kLargestMtu - kMtuOverhead;
 constexpr size_t kMinDatagram = kHeaderBytes + 8 + kTagBytes;
 
 struct DatagramHeader {
