@@ -13,8 +13,8 @@
 # //submit:dtrain-submit` made. $PEER_TIMEOUT_MS and $HEARTBEAT_MS tune failure detection
 # (defaults 10000 and 1000, as in production);
 # $REASSEMBLY_MB sets each daemon's data.reassembly_mb (default 512); $TAG_THREADS its
-# data.tag_threads (default 0); $LANES its data.lanes (default 1); $CREDIT_KB its
-# data.credit_kb (default 512).
+# data.tag_threads (default 0); $LANES its data.lanes (default 1); $MTU its data.mtu (default
+# 1500); $CREDIT_KB its data.credit_kb (default 512).
 # $TASK_OUTPUTS: the folder under which eval/infer --cluster may write (task_outputs; default
 # DIR). $LIMITS: the controller's per-user limits (dtraind.yaml's `limits`, e.g.
 # "{users: {bob: {running_jobs: 1, nodes: 2}}}"; default none). $DATA_ROOTS: the folders the
@@ -85,7 +85,7 @@ key_file: $dir/cluster.key
 $clients
 $controller
 control: {address: 127.0.0.1, port: ${control_port:-0}}
-data: {interface: lo, port: 0${REASSEMBLY_MB:+, reassembly_mb: $REASSEMBLY_MB}${TAG_THREADS:+, tag_threads: $TAG_THREADS}${LANES:+, lanes: $LANES}${CREDIT_KB:+, credit_kb: $CREDIT_KB}$faults}
+data: {interface: lo, port: 0${REASSEMBLY_MB:+, reassembly_mb: $REASSEMBLY_MB}${TAG_THREADS:+, tag_threads: $TAG_THREADS}${LANES:+, lanes: $LANES}${MTU:+, mtu: $MTU}${CREDIT_KB:+, credit_kb: $CREDIT_KB}$faults}
 http: {address: 127.0.0.1, port: 0}
 threads: $threads
 gpus: $gpus

@@ -655,7 +655,8 @@ void TrainingRun::end_sharing_epoch_on_cluster(EpochRun& e) {
 // Averaging: the last round of the epoch is done (the replicas agree). The live nodes meet, do
 // the minibatches of lost members and vacant slots between them (allreduce with node-local data:
 // skip them) and average once more (every epoch, so that every node takes part in the round
-// whatever it saw lost), then admit restarted and joining nodes.
+// whatever it saw lost; allreduce and local steps only where a digest shows the replicas
+// differ), then admit restarted and joining nodes.
 void TrainingRun::end_averaging_epoch_on_cluster(EpochRun& e) {
   const NodeExchange::EpochEnd end = exchange_->end_epoch(e.epoch, 0.0, num_workers_);
   result_.lost_nodes = end.lost;
@@ -664,11 +665,13 @@ void TrainingRun::end_averaging_epoch_on_cluster(EpochRun& e) {
   else
     e.takeover_batches = average_take_over(end, shards_, batching_, lead(), num_workers_,
                                            iterations_[0], options_.cancel);
+  const int64_t round = takeover_round(e.epoch, rounds_per_epoch_);
   if (local_)
-    e.averaged_densely = agree_on_global_state(takeover_round(e.epoch, rounds_per_epoch_));
+    e.averaged_densely = agree_on_global_state(round);
+  else if (reduce_)
+    e.averaged_densely = agree_or_average(*exchange_, lead(), round);
   else
-    average_round(*exchange_, lead(), job_.training.average_updater_state || reduce_ != nullptr,
-                  takeover_round(e.epoch, rounds_per_epoch_));
+    average_round(*exchange_, lead(), job_.training.average_updater_state, round);
   if (reduce_) copy_lead_to_other_workers();
   set_state(workers_, exchange_->end_averaging_epoch(e.epoch, state_sum(workers_)));
 }

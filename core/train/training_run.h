@@ -76,7 +76,7 @@ class TrainingRun {
     std::vector<WorkerEpoch> workers;
     bool cancelled = false;  // when the workers stopped
     int64_t takeover_batches = 0, skipped_batches = 0;
-    bool averaged_densely = false;  // local steps: the replicas differed at its end
+    bool averaged_densely = false;  // local steps, allreduce: the replicas differed at its end
   };
 
   // Setup (the constructor).

@@ -300,6 +300,7 @@ Json Controller::nodes_locked() {
     const std::string first = jobs.empty() ? "" : jobs[0].value("id", std::string());
     nodes.push_back({{"name", m.name}, {"id", m.id}, {"address", m.address},
                      {"data_port", m.data_port}, {"data_lanes", m.data_lanes},
+                     {"data_mtu", m.data_mtu},
                      {"cores", m.cores}, {"gpus", gpus_json(m.gpus)},
                      {"state", m.alive ? "alive" : "lost"},
                      {"last_heard_seconds_ago", members_.seconds_since_heard(m)},

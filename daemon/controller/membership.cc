@@ -50,6 +50,21 @@ std::optional<Refusal> malformed(const NodeRegistration& node) {
 
 }  // namespace
 
+template <typename Value>
+std::optional<Refusal> Membership::differs_from_live(const std::string& name,
+                                                     const std::string& key, Value value,
+                                                     Value Member::*of,
+                                                     const std::string& why) const {
+  for (const auto& [other_name, other] : members_)
+    if (other.alive && other_name != name && other.*of != value)
+      return Refusal{"node " + name + " has data." + key + " " + std::to_string(value) +
+                         ", and node " + other_name + " (alive) has " +
+                         std::to_string(other.*of) + ": " + why,
+                     "set data." + key + ": " + std::to_string(other.*of) + " in " + name +
+                         "'s dtraind.yaml, or stop every node and give them all the new value"};
+  return std::nullopt;
+}
+
 std::optional<Refusal> Membership::refusal(const NodeRegistration& node) const {
   const std::string& name = node.name;
   if (auto bad = malformed(node)) return bad;
@@ -59,21 +74,29 @@ std::optional<Refusal> Membership::refusal(const NodeRegistration& node) const {
                          ") as node " + other_name,
                      "stop dtraind on " + name + ", delete its data_dir/node_id and start it "
                      "again (a new id is drawn)"};
+  // Nodes of different wire versions drop each other's every datagram (as `wrong_version`): the
+  // control protocol may be the same, so the difference is refused here, where it is clear.
+  if (node.data_wire != transport::kWireVersion)
+    return Refusal{"node " + name + "'s data channel speaks wire version " +
+                       (node.data_wire == 0 ? std::string("4 or older")
+                                            : std::to_string(node.data_wire)) +
+                       ", this controller's release " + std::to_string(transport::kWireVersion) +
+                       ": the nodes would drop each other's every datagram",
+                   "run the same dtrain release on every node (upgrade " + name +
+                       ", or stop every node and upgrade them together)"};
   if (node.data_lanes < 1 || node.data_lanes > transport::kMaxLanes)
     return Refusal{"node " + name + " registered with " + std::to_string(node.data_lanes) +
                        " data lanes, outside 1 .. " + std::to_string(transport::kMaxLanes),
                    "run the same dtrain release everywhere"};
   // Lanes are steered by the receiving node's count: nodes that differ refuse each other's
   // datagrams, so one that differs from the live nodes is refused here, where it is clear.
-  for (const auto& [other_name, other] : members_)
-    if (other.alive && other_name != name && other.data_lanes != node.data_lanes)
-      return Refusal{"node " + name + " has data.lanes " + std::to_string(node.data_lanes) +
-                         ", and node " + other_name + " (alive) has " +
-                         std::to_string(other.data_lanes) +
-                         ": nodes of different lane counts cannot exchange updates",
-                     "set data.lanes: " + std::to_string(other.data_lanes) + " in " + name +
-                         "'s dtraind.yaml, or stop every node and give them all the new count"};
-  return std::nullopt;
+  if (auto differs = differs_from_live(name, "lanes", node.data_lanes, &Member::data_lanes,
+                                       "nodes of different lane counts cannot exchange updates"))
+    return differs;
+  // A relay cuts what it passes on to its own datagram size, and a message's chunks must all be
+  // one size (a catch-up from another relay completes a part begun): one data.mtu a cluster.
+  return differs_from_live(name, "mtu", node.data_mtu, &Member::data_mtu,
+                           "every node of a cluster must send datagrams of one size");
 }
 
 Member& Membership::entry(const std::string& name) {
@@ -90,6 +113,7 @@ Member& Membership::admit(const NodeRegistration& node) {
   m.address = node.address;
   m.data_port = node.data_port;
   m.data_lanes = node.data_lanes;
+  m.data_mtu = node.data_mtu;
   m.cores = node.cores;
   m.gpus = node.gpus;
   m.alive = true;

@@ -22,6 +22,7 @@ struct Member {
   std::string name, address;
   uint16_t data_port = 0;
   uint8_t data_lanes = 1;
+  uint16_t data_mtu = 1500;
   uint32_t cores = 1;
   std::vector<NodeRegistration::Gpu> gpus;
   bool alive = false;
@@ -42,8 +43,9 @@ class Membership {
   explicit Membership(std::function<Clock::time_point()> now = Clock::now)
       : now_(std::move(now)) {}
 
-  // Why `node` may not register now, naming the fix: another live node has its id, or its lane
-  // count is outside 1..kMaxLanes or differs from the live nodes'.
+  // Why `node` may not register now, naming the fix: another live node has its id, its data
+  // channel speaks another wire version, or its lane count is outside 1..kMaxLanes, or its lanes
+  // or data.mtu differ from the live nodes'.
   std::optional<Refusal> refusal(const NodeRegistration& node) const;
   // The entry of a node of this name (made on first use; names are the nodes' identity).
   Member& entry(const std::string& name);
@@ -84,6 +86,12 @@ class Membership {
   }
 
  private:
+  // A data setting every node of a cluster shares (data.KEY, the member's field `of`): refused
+  // where it differs from a live node's, naming both, `why` and the fix.
+  template <typename Value>
+  std::optional<Refusal> differs_from_live(const std::string& name, const std::string& key,
+                                           Value value, Value Member::*of,
+                                           const std::string& why) const;
   std::function<Clock::time_point()> now_;
   std::map<std::string, Member> members_;  // by name
   uint64_t next_session_ = 1;

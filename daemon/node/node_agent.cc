@@ -44,6 +44,22 @@ uint32_t load_or_draw_node_id(const std::string& data_dir) {
   return fresh;
 }
 
+// The data channel's datagram for data.mtu, checked against the interface's MTU (refused,
+// naming both and the fix, when it would not fit; said when the MTU cannot be read).
+size_t data_datagram(const DaemonConfig& config, const std::string& interface) {
+  const size_t datagram = transport::datagram_for_mtu(size_t(config.data_mtu));
+  const int interface_mtu = transport::interface_mtu(interface);
+  if (interface_mtu == 0)
+    spdlog::warn("node {}: cannot read the MTU of interface {}: data.mtu {} is not checked "
+                 "against it", config.name, interface, config.data_mtu);
+  transport::check_datagram_fits(interface, interface_mtu, int(config.data_mtu), datagram);
+  if (config.data_mtu > 1500)
+    spdlog::info("node {}: data.mtu {}: datagrams of up to {} bytes, which every switch between "
+                 "the nodes must carry (docs/operations.md, \"Jumbo frames\")", config.name,
+                 config.data_mtu, datagram);
+  return datagram;
+}
+
 }  // namespace
 
 NodeAgent::NodeAgent(const DaemonConfig& config, const transport::ClusterKey& key,
@@ -71,9 +87,7 @@ NodeAgent::NodeAgent(const DaemonConfig& config, const transport::ClusterKey& ke
   static_assert(DaemonConfig::kMaxDataLanes == transport::kMaxLanes, "data.lanes' bound");
   ec_config.lanes = size_t(config_.data_lanes);
   static_assert(DaemonConfig::kMaxDataMtu == transport::kLargestMtu, "data.mtu's bound");
-  transport::check_data_mtu(chosen.name, transport::interface_mtu(chosen.name),
-                            int(config_.data_mtu));
-  ec_config.max_datagram = size_t(config_.data_mtu) - transport::kMtuOverhead;
+  ec_config.max_datagram = data_datagram(config_, chosen.name);
   ec_config.faults = config_.data_faults;
   ec_config.credit_window = size_t(config_.data_credit_kb) << 10;
   ec_config.max_credit_window = size_t(config_.data_max_credit_kb) << 10;
@@ -97,10 +111,6 @@ NodeAgent::NodeAgent(const DaemonConfig& config, const transport::ClusterKey& ke
                  config_.data_faults.seed);
   spdlog::info("node {} (id {}): data channel on interface {} ({}:{})", config_.name, node_id_,
                chosen.name, address_, channel_->endpoint().port());
-  if (config_.data_mtu > 1500)
-    spdlog::info("node {}: data.mtu {}: datagrams of up to {} bytes, which every switch between "
-                 "the nodes must carry (docs/operations.md, \"Jumbo frames\")", config_.name,
-                 config_.data_mtu, ec_config.max_datagram);
   for (const auto& g : gpus_)
     spdlog::info("node {}: GPU {} ({}, {} MiB) available to jobs", config_.name, g.index, g.name,
                  g.memory_bytes >> 20);
@@ -279,6 +289,7 @@ NodeRegistration NodeAgent::registration() {
   me.address = address_;
   me.data_port = channel_->endpoint().port();
   me.data_lanes = uint8_t(channel_->endpoint().lanes());
+  me.data_mtu = uint16_t(config_.data_mtu);
   me.cores = std::max(1u, std::thread::hardware_concurrency());
   me.gpus = registration_gpus(gpus_);
   std::lock_guard<std::mutex> lock(jobs_mutex_);

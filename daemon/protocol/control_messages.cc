@@ -22,7 +22,8 @@ std::vector<uint8_t> register_frame(const NodeRegistration& node) {
                                          fbb.CreateString(node.address), node.data_port,
                                          node.cores, node.node_id, node.boot_id,
                                          fbb.CreateVector(gpus),
-                                         fbb.CreateVector(node.running_jobs), node.data_lanes);
+                                         fbb.CreateVector(node.running_jobs), node.data_lanes,
+                                         node.data_wire, node.data_mtu);
   return control_frame_bytes(fbb, control::ControlBody::Register, r.Union());
 }
 
@@ -35,6 +36,8 @@ bool read_registration(const control::Register& r, NodeRegistration& out) {
   out.address = r.address()->str();
   out.data_port = r.data_port();
   out.data_lanes = r.data_lanes();  // the controller checks its range
+  out.data_wire = r.data_wire();    // and this, against its own
+  out.data_mtu = r.data_mtu();      // and this, against the live nodes'
   out.cores = std::max(1u, r.cores());
   out.gpus.clear();
   // Bounded: a node has a handful of GPUs; more entries or longer names are not believed.

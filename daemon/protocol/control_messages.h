@@ -16,6 +16,7 @@
 #include "daemon/protocol/model_fetch.h"
 #include "daemon/protocol/node_reports.h"
 #include "transport/control/control_connection.h"
+#include "transport/wire/wire_version.h"
 #include "daemon/protocol/control_generated.h"
 
 namespace dtrain::daemon {
@@ -29,6 +30,9 @@ struct NodeRegistration {
   std::string name, address;
   uint16_t data_port = 0;
   uint8_t data_lanes = 1;  // data.lanes (docs/architecture/transport.md, "Lanes")
+  // The wire version its data channel speaks; 0 from a node of a release before it was sent.
+  uint8_t data_wire = transport::kWireVersion;
+  uint16_t data_mtu = 1500;  // data.mtu (docs/operations.md, "Jumbo frames")
   uint32_t cores = 1;
   struct Gpu {
     uint32_t index = 0;

@@ -6,9 +6,11 @@
 #    the first layer's backward runs), node-3 ends itself a third of the way into epoch 2: the ring goes on over the two others
 #    after the peer timeout, they do exactly node-3's minibatches left at the epoch's end, and
 #    node-3, restarted, rejoins with the parameters and the updater's state: the job succeeds and
-#    every replica, node-3's included, is the same bits at the end.
+#    every replica, node-3's included, is the same bits at the end. The survivors' replicas
+#    differ after the takeover (each did its part alone), so epoch 2's end averages them; the
+#    other epoch ends only compare digests.
 # 2. A job on all three trains the MLP to 0.87, with the same replica printed by every node at
-#    every epoch end.
+#    every epoch end, and no epoch end averaging (the replicas were the same bits).
 set -u
 SPEC="$(cd "$(dirname "$4")" && pwd)/$(basename "$4")"
 source "$(dirname "$0")/lib.sh" allreduce "$1" "$2" "$3"
@@ -54,6 +56,10 @@ left=$(grep -E "node-[12]: epoch 2: " kill.log | sed -nE 's/.*did ([0-9]+) minib
 echo "minibatches of node-3 done by the survivors in epoch 2: $left (expected $((2 * (625 - k))))"
 [[ $left -eq $((2 * (625 - k))) ]] ||
   fail "the survivors did $left of node-3's minibatches, not 2 x (625 - $k): $(grep -E "node-[12]: epoch 2: " kill.log)"
+[[ $(grep -cE "node-[12]: epoch 2: .*replicas differed: averaged densely" kill.log) -eq 2 ]] ||
+  fail "epoch 2's end did not average the survivors' replicas: $(grep -E "node-[12]: epoch 2: " kill.log)"
+! grep -E "epoch [134]: .*replicas differed" kill.log ||
+  fail "an epoch end without a takeover averaged"
 
 # 2. The whole job on three nodes.
 allreduce_spec 5 allreduce > whole.yaml
@@ -72,4 +78,5 @@ for e in 1 2 3 4; do
   [[ $lines -eq 3 && $distinct -eq 1 ]] ||
     fail "epoch $e: $lines nodes reported, $distinct different replicas: $(grep "epoch $e: " whole.log)"
 done
+! grep "replicas differed" whole.log || fail "the whole job's replicas differed at an epoch end"
 finish allreduce

@@ -19,7 +19,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::memcpy(aligned.data(), data, size);
   ParsedDatagram d;
   DropReason reason;
-  if (!parse_datagram(reinterpret_cast<const uint8_t*>(aligned.data()), size, kDefaultMaxDatagram,
+  if (!parse_datagram(reinterpret_cast<const uint8_t*>(aligned.data()), size, kLargestDatagram,
                       auth, d, reason))
     return 0;
   if (d.header.chunk) {

@@ -43,8 +43,10 @@ YAML
 timeout 20 ip netns exec "$tag-h3" "$DTRAIND" --config mtu.yaml > mtu.log 2>&1
 rc=$?
 [[ $rc -ne 0 && $rc -ne 124 ]] || fail "a daemon with data.mtu 9000 on a 1500-byte link exited $rc"
-if ! grep -q "data.mtu is 9000 but the data channel's interface eth0 has an MTU of 1500" mtu.log ||
-   ! grep -q "set data.mtu to at most 1500" mtu.log; then
+refusal="data.mtu is 9000 (datagrams of 8932 bytes with their IP and UDP headers) but the data"
+refusal+=" channel's interface eth0 has an MTU of 1500"
+if ! grep -q "$refusal" mtu.log ||
+   ! grep -q "set data.mtu: 1500 on every node" mtu.log; then
   fail "the data.mtu refusal does not name the MTUs and the fix"
   cat mtu.log
 fi

@@ -143,9 +143,11 @@ TEST_CASE("messages arrive whole and once with segmentation on or off at either 
 }
 
 TEST_CASE("nodes of different datagram sizes (data.mtu) take each other's messages whole") {
-  // Jumbo frames at one end (9000: 8,908-byte datagrams) or both, the largest at one end, the
-  // least MTU at the other (IPv6's 1280); loopback carries them all. With segmentation off
-  // each datagram arrives in its own receive slot, which must hold the largest any node sends.
+  // Jumbo frames at one end (9000: 8,904-byte datagrams) or both, the largest at one end, the
+  // least MTU at the other (IPv6's 1280); loopback carries them all. (A daemon's controller
+  // has every node of a cluster use one data.mtu; the transport takes any mix point to point.)
+  // With segmentation off each datagram arrives in its own receive slot, which must hold the
+  // largest any node sends.
   const std::vector<std::pair<size_t, size_t>> mtus = {
       {9000, 1500}, {1500, 9000}, {9000, 9000}, {kLargestMtu, 1280}};
   for (bool segmentation : {true, false}) {
@@ -153,8 +155,8 @@ TEST_CASE("nodes of different datagram sizes (data.mtu) take each other's messag
       INFO("MTU " << mtu_a << " at node 1, " << mtu_b << " at node 2, segmentation "
                   << segmentation);
       EndpointConfig ca = config(1, segmentation), cb = config(2, segmentation);
-      ca.max_datagram = mtu_a - kMtuOverhead;
-      cb.max_datagram = mtu_b - kMtuOverhead;
+      ca.max_datagram = datagram_for_mtu(mtu_a);
+      cb.max_datagram = datagram_for_mtu(mtu_b);
       Endpoint a(ca), b(cb);
       Received at_a, at_b;
       dtrain::testing::connect_both_ways(a, at_a, b, at_b, kJob);

@@ -597,20 +597,37 @@ TEST_CASE("interface selection: by network, by name, skipping lo/docker/veth unl
   REQUIRE(choose_interface("127.0.0.0/8", true).address == "127.0.0.1");
 }
 
-TEST_CASE("data.mtu is checked against the interface's MTU, read from the kernel") {
-  // Loopback's MTU is 65536 on Linux, far above any data.mtu.
+TEST_CASE("data.mtu's datagrams are checked against the interface's MTU, read from the kernel") {
+  // Sizes: multiples of 8, the default the old fixed 1408.
+  CHECK(datagram_for_mtu(1500) == 1408);
+  CHECK(datagram_for_mtu(9000) == 8904);
+  CHECK(kLargestDatagram == 9120);
+  CHECK(kLargestDatagram % 8 == 0);
+  // Loopback's MTU is 65536 on Linux, far above any data.mtu; an alias is its device's.
   CHECK(interface_mtu("lo") >= int(kLargestMtu));
+  CHECK(interface_mtu("lo:1") == interface_mtu("lo"));
   CHECK(interface_mtu("no-such-interface") == 0);
-  CHECK(interface_mtu("../../proc/self") == 0);  // a name, never a path
+  CHECK(interface_mtu("lo/../lo") == 0);  // a device's name, never a path
+  CHECK(interface_mtu("..") == 0);
   CHECK(interface_mtu("") == 0);
-  CHECK_NOTHROW(check_data_mtu("eth0", 1500, 1500));
-  CHECK_NOTHROW(check_data_mtu("eth0", 9000, 1500));
-  CHECK_NOTHROW(check_data_mtu("eth0", 0, 9000));  // unknown: nothing to check against
-  REQUIRE_THROWS_WITH(check_data_mtu("eth0", 1500, 9000),
-                      Catch::Contains("data.mtu is 9000") && Catch::Contains("eth0") &&
-                          Catch::Contains("MTU of 1500") && Catch::Contains("at most 1500") &&
+  const auto fits = [](int interface, int mtu) {
+    check_datagram_fits("eth0", interface, mtu, datagram_for_mtu(size_t(mtu)));
+  };
+  CHECK_NOTHROW(fits(1500, 1500));
+  CHECK_NOTHROW(fits(9000, 1500));
+  CHECK_NOTHROW(fits(9000, 9000));
+  // Tunnels and clouds of 1,436 to 1,499 bytes carry the default's 1,408 + 28.
+  CHECK_NOTHROW(fits(1450, 1500));
+  CHECK_NOTHROW(fits(1436, 1500));
+  CHECK_NOTHROW(fits(0, 9000));  // unknown: nothing to check against
+  REQUIRE_THROWS_WITH(fits(1435, 1500), Catch::Contains("1436 bytes") &&
+                                            Catch::Contains("set data.mtu: 1435"));
+  REQUIRE_THROWS_WITH(fits(1500, 9000),
+                      Catch::Contains("data.mtu is 9000 (datagrams of 8932 bytes") &&
+                          Catch::Contains("interface eth0 has an MTU of 1500") &&
+                          Catch::Contains("set data.mtu: 1500 on every node") &&
                           Catch::Contains("ip link set eth0 mtu 9000"));
-  CHECK_NOTHROW(check_data_mtu("lo", interface_mtu("lo"), int(kLargestMtu)));
+  CHECK_NOTHROW(fits(interface_mtu("lo"), int(kLargestMtu)));
 }
 
 TEST_CASE("a chunk refused for room is reported, not NAKed, until it is taken") {

@@ -107,14 +107,18 @@ inline daemon::NodeRegistration node_named(const std::string& name, uint32_t id 
   return n;
 }
 
-// The controller's answer to a Register frame: its error, or "" when it took the node.
+// The controller's answer to a Register frame: its error (and in `fix` its fix), or "" when it
+// took the node.
 inline std::string register_reply(transport::ControlConnection& c,
-                                  const daemon::NodeRegistration& node) {
+                                  const daemon::NodeRegistration& node,
+                                  std::string* fix = nullptr) {
   c.send(daemon::register_frame(node));
   const std::vector<uint8_t> reply = c.receive(5s);
   const auto& frame = daemon::read_control_frame(reply);
-  if (const auto* r = frame.body_as_Reply())
+  if (const auto* r = frame.body_as_Reply()) {
+    if (fix && r->fix()) *fix = r->fix()->str();
     return r->ok() ? "" : (r->error() ? r->error()->str() : "?");
+  }
   return "";  // a job frame or heartbeat: the node session is open
 }
 

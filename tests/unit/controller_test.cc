@@ -546,18 +546,31 @@ TEST_CASE("registrations with GPUs and with or without running jobs are taken", 
   }
 }
 
-TEST_CASE("a node whose data.lanes differs from the live nodes' is refused, naming the fix",
+TEST_CASE("a node whose data.lanes or data.mtu differs from the live nodes' is refused, naming "
+          "the fix",
           "[controller]") {
   ControllerUnderTest t;
   daemon::NodeRegistration two = node_named("node-a", 1);
   two.data_lanes = 2;
   FakeNode a(t, two);
   CHECK(t.ask(daemon::RequestKind::Nodes).at("nodes").at(0).at("data_lanes") == 2);
+  CHECK(t.ask(daemon::RequestKind::Nodes).at("nodes").at(0).at("data_mtu") == 1500);
   auto c = t.as_daemon();
   const std::string refusal = register_reply(*c, node_named("node-b", 2));  // 1 lane
   CHECK(refusal.find("node node-b has data.lanes 1, and node node-a (alive) has 2") !=
         std::string::npos);
   CHECK(t.ask(daemon::RequestKind::Nodes).at("nodes").size() == 1);
+  // Another data.mtu is refused as well, naming the live nodes' (a relay's chunks must be of
+  // one size).
+  daemon::NodeRegistration jumbo = node_named("node-j", 5);
+  jumbo.data_lanes = 2;
+  jumbo.data_mtu = 9000;
+  auto cj = t.as_daemon();
+  std::string fix;
+  const std::string mtu_refusal = register_reply(*cj, jumbo, &fix);
+  CHECK(mtu_refusal.find("node node-j has data.mtu 9000, and node node-a (alive) has 1500") !=
+        std::string::npos);
+  CHECK(fix.find("set data.mtu: 1500 in node-j's dtraind.yaml") != std::string::npos);
   // A count out of range is refused too; the same count is taken.
   daemon::NodeRegistration many = node_named("node-c", 3);
   many.data_lanes = 200;
@@ -567,6 +580,31 @@ TEST_CASE("a node whose data.lanes differs from the live nodes' is refused, nami
   same.data_lanes = 2;
   FakeNode d(t, same);
   CHECK(alive(t, "node-d"));
+}
+
+TEST_CASE("a node whose data channel speaks another wire version is refused, naming both",
+          "[controller]") {
+  ControllerUnderTest t;
+  daemon::NodeRegistration old = node_named("node-old", 1);
+  old.data_wire = 0;  // a release before the field: its datagrams are of version 4 or older
+  auto c = t.as_daemon();
+  std::string fix;
+  const std::string refusal = register_reply(*c, old, &fix);
+  CHECK(refusal.find("node node-old's data channel speaks wire version 4 or older, this "
+                     "controller's release " + std::to_string(transport::kWireVersion)) !=
+        std::string::npos);
+  CHECK(fix.find("run the same dtrain release on every node (upgrade node-old") !=
+        std::string::npos);
+  daemon::NodeRegistration newer = node_named("node-new", 2);
+  newer.data_wire = transport::kWireVersion + 1;
+  auto c2 = t.as_daemon();
+  CHECK(register_reply(*c2, newer).find("speaks wire version " +
+                                        std::to_string(transport::kWireVersion + 1)) !=
+        std::string::npos);
+  CHECK(t.ask(daemon::RequestKind::Nodes).at("nodes").empty());
+  // The registration carries the version across the wire: a node of this release is taken.
+  FakeNode same(t, node_named("node-same", 3));
+  CHECK(alive(t, "node-same"));
 }
 
 TEST_CASE("the whole cluster went down and one node stays away: the job resumes on those back",

@@ -9,6 +9,7 @@ every order of adding gives the same exact sum): exit 1 if any differs. Run with
 /usr/bin/python3.
 """
 import argparse
+import datetime
 import sys
 import time
 
@@ -23,7 +24,8 @@ def main():
     p.add_argument("--run", default="", help="the driver's run directory (how it finds us to stop)")
     args = p.parse_args()
     torch.set_num_threads(1)
-    dist.init_process_group("gloo")
+    # A host that fails ends the others' waits within a minute, not gloo's default 30.
+    dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=60))
     rank, world = dist.get_rank(), dist.get_world_size()
     k = torch.arange(args.values, dtype=torch.int64) % 7
     fraction = (1 + k % 5).to(torch.float64) / 4096

@@ -145,7 +145,7 @@ transport::EndpointConfig endpoint_config(const Options& o) {
   c.bind_address = o.address;
   c.key = transport::load_cluster_key(o.key_file);
   c.lanes = size_t(o.lanes);
-  c.max_datagram = size_t(o.mtu) - transport::kMtuOverhead;  // as a daemon's data.mtu
+  c.max_datagram = transport::datagram_for_mtu(size_t(o.mtu));  // as a daemon's data.mtu
   c.credit_window = o.credit_kb << 10;
   // As a daemon sizes it (node_agent.cc).
   c.receive_buffer_bytes = std::max({c.receive_buffer_bytes, 2 * c.credit_window,
@@ -202,7 +202,7 @@ int main(int argc, char** argv) {
   app.add_option("--repeats", o.repeats, "timed rounds")->check(CLI::Range(1, 10000));
   app.add_option("--lanes", o.lanes, "data.lanes")->check(CLI::Range(1, 8));
   app.add_option("--mtu", o.mtu, "data.mtu")
-      ->check(CLI::Range(576, int(dtrain::transport::kLargestMtu)));
+      ->check(CLI::Range(1280, int(dtrain::transport::kLargestMtu)));
   app.add_option("--credit-kb", o.credit_kb, "data.credit_kb")->check(CLI::Range(64, 1 << 20));
   app.add_option("--deadline-s", o.deadline_s, "hard limit on this process's whole life")
       ->check(CLI::Range(10, 3600));

@@ -7,6 +7,7 @@
 #include <fstream>
 
 #include "transport/transport_error.h"
+#include "transport/wire/datagram.h"
 
 namespace dtrain::transport {
 namespace {
@@ -61,21 +62,27 @@ std::vector<InterfaceAddress> local_addresses() {
 }
 
 int interface_mtu(const std::string& name) {
-  // A name from getifaddrs, never a path: refuse anything that could leave the directory.
-  if (name.empty() || name.find('/') != std::string::npos || name[0] == '.') return 0;
-  std::ifstream in("/sys/class/net/" + name + "/mtu");
+  // getifaddrs names an address's alias eth0:1; its MTU is the device's.
+  const std::string device = name.substr(0, name.find(':'));
+  // A device's name, never a path: nothing that could leave the directory.
+  if (device.empty() || device.find('/') != std::string::npos || device == "." || device == "..")
+    return 0;
+  std::ifstream in("/sys/class/net/" + device + "/mtu");
   int mtu = 0;
   return in >> mtu && mtu > 0 ? mtu : 0;
 }
 
-void check_data_mtu(const std::string& interface, int interface_mtu, int data_mtu) {
-  if (interface_mtu <= 0 || data_mtu <= interface_mtu) return;
-  throw TransportError("data.mtu is " + std::to_string(data_mtu) + " but the data channel's "
-                           "interface " + interface + " has an MTU of " +
-                           std::to_string(interface_mtu) + ": its datagrams would not fit",
-                       "set data.mtu to at most " + std::to_string(interface_mtu) +
-                           ", or raise the interface's MTU on every node (ip link set " +
-                           interface + " mtu " + std::to_string(data_mtu) +
+void check_datagram_fits(const std::string& interface, int interface_mtu, int data_mtu,
+                         size_t datagram) {
+  const size_t on_wire = datagram + kIpv4UdpHeaders;
+  if (interface_mtu <= 0 || on_wire <= size_t(interface_mtu)) return;
+  throw TransportError("data.mtu is " + std::to_string(data_mtu) + " (datagrams of " +
+                           std::to_string(on_wire) + " bytes with their IP and UDP headers) "
+                           "but the data channel's interface " + interface + " has an MTU of " +
+                           std::to_string(interface_mtu) + ": they would not fit",
+                       "set data.mtu: " + std::to_string(interface_mtu) +
+                           " on every node, or raise the interface's MTU on every node (ip link "
+                           "set " + interface + " mtu " + std::to_string(data_mtu) +
                            ") where every switch between them carries such frames");
 }
 

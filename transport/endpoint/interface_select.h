@@ -16,12 +16,15 @@ struct InterfaceAddress {
 // The IPv4 addresses of this machine's interfaces that are up.
 std::vector<InterfaceAddress> local_addresses();
 
-// The MTU the kernel gives the interface (/sys/class/net/NAME/mtu); 0 where it cannot be read.
+// The MTU the kernel gives the interface (/sys/class/net/NAME/mtu; an alias, eth0:1, is its
+// device's); 0 where it cannot be read.
 int interface_mtu(const std::string& name);
 
-// data.mtu against the chosen interface's MTU (0: unknown, nothing checked): throws
-// TransportError naming both and the fix when the data channel's datagrams would not fit.
-void check_data_mtu(const std::string& interface, int interface_mtu, int data_mtu);
+// The data channel's datagrams (`datagram` bytes for `data_mtu`, kIpv4UdpHeaders more on the
+// wire) against the chosen interface's MTU (0: unknown, nothing checked): throws TransportError
+// naming both and the fix when they would not fit.
+void check_datagram_fits(const std::string& interface, int interface_mtu, int data_mtu,
+                         size_t datagram);
 
 // Throws TransportError naming what was asked, what exists, and the fix.
 InterfaceAddress choose_interface(const std::string& network_or_name, bool allow_excluded,

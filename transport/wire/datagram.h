@@ -27,15 +27,10 @@
 
 #include "transport/schema/data_generated.h"
 #include "transport/security/authenticator.h"
+#include "transport/wire/wire_version.h"
 
 namespace dtrain::transport {
 
-// 5: chunks' fields in a fixed layout, not a FlatBuffers table (80 bytes more of each datagram
-// carry data: the table's 112 and the 16 kept free around it, against 48). 4: the lane and lane count (3 had a reserved word there: a node of version 3
-// would take every lane's datagrams as one link's). 3: the AEAD flag, and the receiver is part of the nonce and
-// key (2: XChaCha20-Poly1305 with the nonce (sender, boot, counter); the receiver was
-// authenticated as associated data only).
-constexpr uint8_t kWireVersion = 5;
 constexpr size_t kLaneOffset = 12;  // the lane byte; the lane count follows it
 constexpr uint8_t kMaxLanes = 16;
 constexpr uint8_t kFlagAes256Gcm = 1;
@@ -45,11 +40,18 @@ constexpr size_t kHeaderBytes = 32;
 constexpr size_t kDefaultMaxDatagram = 1408;  // fits a 1500-byte MTU with IPv6 + UDP headers
 // What a datagram leaves of the link's MTU: IPv6 and UDP headers (48) and room to spare.
 constexpr size_t kMtuOverhead = 1500 - kDefaultMaxDatagram;
+// The datagram for a link's MTU (data.mtu): a multiple of 8, so that each datagram of a
+// coalesced receive run starts aligned (lane.h) and is read in place.
+constexpr size_t datagram_for_mtu(size_t mtu) { return (mtu - kMtuOverhead) / 8 * 8; }
+static_assert(datagram_for_mtu(1500) == kDefaultMaxDatagram, "the default fits a 1500-byte MTU");
 // The largest MTU a data channel is given (data.mtu: jumbo frames reach 9,216 bytes on most
 // switches) and so the largest datagram any node sends. Every node takes datagrams up to it,
-// whatever its own size: nodes of different data.mtu talk where the network carries both.
+// whatever its own size (the controller still has every node of a cluster use one size: a
+// message's chunks must all be one size where a relay's catch-up completes another's part).
 constexpr size_t kLargestMtu = 9216;
-constexpr size_t kLargestDatagram = kLargestMtu - kMtuOverhead;
+constexpr size_t kLargestDatagram = datagram_for_mtu(kLargestMtu);
+// IPv4 and UDP headers around a datagram on the wire (the data channel binds IPv4 addresses).
+constexpr size_t kIpv4UdpHeaders = 28;
 constexpr size_t kMinDatagram = kHeaderBytes + 8 + kTagBytes;
 
 struct DatagramHeader {
