@@ -22,6 +22,10 @@ inline int64_t step_round_id(int64_t epoch, int64_t step_in_epoch, int bucket = 
 inline int64_t bucket_round_id(int64_t step_round, int bucket) {
   return step_round + (int64_t(bucket) << 1);
 }
+// The check at the end of `epoch` that the replicas are the same (core/train/averaging_rounds.h,
+// agree_or_average): after every step's round of the epoch, before the next epoch's first.
+constexpr int64_t kEpochEndStep = 0xffffffff;
+inline int64_t epoch_end_round_id(int64_t epoch) { return step_round_id(epoch, kEpochEndStep); }
 // The NCCL vote before the sum of `round` (a bucket's round).
 inline int64_t vote_round_id(int64_t round) { return round - 1; }
 // The epoch of a round id, its step in it and its bucket; epoch -1 for a rehearsal's.
@@ -35,6 +39,9 @@ inline int bucket_of_round_id(int64_t round) { return int((round >> 1) & (kMaxBu
 inline std::string describe_round(int64_t round) {
   if (round == kFormingVoteRound) return "the vote on forming NCCL's communicator";
   if (round < (int64_t(1) << 32)) return "rehearsal step " + std::to_string(round + 1);
+  if (step_of_round_id(round) == kEpochEndStep)
+    return "the replicas' check at the end of epoch " +
+           std::to_string(epoch_of_round_id(round) + 1);
   return std::string(round % 2 == 0 ? "the NCCL vote of " : "") + "epoch " +
          std::to_string(epoch_of_round_id(round) + 1) + ", step " +
          std::to_string(step_of_round_id(round) + 1) + ", bucket " +

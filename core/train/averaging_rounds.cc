@@ -40,10 +40,10 @@ void average_round(NodeExchange& exchange, Worker& worker, bool with_updater_sta
   set_params_and_state(worker, both, with_state);
 }
 
-bool agree_or_average(NodeExchange& exchange, Worker& worker, int64_t round) {
+bool agree_or_average(NodeExchange& exchange, Worker& worker, int64_t epoch, int64_t round) {
   const bool with_state = worker.updater().state_size() > 0;
   std::vector<float> both = params_and_state(worker, with_state);
-  if (exchange.same_on_every_node(both.data(), int64_t(both.size()), round)) return false;
+  if (exchange.replicas_agree(both.data(), int64_t(both.size()), epoch)) return false;
   exchange.average_parameters(both.data(), int64_t(both.size()), round);
   set_params_and_state(worker, both, with_state);
   return true;

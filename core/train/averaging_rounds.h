@@ -15,12 +15,13 @@ void average_round(NodeExchange& exchange, Worker& worker, bool with_updater_sta
                    int64_t round);
 
 // Allreduce at an epoch's end: the replicas are the same bits after every step, so unless each
-// survivor did some of a lost node's minibatches alone since, a digest of the parameters and the
-// updater's state shows it and nothing more crosses the wire (the average it replaces sent them
-// all from every node, through the mesh's relays: seconds an epoch for a large model, and a
-// stall warning every epoch). Where they differ, the live nodes average both. Whether they
-// differed.
-bool agree_or_average(NodeExchange& exchange, Worker& worker, int64_t round);
+// survivor did some of a lost node's minibatches alone since, the nodes agree over the ring on a
+// digest of the parameters and the updater's state and nothing more crosses the wire (the
+// average it replaces sent them all from every node, through the mesh's relays: seconds an
+// epoch for a large model, and a stall warning every epoch). Where they differ, the live nodes
+// average both. Whether they differed. `epoch`: the agreement's (NodeExchange::replicas_agree);
+// `round`: the average's.
+bool agree_or_average(NodeExchange& exchange, Worker& worker, int64_t epoch, int64_t round);
 
 // Rounds per epoch, the same on every node: from the smallest of `shards` shards of `examples`.
 int64_t rounds_per_epoch(int64_t examples, int shards, int64_t batch, int64_t frequency);

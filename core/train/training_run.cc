@@ -669,7 +669,7 @@ void TrainingRun::end_averaging_epoch_on_cluster(EpochRun& e) {
   if (local_)
     e.averaged_densely = agree_on_global_state(round);
   else if (reduce_)
-    e.averaged_densely = agree_or_average(*exchange_, lead(), round);
+    e.averaged_densely = agree_or_average(*exchange_, lead(), e.epoch, round);
   else
     average_round(*exchange_, lead(), job_.training.average_updater_state, round);
   if (reduce_) copy_lead_to_other_workers();

@@ -100,8 +100,9 @@ struct DaemonConfig {
   // (transport::EndpointConfig::lanes); the same on every node of a cluster.
   int64_t data_lanes = 1;
   // The MTU of the network between the nodes: the data channel's datagrams are this less
-  // transport::kMtuOverhead (1,408 bytes at 1500). 9000 where every link and switch carries
-  // jumbo frames (docs/operations.md, "Jumbo frames"); checked against the interface's MTU.
+  // transport::kMtuOverhead, rounded down to a multiple of 8 (transport::datagram_for_mtu: 1,408
+  // bytes at 1500). 9000 where every link and switch carries jumbo frames (docs/operations.md,
+  // "Jumbo frames"); checked against the interface's MTU; the same on every node.
   int64_t data_mtu = 1500;
   // What a peer may have unacknowledged towards this node, per link
   // (transport::EndpointConfig::credit_window): one link carries at most this much a round
@@ -113,7 +114,7 @@ struct DaemonConfig {
   // net.core.rmem_max caps both.
   int64_t data_max_credit_kb = 32 << 10;
   static constexpr int64_t kMaxDataLanes = 16;  // transport::kMaxLanes (node_agent.cc checks)
-  // IPv6's least MTU; transport::kLargestMtu (node_agent.cc checks).
+  // transport::kSmallestMtu (IPv6's least) and kLargestMtu (node_agent.cc checks).
   static constexpr int64_t kMinDataMtu = 1280, kMaxDataMtu = 9216;
   // Seeded faults on the data channel's send path (data.faults: drop, duplicate, reorder,
   // delay_us, seed): for tests of exactly-once delivery under loss; off unless configured, and

@@ -80,7 +80,8 @@ std::optional<Refusal> Membership::refusal(const NodeRegistration& node) const {
     return Refusal{"node " + name + "'s data channel speaks wire version " +
                        (node.data_wire == 0 ? std::string("4 or older")
                                             : std::to_string(node.data_wire)) +
-                       ", this controller's release " + std::to_string(transport::kWireVersion) +
+                       ", and this controller's speaks " +
+                       std::to_string(transport::kWireVersion) +
                        ": the nodes would drop each other's every datagram",
                    "run the same dtrain release on every node (upgrade " + name +
                        ", or stop every node and upgrade them together)"};

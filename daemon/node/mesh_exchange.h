@@ -74,6 +74,8 @@ class MeshExchange : public core::NodeExchange {
   // Every node broadcasts a digest of its values (BLAKE2b, replica_digest) and compares the
   // live nodes' digests of the round with its own.
   bool same_on_every_node(const float* values, int64_t n, int64_t round) override;
+  // Over the ring, as every step's sum (core/train/node_exchange.h).
+  bool replicas_agree(const float* values, int64_t n, int64_t epoch) override;
   // mode allreduce: a ring all-reduce over the live members (core/collective/ring_rounds.h),
   // its parts sent point to point (mesh_ring.cc). `round`: core::step_round_id's; the members a
   // step counted did that minibatch (a lost one's later minibatches are the takeover's).

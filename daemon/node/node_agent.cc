@@ -86,7 +86,9 @@ NodeAgent::NodeAgent(const DaemonConfig& config, const transport::ClusterKey& ke
   ec_config.tag_threads = size_t(config_.data_tag_threads);
   static_assert(DaemonConfig::kMaxDataLanes == transport::kMaxLanes, "data.lanes' bound");
   ec_config.lanes = size_t(config_.data_lanes);
-  static_assert(DaemonConfig::kMaxDataMtu == transport::kLargestMtu, "data.mtu's bound");
+  static_assert(DaemonConfig::kMaxDataMtu == transport::kLargestMtu &&
+                    DaemonConfig::kMinDataMtu == transport::kSmallestMtu,
+                "data.mtu's bounds");
   ec_config.max_datagram = data_datagram(config_, chosen.name);
   ec_config.faults = config_.data_faults;
   ec_config.credit_window = size_t(config_.data_credit_kb) << 10;

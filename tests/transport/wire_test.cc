@@ -628,6 +628,11 @@ TEST_CASE("data.mtu's datagrams are checked against the interface's MTU, read fr
                           Catch::Contains("set data.mtu: 1500 on every node") &&
                           Catch::Contains("ip link set eth0 mtu 9000"));
   CHECK_NOTHROW(fits(interface_mtu("lo"), int(kLargestMtu)));
+  // Below 1,280 bytes the least data.mtu is the fix while its datagrams fit; below 1,212 none does.
+  REQUIRE_THROWS_WITH(fits(1250, 1500), Catch::Contains("set data.mtu: 1280 on every node"));
+  CHECK_NOTHROW(fits(1212, 1280));
+  REQUIRE_THROWS_WITH(fits(1211, 1500), Catch::Contains("less than the 1212 bytes") &&
+                                            Catch::Contains("an interface of a larger MTU"));
 }
 
 TEST_CASE("a chunk refused for room is reported, not NAKed, until it is taken") {

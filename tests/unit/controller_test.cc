@@ -590,8 +590,8 @@ TEST_CASE("a node whose data channel speaks another wire version is refused, nam
   auto c = t.as_daemon();
   std::string fix;
   const std::string refusal = register_reply(*c, old, &fix);
-  CHECK(refusal.find("node node-old's data channel speaks wire version 4 or older, this "
-                     "controller's release " + std::to_string(transport::kWireVersion)) !=
+  CHECK(refusal.find("node node-old's data channel speaks wire version 4 or older, and this "
+                     "controller's speaks " + std::to_string(transport::kWireVersion)) !=
         std::string::npos);
   CHECK(fix.find("run the same dtrain release on every node (upgrade node-old") !=
         std::string::npos);

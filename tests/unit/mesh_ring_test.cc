@@ -5,6 +5,8 @@
 // same bits, within float rounding of a sum in double.
 // The parts travel point to point (transport::direct_job_id), so no node relays them: each node
 // sends 2 (N - 1) / N of a vector, which the bytes it counts show.
+// The epoch end's check that the replicas agree (replicas_agree) goes over the same ring: every
+// node gives the same answer, whether the replicas are the same bits or one differs in one bit.
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -171,5 +173,40 @@ TEST_CASE("bf16 on the wire over loopback: half the bytes, the same bits on ever
       CHECK(sent <= bound + 4096.0 * count);
     }
     stop_nodes(nodes);
+  }
+}
+
+TEST_CASE("replicas agree over the ring: every node answers alike, same bits or not, fp32 or "
+          "bf16") {
+  for (bool bf16 : {false, true}) {
+    for (int count : {2, 3, 5}) {
+      auto nodes = start_nodes(count);
+      if (bf16)
+        for (auto& n : nodes) n->exchange->set_ring_wire({true, 2});
+      const int64_t n = 1001;
+      std::vector<float> same(static_cast<size_t>(n));
+      for (int64_t k = 0; k < n; ++k) same[size_t(k)] = 0.001f * float(k) + 0.1f;
+      // Epoch 0: every replica the same; epoch 1: the last node's differs in one value's last bit.
+      for (int64_t epoch : {0, 1}) {
+        std::vector<std::vector<float>> replicas(static_cast<size_t>(count), same);
+        if (epoch == 1) {
+          uint32_t bits;
+          std::memcpy(&bits, &replicas.back()[500], 4);
+          bits ^= 1u;
+          std::memcpy(&replicas.back()[500], &bits, 4);
+        }
+        std::vector<int> answers(static_cast<size_t>(count), -1);
+        std::vector<std::thread> threads;
+        for (int i = 0; i < count; ++i)
+          threads.emplace_back([&, i] {
+            answers[size_t(i)] =
+                nodes[size_t(i)]->exchange->replicas_agree(replicas[size_t(i)].data(), n, epoch);
+          });
+        for (auto& t : threads) t.join();
+        INFO(count << " nodes, epoch " << epoch << (bf16 ? ", bf16 on the wire" : ", fp32"));
+        for (int i = 0; i < count; ++i) CHECK(answers[size_t(i)] == (epoch == 0 ? 1 : 0));
+      }
+      stop_nodes(nodes);
+    }
   }
 }

@@ -34,7 +34,7 @@ struct EndpointConfig {
   uint32_t node_id = 0;
   std::string bind_address = "127.0.0.1";
   uint16_t port = 0;                       // 0: any free port (tests); daemons use 40123
-  // The largest datagram this node sends (a daemon's data.mtu less kMtuOverhead); it takes any
+  // The largest datagram this node sends (a daemon's data.mtu: datagram_for_mtu); it takes any
   // up to kLargestDatagram from its peers.
   size_t max_datagram = kDefaultMaxDatagram;
   // Bytes a sender may have unacknowledged towards this node, per link; capped at half the

@@ -4,6 +4,7 @@
 #include <ifaddrs.h>
 #include <net/if.h>
 
+#include <algorithm>
 #include <fstream>
 
 #include "transport/transport_error.h"
@@ -76,11 +77,21 @@ void check_datagram_fits(const std::string& interface, int interface_mtu, int da
                          size_t datagram) {
   const size_t on_wire = datagram + kIpv4UdpHeaders;
   if (interface_mtu <= 0 || on_wire <= size_t(interface_mtu)) return;
+  // The least data.mtu's datagrams do not fit either: no setting helps on this interface.
+  const size_t least = datagram_for_mtu(kSmallestMtu) + kIpv4UdpHeaders;
+  if (size_t(interface_mtu) < least)
+    throw TransportError("the data channel's interface " + interface + " has an MTU of " +
+                             std::to_string(interface_mtu) + ", less than the " +
+                             std::to_string(least) + " bytes its smallest datagrams need",
+                         "give the data channel an interface of a larger MTU (data.interface "
+                         "or data.network), or raise this one's (ip link set " + interface +
+                             " mtu 1500)");
+  const int suggest = std::max(interface_mtu, int(kSmallestMtu));
   throw TransportError("data.mtu is " + std::to_string(data_mtu) + " (datagrams of " +
                            std::to_string(on_wire) + " bytes with their IP and UDP headers) "
                            "but the data channel's interface " + interface + " has an MTU of " +
                            std::to_string(interface_mtu) + ": they would not fit",
-                       "set data.mtu: " + std::to_string(interface_mtu) +
+                       "set data.mtu: " + std::to_string(suggest) +
                            " on every node, or raise the interface's MTU on every node (ip link "
                            "set " + interface + " mtu " + std::to_string(data_mtu) +
                            ") where every switch between them carries such frames");

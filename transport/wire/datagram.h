@@ -49,6 +49,7 @@ static_assert(datagram_for_mtu(1500) == kDefaultMaxDatagram, "the default fits a
 // whatever its own size (the controller still has every node of a cluster use one size: a
 // message's chunks must all be one size where a relay's catch-up completes another's part).
 constexpr size_t kLargestMtu = 9216;
+constexpr size_t kSmallestMtu = 1280;  // IPv6's least MTU, the least data.mtu
 constexpr size_t kLargestDatagram = datagram_for_mtu(kLargestMtu);
 // IPv4 and UDP headers around a datagram on the wire (the data channel binds IPv4 addresses).
 constexpr size_t kIpv4UdpHeaders = 28;
