@@ -56,7 +56,7 @@ class RingRounds::AttemptLinks : public RingLinks {
 
 RingRounds::Members RingRounds::sum(float* values, int64_t n, int64_t round,
                                     const std::function<Members()>& live,
-                                    std::chrono::milliseconds deadline) {
+                                    std::chrono::milliseconds deadline, bool exact) {
   input_.assign(values, values + n);  // kept from call to call: no fresh pages a step
   for (int tries = 0;; ++tries) {
     // The version first: a loss declared while live() answers is seen by the attempt's waits.
@@ -69,7 +69,7 @@ RingRounds::Members RingRounds::sum(float* values, int64_t n, int64_t round,
     const Members view = live();
     if (tries > 0) std::copy(input_.begin(), input_.end(), values);
     try {
-      if (view.size() > 1) attempt(values, n, round, view, live, deadline, seen);
+      if (view.size() > 1) attempt(values, n, round, view, live, deadline, seen, exact);
       finished(round, view, values, n);
       return view;
     } catch (const ResultArrived& result) {
@@ -83,7 +83,7 @@ RingRounds::Members RingRounds::sum(float* values, int64_t n, int64_t round,
 
 void RingRounds::attempt(float* values, int64_t n, int64_t round, const Members& view,
                          const std::function<Members()>& live,
-                         std::chrono::milliseconds deadline, uint64_t& seen) {
+                         std::chrono::milliseconds deadline, uint64_t& seen, bool exact) {
   const int rank = index_of(view, self_);
   if (rank < 0)
     throw UserError("this node is not among the job's live nodes for the all-reduce of " +
@@ -95,6 +95,7 @@ void RingRounds::attempt(float* values, int64_t n, int64_t round, const Members&
     std::lock_guard<std::mutex> lock(mutex_);
     wire = wire_;
   }
+  if (exact) wire.exact_last = n;
   ring_allreduce(values, n, rank, int(view.size()), links, wire);
 }
 

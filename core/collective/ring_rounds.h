@@ -56,9 +56,11 @@ class RingRounds {
   // call to call). `live()` gives the live members, this one included, the same order on
   // every node; it is called without this object's lock, again after every members_changed().
   // Throws UserError when a segment does not come within `deadline` (naming whom it waited
-  // for), when a segment does not fit, and after cancel().
+  // for), when a segment does not fit, and after cancel(). `exact`: no value of this round is
+  // rounded for the wire, whatever set_wire said (counts that must add up exactly; every member
+  // of a round must pass the same).
   Members sum(float* values, int64_t n, int64_t round, const std::function<Members()>& live,
-              std::chrono::milliseconds deadline);
+              std::chrono::milliseconds deadline, bool exact = false);
 
   // From the network, any thread. `from`: the member it came from.
   void on_segment(uint32_t from, int64_t round, Members members, int step,
@@ -103,7 +105,7 @@ class RingRounds {
   // waits look at live() again).
   void attempt(float* values, int64_t n, int64_t round, const Members& view,
                const std::function<Members()>& live, std::chrono::milliseconds deadline,
-               uint64_t& seen);
+               uint64_t& seen, bool exact);
   std::vector<float> wait_segment(const SegmentKey& key, uint32_t from, const Members& view,
                                   const std::function<Members()>& live,
                                   std::chrono::milliseconds deadline, float* values, int64_t n,

@@ -250,14 +250,15 @@ bool MeshExchange::same_on_every_node(const float* values, int64_t n, int64_t ro
 
 bool MeshExchange::replicas_agree(const float* values, int64_t n, int64_t epoch) {
   const ReplicaDigest digest = replica_digest(values, n);
-  // The node count, then each bit of the digest: integers up to the nodes' count, exact in fp32
-  // and in bf16 (a job of precision bf16 rounds its ring's values) up to 256 nodes.
+  // The node count, then each bit of the digest: integers up to the nodes' count, sent exact
+  // (as fp32, where a job of precision bf16 rounds its ring's values: bf16 counts no further
+  // than 256).
   std::vector<float> bits(1 + 8 * digest.size());
   bits[0] = 1.f;
   for (size_t i = 0; i < 8 * digest.size(); ++i)
     bits[1 + i] = float((digest[i / 8] >> (i % 8)) & 1);
   ring_->sum(bits.data(), int64_t(bits.size()), core::epoch_end_round_id(epoch),
-             [this] { return live_members(); }, epoch_deadline_);
+             [this] { return live_members(); }, epoch_deadline_, /*exact=*/true);
   const float nodes = bits[0];
   return std::all_of(bits.begin() + 1, bits.end(),
                      [nodes](float sum) { return sum == 0.f || sum == nodes; });

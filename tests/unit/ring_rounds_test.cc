@@ -38,7 +38,9 @@ float value_of(uint32_t node, int64_t round, int64_t i) {
 class Network {
  public:
   // `part_values`: the most values a part of a step carries (RingWire::part_values).
-  explicit Network(int nodes, int64_t part_values = core::kRingPartValues, bool shuffled = false)
+  // `bf16`: the parts travel as bf16 (RingWire::bf16, no exact values).
+  explicit Network(int nodes, int64_t part_values = core::kRingPartValues, bool shuffled = false,
+                   bool bf16 = false)
       : shuffled_(shuffled), shuffle_(uint32_t(nodes * 7919 + part_values)) {
     for (int i = 0; i < nodes; ++i) live_.push_back(uint32_t(i));
     for (int i = 0; i < nodes; ++i) posts_.emplace_back(new Post(*this, uint32_t(i)));
@@ -46,6 +48,7 @@ class Network {
       rounds_.emplace_back(new core::RingRounds(uint32_t(i), *posts_[size_t(i)]));
       core::RingWire wire;
       wire.part_values = part_values;
+      wire.bf16 = bf16;
       rounds_.back()->set_wire(wire);
     }
     courier_ = std::thread([this] { deliver(); });
@@ -216,6 +219,31 @@ TEST_CASE("ring rounds without a loss sum over every node, for 2 to 7 nodes and 
           REQUIRE(out[0][size_t(r)].members.size() == size_t(nodes));
         }
       }
+}
+
+TEST_CASE("an exact round is not rounded for a bf16 wire; the job's rounds are") {
+  // Counts past bf16's 256 (the epoch end's check of the replicas: MeshExchange::replicas_agree).
+  constexpr int kNodes = 3;
+  for (bool exact : {true, false}) {
+    Network net(kNodes, core::kRingPartValues, false, /*bf16=*/true);
+    std::vector<std::vector<float>> values(kNodes, std::vector<float>(5));
+    std::vector<std::thread> threads;
+    for (int i = 0; i < kNodes; ++i)
+      threads.emplace_back([&, i] {
+        for (int k = 0; k < 5; ++k) values[size_t(i)][size_t(k)] = float(100 + k);
+        net.node(i).sum(values[size_t(i)].data(), 5, 1, [&net] { return net.live(); },
+                        std::chrono::seconds(20), exact);
+      });
+    for (auto& t : threads) t.join();
+    INFO((exact ? "exact" : "the job's bf16 wire"));
+    for (int i = 0; i < kNodes; ++i) {
+      CHECK(values[size_t(i)] == values[0]);  // the same bits everywhere, either way
+      // 300 + 3k: 303, 306 and 309 are not bf16s (between 256 and 512 bf16 steps by 2).
+      bool all_exact = true;
+      for (int k = 0; k < 5; ++k) all_exact &= values[size_t(i)][size_t(k)] == float(300 + 3 * k);
+      CHECK(all_exact == exact);
+    }
+  }
 }
 
 TEST_CASE("rounds of large vectors go on past the bound on held values: taken ones are let go") {
