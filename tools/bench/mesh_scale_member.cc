@@ -29,6 +29,7 @@
 #include <CLI/CLI.hpp>
 #include <spdlog/spdlog.h>
 
+#include "tools/bench/member_files.h"
 #include "transport/mesh/mesh_node.h"
 #include "transport/security/cluster_key.h"
 
@@ -63,27 +64,10 @@ int64_t now_ns() {
       .count();
 }
 
-bool file_exists(const std::string& path) { return access(path.c_str(), F_OK) == 0; }
-
-// Atomic, so the driver never reads half a file.
-void write_file(const std::string& path, const std::string& text) {
-  const std::string tmp = path + ".tmp";
-  std::ofstream(tmp) << text;
-  std::rename(tmp.c_str(), path.c_str());
-}
-
-// Polls for `path` until `deadline`; false (after saying what it waited for) on timeout.
+// As before, each wait names the member: "member 3: timed out waiting for ...".
 bool wait_for_file(const std::string& path, Clock::time_point deadline, uint32_t self,
                    const std::string& what, std::chrono::milliseconds poll) {
-  while (!file_exists(path)) {
-    if (Clock::now() > deadline) {
-      std::fprintf(stderr, "member %u: timed out waiting for %s (%s)\n", self, path.c_str(),
-                   what.c_str());
-      return false;
-    }
-    std::this_thread::sleep_for(poll);
-  }
-  return true;
+  return bench::wait_for_file(path, deadline, "member " + std::to_string(self), what, poll);
 }
 
 struct Options {

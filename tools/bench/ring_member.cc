@@ -28,6 +28,7 @@
 #include <CLI/CLI.hpp>
 
 #include "daemon/node/data_channel.h"
+#include "tools/bench/member_files.h"
 #include "daemon/node/mesh_exchange.h"
 #include "daemon/node/mesh_port.h"
 #include "transport/mesh/mesh_node.h"
@@ -47,26 +48,10 @@ struct Options {
   size_t credit_kb = 512;
 };
 
-bool file_exists(const std::string& path) { return access(path.c_str(), F_OK) == 0; }
-
-// Atomic, so the driver and the other members never read half a file.
-void write_file(const std::string& path, const std::string& text) {
-  const std::string tmp = path + ".tmp";
-  std::ofstream(tmp) << text;
-  std::rename(tmp.c_str(), path.c_str());
-}
-
 bool wait_for_file(const std::string& path, Clock::time_point deadline, const Options& o,
                    const std::string& what) {
-  while (!file_exists(path)) {
-    if (Clock::now() > deadline) {
-      std::fprintf(stderr, "ring member %u: timed out waiting for %s (%s)\n", o.id, path.c_str(),
-                   what.c_str());
-      return false;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  return true;
+  return bench::wait_for_file(path, deadline, "ring member " + std::to_string(o.id), what,
+                              std::chrono::milliseconds(20));
 }
 
 // Every member's data channel, as it wrote it: false if one never came.
