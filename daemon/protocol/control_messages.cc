@@ -102,6 +102,7 @@ bool read_start(const control::StartJob& s, StartMessage& out) {
       s.members()->size() > kMaxMembers || s.rank() >= s.members()->size() ||
       (s.lost() && s.lost()->size() > kMaxMembers) ||
       (s.readable_jobs() && s.readable_jobs()->size() > kMaxReadableJobs) ||
+      !transport::elements_aligned(s.readable_jobs()) ||  // hostile bytes may misplace [ulong]
       (s.nccl_id() && s.nccl_id()->size() > kMaxNcclIdBytes) || s.resume_epoch() < -1 ||
       s.resume_epoch() > (int64_t(1) << 40))
     return false;

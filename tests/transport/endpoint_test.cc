@@ -274,16 +274,19 @@ TEST_CASE("a peer added back from on_lost gets what is relayed to it at once") {
   b.add_peer(1, "127.0.0.1", elsewhere.port());
   a.add_peer(2, "127.0.0.1", silent.port());
   std::atomic<int> losses{0};
-  std::atomic<bool> queued{false};
+  std::atomic<int> queued{-1};  // -1 until the handler's send returned, then 1 taken or 0 not
   a.start([](Delivery&&) {},
           [&](uint32_t peer) {
             if (peer != 2 || losses++ > 0) return;
             a.add_peer(2, "127.0.0.1", b.port());  // back, at its real address
-            queued = a.send(2, kJob, 1, 500, payload(20 * 1000, 5), 0ms, Endpoint::SendKind::kRelay);
+            queued = a.send(2, kJob, 1, 500, payload(20 * 1000, 5), 0ms,
+                            Endpoint::SendKind::kRelay) ? 1 : 0;
           });
   b.start(at_b.handler());
-  REQUIRE(wait_for([&] { return losses.load() > 0; }, 5s, "node 1 to declare node 2 lost"));
-  REQUIRE(queued);
+  // The loss is counted before the handler adds the peer back and sends: wait for the send.
+  REQUIRE(wait_for([&] { return queued.load() >= 0; }, 5s,
+                   "node 1 to declare node 2 lost and relay to it from on_lost"));
+  REQUIRE(queued == 1);
   REQUIRE(wait_for([&] { return at_b.count() == 1; }, 5s, "the relayed message at node 2"));
   REQUIRE(at_b.each_once(1));
 }
