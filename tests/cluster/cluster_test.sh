@@ -183,8 +183,9 @@ sed 's/epochs: 8/epochs: 16/' job.yaml > rejoin.yaml
 id=$("$SUBMIT" rejoin.yaml --detach) || fail "detached submit"
 # Rank 0: the root of the plain mesh, the first node (not the controller: see the ids). It is
 # killed as its second epoch-end checkpoint is logged, so the whole next epoch of its shard is
-# left for the survivors: a kill timed from the controller's status (seconds behind on these two
-# cores) could land after it finished its shard, leaving the survivors nothing to take over.
+# left for the survivors: a kill timed by polling the controller's status (each poll, Python
+# reading the JSON included, took seconds on these two loaded cores) could land after it finished
+# its shard, leaving the survivors nothing to take over.
 victim="" checkpoints=0
 for _ in $(seq 1 1200); do  # 60 s for the job to reach the end of its second epoch
   [[ -z $victim ]] &&
