@@ -177,8 +177,8 @@ state=$(wait_job_end "$id" cancel.json 30)  # for every node to stop
 [[ $state == cancelled ]] || fail "a cancelled job ended '$state' (waited 30 s)"
 
 echo "== SIGKILL of a node mid-job, then its restart: the survivors cover its data, it rejoins"
-# Killed as epoch 3 begins; 14 more epochs (about 30 s here) leave room for the controller to see it
-# gone (the 3 s peer timeout), its restart and its rejoin at an epoch end (a few seconds).
+# Killed as epoch 3 begins; 14 more epochs (about 30 s here) leave room for the controller to
+# see it gone (the 3 s peer timeout), its restart and its rejoin at an epoch end (a few seconds).
 sed 's/epochs: 8/epochs: 16/' job.yaml > rejoin.yaml
 id=$("$SUBMIT" rejoin.yaml --detach) || fail "detached submit"
 # Rank 0: the root of the plain mesh, the first node (not the controller: see the ids). It is

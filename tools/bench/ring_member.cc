@@ -17,21 +17,20 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cstring>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <memory>
 #include <sstream>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include <CLI/CLI.hpp>
 
 #include "daemon/node/data_channel.h"
-#include "tools/bench/member_files.h"
 #include "daemon/node/mesh_exchange.h"
 #include "daemon/node/mesh_port.h"
+#include "tools/bench/member_files.h"
 #include "transport/mesh/mesh_node.h"
 #include "transport/security/cluster_key.h"
 
