@@ -24,10 +24,9 @@ RingSegment part_of(const RingSegment& segment, int parts, int part) {
   return {segment.begin + p.begin, segment.begin + p.end};
 }
 
-std::vector<float> received(RingLinks& links, int step, int parts, int part,
-                            const RingSegment& s) {
-  std::vector<float> in = links.receive_previous(step * parts + part);
-  if (int64_t(in.size()) != s.size())
+RingPart received(RingLinks& links, int step, int parts, int part, const RingSegment& s) {
+  RingPart in = links.receive_previous(step * parts + part);
+  if (in.size() != s.size())
     throw UserError("ring all-reduce step " + std::to_string(step + 1) + ", part " +
                         std::to_string(part + 1) + " of " + std::to_string(parts) + ": " +
                         std::to_string(in.size()) + " values arrived where " +
@@ -73,11 +72,12 @@ void ring_allreduce(float* values, int64_t n, int rank, int ranks, RingLinks& li
     const RingSegment segment = received_segment(n, rank, ranks, s);
     for (int p = 0; p < parts; ++p) {
       const RingSegment in = part_of(segment, parts, p);
-      const std::vector<float> part = received(links, s, parts, p, in);
+      const RingPart part = received(links, s, parts, p, in);
+      const float* from = part.data();
       if (s < ranks - 1)
-        for (int64_t i = 0; i < in.size(); ++i) values[in.begin + i] += part[size_t(i)];
+        for (int64_t i = 0; i < in.size(); ++i) values[in.begin + i] += from[i];
       else
-        std::copy(part.begin(), part.end(), values + in.begin);
+        std::copy(from, from + part.size(), values + in.begin);
       if (s + 1 == steps) continue;
       // Rounded before it goes on: a partial sum (not used here again), then, at the last
       // reduce-scatter step, this rank's whole sum of the segment, kept as sent; the all-gather

@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "core/collective/ring_part.h"
 #include "core/collective/ring_wire.h"
 
 namespace dtrain::core {
@@ -47,7 +48,7 @@ class RingLinks {
   // Part `part` of the round: `values` to the next rank.
   virtual void send_next(int part, const float* values, int64_t n) = 0;
   // Part `part` from the previous rank (throws when it cannot come: a lost rank).
-  virtual std::vector<float> receive_previous(int part) = 0;
+  virtual RingPart receive_previous(int part) = 0;
 };
 
 // Sums `values` (n floats, the same n on every rank) over the ring in place, each part rounded

@@ -37,7 +37,7 @@ class RingRounds::AttemptLinks : public RingLinks {
   void send_next(int step, const float* values, int64_t n) override {
     rounds_.post_.send_segment(next_, round_, view_, step, values, n);
   }
-  std::vector<float> receive_previous(int step) override {
+  RingPart receive_previous(int step) override {
     return rounds_.wait_segment({round_, view_, step}, previous_, view_, live_, deadline_,
                                 values_, n_, seen_);
   }
@@ -99,11 +99,10 @@ void RingRounds::attempt(float* values, int64_t n, int64_t round, const Members&
   ring_allreduce(values, n, rank, int(view.size()), links, wire);
 }
 
-std::vector<float> RingRounds::wait_segment(const SegmentKey& key, uint32_t from,
-                                            const Members& view,
-                                            const std::function<Members()>& live,
-                                            std::chrono::milliseconds deadline, float* values,
-                                            int64_t n, uint64_t& seen) {
+RingPart RingRounds::wait_segment(const SegmentKey& key, uint32_t from, const Members& view,
+                                  const std::function<Members()>& live,
+                                  std::chrono::milliseconds deadline, float* values, int64_t n,
+                                  uint64_t& seen) {
   const int64_t round = std::get<0>(key);
   std::unique_lock<std::mutex> lock(mutex_);
   const auto until = std::chrono::steady_clock::now() + deadline;
@@ -178,15 +177,15 @@ void RingRounds::send(const Answer& answer) {
   post_.send_result(answer.to, r.round, r.members, r.values.data(), int64_t(r.values.size()));
 }
 
-std::vector<float> RingRounds::take_segment(std::map<SegmentKey, std::vector<float>>::iterator it) {
-  held_values_ -= int64_t(it->second.size());  // before the move empties it
-  std::vector<float> segment = std::move(it->second);
+RingPart RingRounds::take_segment(std::map<SegmentKey, RingPart>::iterator it) {
+  held_values_ -= it->second.size();  // before the move empties it
+  RingPart segment = std::move(it->second);
   segments_.erase(it);
   return segment;
 }
 
 void RingRounds::on_segment(uint32_t from, int64_t round, Members members, int step,
-                            std::vector<float> values) {
+                            RingPart values) {
   const int rank = index_of(members, self_);
   if (rank < 0 || members.size() < 2) return;
   // Only the previous member of that ring sends this node segments.
@@ -203,9 +202,9 @@ void RingRounds::on_segment(uint32_t from, int64_t round, Members members, int s
       const int64_t room = std::max(kMinHeldValues, 4 * largest_sum_) - held_values_;
       const int ranks = int(members.size());
       if (round < last_->round || step < 0 || step >= 2 * (ranks - 1) * ring_max_parts(ranks) ||
-          segments_.size() >= kMaxHeldSegments || int64_t(values.size()) > room)
+          segments_.size() >= kMaxHeldSegments || values.size() > room)
         return;
-      const int64_t size = int64_t(values.size());
+      const int64_t size = values.size();
       const bool fresh = segments_.emplace(SegmentKey{round, std::move(members), step},
                                            std::move(values)).second;
       if (fresh) held_values_ += size;  // a repeat is dropped: the first is kept

@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "core/collective/ring_allreduce.h"
+#include "core/collective/ring_part.h"
 #include "core/collective/ring_wire.h"
 
 namespace dtrain::core {
@@ -63,8 +64,7 @@ class RingRounds {
               std::chrono::milliseconds deadline, bool exact = false);
 
   // From the network, any thread. `from`: the member it came from.
-  void on_segment(uint32_t from, int64_t round, Members members, int step,
-                  std::vector<float> values);
+  void on_segment(uint32_t from, int64_t round, Members members, int step, RingPart values);
   void on_result(uint32_t from, int64_t round, Members members, std::vector<float> values);
   // The live members changed (a node was declared lost): a waiting round looks again.
   void members_changed();
@@ -106,7 +106,7 @@ class RingRounds {
   void attempt(float* values, int64_t n, int64_t round, const Members& view,
                const std::function<Members()>& live, std::chrono::milliseconds deadline,
                uint64_t& seen, bool exact);
-  std::vector<float> wait_segment(const SegmentKey& key, uint32_t from, const Members& view,
+  RingPart wait_segment(const SegmentKey& key, uint32_t from, const Members& view,
                                   const std::function<Members()>& live,
                                   std::chrono::milliseconds deadline, float* values, int64_t n,
                                   uint64_t& seen);
@@ -118,7 +118,7 @@ class RingRounds {
   void owe(const Members& view, Answer& answer);
   void send(const Answer& answer);
   // Under mutex_: the held segment out of segments_, its values out of held_values_.
-  std::vector<float> take_segment(std::map<SegmentKey, std::vector<float>>::iterator it);
+  RingPart take_segment(std::map<SegmentKey, RingPart>::iterator it);
 
   const uint32_t self_;
   RingPost& post_;
@@ -127,7 +127,7 @@ class RingRounds {
   uint64_t members_version_ = 0;
   bool cancelled_ = false;
   std::vector<float> input_;  // sum()'s values as they came, for an attempt again
-  std::map<SegmentKey, std::vector<float>> segments_;
+  std::map<SegmentKey, RingPart> segments_;
   int64_t held_values_ = 0;     // in segments_
   int64_t largest_sum_ = 0;     // values of the largest sum so far
   RingWire wire_;

@@ -517,7 +517,7 @@ void JobRunner::watch(MeshExchange& exchange, const std::vector<JobMember>& memb
 
 transport::MeshNode::Handlers JobRunner::mesh_handlers(MeshExchange& exchange) {
   transport::MeshNode::Handlers handlers;
-  handlers.on_message = [&exchange](const transport::Delivery& d) { exchange.on_message(d); };
+  handlers.on_message = [&exchange](transport::Delivery& d) { exchange.on_message(std::move(d)); };
   handlers.on_loss = [&exchange](uint32_t lost, const std::vector<uint32_t>&, uint64_t) {
     exchange.on_loss(lost);
   };

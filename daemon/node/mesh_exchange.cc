@@ -134,11 +134,13 @@ void MeshExchange::deliver(core::EncodedMessage m, uint32_t origin) {
   ++received_[origin][at.epoch];
 }
 
-void MeshExchange::on_message(const transport::Delivery& d) {
+void MeshExchange::on_message(transport::Delivery d) {
   MeshPayloadIn in = read_mesh_payload(d.bytes.data(), d.bytes.size());
   if (in.kind == MeshPayloadIn::Kind::kRingSegment ||
-      in.kind == MeshPayloadIn::Kind::kRingResult)
-    return on_ring_payload(in, d.origin);  // mesh_ring.cc: under the ring's own lock
+      in.kind == MeshPayloadIn::Kind::kRingResult)  // mesh_ring.cc: under the ring's own lock
+    // A moved vector keeps its buffer, so `in`'s views stay valid.
+    return on_ring_payload(in, d.origin,
+                           std::make_shared<const std::vector<uint8_t>>(std::move(d.bytes)));
   std::lock_guard<std::mutex> lock(mutex_);
   last_heard_[d.origin] = {std::chrono::steady_clock::now(), describe(in)};
   switch (in.kind) {

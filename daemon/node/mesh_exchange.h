@@ -45,8 +45,9 @@ class MeshExchange : public core::NodeExchange {
 
   // The mesh carrying this job (JobMesh, or a test's fake); set before training starts.
   void set_mesh(MeshPort* mesh) { mesh_ = mesh; }
-  // From the mesh (the endpoint's I/O thread).
-  void on_message(const transport::Delivery& d);
+  // From the mesh (the endpoint's I/O thread). By value: an all-reduce part's values are read
+  // in place from its bytes, kept until they are added.
+  void on_message(transport::Delivery d);
   void on_loss(uint32_t lost);
 
   int first_worker() const override { return first_worker_; }
@@ -266,7 +267,9 @@ class MeshExchange : public core::NodeExchange {
   // mode allreduce (mesh_ring.cc).
   class RingPostOnMesh;
   std::vector<uint32_t> live_members();  // in member order, this node included
-  void on_ring_payload(const MeshPayloadIn& in, uint32_t origin);
+  // `bytes`: what `in` views, kept with a part's values until they are added.
+  void on_ring_payload(const MeshPayloadIn& in, uint32_t origin,
+                       std::shared_ptr<const std::vector<uint8_t>> bytes);
   void counted_in_step(const std::vector<uint32_t>& counted, int64_t round);  // under mutex_
   std::atomic<int> step_buckets_{1};  // set_step_buckets'
   std::unique_ptr<RingPostOnMesh> ring_post_;

@@ -131,7 +131,8 @@ void MeshExchange::counted_in_step(const std::vector<uint32_t>& counted, int64_t
 }
 
 // Only the job's members take part in its ring (any peer of the node's endpoint could send).
-void MeshExchange::on_ring_payload(const MeshPayloadIn& in, uint32_t origin) {
+void MeshExchange::on_ring_payload(const MeshPayloadIn& in, uint32_t origin,
+                                   std::shared_ptr<const std::vector<uint8_t>> bytes) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (!member(origin)) {
@@ -144,11 +145,11 @@ void MeshExchange::on_ring_payload(const MeshPayloadIn& in, uint32_t origin) {
     }
     last_heard_[origin] = {std::chrono::steady_clock::now(), describe(in)};
   }
-  std::vector<float> values = in.ring.floats();
   if (in.kind == MeshPayloadIn::Kind::kRingSegment)
-    ring_->on_segment(origin, in.ring.round, in.ring.members, in.ring.step, std::move(values));
+    ring_->on_segment(origin, in.ring.round, in.ring.members, in.ring.step,
+                      in.ring.part(std::move(bytes)));
   else
-    ring_->on_result(origin, in.ring.round, in.ring.members, std::move(values));
+    ring_->on_result(origin, in.ring.round, in.ring.members, in.ring.floats());
 }
 
 }  // namespace dtrain::daemon

@@ -285,6 +285,11 @@ std::vector<float> RingPayload::floats() const {
   return out;
 }
 
+core::RingPart RingPayload::part(std::shared_ptr<const void> keep) const {
+  if (bf16) return floats();
+  return core::RingPart(std::move(keep), values.data, int64_t(values.size));
+}
+
 PayloadBytes ring_segment_payload(int64_t round, const std::vector<uint32_t>& members,
                                   int32_t step, const float* values, int64_t n) {
   flatbuffers::FlatBufferBuilder fbb(ring_part_capacity(members, n));

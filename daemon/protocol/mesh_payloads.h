@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "core/codec/message.h"
+#include "core/collective/ring_part.h"
 
 namespace dtrain::daemon {
 
@@ -130,6 +131,8 @@ struct RingPayload {
   const uint16_t* bf16 = nullptr;     // the leading values, as bf16
   size_t bf16_size = 0;
   std::vector<float> floats() const;  // the part's values as fp32: the bf16 ones, then the rest
+  // The same values, read in place when they all came as fp32 (`keep`: the bytes they are in).
+  core::RingPart part(std::shared_ptr<const void> keep) const;
 };
 PayloadBytes ring_segment_payload(int64_t round, const std::vector<uint32_t>& members,
                                   int32_t step, const float* values, int64_t n);

@@ -260,8 +260,7 @@ TEST_CASE("a rehearsal's plan and marks survive the trip; wild ones are refused"
   }
 }
 
-TEST_CASE("an all-reduce part and a step's result survive the trip; odd rings are refused",
-          "[mesh]") {
+TEST_CASE("an all-reduce part survives the trip", "[mesh]") {
   const std::vector<float> values = {1.1f, -2.25f, 3.f};  // 1.1 is no bf16: sent as fp32
   const MeshPayloadIn part =
       read(ring_segment_payload((int64_t(2) << 32) + 7, {4, 9, 1}, 3, values.data(), 3));
@@ -295,6 +294,48 @@ TEST_CASE("an all-reduce part and a step's result survive the trip; odd rings ar
     CHECK(both.ring.values.size == 2);
     CHECK(both.ring.floats() == counted);
   }
+}
+
+TEST_CASE("an all-fp32 ring part is read in place and keeps its bytes; bf16 ones are converted",
+          "[mesh]") {
+  std::vector<float> values(5000);
+  for (size_t i = 0; i < values.size(); ++i) values[i] = 0.1f * float(i) + 0.01f;  // no bf16s
+  auto bytes = std::make_shared<const std::vector<uint8_t>>(
+      *ring_segment_payload(3, {1, 2}, 1, values.data(), int64_t(values.size())));
+  const MeshPayloadIn in = read_mesh_payload(bytes->data(), bytes->size());
+  REQUIRE(in.kind == MeshPayloadIn::Kind::kRingSegment);
+  const std::weak_ptr<const std::vector<uint8_t>> watch = bytes;
+  const uint8_t* begin = bytes->data();
+  const uint8_t* end = begin + bytes->size();
+  dtrain::core::RingPart part = in.ring.part(std::move(bytes));
+  REQUIRE(part.size() == int64_t(values.size()));
+  // The values are the message's own bytes, not a copy of them.
+  const auto* at = reinterpret_cast<const uint8_t*>(part.data());
+  CHECK(at >= begin);
+  CHECK(at + values.size() * 4 <= end);
+  CHECK(std::equal(values.begin(), values.end(), part.data()));
+  // The part alone keeps the message alive, through a move too.
+  CHECK_FALSE(watch.expired());
+  dtrain::core::RingPart moved = std::move(part);
+  CHECK(moved.data() == reinterpret_cast<const float*>(at));
+  CHECK_FALSE(watch.expired());
+  moved = dtrain::core::RingPart();
+  CHECK(watch.expired());
+
+  // bf16 values cannot be read in place: they come converted, the bytes not kept.
+  const std::vector<float> halves = {1.f, -2.f, 0.5f};
+  auto packed = std::make_shared<const std::vector<uint8_t>>(
+      *ring_segment_payload(3, {1, 2}, 1, halves.data(), 3));
+  const MeshPayloadIn packed_in = read_mesh_payload(packed->data(), packed->size());
+  REQUIRE(packed_in.ring.bf16_size == 3);
+  const std::weak_ptr<const std::vector<uint8_t>> packed_watch = packed;
+  const dtrain::core::RingPart converted = packed_in.ring.part(std::move(packed));
+  CHECK(std::vector<float>(converted.data(), converted.data() + 3) == halves);
+  CHECK(packed_watch.expired());
+}
+
+TEST_CASE("a step's all-reduce result survives the trip; odd rings are refused", "[mesh]") {
+  const std::vector<float> values = {1.1f, -2.25f, 3.f};
   const MeshPayloadIn result = read(ring_result_payload(11, {1, 2}, values.data(), 3));
   REQUIRE(result.kind == MeshPayloadIn::Kind::kRingResult);
   CHECK(result.ring.step == -1);

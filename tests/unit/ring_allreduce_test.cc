@@ -34,7 +34,7 @@ class ThreadRing {
     void send_next(int part, const float* values, int64_t n) override {
       ring_.deliver(rank_, part, std::vector<float>(values, values + n));
     }
-    std::vector<float> receive_previous(int part) override { return ring_.take(rank_, part); }
+    core::RingPart receive_previous(int part) override { return ring_.take(rank_, part); }
 
    private:
     ThreadRing& ring_;

@@ -367,8 +367,8 @@ TEST_CASE("a round's result from a member outside the round's view is not taken"
   rounds.on_result(3, 7, {1, 2, 3}, {100.f, 100.f});
   // Node 2's parts of the ring {1, 2}: its value of segment 1 (step 1 of 2), then its whole sum
   // of segment 0 (step 2).
-  rounds.on_segment(2, 7, kTwo, 0, {20.f});
-  rounds.on_segment(2, 7, kTwo, 1, {13.f});
+  rounds.on_segment(2, 7, kTwo, 0, std::vector<float>{20.f});
+  rounds.on_segment(2, 7, kTwo, 1, std::vector<float>{13.f});
   std::vector<float> v = {3.f, 4.f};
   const auto counted = rounds.sum(v.data(), 2, 7, [] { return kTwo; }, std::chrono::seconds(5));
   CHECK(counted == kTwo);

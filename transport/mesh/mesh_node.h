@@ -25,7 +25,8 @@ inline uint64_t direct_job_id(uint64_t job_id) { return job_id ^ kDirectJobBit; 
 class MeshNode {
  public:
   struct Handlers {
-    std::function<void(const Delivery&)> on_message;  // on the endpoint's I/O thread
+    // On the endpoint's I/O thread; may take the delivery's bytes (they are not used after).
+    std::function<void(Delivery&)> on_message;
     std::function<void(uint32_t lost, const std::vector<uint32_t>& may_have_missed,
                        uint64_t map_version)>
         on_loss;
