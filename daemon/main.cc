@@ -19,6 +19,7 @@
 #include "core/util/error.h"
 #include "daemon/config/daemon_config.h"
 #include "daemon/controller/controller.h"
+#include "daemon/controller/nccl_ids.h"
 #include "daemon/election/elected_controller.h"
 #include "daemon/http/status_server.h"
 #include "daemon/node/node_agent.h"
@@ -118,6 +119,8 @@ bool Daemon::load(const std::string& config_path) {
   using namespace dtrain;
   try {
     config_ = daemon::load_daemon_config(config_path);
+    std::error_code ignored;  // no path: the ids are made in this process, as a test's are
+    config_.helper_program = std::filesystem::read_symlink("/proc/self/exe", ignored).string();
     key_ = transport::load_cluster_key(config_.key_file);
     if (config_.controller) clients_ = std::make_unique<Clients>(config_.clients_dir);
     std::filesystem::create_directories(config_.data_dir);
@@ -306,11 +309,16 @@ int main(int argc, char** argv) {
                    "with --client: an operator's credential, which may cancel, resume, fetch and "
                    "read every user's jobs (others act on their own only)")
       ->needs(client_option);
+  auto* nccl_id = app.add_subcommand(
+      "nccl-id", "internal: the controller's helper that makes a job's NCCL id and serves its "
+                 "bootstrap until its stdin ends (docs/architecture/daemon.md)");
+  nccl_id->group("");  // not listed in --help: only the controller runs it
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e) == 0 ? kExitOk : kExitBadInput;
   }
+  if (*nccl_id) return dtrain::daemon::run_nccl_id_helper();
   if (*keygen) {
     try {
       if (client_name.empty())

@@ -52,10 +52,11 @@ end_phase test
 # exit 77 (skipped) elsewhere.
 echo "== CUDA code (bazel build --config=cuda)"
 # Manual targets (plain `bazel build //...` must not need nvcc), so named one by one.
-# GPU test binaries (package:name): built with --config=cuda, run with DTRAIN_REQUIRE_GPU=1.
+# GPU test binaries (package:name): built with --config=cuda, run with DTRAIN_REQUIRE_GPU=1
+# (nccl_id_helper_test needs no GPU, only libnccl: it runs here).
 gpu_tests=(cuda:codec_cuda_test conformance:backend_conformance_test e2e:gpu_worker_test cuda:gpu_lenet_test
            unit:mixed_precision_test unit:gpu_sharing_test cuda:gpu_resnet_precision_test
-           cuda:nccl_nodes_test)
+           cuda:nccl_nodes_test cuda:nccl_id_helper_test)
 cuda_targets=(//kernels/cuda:codec_cuda //kernels/cuda:backend //tools/bench:codec_cuda_bench
               //tools/bench:gpu_bench //daemon:dtraind //submit:dtrain-submit)
 for t in "${gpu_tests[@]}"; do cuda_targets+=("//tests/$t"); done

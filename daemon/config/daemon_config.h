@@ -136,6 +136,9 @@ struct DaemonConfig {
   // --output, eval --roc-csv), shared with every node; none by default.
   std::vector<std::string> task_outputs;
   SchedulingLimits limits;
+  // Not from dtraind.yaml: dtraind's own binary, which the controller runs as the helper that
+  // makes each job's NCCL id (daemon/controller/nccl_ids.h); empty: made in-process (tests).
+  std::string helper_program;
   // Node: the folders jobs and tasks may read their inputs from (absolute; default data_dir and
   // /usr/share/datasets). What the daemon keeps in data_dir (jobs/, models/, tasks/,
   // controller/, http.token, node_id) is never an input: another job's model or the

@@ -36,6 +36,7 @@ void TrainingJobs::finish(JobRecord& job) {
   }
   if (const std::string how = job.resume_hint(); job.state != JobState::kSucceeded && !how.empty())
     job.fix = job.fix.empty() ? how : job.fix + "; or " + how;
+  nccl_ids_->release(job.id);  // its NCCL bootstrap, formed or not, is served no longer
   closed_(job);
 }
 

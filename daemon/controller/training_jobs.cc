@@ -8,21 +8,23 @@
 #include "daemon/controller/nccl_offer.h"
 #include "daemon/controller/placement.h"
 #include "daemon/protocol/job_folder.h"
-#include "kernels/node_collective.h"
 
 namespace dtrain::daemon {
 
 TrainingJobs::TrainingJobs(const DaemonConfig& config, JobStore& store, Membership& members,
                            Scheduler& scheduler, StatsStore& stats,
                            std::function<void(JobRecord&)> closed,
-                           std::function<void()> start_next)
+                           std::function<void()> start_next,
+                           std::unique_ptr<NcclIds> nccl_ids)
     : config_(config),
       store_(store),
       members_(members),
       scheduler_(scheduler),
       stats_(stats),
       closed_(std::move(closed)),
-      start_next_(std::move(start_next)) {}
+      start_next_(std::move(start_next)),
+      nccl_ids_(nccl_ids ? std::move(nccl_ids)
+                         : std::make_unique<NcclIdProcesses>(config.helper_program)) {}
 
 std::vector<JobRecord*> TrainingJobs::running_jobs() {
   std::vector<JobRecord*> out;
@@ -165,8 +167,8 @@ StartMessage TrainingJobs::start_message(const JobRecord& job, size_t rank) cons
 
 void TrainingJobs::offer_nccl(JobRecord& job, const core::TrainingSpec& training,
                               std::vector<StartMessage>& starts) {
-  const std::string line =
-      offer_node_collective(training, starts, kernels::make_node_collective_id);
+  const std::string line = offer_node_collective(
+      training, starts, [&](std::string* why) { return nccl_ids_->make(job.id, why); });
   if (!line.empty()) job.add_log(line);
 }
 

@@ -7,6 +7,7 @@
 // it under its lock.
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -14,6 +15,7 @@
 #include "daemon/config/daemon_config.h"
 #include "daemon/controller/job_store.h"
 #include "daemon/controller/membership.h"
+#include "daemon/controller/nccl_ids.h"
 #include "daemon/controller/node_use.h"
 #include "daemon/controller/scheduler.h"
 #include "daemon/controller/stats_store.h"
@@ -24,10 +26,11 @@ namespace dtrain::daemon {
 class TrainingJobs {
  public:
   // `closed`: the job has its final state (the controller logs it, saves it and starts the
-  // next one). `start_next`: a job was queued (a resume) and may start now.
+  // next one). `start_next`: a job was queued (a resume) and may start now. `nccl_ids`: where
+  // jobs' NCCL ids are made (default: helper processes of config.helper_program).
   TrainingJobs(const DaemonConfig& config, JobStore& store, Membership& members,
                Scheduler& scheduler, StatsStore& stats, std::function<void(JobRecord&)> closed,
-               std::function<void()> start_next);
+               std::function<void()> start_next, std::unique_ptr<NcclIds> nccl_ids = nullptr);
 
   // ---- training_jobs.cc: start, reports, the end ----
   // Throws UserError when `owner` may never hold as many nodes as the job needs (its node limit
@@ -133,6 +136,7 @@ class TrainingJobs {
   StatsStore& stats_;
   std::function<void(JobRecord&)> closed_;
   std::function<void()> start_next_;
+  std::unique_ptr<NcclIds> nccl_ids_;
 };
 
 }  // namespace dtrain::daemon

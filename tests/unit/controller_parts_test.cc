@@ -500,6 +500,17 @@ TEST_CASE("a job its owner's node limit holds back waits without holding the que
 
 // ---- TrainingJobs: the reports move a job; the result guard ----
 
+// Records what TrainingJobs asks of where NCCL ids are made.
+struct RecordedIds : NcclIds {
+  std::vector<std::string>* calls;
+  explicit RecordedIds(std::vector<std::string>* c) : calls(c) {}
+  std::vector<uint8_t> make(uint64_t job, std::string*) override {
+    calls->push_back("make " + std::to_string(job));
+    return std::vector<uint8_t>(128, 7);
+  }
+  void release(uint64_t job) override { calls->push_back("release " + std::to_string(job)); }
+};
+
 struct TrainingFixture {
   FakeClock clock;
   DaemonConfig config;
@@ -509,20 +520,27 @@ struct TrainingFixture {
   Scheduler scheduler;
   StatsStore stats{dir + "/stats.db"};
   std::vector<JobState> closed;
+  std::vector<std::string> nccl_calls;
   TrainingJobs training{config, store, members, scheduler, stats,
                         [this](JobRecord& job) {
                           closed.push_back(job.state);
                           scheduler.ended(job.id);
                         },
-                        [] {}};
+                        [] {}, std::make_unique<RecordedIds>(&nccl_calls)};
   JobRecord* job = nullptr;
 
-  explicit TrainingFixture(int nodes) {
-    for (int i = 0; i < nodes; ++i) members.admit(node("node-" + std::to_string(i), 100 + i));
+  // `training`: lines added to kSpec's training section; `gpus`: each node has one.
+  explicit TrainingFixture(int nodes, const std::string& training_lines = "",
+                           bool gpus = false) {
+    for (int i = 0; i < nodes; ++i) {
+      NodeRegistration n = node("node-" + std::to_string(i), 100 + i);
+      if (gpus) n.gpus.push_back({0, "H100", 80ull << 30});
+      members.admit(n);
+    }
     JobRecord r;
     r.name = "t";
-    r.mode = "gradient_sharing";
-    r.spec_text = kSpec;
+    r.mode = training_lines.empty() ? "gradient_sharing" : "allreduce";
+    r.spec_text = kSpec + training_lines;
     job = &store.add(r);
     scheduler.enqueue(job->id, "alice");
     training.start(*job, NodeUse{});
@@ -553,6 +571,32 @@ TEST_CASE("a training job starts on its nodes with a Start each, and succeeds wh
   f.finish("node-2", 500, 0xabc);
   REQUIRE(f.closed == std::vector<JobState>{JobState::kSucceeded});
   CHECK(f.job->result["applied_updates"].size() == 3);
+}
+
+TEST_CASE("a GPU allreduce job's NCCL id is made as it starts and released when it ends") {
+  TrainingFixture f(2, "  mode: allreduce\n  device: gpu\n", true);
+  REQUIRE(f.job->state == JobState::kRunning);
+  const std::string id = std::to_string(f.job->id);
+  REQUIRE(f.nccl_calls == std::vector<std::string>{"make " + id});
+  CHECK_THAT(f.job->log.back(), Catch::Contains("the nodes sum over NCCL between them"));
+  // One node fails, the other stops for it: the job ends, and the id's bootstrap with it.
+  FailedReport failed;
+  failed.error = "out of memory";
+  f.training.on_report(*f.job, f.members.entry("node-0"),
+                       report(f.job->id, failed, f.part_of("node-0")));
+  FailedReport cancelled;
+  cancelled.error = "cancelled";
+  cancelled.cancelled = true;
+  f.training.on_report(*f.job, f.members.entry("node-1"),
+                       report(f.job->id, cancelled, f.part_of("node-1")));
+  CHECK(f.closed == std::vector<JobState>{JobState::kFailed});
+  CHECK(f.nccl_calls == std::vector<std::string>{"make " + id, "release " + id});
+}
+
+TEST_CASE("a CPU job makes no NCCL id") {
+  TrainingFixture f(2, "  mode: allreduce\n");
+  REQUIRE(f.job->state == JobState::kRunning);
+  CHECK(f.nccl_calls.empty());
 }
 
 TEST_CASE("the result guard fails a job whose node applied an update twice, naming the node") {
