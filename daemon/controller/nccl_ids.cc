@@ -72,6 +72,27 @@ std::string read_answer(int fd, std::chrono::milliseconds wait, std::string* why
   }
 }
 
+// `program nccl-id` with `in` as its stdin and `out` as its stdout; 0 or posix_spawn's error.
+int spawn_helper(const std::string& program, int in, int out, pid_t* pid) {
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_adddup2(&actions, in, 0);
+  posix_spawn_file_actions_adddup2(&actions, out, 1);
+  // dtraind blocks SIGTERM, SIGINT and SIGHUP on every thread (its main thread takes them with
+  // sigwait), and a child inherits that: the helper gets them back, so that they end it.
+  posix_spawnattr_t attributes;
+  posix_spawnattr_init(&attributes);
+  sigset_t none;
+  sigemptyset(&none);
+  posix_spawnattr_setsigmask(&attributes, &none);
+  posix_spawnattr_setflags(&attributes, POSIX_SPAWN_SETSIGMASK);
+  char* argv[] = {const_cast<char*>(program.c_str()), const_cast<char*>("nccl-id"), nullptr};
+  const int spawned = ::posix_spawn(pid, program.c_str(), &actions, &attributes, argv, environ);
+  posix_spawnattr_destroy(&attributes);
+  posix_spawn_file_actions_destroy(&actions);
+  return spawned;
+}
+
 }  // namespace
 
 NcclIdProcesses::NcclIdProcesses(std::string program, std::chrono::milliseconds wait)
@@ -120,14 +141,8 @@ std::vector<uint8_t> NcclIdProcesses::make(uint64_t job, std::string* why) {
     ::close(answer[1]);
     return {};
   }
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_adddup2(&actions, keep[0], 0);
-  posix_spawn_file_actions_adddup2(&actions, answer[1], 1);
-  char* argv[] = {const_cast<char*>(program_.c_str()), const_cast<char*>("nccl-id"), nullptr};
   Helper h;
-  const int spawned = ::posix_spawn(&h.pid, program_.c_str(), &actions, nullptr, argv, environ);
-  posix_spawn_file_actions_destroy(&actions);
+  const int spawned = spawn_helper(program_, keep[0], answer[1], &h.pid);
   ::close(keep[0]);
   ::close(answer[1]);
   h.keep_fd = keep[1];

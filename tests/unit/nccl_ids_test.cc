@@ -77,6 +77,30 @@ TEST_CASE("a helper that cannot make an id says why, and is not kept") {
   CHECK_THAT(why, Catch::Contains("cannot start") && Catch::Contains("no-such-program"));
 }
 
+TEST_CASE("a helper takes signals, though dtraind blocks them on its threads") {
+  sigset_t blocked, before;
+  sigemptyset(&blocked);
+  sigaddset(&blocked, SIGTERM);
+  sigaddset(&blocked, SIGHUP);
+  REQUIRE(pthread_sigmask(SIG_BLOCK, &blocked, &before) == 0);
+  // Python, not sh: dash clears its signal mask as it starts. It answers with its own mask.
+  const std::string program = testing::temp_dir() + "/mask-helper.py";
+  std::ofstream(program) << "#!/usr/bin/python3\n"
+                            "import sys\n"
+                            "mask = [l.split()[1] for l in open('/proc/self/status')\n"
+                            "        if l.startswith('SigBlk:')][0]\n"
+                            "print('id 01' if int(mask, 16) == 0 else 'error blocked ' + mask)\n"
+                            "sys.stdout.flush()\n"
+                            "sys.stdin.read()\n";
+  ::chmod(program.c_str(), 0700);
+  NcclIdProcesses ids(program);
+  std::string why;
+  const std::vector<uint8_t> id = ids.make(1, &why);
+  pthread_sigmask(SIG_SETMASK, &before, nullptr);
+  CHECK(why.empty());
+  CHECK(id == std::vector<uint8_t>{1});
+}
+
 TEST_CASE("a helper that answers nothing is given up after the wait, and ended") {
   const std::string program = helper("echo $$ > \"$0.pid\"\nexec sleep 60");
   NcclIdProcesses ids(program, 300ms);
