@@ -78,25 +78,14 @@ class NodeExchange {
   // the survivors). Before the first step; 1 if never called.
   virtual void set_step_buckets(int buckets) { (void)buckets; }
 
-  // Allreduce at the end of `epoch` (agree_or_average): whether every live node's `values` are
+  // Allreduce and local steps at the end of `epoch` (agree_or_average,
+  // TrainingRun::agree_on_global_state): whether every live node's `values` are
   // the same bits as this node's, agreed over the job's ring (the bits of each node's digest of
   // them, summed: a bit is the same everywhere where its sum is 0 or the nodes' count), so that
   // every survivor gets the same answer even with a node lost during it, as every step's sum.
   // Without a cluster (--local): true.
   virtual bool replicas_agree(const float* values, int64_t n, int64_t epoch) {
     (void)values, (void)n, (void)epoch;
-    return true;
-  }
-
-  // Local steps at an epoch's end (TrainingRun::agree_on_global_state): whether every live
-  // node's `values` are the same bits as this node's. Only a digest of them crosses the wire;
-  // every node compares the same digests, so all give the same answer (but for a node lost
-  // during the round, whose digest some may have and others not: those that see a difference
-  // then wait for the others' values until the deadline). Waits like
-  // average_parameters; a node that misses the round is left out of it. Without a cluster
-  // (--local): true.
-  virtual bool same_on_every_node(const float* values, int64_t n, int64_t round) {
-    (void)values, (void)n, (void)round;
     return true;
   }
 

@@ -667,7 +667,7 @@ void TrainingRun::end_averaging_epoch_on_cluster(EpochRun& e) {
                                            iterations_[0], options_.cancel);
   const int64_t round = takeover_round(e.epoch, rounds_per_epoch_);
   if (local_)
-    e.averaged_densely = agree_on_global_state(round);
+    e.averaged_densely = agree_on_global_state(e.epoch, round);
   else if (reduce_)
     e.averaged_densely = agree_or_average(*exchange_, lead(), e.epoch, round);
   else
@@ -693,16 +693,17 @@ void TrainingRun::copy_lead_to_other_workers() {
 // parameters and outer momentum shows whether they are. Where they are not, because a round one
 // node saw differently (a node lost while its message was on the way) or the lost nodes'
 // minibatches done since the last round, the live nodes average them densely. Either way the
-// result is the global state from here on. The check costs a round trip; the dense average
-// sent 8 bytes a parameter from every node through the mesh's relays (docs/performance.md,
-// "The epoch end's check").
-bool TrainingRun::agree_on_global_state(int64_t round) {
+// result is the global state from here on. The check is a ring round of a digest's bits, as
+// allreduce's (NodeExchange::replicas_agree: every survivor gets the same answer, a node lost
+// during it counted by all or none); the dense average sends 8 bytes a parameter from every
+// node through the mesh's relays (docs/performance.md, "The epoch end's check").
+bool TrainingRun::agree_on_global_state(int64_t epoch, int64_t round) {
   Model& m = lead().model();
   const int64_t n = m.num_params();
   std::vector<float> both(m.host_params(), m.host_params() + n);
   const std::vector<float>& momentum = local_->outer().momentum();
   both.insert(both.end(), momentum.begin(), momentum.end());
-  const bool differed = !exchange_->same_on_every_node(both.data(), int64_t(both.size()), round);
+  const bool differed = !exchange_->replicas_agree(both.data(), int64_t(both.size()), epoch);
   if (differed) exchange_->average_parameters(both.data(), int64_t(both.size()), round);
   for (auto& w : workers_) w->worker().model().set_params(both.data());
   local_->rebase(both.data(), std::vector<float>(both.begin() + n, both.end()));

@@ -114,7 +114,8 @@ class TrainingRun {
   void end_sharing_epoch_on_cluster(EpochRun& e);
   void end_averaging_epoch_on_cluster(EpochRun& e);
   void copy_lead_to_other_workers();
-  bool agree_on_global_state(int64_t round);  // true: they differed, averaged densely
+  // true: they differed, averaged densely (in averaging round `round`).
+  bool agree_on_global_state(int64_t epoch, int64_t round);
   void write_epoch_checkpoint(int64_t epoch);
   EpochSummary summarize(const EpochRun& e);
   bool observe_early_stopping(const EpochRun& e, EpochSummary& summary);

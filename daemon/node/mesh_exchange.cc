@@ -19,6 +19,7 @@ namespace {
 
 // A digest of the replica's bytes: equal digests are equal replicas (BLAKE2b-256 from
 // libsodium; collisions are out of reach, and no node gains anything by forging one).
+using ReplicaDigest = std::array<uint8_t, 32>;
 ReplicaDigest replica_digest(const float* values, int64_t n) {
   ReplicaDigest d{};
   crypto_generichash(d.data(), d.size(), reinterpret_cast<const unsigned char*>(values),
@@ -173,9 +174,6 @@ void MeshExchange::on_message(transport::Delivery d) {
     case MeshPayloadIn::Kind::kSyncChoice:
       election_.on_choice(d.origin, in.sync_choice);
       break;
-    case MeshPayloadIn::Kind::kReplicaDigest:
-      on_replica_digest(in.replica_digest, d.origin);
-      break;
     case MeshPayloadIn::Kind::kRehearsalPlan:
       election_.on_rehearsal_plan(d.origin, in.rehearsal_plan);
       break;
@@ -226,28 +224,6 @@ std::vector<core::NodeExchange::PseudoGradient> MeshExchange::share_pseudo_gradi
   pseudo_rounds_.erase(pseudo_rounds_.begin(), pseudo_rounds_.upper_bound(round));
   last_pseudo_round_ = std::max(last_pseudo_round_, round);
   return parts;
-}
-
-void MeshExchange::on_replica_digest(const ReplicaDigestPayload& d, uint32_t origin) {
-  // A round checked here already, or not a member's: kept, it would never be freed.
-  if (d.round <= last_digest_round_ || !member(origin)) return;
-  digests_[d.round][origin] = d.digest;
-  while (digests_.size() > kPseudoRoundsKept) digests_.erase(digests_.begin());
-}
-
-bool MeshExchange::same_on_every_node(const float* values, int64_t n, int64_t round) {
-  const ReplicaDigest mine = replica_digest(values, n);
-  std::unique_lock<std::mutex> lock =
-      exchange_round(replica_digest_payload({round, mine}),
-                     "the replicas' check at averaging round " + std::to_string(round),
-                     [&](uint32_t id) { return digests_[round].count(id) > 0; });
-  // Every node compares the same digests (the live ones in), so all answer alike.
-  bool same = true;
-  for (const auto& [origin, digest] : digests_[round])
-    if (!lost_.count(origin) && digest != mine) same = false;
-  digests_.erase(digests_.begin(), digests_.upper_bound(round));
-  last_digest_round_ = std::max(last_digest_round_, round);
-  return same;
 }
 
 bool MeshExchange::replicas_agree(const float* values, int64_t n, int64_t epoch) {
@@ -851,9 +827,6 @@ std::string MeshExchange::describe(const MeshPayloadIn& in) {
       return "an answer to a link probe";
     case MeshPayloadIn::Kind::kSyncChoice:
       return "the job's choice of training.sync";
-    case MeshPayloadIn::Kind::kReplicaDigest:
-      return "its replica's digest for averaging round " +
-             std::to_string(in.replica_digest.round);
     case MeshPayloadIn::Kind::kRehearsalPlan:
       return "a plan to rehearse training (training.sync: auto)";
     case MeshPayloadIn::Kind::kRehearsalMark:

@@ -72,10 +72,8 @@ class MeshExchange : public core::NodeExchange {
   // member order on every node.
   std::vector<PseudoGradient> share_pseudo_gradient(int64_t round,
                                                     const PseudoGradient& mine) override;
-  // Every node broadcasts a digest of its values (BLAKE2b, replica_digest) and compares the
-  // live nodes' digests of the round with its own.
-  bool same_on_every_node(const float* values, int64_t n, int64_t round) override;
-  // Over the ring, as every step's sum (core/train/node_exchange.h).
+  // Over the ring, as every step's sum (core/train/node_exchange.h): the bits of a digest of the
+  // values (BLAKE2b, replica_digest) summed.
   bool replicas_agree(const float* values, int64_t n, int64_t epoch) override;
   // mode allreduce: a ring all-reduce over the live members (core/collective/ring_rounds.h),
   // its parts sent point to point (mesh_ring.cc). `round`: core::step_round_id's; the members a
@@ -258,11 +256,6 @@ class MeshExchange : public core::NodeExchange {
   std::map<int64_t, std::map<uint32_t, PseudoGradient>> pseudo_rounds_;
   int64_t last_pseudo_round_ = -1;
   void on_pseudo_gradient(PseudoGradientPayload g, uint32_t origin);
-  // Each round's replica digests by origin, for rounds after last_digest_round_, the newest
-  // kPseudoRoundsKept rounds only.
-  std::map<int64_t, std::map<uint32_t, ReplicaDigest>> digests_;
-  int64_t last_digest_round_ = -1;
-  void on_replica_digest(const ReplicaDigestPayload& d, uint32_t origin);
 
   // mode allreduce (mesh_ring.cc).
   class RingPostOnMesh;

@@ -139,18 +139,6 @@ void read_rehearsal_mark(const mesh::RehearsalMark& m, MeshPayloadIn& in) {
   in.kind = MeshPayloadIn::Kind::kRehearsalMark;
 }
 
-void read_replica_digest(const mesh::ReplicaDigest& d, MeshPayloadIn& in) {
-  const size_t bytes = d.digest() ? d.digest()->size() : 0;
-  if (bytes != kReplicaDigestBytes) {
-    in.error = "a replica digest of " + std::to_string(bytes) + " bytes (" +
-               std::to_string(kReplicaDigestBytes) + " expected)";
-    return;
-  }
-  in.replica_digest.round = d.round();
-  std::copy(d.digest()->begin(), d.digest()->end(), in.replica_digest.digest.begin());
-  in.kind = MeshPayloadIn::Kind::kReplicaDigest;
-}
-
 }  // namespace
 
 namespace {
@@ -211,13 +199,6 @@ PayloadBytes parameters_payload(int64_t round, const float* values, int64_t n) {
   flatbuffers::FlatBufferBuilder fbb(1024 + size_t(n) * 4);
   const auto v = fbb.CreateVector(values, size_t(n));
   return finish(fbb, mesh::Payload::Parameters, mesh::CreateParameters(fbb, round, v).Union());
-}
-
-PayloadBytes replica_digest_payload(const ReplicaDigestPayload& d) {
-  flatbuffers::FlatBufferBuilder fbb(128);
-  const auto digest = fbb.CreateVector(d.digest.data(), d.digest.size());
-  return finish(fbb, mesh::Payload::ReplicaDigest,
-                mesh::CreateReplicaDigest(fbb, d.round, digest).Union());
 }
 
 PayloadBytes link_probe_payload(uint64_t id, size_t padding) {
@@ -363,8 +344,9 @@ MeshPayloadIn read_mesh_payload(const uint8_t* data, size_t size) {
     in.kind = MeshPayloadIn::Kind::kLinkProbeAck;
   } else if (const auto* c = p.payload_as_SyncChoice()) {
     read_sync_choice(*c, in);
-  } else if (const auto* d = p.payload_as_ReplicaDigest()) {
-    read_replica_digest(*d, in);
+  } else if (p.payload_as_ReplicaDigest()) {
+    in.error = "a replica digest, which this release no longer uses (its replicas' check is a "
+               "ring round): an earlier release's";
   } else if (const auto* r = p.payload_as_RehearsalPlan()) {
     read_rehearsal_plan(*r, in);
   } else if (const auto* m = p.payload_as_RehearsalMark()) {

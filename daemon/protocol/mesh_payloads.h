@@ -87,15 +87,6 @@ struct SyncChoicePayload {
 };
 PayloadBytes sync_choice_payload(const SyncChoicePayload& c);
 
-// Local steps at an epoch's end: a digest of the node's replica (its parameters and outer
-// momentum) for round `round`; one of another length is malformed.
-constexpr size_t kReplicaDigestBytes = 32;
-using ReplicaDigest = std::array<uint8_t, kReplicaDigestBytes>;
-struct ReplicaDigestPayload {
-  int64_t round = 0;
-  ReplicaDigest digest{};
-};
-PayloadBytes replica_digest_payload(const ReplicaDigestPayload& d);
 
 // `training.sync: auto`'s rehearsal (daemon/node/sync_rehearsal.h). A plan of fewer than
 // kMinRehearsalSteps steps or more than kMaxRehearsalSteps, or of messages larger than kMaxRehearsalBytes, is malformed,
@@ -142,7 +133,7 @@ PayloadBytes ring_result_payload(int64_t round, const std::vector<uint32_t>& mem
 struct MeshPayloadIn {
   enum class Kind {
     kMalformed, kUpdate, kEpochEnd, kSnapshot, kParameters, kPseudoGradient,
-    kLinkProbe, kLinkProbeAck, kSyncChoice, kReplicaDigest, kRehearsalPlan, kRehearsalMark,
+    kLinkProbe, kLinkProbeAck, kSyncChoice, kRehearsalPlan, kRehearsalMark,
     kRingSegment, kRingResult
   };
   Kind kind = Kind::kMalformed;
@@ -154,7 +145,6 @@ struct MeshPayloadIn {
   PseudoGradientPayload pseudo_gradient;  // kPseudoGradient
   uint64_t probe_id = 0;                  // kLinkProbe, kLinkProbeAck
   SyncChoicePayload sync_choice;          // kSyncChoice
-  ReplicaDigestPayload replica_digest;    // kReplicaDigest
   RehearsalPlanPayload rehearsal_plan;    // kRehearsalPlan
   RehearsalMarkPayload rehearsal_mark;    // kRehearsalMark
   RingPayload ring;                       // kRingSegment, kRingResult (views into the bytes)

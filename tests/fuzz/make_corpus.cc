@@ -132,9 +132,6 @@ int main(int argc, char** argv) {
   write(mesh, "snapshot",
         *daemon::snapshot_payload(2, 1, 0.25f, params.data(), 4, state.data(), 1));
   write(mesh, "parameters", *daemon::parameters_payload(9, params.data(), 4));
-  daemon::ReplicaDigest digest{};
-  digest[0] = 0x42;
-  write(mesh, "replica_digest", *daemon::replica_digest_payload({7, digest}));
   write(mesh, "sync_choice", *daemon::sync_choice_payload({20, "RTT 50 ms"}));
   write(mesh, "sync_choice_allreduce", *daemon::sync_choice_payload({0, "10 Gbit/s", true}));
   write(mesh, "rehearsal_plan", *daemon::rehearsal_plan_payload({40, 9400, 177000, 24}));

@@ -42,9 +42,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       for (const core::EncodedMessage& m : in.pseudo_gradient.levels)
         if (core::check_message(m, 1 << 20, error)) sink = float(m.words.size());
       break;
-    case daemon::MeshPayloadIn::Kind::kReplicaDigest:
-      sink = float(in.replica_digest.digest[0]);
-      break;
     default:  // the rest carry no more than the verifier and their checks read
       break;
   }

@@ -419,57 +419,6 @@ TEST_CASE("every node gets the same pseudo-gradients of a round, in member order
   }
 }
 
-TEST_CASE("the replicas' check: every node gets the same answer, a lost node's digest aside",
-          "[mesh_exchange]") {
-  FakeMesh mesh;
-  std::vector<std::unique_ptr<MeshExchange>> ex = three_nodes(mesh);
-  std::vector<std::vector<float>> values(3, std::vector<float>{1.f, 2.f, 3.f, 4.f});
-  auto check_all = [&](int64_t round, int nodes) {
-    std::vector<int> same(size_t(nodes), -1);
-    std::vector<std::thread> threads;
-    for (int n = 0; n < nodes; ++n)
-      threads.emplace_back([&, n] {
-        same[n] = ex[n]->same_on_every_node(values[n].data(), 4, round) ? 1 : 0;
-      });
-    for (auto& t : threads) t.join();
-    return same;
-  };
-  CHECK(check_all(0, 3) == std::vector<int>{1, 1, 1});
-  // One bit of one value on one node: every node learns that they differ.
-  values[2][3] = std::nextafter(values[2][3], 5.f);
-  CHECK(check_all(1, 3) == std::vector<int>{0, 0, 0});
-
-  // A digest of `round` from node `origin` as it arrives at node `to`.
-  auto arrive = [&](int to, uint32_t origin, int64_t round, ReplicaDigest digest) {
-    transport::Delivery d;
-    d.job_id = 1;
-    d.origin = d.from = origin;
-    d.message_id = 1000 + uint64_t(round);
-    d.bytes = *replica_digest_payload({round, digest});
-    ex[to]->on_message(d);
-  };
-
-  SECTION("a lost node's different replica is not waited for and does not count") {
-    mesh.cut(3);
-    ReplicaDigest differs{};
-    differs[0] = 1;
-    arrive(0, 3, 2, differs);  // sent just before node-3 was lost
-    arrive(1, 3, 2, differs);
-    ex[0]->on_loss(3);
-    ex[1]->on_loss(3);
-    const auto start = std::chrono::steady_clock::now();
-    CHECK(check_all(2, 2) == std::vector<int>{1, 1});
-    CHECK(std::chrono::steady_clock::now() - start < milliseconds(2000));
-  }
-  SECTION("a stranger's digest does not count") {
-    values[2] = values[0];
-    ReplicaDigest differs{};
-    differs[0] = 1;
-    arrive(0, 9, 5, differs);  // node 9 is not a member of the job
-    CHECK(check_all(5, 3) == std::vector<int>{1, 1, 1});
-  }
-}
-
 TEST_CASE("rounds of local steps leave every node with the same global parameters",
           "[mesh_exchange]") {
   FakeMesh mesh;
