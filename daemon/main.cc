@@ -119,8 +119,9 @@ bool Daemon::load(const std::string& config_path) {
   using namespace dtrain;
   try {
     config_ = daemon::load_daemon_config(config_path);
-    std::error_code ignored;  // no path: the ids are made in this process, as a test's are
-    config_.helper_program = std::filesystem::read_symlink("/proc/self/exe", ignored).string();
+    // This binary even after an upgrade replaced its file (its resolved path then ends in
+    // " (deleted)"): a spawned child runs what /proc/self/exe is for its parent.
+    config_.helper_program = "/proc/self/exe";
     key_ = transport::load_cluster_key(config_.key_file);
     if (config_.controller) clients_ = std::make_unique<Clients>(config_.clients_dir);
     std::filesystem::create_directories(config_.data_dir);

@@ -78,6 +78,9 @@ int spawn_helper(const std::string& program, int in, int out, pid_t* pid) {
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_adddup2(&actions, in, 0);
   posix_spawn_file_actions_adddup2(&actions, out, 1);
+  // Nothing of dtraind's but stdin, stdout and stderr: its sockets are not all close-on-exec,
+  // and a helper holding them would keep the controller's listeners and connections open.
+  posix_spawn_file_actions_addclosefrom_np(&actions, 3);
   // dtraind blocks SIGTERM, SIGINT and SIGHUP on every thread (its main thread takes them with
   // sigwait), and a child inherits that: the helper gets them back, so that they end it.
   posix_spawnattr_t attributes;
@@ -171,9 +174,6 @@ std::vector<uint8_t> NcclIdProcesses::make(uint64_t job, std::string* why) {
 }
 
 int run_nccl_id_helper() {
-  // Nothing of the parent's but stdin, stdout and stderr: no socket of the controller's stays
-  // open here while the helper lives.
-  ::close_range(3, ~0U, 0);
   std::string why;
   const std::vector<uint8_t> id = kernels::make_node_collective_id(&why);
   if (id.empty())
@@ -182,6 +182,10 @@ int run_nccl_id_helper() {
     std::printf("id %s\n", to_hex(id).c_str());
   std::fflush(stdout);
   if (id.empty()) return 1;
+  // The controller stops reading once it has the answer: what NCCL prints from here on
+  // (NCCL_DEBUG) goes to stderr, not to a pipe whose reader is gone (SIGPIPE would end us).
+  ::signal(SIGPIPE, SIG_IGN);
+  ::dup2(2, 1);
   // NCCL's bootstrap runs on its own thread; it ends with this process. _exit: NCCL's and
   // CUDA's exit handlers are not waited for (they held the exit for a second or more here).
   char buf[256];

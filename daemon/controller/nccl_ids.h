@@ -28,9 +28,10 @@ class NcclIds {
 class NcclIdProcesses : public NcclIds {
  public:
   // `program`: run as `program nccl-id` (dtraind's own binary). Empty: the id is made in this
-  // process instead (test binaries, which have no NCCL). `wait`: for the helper's answer.
+  // process instead (test binaries, which have no NCCL). `wait`: for the helper's answer, under
+  // the controller's lock (NCCL answers in well under a second; the default peer timeout is 10 s).
   explicit NcclIdProcesses(std::string program,
-                           std::chrono::milliseconds wait = std::chrono::seconds(30));
+                           std::chrono::milliseconds wait = std::chrono::seconds(5));
   ~NcclIdProcesses() override;  // releases every job's
   NcclIdProcesses(const NcclIdProcesses&) = delete;
   NcclIdProcesses& operator=(const NcclIdProcesses&) = delete;

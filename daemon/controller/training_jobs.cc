@@ -169,6 +169,9 @@ void TrainingJobs::offer_nccl(JobRecord& job, const core::TrainingSpec& training
                               std::vector<StartMessage>& starts) {
   const std::string line = offer_node_collective(
       training, starts, [&](std::string* why) { return nccl_ids_->make(job.id, why); });
+  // Making the id held the lock (a helper process may take up to its wait): nodes whose
+  // heartbeats queued up meanwhile were not silent.
+  members_.heard_all();
   if (!line.empty()) job.add_log(line);
 }
 

@@ -266,9 +266,12 @@ std::vector<float> RingPayload::floats() const {
   return out;
 }
 
-core::RingPart RingPayload::part(std::shared_ptr<const void> keep) const {
-  if (bf16) return floats();
-  return core::RingPart(std::move(keep), values.data, int64_t(values.size));
+core::RingPart RingPayload::part(std::shared_ptr<const std::vector<uint8_t>> bytes) const {
+  constexpr size_t kEnvelopeBytes = 64 * 1024;  // the members, the tables: far less in practice
+  if (bf16 || !bytes || bytes->size() > values.size * sizeof(float) + kEnvelopeBytes)
+    return floats();
+  const float* data = values.data;
+  return core::RingPart(std::move(bytes), data, int64_t(values.size));
 }
 
 PayloadBytes ring_segment_payload(int64_t round, const std::vector<uint32_t>& members,

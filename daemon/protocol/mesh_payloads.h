@@ -122,8 +122,11 @@ struct RingPayload {
   const uint16_t* bf16 = nullptr;     // the leading values, as bf16
   size_t bf16_size = 0;
   std::vector<float> floats() const;  // the part's values as fp32: the bf16 ones, then the rest
-  // The same values, read in place when they all came as fp32 (`keep`: the bytes they are in).
-  core::RingPart part(std::shared_ptr<const void> keep) const;
+  // The same values, read in place when they all came as fp32 (`bytes`: the message they are
+  // in, kept alive by the part) and the message is not much larger than they are: a part held
+  // for a later round is bounded by its values (core/collective/ring_rounds.h), so a message
+  // padded past them is copied out instead of kept.
+  core::RingPart part(std::shared_ptr<const std::vector<uint8_t>> bytes) const;
 };
 PayloadBytes ring_segment_payload(int64_t round, const std::vector<uint32_t>& members,
                                   int32_t step, const float* values, int64_t n);

@@ -314,6 +314,25 @@ TEST_CASE("an all-fp32 ring part is read in place and keeps its bytes; bf16 ones
   moved = dtrain::core::RingPart();
   CHECK(watch.expired());
 
+  // A message padded far past its values (bytes nothing refers to, which the verifier allows) is
+  // not kept: a held part must not pin more than its values.
+  flatbuffers::FlatBufferBuilder fbb;
+  fbb.CreateVector(std::vector<uint8_t>(size_t(1) << 20, 0x5A));  // the padding
+  const auto padded_values = fbb.CreateVector(values.data(), 3);
+  const auto members = fbb.CreateVector(std::vector<uint32_t>{1, 2});
+  fbb.Finish(mesh::CreateMeshPayload(
+      fbb, mesh::Payload::RingSegment,
+      mesh::CreateRingSegment(fbb, 3, members, 1, padded_values).Union()));
+  auto padded = std::make_shared<const std::vector<uint8_t>>(
+      fbb.GetBufferPointer(), fbb.GetBufferPointer() + fbb.GetSize());
+  REQUIRE(padded->size() > (size_t(1) << 20));
+  const MeshPayloadIn padded_in = read_mesh_payload(padded->data(), padded->size());
+  REQUIRE(padded_in.kind == MeshPayloadIn::Kind::kRingSegment);
+  const std::weak_ptr<const std::vector<uint8_t>> padded_watch = padded;
+  const dtrain::core::RingPart copied = padded_in.ring.part(std::move(padded));
+  CHECK(padded_watch.expired());
+  CHECK(std::equal(values.begin(), values.begin() + 3, copied.data()));
+
   // bf16 values cannot be read in place: they come converted, the bytes not kept.
   const std::vector<float> halves = {1.f, -2.f, 0.5f};
   auto packed = std::make_shared<const std::vector<uint8_t>>(

@@ -2,8 +2,10 @@
 // process that lives until the job is released, here helpers written as shell scripts.
 #include "daemon/controller/nccl_ids.h"
 
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <catch2/catch.hpp>
 #include <cerrno>
@@ -77,19 +79,31 @@ TEST_CASE("a helper that cannot make an id says why, and is not kept") {
   CHECK_THAT(why, Catch::Contains("cannot start") && Catch::Contains("no-such-program"));
 }
 
-TEST_CASE("a helper takes signals, though dtraind blocks them on its threads") {
+TEST_CASE("a helper takes signals, though dtraind blocks them on its threads, and holds none of "
+          "its files") {
   sigset_t blocked, before;
   sigemptyset(&blocked);
   sigaddset(&blocked, SIGTERM);
   sigaddset(&blocked, SIGHUP);
   REQUIRE(pthread_sigmask(SIG_BLOCK, &blocked, &before) == 0);
-  // Python, not sh: dash clears its signal mask as it starts. It answers with its own mask.
+  // A descriptor of the controller's that is not close-on-exec (as some sockets are not).
+  // (Numbered high: a low number would be reused by the helper's own listing of its files.)
+  const int opened = ::open("/dev/null", O_RDONLY);
+  const int leaked = ::fcntl(opened, F_DUPFD, 200);
+  ::close(opened);
+  REQUIRE(leaked >= 200);
+  ::setenv("LEAKED_FD", std::to_string(leaked).c_str(), 1);
+  // Python, not sh: dash clears its signal mask as it starts. It answers with its own mask and
+  // whether it holds the descriptor.
   const std::string program = testing::temp_dir() + "/mask-helper.py";
   std::ofstream(program) << "#!/usr/bin/python3\n"
                             "import sys\n"
                             "mask = [l.split()[1] for l in open('/proc/self/status')\n"
                             "        if l.startswith('SigBlk:')][0]\n"
-                            "print('id 01' if int(mask, 16) == 0 else 'error blocked ' + mask)\n"
+                            "import os\n"
+                            "held = os.environ['LEAKED_FD'] in os.listdir('/proc/self/fd')\n"
+                            "print('error holds the descriptor' if held else\n"
+                            "      'id 01' if int(mask, 16) == 0 else 'error blocked ' + mask)\n"
                             "sys.stdout.flush()\n"
                             "sys.stdin.read()\n";
   ::chmod(program.c_str(), 0700);
@@ -97,7 +111,8 @@ TEST_CASE("a helper takes signals, though dtraind blocks them on its threads") {
   std::string why;
   const std::vector<uint8_t> id = ids.make(1, &why);
   pthread_sigmask(SIG_SETMASK, &before, nullptr);
-  CHECK(why.empty());
+  ::close(leaked);
+  CHECK(why == "");
   CHECK(id == std::vector<uint8_t>{1});
 }
 
