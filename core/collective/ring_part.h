@@ -33,7 +33,6 @@ class RingPart {
 
   const float* data() const { return data_; }
   int64_t size() const { return size_; }
-  float operator[](int64_t i) const { return data_[i]; }
 
  private:
   std::vector<float> owned_;

@@ -107,9 +107,8 @@ class RingRounds {
                const std::function<Members()>& live, std::chrono::milliseconds deadline,
                uint64_t& seen, bool exact);
   RingPart wait_segment(const SegmentKey& key, uint32_t from, const Members& view,
-                                  const std::function<Members()>& live,
-                                  std::chrono::milliseconds deadline, float* values, int64_t n,
-                                  uint64_t& seen);
+                        const std::function<Members()>& live, std::chrono::milliseconds deadline,
+                        float* values, int64_t n, uint64_t& seen);
   // The round is done with these values, summed over `view`: kept for members that did not
   // finish it, who are answered (those whose segments of it wait here too).
   void finished(int64_t round, const Members& view, const float* values, int64_t n);

@@ -167,11 +167,13 @@ StartMessage TrainingJobs::start_message(const JobRecord& job, size_t rank) cons
 
 void TrainingJobs::offer_nccl(JobRecord& job, const core::TrainingSpec& training,
                               std::vector<StartMessage>& starts) {
-  const std::string line = offer_node_collective(
-      training, starts, [&](std::string* why) { return nccl_ids_->make(job.id, why); });
-  // Making the id held the lock (a helper process may take up to its wait): nodes whose
-  // heartbeats queued up meanwhile were not silent.
-  members_.heard_all();
+  const std::string line = offer_node_collective(training, starts, [&](std::string* why) {
+    std::vector<uint8_t> id = nccl_ids_->make(job.id, why);
+    // Making it held the lock (a helper process may take up to its wait): nodes whose
+    // heartbeats queued up meanwhile were not silent.
+    members_.heard_all();
+    return id;
+  });
   if (!line.empty()) job.add_log(line);
 }
 

@@ -6,6 +6,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <array>
 
 #include "core/codec/message_check.h"
 #include "core/collective/round_ids.h"

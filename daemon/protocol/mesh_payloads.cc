@@ -270,8 +270,7 @@ core::RingPart RingPayload::part(std::shared_ptr<const std::vector<uint8_t>> byt
   constexpr size_t kEnvelopeBytes = 64 * 1024;  // the members, the tables: far less in practice
   if (bf16 || !bytes || bytes->size() > values.size * sizeof(float) + kEnvelopeBytes)
     return floats();
-  const float* data = values.data;
-  return core::RingPart(std::move(bytes), data, int64_t(values.size));
+  return core::RingPart(std::move(bytes), values.data, int64_t(values.size));
 }
 
 PayloadBytes ring_segment_payload(int64_t round, const std::vector<uint32_t>& members,

@@ -3,7 +3,6 @@
 // builds each kind, and read_mesh_payload() reads any of them, after the FlatBuffers verifier
 // and the checks that need no model. Whether an update fits the model is the receiver's check
 // (core::check_message), since a node may hear updates before it has built its model.
-#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
