@@ -104,6 +104,10 @@ class NodeExchange {
     // live_workers.
     std::vector<Takeover> takeover;
     int live_first_worker = 0, live_workers = 1;
+    // The lost nodes' minibatches whose updates another survivor applied and this node never
+    // received (in flight when their node was lost): the takeover starts after the last update
+    // any survivor received, so they are not done again, and this replica lacks them.
+    int64_t missed_batches = 0;
   };
   // After this node's workers finished `epoch`: waits (with a deadline; throws a UserError
   // naming the nodes it waited for) until every message the other live nodes produced up to

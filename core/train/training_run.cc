@@ -644,6 +644,7 @@ void TrainingRun::end_sharing_epoch_on_cluster(EpochRun& e) {
   for (auto& w : workers_)
     w->encoder().threshold().set_tau(static_cast<float>(end.tau_sum / std::max(1, end.workers)));
   result_.lost_nodes = end.lost;
+  e.missed_batches = end.missed_batches;
   if (local_data_)
     e.skipped_batches = undone_batches(end, gate_);  // its files are on no other node
   else
@@ -726,6 +727,7 @@ EpochSummary TrainingRun::summarize(const EpochRun& e) {
   summary.replica = fingerprint(lead().model().host_params(), lead().model().num_params());
   summary.takeover_batches = e.takeover_batches;
   summary.skipped_batches = e.skipped_batches;
+  summary.missed_batches = e.missed_batches;
   summary.averaged_densely = e.averaged_densely;
   summary.seconds = seconds_since(e.start);
   double loss_sum = 0.0, compute_ms = 0.0;

@@ -75,7 +75,7 @@ class TrainingRun {
     int64_t skipped = 0;  // minibatches done before the checkpoint this run resumed from
     std::vector<WorkerEpoch> workers;
     bool cancelled = false;  // when the workers stopped
-    int64_t takeover_batches = 0, skipped_batches = 0;
+    int64_t takeover_batches = 0, skipped_batches = 0, missed_batches = 0;
     bool averaged_densely = false;  // local steps, allreduce: the replicas differed at its end
   };
 

@@ -46,6 +46,9 @@ struct EpochSummary {
   int64_t takeover_batches = 0;  // a lost node's minibatches this node did (cluster jobs)
   // Node-local data: a lost node's minibatches left undone (its files are on no other node).
   int64_t skipped_batches = 0;
+  // Gradient sharing on a cluster: lost nodes' minibatches whose updates other survivors applied
+  // and this node never received (core/train/node_exchange.h, EpochEnd::missed_batches).
+  int64_t missed_batches = 0;
   // Local steps on a cluster: the nodes' replicas differed at the epoch's end (a node lost, a
   // lost node's minibatches done) and were averaged densely; they agree bit for bit otherwise.
   bool averaged_densely = false;

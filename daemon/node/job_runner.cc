@@ -215,6 +215,9 @@ class JobRunner::ProgressReporter : public core::TrainingListener {
     if (s.skipped_batches > 0)
       line += ", skipped " + std::to_string(s.skipped_batches) +
               " minibatches of lost nodes (their local data is on no other node)";
+    if (s.missed_batches > 0)
+      line += ", missed the updates of " + std::to_string(s.missed_batches) +
+              " minibatches of lost nodes that other nodes applied (in flight when they were lost)";
     if (s.averaged_densely) line += ", replicas differed: averaged densely";
     if (s.evaluated) {
       accuracy_ = s.eval.accuracy();  // -1 for a regression model: left out of the progress

@@ -254,7 +254,8 @@ void MeshExchange::on_update(core::EncodedMessage m, uint32_t origin) {
 void MeshExchange::on_epoch_end(EpochEndPayload e, uint32_t origin) {
   announced_[origin][{e.epoch, e.phase}] =
       Announcement{e.published, e.tau_sum, e.workers, std::move(e.joiners),
-                   StateSum{std::move(e.state_sum), e.state_workers}};
+                   StateSum{std::move(e.state_sum), e.state_workers},
+                   std::move(e.last_batches)};
 }
 
 void MeshExchange::send(PayloadBytes bytes, const std::string& failure) {
@@ -414,14 +415,16 @@ void MeshExchange::average_parameters(float* params, int64_t n, int64_t round) {
 
 void MeshExchange::meet(Barrier barrier, double tau_sum, int workers, const StateSum* state) {
   std::vector<uint32_t> joiners;
-  if (barrier.second == 1) {
+  std::vector<int64_t> last_batches;
+  {
     std::lock_guard<std::mutex> lock(mutex_);
-    joiners.assign(joining_.begin(), joining_.end());
+    if (barrier.second == 1) joiners.assign(joining_.begin(), joining_.end());
+    if (barrier.second == 0) last_batches = last_batches_heard(barrier.first);
   }
   {
     std::lock_guard<std::mutex> lock(publish_mutex_);
     EpochEndPayload e{barrier.first, barrier.second, published_in_[barrier.first], tau_sum,
-                      workers, joiners, {}, 0};
+                      workers, joiners, {}, 0, std::move(last_batches)};
     if (state) e.state_sum = state->sum, e.state_workers = state->workers;
     send(epoch_end_payload(e), "this node could not announce the end of epoch " +
                                    std::to_string(barrier.first + 1) + " to the mesh");
@@ -668,16 +671,45 @@ core::NodeExchange::EpochEnd MeshExchange::end_epoch(int64_t epoch, double local
       end.tau_sum += a->second.tau_sum;
       end.workers += a->second.workers;
     } else if (lost_.count(m.id) && epoch >= 0) {
-      // Lost before it finished its shards: what its messages show it did stays done.
+      // Lost before it finished its shards: what any survivor's messages from it show it did
+      // stays done, the same list on every survivor.
       for (int g = first; g < global; ++g) {
-        const Position& at = last_position_[uint32_t(g)];
-        end.takeover.push_back({g, at.epoch == epoch ? at.batch + 1 : 0});
+        const int64_t agreed = last_batch_agreed(uint32_t(g), epoch);
+        end.missed_batches += agreed - last_batch_heard(uint32_t(g), epoch);
+        end.takeover.push_back({g, agreed + 1});
       }
     }
   }
   end.live_first_worker = live_first_worker(&end.live_workers);
   end.lost = lost_names_locked();
   return end;
+}
+
+int64_t MeshExchange::last_batch_heard(uint32_t g, int64_t epoch) const {
+  auto it = last_position_.find(g);
+  return it != last_position_.end() && it->second.epoch == epoch ? it->second.batch : -1;
+}
+
+std::vector<int64_t> MeshExchange::last_batches_heard(int64_t epoch) const {
+  std::vector<int64_t> last;
+  for (const JobMember& m : members_)
+    for (int w = 0; w < m.workers; ++w)
+      last.push_back(last_batch_heard(uint32_t(last.size()), epoch));
+  return last;
+}
+
+// The survivors each heard a lost node's updates up to where its messages reached them (the
+// last ones in flight when it was lost reach some and not others); the furthest any live node
+// announced wins, so that every survivor starts the takeover at the same minibatch.
+int64_t MeshExchange::last_batch_agreed(uint32_t g, int64_t epoch) {
+  int64_t agreed = last_batch_heard(g, epoch);
+  for (const JobMember& m : members_) {
+    if (m.id == self_ || lost_.count(m.id)) continue;
+    auto a = announced_[m.id].find({epoch, 0});
+    if (a == announced_[m.id].end() || g >= a->second.last_batches.size()) continue;
+    agreed = std::max(agreed, a->second.last_batches[g]);
+  }
+  return agreed;
 }
 
 std::vector<float> MeshExchange::end_takeover(int64_t epoch, const StateSum& local) {

@@ -159,6 +159,7 @@ class MeshExchange : public core::NodeExchange {
     int workers = 0;
     std::vector<uint32_t> joiners;  // restarted members the node knows of (phase 1)
     StateSum state;                 // phase 1
+    std::vector<int64_t> last_batches;  // phase 0: EpochEndPayload::last_batches
   };
   struct Snapshot {
     int64_t epoch = 0;
@@ -193,6 +194,11 @@ class MeshExchange : public core::NodeExchange {
   std::string name_of(uint32_t id) const;
   std::vector<std::string> lost_names_locked() const;  // under mutex_; vacant slots left out
   int live_first_worker(int* live_workers) const;  // under mutex_
+  // Under mutex_: the last minibatch of `epoch` whose update this node received from global
+  // worker `g` (-1: none), and the last that any live node announced at the epoch's end.
+  int64_t last_batch_heard(uint32_t g, int64_t epoch) const;
+  int64_t last_batch_agreed(uint32_t g, int64_t epoch);
+  std::vector<int64_t> last_batches_heard(int64_t epoch) const;
   // Under mutex_: node `id` is lost (or back): in lost_, and its workers are no longer (or
   // again) waited for by the bus's step gate.
   void set_lost(uint32_t id, bool lost);

@@ -81,6 +81,21 @@ void read_epoch_end(const mesh::EpochEnd& e, MeshPayloadIn& in) {
     in.error = "an epoch end naming " + std::to_string(e.joiners()->size()) + " joiners";
     return;
   }
+  if (e.last_batches() && e.last_batches()->size() > kMaxLastBatches) {
+    in.error = "an epoch end with the last minibatches of " +
+               std::to_string(e.last_batches()->size()) + " workers";
+    return;
+  }
+  if (!transport::elements_aligned(e.last_batches())) {
+    in.error = "an epoch end whose last minibatches are not 8-byte aligned";
+    return;
+  }
+  if (const auto* b = e.last_batches())
+    for (int64_t batch : *b)
+      if (batch < -1 || batch > kMaxLastBatch) {
+        in.error = "an epoch end naming minibatch " + std::to_string(batch) + " as a last one";
+        return;
+      }
   if (e.state_workers() < 0) {
     in.error = "an epoch end with " + std::to_string(e.state_workers()) + " state workers";
     return;
@@ -89,11 +104,12 @@ void read_epoch_end(const mesh::EpochEnd& e, MeshPayloadIn& in) {
     in.error = "an epoch end whose state sum is not 8-byte aligned";
     return;
   }
-  in.epoch_end = {e.epoch(), e.phase(), e.published(), e.tau_sum(), e.workers(), {}, {}, 0};
+  in.epoch_end = {e.epoch(), e.phase(), e.published(), e.tau_sum(), e.workers(), {}, {}, 0, {}};
   if (e.joiners()) in.epoch_end.joiners.assign(e.joiners()->begin(), e.joiners()->end());
   // Bounded by the payload's size, which the reader already bounded.
   if (const auto* s = e.state_sum()) in.epoch_end.state_sum.assign(s->begin(), s->end());
   in.epoch_end.state_workers = e.state_workers();
+  if (const auto* b = e.last_batches()) in.epoch_end.last_batches.assign(b->begin(), b->end());
   in.kind = MeshPayloadIn::Kind::kEpochEnd;
 }
 
@@ -171,11 +187,13 @@ PayloadBytes pseudo_gradient_payload(int64_t round, int32_t workers,
 }
 
 PayloadBytes epoch_end_payload(const EpochEndPayload& e) {
-  flatbuffers::FlatBufferBuilder fbb(128 + e.joiners.size() * 4 + e.state_sum.size() * 8);
+  flatbuffers::FlatBufferBuilder fbb(128 + e.joiners.size() * 4 + e.state_sum.size() * 8 +
+                                     e.last_batches.size() * 8);
   const auto joiners = fbb.CreateVector(e.joiners);
   const auto state = e.state_sum.empty() ? 0 : fbb.CreateVector(e.state_sum);
+  const auto last = e.last_batches.empty() ? 0 : fbb.CreateVector(e.last_batches);
   const auto t = mesh::CreateEpochEnd(fbb, e.epoch, e.phase, e.published, e.tau_sum, e.workers,
-                                      joiners, state, e.state_workers);
+                                      joiners, state, e.state_workers, last);
   return finish(fbb, mesh::Payload::EpochEnd, t.Union());
 }
 

@@ -28,9 +28,15 @@ struct EpochEndPayload {
   std::vector<uint32_t> joiners;  // restarted members the node knows of (phase 1)
   std::vector<double> state_sum;  // phase 1: model state summed over state_workers workers
   int32_t state_workers = 0;
+  // Phase 0: per worker of the job (global order), the last minibatch of `epoch` whose update
+  // the node received from it, -1 for none.
+  std::vector<int64_t> last_batches;
 };
-// At most this many joiners are believed (a cluster has far fewer nodes).
+// At most this many joiners, and last minibatches, are believed (a cluster has far fewer nodes
+// and workers).
 constexpr size_t kMaxJoiners = 4096;
+constexpr size_t kMaxLastBatches = 65536;
+constexpr int64_t kMaxLastBatch = int64_t(1) << 40;  // minibatches an epoch, far past any
 PayloadBytes epoch_end_payload(const EpochEndPayload& e);
 
 // Floats inside a received payload's bytes: valid while those bytes live.

@@ -6,6 +6,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -58,13 +59,18 @@ class FakeMesh {
     std::lock_guard<std::mutex> lock(mutex_);
     nodes_.erase(id);
   }
+  // `origin`'s published messages stop reaching `to` (they were in flight when it died).
+  void block(uint32_t origin, uint32_t to) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    blocked_.insert({origin, to});
+  }
   void deliver(uint32_t origin, uint64_t message_id, const std::vector<uint8_t>& bytes) {
     std::vector<MeshExchange*> to;
     {
       std::lock_guard<std::mutex> lock(mutex_);
       if (!nodes_.count(origin)) return;
       for (auto& [id, ex] : nodes_)
-        if (id != origin) to.push_back(ex);
+        if (id != origin && !blocked_.count({origin, id})) to.push_back(ex);
     }
     for (MeshExchange* ex : to) {
       transport::Delivery d;
@@ -108,6 +114,7 @@ class FakeMesh {
   std::map<uint32_t, MeshExchange*> nodes_;
   std::map<uint32_t, std::unique_ptr<Port>> ports_;
   std::map<std::pair<uint32_t, uint32_t>, int> undelivered_;
+  std::set<std::pair<uint32_t, uint32_t>> blocked_;  // (origin, to)
 };
 
 inline std::vector<JobMember> members(int nodes) {

@@ -187,6 +187,39 @@ TEST_CASE("a lost node's remaining minibatches are taken over from its last posi
   for (auto& e : ex) e->detach();
 }
 
+// The last updates of a node that died were in flight: one survivor received them, the other
+// did not. Both must deal out the same minibatches (none done twice, none by nobody), and the
+// survivor that lacks those updates says how many.
+TEST_CASE("survivors that heard a lost node's last updates differently agree on its takeover",
+          "[mesh_exchange]") {
+  FakeMesh mesh;
+  std::vector<std::unique_ptr<MeshExchange>> ex;
+  std::vector<std::unique_ptr<core::MessageBus>> bus;
+  for (uint32_t id = 1; id <= 3; ++id) {
+    ex.push_back(std::make_unique<MeshExchange>(1, id, members(3), milliseconds(5000)));
+    bus.push_back(std::make_unique<core::MessageBus>(1));
+    mesh.join(id, *ex.back());
+    ex.back()->attach(*bus.back(), kParams);
+  }
+  for (int64_t batch = 0; batch < 3; ++batch) ex[2]->publish(update(2, uint64_t(batch), 0, batch));
+  mesh.block(3, 2);  // minibatches 3 and 4 reach node-1 only
+  for (int64_t batch = 3; batch < 5; ++batch) ex[2]->publish(update(2, uint64_t(batch), 0, batch));
+  mesh.cut(3);
+  ex[0]->on_loss(3);
+  ex[1]->on_loss(3);
+  auto end_b = std::async(std::launch::async, [&] { return ex[1]->end_epoch(0, 0.5, 1); });
+  const auto ea = ex[0]->end_epoch(0, 0.5, 1);
+  const auto eb = end_b.get();
+  for (const auto& e : {ea, eb}) {
+    REQUIRE(e.takeover.size() == 1);
+    CHECK(e.takeover[0].shard == 2);
+    CHECK(e.takeover[0].from_batch == 5);  // after the last update any survivor applied
+  }
+  CHECK(ea.missed_batches == 0);
+  CHECK(eb.missed_batches == 2);
+  for (auto& e : ex) e->detach();
+}
+
 TEST_CASE("a restarted node rejoins with a live node's parameters", "[mesh_exchange]") {
   FakeMesh mesh;
   MeshExchange a(1, 1, members(2), milliseconds(5000));

@@ -132,6 +132,11 @@ TEST_CASE("epoch ends, snapshots and parameter rounds survive the trip", "[mesh]
   CHECK(st.epoch_end.state_workers == 2);
   CHECK(read(epoch_end_payload({4, 1, 0, 0.0, 0, {}, {1.0}, -1})).kind ==
         MeshPayloadIn::Kind::kMalformed);  // negative workers
+  // The first barrier's last minibatch heard from each of the job's workers.
+  const MeshPayloadIn heard = read(epoch_end_payload({4, 0, 9, 1.0, 1, {}, {}, 0, {-1, 17, 0}}));
+  REQUIRE(heard.kind == MeshPayloadIn::Kind::kEpochEnd);
+  CHECK(heard.epoch_end.last_batches == std::vector<int64_t>{-1, 17, 0});
+  CHECK(e.epoch_end.last_batches.empty());
 
   const std::vector<float> params{1.f, -2.f, 3.5f}, state{0.25f};
   const PayloadBytes sb = snapshot_payload(8, 2, 0.125f, params.data(), 3, state.data(), 1);
@@ -382,4 +387,15 @@ TEST_CASE("bytes that are not a mesh payload are refused by name", "[mesh]") {
   const MeshPayloadIn c = read(epoch_end_payload(crowded));
   CHECK(c.kind == MeshPayloadIn::Kind::kMalformed);
   CHECK(c.error.find("joiners") != std::string::npos);
+  // Last minibatches for more workers than a job has, or past any epoch's (a takeover would
+  // start beyond its end), or before the first.
+  EpochEndPayload heard;
+  heard.last_batches.assign(kMaxLastBatches + 1, 0);
+  CHECK(read(epoch_end_payload(heard)).error.find("65537 workers") != std::string::npos);
+  for (int64_t batch : {int64_t(-2), kMaxLastBatch + 1, std::numeric_limits<int64_t>::max()}) {
+    heard.last_batches = {0, batch};
+    const MeshPayloadIn far = read(epoch_end_payload(heard));
+    CHECK(far.kind == MeshPayloadIn::Kind::kMalformed);
+    CHECK(far.error.find("minibatch " + std::to_string(batch)) != std::string::npos);
+  }
 }
