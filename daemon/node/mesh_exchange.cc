@@ -122,7 +122,7 @@ void MeshExchange::release_pending() {
   }
 }
 
-void MeshExchange::deliver(core::EncodedMessage m, uint32_t origin) {
+void MeshExchange::deliver(core::EncodedMessage m, uint32_t origin, bool forwarded) {
   std::string error;
   if (!core::check_message(m, num_params_, error)) {
     if (bad_message_.empty())
@@ -130,10 +130,15 @@ void MeshExchange::deliver(core::EncodedMessage m, uint32_t origin) {
     return;
   }
   const Position at{m.epoch, m.batch};
+  if (!forwarded) ++received_[origin][at.epoch];
+  HeardUpdates& heard = heard_updates_[m.origin];
+  if (!forwarded && heard.epoch == m.epoch && heard.forwarded_ids.count(m.id))
+    return;  // a relay's late copy of one a survivor forwarded
   Position& last = last_position_[m.origin];
   if (std::make_pair(at.epoch, at.batch) > std::make_pair(last.epoch, last.batch)) last = at;
-  bus_->publish(-1, std::make_shared<const core::EncodedMessage>(std::move(m)));
-  ++received_[origin][at.epoch];
+  auto shared = std::make_shared<const core::EncodedMessage>(std::move(m));
+  remember(shared);
+  bus_->publish(-1, shared);
 }
 
 void MeshExchange::on_message(transport::Delivery d) {
@@ -180,6 +185,9 @@ void MeshExchange::on_message(transport::Delivery d) {
       break;
     case MeshPayloadIn::Kind::kRehearsalMark:
       election_.on_rehearsal_mark(d.origin, in.rehearsal_mark);
+      break;
+    case MeshPayloadIn::Kind::kForwarded:
+      on_forwarded(std::move(in.forwarded), d.origin);
       break;
     case MeshPayloadIn::Kind::kMalformed:
       if (bad_message_.empty()) bad_message_ = in.error + " from " + name_of(d.origin);
@@ -255,7 +263,7 @@ void MeshExchange::on_epoch_end(EpochEndPayload e, uint32_t origin) {
   announced_[origin][{e.epoch, e.phase}] =
       Announcement{e.published, e.tau_sum, e.workers, std::move(e.joiners),
                    StateSum{std::move(e.state_sum), e.state_workers},
-                   std::move(e.last_batches)};
+                   std::move(e.last_batches), std::move(e.heard_updates)};
 }
 
 void MeshExchange::send(PayloadBytes bytes, const std::string& failure) {
@@ -415,16 +423,17 @@ void MeshExchange::average_parameters(float* params, int64_t n, int64_t round) {
 
 void MeshExchange::meet(Barrier barrier, double tau_sum, int workers, const StateSum* state) {
   std::vector<uint32_t> joiners;
-  std::vector<int64_t> last_batches;
+  EpochEndPayload heard;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (barrier.second == 1) joiners.assign(joining_.begin(), joining_.end());
-    if (barrier.second == 0) last_batches = last_batches_heard(barrier.first);
+    if (barrier.second == 0) announce_heard(barrier.first, heard);
   }
   {
     std::lock_guard<std::mutex> lock(publish_mutex_);
     EpochEndPayload e{barrier.first, barrier.second, published_in_[barrier.first], tau_sum,
-                      workers, joiners, {}, 0, std::move(last_batches)};
+                      workers, joiners, {}, 0, std::move(heard.last_batches),
+                      std::move(heard.heard_updates)};
     if (state) e.state_sum = state->sum, e.state_workers = state->workers;
     send(epoch_end_payload(e), "this node could not announce the end of epoch " +
                                    std::to_string(barrier.first + 1) + " to the mesh");
@@ -657,6 +666,8 @@ int MeshExchange::live_first_worker(int* live_workers) const {
 core::NodeExchange::EpochEnd MeshExchange::end_epoch(int64_t epoch, double local_tau_sum,
                                                      int local_workers) {
   meet({epoch, 0}, local_tau_sum, local_workers);
+  forward_missed_updates(epoch);
+  await_forwarded_updates(epoch);
   std::lock_guard<std::mutex> lock(mutex_);
   EpochEnd end;
   end.tau_sum = local_tau_sum;
@@ -683,33 +694,6 @@ core::NodeExchange::EpochEnd MeshExchange::end_epoch(int64_t epoch, double local
   end.live_first_worker = live_first_worker(&end.live_workers);
   end.lost = lost_names_locked();
   return end;
-}
-
-int64_t MeshExchange::last_batch_heard(uint32_t g, int64_t epoch) const {
-  auto it = last_position_.find(g);
-  return it != last_position_.end() && it->second.epoch == epoch ? it->second.batch : -1;
-}
-
-std::vector<int64_t> MeshExchange::last_batches_heard(int64_t epoch) const {
-  std::vector<int64_t> last;
-  for (const JobMember& m : members_)
-    for (int w = 0; w < m.workers; ++w)
-      last.push_back(last_batch_heard(uint32_t(last.size()), epoch));
-  return last;
-}
-
-// The survivors each heard a lost node's updates up to where its messages reached them (the
-// last ones in flight when it was lost reach some and not others); the furthest any live node
-// announced wins, so that every survivor starts the takeover at the same minibatch.
-int64_t MeshExchange::last_batch_agreed(uint32_t g, int64_t epoch) {
-  int64_t agreed = last_batch_heard(g, epoch);
-  for (const JobMember& m : members_) {
-    if (m.id == self_ || lost_.count(m.id)) continue;
-    auto a = announced_[m.id].find({epoch, 0});
-    if (a == announced_[m.id].end() || g >= a->second.last_batches.size()) continue;
-    agreed = std::max(agreed, a->second.last_batches[g]);
-  }
-  return agreed;
 }
 
 std::vector<float> MeshExchange::end_takeover(int64_t epoch, const StateSum& local) {
@@ -869,6 +853,8 @@ std::string MeshExchange::describe(const MeshPayloadIn& in) {
              core::describe_round(in.ring.round);
     case MeshPayloadIn::Kind::kRingResult:
       return "the result of the all-reduce of " + core::describe_round(in.ring.round);
+    case MeshPayloadIn::Kind::kForwarded:
+      return "a lost node's updates it forwards";
     case MeshPayloadIn::Kind::kMalformed:
       return "a malformed message";
   }

@@ -159,7 +159,7 @@ class MeshExchange : public core::NodeExchange {
     int workers = 0;
     std::vector<uint32_t> joiners;  // restarted members the node knows of (phase 1)
     StateSum state;                 // phase 1
-    std::vector<int64_t> last_batches;  // phase 0: EpochEndPayload::last_batches
+    std::vector<int64_t> last_batches, heard_updates;  // phase 0 (EpochEndPayload)
   };
   struct Snapshot {
     int64_t epoch = 0;
@@ -177,7 +177,8 @@ class MeshExchange : public core::NodeExchange {
   void meet(Barrier barrier, double tau_sum, int workers, const StateSum* state = nullptr);
   // After the phase-1 meet of `epoch`: the live nodes' state summed in member order.
   std::vector<float> mean_state(int64_t epoch, const StateSum& local);
-  void deliver(core::EncodedMessage m, uint32_t origin);  // under mutex_
+  // Under mutex_: to the bus; `forwarded`: from a survivor, not counted as `origin`'s own.
+  void deliver(core::EncodedMessage m, uint32_t origin, bool forwarded = false);
   // Under mutex_: whether an update tagged `at` may go to the bus now; release_pending() moves
   // the held ones that may.
   bool deliverable(const Position& at) const;
@@ -194,11 +195,28 @@ class MeshExchange : public core::NodeExchange {
   std::string name_of(uint32_t id) const;
   std::vector<std::string> lost_names_locked() const;  // under mutex_; vacant slots left out
   int live_first_worker(int* live_workers) const;  // under mutex_
-  // Under mutex_: the last minibatch of `epoch` whose update this node received from global
-  // worker `g` (-1: none), and the last that any live node announced at the epoch's end.
+  // A lost node's last updates (mesh_takeover.cc; docs/architecture/daemon.md, "The mesh
+  // exchange"), all under mutex_ but the two phases of end_epoch. The last minibatch of `epoch`
+  // whose update this node received from global worker `g` (-1: none), and how many of g's
+  // updates of `epoch` it received; per worker, as the first barrier announces them.
   int64_t last_batch_heard(uint32_t g, int64_t epoch) const;
+  int64_t updates_heard(uint32_t g, int64_t epoch) const;
+  void announce_heard(int64_t epoch, EpochEndPayload& e);
+  // The last minibatch and the most updates of worker `g` that any live node announced at the
+  // first barrier of `epoch` (this node's own as it announced them); `first` (may be null): the
+  // first member, in member order, that announced that many (0: none).
   int64_t last_batch_agreed(uint32_t g, int64_t epoch);
-  std::vector<int64_t> last_batches_heard(int64_t epoch) const;
+  int64_t most_heard(uint32_t g, int64_t epoch, uint32_t* first);
+  const Announcement* phase_zero_of(uint32_t id, int64_t epoch);
+  // The workers of the lost nodes that did not finish `epoch`'s shards.
+  std::vector<uint32_t> unfinished_lost_workers(int64_t epoch);
+  void remember(const core::SharedMessage& m);
+  // The node that heard most of a lost worker's updates sends each live node those it lacks;
+  // the others wait for them (not locked on entry).
+  void forward_missed_updates(int64_t epoch);
+  void await_forwarded_updates(int64_t epoch);
+  PayloadBytes forwarded_to(uint32_t to, int64_t epoch, uint32_t g, int64_t after, int64_t most);
+  void on_forwarded(ForwardedPayload f, uint32_t origin);
   // Under mutex_: node `id` is lost (or back): in lost_, and its workers are no longer (or
   // again) waited for by the bus's step gate.
   void set_lost(uint32_t id, bool lost);
@@ -249,6 +267,21 @@ class MeshExchange : public core::NodeExchange {
   int64_t epochs_ = 0;
   std::map<uint32_t, std::map<int64_t, uint64_t>> received_;  // updates per node and epoch
   std::map<uint32_t, Position> last_position_;  // per global worker, from its messages
+  // Per global worker, its updates of the current epoch heard: how many, and the newest (up to
+  // kMaxForwardedUpdates, and past the newest at most kKeptWords words), to forward them to a
+  // survivor that missed them when the worker's node was lost.
+  struct HeardUpdates {
+    int64_t epoch = -1;
+    int64_t count = 0;
+    std::deque<core::SharedMessage> kept;  // oldest first
+    size_t kept_words = 0;
+    std::set<uint64_t> forwarded_ids;  // taken from a forward: a late copy is a duplicate
+  };
+  static constexpr size_t kKeptWords = size_t(1) << 21;
+  std::map<uint32_t, HeardUpdates> heard_updates_;
+  Announcement own_phase_zero_;  // this node's first barrier's figures, as announced
+  int64_t own_phase_zero_epoch_ = -1;
+  std::set<std::pair<int64_t, uint32_t>> forwards_in_;  // (epoch, worker): a forward came
   std::map<uint32_t, std::map<Barrier, Announcement>> announced_;
   std::set<uint32_t> lost_;
   std::set<uint32_t> vacant_;  // elastic slots no node has taken (in lost_ too)

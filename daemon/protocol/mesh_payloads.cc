@@ -76,26 +76,52 @@ void read_pseudo_gradient(const mesh::PseudoGradient& g, MeshPayloadIn& in) {
   in.kind = MeshPayloadIn::Kind::kPseudoGradient;
 }
 
+// An epoch end's figure per worker of the job (a last minibatch, a count): for no more workers
+// than a job has, each from `least` to kMaxLastBatch.
+bool read_worker_figures(const flatbuffers::Vector<int64_t>* v, int64_t least, const char* what,
+                         std::string& error) {
+  if (!v) return true;
+  if (v->size() > kMaxLastBatches) {
+    error = std::string("an epoch end with the ") + what + " of " + std::to_string(v->size()) +
+            " workers";
+    return false;
+  }
+  if (!transport::elements_aligned(v)) {
+    error = std::string("an epoch end whose ") + what + " are not 8-byte aligned";
+    return false;
+  }
+  for (int64_t figure : *v)
+    if (figure < least || figure > kMaxLastBatch) {
+      error = std::string("an epoch end with ") + std::to_string(figure) + " among its " + what;
+      return false;
+    }
+  return true;
+}
+
+void read_forwarded(const mesh::ForwardedUpdates& f, MeshPayloadIn& in) {
+  const auto* updates = f.updates();
+  if (updates && updates->size() > kMaxForwardedUpdates) {
+    in.error = "forwarded updates, " + std::to_string(updates->size()) + " of them (at most " +
+               std::to_string(kMaxForwardedUpdates) + ")";
+    return;
+  }
+  in.forwarded = {f.for_node(), f.epoch(), f.worker(), f.after(), f.complete(), {}};
+  if (updates)
+    for (const mesh::Update* u : *updates) {
+      in.forwarded.updates.emplace_back();
+      read_message(*u, in.forwarded.updates.back());
+    }
+  in.kind = MeshPayloadIn::Kind::kForwarded;
+}
+
 void read_epoch_end(const mesh::EpochEnd& e, MeshPayloadIn& in) {
   if (e.joiners() && e.joiners()->size() > kMaxJoiners) {
     in.error = "an epoch end naming " + std::to_string(e.joiners()->size()) + " joiners";
     return;
   }
-  if (e.last_batches() && e.last_batches()->size() > kMaxLastBatches) {
-    in.error = "an epoch end with the last minibatches of " +
-               std::to_string(e.last_batches()->size()) + " workers";
+  if (!read_worker_figures(e.last_batches(), -1, "last minibatches", in.error) ||
+      !read_worker_figures(e.heard_updates(), 0, "counts of updates heard", in.error))
     return;
-  }
-  if (!transport::elements_aligned(e.last_batches())) {
-    in.error = "an epoch end whose last minibatches are not 8-byte aligned";
-    return;
-  }
-  if (const auto* b = e.last_batches())
-    for (int64_t batch : *b)
-      if (batch < -1 || batch > kMaxLastBatch) {
-        in.error = "an epoch end naming minibatch " + std::to_string(batch) + " as a last one";
-        return;
-      }
   if (e.state_workers() < 0) {
     in.error = "an epoch end with " + std::to_string(e.state_workers()) + " state workers";
     return;
@@ -104,12 +130,13 @@ void read_epoch_end(const mesh::EpochEnd& e, MeshPayloadIn& in) {
     in.error = "an epoch end whose state sum is not 8-byte aligned";
     return;
   }
-  in.epoch_end = {e.epoch(), e.phase(), e.published(), e.tau_sum(), e.workers(), {}, {}, 0, {}};
+  in.epoch_end = {e.epoch(), e.phase(), e.published(), e.tau_sum(), e.workers(), {}, {}, 0, {}, {}};
   if (e.joiners()) in.epoch_end.joiners.assign(e.joiners()->begin(), e.joiners()->end());
   // Bounded by the payload's size, which the reader already bounded.
   if (const auto* s = e.state_sum()) in.epoch_end.state_sum.assign(s->begin(), s->end());
   in.epoch_end.state_workers = e.state_workers();
   if (const auto* b = e.last_batches()) in.epoch_end.last_batches.assign(b->begin(), b->end());
+  if (const auto* h = e.heard_updates()) in.epoch_end.heard_updates.assign(h->begin(), h->end());
   in.kind = MeshPayloadIn::Kind::kEpochEnd;
 }
 
@@ -174,6 +201,20 @@ PayloadBytes update_payload(const core::EncodedMessage& m) {
   return finish(fbb, mesh::Payload::Update, build_update(fbb, m).Union());
 }
 
+PayloadBytes forwarded_payload(const ForwardedPayload& f,
+                               const std::vector<SharedUpdate>& updates) {
+  size_t words = 0;
+  for (const auto& m : updates) words += m->words.size();
+  flatbuffers::FlatBufferBuilder fbb(160 + updates.size() * 80 + words * 4);
+  std::vector<flatbuffers::Offset<mesh::Update>> built;
+  for (const auto& m : updates) built.push_back(build_update(fbb, *m));
+  const auto v = fbb.CreateVector(built);
+  return finish(fbb, mesh::Payload::ForwardedUpdates,
+                mesh::CreateForwardedUpdates(fbb, f.for_node, f.epoch, f.worker, f.after,
+                                             f.complete, v)
+                    .Union());
+}
+
 PayloadBytes pseudo_gradient_payload(int64_t round, int32_t workers,
                                      const std::vector<core::EncodedMessage>& levels) {
   size_t words = 0;
@@ -188,12 +229,13 @@ PayloadBytes pseudo_gradient_payload(int64_t round, int32_t workers,
 
 PayloadBytes epoch_end_payload(const EpochEndPayload& e) {
   flatbuffers::FlatBufferBuilder fbb(128 + e.joiners.size() * 4 + e.state_sum.size() * 8 +
-                                     e.last_batches.size() * 8);
+                                     (e.last_batches.size() + e.heard_updates.size()) * 8);
   const auto joiners = fbb.CreateVector(e.joiners);
   const auto state = e.state_sum.empty() ? 0 : fbb.CreateVector(e.state_sum);
   const auto last = e.last_batches.empty() ? 0 : fbb.CreateVector(e.last_batches);
+  const auto heard = e.heard_updates.empty() ? 0 : fbb.CreateVector(e.heard_updates);
   const auto t = mesh::CreateEpochEnd(fbb, e.epoch, e.phase, e.published, e.tau_sum, e.workers,
-                                      joiners, state, e.state_workers, last);
+                                      joiners, state, e.state_workers, last, heard);
   return finish(fbb, mesh::Payload::EpochEnd, t.Union());
 }
 
@@ -378,6 +420,8 @@ MeshPayloadIn read_mesh_payload(const uint8_t* data, size_t size) {
       read_ring(*g, g->step(), MeshPayloadIn::Kind::kRingSegment, in);
   } else if (const auto* r = p.payload_as_RingResult()) {
     read_ring(*r, -1, MeshPayloadIn::Kind::kRingResult, in);
+  } else if (const auto* f = p.payload_as_ForwardedUpdates()) {
+    read_forwarded(*f, in);
   } else {
     in.error = "a mesh payload of an unknown kind";  // a newer release, or no body at all
   }

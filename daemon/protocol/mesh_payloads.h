@@ -29,14 +29,29 @@ struct EpochEndPayload {
   std::vector<double> state_sum;  // phase 1: model state summed over state_workers workers
   int32_t state_workers = 0;
   // Phase 0: per worker of the job (global order), the last minibatch of `epoch` whose update
-  // the node received from it, -1 for none.
-  std::vector<int64_t> last_batches;
+  // the node received from it, -1 for none; and how many of its updates of `epoch` it received.
+  std::vector<int64_t> last_batches, heard_updates;
 };
 // At most this many joiners, and last minibatches, are believed (a cluster has far fewer nodes
 // and workers).
 constexpr size_t kMaxJoiners = 4096;
 constexpr size_t kMaxLastBatches = 65536;
 constexpr int64_t kMaxLastBatch = int64_t(1) << 40;  // minibatches an epoch, far past any
+
+// A lost worker's updates that one survivor missed, from another (mesh_payloads.fbs).
+struct ForwardedPayload {
+  uint32_t for_node = 0;
+  int64_t epoch = 0;
+  uint32_t worker = 0;
+  int64_t after = 0;
+  bool complete = false;
+  std::vector<core::EncodedMessage> updates;  // not yet checked against a model
+};
+// At most this many updates a payload (a survivor keeps as many of each worker's last ones).
+constexpr size_t kMaxForwardedUpdates = 8;
+using SharedUpdate = std::shared_ptr<const core::EncodedMessage>;
+PayloadBytes forwarded_payload(const ForwardedPayload& f,
+                               const std::vector<SharedUpdate>& updates);
 PayloadBytes epoch_end_payload(const EpochEndPayload& e);
 
 // Floats inside a received payload's bytes: valid while those bytes live.
@@ -142,7 +157,7 @@ struct MeshPayloadIn {
   enum class Kind {
     kMalformed, kUpdate, kEpochEnd, kSnapshot, kParameters, kPseudoGradient,
     kLinkProbe, kLinkProbeAck, kSyncChoice, kRehearsalPlan, kRehearsalMark,
-    kRingSegment, kRingResult
+    kRingSegment, kRingResult, kForwarded
   };
   Kind kind = Kind::kMalformed;
   std::string error;               // kMalformed: what is wrong with it
@@ -156,6 +171,7 @@ struct MeshPayloadIn {
   RehearsalPlanPayload rehearsal_plan;    // kRehearsalPlan
   RehearsalMarkPayload rehearsal_mark;    // kRehearsalMark
   RingPayload ring;                       // kRingSegment, kRingResult (views into the bytes)
+  ForwardedPayload forwarded;             // kForwarded
 };
 // Never throws; anything that is not a well-formed payload is kMalformed with the reason.
 MeshPayloadIn read_mesh_payload(const uint8_t* data, size_t size);

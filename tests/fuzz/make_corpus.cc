@@ -128,6 +128,10 @@ int main(int argc, char** argv) {
   write(mesh, "update_sparse", *daemon::update_payload(update(200, 20)));
   write(mesh, "update_bitmap", *daemon::update_payload(update(100, 1)));
   write(mesh, "epoch_end", *daemon::epoch_end_payload({3, 1, 40, 1.5, 2, {4, 5}}));
+  write(mesh, "epoch_end_heard",
+        *daemon::epoch_end_payload({3, 0, 40, 1.5, 2, {}, {}, 0, {-1, 7}, {0, 9}}));
+  const auto lost = std::make_shared<const core::EncodedMessage>(update(200, 20));
+  write(mesh, "forwarded", *daemon::forwarded_payload({2, 3, 1, 8, true, {}}, {lost}));
   const std::vector<float> params{1.f, 2.f, 3.f, 4.f}, state{0.5f};
   write(mesh, "snapshot",
         *daemon::snapshot_payload(2, 1, 0.25f, params.data(), 4, state.data(), 1));

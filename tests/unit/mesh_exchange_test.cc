@@ -187,37 +187,76 @@ TEST_CASE("a lost node's remaining minibatches are taken over from its last posi
   for (auto& e : ex) e->detach();
 }
 
-// The last updates of a node that died were in flight: one survivor received them, the other
-// did not. Both must deal out the same minibatches (none done twice, none by nobody), and the
-// survivor that lacks those updates says how many.
-TEST_CASE("survivors that heard a lost node's last updates differently agree on its takeover",
-          "[mesh_exchange]") {
+namespace {
+
+// The ids of the updates of worker `origin` in `bus` (node-side consumer 0), in order.
+std::vector<uint64_t> ids_from(core::MessageBus& bus, uint32_t origin) {
+  std::vector<uint64_t> ids;
+  for (const auto& d : bus.take(0))
+    if (d.message->origin == origin) ids.push_back(d.message->id);
+  return ids;
+}
+
+// node-3 publishes `updates` updates of epoch 1 (minibatches 0, 1, ...), of which node-2 gets
+// only the first `reach_node2` (the rest were in flight when it died), then is lost. Returns
+// both survivors' epoch ends.
+std::pair<core::NodeExchange::EpochEnd, core::NodeExchange::EpochEnd> lost_in_flight(
+    int updates, int reach_node2, std::vector<std::unique_ptr<core::MessageBus>>& bus) {
   FakeMesh mesh;
   std::vector<std::unique_ptr<MeshExchange>> ex;
-  std::vector<std::unique_ptr<core::MessageBus>> bus;
   for (uint32_t id = 1; id <= 3; ++id) {
     ex.push_back(std::make_unique<MeshExchange>(1, id, members(3), milliseconds(5000)));
     bus.push_back(std::make_unique<core::MessageBus>(1));
     mesh.join(id, *ex.back());
     ex.back()->attach(*bus.back(), kParams);
   }
-  for (int64_t batch = 0; batch < 3; ++batch) ex[2]->publish(update(2, uint64_t(batch), 0, batch));
-  mesh.block(3, 2);  // minibatches 3 and 4 reach node-1 only
-  for (int64_t batch = 3; batch < 5; ++batch) ex[2]->publish(update(2, uint64_t(batch), 0, batch));
+  for (int64_t batch = 0; batch < updates; ++batch) {
+    if (batch == reach_node2) mesh.block(3, 2);
+    ex[2]->publish(update(2, uint64_t(batch), 0, batch));
+  }
   mesh.cut(3);
   ex[0]->on_loss(3);
   ex[1]->on_loss(3);
   auto end_b = std::async(std::launch::async, [&] { return ex[1]->end_epoch(0, 0.5, 1); });
   const auto ea = ex[0]->end_epoch(0, 0.5, 1);
   const auto eb = end_b.get();
+  for (auto& e : ex) e->detach();
+  return {ea, eb};
+}
+
+}  // namespace
+
+// The last updates of a node that died were in flight: one survivor received them, the other
+// did not. The one that did forwards them, so both apply the same updates and deal out the same
+// minibatches (none done twice, none by nobody).
+TEST_CASE("a lost node's updates that one survivor missed are forwarded by another",
+          "[mesh_exchange]") {
+  std::vector<std::unique_ptr<core::MessageBus>> bus;
+  const auto [ea, eb] = lost_in_flight(5, 3, bus);  // minibatches 3 and 4 reach node-1 only
   for (const auto& e : {ea, eb}) {
     REQUIRE(e.takeover.size() == 1);
     CHECK(e.takeover[0].shard == 2);
     CHECK(e.takeover[0].from_batch == 5);  // after the last update any survivor applied
+    CHECK(e.missed_batches == 0);
+  }
+  const std::vector<uint64_t> all{0, 1, 2, 3, 4};
+  CHECK(ids_from(*bus[0], 2) == all);
+  CHECK(ids_from(*bus[1], 2) == all);
+}
+
+// More in flight than a survivor keeps (kMaxForwardedUpdates): none is forwarded, the takeover
+// still starts at the same minibatch on both, and the one that lacks them counts them.
+TEST_CASE("a survivor that lacks more of a lost node's updates than are kept says how many",
+          "[mesh_exchange]") {
+  std::vector<std::unique_ptr<core::MessageBus>> bus;
+  const auto [ea, eb] = lost_in_flight(12, 2, bus);  // minibatches 2 to 11 reach node-1 only
+  for (const auto& e : {ea, eb}) {
+    REQUIRE(e.takeover.size() == 1);
+    CHECK(e.takeover[0].from_batch == 12);
   }
   CHECK(ea.missed_batches == 0);
-  CHECK(eb.missed_batches == 2);
-  for (auto& e : ex) e->detach();
+  CHECK(eb.missed_batches == 10);
+  CHECK(ids_from(*bus[1], 2) == std::vector<uint64_t>{0, 1});
 }
 
 TEST_CASE("a restarted node rejoins with a live node's parameters", "[mesh_exchange]") {

@@ -24,7 +24,13 @@ EncodedMessage encode_some(int64_t n, float fill_every, float tau) {
   return m;
 }
 
-MeshPayloadIn read(const PayloadBytes& b) { return read_mesh_payload(b->data(), b->size()); }
+// A payload's views (floats, parts) point into its bytes: every payload read is kept alive for
+// the test's run, so that a view of a temporary's bytes stays readable.
+MeshPayloadIn read(const PayloadBytes& b) {
+  static std::vector<PayloadBytes> kept;
+  kept.push_back(b);
+  return read_mesh_payload(b->data(), b->size());
+}
 
 // The update after a trip through the mesh, checked against a model of `params` parameters.
 bool applies(const EncodedMessage& m, int64_t params, std::string* why = nullptr) {
@@ -137,6 +143,27 @@ TEST_CASE("epoch ends, snapshots and parameter rounds survive the trip", "[mesh]
   REQUIRE(heard.kind == MeshPayloadIn::Kind::kEpochEnd);
   CHECK(heard.epoch_end.last_batches == std::vector<int64_t>{-1, 17, 0});
   CHECK(e.epoch_end.last_batches.empty());
+  const MeshPayloadIn counted =
+      read(epoch_end_payload({4, 0, 9, 1.0, 1, {}, {}, 0, {-1, 17}, {0, 40}}));
+  CHECK(counted.epoch_end.heard_updates == std::vector<int64_t>{0, 40});
+  // A lost worker's updates that a survivor forwards to one that missed them.
+  EncodedMessage lost = encode_some(1000, 50.f, 0.5f);
+  lost.origin = 5;
+  lost.id = 77;
+  lost.batch = 12;
+  const MeshPayloadIn f = read(forwarded_payload(
+      {2, 3, 5, 11, true, {}}, {std::make_shared<const EncodedMessage>(lost)}));
+  REQUIRE(f.kind == MeshPayloadIn::Kind::kForwarded);
+  CHECK(f.forwarded.for_node == 2);
+  CHECK(f.forwarded.epoch == 3);
+  CHECK(f.forwarded.worker == 5);
+  CHECK(f.forwarded.after == 11);
+  CHECK(f.forwarded.complete);
+  REQUIRE(f.forwarded.updates.size() == 1);
+  CHECK(f.forwarded.updates[0].id == 77);
+  CHECK(f.forwarded.updates[0].batch == 12);
+  CHECK(f.forwarded.updates[0].words == lost.words);
+  CHECK_FALSE(read(forwarded_payload({2, 3, 5, 11, false, {}}, {})).forwarded.complete);
 
   const std::vector<float> params{1.f, -2.f, 3.5f}, state{0.25f};
   const PayloadBytes sb = snapshot_payload(8, 2, 0.125f, params.data(), 3, state.data(), 1);
@@ -396,6 +423,18 @@ TEST_CASE("bytes that are not a mesh payload are refused by name", "[mesh]") {
     heard.last_batches = {0, batch};
     const MeshPayloadIn far = read(epoch_end_payload(heard));
     CHECK(far.kind == MeshPayloadIn::Kind::kMalformed);
-    CHECK(far.error.find("minibatch " + std::to_string(batch)) != std::string::npos);
+    CHECK(far.error.find(std::to_string(batch) + " among its last minibatches") !=
+          std::string::npos);
   }
+  heard.last_batches.clear();
+  heard.heard_updates = {3, -1};  // a count below none
+  CHECK(read(epoch_end_payload(heard)).error.find("-1 among its counts of updates heard") !=
+        std::string::npos);
+  // More forwarded updates than a survivor keeps.
+  std::vector<SharedUpdate> many(kMaxForwardedUpdates + 1,
+                                 std::make_shared<const EncodedMessage>(
+                                     encode_some(100, 50.f, 0.5f)));
+  const MeshPayloadIn crowd = read(forwarded_payload({2, 0, 5, 1, true, {}}, many));
+  CHECK(crowd.kind == MeshPayloadIn::Kind::kMalformed);
+  CHECK(crowd.error.find("9 of them (at most 8)") != std::string::npos);
 }
