@@ -215,7 +215,11 @@ class MeshExchange : public core::NodeExchange {
   // the others wait for them (not locked on entry).
   void forward_missed_updates(int64_t epoch);
   void await_forwarded_updates(int64_t epoch);
-  PayloadBytes forwarded_to(uint32_t to, int64_t epoch, uint32_t g, int64_t after, int64_t most);
+  struct Forward {
+    ForwardedPayload header;  // its updates empty: they are `updates`
+    std::vector<SharedUpdate> updates;
+  };
+  Forward forward_to(uint32_t to, int64_t epoch, uint32_t g, int64_t after, int64_t most);
   void on_forwarded(ForwardedPayload f, uint32_t origin);
   // Under mutex_: node `id` is lost (or back): in lost_, and its workers are no longer (or
   // again) waited for by the bus's step gate.
@@ -268,8 +272,9 @@ class MeshExchange : public core::NodeExchange {
   std::map<uint32_t, std::map<int64_t, uint64_t>> received_;  // updates per node and epoch
   std::map<uint32_t, Position> last_position_;  // per global worker, from its messages
   // Per global worker, its updates of the current epoch heard: how many, and the newest (up to
-  // kMaxForwardedUpdates, and past the newest at most kKeptWords words), to forward them to a
-  // survivor that missed them when the worker's node was lost.
+  // kMaxForwardedUpdates, in all at most kKeptWords words, and kKeptWordsAll over the job's
+  // workers: 8 MiB and 256 MiB), to forward them to a survivor that missed them when the
+  // worker's node was lost.
   struct HeardUpdates {
     int64_t epoch = -1;
     int64_t count = 0;
@@ -277,7 +282,7 @@ class MeshExchange : public core::NodeExchange {
     size_t kept_words = 0;
     std::set<uint64_t> forwarded_ids;  // taken from a forward: a late copy is a duplicate
   };
-  static constexpr size_t kKeptWords = size_t(1) << 21;
+  static constexpr size_t kKeptWords = size_t(1) << 21, kKeptWordsAll = size_t(1) << 26;
   std::map<uint32_t, HeardUpdates> heard_updates_;
   Announcement own_phase_zero_;  // this node's first barrier's figures, as announced
   int64_t own_phase_zero_epoch_ = -1;

@@ -2,11 +2,14 @@
 // exchange"). A node lost mid-epoch had its last updates in flight: some survivors received
 // them and others did not. At the first barrier each survivor announces, per worker of the job,
 // the last minibatch and the number of updates of the epoch it heard; then the survivor that
-// heard the most of a lost worker's updates (the first in member order) sends every other live
-// node those it lacks, and the takeover starts after the furthest minibatch any survivor heard.
-// So every survivor applies the same updates and deals out the same minibatches. A survivor that
-// no longer keeps what another lacks (more than kMaxForwardedUpdates, or past kKeptWords) sends
-// a forward marked incomplete, and the node that lacks them says so in its epoch line.
+// announced the most of a lost worker's updates (the first in member order) sends every live
+// node that announced fewer those it lacks, and the takeover starts after the furthest minibatch
+// this node heard or any other announced. A node announces when its own shards are done, so
+// under async or bounded sync, or with shards of different lengths, a lost node's later updates
+// can reach every survivor after the announcements: each then heard them itself, and starts
+// after them. A survivor that no longer keeps what another lacks (more than
+// kMaxForwardedUpdates, or past its share of kKeptWordsAll) forwards nothing, and the node that
+// lacks them says so in its epoch line.
 #include <spdlog/spdlog.h>
 
 #include "daemon/node/mesh_exchange.h"
@@ -24,14 +27,17 @@ int64_t MeshExchange::updates_heard(uint32_t g, int64_t epoch) const {
   return it != heard_updates_.end() && it->second.epoch == epoch ? it->second.count : 0;
 }
 
+// Each other worker's newest updates, within its share of kKeptWordsAll (an update larger than
+// that is counted, not kept).
 void MeshExchange::remember(const core::SharedMessage& m) {
+  if (m->origin >= uint32_t(total_workers_)) return;  // no worker of the job's
   HeardUpdates& h = heard_updates_[m->origin];
   if (h.epoch != m->epoch) h = HeardUpdates{m->epoch};
   ++h.count;
   h.kept.push_back(m);
   h.kept_words += m->words.size();
-  while (h.kept.size() > kMaxForwardedUpdates ||
-         (h.kept.size() > 1 && h.kept_words - h.kept.back()->words.size() > kKeptWords)) {
+  const size_t share = std::min(kKeptWords, kKeptWordsAll / size_t(std::max(1, total_workers_)));
+  while (!h.kept.empty() && (h.kept.size() > kMaxForwardedUpdates || h.kept_words > share)) {
     h.kept_words -= h.kept.front()->words.size();
     h.kept.pop_front();
   }
@@ -57,11 +63,14 @@ const MeshExchange::Announcement* MeshExchange::phase_zero_of(uint32_t id, int64
   return a == announced_[id].end() ? nullptr : &a->second;
 }
 
+// This node's own figure as it is now (updates that came after it announced count), the
+// others' as announced.
 int64_t MeshExchange::last_batch_agreed(uint32_t g, int64_t epoch) {
-  int64_t agreed = -1;
-  for (const JobMember& m : members_)
-    if (const Announcement* a = phase_zero_of(m.id, epoch); a && g < a->last_batches.size())
-      agreed = std::max(agreed, a->last_batches[g]);
+  int64_t agreed = last_batch_heard(g, epoch);
+  for (const JobMember& m : members_) {
+    const Announcement* a = m.id == self_ ? nullptr : phase_zero_of(m.id, epoch);
+    if (a && g < a->last_batches.size()) agreed = std::max(agreed, a->last_batches[g]);
+  }
   return agreed;
 }
 
@@ -90,7 +99,7 @@ std::vector<uint32_t> MeshExchange::unfinished_lost_workers(int64_t epoch) {
 }
 
 void MeshExchange::forward_missed_updates(int64_t epoch) {
-  std::vector<PayloadBytes> out;
+  std::vector<Forward> out;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     for (uint32_t g : unfinished_lost_workers(epoch)) {
@@ -100,32 +109,39 @@ void MeshExchange::forward_missed_updates(int64_t epoch) {
       for (const JobMember& m : members_) {
         const Announcement* a = m.id == self_ ? nullptr : phase_zero_of(m.id, epoch);
         if (a && g < a->heard_updates.size() && a->heard_updates[g] < most)
-          out.push_back(forwarded_to(m.id, epoch, g, a->heard_updates[g], most));
+          out.push_back(forward_to(m.id, epoch, g, a->heard_updates[g], most));
       }
     }
   }
-  for (PayloadBytes& bytes : out) {
-    std::lock_guard<std::mutex> lock(publish_mutex_);
-    send(std::move(bytes), "this node could not forward a lost node's updates to the others");
+  // Built and sent without the exchange's lock (a forward can be megabytes); a forward that
+  // cannot be sent leaves its node without those updates, as its epoch line says, and does not
+  // fail this node.
+  for (const Forward& f : out) {
+    spdlog::info("job {}: forwarding {} of worker {}'s updates of epoch {} to {}{}",
+                 job_id_text(job_id_), f.updates.size(), f.header.worker, epoch + 1,
+                 name_of(f.header.for_node),
+                 f.header.complete ? "" : " (no longer kept here: none sent)");
+    try {
+      std::lock_guard<std::mutex> lock(publish_mutex_);
+      send(forwarded_payload(f.header, f.updates), "the mesh took no forwarded update");
+    } catch (const std::exception& e) {
+      spdlog::warn("job {}: {}", job_id_text(job_id_), e.what());
+    }
   }
 }
 
 // Updates after+1 .. most of worker g (counted from 1 in the epoch), if this node keeps them.
-PayloadBytes MeshExchange::forwarded_to(uint32_t to, int64_t epoch, uint32_t g, int64_t after,
-                                        int64_t most) {
+MeshExchange::Forward MeshExchange::forward_to(uint32_t to, int64_t epoch, uint32_t g,
+                                               int64_t after, int64_t most) {
   const HeardUpdates& h = heard_updates_[g];
   const int64_t oldest = h.count - int64_t(h.kept.size()) + 1;  // the number of kept.front()
-  ForwardedPayload f{to, epoch, g, after, false, {}};
-  std::vector<SharedUpdate> updates;
+  Forward f{{to, epoch, g, after, false, {}}, {}};
   if (h.epoch == epoch && after + 1 >= oldest && most <= h.count &&
       most - after <= int64_t(kMaxForwardedUpdates)) {
-    for (int64_t n = after + 1; n <= most; ++n) updates.push_back(h.kept[size_t(n - oldest)]);
-    f.complete = true;
+    for (int64_t n = after + 1; n <= most; ++n) f.updates.push_back(h.kept[size_t(n - oldest)]);
+    f.header.complete = true;
   }
-  spdlog::info("job {}: forwarding {} of worker {}'s updates of epoch {} to {}{}",
-               job_id_text(job_id_), most - after, g, epoch + 1, name_of(to),
-               f.complete ? "" : " (no longer kept here: it goes without them)");
-  return forwarded_payload(f, updates);
+  return f;
 }
 
 void MeshExchange::await_forwarded_updates(int64_t epoch) {
@@ -154,7 +170,10 @@ void MeshExchange::await_forwarded_updates(int64_t epoch) {
 }
 
 void MeshExchange::on_forwarded(ForwardedPayload f, uint32_t origin) {
-  if (f.for_node != self_ || !member(origin) || detached_ || !bus_) return;
+  // Only for the epoch whose end this node is at (a forward is sent at its first barrier).
+  if (f.for_node != self_ || !member(origin) || detached_ || !bus_ ||
+      f.epoch != current_epoch_ || f.worker >= uint32_t(total_workers_))
+    return;
   // Any of them that came since this node announced (a relay's late copies) is not taken twice.
   int64_t have = updates_heard(f.worker, f.epoch) - f.after;
   for (core::EncodedMessage& m : f.updates) {

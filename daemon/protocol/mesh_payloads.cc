@@ -105,6 +105,11 @@ void read_forwarded(const mesh::ForwardedUpdates& f, MeshPayloadIn& in) {
                std::to_string(kMaxForwardedUpdates) + ")";
     return;
   }
+  if (f.epoch() < 0 || f.after() < 0 || f.after() > kMaxLastBatch) {
+    in.error = "forwarded updates of epoch " + std::to_string(f.epoch()) + " after update " +
+               std::to_string(f.after());
+    return;
+  }
   in.forwarded = {f.for_node(), f.epoch(), f.worker(), f.after(), f.complete(), {}};
   if (updates)
     for (const mesh::Update* u : *updates) {

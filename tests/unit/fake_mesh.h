@@ -2,6 +2,7 @@
 // Several nodes' MeshExchanges in one process over a fake mesh (daemon/node/mesh_port.h),
 // connected directly, each driven from its own thread as the daemon's job runners would: the
 // mesh exchange's tests and those of what rides on it (NCCL between nodes).
+#include <condition_variable>
 #include <future>
 #include <map>
 #include <memory>
@@ -64,11 +65,18 @@ class FakeMesh {
     std::lock_guard<std::mutex> lock(mutex_);
     blocked_.insert({origin, to});
   }
+  // Waits until `origin` has published `n` messages (true), or `deadline` passes (false).
+  bool wait_published(uint32_t origin, int n, milliseconds deadline) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    return published_cv_.wait_for(lock, deadline, [&] { return published_[origin] >= n; });
+  }
   void deliver(uint32_t origin, uint64_t message_id, const std::vector<uint8_t>& bytes) {
     std::vector<MeshExchange*> to;
     {
       std::lock_guard<std::mutex> lock(mutex_);
       if (!nodes_.count(origin)) return;
+      ++published_[origin];
+      published_cv_.notify_all();
       for (auto& [id, ex] : nodes_)
         if (id != origin && !blocked_.count({origin, id})) to.push_back(ex);
     }
@@ -115,6 +123,8 @@ class FakeMesh {
   std::map<uint32_t, std::unique_ptr<Port>> ports_;
   std::map<std::pair<uint32_t, uint32_t>, int> undelivered_;
   std::set<std::pair<uint32_t, uint32_t>> blocked_;  // (origin, to)
+  std::map<uint32_t, int> published_;  // messages each origin published
+  std::condition_variable published_cv_;
 };
 
 inline std::vector<JobMember> members(int nodes) {

@@ -259,6 +259,34 @@ TEST_CASE("a survivor that lacks more of a lost node's updates than are kept say
   CHECK(ids_from(*bus[1], 2) == std::vector<uint64_t>{0, 1});
 }
 
+// The survivors announced the end of their shards before the lost node sent its last updates
+// (async sync, or a longer shard): every survivor heard those itself, and none is done again.
+TEST_CASE("a lost node's updates that came after the survivors announced are not done again",
+          "[mesh_exchange]") {
+  FakeMesh mesh;
+  std::vector<std::unique_ptr<MeshExchange>> ex = three_nodes(mesh);
+  std::vector<std::unique_ptr<core::MessageBus>> bus;
+  for (auto& e : ex) {
+    bus.push_back(std::make_unique<core::MessageBus>(1));
+    e->attach(*bus.back(), kParams);
+  }
+  for (int64_t batch = 0; batch < 2; ++batch) ex[2]->publish(update(2, uint64_t(batch), 0, batch));
+  auto end_a = std::async(std::launch::async, [&] { return ex[0]->end_epoch(0, 0.5, 1); });
+  auto end_b = std::async(std::launch::async, [&] { return ex[1]->end_epoch(0, 0.5, 1); });
+  REQUIRE(mesh.wait_published(1, 1, milliseconds(5000)));  // both announced their epoch's end
+  REQUIRE(mesh.wait_published(2, 1, milliseconds(5000)));
+  for (int64_t batch = 2; batch < 6; ++batch) ex[2]->publish(update(2, uint64_t(batch), 0, batch));
+  mesh.cut(3);
+  ex[0]->on_loss(3);
+  ex[1]->on_loss(3);
+  for (const auto& e : {end_a.get(), end_b.get()}) {
+    REQUIRE(e.takeover.size() == 1);
+    CHECK(e.takeover[0].from_batch == 6);
+    CHECK(e.missed_batches == 0);
+  }
+  for (auto& e : ex) e->detach();
+}
+
 TEST_CASE("a restarted node rejoins with a live node's parameters", "[mesh_exchange]") {
   FakeMesh mesh;
   MeshExchange a(1, 1, members(2), milliseconds(5000));
