@@ -202,9 +202,10 @@ class MeshExchange : public core::NodeExchange {
   int64_t last_batch_heard(uint32_t g, int64_t epoch) const;
   int64_t updates_heard(uint32_t g, int64_t epoch) const;
   void announce_heard(int64_t epoch, EpochEndPayload& e);
-  // The last minibatch and the most updates of worker `g` that any live node announced at the
-  // first barrier of `epoch` (this node's own as it announced them); `first` (may be null): the
-  // first member, in member order, that announced that many (0: none).
+  // The last minibatch of worker `g` that this node heard (now) or any other live node announced
+  // at the first barrier of `epoch`; the most updates of g that any live node announced (this
+  // node's own as announced), `first` (may be null) the first member, in member order, that
+  // announced that many (0: none).
   int64_t last_batch_agreed(uint32_t g, int64_t epoch);
   int64_t most_heard(uint32_t g, int64_t epoch, uint32_t* first);
   const Announcement* phase_zero_of(uint32_t id, int64_t epoch);

@@ -4,12 +4,15 @@
 // the last minibatch and the number of updates of the epoch it heard; then the survivor that
 // announced the most of a lost worker's updates (the first in member order) sends every live
 // node that announced fewer those it lacks, and the takeover starts after the furthest minibatch
-// this node heard or any other announced. A node announces when its own shards are done, so
-// under async or bounded sync, or with shards of different lengths, a lost node's later updates
-// can reach every survivor after the announcements: each then heard them itself, and starts
-// after them. A survivor that no longer keeps what another lacks (more than
-// kMaxForwardedUpdates, or past its share of kKeptWordsAll) forwards nothing, and the node that
-// lacks them says so in its epoch line.
+// this node heard or any other announced. Under bsp with equal shards the lost node's updates
+// all precede the announcements, so every survivor starts at the same minibatch. A node
+// announces when its own shards are done, so under async or bounded sync, or with a longer
+// shard, a lost node's later updates can come after the announcements: where they reach every
+// survivor, each heard them itself and starts after them; where they reach only some, the
+// survivors start at different minibatches, as before this exchange (not handled: holding a
+// lost worker's updates that come after the announcement would be the way). A survivor that no
+// longer keeps what another lacks (more than kMaxForwardedUpdates, or past its share of
+// kKeptWordsAll) forwards nothing, and the node that lacks them says so in its epoch line.
 #include <spdlog/spdlog.h>
 
 #include "daemon/node/mesh_exchange.h"
@@ -32,7 +35,8 @@ int64_t MeshExchange::updates_heard(uint32_t g, int64_t epoch) const {
 void MeshExchange::remember(const core::SharedMessage& m) {
   if (m->origin >= uint32_t(total_workers_)) return;  // no worker of the job's
   HeardUpdates& h = heard_updates_[m->origin];
-  if (h.epoch != m->epoch) h = HeardUpdates{m->epoch};
+  if (m->epoch < h.epoch) return;  // an earlier epoch's (a relay's late copy): not this one's
+  if (m->epoch > h.epoch) h = HeardUpdates{m->epoch};
   ++h.count;
   h.kept.push_back(m);
   h.kept_words += m->words.size();
