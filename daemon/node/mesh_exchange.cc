@@ -131,8 +131,9 @@ void MeshExchange::deliver(core::EncodedMessage m, uint32_t origin, bool forward
   }
   const Position at{m.epoch, m.batch};
   if (!forwarded) ++received_[origin][at.epoch];
-  HeardUpdates& heard = heard_updates_[m.origin];
-  if (!forwarded && heard.epoch == m.epoch && heard.forwarded_ids.count(m.id))
+  auto heard = heard_updates_.find(m.origin);  // found, not made: any origin may come here
+  if (!forwarded && heard != heard_updates_.end() && heard->second.epoch == m.epoch &&
+      heard->second.forwarded_ids.count(m.id))
     return;  // a relay's late copy of one a survivor forwarded
   Position& last = last_position_[m.origin];
   if (std::make_pair(at.epoch, at.batch) > std::make_pair(last.epoch, last.batch)) last = at;
@@ -672,24 +673,19 @@ core::NodeExchange::EpochEnd MeshExchange::end_epoch(int64_t epoch, double local
   EpochEnd end;
   end.tau_sum = local_tau_sum;
   end.workers = local_workers;
-  int global = 0;
   for (const JobMember& m : members_) {
-    const int first = global;
-    global += m.workers;
     if (m.id == self_) continue;
     auto a = announced_[m.id].find({epoch, 0});
-    if (a != announced_[m.id].end()) {
-      end.tau_sum += a->second.tau_sum;
-      end.workers += a->second.workers;
-    } else if (lost_.count(m.id) && epoch >= 0) {
-      // Lost before it finished its shards: what any survivor's messages from it show it did
-      // stays done, the same list on every survivor.
-      for (int g = first; g < global; ++g) {
-        const int64_t agreed = last_batch_agreed(uint32_t(g), epoch);
-        end.missed_batches += agreed - last_batch_heard(uint32_t(g), epoch);
-        end.takeover.push_back({g, agreed + 1});
-      }
-    }
+    if (a == announced_[m.id].end()) continue;
+    end.tau_sum += a->second.tau_sum;
+    end.workers += a->second.workers;
+  }
+  // Lost before it finished its shards: what any survivor's messages from it show it did stays
+  // done, the same list on every survivor (mesh_takeover.cc).
+  for (uint32_t g : unfinished_lost_workers(epoch)) {
+    const int64_t agreed = last_batch_agreed(g, epoch);
+    end.missed_batches += agreed - last_batch_heard(g, epoch);
+    end.takeover.push_back({int(g), agreed + 1});
   }
   end.live_first_worker = live_first_worker(&end.live_workers);
   end.lost = lost_names_locked();

@@ -199,6 +199,26 @@ flatbuffers::Offset<mesh::Update> build_update(flatbuffers::FlatBufferBuilder& f
                             m.length, m.count, words);
 }
 
+const core::EncodedMessage& message_of(const core::EncodedMessage& m) { return m; }
+const core::EncodedMessage& message_of(const SharedUpdate& m) { return *m; }
+
+// A builder's capacity for `updates` (a pseudo-gradient's levels, forwarded updates), and their
+// Update tables in order.
+template <typename Updates>
+size_t updates_capacity(const Updates& updates) {
+  size_t words = 0;
+  for (const auto& m : updates) words += message_of(m).words.size();
+  return 160 + updates.size() * 80 + words * 4;
+}
+
+template <typename Updates>
+flatbuffers::Offset<flatbuffers::Vector<flatbuffers::Offset<mesh::Update>>> build_updates(
+    flatbuffers::FlatBufferBuilder& fbb, const Updates& updates) {
+  std::vector<flatbuffers::Offset<mesh::Update>> built;
+  for (const auto& m : updates) built.push_back(build_update(fbb, message_of(m)));
+  return fbb.CreateVector(built);
+}
+
 }  // namespace
 
 PayloadBytes update_payload(const core::EncodedMessage& m) {
@@ -208,12 +228,8 @@ PayloadBytes update_payload(const core::EncodedMessage& m) {
 
 PayloadBytes forwarded_payload(const ForwardedPayload& f,
                                const std::vector<SharedUpdate>& updates) {
-  size_t words = 0;
-  for (const auto& m : updates) words += m->words.size();
-  flatbuffers::FlatBufferBuilder fbb(160 + updates.size() * 80 + words * 4);
-  std::vector<flatbuffers::Offset<mesh::Update>> built;
-  for (const auto& m : updates) built.push_back(build_update(fbb, *m));
-  const auto v = fbb.CreateVector(built);
+  flatbuffers::FlatBufferBuilder fbb(updates_capacity(updates));
+  const auto v = build_updates(fbb, updates);
   return finish(fbb, mesh::Payload::ForwardedUpdates,
                 mesh::CreateForwardedUpdates(fbb, f.for_node, f.epoch, f.worker, f.after,
                                              f.complete, v)
@@ -222,12 +238,8 @@ PayloadBytes forwarded_payload(const ForwardedPayload& f,
 
 PayloadBytes pseudo_gradient_payload(int64_t round, int32_t workers,
                                      const std::vector<core::EncodedMessage>& levels) {
-  size_t words = 0;
-  for (const core::EncodedMessage& m : levels) words += m.words.size();
-  flatbuffers::FlatBufferBuilder fbb(160 + levels.size() * 80 + words * 4);
-  std::vector<flatbuffers::Offset<mesh::Update>> built;
-  for (const core::EncodedMessage& m : levels) built.push_back(build_update(fbb, m));
-  const auto v = fbb.CreateVector(built);
+  flatbuffers::FlatBufferBuilder fbb(updates_capacity(levels));
+  const auto v = build_updates(fbb, levels);
   return finish(fbb, mesh::Payload::PseudoGradient,
                 mesh::CreatePseudoGradient(fbb, round, workers, v).Union());
 }
